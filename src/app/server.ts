@@ -1,0 +1,98 @@
+import 'reflect-metadata';
+import { NestFactory } from '@nestjs/core';
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import { Client } from 'pg';
+import type { Config } from '../infrastructure/config/config';
+import { Notifier } from '../infrastructure/event-store/notifier';
+import { ErrorFilter } from '../infrastructure/http/error.filter';
+import { requestLog } from '../infrastructure/http/request-log.middleware';
+import type { Logger } from '../infrastructure/logging/logger';
+import { NestLogger } from '../infrastructure/logging/nest-logger';
+import { Database } from '../infrastructure/postgres/database';
+import { EmbeddedPostgres } from '../infrastructure/postgres/embedded-postgres';
+import { migrate } from '../infrastructure/postgres/migrator';
+import { ProjectionRunner } from '../projections/projection-runner';
+import { KilolockModule } from './kilolock.module';
+
+export interface KldServer {
+  app: NestExpressApplication;
+  /** Base URL the HTTP server listens on. */
+  url: string;
+  databaseUrl: string;
+  close(): Promise<void>;
+}
+
+/** Embedded PostgreSQL (when no database URL is configured), then migrations. */
+export async function openDatabase(
+  config: Config,
+  logger: Logger,
+): Promise<{ url: string; embedded: EmbeddedPostgres | null }> {
+  if (config.databaseUrl) return { url: config.databaseUrl, embedded: null };
+  const embedded = await EmbeddedPostgres.start(config.dataDir, logger);
+  try {
+    return { url: await ensureDatabase(embedded.url, 'kilolock'), embedded };
+  } catch (err) {
+    await embedded.stop();
+    throw err;
+  }
+}
+
+export async function startServer(config: Config, logger: Logger): Promise<KldServer> {
+  const { url: databaseUrl, embedded } = await openDatabase(config, logger);
+  const db = new Database(databaseUrl);
+  const notifier = new Notifier(databaseUrl);
+  const releaseStorage = async () => {
+    await notifier.close();
+    await db.close();
+    await embedded?.stop();
+  };
+  let app: NestExpressApplication;
+  try {
+    await migrate(databaseUrl, logger);
+    app = await NestFactory.create<NestExpressApplication>(
+      KilolockModule.forRuntime({ config, logger, db, notifier }),
+      { logger: new NestLogger(logger), bodyParser: false, abortOnError: false },
+    );
+    app.use(requestLog(logger));
+    app.useGlobalFilters(new ErrorFilter(logger));
+    await app.listen(config.listen.port, config.listen.host);
+  } catch (err) {
+    await releaseStorage();
+    throw err;
+  }
+  const runner = app.get(ProjectionRunner);
+  runner.start();
+  const address = app.getHttpServer().address() as { port: number };
+  const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
+  const url = `http://${host}:${address.port}`;
+  logger.info({ url }, 'kld listening');
+
+  let closing: Promise<void> | null = null;
+  return {
+    app,
+    url,
+    databaseUrl,
+    close: () =>
+      (closing ??= (async () => {
+        // Order matters: stop taking requests and let in-flight ones finish,
+        // then stop projecting, then release the database.
+        await app.close();
+        await runner.stop();
+        await releaseStorage();
+      })()),
+  };
+}
+
+async function ensureDatabase(serverUrl: string, name: string): Promise<string> {
+  const client = new Client({ connectionString: serverUrl });
+  await client.connect();
+  try {
+    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (!rowCount) await client.query(`CREATE DATABASE ${client.escapeIdentifier(name)}`);
+  } finally {
+    await client.end();
+  }
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}

@@ -1,0 +1,132 @@
+import { DomainEvent, CommandContext, metadataFor, LogPosition } from '../domain/shared/event';
+import { Decider } from '../domain/shared/decider';
+import { WrongExpectedRevisionError } from '../domain/shared/concurrency-error';
+import type { EventStore } from './ports/event-store.port';
+import type { SnapshotStore } from './ports/snapshot-store.port';
+
+export interface AggregateOptions<S> {
+  /** Shape id for snapshots; bump it when the state's shape changes. */
+  snapshotSchema: string;
+  toSnapshot(state: S): unknown;
+  fromSnapshot(json: unknown): S;
+  /** Write a snapshot once this many events have accumulated past the last one. */
+  snapshotEvery?: number;
+  /** How many streams to keep warm in memory. */
+  cacheSize?: number;
+  /** Attempts on a concurrent write before giving up. */
+  maxAttempts?: number;
+}
+
+export interface HandleResult<S, E> {
+  events: E[];
+  state: S;
+  /** Position of the last event appended; null when the command changed nothing. */
+  position: LogPosition | null;
+}
+
+interface Loaded<S> {
+  state: S;
+  revision: bigint | null; // null: the stream does not exist
+  snapshotRevision: bigint | null;
+}
+
+/**
+ * Loads an aggregate from a warm cache (or a snapshot) plus the tail of its
+ * stream, runs the decider, and appends with the revision it decided on. A
+ * concurrent writer makes the append fail; we then reload the tail and decide
+ * again, so the loser sees the winner's events (e.g. the lock it now holds).
+ */
+export class AggregateStore<C, S, E extends DomainEvent> {
+  private readonly cache = new Map<string, Loaded<S>>();
+
+  constructor(
+    private readonly events: EventStore,
+    private readonly snapshots: SnapshotStore,
+    private readonly decider: Decider<C, S, E>,
+    private readonly options: AggregateOptions<S>,
+  ) {}
+
+  async handle(streamId: string, command: C, ctx: CommandContext): Promise<HandleResult<S, E>> {
+    const attempts = this.options.maxAttempts ?? 5;
+    for (let attempt = 1; ; attempt++) {
+      const loaded = await this.load(streamId);
+      const events = this.decider.decide(command, loaded.state);
+      if (events.length === 0) return { events, state: loaded.state, position: null };
+      try {
+        const metadata = metadataFor(ctx);
+        const result = await this.events.appendToStream(
+          streamId,
+          events.map((e) => ({ type: e.type, data: e.data, metadata })),
+          { expectedRevision: loaded.revision ?? 'no_stream' },
+        );
+        const state = events.reduce((s, e) => this.decider.evolve(s, e), loaded.state);
+        const next: Loaded<S> = {
+          state,
+          revision: result.nextExpectedRevision,
+          snapshotRevision: loaded.snapshotRevision,
+        };
+        this.remember(streamId, next);
+        await this.maybeSnapshot(streamId, next);
+        return { events, state, position: result.position };
+      } catch (err) {
+        if (err instanceof WrongExpectedRevisionError && attempt < attempts) {
+          this.cache.delete(streamId);
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+
+  /** Current state without deciding anything (for reads that need the aggregate). */
+  async state(streamId: string): Promise<S> {
+    return (await this.load(streamId)).state;
+  }
+
+  private async load(streamId: string): Promise<Loaded<S>> {
+    let base = this.cache.get(streamId);
+    if (!base) {
+      const snap = await this.snapshots.load(streamId);
+      base =
+        snap && snap.schema === this.options.snapshotSchema
+          ? {
+              state: this.options.fromSnapshot(snap.state),
+              revision: snap.revision,
+              snapshotRevision: snap.revision,
+            }
+          : { state: this.decider.initialState(), revision: null, snapshotRevision: null };
+    }
+    const fromRevision = base.revision === null ? 0n : base.revision + 1n;
+    const tail = await this.events.readStream(streamId, { fromRevision });
+    if (tail.length === 0) return base;
+    let state = base.state;
+    for (const e of tail) state = this.decider.evolve(state, e as unknown as E);
+    const loaded = {
+      state,
+      revision: tail[tail.length - 1].streamRevision,
+      snapshotRevision: base.snapshotRevision,
+    };
+    this.remember(streamId, loaded);
+    return loaded;
+  }
+
+  private remember(streamId: string, loaded: Loaded<S>): void {
+    // Map preserves insertion order: re-inserting makes this the most recent.
+    this.cache.delete(streamId);
+    this.cache.set(streamId, loaded);
+    const max = this.options.cacheSize ?? 500;
+    while (this.cache.size > max) this.cache.delete(this.cache.keys().next().value as string);
+  }
+
+  private async maybeSnapshot(streamId: string, loaded: Loaded<S>): Promise<void> {
+    const every = BigInt(this.options.snapshotEvery ?? 200);
+    const since = loaded.revision! - (loaded.snapshotRevision ?? -1n);
+    if (since < every) return;
+    await this.snapshots.save(streamId, {
+      revision: loaded.revision!,
+      schema: this.options.snapshotSchema,
+      state: this.options.toSnapshot(loaded.state),
+    });
+    loaded.snapshotRevision = loaded.revision;
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * Events and commands are plain data: `{ type, data, metadata }`. The type
+ * string is part of the public log format, so it is always written literally
+ * and never derived from a class name.
+ */
+export interface EventMetadata {
+  actor: string;
+  correlationId: string;
+  causationId: string | null;
+  occurredAt: string; // ISO-8601, taken from the command, never from a clock here
+}
+
+export interface DomainEvent<Type extends string = string, Data = unknown> {
+  type: Type;
+  data: Data;
+}
+
+/** An event as it sits in the store, with its stream and global coordinates. */
+export interface RecordedEvent<E extends DomainEvent = DomainEvent> {
+  type: E['type'];
+  data: E['data'];
+  metadata: EventMetadata;
+  streamId: string;
+  /** 0-based position of the event within its stream. */
+  streamRevision: bigint;
+  position: LogPosition;
+}
+
+/**
+ * Where an event sits in the global log. Order is by transaction id, then
+ * global position: a plain sequence number would let a reader skip an event
+ * whose transaction took its number early but committed late.
+ */
+export interface LogPosition {
+  transactionId: bigint;
+  globalPosition: bigint;
+}
+
+export const LOG_START: LogPosition = { transactionId: 0n, globalPosition: 0n };
+
+export function comparePositions(a: LogPosition, b: LogPosition): number {
+  if (a.transactionId !== b.transactionId) return a.transactionId < b.transactionId ? -1 : 1;
+  if (a.globalPosition !== b.globalPosition) return a.globalPosition < b.globalPosition ? -1 : 1;
+  return 0;
+}
+
+/** Who asked, when, and as part of what: the command's share of event metadata. */
+export interface CommandContext {
+  actor: string;
+  correlationId: string;
+  causationId?: string | null;
+  now: string; // ISO-8601
+}
+
+export function metadataFor(ctx: CommandContext): EventMetadata {
+  return {
+    actor: ctx.actor,
+    correlationId: ctx.correlationId,
+    causationId: ctx.causationId ?? null,
+    occurredAt: ctx.now,
+  };
+}

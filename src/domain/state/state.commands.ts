@@ -1,0 +1,42 @@
+import { CommandContext } from '../shared/event';
+import { StateDocumentV4 } from '../terraform/state-document';
+import { LockInfo } from './lock-info';
+
+export type CommitSource = 'http' | 'import' | 'refresh' | 'apply' | 'state-engine' | 'rollback';
+
+interface StateCommandOf<Type extends string, Data> {
+  type: Type;
+  data: Data;
+  metadata: CommandContext;
+}
+
+/**
+ * Lock and commit may bring a state into being, so they carry the id the new
+ * state would get; it is ignored when the state already exists.
+ */
+export type LockState = StateCommandOf<
+  'LockState',
+  { name: string; newStateId: string; lockInfo: LockInfo }
+>;
+
+export type UnlockState = StateCommandOf<'UnlockState', { name: string; lockId: string }>;
+
+/** `terraform force-unlock` sends no body: whoever holds the lock loses it. */
+export type ForceUnlockState = StateCommandOf<'ForceUnlockState', { name: string }>;
+
+export type CommitState = StateCommandOf<
+  'CommitState',
+  {
+    name: string;
+    newStateId: string;
+    document: StateDocumentV4;
+    lockId?: string;
+    source: CommitSource;
+    /** Of the bytes as received; computed by the transport, opaque here. */
+    checksum: string;
+  }
+>;
+
+export type DeleteState = StateCommandOf<'DeleteState', { name: string }>;
+
+export type StateCommand = LockState | UnlockState | ForceUnlockState | CommitState | DeleteState;

@@ -1,0 +1,445 @@
+import { DomainError } from '../shared/domain-error';
+import { CommandContext } from '../shared/event';
+import { fixtureText } from '../terraform/__fixtures__/fixtures';
+import { parseStateDocument } from '../terraform/parse-state-document';
+import { InstanceObjectV4, StateDocumentV4 } from '../terraform/state-document';
+import { flattenInstances } from '../terraform/state-instances';
+import { LockInfo } from './lock-info';
+import { CommitState, StateCommand } from './state.commands';
+import { decide, evolve, initialState } from './state.decider';
+import { StateEvent, StateEventType } from './state.events';
+import { StateAggregate } from './state.model';
+import { fromSnapshot, toSnapshot } from './state.snapshot';
+
+const ctx: CommandContext = {
+  actor: 'alice',
+  correlationId: 'corr-1',
+  now: '2026-11-30T00:00:00.000Z',
+};
+const NAME = 'prod';
+const ID = 'state-id-1';
+const PROVIDER = 'provider["terraform.io/builtin/terraform"]';
+
+function lockInfo(id: string): LockInfo {
+  return {
+    ID: id,
+    Operation: 'OperationTypeApply',
+    Info: '',
+    Who: 'alice@laptop',
+    Version: '1.11.4',
+    Created: '2026-11-30T00:00:00Z',
+    Path: '',
+    FutureField: { kept: true },
+  };
+}
+
+function instance(input: string, key?: number | string): InstanceObjectV4 {
+  return {
+    ...(key === undefined ? {} : { index_key: key }),
+    schema_version: 0,
+    attributes: { id: `id-${input}`, input: { value: input, type: 'string' } },
+    sensitive_attributes: [],
+  };
+}
+
+function document(serial: number, instances: Record<string, InstanceObjectV4[]>): StateDocumentV4 {
+  return {
+    version: 4,
+    terraform_version: '1.11.4',
+    serial,
+    lineage: 'lineage-1',
+    outputs: { out: { value: serial, type: 'number' } },
+    resources: Object.entries(instances).map(([name, objects]) => ({
+      mode: 'managed' as const,
+      type: 'terraform_data',
+      name,
+      provider: PROVIDER,
+      instances: objects,
+    })),
+    check_results: null,
+  };
+}
+
+const lock = (id: string, newStateId = ID): StateCommand => ({
+  type: 'LockState',
+  data: { name: NAME, newStateId, lockInfo: lockInfo(id) },
+  metadata: ctx,
+});
+const unlock = (lockId: string): StateCommand => ({
+  type: 'UnlockState',
+  data: { name: NAME, lockId },
+  metadata: ctx,
+});
+const forceUnlock: StateCommand = { type: 'ForceUnlockState', data: { name: NAME }, metadata: ctx };
+const del: StateCommand = { type: 'DeleteState', data: { name: NAME }, metadata: ctx };
+const commit = (doc: StateDocumentV4, extra: Partial<CommitState['data']> = {}): CommitState => ({
+  type: 'CommitState',
+  data: { name: NAME, newStateId: ID, document: doc, source: 'http', checksum: 'sum', ...extra },
+  metadata: ctx,
+});
+
+function given(...history: StateEvent[][]) {
+  const state = history.flat().reduce(evolve, initialState());
+  return {
+    state,
+    when: (command: StateCommand) => ({
+      then: (expected: StateEvent[]) => expect(decide(command, state)).toEqual(expected),
+      thenFails: (code: string, metadata?: Record<string, unknown>) => {
+        let error: unknown;
+        try {
+          decide(command, state);
+        } catch (e) {
+          error = e;
+        }
+        expect(error).toBeInstanceOf(DomainError);
+        expect((error as DomainError).code).toBe(code);
+        if (metadata) expect((error as DomainError).metadata).toEqual(metadata);
+      },
+      events: () => decide(command, state),
+    }),
+  };
+}
+
+/** History helper: the events a command produces on top of the given history. */
+function after(history: StateEvent[][], command: StateCommand): StateEvent[] {
+  return decide(command, history.flat().reduce(evolve, initialState()));
+}
+
+const created: StateEvent[] = [{ type: 'StateCreated', data: { stateId: ID, name: NAME } }];
+const lockedBy = (id: string): StateEvent[] => [
+  { type: 'LockAcquired', data: { stateId: ID, lockId: id, info: lockInfo(id) } },
+];
+const doc1 = document(1, { a: [instance('a')], b: [instance('b0', 0), instance('b1', 1)] });
+const committed1 = after([created], commit(doc1));
+const deleted: StateEvent[] = [{ type: 'StateDeleted', data: { stateId: ID } }];
+
+describe('State decider', () => {
+  describe('LockState', () => {
+    it('creates a missing state, then locks it', () => {
+      given()
+        .when(lock('L1'))
+        .then([...created, ...lockedBy('L1')]);
+    });
+
+    it('locks an unlocked state', () => {
+      given(created, committed1).when(lock('L1')).then(lockedBy('L1'));
+    });
+
+    it('refuses while another lock is held, returning the holder as it was sent', () => {
+      given(created, lockedBy('L1'))
+        .when(lock('L2'))
+        .thenFails('STATE.LOCKED', { holder: lockInfo('L1') });
+    });
+
+    it('refuses the holder ID too: terraform never locks twice with one ID', () => {
+      given(created, lockedBy('L1'))
+        .when(lock('L1'))
+        .thenFails('STATE.LOCKED', { holder: lockInfo('L1') });
+    });
+
+    it('locks again once the lock was released', () => {
+      const released: StateEvent[] = [
+        { type: 'LockReleased', data: { stateId: ID, lockId: 'L1', forced: false } },
+      ];
+      given(created, lockedBy('L1'), released).when(lock('L2')).then(lockedBy('L2'));
+    });
+
+    it('brings a deleted name back under a new stateId', () => {
+      given(created, committed1, deleted)
+        .when(lock('L9', 'state-id-2'))
+        .then([
+          { type: 'StateCreated', data: { stateId: 'state-id-2', name: NAME } },
+          {
+            type: 'LockAcquired',
+            data: { stateId: 'state-id-2', lockId: 'L9', info: lockInfo('L9') },
+          },
+        ]);
+    });
+  });
+
+  describe('UnlockState', () => {
+    it('releases a lock with the holder ID', () => {
+      given(created, lockedBy('L1'))
+        .when(unlock('L1'))
+        .then([{ type: 'LockReleased', data: { stateId: ID, lockId: 'L1', forced: false } }]);
+    });
+
+    it('refuses another ID, returning the holder', () => {
+      given(created, lockedBy('L1'))
+        .when(unlock('L2'))
+        .thenFails('STATE.LOCK_MISMATCH', { holder: lockInfo('L1') });
+    });
+
+    it('succeeds without events on an unlocked state', () => {
+      given(created).when(unlock('L1')).then([]);
+    });
+
+    it('does not find a missing or deleted state', () => {
+      given().when(unlock('L1')).thenFails('STATE.NOT_FOUND');
+      given(created, deleted).when(unlock('L1')).thenFails('STATE.NOT_FOUND');
+    });
+  });
+
+  describe('ForceUnlockState', () => {
+    it('releases whatever lock is held, marked as forced', () => {
+      given(created, lockedBy('L1'))
+        .when(forceUnlock)
+        .then([{ type: 'LockReleased', data: { stateId: ID, lockId: 'L1', forced: true } }]);
+    });
+
+    it('does nothing on an unlocked state', () => {
+      given(created).when(forceUnlock).then([]);
+    });
+
+    it('does not find a missing or deleted state', () => {
+      given().when(forceUnlock).thenFails('STATE.NOT_FOUND');
+      given(created, deleted).when(forceUnlock).thenFails('STATE.NOT_FOUND');
+    });
+  });
+
+  describe('CommitState', () => {
+    it('creates a missing state and opens a lifecycle for every instance', () => {
+      const events = given().when(commit(doc1)).events();
+      expect(events.map((e) => e.type)).toEqual([
+        'StateCreated',
+        'ApplyCommitted',
+        'LifecycleOpened',
+        'LifecycleOpened',
+        'LifecycleOpened',
+      ]);
+      expect(events[1]).toEqual({
+        type: 'ApplyCommitted',
+        data: {
+          stateId: ID,
+          version: 1,
+          serial: 1,
+          lineage: 'lineage-1',
+          source: 'http',
+          terraformVersion: '1.11.4',
+          outputs: { out: { value: 1, type: 'number' } },
+          checkResults: null,
+          extra: {},
+          checksum: 'sum',
+          instanceCount: 3,
+          resourceCount: 2,
+        },
+      });
+      expect(events[3]).toEqual({
+        type: 'LifecycleOpened',
+        data: {
+          stateId: ID,
+          version: 1,
+          serial: 1,
+          address: 'terraform_data.b[0]',
+          hash: flattenInstances(doc1)[1].hash,
+          resource: {
+            module: '',
+            mode: 'managed',
+            type: 'terraform_data',
+            name: 'b',
+            provider: PROVIDER,
+            each: null,
+          },
+          instance: instance('b0', 0),
+        },
+      });
+    });
+
+    it('emits only the delta: a changed instance is closed and opened, the rest is silent', () => {
+      const doc2 = document(2, { a: [instance('a')], b: [instance('b0', 0), instance('B1', 1)] });
+      const events = given(created, committed1).when(commit(doc2)).events();
+      const oldHash = flattenInstances(doc1)[2].hash;
+      const newHash = flattenInstances(doc2)[2].hash;
+      expect(events.slice(1)).toEqual([
+        {
+          type: 'LifecycleClosed',
+          data: {
+            stateId: ID,
+            version: 2,
+            serial: 2,
+            address: 'terraform_data.b[1]',
+            hash: oldHash,
+          },
+        },
+        expect.objectContaining({
+          type: 'LifecycleOpened',
+          data: expect.objectContaining({
+            version: 2,
+            address: 'terraform_data.b[1]',
+            hash: newHash,
+            instance: instance('B1', 1),
+          }),
+        }),
+      ]);
+      expect(events[0]).toMatchObject({ type: 'ApplyCommitted', data: { version: 2, serial: 2 } });
+    });
+
+    it('closes removed instances and opens added ones', () => {
+      const doc2 = document(2, { a: [instance('a')], c: [instance('c')] });
+      const events = given(created, committed1).when(commit(doc2)).events();
+      expect(events.map((e) => [e.type, 'address' in e.data ? e.data.address : null])).toEqual([
+        ['ApplyCommitted', null],
+        ['LifecycleClosed', 'terraform_data.b[0]'],
+        ['LifecycleClosed', 'terraform_data.b[1]'],
+        ['LifecycleOpened', 'terraform_data.c'],
+      ]);
+    });
+
+    it('keeps an identical commit as a new version with no lifecycle events', () => {
+      given(created, committed1)
+        .when(commit(doc1))
+        .then([
+          {
+            type: 'ApplyCommitted',
+            data: expect.objectContaining({ version: 2, serial: 1, instanceCount: 3 }),
+          } as StateEvent,
+        ]);
+    });
+
+    it('keeps a commit with a lower serial as a new version', () => {
+      const doc0 = document(0, { a: [instance('a')] });
+      const events = given(created, committed1).when(commit(doc0)).events();
+      expect(events[0]).toMatchObject({ type: 'ApplyCommitted', data: { version: 2, serial: 0 } });
+      expect(events.filter((e) => e.type === 'LifecycleClosed')).toHaveLength(2);
+    });
+
+    it('numbers versions 1, 2, 3… whatever the serial does', () => {
+      let history: StateEvent[][] = [created];
+      for (const serial of [5, 5, 3, 9]) {
+        history = [
+          ...history,
+          after(history, commit(document(serial, { a: [instance(`${serial}`)] }))),
+        ];
+      }
+      const versions = history
+        .flat()
+        .filter((e) => e.type === 'ApplyCommitted')
+        .map((e) => (e.type === 'ApplyCommitted' ? e.data.version : 0));
+      expect(versions).toEqual([1, 2, 3, 4]);
+    });
+
+    it('writes to an unlocked state with or without a lock ID', () => {
+      expect(given(created).when(commit(doc1)).events()[0].type).toBe('ApplyCommitted');
+      expect(
+        given(created)
+          .when(commit(doc1, { lockId: 'L1' }))
+          .events()[0].type,
+      ).toBe('ApplyCommitted');
+    });
+
+    it('requires the holder ID on a locked state', () => {
+      const g = given(created, lockedBy('L1'));
+      g.when(commit(doc1)).thenFails('STATE.LOCKED', { holder: lockInfo('L1') });
+      g.when(commit(doc1, { lockId: 'L2' })).thenFails('STATE.LOCK_MISMATCH', {
+        holder: lockInfo('L1'),
+      });
+      expect(g.when(commit(doc1, { lockId: 'L1' })).events()[0]).toMatchObject({
+        type: 'ApplyCommitted',
+        data: { version: 1 },
+      });
+    });
+
+    it('starts a deleted name over: new stateId, version 1, nothing to close', () => {
+      const events = given(created, committed1, deleted)
+        .when(commit(doc1, { newStateId: 'state-id-2' }))
+        .events();
+      expect(events[0]).toEqual({
+        type: 'StateCreated',
+        data: { stateId: 'state-id-2', name: NAME },
+      });
+      expect(events[1]).toMatchObject({
+        type: 'ApplyCommitted',
+        data: { stateId: 'state-id-2', version: 1 },
+      });
+      expect(events.slice(2).every((e) => e.type === 'LifecycleOpened')).toBe(true);
+      expect(events).toHaveLength(5);
+    });
+
+    it('records the real change between two terraform applies as one close and one open', () => {
+      const v1 = parseStateDocument(fixtureText('modules.v1.tfstate.txt'));
+      const v2 = parseStateDocument(fixtureText('modules.v2.tfstate.txt'));
+      const first = after([], commit(v1));
+      const events = given(first).when(commit(v2)).events();
+      expect(events.map((e) => e.type)).toEqual([
+        'ApplyCommitted',
+        'LifecycleClosed',
+        'LifecycleOpened',
+      ]);
+      expect(events[0]).toMatchObject({ data: { version: 2, serial: 18, instanceCount: 16 } });
+      expect(events[1]).toMatchObject({ data: { address: 'terraform_data.changeable' } });
+      expect(events[2]).toMatchObject({ data: { address: 'terraform_data.changeable' } });
+    });
+  });
+
+  describe('DeleteState', () => {
+    it('deletes an unlocked state', () => {
+      given(created, committed1).when(del).then(deleted);
+    });
+
+    it('refuses while locked', () => {
+      given(created, lockedBy('L1'))
+        .when(del)
+        .thenFails('STATE.LOCKED', { holder: lockInfo('L1') });
+    });
+
+    it('does not find a missing or already deleted state', () => {
+      given().when(del).thenFails('STATE.NOT_FOUND');
+      given(created, deleted).when(del).thenFails('STATE.NOT_FOUND');
+    });
+  });
+
+  describe('evolve and snapshots', () => {
+    const v1 = parseStateDocument(fixtureText('modules.v1.tfstate.txt'));
+    const v2 = parseStateDocument(fixtureText('modules.v2.tfstate.txt'));
+    const h1 = after([], commit(v1));
+    const h2 = after([h1], commit(v2, { lockId: undefined }));
+    const history = [h1, h2, lockedBy('L1')];
+    const state = given(...history).state;
+
+    it('tracks exactly the current instances and their hashes', () => {
+      expect(state).toMatchObject({ status: 'active', stateId: ID, version: 2, serial: 18 });
+      const expected = new Map(flattenInstances(v2).map((i) => [i.address, i.hash]));
+      expect(state.status === 'active' && state.instances).toEqual(expected);
+    });
+
+    it('does not change the state it evolves from', () => {
+      const before = given(h1).state;
+      const copy = toSnapshot(before);
+      h2.reduce(evolve, before);
+      expect(toSnapshot(before)).toEqual(copy);
+    });
+
+    it('round-trips through a plain-JSON snapshot and decides the same', () => {
+      const json: unknown = JSON.parse(JSON.stringify(toSnapshot(state)));
+      const restored: StateAggregate = fromSnapshot(json);
+      expect(restored).toEqual(state);
+      const v3 = { ...v2, serial: 19, resources: v2.resources.slice(1) };
+      expect(decide(commit(v3, { lockId: 'L1' }), restored)).toEqual(
+        decide(commit(v3, { lockId: 'L1' }), state),
+      );
+      for (const s of [initialState(), given(created, deleted).state]) {
+        expect(fromSnapshot(JSON.parse(JSON.stringify(toSnapshot(s))))).toEqual(s);
+      }
+    });
+
+    it('rejects a malformed snapshot', () => {
+      expect(() => fromSnapshot({ status: 'active', stateId: 1 })).toThrow(
+        expect.objectContaining({ code: 'STATE.SNAPSHOT_INVALID' }),
+      );
+    });
+
+    it('emits plain JSON events with literal type names', () => {
+      const events = history.flat();
+      expect(JSON.parse(JSON.stringify(events))).toEqual(events);
+      expect(Object.values(StateEventType)).toEqual(
+        expect.arrayContaining([...new Set(events.map((e) => e.type))]),
+      );
+      expect(
+        JSON.stringify(events, (_k, v: unknown) => {
+          if (typeof v === 'bigint') throw new Error('bigint in event data');
+          return v;
+        }),
+      ).toBeDefined();
+    });
+  });
+});

@@ -1,0 +1,230 @@
+import { Decider } from '../shared/decider';
+import { DomainError } from '../shared/domain-error';
+import { documentMeta } from '../terraform/build-document';
+import { diffInstances } from '../terraform/diff-instances';
+import { flattenInstances } from '../terraform/state-instances';
+import { LockInfo } from './lock-info';
+import {
+  CommitState,
+  DeleteState,
+  ForceUnlockState,
+  LockState,
+  StateCommand,
+  UnlockState,
+} from './state.commands';
+import { STATE_LOCK_MISMATCH, STATE_LOCKED, STATE_NOT_FOUND } from './state.errors';
+import { StateCreated, StateEvent } from './state.events';
+import { ActiveState, initialState, StateAggregate } from './state.model';
+
+function assertNever(value: never): never {
+  throw new Error(`unexpected ${JSON.stringify(value)}`);
+}
+
+function locked(name: string, holder: LockInfo): DomainError {
+  return new DomainError(STATE_LOCKED, `state ${name} is locked by ${holder.ID}`, { holder });
+}
+
+function mismatch(name: string, holder: LockInfo, lockId: string): DomainError {
+  return new DomainError(
+    STATE_LOCK_MISMATCH,
+    `state ${name} is locked by ${holder.ID}, not ${lockId}`,
+    { holder },
+  );
+}
+
+function notFound(name: string): DomainError {
+  return new DomainError(STATE_NOT_FOUND, `state ${name} does not exist`);
+}
+
+/** The state to act on, and the events (if any) that bring it into being. */
+function ensureActive(
+  state: StateAggregate,
+  name: string,
+  newStateId: string,
+): { active: ActiveState; created: StateEvent[] } {
+  if (state.status === 'active') return { active: state, created: [] };
+  // A deleted name starts over: new stateId, versions from 1, no instances.
+  const created: StateCreated = { type: 'StateCreated', data: { stateId: newStateId, name } };
+  return { active: evolve(state, created) as ActiveState, created: [created] };
+}
+
+function lock(command: LockState, state: StateAggregate): StateEvent[] {
+  const { name, newStateId, lockInfo } = command.data;
+  const { active, created } = ensureActive(state, name, newStateId);
+  // Terraform makes a fresh lock ID for every attempt, so a LOCK that repeats
+  // the holder's ID is a retried request whose first answer may never have
+  // arrived, or a second process reusing an ID. Granting it would let two
+  // processes share one lock; refusing shows the holder, and terraform's own
+  // retry loop (-lock-timeout) copes.
+  if (active.lock !== null) throw locked(name, active.lock);
+  return [
+    ...created,
+    {
+      type: 'LockAcquired',
+      data: { stateId: active.stateId, lockId: lockInfo.ID, info: lockInfo },
+    },
+  ];
+}
+
+function unlock(command: UnlockState, state: StateAggregate): StateEvent[] {
+  const { name, lockId } = command.data;
+  if (state.status !== 'active') throw notFound(name);
+  if (state.lock === null) return []; // already unlocked: a retried UNLOCK succeeds
+  if (state.lock.ID !== lockId) throw mismatch(name, state.lock, lockId);
+  return [{ type: 'LockReleased', data: { stateId: state.stateId, lockId, forced: false } }];
+}
+
+function forceUnlock(command: ForceUnlockState, state: StateAggregate): StateEvent[] {
+  if (state.status !== 'active') throw notFound(command.data.name);
+  if (state.lock === null) return [];
+  return [
+    {
+      type: 'LockReleased',
+      data: { stateId: state.stateId, lockId: state.lock.ID, forced: true },
+    },
+  ];
+}
+
+function commit(command: CommitState, state: StateAggregate): StateEvent[] {
+  const { name, newStateId, document, lockId, source, checksum } = command.data;
+  const { active, created } = ensureActive(state, name, newStateId);
+  // Without a lock anyone may write (terraform runs with -lock=false do);
+  // with one, only its holder may.
+  if (active.lock !== null) {
+    if (lockId === undefined) throw locked(name, active.lock);
+    if (lockId !== active.lock.ID) throw mismatch(name, active.lock, lockId);
+  }
+
+  const { stateId } = active;
+  const version = active.version + 1;
+  const { serial, lineage } = document;
+  const instances = flattenInstances(document);
+  const delta = diffInstances(active.instances, instances);
+  const meta = documentMeta(document);
+
+  const events: StateEvent[] = [
+    ...created,
+    {
+      type: 'ApplyCommitted',
+      data: {
+        stateId,
+        version,
+        serial,
+        lineage,
+        source,
+        terraformVersion: meta.terraformVersion,
+        outputs: meta.outputs,
+        checkResults: meta.checkResults,
+        extra: meta.extra,
+        checksum,
+        instanceCount: instances.length,
+        resourceCount: document.resources.length,
+      },
+    },
+  ];
+  for (const address of delta.closed) {
+    const hash = active.instances.get(address) ?? '';
+    events.push({
+      type: 'LifecycleClosed',
+      data: { stateId, version, serial, address, hash },
+    });
+  }
+  for (const i of delta.opened) {
+    events.push({
+      type: 'LifecycleOpened',
+      data: {
+        stateId,
+        version,
+        serial,
+        address: i.address,
+        hash: i.hash,
+        resource: i.resource,
+        instance: i.instance,
+      },
+    });
+  }
+  return events;
+}
+
+function deleteState(command: DeleteState, state: StateAggregate): StateEvent[] {
+  const { name } = command.data;
+  if (state.status !== 'active') throw notFound(name);
+  if (state.lock !== null) throw locked(name, state.lock);
+  return [{ type: 'StateDeleted', data: { stateId: state.stateId } }];
+}
+
+export function decide(command: StateCommand, state: StateAggregate): StateEvent[] {
+  switch (command.type) {
+    case 'LockState':
+      return lock(command, state);
+    case 'UnlockState':
+      return unlock(command, state);
+    case 'ForceUnlockState':
+      return forceUnlock(command, state);
+    case 'CommitState':
+      return commit(command, state);
+    case 'DeleteState':
+      return deleteState(command, state);
+    default:
+      return assertNever(command);
+  }
+}
+
+/**
+ * Events that cannot follow the current status (only a corrupt history has
+ * them) leave the state unchanged rather than making the stream unloadable.
+ *
+ * The instance map is copied once per commit, on ApplyCommitted, and that
+ * commit's lifecycle events then update the copy in place: a copy per
+ * lifecycle event would make a 10k-instance first commit quadratic. States
+ * from before the commit never see the change.
+ */
+export function evolve(state: StateAggregate, event: StateEvent): StateAggregate {
+  switch (event.type) {
+    case 'StateCreated':
+      return {
+        status: 'active',
+        stateId: event.data.stateId,
+        name: event.data.name,
+        lock: null,
+        version: 0,
+        serial: null,
+        lineage: null,
+        instances: new Map(),
+      };
+    case 'LockAcquired':
+      return state.status === 'active' ? { ...state, lock: event.data.info } : state;
+    case 'LockReleased':
+      return state.status === 'active' ? { ...state, lock: null } : state;
+    case 'ApplyCommitted':
+      if (state.status !== 'active') return state;
+      return {
+        ...state,
+        version: event.data.version,
+        serial: event.data.serial,
+        lineage: event.data.lineage,
+        instances: new Map(state.instances),
+      };
+    case 'LifecycleOpened':
+      if (state.status !== 'active') return state;
+      state.instances.set(event.data.address, event.data.hash);
+      return { ...state };
+    case 'LifecycleClosed':
+      if (state.status !== 'active') return state;
+      state.instances.delete(event.data.address);
+      return { ...state };
+    case 'StateDeleted':
+      if (state.status !== 'active') return state;
+      return { status: 'deleted', stateId: state.stateId, name: state.name };
+    default:
+      return assertNever(event);
+  }
+}
+
+export { initialState };
+
+export const stateDecider: Decider<StateCommand, StateAggregate, StateEvent> = {
+  decide,
+  evolve,
+  initialState,
+};

@@ -1,0 +1,5 @@
+/** Stable, public error codes of the State aggregate. */
+export const STATE_LOCKED = 'STATE.LOCKED';
+export const STATE_LOCK_MISMATCH = 'STATE.LOCK_MISMATCH';
+export const STATE_NOT_FOUND = 'STATE.NOT_FOUND';
+export { STATE_INVALID } from '../terraform/parse-state-document';

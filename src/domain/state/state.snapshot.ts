@@ -1,0 +1,90 @@
+import { DomainError } from '../shared/domain-error';
+import { isJsonObject } from '../terraform/json-value';
+import { LockInfo, parseLockInfo } from './lock-info';
+import { StateAggregate } from './state.model';
+
+/** Bump when the snapshot shape changes; older snapshots are then ignored and the stream replayed. */
+export const STATE_SNAPSHOT_SCHEMA = 'state/1';
+
+export type StateSnapshot =
+  | { status: 'missing' }
+  | {
+      status: 'active';
+      stateId: string;
+      name: string;
+      lock: LockInfo | null;
+      version: number;
+      serial: number | null;
+      lineage: string | null;
+      /** [address, hash] pairs, in the aggregate's order. */
+      instances: [string, string][];
+    }
+  | { status: 'deleted'; stateId: string; name: string };
+
+export function toSnapshot(state: StateAggregate): StateSnapshot {
+  switch (state.status) {
+    case 'missing':
+      return { status: 'missing' };
+    case 'deleted':
+      return { status: 'deleted', stateId: state.stateId, name: state.name };
+    case 'active':
+      return {
+        status: 'active',
+        stateId: state.stateId,
+        name: state.name,
+        lock: state.lock,
+        version: state.version,
+        serial: state.serial,
+        lineage: state.lineage,
+        instances: [...state.instances],
+      };
+    default: {
+      const never: never = state;
+      throw new Error(`unexpected state ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+const SNAPSHOT_INVALID = 'STATE.SNAPSHOT_INVALID';
+
+function bad(what: string): never {
+  throw new DomainError(SNAPSHOT_INVALID, `state snapshot: ${what}`);
+}
+
+const str = (v: unknown, what: string): string => (typeof v === 'string' ? v : bad(what));
+const int = (v: unknown, what: string): number =>
+  typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : bad(what);
+
+export function fromSnapshot(json: unknown): StateAggregate {
+  if (!isJsonObject(json)) return bad('not an object');
+  switch (json.status) {
+    case 'missing':
+      return { status: 'missing' };
+    case 'deleted':
+      return {
+        status: 'deleted',
+        stateId: str(json.stateId, 'stateId'),
+        name: str(json.name, 'name'),
+      };
+    case 'active': {
+      if (!Array.isArray(json.instances)) return bad('instances');
+      const instances = new Map<string, string>();
+      for (const pair of json.instances) {
+        if (!Array.isArray(pair) || pair.length !== 2) return bad('instances');
+        instances.set(str(pair[0], 'instance address'), str(pair[1], 'instance hash'));
+      }
+      return {
+        status: 'active',
+        stateId: str(json.stateId, 'stateId'),
+        name: str(json.name, 'name'),
+        lock: json.lock === null ? null : parseLockInfo(json.lock),
+        version: int(json.version, 'version'),
+        serial: json.serial === null ? null : int(json.serial, 'serial'),
+        lineage: json.lineage === null ? null : str(json.lineage, 'lineage'),
+        instances,
+      };
+    }
+    default:
+      return bad(`unknown status ${JSON.stringify(json.status)}`);
+  }
+}

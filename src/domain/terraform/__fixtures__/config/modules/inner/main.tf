@@ -1,0 +1,7 @@
+variable "label" {
+  type = string
+}
+
+resource "terraform_data" "deep" {
+  input = "inner-${var.label}"
+}

@@ -1,0 +1,127 @@
+import { compareGoStrings } from './go-string-order';
+import { IndexKey } from './instance-address';
+import { JsonObject, JsonValue } from './json-value';
+import {
+  DOCUMENT_FIELDS,
+  InstanceObjectV4,
+  OutputV4,
+  ResourceV4,
+  StateDocumentV4,
+} from './state-document';
+import { FlatInstance, ResourceDescriptor } from './state-instances';
+import { canonicalJson } from './canonical-json';
+
+/** Everything of a document that is not its instances. */
+export interface StateDocumentMeta {
+  terraformVersion: string;
+  serial: number;
+  lineage: string;
+  outputs: Record<string, OutputV4>;
+  /** null both when terraform wrote null and when it wrote nothing (before 1.3). */
+  checkResults: JsonValue;
+  /** Unknown top-level members. */
+  extra: JsonObject;
+}
+
+export function documentMeta(doc: StateDocumentV4): StateDocumentMeta {
+  const known: readonly string[] = DOCUMENT_FIELDS;
+  const extra: JsonObject = {};
+  for (const [key, value] of Object.entries(doc)) {
+    if (!known.includes(key) && value !== undefined) extra[key] = value;
+  }
+  return {
+    terraformVersion: doc.terraform_version,
+    serial: doc.serial,
+    lineage: doc.lineage,
+    outputs: doc.outputs,
+    checkResults: doc.check_results ?? null,
+    extra,
+  };
+}
+
+type Placed = Pick<FlatInstance, 'resource' | 'instance'>;
+
+/**
+ * Rebuilds a v4 document from its metadata and instances, in the order
+ * terraform's own writer uses (statefile.normalize): resources by module
+ * path, mode, type, name as Go strings; instances by key (none, then
+ * integers, then strings), then deposed key. Both sorts are stable.
+ */
+export function buildDocument(
+  meta: StateDocumentMeta,
+  instances: Iterable<Placed>,
+): StateDocumentV4 {
+  const groups = new Map<string, { resource: ResourceDescriptor; instances: InstanceObjectV4[] }>();
+  for (const { resource, instance } of instances) {
+    const key = JSON.stringify([resource.module, resource.mode, resource.type, resource.name]);
+    const group = groups.get(key);
+    if (!group) {
+      groups.set(key, { resource, instances: [instance] });
+      continue;
+    }
+    if (canonicalJson({ ...group.resource }) !== canonicalJson({ ...resource })) {
+      throw new Error(`instances of ${key} disagree on their resource fields`);
+    }
+    group.instances.push(instance);
+  }
+
+  const resources = [...groups.values()]
+    .sort((a, b) => compareResources(a.resource, b.resource))
+    .map(({ resource, instances: objects }) => toResource(resource, objects.sort(compareObjects)));
+
+  const doc: StateDocumentV4 = {
+    version: 4,
+    terraform_version: meta.terraformVersion,
+    serial: meta.serial,
+    lineage: meta.lineage,
+    outputs: meta.outputs,
+    resources,
+    check_results: meta.checkResults,
+  };
+  return withExtra(doc, meta.extra);
+}
+
+/** Appends unknown members after the known ones; a known member always wins. */
+function withExtra<T extends JsonObject>(target: T, extra: JsonObject | undefined): T {
+  for (const [key, value] of Object.entries(extra ?? {})) {
+    if (!(key in target)) Object.assign(target, { [key]: value });
+  }
+  return target;
+}
+
+function toResource(r: ResourceDescriptor, instances: InstanceObjectV4[]): ResourceV4 {
+  // Member order follows terraform's resourceStateV4 struct.
+  const out: ResourceV4 = {
+    ...(r.module === '' ? {} : { module: r.module }),
+    mode: r.mode,
+    type: r.type,
+    name: r.name,
+    ...(r.each === null ? {} : { each: r.each }),
+    provider: r.provider,
+    instances,
+  };
+  return withExtra(out, r.extra);
+}
+
+function compareResources(a: ResourceDescriptor, b: ResourceDescriptor): number {
+  return (
+    compareGoStrings(a.module, b.module) ||
+    compareGoStrings(a.mode, b.mode) ||
+    compareGoStrings(a.type, b.type) ||
+    compareGoStrings(a.name, b.name)
+  );
+}
+
+function keyRank(k: IndexKey | undefined): number {
+  return k === undefined ? 0 : typeof k === 'number' ? 1 : 2;
+}
+
+function compareObjects(a: InstanceObjectV4, b: InstanceObjectV4): number {
+  const ka = a.index_key;
+  const kb = b.index_key;
+  const byKey =
+    keyRank(ka) - keyRank(kb) ||
+    (typeof ka === 'number' && typeof kb === 'number' ? ka - kb : 0) ||
+    (typeof ka === 'string' && typeof kb === 'string' ? compareGoStrings(ka, kb) : 0);
+  return byKey || compareGoStrings(a.deposed ?? '', b.deposed ?? '');
+}

@@ -1,0 +1,159 @@
+import { DomainError } from '../shared/domain-error';
+import { JsonObject } from './json-value';
+import { parseStateDocument } from './parse-state-document';
+
+function validDocument(): JsonObject {
+  return {
+    version: 4,
+    terraform_version: '1.11.4',
+    serial: 3,
+    lineage: 'a6b7c8',
+    outputs: { url: { value: 'https://x', type: 'string' } },
+    resources: [
+      {
+        mode: 'managed',
+        type: 'terraform_data',
+        name: 'a',
+        provider: 'provider["terraform.io/builtin/terraform"]',
+        instances: [{ schema_version: 0, attributes: { id: '1' }, sensitive_attributes: [] }],
+      },
+      {
+        module: 'module.m[0]',
+        mode: 'data',
+        type: 'terraform_remote_state',
+        name: 'r',
+        provider: 'provider["terraform.io/builtin/terraform"]',
+        instances: [
+          { index_key: 0, schema_version: 1, attributes_flat: { id: '2' } },
+          { index_key: 1, schema_version: 1, attributes: {}, status: 'tainted' },
+        ],
+      },
+    ],
+    check_results: null,
+  };
+}
+
+function errorOf(run: () => unknown): DomainError {
+  try {
+    run();
+  } catch (e) {
+    if (e instanceof DomainError) return e;
+    throw e;
+  }
+  throw new Error('expected a DomainError');
+}
+
+describe('parseStateDocument', () => {
+  it('accepts JSON text and decoded objects alike', () => {
+    const doc = validDocument();
+    expect(parseStateDocument(JSON.stringify(doc))).toEqual(doc);
+    expect(parseStateDocument(doc)).toEqual(doc);
+  });
+
+  it('keeps unknown members at every level', () => {
+    const doc = validDocument();
+    doc.tofu_extension = { encrypted: false };
+    const resources = doc.resources as JsonObject[];
+    resources[0].future_field = 'kept';
+    (resources[0].instances as JsonObject[])[0].identity = { id: 'abc' };
+    (resources[0].instances as JsonObject[])[0].identity_schema_version = 0;
+    const parsed = parseStateDocument(JSON.stringify(doc));
+    expect(parsed.tofu_extension).toEqual({ encrypted: false });
+    expect(parsed.resources[0].future_field).toBe('kept');
+    expect(parsed.resources[0].instances[0].identity).toEqual({ id: 'abc' });
+  });
+
+  it('accepts a state written before check_results existed', () => {
+    const doc = validDocument();
+    delete doc.check_results;
+    expect(() => parseStateDocument(doc)).not.toThrow();
+  });
+
+  type Mutation = (doc: JsonObject) => void;
+  const resource = (doc: JsonObject, i: number) => (doc.resources as JsonObject[])[i];
+  const instance = (doc: JsonObject, i: number, j: number) =>
+    (resource(doc, i).instances as JsonObject[])[j];
+
+  it.each<[string, Mutation]>([
+    ['state is not valid JSON', () => undefined],
+    ['version must be 4 (got 3)', (d) => (d.version = 3)],
+    ['version is required', (d) => delete d.version],
+    ['serial must be a non-negative integer', (d) => (d.serial = -1)],
+    ['serial must be a non-negative integer', (d) => (d.serial = 1.5)],
+    ['serial must be a non-negative integer', (d) => (d.serial = '4')],
+    ['lineage must be a string', (d) => delete d.lineage],
+    ['terraform_version must be a string', (d) => (d.terraform_version = 1)],
+    ['outputs must be an object', (d) => (d.outputs = [])],
+    ['outputs.url.value is required', (d) => (d.outputs = { url: { type: 'string' } })],
+    ['outputs["my output"] must be an object', (d) => (d.outputs = { 'my output': 1 })],
+    ['resources must be an array', (d) => (d.resources = {})],
+    ['resources[1] must be an object', (d) => ((d.resources as JsonObject[])[1] = [] as never)],
+    ['resources[0].mode must be "managed" or "data"', (d) => (resource(d, 0).mode = 'other')],
+    ['resources[1].type must be a non-empty string', (d) => (resource(d, 1).type = '')],
+    ['resources[0].name must be a non-empty string', (d) => delete resource(d, 0).name],
+    ['resources[0].provider must be a non-empty string', (d) => delete resource(d, 0).provider],
+    ['resources[0].each must be "list" or "map"', (d) => (resource(d, 0).each = 'set')],
+    ['resources[1].module must be a module path', (d) => (resource(d, 1).module = 'mod.x')],
+    ['resources[0].instances must be an array', (d) => delete resource(d, 0).instances],
+    [
+      'resources[1].instances[0].schema_version must be an integer',
+      (d) => (instance(d, 1, 0).schema_version = '1'),
+    ],
+    [
+      'resources[1].instances[1].schema_version must not be negative',
+      (d) => (instance(d, 1, 1).schema_version = -1),
+    ],
+    [
+      'resources[1].instances[0].index_key must be a non-negative integer or a string',
+      (d) => (instance(d, 1, 0).index_key = true),
+    ],
+    [
+      'resources[0].instances[0] must have attributes or attributes_flat',
+      (d) => delete instance(d, 0, 0).attributes,
+    ],
+    [
+      'resources[0].instances[0].attributes must be an object',
+      (d) => (instance(d, 0, 0).attributes = 'x'),
+    ],
+    [
+      'resources[1].instances[0].attributes_flat.id must be a string',
+      (d) => (instance(d, 1, 0).attributes_flat = { id: 2 }),
+    ],
+    [
+      'resources[1].instances[1].status must be "tainted"',
+      (d) => (instance(d, 1, 1).status = 'ready'),
+    ],
+    [
+      'resources[0].instances[0].dependencies[1] must be a string',
+      (d) => (instance(d, 0, 0).dependencies = ['a.b', 3]),
+    ],
+    [
+      'resources[0].instances[0].sensitive_attributes must be an array',
+      (d) => (instance(d, 0, 0).sensitive_attributes = {}),
+    ],
+    [
+      'resources[1].instances[1] repeats the address module.m[0].data.terraform_remote_state.r[0]',
+      (d) => (instance(d, 1, 1).index_key = 0),
+    ],
+    ['check_results must be an array or null', (d) => (d.check_results = 'x')],
+  ])('rejects with "%s"', (message, mutate) => {
+    const doc = validDocument();
+    mutate(doc);
+    const input = message.includes('not valid JSON') ? '{"version":4,' : JSON.stringify(doc);
+    const error = errorOf(() => parseStateDocument(input));
+    expect(error.code).toBe('STATE.INVALID');
+    expect(error.message).toContain(message);
+  });
+
+  it('rejects decoded values that are not plain JSON, naming where', () => {
+    const doc = validDocument();
+    instance(doc, 0, 0).attributes = { size: 10n } as never;
+    const error = errorOf(() => parseStateDocument(doc));
+    expect(error.code).toBe('STATE.INVALID');
+    expect(error.message).toBe('resources[0].instances[0].attributes.size is not plain JSON');
+  });
+
+  it('rejects a root that is not an object', () => {
+    expect(errorOf(() => parseStateDocument('[]')).message).toBe('state must be an object');
+  });
+});

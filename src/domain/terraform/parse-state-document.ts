@@ -1,0 +1,149 @@
+import { DomainError } from '../shared/domain-error';
+import { formatInstanceAddress, ModuleInstanceStep, parseModulePath } from './instance-address';
+import { findNonJson, isJsonObject, JsonObject, jsonPath } from './json-value';
+import { InstanceObjectV4, ResourceV4, StateDocumentV4 } from './state-document';
+
+export const STATE_INVALID = 'STATE.INVALID';
+
+function fail(path: string, problem: string): never {
+  throw new DomainError(STATE_INVALID, `${path === '' ? 'state' : path} ${problem}`, { path });
+}
+
+const isNonNegativeInteger = (v: unknown): v is number =>
+  typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+const isNonEmptyString = (v: unknown): v is string => typeof v === 'string' && v !== '';
+
+function object(value: unknown, path: string): JsonObject {
+  if (!isJsonObject(value)) fail(path, 'must be an object');
+  return value;
+}
+
+/**
+ * Parses and validates a v4 state document (JSON text or an already-decoded
+ * value). Unknown members are kept as they are; the returned document shares
+ * structure with an object argument, so treat both as immutable.
+ */
+export function parseStateDocument(input: string | unknown): StateDocumentV4 {
+  let raw: unknown = input;
+  if (typeof input === 'string') {
+    try {
+      raw = JSON.parse(input);
+    } catch (e) {
+      fail('', `is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  } else {
+    const bad = findNonJson(input);
+    if (bad !== null) fail(bad, 'is not plain JSON');
+  }
+  const doc = object(raw, '');
+
+  if (doc.version === undefined) fail('version', 'is required');
+  if (doc.version !== 4) fail('version', `must be 4 (got ${JSON.stringify(doc.version)})`);
+  if (typeof doc.terraform_version !== 'string') fail('terraform_version', 'must be a string');
+  if (!isNonNegativeInteger(doc.serial)) fail('serial', 'must be a non-negative integer');
+  if (typeof doc.lineage !== 'string') fail('lineage', 'must be a string');
+
+  const outputs = object(doc.outputs, 'outputs');
+  for (const [name, output] of Object.entries(outputs)) {
+    const at = jsonPath('outputs', name);
+    const o = object(output, at);
+    if (!('value' in o) || o.value === undefined) fail(jsonPath(at, 'value'), 'is required');
+    if (o.sensitive !== undefined && typeof o.sensitive !== 'boolean') {
+      fail(jsonPath(at, 'sensitive'), 'must be a boolean');
+    }
+  }
+
+  if (!Array.isArray(doc.resources)) fail('resources', 'must be an array');
+  const seen = new Set<string>();
+  doc.resources.forEach((resource, i) => validateResource(resource, `resources[${i}]`, seen));
+
+  const checks = doc.check_results;
+  if (checks !== undefined && checks !== null && !Array.isArray(checks)) {
+    fail('check_results', 'must be an array or null');
+  }
+  return doc as StateDocumentV4;
+}
+
+function validateResource(value: unknown, at: string, seen: Set<string>): void {
+  const r = object(value, at);
+  let module: ModuleInstanceStep[] = [];
+  if (r.module !== undefined) {
+    if (typeof r.module !== 'string') fail(`${at}.module`, 'must be a string');
+    try {
+      module = parseModulePath(r.module);
+    } catch {
+      fail(`${at}.module`, `must be a module path such as module.a["x"] (got ${r.module})`);
+    }
+  }
+  if (r.mode !== 'managed' && r.mode !== 'data') fail(`${at}.mode`, 'must be "managed" or "data"');
+  if (!isNonEmptyString(r.type)) fail(`${at}.type`, 'must be a non-empty string');
+  if (!isNonEmptyString(r.name)) fail(`${at}.name`, 'must be a non-empty string');
+  if (!isNonEmptyString(r.provider)) fail(`${at}.provider`, 'must be a non-empty string');
+  if (r.each !== undefined && r.each !== 'list' && r.each !== 'map') {
+    fail(`${at}.each`, 'must be "list" or "map"');
+  }
+  if (!Array.isArray(r.instances)) fail(`${at}.instances`, 'must be an array');
+  const resource = r as ResourceV4;
+  r.instances.forEach((instance, j) =>
+    validateInstance(instance, `${at}.instances[${j}]`, resource, module, seen),
+  );
+}
+
+function validateInstance(
+  value: unknown,
+  at: string,
+  r: ResourceV4,
+  module: ModuleInstanceStep[],
+  seen: Set<string>,
+): void {
+  const o = object(value, at);
+  const key = o.index_key;
+  if (key !== undefined && typeof key !== 'string' && !isNonNegativeInteger(key)) {
+    fail(`${at}.index_key`, 'must be a non-negative integer or a string');
+  }
+  if (o.status !== undefined && o.status !== 'tainted') fail(`${at}.status`, 'must be "tainted"');
+  if (o.deposed !== undefined && !isNonEmptyString(o.deposed)) {
+    fail(`${at}.deposed`, 'must be a non-empty string');
+  }
+  if (typeof o.schema_version !== 'number' || !Number.isSafeInteger(o.schema_version)) {
+    fail(`${at}.schema_version`, 'must be an integer');
+  }
+  if (o.schema_version < 0) fail(`${at}.schema_version`, 'must not be negative');
+  if (o.attributes === undefined && o.attributes_flat === undefined) {
+    fail(at, 'must have attributes or attributes_flat');
+  }
+  if (o.attributes !== undefined) object(o.attributes, `${at}.attributes`);
+  if (o.attributes_flat !== undefined) {
+    const flat = object(o.attributes_flat, `${at}.attributes_flat`);
+    for (const [k, v] of Object.entries(flat)) {
+      if (typeof v !== 'string') fail(jsonPath(`${at}.attributes_flat`, k), 'must be a string');
+    }
+  }
+  if (o.sensitive_attributes !== undefined && !Array.isArray(o.sensitive_attributes)) {
+    fail(`${at}.sensitive_attributes`, 'must be an array');
+  }
+  if (o.private !== undefined && typeof o.private !== 'string') {
+    fail(`${at}.private`, 'must be a string');
+  }
+  if (o.dependencies !== undefined) {
+    if (!Array.isArray(o.dependencies)) fail(`${at}.dependencies`, 'must be an array');
+    o.dependencies.forEach((d, k) => {
+      if (typeof d !== 'string') fail(`${at}.dependencies[${k}]`, 'must be a string');
+    });
+  }
+  if (o.create_before_destroy !== undefined && typeof o.create_before_destroy !== 'boolean') {
+    fail(`${at}.create_before_destroy`, 'must be a boolean');
+  }
+
+  const instance = o as InstanceObjectV4;
+  const address = formatInstanceAddress({
+    module,
+    mode: r.mode,
+    type: r.type,
+    name: r.name,
+    key: instance.index_key,
+    deposed: instance.deposed,
+  });
+  if (seen.has(address)) fail(at, `repeats the address ${address}`);
+  seen.add(address);
+}

@@ -1,0 +1,71 @@
+import { Client } from 'pg';
+
+/**
+ * Wakes waiters when PostgreSQL NOTIFYs a channel. A wake-up is only a hint
+ * that something changed: every waiter also wakes on a timeout and re-reads,
+ * so a lost notification (reconnect, another transaction finishing) costs at
+ * most one timeout, never an event.
+ */
+export class Notifier {
+  private client: Client | null = null;
+  private connecting: Promise<void> | null = null;
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private closed = false;
+
+  constructor(private readonly url: string) {}
+
+  async wait(channel: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    if (this.closed || signal?.aborted) return;
+    await this.ensureListening(channel).catch(() => undefined);
+    await new Promise<void>((resolve) => {
+      const set = this.waiters.get(channel) ?? new Set();
+      this.waiters.set(channel, set);
+      const done = () => {
+        clearTimeout(timer);
+        set.delete(done);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      set.add(done);
+      signal?.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  private readonly listening = new Set<string>();
+
+  private async ensureListening(channel: string): Promise<void> {
+    if (!this.client) {
+      this.connecting ??= (async () => {
+        const client = new Client({ connectionString: this.url });
+        client.on('error', () => this.reset());
+        client.on('end', () => this.reset());
+        client.on('notification', (msg) => this.wake(msg.channel));
+        await client.connect();
+        this.client = client;
+      })().finally(() => (this.connecting = null));
+      await this.connecting;
+    }
+    if (this.client && !this.listening.has(channel)) {
+      this.listening.add(channel);
+      await this.client.query(`LISTEN ${channel}`);
+    }
+  }
+
+  private wake(channel: string): void {
+    for (const w of [...(this.waiters.get(channel) ?? [])]) w();
+  }
+
+  private reset(): void {
+    this.client = null;
+    this.listening.clear();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const set of this.waiters.values()) for (const w of [...set]) w();
+    const client = this.client;
+    this.reset();
+    await client?.end().catch(() => undefined);
+  }
+}

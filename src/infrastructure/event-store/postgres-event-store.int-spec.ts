@@ -1,0 +1,71 @@
+import { Client } from 'pg';
+import { describeEventStoreConformance } from '../../../test/conformance/event-store.conformance';
+import { createTestDatabase, TestDatabase } from '../../../test/support/test-database';
+import { LOG_START } from '../../domain/shared/event';
+import { Notifier } from './notifier';
+import { PostgresEventStore } from './postgres-event-store';
+
+describeEventStoreConformance('PostgreSQL', async () => {
+  const t = await createTestDatabase();
+  const notifier = new Notifier(t.url);
+  return {
+    store: new PostgresEventStore(t.db, notifier),
+    close: async () => {
+      await notifier.close();
+      await t.drop();
+    },
+  };
+});
+
+describe('PostgreSQL event store: late commits', () => {
+  let t: TestDatabase;
+  let notifier: Notifier;
+  beforeAll(async () => {
+    t = await createTestDatabase();
+    notifier = new Notifier(t.url);
+  });
+  afterAll(async () => {
+    await notifier.close();
+    await t.drop();
+  });
+
+  it('does not let a reader pass an event whose transaction took its position early and commits late', async () => {
+    const store = new PostgresEventStore(t.db, notifier);
+    const slow = new Client({ connectionString: t.url });
+    await slow.connect();
+    try {
+      // The slow writer takes its transaction id and global position first...
+      await slow.query('BEGIN');
+      await slow.query(
+        `INSERT INTO kl_events (stream_id, stream_revision, type, data, metadata)
+         VALUES ('slow', 0, 'Late', '{}', '{}')`,
+      );
+      // ...a fast writer commits after it, with a later position.
+      await store.appendToStream(
+        'fast',
+        [
+          {
+            type: 'Early',
+            data: {},
+            metadata: {
+              actor: 'a',
+              correlationId: 'c',
+              causationId: null,
+              occurredAt: '2026-01-01T00:00:00Z',
+            },
+          },
+        ],
+        { expectedRevision: 'no_stream' },
+      );
+
+      // A position-only reader would now see 'Early' and move past 'Late'.
+      expect(await store.readAll(LOG_START, 100)).toEqual([]);
+
+      await slow.query('COMMIT');
+      const all = await store.readAll(LOG_START, 100);
+      expect(all.map((e) => e.type)).toEqual(['Late', 'Early']);
+    } finally {
+      await slow.end();
+    }
+  });
+});

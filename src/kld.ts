@@ -1,0 +1,117 @@
+#!/usr/bin/env node
+import 'reflect-metadata';
+import { Command, CommanderError } from 'commander';
+import { ConfigError, loadConfig } from './infrastructure/config/config';
+import { createLogger, Logger } from './infrastructure/logging/logger';
+import { Database } from './infrastructure/postgres/database';
+import { migrate, MigrationError } from './infrastructure/postgres/migrator';
+import { openDatabase, startServer } from './app/server';
+import { Notifier } from './infrastructure/event-store/notifier';
+import { ProjectionRunner } from './projections/projection-runner';
+import { allProjectors } from './app/features';
+
+const SHUTDOWN_DEADLINE_MS = 9_000;
+
+async function serve(opts: { listen?: string }): Promise<void> {
+  const config = loadConfig(process.env, opts);
+  const logger = createLogger(config.logLevel);
+  const server = await startServer(config, logger);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) {
+      logger.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    const force = setTimeout(() => {
+      logger.error('shutdown took too long; exiting');
+      process.exit(1);
+    }, SHUTDOWN_DEADLINE_MS);
+    force.unref();
+    server.close().then(
+      () => {
+        logger.info('stopped');
+        process.exit(0);
+      },
+      (err) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+/** For one-shot commands: the database (embedded or not), migrated, then released. */
+async function withDatabase<T>(
+  logger: Logger,
+  fn: (db: Database, url: string) => Promise<T>,
+): Promise<T> {
+  const config = loadConfig();
+  const { url, embedded } = await openDatabase(config, logger);
+  try {
+    await migrate(url, logger);
+    const db = new Database(url);
+    try {
+      return await fn(db, url);
+    } finally {
+      await db.close();
+    }
+  } finally {
+    await embedded?.stop();
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  const program = new Command('kld')
+    .description('Kilolock server: Terraform state backend and event-sourced state store')
+    .exitOverride()
+    .configureOutput({ outputError: (str, write) => write(str) });
+
+  program
+    .command('serve')
+    .description('run the HTTP server (embedded PostgreSQL unless KL_DATABASE_URL is set)')
+    .option('--listen <host:port>', 'address to listen on (default KL_LISTEN or 127.0.0.1:8080)')
+    .action(serve);
+
+  program
+    .command('migrate')
+    .description('apply pending database migrations and exit')
+    .action(async () => {
+      const logger = createLogger(loadConfig().logLevel);
+      await withDatabase(logger, async () => undefined);
+    });
+
+  program
+    .command('projections')
+    .description('manage read-model projections')
+    .command('rebuild')
+    .description('empty every read model and replay the event log into it')
+    .action(async () => {
+      const logger = createLogger(loadConfig().logLevel);
+      await withDatabase(logger, async (db, url) => {
+        const notifier = new Notifier(url);
+        const runner = new ProjectionRunner(db, notifier, allProjectors(db), logger);
+        try {
+          for (const r of await runner.rebuild()) {
+            process.stdout.write(`${r.projector}: ${r.events} events replayed\n`);
+          }
+        } finally {
+          await notifier.close();
+        }
+      });
+    });
+
+  await program.parseAsync(argv);
+}
+
+main(process.argv).catch((err: unknown) => {
+  if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
+  const known = err instanceof ConfigError || err instanceof MigrationError;
+  const message = err instanceof Error ? err.message : String(err);
+  process.stderr.write(`kld: ${message}\n`);
+  if (!known && process.env.KL_DEBUG) process.stderr.write(`${(err as Error).stack}\n`);
+  process.exit(known ? 2 : 1);
+});

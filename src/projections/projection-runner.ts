@@ -1,0 +1,233 @@
+import { PoolClient } from 'pg';
+import { comparePositions, LogPosition } from '../domain/shared/event';
+import { readLogAfter } from '../infrastructure/event-store/postgres-event-store';
+import { EVENTS_CHANNEL } from '../infrastructure/event-store/postgres-event-store';
+import { Notifier } from '../infrastructure/event-store/notifier';
+import type { Logger } from '../infrastructure/logging/logger';
+import { Database } from '../infrastructure/postgres/database';
+import { Projector } from './projector';
+
+export const CHECKPOINTS_CHANNEL = 'kl_checkpoints';
+const BATCH = 500;
+// Namespace for the per-projector advisory locks (pg_advisory_xact_lock(int, int)).
+const LOCK_NAMESPACE = 7_300_422;
+
+export class ProjectionTimeoutError extends Error {
+  constructor(position: LogPosition, timeoutMs: number) {
+    super(`read models did not reach position ${position.globalPosition} within ${timeoutMs} ms`);
+    this.name = 'ProjectionTimeoutError';
+  }
+}
+
+/**
+ * Runs every projector against the log. Any number of kld replicas may run it
+ * at once: each batch takes the projector's transaction-scoped advisory lock,
+ * re-reads the checkpoint under it and advances it compare-and-set, so two
+ * replicas never apply the same batch twice.
+ */
+export class ProjectionRunner {
+  private readonly abort = new AbortController();
+  private loops: Promise<void>[] = [];
+  private readonly kicks = new Set<() => void>();
+
+  constructor(
+    private readonly db: Database,
+    private readonly notifier: Notifier,
+    private readonly projectors: readonly Projector[],
+    private readonly logger: Logger,
+  ) {}
+
+  start(): void {
+    this.loops = this.projectors.map((p) => this.loop(p));
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort();
+    this.kick();
+    await Promise.allSettled(this.loops);
+  }
+
+  /** Wake the loops now instead of at their next poll. */
+  kick(): void {
+    for (const k of [...this.kicks]) k();
+  }
+
+  private async loop(projector: Projector): Promise<void> {
+    const signal = this.abort.signal;
+    while (!signal.aborted) {
+      let applied = 0;
+      try {
+        applied = await this.runBatch(projector);
+      } catch (err) {
+        this.logger.error({ err, projector: projector.name }, 'projection batch failed; retrying');
+        await sleep(1000, signal);
+        continue;
+      }
+      if (applied < BATCH) await this.idle(signal);
+    }
+  }
+
+  private idle(signal: AbortSignal): Promise<void> {
+    const local = new AbortController();
+    const kick = () => local.abort();
+    this.kicks.add(kick);
+    const onAbort = () => local.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    return this.notifier.wait(EVENTS_CHANNEL, 250, local.signal).finally(() => {
+      this.kicks.delete(kick);
+      signal.removeEventListener('abort', onAbort);
+    });
+  }
+
+  /** Applies at most one batch; returns how many events it consumed. */
+  async runBatch(projector: Projector, limit = BATCH): Promise<number> {
+    return this.db.transaction((tx) => this.batchIn(tx, projector, limit));
+  }
+
+  private async batchIn(tx: PoolClient, projector: Projector, limit: number): Promise<number> {
+    await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [
+      LOCK_NAMESPACE,
+      projector.name,
+    ]);
+    const from = await readCheckpoint(tx, projector.name);
+    const events = await readLogAfter(tx, from, limit, projector.handles);
+    if (events.length === 0) return 0;
+    const handled = events.filter((e) => projector.handles.includes(e.type));
+    if (handled.length) await projector.apply(handled, tx);
+    const to = events[events.length - 1].position;
+    const { rowCount } = await tx.query(
+      `UPDATE kl_checkpoints SET transaction_id = $2::xid8, global_position = $3, updated_at = now()
+        WHERE projection = $1 AND transaction_id = $4::xid8 AND global_position = $5`,
+      [
+        projector.name,
+        to.transactionId.toString(),
+        to.globalPosition.toString(),
+        from.transactionId.toString(),
+        from.globalPosition.toString(),
+      ],
+    );
+    if (rowCount !== 1) throw new Error(`checkpoint of ${projector.name} moved under us`);
+    await tx.query('SELECT pg_notify($1, $2)', [CHECKPOINTS_CHANNEL, projector.name]);
+    return events.length;
+  }
+
+  /** Positions of every projector (the slowest decides read-your-writes). */
+  async checkpoints(): Promise<Map<string, LogPosition>> {
+    const rows = await this.db.query<{ projection: string; tx: string; gp: string }>(
+      `SELECT projection, transaction_id::text AS tx, global_position AS gp FROM kl_checkpoints
+        WHERE projection = ANY($1)`,
+      [this.projectors.map((p) => p.name)],
+    );
+    const map = new Map<string, LogPosition>();
+    for (const r of rows) {
+      map.set(r.projection, { transactionId: BigInt(r.tx), globalPosition: BigInt(r.gp) });
+    }
+    return map;
+  }
+
+  async reached(position: LogPosition): Promise<boolean> {
+    const cps = await this.checkpoints();
+    return this.projectors.every((p) => {
+      const cp = cps.get(p.name);
+      return cp !== undefined && comparePositions(cp, position) >= 0;
+    });
+  }
+
+  /**
+   * Resolves once every read model includes the event at `position`; the
+   * write path awaits this before answering (read-your-writes on any replica).
+   */
+  async waitForPosition(position: LogPosition, timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (await this.reached(position)) return;
+      if (Date.now() > deadline) throw new ProjectionTimeoutError(position, timeoutMs);
+      // Do the work here rather than wait for a loop: the caller is blocked on it.
+      for (const p of this.projectors) {
+        while ((await this.runBatch(p)) === BATCH) {
+          /* keep going until this projector is caught up */
+        }
+      }
+      if (await this.reached(position)) return;
+      await this.notifier.wait(CHECKPOINTS_CHANNEL, 20);
+    }
+  }
+
+  /** True when no projector has committed events left to apply. */
+  async caughtUp(): Promise<boolean> {
+    const rows = await this.db.query<{ tx: string; gp: string }>(
+      `SELECT transaction_id::text AS tx, global_position AS gp FROM kl_events
+        WHERE transaction_id < (SELECT pg_snapshot_xmin(pg_current_snapshot()))
+        ORDER BY transaction_id DESC, global_position DESC LIMIT 1`,
+    );
+    if (rows.length === 0) return true;
+    return this.reached({ transactionId: BigInt(rows[0].tx), globalPosition: BigInt(rows[0].gp) });
+  }
+
+  /**
+   * Empties every read model and replays the whole log into it, in one
+   * transaction per projector: readers see the old rows until the new ones
+   * are complete.
+   */
+  async rebuild(): Promise<{ projector: string; events: number }[]> {
+    const report: { projector: string; events: number }[] = [];
+    for (const projector of this.projectors) {
+      const events = await this.db.transaction(async (tx) => {
+        await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [
+          LOCK_NAMESPACE,
+          projector.name,
+        ]);
+        if (projector.tables.length) {
+          await tx.query(`TRUNCATE ${projector.tables.join(', ')}`);
+        }
+        await tx.query(
+          `UPDATE kl_checkpoints SET transaction_id = '0', global_position = 0, updated_at = now()
+            WHERE projection = $1`,
+          [projector.name],
+        );
+        await ensureCheckpointRow(tx, projector.name);
+        let total = 0;
+        for (;;) {
+          const n = await this.batchIn(tx, projector, 5000);
+          total += n;
+          if (n === 0) break;
+        }
+        return total;
+      });
+      this.logger.info({ projector: projector.name, events }, 'projection rebuilt');
+      report.push({ projector: projector.name, events });
+    }
+    return report;
+  }
+}
+
+async function ensureCheckpointRow(tx: PoolClient, name: string): Promise<void> {
+  await tx.query(
+    'INSERT INTO kl_checkpoints (projection) VALUES ($1) ON CONFLICT (projection) DO NOTHING',
+    [name],
+  );
+}
+
+async function readCheckpoint(tx: PoolClient, name: string): Promise<LogPosition> {
+  await ensureCheckpointRow(tx, name);
+  const { rows } = await tx.query<{ tx: string; gp: string }>(
+    `SELECT transaction_id::text AS tx, global_position AS gp FROM kl_checkpoints
+      WHERE projection = $1`,
+    [name],
+  );
+  return { transactionId: BigInt(rows[0].tx), globalPosition: BigInt(rows[0].gp) };
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(t);
+        resolve();
+      },
+      { once: true },
+    );
+  });
+}

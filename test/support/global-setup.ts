@@ -1,0 +1,18 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import pino from 'pino';
+import { EmbeddedPostgres } from '../../src/infrastructure/postgres/embedded-postgres';
+
+/**
+ * One PostgreSQL server for the whole run: KL_TEST_DATABASE_URL if given
+ * (a server URL whose user may create databases), else an embedded one in a
+ * temporary directory. Each test file creates its own database on it.
+ */
+export default async function globalSetup(): Promise<void> {
+  if (process.env.KL_TEST_DATABASE_URL) return;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-test-pg-'));
+  const pg = await EmbeddedPostgres.start(dir, pino({ level: 'warn' }));
+  process.env.KL_TEST_DATABASE_URL = pg.url;
+  (globalThis as { __klTestPg?: { pg: EmbeddedPostgres; dir: string } }).__klTestPg = { pg, dir };
+}

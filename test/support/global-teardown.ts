@@ -1,0 +1,9 @@
+import * as fs from 'node:fs';
+import type { EmbeddedPostgres } from '../../src/infrastructure/postgres/embedded-postgres';
+
+export default async function globalTeardown(): Promise<void> {
+  const state = (globalThis as { __klTestPg?: { pg: EmbeddedPostgres; dir: string } }).__klTestPg;
+  if (!state) return;
+  await state.pg.stop();
+  fs.rmSync(state.dir, { recursive: true, force: true });
+}
