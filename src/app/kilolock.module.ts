@@ -1,5 +1,7 @@
 import { DynamicModule, Module, Provider } from '@nestjs/common';
 import { CqrsModule } from '@nestjs/cqrs';
+import { randomUUID } from 'node:crypto';
+import { CLOCK, IDS } from '../application/ports/clock.port';
 import { EVENT_STORE } from '../application/ports/event-store.port';
 import { SNAPSHOT_STORE } from '../application/ports/snapshot-store.port';
 import type { Config } from '../infrastructure/config/config';
@@ -32,6 +34,8 @@ export class KilolockModule {
       { provide: LOGGER, useValue: runtime.logger },
       { provide: DATABASE, useValue: runtime.db },
       { provide: NOTIFIER, useValue: runtime.notifier },
+      { provide: CLOCK, useValue: { now: () => new Date() } },
+      { provide: IDS, useValue: { uuid: () => randomUUID() } },
       {
         provide: EVENT_STORE,
         useFactory: (db: Database, n: Notifier) => new PostgresEventStore(db, n),

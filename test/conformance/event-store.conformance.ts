@@ -210,7 +210,27 @@ export function describeEventStoreConformance(
       clearTimeout(timeout);
       abort.abort();
 
-      { const k=new Map<string,number>(); seen.forEach((e,i)=>{const key=`${e.streamId}/${e.streamRevision}`; if(k.has(key)) console.log('DUP', i, k.get(key), JSON.stringify(seen.slice(Math.max(0,k.get(key)!-3), i+2).map((e)=>[String(e.position.transactionId), String(e.position.globalPosition)]))); k.set(key,i);}); }
+      {
+        const k = new Map<string, number>();
+        seen.forEach((e, i) => {
+          const key = `${e.streamId}/${e.streamRevision}`;
+          if (k.has(key))
+            console.log(
+              'DUP',
+              i,
+              k.get(key),
+              JSON.stringify(
+                seen
+                  .slice(Math.max(0, k.get(key)! - 3), i + 2)
+                  .map((e) => [
+                    String(e.position.transactionId),
+                    String(e.position.globalPosition),
+                  ]),
+              ),
+            );
+          k.set(key, i);
+        });
+      }
       expect(seen).toHaveLength(total);
       const keys = new Set(seen.map((e) => `${e.streamId}/${e.streamRevision}`));
       expect(keys.size).toBe(total);

@@ -20,6 +20,13 @@ export interface TestDatabase {
 
 /** A fresh, migrated database of its own for one test file. */
 export async function createTestDatabase(prefix = 'kl_test'): Promise<TestDatabase> {
+  const t = await createEmptyDatabase(prefix);
+  await migrate(t.url, quietLogger);
+  return t;
+}
+
+/** A fresh database with nothing in it, not even migrations. */
+export async function createEmptyDatabase(prefix = 'kl_empty'): Promise<TestDatabase> {
   const name = `${prefix}_${randomBytes(5).toString('hex')}`;
   const admin = new Client({ connectionString: serverUrl() });
   await admin.connect();
@@ -27,7 +34,6 @@ export async function createTestDatabase(prefix = 'kl_test'): Promise<TestDataba
   await admin.end();
   const url = new URL(serverUrl());
   url.pathname = `/${name}`;
-  await migrate(url.toString(), quietLogger);
   const db = new Database(url.toString());
   return {
     url: url.toString(),

@@ -101,7 +101,8 @@ describe('cty msgpack codec', () => {
       expect(hex(encodeMsgpack(NUMBER, 2n ** 64n))).toBe('cb43f0000000000000');
       const beyond = '18446744073709551617';
       expect(roundTrip(NUMBER, beyond)).toEqual({ encoded: 'b4' + ascii(beyond), decoded: beyond });
-      expect(roundTrip(NUMBER, '0.1')).toEqual({ encoded: 'a3' + ascii('0.1'), decoded: 0.1 });
+      // 0.1 is not exact in binary, so it stays decimal text (a JS number would change its value).
+      expect(roundTrip(NUMBER, '0.1')).toEqual({ encoded: 'a3' + ascii('0.1'), decoded: '0.1' });
       const precise = '3.14159265358979323846264338327950288';
       expect(roundTrip(NUMBER, precise)).toEqual({ encoded: 'd9' + '25' + ascii(precise), decoded: precise });
       expect(hex(encodeMsgpack(NUMBER, '2.5e0'))).toBe('cb4004000000000000');

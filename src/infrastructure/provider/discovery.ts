@@ -58,9 +58,12 @@ export function currentPlatform(): string {
 /**
  * Finds `<path>/<host>/<namespace>/<type>/<version>/<os>_<arch>/terraform-provider-<type>*`.
  * The first search path (in precedence order) holding the wanted version wins;
- * without a pin, the first path holding any version gives its highest.
+ * without a pin, the first path holding any release gives its highest.
  */
-export function discoverProvider(source: string, options: DiscoveryOptions = {}): DiscoveredProvider {
+export function discoverProvider(
+  source: string,
+  options: DiscoveryOptions = {},
+): DiscoveredProvider {
   const address = parseProviderSource(source);
   const normalised = formatProviderSource(address);
   const cwd = options.cwd ?? process.cwd();
@@ -86,14 +89,20 @@ export function discoverProvider(source: string, options: DiscoveryOptions = {})
     searched.push(path.join(typeDir, pinned ?? '<version>', platform));
     const versions = listDirs(typeDir)
       .map((v) => ({ text: v, semver: parseSemver(v) }))
-      .filter((v) => v.semver !== null && (!pinned || v.text === pinned))
+      // As in Terraform, a pre-release is only ever chosen by an exact pin.
+      .filter(
+        (v) => v.semver !== null && (pinned ? v.text === pinned : v.semver.prerelease.length === 0),
+      )
       .sort((a, b) => compareSemver(b.semver!, a.semver!));
     for (const v of versions) {
       const binary = findBinary(path.join(typeDir, v.text, platform), address.type);
-      if (binary) return { source: normalised, version: v.text, binary, searchPath: root, versionFrom };
+      if (binary)
+        return { source: normalised, version: v.text, binary, searchPath: root, versionFrom };
     }
   }
-  const what = pinned ? `${normalised} ${pinned} (${versionFrom === 'lock-file' ? 'pinned by the lock file' : 'requested'})` : normalised;
+  const what = pinned
+    ? `${normalised} ${pinned} (${versionFrom === 'lock-file' ? 'pinned by the lock file' : 'requested'})`
+    : normalised;
   throw new ProviderError(
     'PROVIDER.NOT_FOUND',
     `provider ${what} for ${platform} not found; searched ${searched.join(', ')}`,

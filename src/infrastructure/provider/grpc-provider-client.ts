@@ -43,13 +43,18 @@ const MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
 const CLIENT_CAPABILITIES = { deferral_allowed: false, write_only_attributes_allowed: true };
 
 /** Starts the plugin, completes the handshake and connects over mTLS gRPC. */
-export async function launchProvider(binary: string, options: LaunchProviderOptions = {}): Promise<ProviderClient> {
+export async function launchProvider(
+  binary: string,
+  options: LaunchProviderOptions = {},
+): Promise<ProviderClient> {
   const plugin = await startPlugin(binary, options);
   const name = path.basename(binary);
   try {
     const binding = bindingFor(plugin.handshake.appProtocol);
     if (!binding) {
-      throw new Error(`it speaks plugin protocol ${plugin.handshake.appProtocol}; only 5 and 6 are supported`);
+      throw new Error(
+        `it speaks plugin protocol ${plugin.handshake.appProtocol}; only 5 and 6 are supported`,
+      );
     }
     const services = pluginServices();
     const { handshake, certificate } = plugin;
@@ -86,7 +91,7 @@ export async function launchProvider(binary: string, options: LaunchProviderOpti
     throw new ProviderError(
       'PROVIDER.START_FAILED',
       `provider ${name} did not start: ${(e as Error).message}${tail ? `\n--- plugin stderr (tail) ---\n${tail}` : ''}`,
-      { binary, stderrTail: tail },
+      { binary, pid: plugin.child.pid, socketDir: plugin.socketDir, stderrTail: tail },
       { cause: e },
     );
   }
@@ -106,7 +111,12 @@ type UnaryMethod = (
   callback: (err: grpc.ServiceError | null, response?: unknown) => void,
 ) => grpc.ClientUnaryCall;
 
-function unary<T>(client: grpc.Client, method: string, request: object, timeoutMs: number): Promise<T> {
+function unary<T>(
+  client: grpc.Client,
+  method: string,
+  request: object,
+  timeoutMs: number,
+): Promise<T> {
   return new Promise((resolve, reject) => {
     const fn = (client as unknown as Record<string, UnaryMethod>)[method];
     fn.call(client, request, { deadline: Date.now() + timeoutMs }, (err, response) =>
@@ -156,7 +166,11 @@ class GrpcProviderClient implements ProviderClient {
   }
 
   async getSchema(): Promise<ProviderSchema> {
-    const res = await this.call<WireGetSchemaResponse>(this.binding.getSchema, {}, this.schemaTimeoutMs);
+    const res = await this.call<WireGetSchemaResponse>(
+      this.binding.getSchema,
+      {},
+      this.schemaTimeoutMs,
+    );
     this.check(this.binding.getSchema, res.diagnostics);
     this.schema = toProviderSchema(res, this.binding.version);
     return this.schema;
@@ -166,7 +180,10 @@ class GrpcProviderClient implements ProviderClient {
     this.schema = schema;
   }
 
-  async configure(config: CtyJson, options: { terraformVersion?: string } = {}): Promise<Diagnostic[]> {
+  async configure(
+    config: CtyJson,
+    options: { terraformVersion?: string } = {},
+  ): Promise<Diagnostic[]> {
     const schema = await this.currentSchema();
     const msgpack = encodeMsgpack(blockType(schema.provider.block), config);
     const res = await this.call<WireDiagnosticsResponse>(this.binding.configure, {
@@ -181,7 +198,8 @@ class GrpcProviderClient implements ProviderClient {
     request: UpgradeResourceStateRequest,
   ): Promise<{ state: StateValue; diagnostics: Diagnostic[] }> {
     const block = await this.resourceBlock(request.typeName);
-    const json = typeof request.rawState === 'string' ? request.rawState : JSON.stringify(request.rawState);
+    const json =
+      typeof request.rawState === 'string' ? request.rawState : JSON.stringify(request.rawState);
     const res = await this.call<WireUpgradeResponse>('UpgradeResourceState', {
       type_name: request.typeName,
       version: String(request.version),
@@ -235,7 +253,10 @@ class GrpcProviderClient implements ProviderClient {
   async stop(): Promise<void> {
     const res = await this.call<WireStopResponse>(this.binding.stop, {}, 10_000);
     if (res.Error) {
-      throw new ProviderError('PROVIDER.RPC_FAILED', `${this.name}: ${this.binding.stop} failed: ${res.Error}`);
+      throw new ProviderError(
+        'PROVIDER.RPC_FAILED',
+        `${this.name}: ${this.binding.stop} failed: ${res.Error}`,
+      );
     }
   }
 
@@ -266,9 +287,13 @@ class GrpcProviderClient implements ProviderClient {
       ? schema.resourceSchemas[typeName]
       : undefined;
     if (!resource) {
-      throw new ProviderError('PROVIDER.UNKNOWN_TYPE', `${this.name} has no resource type ${typeName}`, {
-        typeName,
-      });
+      throw new ProviderError(
+        'PROVIDER.UNKNOWN_TYPE',
+        `${this.name} has no resource type ${typeName}`,
+        {
+          typeName,
+        },
+      );
     }
     return resource.block;
   }
@@ -281,11 +306,16 @@ class GrpcProviderClient implements ProviderClient {
 
   private check(operation: string, wire: WireDiagnosticsResponse['diagnostics']): Diagnostic[] {
     const diagnostics = toDiagnostics(wire);
-    if (hasErrors(diagnostics)) throw new ProviderDiagnosticsError(`${this.name}: ${operation}`, diagnostics);
+    if (hasErrors(diagnostics))
+      throw new ProviderDiagnosticsError(`${this.name}: ${operation}`, diagnostics);
     return diagnostics;
   }
 
-  private async call<T>(method: string, request: object, timeoutMs = this.callTimeoutMs): Promise<T> {
+  private async call<T>(
+    method: string,
+    request: object,
+    timeoutMs = this.callTimeoutMs,
+  ): Promise<T> {
     if (this.closing) throw new ProviderError('PROVIDER.CLOSED', `${this.name} is closed`);
     if (this.plugin.hasExited()) throw await this.crashed(method);
     try {

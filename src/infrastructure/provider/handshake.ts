@@ -14,7 +14,10 @@ export interface Handshake {
 export function parseHandshakeLine(line: string): Handshake {
   const parts = line.trim().split('|');
   const bad = (why: string): never => {
-    throw new ProviderError('PROVIDER.START_FAILED', `bad plugin handshake (${why}): ${line.slice(0, 200)}`);
+    throw new ProviderError(
+      'PROVIDER.START_FAILED',
+      `bad plugin handshake (${why}): ${line.slice(0, 200)}`,
+    );
   };
   if (parts.length < 5) bad('expected core|app|network|address|protocol[|cert]');
   const [core, app, network, address, protocol, cert = ''] = parts;

@@ -8,7 +8,8 @@ import { PluginLogger, PluginStderr } from './plugin-stderr';
 import { ProviderError } from './provider-error';
 
 export const MAGIC_COOKIE_KEY = 'TF_PLUGIN_MAGIC_COOKIE';
-export const MAGIC_COOKIE_VALUE = 'd602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2';
+export const MAGIC_COOKIE_VALUE =
+  'd602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2';
 
 export interface StartPluginOptions {
   /** Receives every stderr line of the plugin (hclog JSON parsed). */
@@ -73,12 +74,20 @@ function findSetpriv(): string | null {
   return setprivPath;
 }
 
-export async function startPlugin(binary: string, options: StartPluginOptions = {}): Promise<StartedPlugin> {
+export async function startPlugin(
+  binary: string,
+  options: StartPluginOptions = {},
+): Promise<StartedPlugin> {
   installExitHook();
   try {
     fs.accessSync(binary, fs.constants.X_OK);
   } catch (e) {
-    throw new ProviderError('PROVIDER.START_FAILED', `provider binary ${binary} is not executable`, { binary }, { cause: e });
+    throw new ProviderError(
+      'PROVIDER.START_FAILED',
+      `provider binary ${binary} is not executable`,
+      { binary },
+      { cause: e },
+    );
   }
   const certificate = await clientCertificate();
   const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-plugin-'));
@@ -100,7 +109,12 @@ export async function startPlugin(binary: string, options: StartPluginOptions = 
     child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   } catch (e) {
     fs.rmSync(socketDir, { recursive: true, force: true });
-    throw new ProviderError('PROVIDER.START_FAILED', `could not spawn ${binary}`, { binary }, { cause: e });
+    throw new ProviderError(
+      'PROVIDER.START_FAILED',
+      `could not spawn ${binary}`,
+      { binary },
+      { cause: e },
+    );
   }
   child.stderr!.on('data', (chunk: Buffer) => stderr.write(chunk));
   child.stderr!.on('end', () => stderr.end());
@@ -139,7 +153,9 @@ export async function startPlugin(binary: string, options: StartPluginOptions = 
     },
   };
   live.add(proc);
-  void exited.then(() => fs.promises.rm(socketDir, { recursive: true, force: true }).catch(() => undefined));
+  void exited.then(() =>
+    fs.promises.rm(socketDir, { recursive: true, force: true }).catch(() => undefined),
+  );
 
   let handshake: Handshake;
   try {
@@ -152,7 +168,7 @@ export async function startPlugin(binary: string, options: StartPluginOptions = 
     throw new ProviderError(
       'PROVIDER.START_FAILED',
       `provider ${path.basename(binary)} did not start: ${reason}${tail ? `\n--- plugin stderr (tail) ---\n${tail}` : ''}`,
-      { binary, stderrTail: tail },
+      { binary, pid: child.pid, socketDir, stderrTail: tail },
       { cause: e },
     );
   }
@@ -185,7 +201,8 @@ function firstLine(
       buffered += chunk.toString();
       const nl = buffered.indexOf('\n');
       if (nl >= 0) finish(null, buffered.slice(0, nl));
-      else if (buffered.length > 64 * 1024) finish(new Error('no handshake line in the first 64 KiB of stdout'));
+      else if (buffered.length > 64 * 1024)
+        finish(new Error('no handshake line in the first 64 KiB of stdout'));
     };
     const timer = setTimeout(
       () => finish(new Error(`no handshake line within ${timeoutMs} ms`)),
@@ -195,7 +212,9 @@ function firstLine(
     child.once('error', (e) => finish(e));
     void exited.then(({ code, signal }) =>
       // Give a last stdout chunk that raced the exit a chance to arrive.
-      setImmediate(() => finish(new Error(`exited before the handshake (code ${code}, signal ${signal})`))),
+      setImmediate(() =>
+        finish(new Error(`exited before the handshake (code ${code}, signal ${signal})`)),
+      ),
     );
   });
 }

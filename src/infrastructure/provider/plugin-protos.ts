@@ -16,7 +16,8 @@ export function protoDir(): string {
   for (let dir = __dirname; ; dir = path.dirname(dir)) {
     const candidate = path.join(dir, 'proto');
     if (fs.existsSync(path.join(candidate, 'tfplugin5.proto'))) return candidate;
-    if (path.dirname(dir) === dir) throw new Error(`proto/tfplugin5.proto not found above ${__dirname}`);
+    if (path.dirname(dir) === dir)
+      throw new Error(`proto/tfplugin5.proto not found above ${__dirname}`);
   }
 }
 
@@ -26,7 +27,14 @@ export function pluginServices(): PluginServices {
   const definition = protoLoader.loadSync(
     ['tfplugin5.proto', 'tfplugin6.proto', 'grpc_controller.proto'].map((f) => path.join(dir, f)),
     // keepCase: Stop.Response has a field literally named `Error`.
-    { includeDirs: [dir], keepCase: true, longs: String, enums: String, defaults: true, oneofs: true },
+    {
+      includeDirs: [dir],
+      keepCase: true,
+      longs: String,
+      enums: String,
+      defaults: true,
+      oneofs: true,
+    },
   );
   const root = grpc.loadPackageDefinition(definition);
   const service = (pkg: string, name: string): grpc.ServiceClientConstructor => {

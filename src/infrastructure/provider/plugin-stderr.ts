@@ -67,7 +67,8 @@ export function parseHclogLine(line: string): PluginLogRecord {
       if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) {
         const { '@level': level, '@message': message, ...rest } = parsed as Record<string, unknown>;
         return {
-          level: typeof level === 'string' && LEVELS.has(level) ? (level as PluginLogLevel) : 'info',
+          level:
+            typeof level === 'string' && LEVELS.has(level) ? (level as PluginLogLevel) : 'info',
           message: typeof message === 'string' ? message : '',
           fields: rest,
           structured: true,
@@ -77,5 +78,10 @@ export function parseHclogLine(line: string): PluginLogRecord {
       // not JSON after all: fall through to a plain line
     }
   }
-  return { level: /panic|fatal|error/i.test(line) ? 'error' : 'info', message: line, fields: {}, structured: false };
+  return {
+    level: /panic|fatal|error/i.test(line) ? 'error' : 'info',
+    message: line,
+    fields: {},
+    structured: false,
+  };
 }

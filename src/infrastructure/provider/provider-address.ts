@@ -20,10 +20,16 @@ export function parseProviderSource(source: string): ProviderAddress {
   const parts = text.toLowerCase().split('/');
   const valid = (p: string): boolean => /^[a-z0-9][a-z0-9._-]*$/.test(p);
   if (parts.length < 1 || parts.length > 3 || !parts.every(valid)) {
-    throw new ProviderError('PROVIDER.INVALID_SOURCE', `"${source}" is not a provider source address`, { source });
+    throw new ProviderError(
+      'PROVIDER.INVALID_SOURCE',
+      `"${source}" is not a provider source address`,
+      { source },
+    );
   }
-  if (parts.length === 1) return { hostname: DEFAULT_REGISTRY, namespace: 'hashicorp', type: parts[0] };
-  if (parts.length === 2) return { hostname: DEFAULT_REGISTRY, namespace: parts[0], type: parts[1] };
+  if (parts.length === 1)
+    return { hostname: DEFAULT_REGISTRY, namespace: 'hashicorp', type: parts[0] };
+  if (parts.length === 2)
+    return { hostname: DEFAULT_REGISTRY, namespace: parts[0], type: parts[1] };
   return { hostname: parts[0], namespace: parts[1], type: parts[2] };
 }
 

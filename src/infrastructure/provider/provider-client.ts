@@ -56,9 +56,14 @@ export interface ProviderClient {
   useSchema(schema: ProviderSchema): void;
   /** The provider config as JSON; every schema attribute left out is sent as null. */
   configure(config: CtyJson, options?: { terraformVersion?: string }): Promise<Diagnostic[]>;
-  upgradeResourceState(request: UpgradeResourceStateRequest): Promise<{ state: StateValue; diagnostics: Diagnostic[] }>;
+  upgradeResourceState(
+    request: UpgradeResourceStateRequest,
+  ): Promise<{ state: StateValue; diagnostics: Diagnostic[] }>;
   readResource(request: ReadResourceRequest): Promise<ReadResourceResult>;
-  importResourceState(typeName: string, id: string): Promise<{ resources: ImportedResource[]; diagnostics: Diagnostic[] }>;
+  importResourceState(
+    typeName: string,
+    id: string,
+  ): Promise<{ resources: ImportedResource[]; diagnostics: Diagnostic[] }>;
   /** Cancels in-flight work (Ctrl-C); the plugin keeps running. */
   stop(): Promise<void>;
   /** Stop, ask the plugin to exit, wait a bounded time, then SIGKILL. Idempotent. */

@@ -44,8 +44,13 @@ function toPath(steps: readonly WireStep[]): AttributePath {
   });
 }
 
-export function toProviderSchema(wire: WireGetSchemaResponse, protocolVersion: number): ProviderSchema {
-  const map = (schemas: Record<string, WireSchema> | undefined): Record<string, VersionedSchema> => {
+export function toProviderSchema(
+  wire: WireGetSchemaResponse,
+  protocolVersion: number,
+): ProviderSchema {
+  const map = (
+    schemas: Record<string, WireSchema> | undefined,
+  ): Record<string, VersionedSchema> => {
     const out: Record<string, VersionedSchema> = {};
     for (const name of Object.keys(schemas ?? {}).sort()) out[name] = toVersioned(schemas![name]);
     return out;

@@ -1,0 +1,69 @@
+import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Client } from 'pg';
+import type { Logger } from '../../src/infrastructure/logging/logger';
+import { EmbeddedPostgres } from '../../src/infrastructure/postgres/embedded-postgres';
+import { migrate } from '../../src/infrastructure/postgres/migrator';
+
+export interface BenchDatabase {
+  /** URL of the fresh, migrated database the bench writes to. */
+  url: string;
+  /** Where the server comes from, for the report. */
+  origin: string;
+  /** Idempotent: drops the database, stops an embedded server, removes its temp dir. */
+  close(): Promise<void>;
+}
+
+/**
+ * A fresh, migrated database on `KL_BENCH_DATABASE_URL` (a server URL whose
+ * user may create databases) or else on an embedded PostgreSQL in a temporary
+ * directory. Everything created here is undone by `close()`, and a partially
+ * built environment is undone before this throws, so the caller only has to
+ * call `close()` on success.
+ */
+export async function openBenchDatabase(logger: Logger): Promise<BenchDatabase> {
+  const undo: (() => Promise<void>)[] = [];
+  let closed = false;
+  const close = async () => {
+    if (closed) return;
+    closed = true;
+    // Reverse order: drop the database before stopping its server, stop the
+    // server before deleting its data directory.
+    for (const step of undo.reverse()) await step().catch(() => undefined);
+  };
+  try {
+    let serverUrl = process.env.KL_BENCH_DATABASE_URL;
+    let origin = 'KL_BENCH_DATABASE_URL';
+    if (!serverUrl) {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-bench-pg-'));
+      undo.push(async () => fs.rmSync(dir, { recursive: true, force: true }));
+      const pg = await EmbeddedPostgres.start(dir, logger);
+      undo.push(() => pg.stop());
+      serverUrl = pg.url;
+      origin = `embedded, data in ${dir}`;
+    }
+    const name = `kl_bench_${randomBytes(5).toString('hex')}`;
+    await adminQuery(serverUrl, `CREATE DATABASE ${name}`);
+    const admin = serverUrl;
+    undo.push(() => adminQuery(admin, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+    const url = new URL(serverUrl);
+    url.pathname = `/${name}`;
+    await migrate(url.toString(), logger);
+    return { url: url.toString(), origin, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+async function adminQuery(url: string, sql: string): Promise<void> {
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}

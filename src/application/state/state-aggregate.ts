@@ -1,0 +1,61 @@
+import {
+  fromSnapshot,
+  STATE_SNAPSHOT_SCHEMA,
+  StateAggregate,
+  StateCommand,
+  stateDecider,
+  StateEvent,
+  stateStreamId,
+  toSnapshot,
+} from '../../domain/state';
+import type { CommandContext } from '../../domain/shared/event';
+import { AggregateStore } from '../aggregate-store';
+import type { Clock, Ids } from '../ports/clock.port';
+import type { EventStore } from '../ports/event-store.port';
+import type { ReadModelSync } from '../ports/read-model-sync.port';
+import type { SnapshotStore } from '../ports/snapshot-store.port';
+import type { Caller } from './state-commands';
+
+export const STATE_AGGREGATE = Symbol('StateAggregate');
+
+/**
+ * Runs one State command end to end: decide on the stream, append, then wait
+ * until the read models include the new events, so the next request (on any
+ * replica) reads what this one wrote.
+ */
+export class StateAggregateService {
+  private readonly store: AggregateStore<StateCommand, StateAggregate, StateEvent>;
+
+  constructor(
+    events: EventStore,
+    snapshots: SnapshotStore,
+    private readonly sync: ReadModelSync,
+    private readonly clock: Clock,
+    private readonly ids: Ids,
+  ) {
+    this.store = new AggregateStore(events, snapshots, stateDecider, {
+      snapshotSchema: STATE_SNAPSHOT_SCHEMA,
+      toSnapshot,
+      fromSnapshot,
+    });
+  }
+
+  context(caller: Caller): CommandContext {
+    return {
+      actor: caller.actor,
+      correlationId: caller.correlationId,
+      causationId: null,
+      now: this.clock.now().toISOString(),
+    };
+  }
+
+  newStateId(): string {
+    return this.ids.uuid();
+  }
+
+  async execute(name: string, command: StateCommand): Promise<StateEvent[]> {
+    const result = await this.store.handle(stateStreamId(name), command, command.metadata);
+    if (result.position) await this.sync.waitForPosition(result.position);
+    return result.events;
+  }
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env node
+import 'reflect-metadata';
+import { Command, CommanderError, Option } from 'commander';
+import { registerProviderSchemaCommand } from './provider-schema.command';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { version } = require('../../../package.json') as { version: string };
+
+/** Global options every command can read with `program.opts()`. */
+export interface GlobalOptions {
+  server: string;
+  token?: string;
+  format: 'table' | 'json' | 'csv';
+}
+
+export function buildProgram(): Command {
+  const program = new Command('kl')
+    .description('Kilolock CLI: query and operate Terraform states held by kld')
+    .option('--server <url>', 'kld base URL', process.env.KL_SERVER_URL ?? 'http://127.0.0.1:8080')
+    .option('--token <token>', 'API token (default: KL_TOKEN)', process.env.KL_TOKEN)
+    .addOption(
+      new Option('--format <format>', 'output format')
+        .choices(['table', 'json', 'csv'])
+        .default('table'),
+    )
+    .exitOverride()
+    .showHelpAfterError(false);
+
+  program
+    .command('version')
+    .description('print the kl version')
+    .action(() => {
+      process.stdout.write(`kl ${version}\n`);
+    });
+
+  registerProviderSchemaCommand(program);
+  return program;
+}
+
+async function main(argv: string[]): Promise<void> {
+  await buildProgram().parseAsync(argv);
+}
+
+main(process.argv).catch((err: unknown) => {
+  if (err instanceof CommanderError) {
+    // Commander already printed the message; help and version exit 0.
+    process.exit(err.exitCode === 0 ? 0 : 2);
+  }
+  process.stderr.write(`kl: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,115 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { launchProvider } from './grpc-provider-client';
+import { MAGIC_COOKIE_VALUE } from './plugin-process';
+import { ProviderError } from './provider-error';
+
+let dir: string;
+
+function script(name: string, body: string): string {
+  const file = path.join(dir, name);
+  fs.writeFileSync(file, `#!/bin/sh\n${body}\n`, { mode: 0o755 });
+  return file;
+}
+
+async function failure(promise: Promise<unknown>): Promise<ProviderError> {
+  try {
+    await promise;
+  } catch (e) {
+    if (e instanceof ProviderError) return e;
+    throw e;
+  }
+  throw new Error('expected the launch to fail');
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+beforeAll(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-launch-'));
+});
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+describe('launching a provider plugin', () => {
+  it('passes the go-plugin environment and reports a plugin that exits, with its stderr', async () => {
+    const bin = script(
+      'terraform-provider-exits',
+      [
+        'echo "cookie=$TF_PLUGIN_MAGIC_COOKIE" >&2',
+        'echo "versions=$PLUGIN_PROTOCOL_VERSIONS" >&2',
+        'echo "cert=$(echo "$PLUGIN_CLIENT_CERT" | head -n 1)" >&2',
+        'test -d "$PLUGIN_UNIX_SOCKET_DIR" && echo "socket dir exists" >&2',
+        'echo "This binary is a plugin. These are not meant to be executed directly." >&2',
+        'exit 1',
+      ].join('\n'),
+    );
+    const err = await failure(launchProvider(bin));
+    expect(err.code).toBe('PROVIDER.START_FAILED');
+    expect(err.message).toContain('exited before the handshake (code 1');
+    expect(err.message).toContain(`cookie=${MAGIC_COOKIE_VALUE}`);
+    expect(err.message).toContain('versions=5,6');
+    expect(err.message).toContain('cert=-----BEGIN CERTIFICATE-----');
+    expect(err.message).toContain('socket dir exists');
+    expect(err.message).toContain('This binary is a plugin');
+    expect(fs.existsSync(err.metadata.socketDir as string)).toBe(false);
+  });
+
+  it('kills a plugin that never prints its handshake', async () => {
+    const bin = script('terraform-provider-silent', 'echo "warming up" >&2\nexec sleep 60');
+    const err = await failure(launchProvider(bin, { handshakeTimeoutMs: 500 }));
+    expect(err.code).toBe('PROVIDER.START_FAILED');
+    expect(err.message).toContain('no handshake line within 500 ms');
+    expect(err.message).toContain('warming up');
+    expect(alive(err.metadata.pid as number)).toBe(false);
+    expect(fs.existsSync(err.metadata.socketDir as string)).toBe(false);
+  });
+
+  it('kills a plugin whose handshake is not go-plugin gRPC', async () => {
+    const bin = script(
+      'terraform-provider-netrpc',
+      'echo "1|5|unix|/tmp/x|netrpc|"\nexec sleep 60',
+    );
+    const err = await failure(launchProvider(bin));
+    expect(err.code).toBe('PROVIDER.START_FAILED');
+    expect(err.message).toContain('only grpc is supported');
+    expect(alive(err.metadata.pid as number)).toBe(false);
+  });
+
+  it('refuses a plugin protocol other than 5 or 6', async () => {
+    const bin = script(
+      'terraform-provider-v4',
+      'echo "1|4|unix|$PLUGIN_UNIX_SOCKET_DIR/s|grpc|"\nexec sleep 60',
+    );
+    const err = await failure(launchProvider(bin));
+    expect(err.code).toBe('PROVIDER.START_FAILED');
+    expect(err.message).toContain('plugin protocol 4');
+    expect(alive(err.metadata.pid as number)).toBe(false);
+  });
+
+  it('kills a plugin whose socket cannot be connected to', async () => {
+    const bin = script(
+      'terraform-provider-nosocket',
+      'echo "1|5|unix|$PLUGIN_UNIX_SOCKET_DIR/missing|grpc|"\nexec sleep 60',
+    );
+    const err = await failure(launchProvider(bin, { connectTimeoutMs: 500 }));
+    expect(err.code).toBe('PROVIDER.START_FAILED');
+    expect(err.message).toContain('gRPC connection not ready');
+    expect(alive(err.metadata.pid as number)).toBe(false);
+    expect(fs.existsSync(err.metadata.socketDir as string)).toBe(false);
+  });
+
+  it('refuses a file that is not executable', async () => {
+    const file = path.join(dir, 'terraform-provider-plain');
+    fs.writeFileSync(file, 'not a program', { mode: 0o644 });
+    const err = await failure(launchProvider(file));
+    expect(err.code).toBe('PROVIDER.START_FAILED');
+    expect(err.message).toContain('is not executable');
+  });
+});

@@ -1,0 +1,115 @@
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { KLD, processesMatching, startKld } from '../support/kld-process';
+
+describe('kld as a process', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-kld-'));
+  });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('starts with embedded PostgreSQL, becomes ready, and stops on SIGTERM leaving no postgres', async () => {
+    const dataDir = path.join(dir, 'data');
+    const kld = await startKld({ KL_DATA_DIR: dataDir });
+    expect(fs.existsSync(path.join(dataDir, 'pgdata', 'PG_VERSION'))).toBe(true);
+    expect(processesMatching(path.join(dataDir, 'pgdata')).length).toBeGreaterThan(0);
+
+    const health = await fetch(`${kld.url}/healthz`);
+    expect(health.status).toBe(200);
+    const ready = await (await fetch(`${kld.url}/readyz`)).json();
+    expect(ready).toEqual({
+      status: 'ready',
+      checks: { database: true, migrations: true, projections: true },
+    });
+    // Logs are structured JSON lines with request ids.
+    const requestLine = kld
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l))
+      .find((l) => l.path === '/healthz');
+    expect(requestLine).toMatchObject({ method: 'GET', status: 200 });
+    expect(typeof requestLine.requestId).toBe('string');
+
+    const { code, ms } = await kld.stop('SIGTERM');
+    expect(code).toBe(0);
+    expect(ms).toBeLessThan(10_000);
+    expect(processesMatching(path.join(dataDir, 'pgdata'))).toEqual([]);
+
+    // Restart on the same data directory keeps working (no re-init).
+    const again = await startKld({ KL_DATA_DIR: dataDir });
+    expect((await fetch(`${again.url}/readyz`)).status).toBe(200);
+    expect((await again.stop('SIGINT')).code).toBe(0);
+    expect(processesMatching(path.join(dataDir, 'pgdata'))).toEqual([]);
+  });
+
+  it('answers unknown routes with a JSON error, not a stack trace', async () => {
+    const kld = await startKld({ KL_DATA_DIR: path.join(dir, 'data') });
+    try {
+      const r = await fetch(`${kld.url}/v1/nothing-here`);
+      expect(r.status).toBe(404);
+      expect(await r.json()).toEqual({
+        error: { code: 'REQUEST.NOT_FOUND', message: expect.any(String) },
+      });
+    } finally {
+      await kld.stop();
+    }
+  });
+
+  describe('with KL_DATABASE_URL', () => {
+    let t: TestDatabase;
+    beforeAll(async () => (t = await createTestDatabase()));
+    afterAll(async () => t.drop());
+
+    it('uses that database and starts no PostgreSQL of its own', async () => {
+      const dataDir = path.join(dir, 'unused');
+      const kld = await startKld({ KL_DATABASE_URL: t.url, KL_DATA_DIR: dataDir });
+      try {
+        expect((await fetch(`${kld.url}/readyz`)).status).toBe(200);
+        expect(fs.existsSync(dataDir)).toBe(false);
+      } finally {
+        expect((await kld.stop()).code).toBe(0);
+      }
+    });
+
+    it('refuses to start when an applied migration was edited', async () => {
+      await t.db.query(`UPDATE kl_migrations SET checksum = 'edited' WHERE id = 1`);
+      try {
+        const r = spawnSync(process.execPath, [KLD, 'migrate'], {
+          env: { ...process.env, KL_DATABASE_URL: t.url },
+          encoding: 'utf8',
+        });
+        expect(r.status).toBe(2);
+        expect(r.stderr.trim().split('\n')).toHaveLength(1);
+        expect(r.stderr).toMatch(
+          /kld: migration 001_event_store\.sql was edited after it was applied/,
+        );
+      } finally {
+        const { loadMigrations } = await import('../../src/infrastructure/postgres/migrator');
+        await t.db.query(`UPDATE kl_migrations SET checksum = $1 WHERE id = 1`, [
+          loadMigrations()[0].checksum,
+        ]);
+      }
+    });
+  });
+
+  it.each([
+    ['KL_LISTEN', 'not-an-address', /KL_LISTEN: expected host:port/],
+    ['KL_LOG_LEVEL', 'loud', /KL_LOG_LEVEL: expected one of/],
+    ['KL_DATABASE_URL', 'mysql://x', /KL_DATABASE_URL: expected postgres:\/\//],
+    ['KL_MAX_STATE_BYTES', 'huge', /KL_MAX_STATE_BYTES: expected a size/],
+  ])('a bad %s is one clear line and exit 2', (name, value, message) => {
+    const r = spawnSync(process.execPath, [KLD, 'serve'], {
+      env: { ...process.env, [name]: value, KL_DATA_DIR: path.join(dir, 'data') },
+      encoding: 'utf8',
+    });
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(message);
+    expect(fs.existsSync(path.join(dir, 'data'))).toBe(false);
+  });
+});

@@ -1,0 +1,437 @@
+import { execFileSync, spawn, ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { ProviderSchemaCache } from '../../src/application/ports/provider-schema-cache.port';
+import { encodeMsgpack } from '../../src/domain/cty/cty-codec';
+import { CtyJson } from '../../src/domain/cty/cty-type';
+import { blockType } from '../../src/domain/cty/implied-type';
+import { ProviderSchema } from '../../src/domain/cty/schema';
+import { sensitivePaths } from '../../src/domain/cty/sensitive-paths';
+import { toStatePath } from '../../src/domain/cty/attribute-path';
+import { discoverProvider } from '../../src/infrastructure/provider/discovery';
+import { ProviderClient, StateValue } from '../../src/infrastructure/provider/provider-client';
+import { ProviderError } from '../../src/infrastructure/provider/provider-error';
+import { CachedSchemaProviderFactory } from '../../src/infrastructure/provider/provider-factory';
+import { PluginLogRecord } from '../../src/infrastructure/provider/plugin-stderr';
+
+/**
+ * The real AWS provider (protocol 5) against moto, with state written by a
+ * real terraform. Nothing is skipped: missing tools fail the suite loudly.
+ */
+jest.setTimeout(240_000);
+
+const AWS = 'hashicorp/aws';
+const PARAM = '/kl-e2e/param';
+const BUCKET = 'kl-e2e-bucket';
+
+interface StateInstance {
+  schema_version: number;
+  attributes: Record<string, CtyJson>;
+  private?: string;
+  sensitive_attributes?: unknown[];
+}
+interface StateResource {
+  type: string;
+  name: string;
+  instances: StateInstance[];
+}
+
+function onPath(tool: string): string {
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    const candidate = path.join(dir, tool);
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK);
+      return candidate;
+    } catch {
+      // keep looking
+    }
+  }
+  throw new Error(`provider e2e needs \`${tool}\` on PATH (terraform 1.11, moto_server and the aws CLI)`);
+}
+
+/** KL_TF_MIRROR, else a Terraform filesystem mirror holding hashicorp/aws found near the root. */
+function findMirror(): string {
+  const holdsAws = (dir: string): boolean =>
+    fs.existsSync(path.join(dir, 'registry.terraform.io', 'hashicorp', 'aws'));
+  if (process.env.KL_TF_MIRROR) {
+    if (!holdsAws(process.env.KL_TF_MIRROR)) {
+      throw new Error(`KL_TF_MIRROR=${process.env.KL_TF_MIRROR} holds no registry.terraform.io/hashicorp/aws`);
+    }
+    return process.env.KL_TF_MIRROR;
+  }
+  const skip = new Set(['/proc', '/sys', '/dev', '/run', '/tmp']);
+  const candidates = [
+    path.join(os.homedir(), '.terraform.d', 'plugins'),
+    path.join(os.homedir(), '.local', 'share', 'terraform', 'plugins'),
+  ];
+  const children = (dir: string): string[] => {
+    try {
+      return fs
+        .readdirSync(dir, { withFileTypes: true })
+        .filter((d) => d.isDirectory() && d.name !== 'node_modules')
+        .map((d) => path.join(dir, d.name))
+        .filter((p) => !skip.has(p));
+    } catch {
+      return [];
+    }
+  };
+  for (const top of children('/')) candidates.push(top, ...children(top));
+  const found = candidates.find(holdsAws);
+  if (!found) {
+    throw new Error('no Terraform filesystem mirror with hashicorp/aws found; set KL_TF_MIRROR to its directory');
+  }
+  return found;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function httpStatus(url: string): Promise<number> {
+  return new Promise((resolve) => {
+    const req = http.get(url, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', () => resolve(0));
+    req.setTimeout(1000, () => req.destroy());
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  // An orphan this container never reaps shows as a zombie: that is not alive.
+  try {
+    return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+/** A cache that stores JSON text, as the PostgreSQL adapter will. */
+class JsonTextCache implements ProviderSchemaCache {
+  readonly entries = new Map<string, string>();
+  async get(source: string, version: string): Promise<ProviderSchema | null> {
+    const text = this.entries.get(`${source}@${version}`);
+    return text ? (JSON.parse(text) as ProviderSchema) : null;
+  }
+  async put(source: string, version: string, schema: ProviderSchema): Promise<void> {
+    this.entries.set(`${source}@${version}`, JSON.stringify(schema));
+  }
+}
+
+let work: string;
+let mirror: string;
+let moto: ChildProcess | null = null;
+let endpoint: string;
+let tfEnv: NodeJS.ProcessEnv;
+let resources: Map<string, StateResource>;
+const clients: ProviderClient[] = [];
+const rpcLog: { pid: number; rpc: string }[] = [];
+const timings: Record<string, number> = {};
+const cache = new JsonTextCache();
+
+function factory(): CachedSchemaProviderFactory {
+  let pid = 0;
+  return new CachedSchemaProviderFactory(cache, {
+    env: { AWS_EC2_METADATA_DISABLED: 'true' },
+    logger: (r: PluginLogRecord) => {
+      if (r.message === 'Received request' && typeof r.fields.tf_rpc === 'string') {
+        rpcLog.push({ pid, rpc: r.fields.tf_rpc });
+      }
+    },
+  });
+}
+
+function awsCli(...args: string[]): string {
+  return execFileSync('aws', ['--endpoint-url', endpoint, ...args], {
+    env: { ...process.env, AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', AWS_DEFAULT_REGION: 'us-east-1' },
+    encoding: 'utf8',
+  });
+}
+
+function providerConfig(): CtyJson {
+  return {
+    region: 'us-east-1',
+    access_key: 'test',
+    secret_key: 'test',
+    skip_credentials_validation: true,
+    skip_requesting_account_id: true,
+    skip_metadata_api_check: 'true',
+    skip_region_validation: true,
+    s3_use_path_style: true,
+    endpoints: [{ s3: endpoint, ssm: endpoint, sts: endpoint, iam: endpoint }],
+  };
+}
+
+function instance(address: string): StateInstance {
+  const r = resources.get(address);
+  if (!r) throw new Error(`terraform state has no ${address}`);
+  return r.instances[0];
+}
+
+async function refresh(client: ProviderClient, address: string): Promise<StateValue> {
+  const [type] = address.split('.');
+  const inst = instance(address);
+  const upgraded = await client.upgradeResourceState({
+    typeName: type,
+    version: inst.schema_version,
+    rawState: inst.attributes,
+  });
+  const t0 = performance.now();
+  const read = await client.readResource({
+    typeName: type,
+    currentState: upgraded.state,
+    private: inst.private ? Buffer.from(inst.private, 'base64') : undefined,
+  });
+  timings[`readResource ${type}`] = Math.round(performance.now() - t0);
+  return read.newState;
+}
+
+beforeAll(async () => {
+  onPath('terraform');
+  const motoBin = onPath('moto_server');
+  onPath('aws');
+  mirror = findMirror();
+  work = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-e2e-aws-'));
+
+  const port = await freePort();
+  endpoint = `http://127.0.0.1:${port}`;
+  moto = spawn(motoBin, ['-H', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
+  const motoExit = new Promise<string>((resolve) => moto!.once('exit', (code) => resolve(`moto_server exited (${code})`)));
+  const deadline = Date.now() + 60_000;
+  while ((await httpStatus(`${endpoint}/moto-api/`)) !== 200) {
+    if (moto.exitCode !== null) throw new Error(await motoExit);
+    if (Date.now() > deadline) throw new Error(`moto_server did not answer on ${endpoint} within 60 s`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+
+  const tfrc = path.join(work, 'terraform.rc');
+  fs.writeFileSync(tfrc, `provider_installation {\n  filesystem_mirror {\n    path = ${JSON.stringify(mirror)}\n  }\n}\n`);
+  const tfDir = path.join(work, 'tf');
+  fs.mkdirSync(tfDir);
+  fs.writeFileSync(
+    path.join(tfDir, 'main.tf'),
+    `terraform {
+  required_providers {
+    aws = { source = "hashicorp/aws", version = "5.100.0" }
+  }
+}
+provider "aws" {
+  access_key                  = "test"
+  secret_key                  = "test"
+  region                      = "us-east-1"
+  skip_credentials_validation = true
+  skip_requesting_account_id  = true
+  skip_metadata_api_check     = true
+  s3_use_path_style           = true
+  endpoints {
+    s3  = "${endpoint}"
+    ssm = "${endpoint}"
+    sts = "${endpoint}"
+    iam = "${endpoint}"
+  }
+}
+resource "aws_ssm_parameter" "p" {
+  name  = "${PARAM}"
+  type  = "String"
+  value = "v1"
+}
+resource "aws_s3_bucket" "b" {
+  bucket = "${BUCKET}"
+}
+resource "aws_s3_bucket_versioning" "b" {
+  bucket = aws_s3_bucket.b.id
+  versioning_configuration {
+    status = "Enabled"
+  }
+}
+`,
+  );
+  tfEnv = { ...process.env, TF_CLI_CONFIG_FILE: tfrc, CHECKPOINT_DISABLE: '1', TF_IN_AUTOMATION: '1' };
+  delete tfEnv.TF_PLUGIN_CACHE_DIR;
+  delete tfEnv.TF_DATA_DIR;
+  const tf = (...args: string[]): string =>
+    execFileSync('terraform', args, { cwd: tfDir, env: tfEnv, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  tf('init', '-input=false', '-no-color');
+  tf('apply', '-auto-approve', '-input=false', '-no-color');
+  // Compare against what a Terraform read of the same objects stores, not against the apply result.
+  tf('apply', '-refresh-only', '-auto-approve', '-input=false', '-no-color');
+  const state = JSON.parse(fs.readFileSync(path.join(tfDir, 'terraform.tfstate'), 'utf8')) as {
+    resources: StateResource[];
+  };
+  resources = new Map(state.resources.map((r) => [`${r.type}.${r.name}`, r]));
+});
+
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.close()));
+  if (moto && moto.exitCode === null) {
+    const exited = new Promise((r) => moto!.once('exit', r));
+    moto.kill('SIGTERM');
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+    if (moto.exitCode === null) moto.kill('SIGKILL');
+  }
+  if (work) fs.rmSync(work, { recursive: true, force: true });
+  if (Object.keys(timings).length > 0) console.log(`provider e2e timings (ms): ${JSON.stringify(timings)}`);
+});
+
+describe('AWS provider 5.100.0 (protocol 5) against moto', () => {
+  let client: ProviderClient;
+  let schema: ProviderSchema;
+
+  it('discovers the provider in the mirror and through terraform init with its lock-file pin', () => {
+    const fromMirror = discoverProvider(AWS, { searchPaths: [mirror], env: {}, lockFile: null });
+    expect(fromMirror).toMatchObject({
+      source: 'registry.terraform.io/hashicorp/aws',
+      version: '5.100.0',
+      searchPath: path.resolve(mirror),
+    });
+    expect(path.basename(fromMirror.binary)).toMatch(/^terraform-provider-aws_v5\.100\.0_x5$/);
+
+    const fromInit = discoverProvider('registry.terraform.io/hashicorp/aws', {
+      cwd: path.join(work, 'tf'),
+      env: {},
+      homeDir: work,
+    });
+    expect(fromInit).toMatchObject({ version: '5.100.0', versionFrom: 'lock-file' });
+    expect(fromInit.searchPath).toBe(path.join(work, 'tf', '.terraform', 'providers'));
+  });
+
+  it('launches, gets the schema and configures with every attribute present', async () => {
+    const t0 = performance.now();
+    const opened = await factory().open(AWS, { searchPaths: [mirror], env: {}, lockFile: null });
+    timings['launch+getSchema'] = Math.round(performance.now() - t0);
+    client = opened.client;
+    clients.push(client);
+    schema = opened.schema;
+    expect(opened.schemaFromCache).toBe(false);
+    expect(client.protocolVersion).toBe(5);
+    expect(rpcLog.filter((r) => r.rpc === 'GetProviderSchema')).toHaveLength(1);
+    for (const type of ['aws_ssm_parameter', 'aws_s3_bucket', 'aws_s3_bucket_versioning']) {
+      expect(schema.resourceSchemas[type].version).toBe(instance(`${type}.${type === 'aws_ssm_parameter' ? 'p' : 'b'}`).schema_version);
+    }
+
+    const provider = schema.provider.block;
+    const config = providerConfig();
+    const sent = encodeMsgpack(blockType(provider), config);
+    const { decodeMsgpack } = await import('../../src/domain/cty/cty-codec');
+    const decoded = decodeMsgpack(blockType(provider), sent) as Record<string, CtyJson>;
+    expect(Object.keys(decoded).sort()).toEqual(
+      [...provider.attributes.map((a) => a.name), ...provider.blockTypes.map((b) => b.typeName)].sort(),
+    );
+    const endpoints = (decoded.endpoints as Record<string, CtyJson>[])[0];
+    const endpointsBlock = provider.blockTypes.find((b) => b.typeName === 'endpoints')!.block;
+    expect(Object.keys(endpoints)).toHaveLength(endpointsBlock.attributes.length);
+    expect(endpoints.ssm).toBe(endpoint);
+    expect(endpoints.dynamodb).toBeNull();
+    expect(decoded.assume_role).toEqual([]);
+
+    const t1 = performance.now();
+    const diagnostics = await client.configure(config);
+    timings.configure = Math.round(performance.now() - t1);
+    expect(diagnostics.filter((d) => d.severity === 'error')).toEqual([]);
+  });
+
+  it.each(['aws_ssm_parameter.p', 'aws_s3_bucket.b', 'aws_s3_bucket_versioning.b'])(
+    'refreshes %s to exactly what terraform wrote, and re-encodes its bytes identically',
+    async (address) => {
+      const newState = await refresh(client, address);
+      expect(newState.value).toEqual(instance(address).attributes);
+      const block = schema.resourceSchemas[address.split('.')[0]].block;
+      const reencoded = encodeMsgpack(blockType(block), newState.value);
+      expect(Buffer.from(reencoded).toString('hex')).toBe(Buffer.from(newState.msgpack).toString('hex'));
+    },
+  );
+
+  it('derives the sensitive paths terraform recorded', () => {
+    const inst = instance('aws_ssm_parameter.p');
+    const ours = sensitivePaths(schema.resourceSchemas.aws_ssm_parameter.block, inst.attributes).map(toStatePath);
+    expect(new Set(ours.map((p) => JSON.stringify(p)))).toEqual(
+      new Set((inst.sensitive_attributes ?? []).map((p) => JSON.stringify(p))),
+    );
+  });
+
+  it('sees out-of-band changes', async () => {
+    awsCli('ssm', 'put-parameter', '--name', PARAM, '--value', 'v2-changed-out-of-band', '--type', 'String', '--overwrite');
+    const param = (await refresh(client, 'aws_ssm_parameter.p')).value as Record<string, CtyJson>;
+    expect([param.value, param.version]).toEqual(['v2-changed-out-of-band', 2]);
+
+    awsCli('s3api', 'put-bucket-versioning', '--bucket', BUCKET, '--versioning-configuration', 'Status=Suspended');
+    const versioning = (await refresh(client, 'aws_s3_bucket_versioning.b')).value as Record<string, CtyJson>;
+    expect(versioning.versioning_configuration).toEqual([{ mfa_delete: null, status: 'Suspended' }]);
+  });
+
+  it('reads a resource deleted out of band as a null new state', async () => {
+    awsCli('ssm', 'delete-parameter', '--name', PARAM);
+    const gone = await refresh(client, 'aws_ssm_parameter.p');
+    expect(gone.value).toBeNull();
+    expect(Buffer.from(gone.msgpack).toString('hex')).toBe('c0');
+  });
+
+  it('refuses a resource type the provider does not have', async () => {
+    await expect(client.readResource({ typeName: 'aws_no_such_thing', currentState: {} })).rejects.toMatchObject({
+      code: 'PROVIDER.UNKNOWN_TYPE',
+    });
+  });
+
+  it('serves the schema from the cache on a second run: no GetSchema call at all', async () => {
+    const before = rpcLog.filter((r) => r.rpc === 'GetProviderSchema').length;
+    const t0 = performance.now();
+    const opened = await factory().open(AWS, { searchPaths: [mirror], env: {}, lockFile: null });
+    timings['launch (cached schema)'] = Math.round(performance.now() - t0);
+    clients.push(opened.client);
+    expect(opened.schemaFromCache).toBe(true);
+    await opened.client.configure(providerConfig());
+    const bucket = await refresh(opened.client, 'aws_s3_bucket.b');
+    expect((bucket.value as Record<string, CtyJson>).bucket).toBe(BUCKET);
+    expect(rpcLog.filter((r) => r.rpc === 'GetProviderSchema').length).toBe(before);
+    expect(rpcLog.some((r) => r.rpc === 'ReadResource')).toBe(true);
+    await opened.client.close();
+  });
+
+  it('reports a provider that crashes as PROVIDER.CRASHED with its panic', async () => {
+    const opened = await factory().open(AWS, { searchPaths: [mirror], env: {}, lockFile: null });
+    clients.push(opened.client);
+    // Reading real state before Configure makes SDKv2 dereference a nil client.
+    let err: unknown;
+    try {
+      await refresh(opened.client, 'aws_s3_bucket.b');
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ProviderError);
+    expect((err as ProviderError).code).toBe('PROVIDER.CRASHED');
+    expect((err as ProviderError).message).toMatch(/panic/);
+    expect(alive(opened.client.pid!)).toBe(false);
+    await expect(opened.client.readResource({ typeName: 'aws_s3_bucket', currentState: null })).rejects.toMatchObject({
+      code: 'PROVIDER.CRASHED',
+    });
+  });
+
+  it('leaves no provider process or socket directory behind', async () => {
+    const t0 = performance.now();
+    await client.close();
+    timings.close = Math.round(performance.now() - t0);
+    await Promise.all(clients.map((c) => c.close()));
+    expect(clients.length).toBeGreaterThanOrEqual(3);
+    for (const c of clients) {
+      expect(alive(c.pid!)).toBe(false);
+      expect(fs.existsSync(c.socketDir)).toBe(false);
+    }
+    await expect(client.configure(providerConfig())).rejects.toMatchObject({ code: 'PROVIDER.CLOSED' });
+  });
+});

@@ -1,0 +1,77 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import * as path from 'node:path';
+import { freePort } from '../../src/infrastructure/postgres/embedded-postgres';
+
+export const ROOT = path.resolve(__dirname, '../..');
+export const KLD = path.join(ROOT, 'dist/src/kld.js');
+export const KL = path.join(ROOT, 'dist/src/cli/kl.js');
+
+export interface KldProcess {
+  url: string;
+  child: ChildProcess;
+  output(): string;
+  /** SIGTERM and wait; resolves with the exit code and how long it took. */
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; ms: number }>;
+}
+
+/** Starts the built `kld serve` as a real child process and waits for /readyz. */
+export async function startKld(
+  env: Record<string, string>,
+  readyTimeoutMs = 30_000,
+): Promise<KldProcess> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [KLD, 'serve', '--listen', `127.0.0.1:${port}`], {
+    env: { ...process.env, KL_LOG_FORMAT: 'json', KL_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + readyTimeoutMs;
+  for (;;) {
+    if (child.exitCode !== null)
+      throw new Error(`kld exited (${child.exitCode}) during start:\n${out}`);
+    try {
+      const r = await fetch(`${url}/readyz`);
+      if (r.status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`kld not ready within ${readyTimeoutMs} ms:\n${out}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    url,
+    child,
+    output: () => out,
+    stop: (signal = 'SIGTERM') =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve({ code: child.exitCode, ms: 0 });
+        const started = Date.now();
+        child.once('exit', (code) => resolve({ code, ms: Date.now() - started }));
+        child.kill(signal);
+      }),
+  };
+}
+
+/** PIDs of live (non-zombie) processes whose command line contains `needle`. */
+export function processesMatching(needle: string): number[] {
+  const fs = require('node:fs') as typeof import('node:fs');
+  const pids: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const status = fs.readFileSync(`/proc/${entry}/status`, 'utf8');
+      if (/^State:\s+Z/m.test(status)) continue;
+      const cmdline = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      if (cmdline.includes(needle)) pids.push(Number(entry));
+    } catch {
+      // exited while we looked
+    }
+  }
+  return pids;
+}
