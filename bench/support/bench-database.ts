@@ -25,14 +25,15 @@ export interface BenchDatabase {
  */
 export async function openBenchDatabase(logger: Logger): Promise<BenchDatabase> {
   const undo: (() => Promise<void>)[] = [];
-  let closed = false;
-  const close = async () => {
-    if (closed) return;
-    closed = true;
-    // Reverse order: drop the database before stopping its server, stop the
-    // server before deleting its data directory.
-    for (const step of undo.reverse()) await step().catch(() => undefined);
-  };
+  // One shared run: a second caller (say a signal handler racing the normal
+  // exit path) must wait for the cleanup to finish, not return early.
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      // Reverse order: drop the database before stopping its server, stop
+      // the server before deleting its data directory.
+      for (const step of undo.reverse()) await step().catch(() => undefined);
+    })());
   try {
     let serverUrl = process.env.KL_BENCH_DATABASE_URL;
     let origin = 'KL_BENCH_DATABASE_URL';

@@ -1,43 +1,44 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { EventToAppend } from '../../src/application/ports/event-store.port';
 
-const ADDRESSES = [
-  'module.network.aws_subnet.private["eu-west-1a"]',
-  'module.network.aws_route_table_association.private[2]',
-  'aws_iam_role_policy_attachment.node_group["AmazonEKSWorkerNodePolicy"]',
-  'module.db.aws_db_instance.this[0]',
-];
+const OPERATIONS = ['OperationTypeApply', 'OperationTypePlan', 'OperationTypeInvalid'];
 
 /**
- * One event shaped like the store's real traffic: a `LifecycleClosed` with a
- * Terraform resource address and a SHA-256, plus the metadata a command
- * carries (actor, correlation and causation ids, timestamp). About 300 bytes
- * of JSON in all, which is what the issue's targets assume.
+ * One event shaped like the store's real traffic: a `LockAcquired` carrying
+ * Terraform's LockInfo verbatim, about 300 bytes of data JSON, plus the
+ * metadata every command carries (actor, correlation and causation ids,
+ * timestamp), about 190 bytes more.
  */
 export function benchEvent(seq: number, correlationId: string = randomUUID()): EventToAppend {
+  const created = new Date(1_767_225_600_000 + seq * 1000).toISOString();
   return {
-    type: 'LifecycleClosed',
+    type: 'LockAcquired',
     data: {
       stateId: '7c9e6679-7425-40de-944b-e07fc1f90ae7',
-      version: 1 + (seq >> 4),
-      serial: 3 + (seq >> 4),
-      address: ADDRESSES[seq % ADDRESSES.length],
-      hash: createHash('sha256').update(String(seq)).digest('hex'),
+      lockId: randomUUID(),
+      info: {
+        ID: randomUUID(),
+        Operation: OPERATIONS[seq % OPERATIONS.length],
+        Info: '',
+        Who: `runner@ci-${(seq % 97).toString(16).padStart(4, '0')}`,
+        Version: '1.9.8',
+        Created: created,
+        Path: 'envs/prod/eu-west-1/network',
+      },
     },
     metadata: {
       actor: 'ci-runner@platform.example.com',
       correlationId,
       causationId: '3f2b8a4e-55d1-4c1a-9b7e-0c2f6f1d9e21',
-      occurredAt: new Date(1_767_225_600_000 + seq).toISOString(),
+      occurredAt: created,
     },
   };
 }
 
-/** JSON size of one event as the store serialises it (data + metadata + type). */
-export function eventBytes(event: EventToAppend): number {
-  return (
-    Buffer.byteLength(JSON.stringify(event.data)) +
-    Buffer.byteLength(JSON.stringify(event.metadata)) +
-    Buffer.byteLength(event.type)
-  );
+/** JSON sizes of one event as the store serialises it. */
+export function eventBytes(event: EventToAppend): { data: number; metadata: number } {
+  return {
+    data: Buffer.byteLength(JSON.stringify(event.data)),
+    metadata: Buffer.byteLength(JSON.stringify(event.metadata)),
+  };
 }

@@ -19,31 +19,30 @@ export function registerProviderSchemaCommand(
   provider
     .command('schema <source>')
     .description('list resource types and their schema versions (e.g. hashicorp/aws)')
-    .option('--version <version>', 'exact provider version (default: lock file pin, else highest found)')
+    .option(
+      '--version <version>',
+      'exact provider version (default: lock file pin, else highest found)',
+    )
     .option(
       '--provider-search-path <path...>',
       'directories laid out <host>/<namespace>/<type>/<version>/<os>_<arch>/, searched first',
     )
     .action(async (source: string, options: ProviderSchemaOptions) => {
-      const factory = new CachedSchemaProviderFactory(cache);
-      let opened;
       try {
-        opened = await factory.open(source, {
+        const { schema } = await new CachedSchemaProviderFactory(cache).schema(source, {
           version: options.version,
           searchPaths: options.providerSearchPath ?? [],
         });
         process.stdout.write(
           renderTable(
             ['TYPE', 'VERSION'],
-            Object.entries(opened.schema.resourceSchemas).map(([type, s]) => [type, String(s.version)]),
+            Object.entries(schema.resourceSchemas).map(([type, s]) => [type, String(s.version)]),
           ),
         );
       } catch (e) {
         const message = e instanceof Error ? e.message : String(e);
-        process.stderr.write(`error: ${message.split('\n').filter((l) => l.trim())[0] ?? 'failed'}\n`);
+        process.stderr.write(`error: ${message.split('\n').find((l) => l.trim()) ?? 'failed'}\n`);
         process.exitCode = 1;
-      } finally {
-        await opened?.client.close();
       }
     });
 }

@@ -9,6 +9,7 @@ describe('kld as a process', () => {
   let dir: string;
   beforeEach(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-kld-'));
+    fs.chmodSync(dir, 0o711); // as root, the embedded server's postgres user must enter it
   });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
@@ -45,6 +46,18 @@ describe('kld as a process', () => {
     expect((await fetch(`${again.url}/readyz`)).status).toBe(200);
     expect((await again.stop('SIGINT')).code).toBe(0);
     expect(processesMatching(path.join(dataDir, 'pgdata'))).toEqual([]);
+  });
+
+  it('says plainly when the postgres user cannot reach the data directory', () => {
+    if (os.userInfo().uid !== 0) return expect(true).toBe(true);
+    fs.chmodSync(dir, 0o700);
+    const r = spawnSync(process.execPath, [KLD, 'serve'], {
+      env: { ...process.env, KL_DATA_DIR: path.join(dir, 'data') },
+      encoding: 'utf8',
+    });
+    expect(r.status).toBe(1);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain(`cannot enter ${dir}`);
   });
 
   it('answers unknown routes with a JSON error, not a stack trace', async () => {

@@ -5,7 +5,7 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { ProviderSchemaCache } from '../../src/application/ports/provider-schema-cache.port';
-import { encodeMsgpack } from '../../src/domain/cty/cty-codec';
+import { decodeMsgpack, encodeMsgpack } from '../../src/domain/cty/cty-codec';
 import { CtyJson } from '../../src/domain/cty/cty-type';
 import { blockType } from '../../src/domain/cty/implied-type';
 import { ProviderSchema } from '../../src/domain/cty/schema';
@@ -16,6 +16,8 @@ import { ProviderClient, StateValue } from '../../src/infrastructure/provider/pr
 import { ProviderError } from '../../src/infrastructure/provider/provider-error';
 import { CachedSchemaProviderFactory } from '../../src/infrastructure/provider/provider-factory';
 import { PluginLogRecord } from '../../src/infrastructure/provider/plugin-stderr';
+import { Command } from 'commander';
+import { registerProviderSchemaCommand } from '../../src/cli/provider-schema.command';
 
 /**
  * The real AWS provider (protocol 5) against moto, with state written by a
@@ -49,7 +51,9 @@ function onPath(tool: string): string {
       // keep looking
     }
   }
-  throw new Error(`provider e2e needs \`${tool}\` on PATH (terraform 1.11, moto_server and the aws CLI)`);
+  throw new Error(
+    `provider e2e needs \`${tool}\` on PATH (terraform 1.11, moto_server and the aws CLI)`,
+  );
 }
 
 /** KL_TF_MIRROR, else a Terraform filesystem mirror holding hashicorp/aws found near the root. */
@@ -58,7 +62,9 @@ function findMirror(): string {
     fs.existsSync(path.join(dir, 'registry.terraform.io', 'hashicorp', 'aws'));
   if (process.env.KL_TF_MIRROR) {
     if (!holdsAws(process.env.KL_TF_MIRROR)) {
-      throw new Error(`KL_TF_MIRROR=${process.env.KL_TF_MIRROR} holds no registry.terraform.io/hashicorp/aws`);
+      throw new Error(
+        `KL_TF_MIRROR=${process.env.KL_TF_MIRROR} holds no registry.terraform.io/hashicorp/aws`,
+      );
     }
     return process.env.KL_TF_MIRROR;
   }
@@ -81,7 +87,9 @@ function findMirror(): string {
   for (const top of children('/')) candidates.push(top, ...children(top));
   const found = candidates.find(holdsAws);
   if (!found) {
-    throw new Error('no Terraform filesystem mirror with hashicorp/aws found; set KL_TF_MIRROR to its directory');
+    throw new Error(
+      'no Terraform filesystem mirror with hashicorp/aws found; set KL_TF_MIRROR to its directory',
+    );
   }
   return found;
 }
@@ -99,7 +107,7 @@ function freePort(): Promise<number> {
 
 function httpStatus(url: string): Promise<number> {
   return new Promise((resolve) => {
-    const req = http.get(url, (res) => {
+    const req = http.get(url, { agent: false }, (res) => {
       res.resume();
       resolve(res.statusCode ?? 0);
     });
@@ -141,17 +149,16 @@ let endpoint: string;
 let tfEnv: NodeJS.ProcessEnv;
 let resources: Map<string, StateResource>;
 const clients: ProviderClient[] = [];
-const rpcLog: { pid: number; rpc: string }[] = [];
+const rpcLog: { rpc: string }[] = [];
 const timings: Record<string, number> = {};
 const cache = new JsonTextCache();
 
 function factory(): CachedSchemaProviderFactory {
-  let pid = 0;
   return new CachedSchemaProviderFactory(cache, {
     env: { AWS_EC2_METADATA_DISABLED: 'true' },
     logger: (r: PluginLogRecord) => {
       if (r.message === 'Received request' && typeof r.fields.tf_rpc === 'string') {
-        rpcLog.push({ pid, rpc: r.fields.tf_rpc });
+        rpcLog.push({ rpc: r.fields.tf_rpc });
       }
     },
   });
@@ -159,7 +166,12 @@ function factory(): CachedSchemaProviderFactory {
 
 function awsCli(...args: string[]): string {
   return execFileSync('aws', ['--endpoint-url', endpoint, ...args], {
-    env: { ...process.env, AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', AWS_DEFAULT_REGION: 'us-east-1' },
+    env: {
+      ...process.env,
+      AWS_ACCESS_KEY_ID: 'test',
+      AWS_SECRET_ACCESS_KEY: 'test',
+      AWS_DEFAULT_REGION: 'us-east-1',
+    },
     encoding: 'utf8',
   });
 }
@@ -212,16 +224,22 @@ beforeAll(async () => {
   const port = await freePort();
   endpoint = `http://127.0.0.1:${port}`;
   moto = spawn(motoBin, ['-H', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
-  const motoExit = new Promise<string>((resolve) => moto!.once('exit', (code) => resolve(`moto_server exited (${code})`)));
+  const motoExit = new Promise<string>((resolve) =>
+    moto!.once('exit', (code) => resolve(`moto_server exited (${code})`)),
+  );
   const deadline = Date.now() + 60_000;
   while ((await httpStatus(`${endpoint}/moto-api/`)) !== 200) {
     if (moto.exitCode !== null) throw new Error(await motoExit);
-    if (Date.now() > deadline) throw new Error(`moto_server did not answer on ${endpoint} within 60 s`);
+    if (Date.now() > deadline)
+      throw new Error(`moto_server did not answer on ${endpoint} within 60 s`);
     await new Promise((r) => setTimeout(r, 200));
   }
 
   const tfrc = path.join(work, 'terraform.rc');
-  fs.writeFileSync(tfrc, `provider_installation {\n  filesystem_mirror {\n    path = ${JSON.stringify(mirror)}\n  }\n}\n`);
+  fs.writeFileSync(
+    tfrc,
+    `provider_installation {\n  filesystem_mirror {\n    path = ${JSON.stringify(mirror)}\n  }\n}\n`,
+  );
   const tfDir = path.join(work, 'tf');
   fs.mkdirSync(tfDir);
   fs.writeFileSync(
@@ -262,11 +280,21 @@ resource "aws_s3_bucket_versioning" "b" {
 }
 `,
   );
-  tfEnv = { ...process.env, TF_CLI_CONFIG_FILE: tfrc, CHECKPOINT_DISABLE: '1', TF_IN_AUTOMATION: '1' };
+  tfEnv = {
+    ...process.env,
+    TF_CLI_CONFIG_FILE: tfrc,
+    CHECKPOINT_DISABLE: '1',
+    TF_IN_AUTOMATION: '1',
+  };
   delete tfEnv.TF_PLUGIN_CACHE_DIR;
   delete tfEnv.TF_DATA_DIR;
   const tf = (...args: string[]): string =>
-    execFileSync('terraform', args, { cwd: tfDir, env: tfEnv, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    execFileSync('terraform', args, {
+      cwd: tfDir,
+      env: tfEnv,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
   tf('init', '-input=false', '-no-color');
   tf('apply', '-auto-approve', '-input=false', '-no-color');
   // Compare against what a Terraform read of the same objects stores, not against the apply result.
@@ -282,11 +310,14 @@ afterAll(async () => {
   if (moto && moto.exitCode === null) {
     const exited = new Promise((r) => moto!.once('exit', r));
     moto.kill('SIGTERM');
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([exited, new Promise((r) => (timer = setTimeout(r, 5000)))]);
+    clearTimeout(timer);
     if (moto.exitCode === null) moto.kill('SIGKILL');
   }
   if (work) fs.rmSync(work, { recursive: true, force: true });
-  if (Object.keys(timings).length > 0) console.log(`provider e2e timings (ms): ${JSON.stringify(timings)}`);
+  if (Object.keys(timings).length > 0)
+    console.log(`provider e2e timings (ms): ${JSON.stringify(timings)}`);
 });
 
 describe('AWS provider 5.100.0 (protocol 5) against moto', () => {
@@ -322,16 +353,20 @@ describe('AWS provider 5.100.0 (protocol 5) against moto', () => {
     expect(client.protocolVersion).toBe(5);
     expect(rpcLog.filter((r) => r.rpc === 'GetProviderSchema')).toHaveLength(1);
     for (const type of ['aws_ssm_parameter', 'aws_s3_bucket', 'aws_s3_bucket_versioning']) {
-      expect(schema.resourceSchemas[type].version).toBe(instance(`${type}.${type === 'aws_ssm_parameter' ? 'p' : 'b'}`).schema_version);
+      expect(schema.resourceSchemas[type].version).toBe(
+        instance(`${type}.${type === 'aws_ssm_parameter' ? 'p' : 'b'}`).schema_version,
+      );
     }
 
     const provider = schema.provider.block;
     const config = providerConfig();
     const sent = encodeMsgpack(blockType(provider), config);
-    const { decodeMsgpack } = await import('../../src/domain/cty/cty-codec');
     const decoded = decodeMsgpack(blockType(provider), sent) as Record<string, CtyJson>;
     expect(Object.keys(decoded).sort()).toEqual(
-      [...provider.attributes.map((a) => a.name), ...provider.blockTypes.map((b) => b.typeName)].sort(),
+      [
+        ...provider.attributes.map((a) => a.name),
+        ...provider.blockTypes.map((b) => b.typeName),
+      ].sort(),
     );
     const endpoints = (decoded.endpoints as Record<string, CtyJson>[])[0];
     const endpointsBlock = provider.blockTypes.find((b) => b.typeName === 'endpoints')!.block;
@@ -353,26 +388,66 @@ describe('AWS provider 5.100.0 (protocol 5) against moto', () => {
       expect(newState.value).toEqual(instance(address).attributes);
       const block = schema.resourceSchemas[address.split('.')[0]].block;
       const reencoded = encodeMsgpack(blockType(block), newState.value);
-      expect(Buffer.from(reencoded).toString('hex')).toBe(Buffer.from(newState.msgpack).toString('hex'));
+      expect(Buffer.from(reencoded).toString('hex')).toBe(
+        Buffer.from(newState.msgpack).toString('hex'),
+      );
     },
   );
 
   it('derives the sensitive paths terraform recorded', () => {
     const inst = instance('aws_ssm_parameter.p');
-    const ours = sensitivePaths(schema.resourceSchemas.aws_ssm_parameter.block, inst.attributes).map(toStatePath);
+    const ours = sensitivePaths(
+      schema.resourceSchemas.aws_ssm_parameter.block,
+      inst.attributes,
+    ).map(toStatePath);
     expect(new Set(ours.map((p) => JSON.stringify(p)))).toEqual(
       new Set((inst.sensitive_attributes ?? []).map((p) => JSON.stringify(p))),
     );
   });
 
   it('sees out-of-band changes', async () => {
-    awsCli('ssm', 'put-parameter', '--name', PARAM, '--value', 'v2-changed-out-of-band', '--type', 'String', '--overwrite');
+    awsCli(
+      'ssm',
+      'put-parameter',
+      '--name',
+      PARAM,
+      '--value',
+      'v2-changed-out-of-band',
+      '--type',
+      'String',
+      '--overwrite',
+    );
     const param = (await refresh(client, 'aws_ssm_parameter.p')).value as Record<string, CtyJson>;
     expect([param.value, param.version]).toEqual(['v2-changed-out-of-band', 2]);
 
-    awsCli('s3api', 'put-bucket-versioning', '--bucket', BUCKET, '--versioning-configuration', 'Status=Suspended');
-    const versioning = (await refresh(client, 'aws_s3_bucket_versioning.b')).value as Record<string, CtyJson>;
-    expect(versioning.versioning_configuration).toEqual([{ mfa_delete: null, status: 'Suspended' }]);
+    const before = instance('aws_s3_bucket_versioning.b').attributes
+      .versioning_configuration as Record<string, CtyJson>[];
+    expect(before[0].status).toBe('Enabled');
+    awsCli(
+      's3api',
+      'put-bucket-versioning',
+      '--bucket',
+      BUCKET,
+      '--versioning-configuration',
+      'Status=Suspended',
+    );
+    const versioning = (await refresh(client, 'aws_s3_bucket_versioning.b')).value as Record<
+      string,
+      CtyJson
+    >;
+    expect(versioning.versioning_configuration).toEqual([{ ...before[0], status: 'Suspended' }]);
+  });
+
+  it('imports an existing bucket by id', async () => {
+    const imported = await client.importResourceState('aws_s3_bucket', BUCKET);
+    expect(imported.resources.map((r) => r.typeName)).toEqual(['aws_s3_bucket']);
+    expect((imported.resources[0].state.value as Record<string, CtyJson>).id).toBe(BUCKET);
+  });
+
+  it('acknowledges Stop and keeps serving', async () => {
+    await client.stop();
+    const bucket = await refresh(client, 'aws_s3_bucket.b');
+    expect((bucket.value as Record<string, CtyJson>).bucket).toBe(BUCKET);
   });
 
   it('reads a resource deleted out of band as a null new state', async () => {
@@ -383,7 +458,9 @@ describe('AWS provider 5.100.0 (protocol 5) against moto', () => {
   });
 
   it('refuses a resource type the provider does not have', async () => {
-    await expect(client.readResource({ typeName: 'aws_no_such_thing', currentState: {} })).rejects.toMatchObject({
+    await expect(
+      client.readResource({ typeName: 'aws_no_such_thing', currentState: {} }),
+    ).rejects.toMatchObject({
       code: 'PROVIDER.UNKNOWN_TYPE',
     });
   });
@@ -403,6 +480,80 @@ describe('AWS provider 5.100.0 (protocol 5) against moto', () => {
     await opened.client.close();
   });
 
+  it('gives up on a call past its deadline with PROVIDER.TIMEOUT', async () => {
+    const slow = new CachedSchemaProviderFactory(cache, { callTimeoutMs: 1 });
+    const opened = await slow.open(AWS, { searchPaths: [mirror], env: {}, lockFile: null });
+    clients.push(opened.client);
+    await expect(opened.client.configure(providerConfig())).rejects.toMatchObject({
+      code: 'PROVIDER.TIMEOUT',
+    });
+    await opened.client.close();
+    expect(alive(opened.client.pid!)).toBe(false);
+  });
+
+  it('lists resource types and schema versions with `provider schema`, from the cache', async () => {
+    const program = new Command().exitOverride();
+    registerProviderSchemaCommand(program, cache);
+    const out: string[] = [];
+    const write = jest.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+      out.push(String(chunk));
+      return true;
+    });
+    try {
+      await program.parseAsync(
+        ['provider', 'schema', 'hashicorp/aws', '--provider-search-path', mirror],
+        {
+          from: 'user',
+        },
+      );
+    } finally {
+      write.mockRestore();
+    }
+    const lines = out.join('').trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^TYPE\s+VERSION$/);
+    expect(lines).toContainEqual(expect.stringMatching(/^aws_ssm_parameter\s+0$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^aws_s3_bucket\s+0$/));
+    expect(lines).toHaveLength(Object.keys(schema.resourceSchemas).length + 1);
+  });
+
+  it('fails `provider schema` with one readable line and exit code 1', async () => {
+    const program = new Command().exitOverride();
+    registerProviderSchemaCommand(program, cache);
+    const err: string[] = [];
+    const write = jest.spyOn(process.stderr, 'write').mockImplementation((chunk) => {
+      err.push(String(chunk));
+      return true;
+    });
+    const exitCode = process.exitCode;
+    try {
+      await program.parseAsync(
+        [
+          'provider',
+          'schema',
+          'hashicorp/aws',
+          '--version',
+          '9.9.9',
+          '--provider-search-path',
+          mirror,
+        ],
+        {
+          from: 'user',
+        },
+      );
+      expect(process.exitCode).toBe(1);
+    } finally {
+      write.mockRestore();
+      process.exitCode = exitCode;
+    }
+    expect(err).toHaveLength(1);
+    expect(err[0]).toMatch(
+      /^error: provider registry\.terraform\.io\/hashicorp\/aws 9\.9\.9 .* not found; searched .*\n$/,
+    );
+    expect(err[0]).toContain(
+      path.join(path.resolve(mirror), 'registry.terraform.io', 'hashicorp', 'aws', '9.9.9'),
+    );
+  });
+
   it('reports a provider that crashes as PROVIDER.CRASHED with its panic', async () => {
     const opened = await factory().open(AWS, { searchPaths: [mirror], env: {}, lockFile: null });
     clients.push(opened.client);
@@ -417,7 +568,9 @@ describe('AWS provider 5.100.0 (protocol 5) against moto', () => {
     expect((err as ProviderError).code).toBe('PROVIDER.CRASHED');
     expect((err as ProviderError).message).toMatch(/panic/);
     expect(alive(opened.client.pid!)).toBe(false);
-    await expect(opened.client.readResource({ typeName: 'aws_s3_bucket', currentState: null })).rejects.toMatchObject({
+    await expect(
+      opened.client.readResource({ typeName: 'aws_s3_bucket', currentState: null }),
+    ).rejects.toMatchObject({
       code: 'PROVIDER.CRASHED',
     });
   });
@@ -427,11 +580,13 @@ describe('AWS provider 5.100.0 (protocol 5) against moto', () => {
     await client.close();
     timings.close = Math.round(performance.now() - t0);
     await Promise.all(clients.map((c) => c.close()));
-    expect(clients.length).toBeGreaterThanOrEqual(3);
+    expect(clients.length).toBeGreaterThanOrEqual(4);
     for (const c of clients) {
       expect(alive(c.pid!)).toBe(false);
       expect(fs.existsSync(c.socketDir)).toBe(false);
     }
-    await expect(client.configure(providerConfig())).rejects.toMatchObject({ code: 'PROVIDER.CLOSED' });
+    await expect(client.configure(providerConfig())).rejects.toMatchObject({
+      code: 'PROVIDER.CLOSED',
+    });
   });
 });

@@ -1,4 +1,5 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { freePort } from '../../src/infrastructure/postgres/embedded-postgres';
 
@@ -60,7 +61,6 @@ export async function startKld(
 
 /** PIDs of live (non-zombie) processes whose command line contains `needle`. */
 export function processesMatching(needle: string): number[] {
-  const fs = require('node:fs') as typeof import('node:fs');
   const pids: number[] = [];
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;

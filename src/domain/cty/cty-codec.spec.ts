@@ -82,7 +82,12 @@ describe('cty msgpack codec', () => {
     it('writes float64 for non-integers', () => {
       expect(roundTrip(NUMBER, 1.5)).toEqual({ encoded: 'cb3ff8000000000000', decoded: 1.5 });
       expect(roundTrip(NUMBER, 0.1).decoded).toBe(0.1);
-      expect(roundTrip(NUMBER, 1e300).encoded).toBe('cb' + Buffer.from(new Float64Array([1e300]).buffer).reverse().toString('hex'));
+      expect(roundTrip(NUMBER, 1e300).encoded).toBe(
+        'cb' +
+          Buffer.from(new Float64Array([1e300]).buffer)
+            .reverse()
+            .toString('hex'),
+      );
     });
 
     it('keeps int64 values beyond 2^53 exact, as decimal text in JSON', () => {
@@ -104,7 +109,10 @@ describe('cty msgpack codec', () => {
       // 0.1 is not exact in binary, so it stays decimal text (a JS number would change its value).
       expect(roundTrip(NUMBER, '0.1')).toEqual({ encoded: 'a3' + ascii('0.1'), decoded: '0.1' });
       const precise = '3.14159265358979323846264338327950288';
-      expect(roundTrip(NUMBER, precise)).toEqual({ encoded: 'd9' + '25' + ascii(precise), decoded: precise });
+      expect(roundTrip(NUMBER, precise)).toEqual({
+        encoded: 'd9' + '25' + ascii(precise),
+        decoded: precise,
+      });
       expect(hex(encodeMsgpack(NUMBER, '2.5e0'))).toBe('cb4004000000000000');
       expect(hex(encodeMsgpack(NUMBER, '1.0'))).toBe('01');
       const huge = hex(encodeMsgpack(NUMBER, '1e400'));
@@ -119,9 +127,15 @@ describe('cty msgpack codec', () => {
     });
 
     it('refuses values of the wrong type with the path', () => {
-      expect(codeOf(() => encodeMsgpack(NUMBER, 'five'))).toEqual({ code: 'CTY.TYPE_MISMATCH', path: '' });
+      expect(codeOf(() => encodeMsgpack(NUMBER, 'five'))).toEqual({
+        code: 'CTY.TYPE_MISMATCH',
+        path: '',
+      });
       expect(codeOf(() => encodeMsgpack(BOOL, 1))).toEqual({ code: 'CTY.TYPE_MISMATCH', path: '' });
-      expect(codeOf(() => decodeMsgpack(STRING, bytes('01')))).toEqual({ code: 'CTY.TYPE_MISMATCH', path: '' });
+      expect(codeOf(() => decodeMsgpack(STRING, bytes('01')))).toEqual({
+        code: 'CTY.TYPE_MISMATCH',
+        path: '',
+      });
     });
   });
 
@@ -133,7 +147,9 @@ describe('cty msgpack codec', () => {
       });
       // Set order is whatever the value holds: providers' order survives a round trip.
       expect(roundTrip(setOf(NUMBER), [3, 1, 2]).encoded).toBe('93030102');
-      expect(roundTrip(tupleOf([STRING, NUMBER, BOOL]), ['x', 1, false]).encoded).toBe('93a178' + '01c2');
+      expect(roundTrip(tupleOf([STRING, NUMBER, BOOL]), ['x', 1, false]).encoded).toBe(
+        '93a178' + '01c2',
+      );
       expect(roundTrip(mapOf(NUMBER), { b: 2, a: 1 })).toEqual({
         encoded: '82a16101a16202',
         decoded: { a: 1, b: 2 },
@@ -178,7 +194,10 @@ describe('cty msgpack codec', () => {
     });
 
     it('treats a key named __proto__ as data', () => {
-      const decoded = decodeMsgpack(mapOf(NUMBER), bytes('81a95f5f70726f746f5f5f01')) as Record<string, unknown>;
+      const decoded = decodeMsgpack(mapOf(NUMBER), bytes('81a95f5f70726f746f5f5f01')) as Record<
+        string,
+        unknown
+      >;
       expect(Object.keys(decoded)).toEqual(['__proto__']);
       expect(Object.getPrototypeOf(decoded)).toBe(Object.prototype);
     });
@@ -213,7 +232,10 @@ describe('cty msgpack codec', () => {
 
     it('refuses a dynamic value that does not say its type', () => {
       const t = objectOf({ d: DYNAMIC });
-      expect(codeOf(() => encodeMsgpack(t, { d: 'bare' }))).toEqual({ code: 'CTY.TYPE_MISMATCH', path: 'd' });
+      expect(codeOf(() => encodeMsgpack(t, { d: 'bare' }))).toEqual({
+        code: 'CTY.TYPE_MISMATCH',
+        path: 'd',
+      });
     });
   });
 
@@ -241,7 +263,13 @@ describe('cty msgpack codec', () => {
   });
 
   it('reports malformed msgpack as a typed error', () => {
-    expect(codeOf(() => decodeMsgpack(STRING, bytes('a5616263')))).toEqual({ code: 'CTY.MALFORMED_MSGPACK', path: '' });
-    expect(codeOf(() => decodeMsgpack(STRING, bytes('a161a162')))).toEqual({ code: 'CTY.MALFORMED_MSGPACK', path: '' });
+    expect(codeOf(() => decodeMsgpack(STRING, bytes('a5616263')))).toEqual({
+      code: 'CTY.MALFORMED_MSGPACK',
+      path: '',
+    });
+    expect(codeOf(() => decodeMsgpack(STRING, bytes('a161a162')))).toEqual({
+      code: 'CTY.MALFORMED_MSGPACK',
+      path: '',
+    });
   });
 });

@@ -43,7 +43,11 @@ function toPath(node: PathNode): AttributePath {
   return steps.reverse();
 }
 
-function fail(code: 'CTY.TYPE_MISMATCH' | 'CTY.UNSUPPORTED_ATTRIBUTE' | 'CTY.UNKNOWN_VALUE', message: string, path: PathNode): never {
+function fail(
+  code: 'CTY.TYPE_MISMATCH' | 'CTY.UNSUPPORTED_ATTRIBUTE' | 'CTY.UNKNOWN_VALUE',
+  message: string,
+  path: PathNode,
+): never {
   throw new CtyError(code, message, renderPath(toPath(path)));
 }
 
@@ -98,10 +102,16 @@ function encode(w: MsgpackWriter, type: CtyType, v: unknown, path: PathNode): vo
     }
     case 'tuple': {
       if (!Array.isArray(v) || v.length !== type.elements.length) {
-        return fail('CTY.TYPE_MISMATCH', `tuple of ${type.elements.length} elements required`, path);
+        return fail(
+          'CTY.TYPE_MISMATCH',
+          `tuple of ${type.elements.length} elements required`,
+          path,
+        );
       }
       w.arrayHeader(v.length);
-      v.forEach((item, i) => encode(w, type.elements[i], item, at(path, { kind: 'index', index: i })));
+      v.forEach((item, i) =>
+        encode(w, type.elements[i], item, at(path, { kind: 'index', index: i })),
+      );
       return;
     }
     case 'map': {
@@ -115,7 +125,8 @@ function encode(w: MsgpackWriter, type: CtyType, v: unknown, path: PathNode): vo
       return;
     }
     case 'object': {
-      if (!isRecord(v)) return fail('CTY.TYPE_MISMATCH', `object required, got ${describe(v)}`, path);
+      if (!isRecord(v))
+        return fail('CTY.TYPE_MISMATCH', `object required, got ${describe(v)}`, path);
       for (const k of Object.keys(v)) {
         if (!own(type.attributes, k)) {
           fail('CTY.UNSUPPORTED_ATTRIBUTE', `unsupported attribute "${k}"`, path);
@@ -124,14 +135,22 @@ function encode(w: MsgpackWriter, type: CtyType, v: unknown, path: PathNode): vo
       w.mapHeader(type.names.length);
       for (const name of type.names) {
         w.string(name);
-        const value = own(v, name) ? v[name] : type.absent && own(type.absent, name) ? type.absent[name] : null;
+        const value = own(v, name)
+          ? v[name]
+          : type.absent && own(type.absent, name)
+            ? type.absent[name]
+            : null;
         encode(w, type.attributes[name], value, at(path, { kind: 'attribute', name }));
       }
       return;
     }
     case 'dynamic': {
       if (!isRecord(v) || !own(v, 'type') || !own(v, 'value') || Object.keys(v).length !== 2) {
-        return fail('CTY.TYPE_MISMATCH', 'a dynamic value must be written as {"value": …, "type": …}', path);
+        return fail(
+          'CTY.TYPE_MISMATCH',
+          'a dynamic value must be written as {"value": …, "type": …}',
+          path,
+        );
       }
       let concrete: CtyType;
       try {
@@ -181,7 +200,9 @@ function decode(r: MsgpackReader, type: CtyType, tok: MsgpackToken, path: PathNo
     }
     case 'tuple': {
       if (tok.t !== 'array' || tok.n !== type.elements.length) return mismatch(type, tok, path);
-      return type.elements.map((t, i) => decode(r, t, r.next(), at(path, { kind: 'index', index: i })));
+      return type.elements.map((t, i) =>
+        decode(r, t, r.next(), at(path, { kind: 'index', index: i })),
+      );
     }
     case 'map': {
       if (tok.t !== 'map') return mismatch(type, tok, path);
@@ -200,7 +221,10 @@ function decode(r: MsgpackReader, type: CtyType, tok: MsgpackToken, path: PathNo
         if (!own(type.attributes, k)) {
           fail('CTY.UNSUPPORTED_ATTRIBUTE', `unsupported attribute "${k}"`, path);
         }
-        seen.set(k, decode(r, type.attributes[k], r.next(), at(path, { kind: 'attribute', name: k })));
+        seen.set(
+          k,
+          decode(r, type.attributes[k], r.next(), at(path, { kind: 'attribute', name: k })),
+        );
       }
       return Object.fromEntries(type.names.map((n) => [n, seen.get(n) ?? null]));
     }
@@ -225,7 +249,8 @@ function decode(r: MsgpackReader, type: CtyType, tok: MsgpackToken, path: PathNo
 
 function readKey(r: MsgpackReader, path: PathNode): string {
   const k = r.next();
-  if (k.t !== 'str') return fail('CTY.TYPE_MISMATCH', `map key must be a string, found ${k.t}`, path);
+  if (k.t !== 'str')
+    return fail('CTY.TYPE_MISMATCH', `map key must be a string, found ${k.t}`, path);
   return k.v;
 }
 

@@ -59,11 +59,22 @@ describe('block implied type', () => {
     const dyn: SchemaBlock = {
       attributes: [],
       blockTypes: [
-        { typeName: 'l', nesting: 'list', block: { attributes: [{ name: 'v', type: 'dynamic' }], blockTypes: [] } },
-        { typeName: 's', nesting: 'single', block: { attributes: [{ name: 'v', type: 'dynamic' }], blockTypes: [] } },
+        {
+          typeName: 'l',
+          nesting: 'list',
+          block: { attributes: [{ name: 'v', type: 'dynamic' }], blockTypes: [] },
+        },
+        {
+          typeName: 's',
+          nesting: 'single',
+          block: { attributes: [{ name: 'v', type: 'dynamic' }], blockTypes: [] },
+        },
       ],
     };
-    expect(ctyTypeJson(blockType(dyn))).toEqual(['object', { l: 'dynamic', s: ['object', { v: 'dynamic' }] }]);
+    expect(ctyTypeJson(blockType(dyn))).toEqual([
+      'object',
+      { l: 'dynamic', s: ['object', { v: 'dynamic' }] },
+    ]);
   });
 
   it('fills every attribute: null for attributes, empty for absent list/set/map/group blocks', () => {
@@ -113,7 +124,10 @@ describe('block implied type', () => {
 
   it('keeps an explicit null block as null (what a provider sent survives a round trip)', () => {
     const type = blockType(block);
-    const decoded = decodeMsgpack(type, encodeMsgpack(type, { versioning_configuration: null })) as Record<string, unknown>;
+    const decoded = decodeMsgpack(
+      type,
+      encodeMsgpack(type, { versioning_configuration: null }),
+    ) as Record<string, unknown>;
     expect(decoded.versioning_configuration).toBeNull();
   });
 
@@ -128,6 +142,8 @@ describe('block implied type', () => {
     expect(err).toBeInstanceOf(CtyError);
     expect((err as CtyError).code).toBe('CTY.TYPE_MISMATCH');
     expect((err as CtyError).path).toBe('versioning_configuration[0].status');
-    expect((err as CtyError).message).toContain('versioning_configuration[0].status: string required');
+    expect((err as CtyError).message).toContain(
+      'versioning_configuration[0].status: string required',
+    );
   });
 });

@@ -9,7 +9,10 @@ const block: SchemaBlock = {
     { name: 'value', type: 'string', sensitive: true },
     {
       name: 'creds',
-      nestedType: { nesting: 'map', attributes: [{ name: 'password', type: 'string', sensitive: true }] },
+      nestedType: {
+        nesting: 'map',
+        attributes: [{ name: 'password', type: 'string', sensitive: true }],
+      },
     },
   ],
   blockTypes: [
@@ -23,7 +26,11 @@ const block: SchemaBlock = {
       nesting: 'set',
       block: { attributes: [{ name: 'token', type: 'string', sensitive: true }], blockTypes: [] },
     },
-    { typeName: 'plain', nesting: 'list', block: { attributes: [{ name: 'x', type: 'string' }], blockTypes: [] } },
+    {
+      typeName: 'plain',
+      nesting: 'list',
+      block: { attributes: [{ name: 'x', type: 'string' }], blockTypes: [] },
+    },
   ],
 };
 
@@ -37,7 +44,13 @@ describe('sensitive paths', () => {
       grant: [{ token: 't' }],
       plain: [{ x: '1' }],
     }).map(renderPath);
-    expect(paths.sort()).toEqual(['creds["admin"].password', 'grant', 'rule[0].secret', 'rule[1].secret', 'value']);
+    expect(paths.sort()).toEqual([
+      'creds["admin"].password',
+      'grant',
+      'rule[0].secret',
+      'rule[1].secret',
+      'value',
+    ]);
   });
 
   it('writes paths in the shape of a v4 state file', () => {
@@ -68,6 +81,8 @@ describe('sensitive paths', () => {
           { kind: 'attribute', name: 'status' },
         ],
       }),
-    ).toBe('Error: Invalid value: must be Enabled or Suspended (at versioning_configuration[0].status)');
+    ).toBe(
+      'Error: Invalid value: must be Enabled or Suspended (at versioning_configuration[0].status)',
+    );
   });
 });

@@ -14,9 +14,15 @@ export function sensitivePaths(block: SchemaBlock, value: CtyJson): AttributePat
   return out;
 }
 
-function walkBlock(block: SchemaBlock, value: CtyJson, path: AttributePath, out: AttributePath[]): void {
+function walkBlock(
+  block: SchemaBlock,
+  value: CtyJson,
+  path: AttributePath,
+  out: AttributePath[],
+): void {
   const obj = isObject(value) ? value : null;
-  for (const a of block.attributes) walkAttribute(a, obj?.[a.name] ?? null, attr(path, a.name), out);
+  for (const a of block.attributes)
+    walkAttribute(a, obj?.[a.name] ?? null, attr(path, a.name), out);
   if (!obj) return;
   for (const nb of block.blockTypes) {
     if (!blockHasSensitive(nb.block)) continue;
@@ -41,7 +47,12 @@ function walkBlock(block: SchemaBlock, value: CtyJson, path: AttributePath, out:
   }
 }
 
-function walkAttribute(a: SchemaAttribute, v: CtyJson, p: AttributePath, out: AttributePath[]): void {
+function walkAttribute(
+  a: SchemaAttribute,
+  v: CtyJson,
+  p: AttributePath,
+  out: AttributePath[],
+): void {
   if (a.sensitive) {
     out.push(p);
     return;
@@ -51,7 +62,8 @@ function walkAttribute(a: SchemaAttribute, v: CtyJson, p: AttributePath, out: At
   const each = (e: CtyJson, ep: AttributePath): void => {
     const o = isObject(e) ? e : null;
     if (!o) return;
-    for (const na of nested.attributes) walkAttribute(na, o[na.name] ?? null, attr(ep, na.name), out);
+    for (const na of nested.attributes)
+      walkAttribute(na, o[na.name] ?? null, attr(ep, na.name), out);
   };
   switch (nested.nesting) {
     case 'single':
@@ -74,7 +86,10 @@ function attributeHasSensitive(a: SchemaAttribute): boolean {
 }
 
 function blockHasSensitive(b: SchemaBlock): boolean {
-  return b.attributes.some(attributeHasSensitive) || b.blockTypes.some((nb) => blockHasSensitive(nb.block));
+  return (
+    b.attributes.some(attributeHasSensitive) ||
+    b.blockTypes.some((nb) => blockHasSensitive(nb.block))
+  );
 }
 
 function isObject(v: CtyJson): v is { [key: string]: CtyJson } {

@@ -26,7 +26,10 @@ export class EmbeddedPostgres {
     const owner = postgresOwner();
     const pgdata = path.join(dataDir, 'pgdata');
     fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-    if (owner) fs.chmodSync(dataDir, 0o711); // postgres must traverse it to reach pgdata
+    if (owner) {
+      fs.chmodSync(dataDir, 0o711); // postgres must traverse it to reach pgdata
+      assertReachable(dataDir, owner);
+    }
     const password = readOrCreatePassword(path.join(dataDir, 'password'));
 
     if (!fs.existsSync(path.join(pgdata, 'PG_VERSION'))) {
@@ -163,6 +166,30 @@ function postgresOwner(): { uid: number; gid: number } | null {
   } catch {
     execFileSync('useradd', ['--system', '--user-group', '--no-create-home', 'postgres']);
     return { uid: id('-u'), gid: id('-g') };
+  }
+}
+
+/**
+ * As root we hand the data directory to the postgres user, who must be able
+ * to walk every folder above it. A clone under /root (mode 700) is the usual
+ * trap: say so plainly instead of letting initdb fail with EACCES.
+ */
+function assertReachable(dir: string, owner: { uid: number; gid: number }): void {
+  for (let d = path.dirname(dir); ; d = path.dirname(d)) {
+    const st = fs.statSync(d);
+    const searchable =
+      st.uid === owner.uid
+        ? st.mode & 0o100
+        : st.gid === owner.gid
+          ? st.mode & 0o010
+          : st.mode & 0o001;
+    if (!searchable) {
+      throw new Error(
+        `the embedded PostgreSQL runs as OS user "postgres", which cannot enter ${d} (mode ${(st.mode & 0o777).toString(8)}); ` +
+          `set KL_DATA_DIR to a directory outside it (e.g. /var/lib/kilolock) or use KL_DATABASE_URL`,
+      );
+    }
+    if (d === path.dirname(d)) return;
   }
 }
 

@@ -40,6 +40,12 @@ export interface LaunchProviderOptions extends StartPluginOptions {
 
 // Terraform allows 64 MiB per message; the AWS schema alone is 4.7 MiB.
 const MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
+const CONNECTION_LOST = new Set<number>([
+  grpc.status.UNAVAILABLE,
+  grpc.status.CANCELLED,
+  grpc.status.INTERNAL,
+  grpc.status.UNKNOWN,
+]);
 const CLIENT_CAPABILITIES = { deferral_allowed: false, write_only_attributes_allowed: true };
 
 /** Starts the plugin, completes the handshake and connects over mTLS gRPC. */
@@ -331,7 +337,7 @@ class GrpcProviderClient implements ProviderClient {
         );
       }
       // A dropped connection is how a panicking provider shows up; give the exit a moment to land.
-      await Promise.race([this.plugin.exited, delay(1_000)]);
+      if (CONNECTION_LOST.has(err.code)) await Promise.race([this.plugin.exited, delay(1_000)]);
       if (this.plugin.hasExited()) throw await this.crashed(method, e);
       throw new ProviderError(
         'PROVIDER.RPC_FAILED',

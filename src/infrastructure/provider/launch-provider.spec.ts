@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -32,10 +33,22 @@ function alive(pid: number): boolean {
   }
 }
 
+let stale: string;
+let foreign: string;
+
 beforeAll(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-launch-'));
+  // A socket dir left by a Node process that died hard, and one owned by a live process.
+  const deadPid = spawnSync('true').pid!;
+  stale = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-plugin-'));
+  fs.writeFileSync(path.join(stale, 'owner.pid'), String(deadPid));
+  fs.writeFileSync(path.join(stale, 'plugin123'), '');
+  foreign = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-plugin-'));
+  fs.writeFileSync(path.join(foreign, 'owner.pid'), String(process.ppid));
 });
-afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+afterAll(() => {
+  for (const d of [dir, stale, foreign]) fs.rmSync(d, { recursive: true, force: true });
+});
 
 describe('launching a provider plugin', () => {
   it('passes the go-plugin environment and reports a plugin that exits, with its stderr', async () => {
@@ -103,6 +116,12 @@ describe('launching a provider plugin', () => {
     expect(err.message).toContain('gRPC connection not ready');
     expect(alive(err.metadata.pid as number)).toBe(false);
     expect(fs.existsSync(err.metadata.socketDir as string)).toBe(false);
+  });
+
+  it('removes socket dirs whose owning process is gone, and only those', () => {
+    // Any launch above swept them.
+    expect(fs.existsSync(stale)).toBe(false);
+    expect(fs.existsSync(foreign)).toBe(true);
   });
 
   it('refuses a file that is not executable', async () => {

@@ -54,6 +54,45 @@ function installExitHook(): void {
   });
 }
 
+const SOCKET_DIR_PREFIX = 'kl-plugin-';
+const OWNER_FILE = 'owner.pid';
+let swept = false;
+
+/**
+ * Socket dirs of a Node process that died hard (SIGKILL, OOM) are never
+ * removed by it; the next process removes those whose owner is gone.
+ */
+function sweepStaleSocketDirs(): void {
+  if (swept) return;
+  swept = true;
+  let names: string[];
+  try {
+    names = fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith(SOCKET_DIR_PREFIX));
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const dir = path.join(os.tmpdir(), name);
+    try {
+      const owner = Number(fs.readFileSync(path.join(dir, OWNER_FILE), 'utf8'));
+      if (Number.isInteger(owner) && owner > 0 && !processExists(owner)) {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    } catch {
+      // no owner file yet (being created) or not ours to judge
+    }
+  }
+}
+
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 let setprivPath: string | null | undefined;
 
 /** util-linux `setpriv --pdeathsig KILL` kills the plugin if Node dies by SIGKILL or OOM. */
@@ -90,7 +129,9 @@ export async function startPlugin(
     );
   }
   const certificate = await clientCertificate();
-  const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-plugin-'));
+  sweepStaleSocketDirs();
+  const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), SOCKET_DIR_PREFIX));
+  fs.writeFileSync(path.join(socketDir, OWNER_FILE), String(process.pid));
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     ...options.env,
@@ -116,7 +157,8 @@ export async function startPlugin(
       { cause: e },
     );
   }
-  child.stderr!.on('data', (chunk: Buffer) => stderr.write(chunk));
+  child.stderr!.setEncoding('utf8');
+  child.stderr!.on('data', (chunk: string) => stderr.write(chunk));
   child.stderr!.on('end', () => stderr.end());
 
   let exitedFlag = false;

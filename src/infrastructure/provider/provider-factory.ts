@@ -27,6 +27,24 @@ export class CachedSchemaProviderFactory {
     private readonly discover: Discoverer = discoverProvider,
   ) {}
 
+  /** The schema alone: from the cache when it has it, else from a short-lived plugin. */
+  async schema(
+    source: string,
+    discovery: DiscoveryOptions = {},
+  ): Promise<{ schema: ProviderSchema; provider: DiscoveredProvider; schemaFromCache: boolean }> {
+    const provider = this.discover(source, discovery);
+    const cached = await this.cache.get(provider.source, provider.version);
+    if (cached) return { schema: cached, provider, schemaFromCache: true };
+    const client = await this.launch(provider.binary, this.launchOptions);
+    try {
+      const schema = await client.getSchema();
+      await this.cache.put(provider.source, provider.version, schema);
+      return { schema, provider, schemaFromCache: false };
+    } finally {
+      await client.close();
+    }
+  }
+
   async open(source: string, discovery: DiscoveryOptions = {}): Promise<OpenedProvider> {
     const provider = this.discover(source, discovery);
     const client = await this.launch(provider.binary, this.launchOptions);

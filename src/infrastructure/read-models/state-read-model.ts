@@ -1,0 +1,258 @@
+import { DomainError } from '../../domain/shared/domain-error';
+import type { LockInfo } from '../../domain/state';
+import {
+  buildDocument,
+  InstanceObjectV4,
+  JsonObject,
+  JsonValue,
+  OutputV4,
+  ResourceDescriptor,
+  ResourceMode,
+} from '../../domain/terraform';
+import { stateDocumentText } from '../../projections/state/state-document-text';
+import type { Database } from '../postgres/database';
+
+export interface CurrentDocument {
+  stateId: string;
+  /** The exact bytes to serve. */
+  document: string;
+  /** Base64 MD5 of `document`, for Content-MD5. */
+  md5: string;
+}
+
+export interface StateSummary {
+  stateId: string;
+  name: string;
+  createdAt: string;
+  updatedAt: string;
+  version: number;
+  serial: number | null;
+  lineage: string | null;
+  terraformVersion: string | null;
+  instanceCount: number;
+  resourceCount: number;
+  lock: { id: string; who: string | null; operation: string | null; since: string } | null;
+}
+
+export interface StateVersionSummary {
+  version: number;
+  serial: number;
+  lineage: string;
+  source: string;
+  actor: string;
+  terraformVersion: string;
+  instanceCount: number;
+  resourceCount: number;
+  checksum: string;
+  createdAt: string;
+}
+
+interface VersionRow {
+  state_id: string;
+  version: number;
+  serial: string;
+  lineage: string;
+  terraform_version: string;
+  instance_count: number;
+  outputs: Record<string, OutputV4>;
+  check_results: JsonValue | null;
+  extra: JsonObject | null;
+}
+
+interface InstanceRow {
+  module_path: string;
+  mode: ResourceMode;
+  type: string;
+  name: string;
+  provider: string;
+  each_mode: 'list' | 'map' | null;
+  resource_extra: JsonObject | null;
+  instance: InstanceObjectV4;
+}
+
+const VERSION_COLUMNS = `sv.state_id, sv.version, sv.serial, sv.lineage, sv.terraform_version,
+  sv.instance_count, sv.outputs, sv.check_results, sv.extra`;
+
+/** The queries behind terraform's GET and the state listings; live states only. */
+export class StateReadModel {
+  constructor(private readonly db: Database) {}
+
+  /** The current document: one row, however large the state. Null before the first commit. */
+  async current(name: string): Promise<CurrentDocument | null> {
+    const rows = await this.db.query<{ state_id: string; document: string; md5: string }>(
+      `SELECT r.state_id, r.document, r.md5 FROM raw_state r
+         JOIN states s ON s.state_id = r.state_id AND s.deleted_at IS NULL
+        WHERE r.name = $1 AND r.document IS NOT NULL`,
+      [name],
+    );
+    if (rows.length === 0) return null;
+    return { stateId: rows[0].state_id, document: rows[0].document, md5: rows[0].md5 };
+  }
+
+  /** The newest version that carried terraform serial `serial`, as it was served then. */
+  async atSerial(name: string, serial: number): Promise<string | null> {
+    const rows = await this.db.query<VersionRow>(
+      `SELECT ${VERSION_COLUMNS} FROM state_versions sv
+         JOIN states s ON s.state_id = sv.state_id AND s.deleted_at IS NULL
+        WHERE s.name = $1 AND sv.serial = $2
+        ORDER BY sv.version DESC LIMIT 1`,
+      [name, serial],
+    );
+    return rows.length ? this.rebuild(rows[0]) : null;
+  }
+
+  /** Version `version` (ours: 1, 2, 3…) as it was served while current. */
+  async atVersion(name: string, version: number): Promise<string | null> {
+    const rows = await this.db.query<VersionRow>(
+      `SELECT ${VERSION_COLUMNS} FROM state_versions sv
+         JOIN states s ON s.state_id = sv.state_id AND s.deleted_at IS NULL
+        WHERE s.name = $1 AND sv.version = $2`,
+      [name, version],
+    );
+    return rows.length ? this.rebuild(rows[0]) : null;
+  }
+
+  /** The LockInfo exactly as the holder sent it; null when unlocked or missing. */
+  async lock(name: string): Promise<LockInfo | null> {
+    const rows = await this.db.query<{ info: LockInfo }>(
+      `SELECT l.info FROM state_locks l
+         JOIN states s ON s.state_id = l.state_id AND s.deleted_at IS NULL
+        WHERE s.name = $1`,
+      [name],
+    );
+    return rows.length ? rows[0].info : null;
+  }
+
+  async listStates(): Promise<StateSummary[]> {
+    const rows = await this.db.query<{
+      state_id: string;
+      name: string;
+      created_at: Date;
+      updated_at: Date;
+      current_version: number;
+      current_serial: string | null;
+      lineage: string | null;
+      terraform_version: string | null;
+      instance_count: number;
+      resource_count: number;
+      lock_id: string | null;
+      who: string | null;
+      operation: string | null;
+      acquired_at: Date | null;
+    }>(
+      `SELECT s.state_id, s.name, s.created_at, s.updated_at, s.current_version,
+              s.current_serial, s.lineage, s.terraform_version, s.instance_count,
+              s.resource_count, l.lock_id, l.who, l.operation, l.acquired_at
+         FROM states s LEFT JOIN state_locks l ON l.state_id = s.state_id
+        WHERE s.deleted_at IS NULL
+        ORDER BY s.name`,
+    );
+    return rows.map((r) => ({
+      stateId: r.state_id,
+      name: r.name,
+      createdAt: r.created_at.toISOString(),
+      updatedAt: r.updated_at.toISOString(),
+      version: r.current_version,
+      serial: r.current_serial === null ? null : Number(r.current_serial),
+      lineage: r.lineage,
+      terraformVersion: r.terraform_version,
+      instanceCount: r.instance_count,
+      resourceCount: r.resource_count,
+      lock:
+        r.lock_id === null || r.acquired_at === null
+          ? null
+          : {
+              id: r.lock_id,
+              who: r.who,
+              operation: r.operation,
+              since: r.acquired_at.toISOString(),
+            },
+    }));
+  }
+
+  /** Every version of the live state, oldest first; null when there is no such state. */
+  async history(name: string): Promise<StateVersionSummary[] | null> {
+    const states = await this.db.query<{ state_id: string }>(
+      'SELECT state_id FROM states WHERE name = $1 AND deleted_at IS NULL',
+      [name],
+    );
+    if (states.length === 0) return null;
+    const rows = await this.db.query<{
+      version: number;
+      serial: string;
+      lineage: string;
+      source: string;
+      actor: string;
+      terraform_version: string;
+      instance_count: number;
+      resource_count: number;
+      checksum: string;
+      created_at: Date;
+    }>(
+      `SELECT version, serial, lineage, source, actor, terraform_version, instance_count,
+              resource_count, checksum, created_at
+         FROM state_versions WHERE state_id = $1 ORDER BY version`,
+      [states[0].state_id],
+    );
+    return rows.map((r) => ({
+      version: r.version,
+      serial: Number(r.serial),
+      lineage: r.lineage,
+      source: r.source,
+      actor: r.actor,
+      terraformVersion: r.terraform_version,
+      instanceCount: r.instance_count,
+      resourceCount: r.resource_count,
+      checksum: r.checksum,
+      createdAt: r.created_at.toISOString(),
+    }));
+  }
+
+  /**
+   * A past version from its lifecycles: the instances alive at it, with the
+   * instance JSON and resource-level members exactly as committed.
+   */
+  private async rebuild(v: VersionRow): Promise<string> {
+    const rows = await this.db.query<InstanceRow>(
+      `SELECT module_path, mode, type, name, provider, each_mode, resource_extra, instance
+         FROM resources
+        WHERE state_id = $1 AND create_version <= $2
+          AND (delete_version IS NULL OR delete_version > $2)`,
+      [v.state_id, v.version],
+    );
+    // Lifecycles are their own projection; until it has caught up with this
+    // version the document would lack instances, and a short state must
+    // never be served as if it were whole.
+    if (rows.length !== v.instance_count) {
+      throw new DomainError(
+        'SERVER.UNAVAILABLE',
+        `version ${v.version} is not fully projected yet; retry shortly`,
+      );
+    }
+    const doc = buildDocument(
+      {
+        terraformVersion: v.terraform_version,
+        serial: Number(v.serial),
+        lineage: v.lineage,
+        outputs: v.outputs,
+        checkResults: v.check_results,
+        extra: v.extra ?? {},
+      },
+      rows.map((r) => ({ resource: descriptor(r), instance: r.instance })),
+    );
+    return stateDocumentText(doc);
+  }
+}
+
+function descriptor(r: InstanceRow): ResourceDescriptor {
+  const d: ResourceDescriptor = {
+    module: r.module_path,
+    mode: r.mode,
+    type: r.type,
+    name: r.name,
+    provider: r.provider,
+    each: r.each_mode,
+  };
+  if (r.resource_extra !== null) d.extra = r.resource_extra;
+  return d;
+}

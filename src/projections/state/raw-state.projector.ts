@@ -1,0 +1,271 @@
+import type { RecordedEvent } from '../../domain/shared/event';
+import {
+  ApplyCommitted,
+  LifecycleClosed,
+  LifecycleOpened,
+  StateEventType,
+} from '../../domain/state';
+import {
+  buildDocument,
+  formatInstanceAddress,
+  parseModulePath,
+  parseStateDocument,
+  resourceDescriptor,
+  StateDocumentMeta,
+} from '../../domain/terraform';
+import type { Queryable } from '../../infrastructure/postgres/database';
+import type { Projector } from '../projector';
+import { CurrentDocument, DocumentCache, PlacedInstance } from './document-cache';
+import { asStateEvent } from './state-event';
+import { contentMd5, stateDocumentText } from './state-document-text';
+
+const DEFAULT_CACHE_INSTANCES = 200_000;
+// Events read per query when a commit continues past the end of a batch.
+const READ_AHEAD = 1000;
+
+/** The commit being applied: its ApplyCommitted plus the lifecycle events that follow it. */
+interface OpenCommit {
+  stateId: string;
+  version: number;
+  serial: number;
+  instanceCount: number;
+  occurredAt: string;
+  streamId: string;
+  transactionId: bigint;
+  /** Stream revision of the last event of this commit applied so far. */
+  revision: bigint;
+  doc: CurrentDocument;
+}
+
+type LifecycleEvent = LifecycleOpened | LifecycleClosed;
+
+/**
+ * `raw_state`: the current document of every live state, serialised once
+ * per commit so that a terraform GET is one row read.
+ *
+ * A commit is an ApplyCommitted followed by the lifecycle events of the
+ * instances it changed, so the projector keeps each state's document taken
+ * apart in memory (DocumentCache) and re-serialises after applying the delta.
+ * The row's `version` is the truth: the cache is used only when it holds
+ * exactly that version, otherwise (restart, another replica, a rolled-back
+ * batch, a rebuild) the document is parsed back from the row itself.
+ *
+ * A row is only ever written with a whole commit applied, never half of one,
+ * because GET serves it: when a batch ends inside a commit, the rest of that
+ * commit is read from the log (it is in the same, already committed,
+ * transaction), and the next batch skips the events already applied.
+ */
+export class RawStateProjector implements Projector {
+  readonly name = 'state-raw';
+  readonly handles = [
+    StateEventType.StateCreated,
+    StateEventType.ApplyCommitted,
+    StateEventType.LifecycleOpened,
+    StateEventType.LifecycleClosed,
+    StateEventType.StateDeleted,
+  ];
+  readonly tables = ['raw_state'];
+
+  private readonly cache: DocumentCache;
+
+  constructor(options: { cacheInstances?: number } = {}) {
+    this.cache = new DocumentCache(options.cacheInstances ?? DEFAULT_CACHE_INSTANCES);
+  }
+
+  async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
+    let open: OpenCommit | null = null;
+    // Row versions read during this batch, to skip the tail of an applied commit cheaply.
+    const rowVersions = new Map<string, number>();
+    for (const recorded of events) {
+      const event = asStateEvent(recorded);
+      if (event === null) continue;
+      if (event.type === 'LifecycleOpened' || event.type === 'LifecycleClosed') {
+        if (open && open.stateId === event.data.stateId && open.version === event.data.version) {
+          applyLifecycle(open.doc, event);
+          open.revision = recorded.streamRevision;
+        } else {
+          await this.assertApplied(tx, event, rowVersions);
+        }
+        continue;
+      }
+      if (open) await this.finish(tx, open);
+      open = null;
+      switch (event.type) {
+        case 'StateCreated':
+          await tx.query(
+            // No conflict target: a redelivered creation of a since deleted state
+            // must not collide with the live state that took over its name.
+            `INSERT INTO raw_state (state_id, name, version, updated_at) VALUES ($1, $2, 0, $3)
+             ON CONFLICT DO NOTHING`,
+            [event.data.stateId, event.data.name, recorded.metadata.occurredAt],
+          );
+          break;
+        case 'ApplyCommitted':
+          open = await this.begin(tx, recorded, event.data, rowVersions);
+          break;
+        case 'StateDeleted':
+          this.cache.remove(event.data.stateId);
+          await tx.query('DELETE FROM raw_state WHERE state_id = $1', [event.data.stateId]);
+          break;
+        default:
+          break;
+      }
+    }
+    if (open) {
+      await this.readRestOfCommit(tx, open);
+      await this.finish(tx, open);
+    }
+  }
+
+  private async rowVersion(tx: Queryable, stateId: string): Promise<number | null> {
+    const { rows } = await tx.query<{ version: number }>(
+      'SELECT version FROM raw_state WHERE state_id = $1',
+      [stateId],
+    );
+    return rows.length ? rows[0].version : null;
+  }
+
+  /** Null when the row already holds this commit (a redelivered batch). */
+  private async begin(
+    tx: Queryable,
+    recorded: RecordedEvent,
+    d: ApplyCommitted['data'],
+    rowVersions: Map<string, number>,
+  ): Promise<OpenCommit | null> {
+    const current = await this.rowVersion(tx, d.stateId);
+    // No row: the state was deleted after this commit (a redelivered batch).
+    rowVersions.set(d.stateId, current ?? Number.MAX_SAFE_INTEGER);
+    if (current === null || current >= d.version) return null;
+    if (current !== d.version - 1) {
+      throw new Error(`raw_state of ${d.stateId} is at version ${current}, got ${d.version}`);
+    }
+    let doc = this.cache.take(d.stateId);
+    if (doc?.version !== current) doc = await this.load(tx, d.stateId, current);
+    doc.meta = metaOf(d);
+    return {
+      stateId: d.stateId,
+      version: d.version,
+      serial: d.serial,
+      instanceCount: d.instanceCount,
+      occurredAt: recorded.metadata.occurredAt,
+      streamId: recorded.streamId,
+      transactionId: recorded.position.transactionId,
+      revision: recorded.streamRevision,
+      doc,
+    };
+  }
+
+  private async load(tx: Queryable, stateId: string, version: number): Promise<CurrentDocument> {
+    const { rows } = await tx.query<{ document: string | null }>(
+      'SELECT document FROM raw_state WHERE state_id = $1',
+      [stateId],
+    );
+    const text = rows[0]?.document ?? null;
+    const instances = new Map<string, PlacedInstance>();
+    if (text === null) return { version, meta: metaOf(null), instances };
+    const doc = parseStateDocument(text);
+    // Not flattenInstances: hashing every instance would double the cost of a miss.
+    for (const r of doc.resources) {
+      const resource = resourceDescriptor(r);
+      const module = parseModulePath(resource.module);
+      for (const instance of r.instances) {
+        const address = formatInstanceAddress({
+          ...resource,
+          module,
+          key: instance.index_key,
+          deposed: instance.deposed,
+        });
+        instances.set(address, { resource, instance });
+      }
+    }
+    return { version, meta: metaOf(null), instances };
+  }
+
+  /** The batch ended inside a commit: apply its remaining lifecycle events from the log. */
+  private async readRestOfCommit(tx: Queryable, open: OpenCommit): Promise<void> {
+    for (;;) {
+      const { rows } = await tx.query<{ rev: string; type: string; data: LifecycleEvent['data'] }>(
+        `SELECT stream_revision AS rev, type, data FROM kl_events
+          WHERE stream_id = $1 AND stream_revision > $2 AND stream_revision <= $2 + $3
+            AND transaction_id = $4::xid8
+          ORDER BY stream_revision`,
+        [open.streamId, open.revision.toString(), READ_AHEAD, open.transactionId.toString()],
+      );
+      for (const row of rows) {
+        if (row.type !== 'LifecycleOpened' && row.type !== 'LifecycleClosed') return;
+        if (row.data.stateId !== open.stateId || row.data.version !== open.version) return;
+        applyLifecycle(open.doc, { type: row.type, data: row.data } as LifecycleEvent);
+        open.revision = BigInt(row.rev);
+      }
+      if (rows.length < READ_AHEAD) return;
+    }
+  }
+
+  private async finish(tx: Queryable, open: OpenCommit): Promise<void> {
+    const { doc } = open;
+    // A count that disagrees with the commit means events are missing; serving
+    // the document would hand terraform a state without some of its resources.
+    if (doc.instances.size !== open.instanceCount) {
+      throw new Error(
+        `state ${open.stateId} version ${open.version}: ${doc.instances.size} instances ` +
+          `projected, the commit has ${open.instanceCount}`,
+      );
+    }
+    const text = stateDocumentText(buildDocument(doc.meta, doc.instances.values()));
+    await tx.query(
+      `UPDATE raw_state SET version = $2, serial = $3, document = $4, md5 = $5, updated_at = $6
+        WHERE state_id = $1`,
+      [open.stateId, open.version, open.serial, text, contentMd5(text), open.occurredAt],
+    );
+    doc.version = open.version;
+    this.cache.put(open.stateId, doc);
+  }
+
+  private async assertApplied(
+    tx: Queryable,
+    event: LifecycleEvent,
+    rowVersions: Map<string, number>,
+  ): Promise<void> {
+    const { stateId, version } = event.data;
+    let current = rowVersions.get(stateId);
+    if (current === undefined) {
+      current = (await this.rowVersion(tx, stateId)) ?? Number.MAX_SAFE_INTEGER;
+      rowVersions.set(stateId, current);
+    }
+    if (current < version) {
+      throw new Error(`${event.type} of ${stateId} version ${version} without its ApplyCommitted`);
+    }
+  }
+}
+
+function applyLifecycle(doc: CurrentDocument, event: LifecycleEvent): void {
+  if (event.type === 'LifecycleClosed') {
+    doc.instances.delete(event.data.address);
+  } else {
+    doc.instances.set(event.data.address, {
+      resource: event.data.resource,
+      instance: event.data.instance,
+    });
+  }
+}
+
+function metaOf(d: ApplyCommitted['data'] | null): StateDocumentMeta {
+  if (d === null) {
+    return {
+      terraformVersion: '',
+      serial: 0,
+      lineage: '',
+      outputs: {},
+      checkResults: null,
+      extra: {},
+    };
+  }
+  return {
+    terraformVersion: d.terraformVersion,
+    serial: d.serial,
+    lineage: d.lineage,
+    outputs: d.outputs,
+    checkResults: d.checkResults,
+    extra: d.extra,
+  };
+}

@@ -1,0 +1,176 @@
+import type { RecordedEvent } from '../../domain/shared/event';
+import { ApplyCommitted, StateEventType } from '../../domain/state';
+import type { Queryable } from '../../infrastructure/postgres/database';
+import type { Projector } from '../projector';
+import { ResourceAddresses, ResourceRow, resourceRow } from './lifecycle-row';
+import { asStateEvent } from './state-event';
+
+const RESOURCE_COLUMNS = `state_id uuid, address text, resource_address text, mode text, type text,
+  name text, module_path text, index_key text, deposed_key text, provider text, each_mode text,
+  schema_version integer, attributes jsonb, sensitive_attributes jsonb, private text,
+  dependencies jsonb, status text, create_before_destroy boolean, extra jsonb, instance jsonb,
+  resource_extra jsonb, attributes_hash text, create_version integer, create_serial bigint`;
+
+const RESOURCE_NAMES = RESOURCE_COLUMNS.split(',')
+  .map((c) => c.trim().split(/\s+/)[0])
+  .join(', ');
+
+interface Closing {
+  state_id: string;
+  address: string;
+  version: number;
+  serial: number;
+}
+
+interface Edge {
+  state_id: string;
+  from_address: string;
+  to_address: string;
+  create_version: number;
+  create_serial: number;
+}
+
+/**
+ * `resources`, `resource_dependencies` and `outputs`. A first commit of a big
+ * state is thousands of LifecycleOpened events, so consecutive opens (and
+ * closes) are written as one statement each; the decider emits a commit's
+ * closes before its opens, which is also the order they are flushed in.
+ * Idempotent: opens ignore an existing (address, create_version), closes
+ * only touch lifecycles still open and created before the closing version.
+ */
+export class ResourceLifecyclesProjector implements Projector {
+  readonly name = 'state-resource-lifecycles';
+  readonly handles = [
+    StateEventType.ApplyCommitted,
+    StateEventType.LifecycleOpened,
+    StateEventType.LifecycleClosed,
+  ];
+  readonly tables = ['resources', 'resource_dependencies', 'outputs'];
+
+  private readonly addresses = new ResourceAddresses();
+
+  async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
+    let opened: ResourceRow[] = [];
+    let edges: Edge[] = [];
+    let closed: Closing[] = [];
+    const flush = async () => {
+      if (closed.length) await this.close(tx, closed);
+      if (opened.length) await this.open(tx, opened, edges);
+      opened = [];
+      edges = [];
+      closed = [];
+    };
+    for (const recorded of events) {
+      const event = asStateEvent(recorded);
+      if (event === null) continue;
+      switch (event.type) {
+        case 'LifecycleClosed':
+          if (opened.length) await flush();
+          closed.push({
+            state_id: event.data.stateId,
+            address: event.data.address,
+            version: event.data.version,
+            serial: event.data.serial,
+          });
+          break;
+        case 'LifecycleOpened': {
+          const d = event.data;
+          opened.push(resourceRow(d, this.addresses.of(d.resource)));
+          for (const to of new Set(d.instance.dependencies ?? [])) {
+            edges.push({
+              state_id: d.stateId,
+              from_address: d.address,
+              to_address: to,
+              create_version: d.version,
+              create_serial: d.serial,
+            });
+          }
+          break;
+        }
+        case 'ApplyCommitted':
+          await flush();
+          await this.projectOutputs(tx, event.data);
+          break;
+        default:
+          break;
+      }
+    }
+    await flush();
+  }
+
+  private async close(tx: Queryable, rows: Closing[]): Promise<void> {
+    const json = JSON.stringify(rows);
+    const recordset = `jsonb_to_recordset($1::jsonb)
+      AS c(state_id uuid, address text, version integer, serial bigint)`;
+    await tx.query(
+      `UPDATE resources r SET delete_version = c.version, delete_serial = c.serial
+         FROM ${recordset}
+        WHERE r.state_id = c.state_id AND r.address = c.address
+          AND r.delete_version IS NULL AND r.create_version < c.version`,
+      [json],
+    );
+    await tx.query(
+      `UPDATE resource_dependencies d SET delete_version = c.version, delete_serial = c.serial
+         FROM ${recordset}
+        WHERE d.state_id = c.state_id AND d.from_address = c.address
+          AND d.delete_version IS NULL AND d.create_version < c.version`,
+      [json],
+    );
+  }
+
+  private async open(tx: Queryable, rows: ResourceRow[], edges: Edge[]): Promise<void> {
+    await tx.query(
+      `INSERT INTO resources (${RESOURCE_NAMES})
+       SELECT ${RESOURCE_NAMES} FROM jsonb_to_recordset($1::jsonb) AS r(${RESOURCE_COLUMNS})
+       ON CONFLICT (state_id, address, create_version) DO NOTHING`,
+      [JSON.stringify(rows)],
+    );
+    if (edges.length === 0) return;
+    await tx.query(
+      `INSERT INTO resource_dependencies
+         (state_id, from_address, to_address, create_version, create_serial)
+       SELECT state_id, from_address, to_address, create_version, create_serial
+         FROM jsonb_to_recordset($1::jsonb) AS e(state_id uuid, from_address text,
+              to_address text, create_version integer, create_serial bigint)
+       ON CONFLICT (state_id, from_address, to_address, create_version) DO NOTHING`,
+      [JSON.stringify(edges)],
+    );
+  }
+
+  /**
+   * Outputs carry no lifecycle events of their own: each commit's outputs are
+   * compared with the open rows. An output whose value, type or sensitivity
+   * differs (or that is gone) is closed; one without an open row is opened.
+   * A commit older than what the rows already record is a redelivery and is
+   * skipped, so it can never reopen superseded values.
+   */
+  private async projectOutputs(tx: Queryable, d: ApplyCommitted['data']): Promise<void> {
+    const { rows } = await tx.query<{ newer: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM outputs WHERE state_id = $1
+                 AND (create_version > $2 OR delete_version > $2)) AS newer`,
+      [d.stateId, d.version],
+    );
+    if (rows[0].newer) return;
+    const next = `(SELECT key AS name, value -> 'value' AS value, value -> 'type' AS type,
+                          coalesce((value ->> 'sensitive')::boolean, false) AS sensitive
+                     FROM jsonb_each($2::jsonb))`;
+    const params = [d.stateId, JSON.stringify(d.outputs), d.version, d.serial];
+    await tx.query(
+      `UPDATE outputs o SET delete_version = $3, delete_serial = $4
+        WHERE o.state_id = $1 AND o.delete_version IS NULL AND o.create_version < $3
+          AND NOT EXISTS (SELECT 1 FROM ${next} n
+                           WHERE n.name = o.name AND n.value = o.value
+                             AND n.type IS NOT DISTINCT FROM o.type
+                             AND n.sensitive = o.sensitive)`,
+      params,
+    );
+    await tx.query(
+      `INSERT INTO outputs (state_id, name, value, type, sensitive, create_version, create_serial)
+       SELECT $1, n.name, n.value, n.type, n.sensitive, $3, $4 FROM ${next} n
+        WHERE NOT EXISTS (SELECT 1 FROM outputs o
+                           WHERE o.state_id = $1 AND o.name = n.name AND o.delete_version IS NULL)
+       ON CONFLICT (state_id, name, create_version) DO NOTHING`,
+      params,
+    );
+  }
+}

@@ -1,0 +1,117 @@
+import type { RecordedEvent } from '../../domain/shared/event';
+import { StateEventType } from '../../domain/state';
+import type { Queryable } from '../../infrastructure/postgres/database';
+import type { Projector } from '../projector';
+import { asStateEvent } from './state-event';
+
+/**
+ * `states`, `state_versions` and `state_locks`: one statement per event, each
+ * guarded so that applying an event a second time changes nothing (versions
+ * only move forward, inserts ignore conflicts, deletes match the lock id).
+ */
+export class StateCatalogProjector implements Projector {
+  readonly name = 'state-catalog';
+  readonly handles = [
+    StateEventType.StateCreated,
+    StateEventType.LockAcquired,
+    StateEventType.LockReleased,
+    StateEventType.ApplyCommitted,
+    StateEventType.StateDeleted,
+  ];
+  readonly tables = ['states', 'state_versions', 'state_locks'];
+
+  async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
+    for (const recorded of events) {
+      const event = asStateEvent(recorded);
+      if (event === null) continue;
+      const at = recorded.metadata.occurredAt;
+      switch (event.type) {
+        case 'StateCreated':
+          await tx.query(
+            `INSERT INTO states (state_id, name, created_at, updated_at) VALUES ($1, $2, $3, $3)
+             ON CONFLICT (state_id) DO NOTHING`,
+            [event.data.stateId, event.data.name, at],
+          );
+          break;
+        case 'ApplyCommitted': {
+          const d = event.data;
+          await tx.query(
+            `INSERT INTO state_versions (state_id, version, serial, lineage, source, actor,
+               terraform_version, instance_count, resource_count, checksum, outputs,
+               check_results, extra, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+             ON CONFLICT (state_id, version) DO NOTHING`,
+            [
+              d.stateId,
+              d.version,
+              d.serial,
+              d.lineage,
+              d.source,
+              recorded.metadata.actor,
+              d.terraformVersion,
+              d.instanceCount,
+              d.resourceCount,
+              d.checksum,
+              JSON.stringify(d.outputs),
+              d.checkResults === null ? null : JSON.stringify(d.checkResults),
+              Object.keys(d.extra).length === 0 ? null : JSON.stringify(d.extra),
+              at,
+            ],
+          );
+          await tx.query(
+            `UPDATE states SET current_version = $2, current_serial = $3, lineage = $4,
+                    terraform_version = $5, instance_count = $6, resource_count = $7,
+                    updated_at = $8
+              WHERE state_id = $1 AND current_version < $2`,
+            [
+              d.stateId,
+              d.version,
+              d.serial,
+              d.lineage,
+              d.terraformVersion,
+              d.instanceCount,
+              d.resourceCount,
+              at,
+            ],
+          );
+          break;
+        }
+        case 'LockAcquired': {
+          const { stateId, lockId, info } = event.data;
+          await tx.query(
+            `INSERT INTO state_locks (state_id, name, lock_id, operation, who, info, acquired_at,
+               acquired_by)
+             SELECT s.state_id, s.name, $2, $3, $4, $5, $6, $7 FROM states s WHERE s.state_id = $1
+             ON CONFLICT (state_id) DO NOTHING`,
+            [
+              stateId,
+              lockId,
+              info.Operation ?? null,
+              info.Who ?? null,
+              JSON.stringify(info),
+              at,
+              recorded.metadata.actor,
+            ],
+          );
+          break;
+        }
+        case 'LockReleased':
+          await tx.query('DELETE FROM state_locks WHERE state_id = $1 AND lock_id = $2', [
+            event.data.stateId,
+            event.data.lockId,
+          ]);
+          break;
+        case 'StateDeleted':
+          await tx.query(
+            `UPDATE states SET deleted_at = $2, updated_at = $2
+              WHERE state_id = $1 AND deleted_at IS NULL`,
+            [event.data.stateId, at],
+          );
+          await tx.query('DELETE FROM state_locks WHERE state_id = $1', [event.data.stateId]);
+          break;
+        default:
+          break; // lifecycles belong to other projectors
+      }
+    }
+  }
+}

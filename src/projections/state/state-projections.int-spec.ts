@@ -1,0 +1,389 @@
+import { createHash } from 'node:crypto';
+import {
+  lockInfo,
+  snapshotTables,
+  StateHarness,
+  testDocument,
+} from '../../../test/support/state-harness';
+import { quietLogger } from '../../../test/support/test-database';
+import { LOG_START } from '../../domain/shared/event';
+import { fixtureLines, fixtureText } from '../../domain/terraform/__fixtures__/fixtures';
+import { parseStateDocument, StateDocumentV4 } from '../../domain/terraform';
+import { readLogAfter } from '../../infrastructure/event-store/postgres-event-store';
+import { ProjectionRunner } from '../projection-runner';
+import { stateProjectors } from '.';
+
+const v1 = parseStateDocument(fixtureText('modules.v1.tfstate.txt'));
+const v2 = parseStateDocument(fixtureText('modules.v2.tfstate.txt'));
+
+/** v2 with serial 19: `plain` changed, `structured` gone, `added` new, counted[1] without its dependency. */
+function v3(): StateDocumentV4 {
+  const doc = structuredClone(v2);
+  doc.serial = 19;
+  doc.outputs = {
+    plain: { value: 'changed', type: 'string' },
+    secret: doc.outputs.secret,
+    added: { value: true, type: 'bool' },
+  };
+  const counted = doc.resources.find((r) => r.name === 'counted')!;
+  delete counted.instances[1].dependencies;
+  return doc;
+}
+
+const md5 = (text: string) => createHash('md5').update(text, 'utf8').digest('base64');
+
+describe('State read models (projected from the real write path)', () => {
+  let h: StateHarness;
+  let v1Text: string;
+  let oldStateId: string;
+
+  beforeAll(async () => {
+    h = await StateHarness.create();
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  const q = <R extends Record<string, unknown>>(sql: string, params: unknown[] = []) =>
+    h.db.query<R>(sql, params);
+
+  it('shows a lock while it is held, with the LockInfo exactly as sent', async () => {
+    await h.lock('prod', 'L1', 'ci-bot');
+    expect(
+      await q('SELECT name, lock_id, operation, who, info, acquired_by FROM state_locks'),
+    ).toEqual([
+      {
+        name: 'prod',
+        lock_id: 'L1',
+        operation: 'OperationTypeApply',
+        who: 'alice@laptop',
+        info: lockInfo('L1'),
+        acquired_by: 'ci-bot',
+      },
+    ]);
+    expect(await h.readModel.lock('prod')).toEqual(lockInfo('L1'));
+    // Created by the lock, but nothing committed: terraform's GET gets a 404.
+    expect(await h.readModel.current('prod')).toBeNull();
+    const [listed] = await h.readModel.listStates();
+    expect(listed).toMatchObject({ name: 'prod', version: 0, serial: null, lock: { id: 'L1' } });
+  });
+
+  it('projects a first commit: resources, versions, outputs, dependencies, the document', async () => {
+    await h.commit('prod', v1, { lockId: 'L1' });
+    await h.unlock('prod', 'L1');
+    expect(await q('SELECT * FROM state_locks')).toEqual([]);
+    expect(await h.readModel.lock('prod')).toBeNull();
+
+    const current = await q<{ address: string; state_name: string }>(
+      'SELECT address, state_name FROM current_resources ORDER BY address',
+    );
+    expect(current.map((r) => r.address)).toEqual(
+      [...fixtureLines('modules.state-list.txt')].sort(),
+    );
+    expect(new Set(current.map((r) => r.state_name))).toEqual(new Set(['prod']));
+
+    expect(
+      await q(
+        `SELECT address, resource_address, mode, type, name, module_path, index_key, deposed_key,
+                each_mode, create_before_destroy, status, extra, create_version, create_serial
+           FROM current_resources
+          WHERE address IN ('terraform_data.keyed["10"]', 'terraform_data.counted[1]',
+                'module.outer["x"].module.inner[1].terraform_data.deep',
+                'data.terraform_remote_state.self')
+          ORDER BY address`,
+      ),
+    ).toEqual([
+      expect.objectContaining({
+        address: 'data.terraform_remote_state.self',
+        resource_address: 'data.terraform_remote_state.self',
+        mode: 'data',
+        module_path: '',
+        index_key: null,
+      }),
+      {
+        address: 'module.outer["x"].module.inner[1].terraform_data.deep',
+        resource_address: 'module.outer["x"].module.inner[1].terraform_data.deep',
+        mode: 'managed',
+        type: 'terraform_data',
+        name: 'deep',
+        module_path: 'module.outer["x"].module.inner[1]',
+        index_key: null,
+        deposed_key: null,
+        each_mode: null,
+        create_before_destroy: false,
+        status: null,
+        extra: null,
+        create_version: 1,
+        create_serial: '16',
+      },
+      expect.objectContaining({
+        address: 'terraform_data.counted[1]',
+        resource_address: 'terraform_data.counted',
+        index_key: '1',
+      }),
+      // A string key stays quoted, so it cannot be mistaken for count index 10.
+      expect.objectContaining({ index_key: '"10"', create_before_destroy: true }),
+    ]);
+
+    const [version] = await q('SELECT * FROM state_versions');
+    expect(version).toMatchObject({
+      version: 1,
+      serial: '16',
+      lineage: v1.lineage,
+      source: 'http',
+      actor: 'alice',
+      terraform_version: '1.11.4',
+      instance_count: 16,
+      resource_count: v1.resources.length,
+      outputs: v1.outputs,
+      check_results: v1.check_results,
+      extra: null,
+    });
+
+    expect(
+      await q(
+        'SELECT name, value, sensitive, create_version, delete_version FROM outputs ORDER BY name',
+      ),
+    ).toEqual([
+      {
+        name: 'plain',
+        value: 'single-value',
+        sensitive: false,
+        create_version: 1,
+        delete_version: null,
+      },
+      {
+        name: 'secret',
+        value: 'hunter2',
+        sensitive: true,
+        create_version: 1,
+        delete_version: null,
+      },
+      {
+        name: 'structured',
+        value: { list: [1, 2, 3], map: { a: 'b' } },
+        sensitive: false,
+        create_version: 1,
+        delete_version: null,
+      },
+    ]);
+
+    expect(
+      await q(
+        `SELECT from_address, to_address, create_version, delete_version FROM resource_dependencies
+          ORDER BY from_address`,
+      ),
+    ).toEqual(
+      [0, 1, 2].map((i) => ({
+        from_address: `terraform_data.counted[${i}]`,
+        to_address: 'terraform_data.single',
+        create_version: 1,
+        delete_version: null,
+      })),
+    );
+
+    const served = await h.readModel.current('prod');
+    expect(served).not.toBeNull();
+    expect(served!.stateId).toBe(await h.stateId('prod'));
+    expect(parseStateDocument(served!.document)).toEqual(v1);
+    expect(served!.md5).toBe(md5(served!.document));
+    v1Text = served!.document;
+  });
+
+  it('closes and opens exactly the one lifecycle that changed between two terraform applies', async () => {
+    await h.commit('prod', v2);
+    const rows = await q<{ address: string }>(
+      `SELECT address, create_version, delete_version, create_serial, delete_serial FROM resources
+        WHERE create_version > 1 OR delete_version IS NOT NULL ORDER BY create_version`,
+    );
+    expect(rows).toEqual([
+      {
+        address: 'terraform_data.changeable',
+        create_version: 1,
+        delete_version: 2,
+        create_serial: '16',
+        delete_serial: '18',
+      },
+      {
+        address: 'terraform_data.changeable',
+        create_version: 2,
+        delete_version: null,
+        create_serial: '18',
+        delete_serial: null,
+      },
+    ]);
+    expect(await q('SELECT count(*)::int AS n FROM current_resources')).toEqual([{ n: 16 }]);
+    expect(
+      await q<{ value: unknown }>(
+        `SELECT attributes -> 'input' -> 'value' AS value FROM current_resources
+          WHERE address = 'terraform_data.changeable'`,
+      ),
+    ).toEqual([{ value: 'changeable-v2' }]);
+    // Outputs did not change, so their lifecycles did not either.
+    expect(await q('SELECT count(*)::int AS n FROM outputs WHERE create_version = 1')).toEqual([
+      { n: 3 },
+    ]);
+    expect(await q('SELECT count(*)::int AS n FROM outputs')).toEqual([{ n: 3 }]);
+
+    const served = await h.readModel.current('prod');
+    expect(parseStateDocument(served!.document)).toEqual(v2);
+    expect(await h.readModel.atSerial('prod', 16)).toBe(v1Text);
+    expect(await h.readModel.atVersion('prod', 1)).toBe(v1Text);
+    expect(await h.readModel.atSerial('prod', 18)).toBe(served!.document);
+    expect(await h.readModel.atSerial('prod', 17)).toBeNull();
+  });
+
+  it('gives outputs and dependency edges lifecycles of their own', async () => {
+    await h.commit('prod', v3());
+    expect(
+      await q(
+        `SELECT name, value, sensitive, create_version, delete_version, delete_serial
+           FROM outputs ORDER BY name, create_version`,
+      ),
+    ).toEqual([
+      {
+        name: 'added',
+        value: true,
+        sensitive: false,
+        create_version: 3,
+        delete_version: null,
+        delete_serial: null,
+      },
+      {
+        name: 'plain',
+        value: 'single-value',
+        sensitive: false,
+        create_version: 1,
+        delete_version: 3,
+        delete_serial: '19',
+      },
+      {
+        name: 'plain',
+        value: 'changed',
+        sensitive: false,
+        create_version: 3,
+        delete_version: null,
+        delete_serial: null,
+      },
+      {
+        name: 'secret',
+        value: 'hunter2',
+        sensitive: true,
+        create_version: 1,
+        delete_version: null,
+        delete_serial: null,
+      },
+      expect.objectContaining({ name: 'structured', create_version: 1, delete_version: 3 }),
+    ]);
+    expect(
+      await q(
+        `SELECT from_address, create_version, delete_version FROM resource_dependencies
+          ORDER BY from_address, create_version`,
+      ),
+    ).toEqual([
+      { from_address: 'terraform_data.counted[0]', create_version: 1, delete_version: null },
+      // counted[1] lost its dependency: its edge ends with the lifecycle that declared it.
+      { from_address: 'terraform_data.counted[1]', create_version: 1, delete_version: 3 },
+      { from_address: 'terraform_data.counted[2]', create_version: 1, delete_version: null },
+    ]);
+    expect(parseStateDocument((await h.readModel.current('prod'))!.document)).toEqual(v3());
+  });
+
+  it('keeps a commit with a lower serial as a new version, and serves the newest of a serial', async () => {
+    await h.commit('prod', v1);
+    const served = (await h.readModel.current('prod'))!;
+    // Same instances, same outputs as version 1: the very same bytes.
+    expect(served.document).toBe(v1Text);
+    expect(await q('SELECT current_version, current_serial FROM states')).toEqual([
+      { current_version: 4, current_serial: '16' },
+    ]);
+    expect((await h.readModel.history('prod'))!.map((v) => [v.version, v.serial])).toEqual([
+      [1, 16],
+      [2, 18],
+      [3, 19],
+      [4, 16],
+    ]);
+    expect(await h.readModel.atSerial('prod', 16)).toBe(v1Text);
+    expect(parseStateDocument((await h.readModel.atVersion('prod', 3))!)).toEqual(v3());
+    expect(parseStateDocument((await h.readModel.atSerial('prod', 18))!)).toEqual(v2);
+  });
+
+  it('continues on another replica whose cache is cold, from its own raw_state row', async () => {
+    const replica = new ProjectionRunner(h.db, h.notifier, stateProjectors(h.db), quietLogger);
+    await h.commit('prod', v2, {}, replica);
+    const served = (await h.readModel.current('prod'))!;
+    expect(parseStateDocument(served.document)).toEqual(v2);
+    expect(await h.readModel.atVersion('prod', 5)).toBe(served.document);
+    // And the first replica, whose cache is now one version behind, notices.
+    await h.commit('prod', v3());
+    expect(parseStateDocument((await h.readModel.current('prod'))!.document)).toEqual(v3());
+    expect(await h.readModel.atVersion('prod', 6)).toBe(
+      (await h.readModel.current('prod'))!.document,
+    );
+  });
+
+  it('never serves half a commit, even when a batch ends inside it', async () => {
+    const position = await h.append(h.commitCommand('split', v1));
+    const byName = (name: string) => h.projectors.find((p) => p.name === name)!;
+    await h.runner.runBatch(byName('state-catalog'));
+    const raw = byName('state-raw');
+    // StateCreated, ApplyCommitted and the first of 16 LifecycleOpened.
+    expect(await h.runner.runBatch(raw, 3)).toBe(3);
+    const served = (await h.readModel.current('split'))!;
+    expect(served).not.toBeNull();
+    expect(parseStateDocument(served.document)).toEqual(v1);
+    await h.runner.waitForPosition(position!);
+    expect((await h.readModel.current('split'))!.document).toBe(served.document);
+  });
+
+  it('deletes a state without losing its history, and lets its name be used again', async () => {
+    oldStateId = await h.stateId('prod');
+    await h.delete('prod');
+    expect(await h.readModel.current('prod')).toBeNull();
+    expect(await h.readModel.history('prod')).toBeNull();
+    expect(await h.readModel.atVersion('prod', 1)).toBeNull();
+    expect(
+      await q('SELECT count(*)::int AS n FROM current_resources WHERE state_name = $1', ['prod']),
+    ).toEqual([{ n: 0 }]);
+    expect(await q('SELECT * FROM raw_state WHERE state_id = $1', [oldStateId])).toEqual([]);
+    expect(await q('SELECT deleted_at FROM states WHERE state_id = $1', [oldStateId])).toEqual([
+      { deleted_at: expect.any(Date) },
+    ]);
+    expect(
+      await q('SELECT count(*)::int AS n FROM state_versions WHERE state_id = $1', [oldStateId]),
+    ).toEqual([{ n: 6 }]);
+
+    await h.lock('prod', 'L9');
+    const small = testDocument(1, [{ name: 'fresh', input: 'x' }], {}, 'lineage-new');
+    await h.commit('prod', small, { lockId: 'L9' });
+    const newId = await h.stateId('prod');
+    expect(newId).not.toBe(oldStateId);
+    expect(await h.readModel.lock('prod')).toEqual(lockInfo('L9'));
+    expect(parseStateDocument((await h.readModel.current('prod'))!.document)).toEqual(small);
+    expect((await h.readModel.history('prod'))!.map((v) => v.version)).toEqual([1]);
+    expect(await h.readModel.atSerial('prod', 16)).toBeNull();
+    expect(
+      await q('SELECT address FROM current_resources WHERE state_name = $1', ['prod']),
+    ).toEqual([{ address: 'terraform_data.fresh' }]);
+    const names = (await h.readModel.listStates()).map((s) => [s.name, s.stateId]);
+    expect(names).toEqual([
+      ['prod', newId],
+      ['split', await h.stateId('split')],
+    ]);
+    await h.forceUnlock('prod');
+    expect(await h.readModel.lock('prod')).toBeNull();
+  });
+
+  it('changes nothing when a batch is applied a second time', async () => {
+    const log = await readLogAfter(h.db.pool, LOG_START, 100_000);
+    for (const projector of h.projectors) {
+      const before = await snapshotTables(h.db, projector.tables);
+      expect(Object.values(before).some((rows) => rows.length > 0)).toBe(true);
+      const handled = log.filter((e) => projector.handles.includes(e.type));
+      // The whole log as one redelivered batch, and the last commit's events alone.
+      await h.db.transaction((tx) => projector.apply(handled, tx));
+      await h.db.transaction((tx) => projector.apply(handled.slice(-3), tx));
+      expect(await snapshotTables(h.db, projector.tables)).toEqual(before);
+    }
+  });
+});
