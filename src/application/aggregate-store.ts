@@ -38,6 +38,8 @@ interface Loaded<S> {
  */
 export class AggregateStore<C, S, E extends DomainEvent> {
   private readonly cache = new Map<string, Loaded<S>>();
+  /** Tail of the queue of commands per stream in this process. */
+  private readonly queues = new Map<string, Promise<unknown>>();
 
   constructor(
     private readonly events: EventStore,
@@ -46,8 +48,31 @@ export class AggregateStore<C, S, E extends DomainEvent> {
     private readonly options: AggregateOptions<S>,
   ) {}
 
-  async handle(streamId: string, command: C, ctx: CommandContext): Promise<HandleResult<S, E>> {
-    const attempts = this.options.maxAttempts ?? 5;
+  /**
+   * Commands for one stream run one at a time in this process (they would
+   * only conflict with each other); replicas still race, and the loser of a
+   * race retries after a short random pause.
+   */
+  handle(streamId: string, command: C, ctx: CommandContext): Promise<HandleResult<S, E>> {
+    const previous = this.queues.get(streamId) ?? Promise.resolve();
+    const run = previous.then(
+      () => this.decideAndAppend(streamId, command, ctx),
+      () => this.decideAndAppend(streamId, command, ctx),
+    );
+    const tail = run.catch(() => undefined);
+    this.queues.set(streamId, tail);
+    void tail.then(() => {
+      if (this.queues.get(streamId) === tail) this.queues.delete(streamId);
+    });
+    return run;
+  }
+
+  private async decideAndAppend(
+    streamId: string,
+    command: C,
+    ctx: CommandContext,
+  ): Promise<HandleResult<S, E>> {
+    const attempts = this.options.maxAttempts ?? 30;
     for (let attempt = 1; ; attempt++) {
       const loaded = await this.load(streamId);
       const events = this.decider.decide(command, loaded.state);
@@ -71,6 +96,7 @@ export class AggregateStore<C, S, E extends DomainEvent> {
       } catch (err) {
         if (err instanceof WrongExpectedRevisionError && attempt < attempts) {
           this.cache.delete(streamId);
+          await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 * attempt)));
           continue;
         }
         throw err;

@@ -88,7 +88,7 @@ function doc(serial: number, lineage: string, tag = 'a'): Record<string, unknown
   };
 }
 
-function lockInfo(id = randomUUID(), extra: Record<string, unknown> = {}): LockInfoJson {
+function lockInfo(id: string = randomUUID(), extra: Record<string, unknown> = {}): LockInfoJson {
   return {
     ID: id,
     Operation: 'OperationTypeApply',
@@ -294,6 +294,52 @@ describe('GET / POST', () => {
     const fresh = unique('invalid-fresh');
     expectJsonError(await writesNothing(() => post(fresh, body)), 400);
     expect((await get(fresh)).status).toBe(404);
+  });
+});
+
+describe('values terraform writes that must survive the round trip', () => {
+  // Terraform writes a NUL character in a string as "\u0000" (e.g.
+  // terraform_data { input = "a\u0000b" } applies fine with the local backend).
+  // jsonb refuses \u0000, so today the append fails and kld answers 500.
+  it('accepts and serves back a state whose strings contain \\u0000', async () => {
+    const name = unique('nul');
+    const d = doc(1, randomUUID(), 'a\u0000b');
+    expect(JSON.stringify(d)).toContain('\\u0000');
+    const r = await post(name, d);
+    expect({ status: r.status, body: r.text }).toEqual({ status: 200, body: '' });
+    expectDocument(await get(name), d);
+    expectDocument(await get(name, 1), d);
+  });
+
+  // Terraform numbers are arbitrary precision and its state writes them in
+  // full (terraform_data { input = 9007199254740993 } is stored as that).
+  // Parsed into JS doubles they come back rounded: 2^53+1 → 2^53, and
+  // 123456789012345678901234567890 → 1.2345678901234568e+29.
+  it('serves numbers beyond double precision back exactly as terraform wrote them', async () => {
+    const name = unique('bignum');
+    const text = JSON.stringify(doc(1, randomUUID(), 'n')).replace(
+      '"tag":{"value":"n","type":"string"}',
+      '"big":{"value":9007199254740993,"type":"number"},"huge":{"value":123456789012345678901234567890,"type":"number"}',
+    );
+    expect(text).toContain('9007199254740993');
+    expect((await post(name, text)).status).toBe(200);
+    const served = await get(name);
+    expect(served.status).toBe(200);
+    const numbers = served.text.match(/"value": [-0-9.e+]+/g);
+    expect(numbers).toEqual([
+      '"value": 9007199254740993',
+      '"value": 123456789012345678901234567890',
+    ]);
+  });
+
+  it('keeps a LockInfo whose strings contain \\u0000 and returns it to the next locker', async () => {
+    const name = unique('nul-lock');
+    const holder = lockInfo(randomUUID(), { Info: 'made by \u0000 a script' });
+    const l = await lock(name, holder);
+    expect({ status: l.status, body: l.text }).toEqual({ status: 200, body: '' });
+    const other = await lock(name, lockInfo());
+    expect(other.status).toBe(423);
+    expect(JSON.parse(other.text)).toEqual(holder);
   });
 });
 

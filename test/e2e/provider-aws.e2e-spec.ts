@@ -13,7 +13,10 @@ import { sensitivePaths } from '../../src/domain/cty/sensitive-paths';
 import { toStatePath } from '../../src/domain/cty/attribute-path';
 import { discoverProvider } from '../../src/infrastructure/provider/discovery';
 import { ProviderClient, StateValue } from '../../src/infrastructure/provider/provider-client';
-import { ProviderError } from '../../src/infrastructure/provider/provider-error';
+import {
+  ProviderDiagnosticsError,
+  ProviderError,
+} from '../../src/infrastructure/provider/provider-error';
 import { CachedSchemaProviderFactory } from '../../src/infrastructure/provider/provider-factory';
 import { PluginLogRecord } from '../../src/infrastructure/provider/plugin-stderr';
 import { Command } from 'commander';
@@ -477,6 +480,29 @@ describe('AWS provider 5.100.0 (protocol 5) against moto', () => {
     expect((bucket.value as Record<string, CtyJson>).bucket).toBe(BUCKET);
     expect(rpcLog.filter((r) => r.rpc === 'GetProviderSchema').length).toBe(before);
     expect(rpcLog.some((r) => r.rpc === 'ReadResource')).toBe(true);
+    await opened.client.close();
+  });
+
+  it('raises error diagnostics as PROVIDER.DIAGNOSTICS', async () => {
+    const opened = await factory().open(AWS, { searchPaths: [mirror], env: {}, lockFile: null });
+    clients.push(opened.client);
+    const config = {
+      ...(providerConfig() as Record<string, CtyJson>),
+      region: 'mars-north-9',
+      skip_region_validation: false,
+    };
+    let err: unknown;
+    try {
+      await opened.client.configure(config);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ProviderDiagnosticsError);
+    expect((err as ProviderDiagnosticsError).code).toBe('PROVIDER.DIAGNOSTICS');
+    expect((err as ProviderDiagnosticsError).diagnostics.some((d) => d.severity === 'error')).toBe(
+      true,
+    );
+    expect((err as Error).message).toContain('mars-north-9');
     await opened.client.close();
   });
 

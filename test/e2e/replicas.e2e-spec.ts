@@ -129,6 +129,58 @@ describe('two kld processes on one database', () => {
     expect((JSON.parse(oldA.text) as { serial: number }).serial).toBe(17);
   });
 
+  it('serves a 3000-instance commit whole from the other replica (commits larger than a projection batch)', async () => {
+    const name = `team/replicas/big-${randomUUID().slice(0, 8)}`;
+    const lineage = randomUUID();
+    const big = (serial: number, changedBelow: number) => ({
+      ...doc(serial, lineage, `big-${serial}`),
+      resources: [
+        {
+          mode: 'managed',
+          type: 'terraform_data',
+          name: 'many',
+          provider: 'provider["terraform.io/builtin/terraform"]',
+          instances: Array.from({ length: 3000 }, (_, i) => ({
+            index_key: i,
+            schema_version: 0,
+            attributes: {
+              id: `many-${i}`,
+              input: {
+                value: i < changedBelow ? `changed-${serial}-${i}` : `v-${i}`,
+                type: 'string',
+              },
+              output: {
+                value: i < changedBelow ? `changed-${serial}-${i}` : `v-${i}`,
+                type: 'string',
+              },
+              triggers_replace: null,
+            },
+            sensitive_attributes: [],
+            dependencies: ['terraform_data.r'],
+          })),
+        },
+        ...(doc(serial, lineage, `big-${serial}`).resources as unknown[]),
+      ],
+    });
+    const first = big(1, 0);
+    expect((await call('POST', stateUrl(a, name), JSON.stringify(first))).status).toBe(200);
+    expectServed(await call('GET', stateUrl(b, name)), first, 'first big commit, GET on B');
+
+    // Change half of them: 1500 lifecycles closed and 1500 opened in one commit.
+    const second = big(2, 1500);
+    expect((await call('POST', stateUrl(b, name), JSON.stringify(second))).status).toBe(200);
+    expectServed(await call('GET', stateUrl(a, name)), second, 'second big commit, GET on A');
+    for (const kld of [a, b]) {
+      expectServed(await call('GET', `${stateUrl(kld, name)}?serial=1`), first, 'serial 1');
+      expectServed(await call('GET', `${stateUrl(kld, name)}?serial=2`), second, 'serial 2');
+    }
+    const [{ n }] = await t.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM current_resources WHERE state_name = $1',
+      [name],
+    );
+    expect(n).toBe(3001);
+  });
+
   it('sees locks, unlocks and deletes made on the other replica at once', async () => {
     const name = `team/replicas/lifecycle-${randomUUID().slice(0, 8)}`;
     const lineage = randomUUID();

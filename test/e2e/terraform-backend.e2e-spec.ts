@@ -728,3 +728,54 @@ output "b" {
     await tfOk(dir, ['plan', '-detailed-exitcode', '-input=false', '-no-color'], 0);
   });
 });
+
+describe('values terraform writes that must survive the round trip', () => {
+  it('applies a string holding a NUL character (\\u0000) and reads it back', async () => {
+    const name = `team/values/nul-${randomUUID().slice(0, 8)}`;
+    const dir = newDir('nul');
+    writeFiles(dir, {
+      'backend.tf': backendBlock(name),
+      'main.tf': `
+resource "terraform_data" "nul" {
+  input = "a\\u0000b"
+}
+
+output "nul" {
+  value = terraform_data.nul.output
+}
+`,
+    });
+    await tfOk(dir, ['init', '-input=false', '-no-color']);
+    // Today: kld answers the POST with 500 (jsonb refuses \u0000) and terraform
+    // ends with "Failed to save state" and an errored.tfstate.
+    await tfOk(dir, ['apply', '-auto-approve', '-input=false', '-no-color']);
+    const served = await fetch(`${kld.url}/v1/states/${name}`);
+    expect(await served.text()).toContain('a\\u0000b');
+    await tfOk(dir, ['plan', '-detailed-exitcode', '-input=false', '-no-color'], 0);
+  });
+
+  it('keeps numbers beyond double precision exact, so the next plan has no changes', async () => {
+    const name = `team/values/bignum-${randomUUID().slice(0, 8)}`;
+    const dir = newDir('bignum');
+    writeFiles(dir, {
+      'backend.tf': backendBlock(name),
+      'main.tf': `
+resource "terraform_data" "big" {
+  input = 9007199254740993
+}
+
+output "huge" {
+  value = 123456789012345678901234567890
+}
+`,
+    });
+    await tfOk(dir, ['init', '-input=false', '-no-color']);
+    await tfOk(dir, ['apply', '-auto-approve', '-input=false', '-no-color']);
+    const out = await tfOk(dir, ['output', '-json']);
+    expect(out.stdout).toContain('123456789012345678901234567890');
+    // Today the served state holds 9007199254740992 and 1.2345678901234568e+29,
+    // so terraform plans to change both (exit 2).
+    const plan = await tf(dir, ['plan', '-detailed-exitcode', '-input=false', '-no-color']);
+    expect({ code: plan.code, out: plan.code === 0 ? '' : plan.out }).toEqual({ code: 0, out: '' });
+  });
+});

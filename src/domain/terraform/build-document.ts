@@ -59,7 +59,9 @@ export function buildDocument(
       groups.set(key, { resource, instances: [instance] });
       continue;
     }
-    if (canonicalJson({ ...group.resource }) !== canonicalJson({ ...resource })) {
+    // Same descriptor object (the common case when a projector keeps one per
+    // resource) needs no comparison; only distinct objects are checked.
+    if (group.resource !== resource && !sameDescriptor(group.resource, resource)) {
       throw new Error(`instances of ${key} disagree on their resource fields`);
     }
     group.instances.push(instance);
@@ -79,6 +81,14 @@ export function buildDocument(
     check_results: meta.checkResults,
   };
   return withExtra(doc, meta.extra);
+}
+
+function sameDescriptor(a: ResourceDescriptor, b: ResourceDescriptor): boolean {
+  return (
+    a.provider === b.provider &&
+    a.each === b.each &&
+    (a.extra === b.extra || canonicalJson({ ...a.extra }) === canonicalJson({ ...b.extra }))
+  );
 }
 
 /** Appends unknown members after the known ones; a known member always wins. */
