@@ -16,7 +16,9 @@ CREATE TABLE kl_events (
   stream_id        text NOT NULL,
   stream_revision  bigint NOT NULL,
   type             text NOT NULL,
-  data             jsonb NOT NULL,
+  -- json, not jsonb: it keeps the text exactly as written, including \u0000
+  -- escapes that jsonb refuses (terraform strings may hold NUL).
+  data             json NOT NULL,
   metadata         jsonb NOT NULL,
   created_at       timestamptz NOT NULL DEFAULT now(),
   UNIQUE (stream_id, stream_revision)
@@ -30,7 +32,7 @@ CREATE TABLE kl_snapshots (
   stream_id   text PRIMARY KEY,
   revision    bigint NOT NULL,
   schema      text NOT NULL,
-  state       jsonb NOT NULL,
+  state       json NOT NULL,
   updated_at  timestamptz NOT NULL DEFAULT now()
 );
 

@@ -33,9 +33,10 @@ CREATE TABLE state_versions (
   instance_count     integer NOT NULL,
   resource_count     integer NOT NULL,
   checksum           text NOT NULL,
-  outputs            jsonb NOT NULL,
-  check_results      jsonb,
-  extra              jsonb,
+  -- json (exact text) where a column feeds the rebuild of an old version.
+  outputs            json NOT NULL,
+  check_results      json,
+  extra              json,
   created_at         timestamptz NOT NULL,
   PRIMARY KEY (state_id, version)
 );
@@ -65,8 +66,8 @@ CREATE TABLE resources (
   status                 text,
   create_before_destroy  boolean NOT NULL,
   extra                  jsonb,
-  instance               jsonb NOT NULL,
-  resource_extra         jsonb,
+  instance               json NOT NULL,
+  resource_extra         json,
   attributes_hash        text NOT NULL,
   create_version         integer NOT NULL,
   delete_version         integer,

@@ -106,7 +106,8 @@ export class SyntheticState {
    * would write it, and the serial goes up by one.
    */
   changeOne(which: number): void {
-    const [pi, ii] = this.items[((which % this.items.length) + this.items.length) % this.items.length];
+    const [pi, ii] =
+      this.items[((which % this.items.length) + this.items.length) % this.items.length];
     const part = this.parts[pi];
     const current = part.resource.instances[ii];
     const idx = current.index_key as number;

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import 'reflect-metadata';
 import { Command, CommanderError, Option } from 'commander';
+import { registerStateCommands } from './commands';
 import { registerProviderSchemaCommand } from './provider-schema.command';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -24,7 +25,9 @@ export function buildProgram(): Command {
         .default('table'),
     )
     .exitOverride()
-    .showHelpAfterError(false);
+    .showHelpAfterError(false)
+    // Usage errors in the same one-line shape as every other failure.
+    .configureOutput({ outputError: (str, write) => write(`kl: ${str.replace(/^error: /, '')}`) });
 
   program
     .command('version')
@@ -33,6 +36,7 @@ export function buildProgram(): Command {
       process.stdout.write(`kl ${version}\n`);
     });
 
+  registerStateCommands(program);
   registerProviderSchemaCommand(program);
   return program;
 }
@@ -46,6 +50,8 @@ main(process.argv).catch((err: unknown) => {
     // Commander already printed the message; help and version exit 0.
     process.exit(err.exitCode === 0 ? 0 : 2);
   }
-  process.stderr.write(`kl: ${err instanceof Error ? err.message : String(err)}\n`);
+  // One line, never a stack: the first line of the message is the message.
+  const message = err instanceof Error ? err.message : String(err);
+  process.stderr.write(`kl: ${message.split('\n')[0]}\n`);
   process.exit(1);
 });

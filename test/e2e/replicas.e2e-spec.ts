@@ -274,22 +274,22 @@ describe('two kld processes on one database', () => {
     expect(locks).toEqual([]);
   });
 
-  it('accepts every one of 10 racing unlocked POSTs (split across both) as a version', async () => {
+  it('accepts every one of 20 racing unlocked POSTs (split across both) as a version', async () => {
     // Terraform with -lock=false sends whole documents without a lock: none of
     // them depends on what another wrote, so contention alone is no reason to
-    // refuse one. Today the aggregate store gives up after 5 optimistic
-    // attempts and the loser gets 409 EVENTS.WRONG_EXPECTED_REVISION.
+    // refuse one. (Before a3738bf the aggregate store gave up after 5
+    // optimistic attempts and losers got 409 EVENTS.WRONG_EXPECTED_REVISION.)
     const name = `team/commit-race/${randomUUID().slice(0, 8)}`;
     const lineage = randomUUID();
     const refused: string[] = [];
     let accepted = 0;
     for (let round = 0; round < 5; round++) {
       const answers = await Promise.all(
-        Array.from({ length: 10 }, (_, i) =>
+        Array.from({ length: 20 }, (_, i) =>
           call(
             'POST',
             stateUrl(i % 2 === 0 ? a : b, name),
-            JSON.stringify(doc(round * 10 + i + 1, lineage, `c${round}-${i}`)),
+            JSON.stringify(doc(round * 20 + i + 1, lineage, `c${round}-${i}`)),
           ),
         ),
       );

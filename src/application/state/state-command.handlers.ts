@@ -50,6 +50,7 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
         ...(c.lockId !== null ? { lockId: c.lockId } : {}),
         source: c.source,
         checksum: c.checksum,
+        ...(c.baseVersion !== undefined ? { baseVersion: c.baseVersion } : {}),
       },
       metadata: this.states.context(c.caller),
     });

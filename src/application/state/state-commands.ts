@@ -37,6 +37,8 @@ export class CommitStateCommand extends Command<{ version: number | null }> {
     public readonly lockId: string | null,
     public readonly source: CommitSource,
     public readonly caller: Caller,
+    /** Refuse (STATE.VERSION_CONFLICT) unless the state is still at this version. */
+    public readonly baseVersion?: number,
   ) {
     super();
   }

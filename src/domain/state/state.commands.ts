@@ -34,6 +34,12 @@ export type CommitState = StateCommandOf<
     source: CommitSource;
     /** Of the bytes as received; computed by the transport, opaque here. */
     checksum: string;
+    /**
+     * The version the document was derived from. A refresh reads the state,
+     * talks to providers for minutes, then writes back: if anyone committed
+     * meanwhile, writing would silently undo their change.
+     */
+    baseVersion?: number;
   }
 >;
 

@@ -369,6 +369,32 @@ describe('State decider', () => {
       expect(events[1]).toMatchObject({ data: { address: 'terraform_data.changeable' } });
       expect(events[2]).toMatchObject({ data: { address: 'terraform_data.changeable' } });
     });
+
+    it('commits a document based on the current version', () => {
+      const doc2 = document(2, { a: [instance('a2')], b: [instance('b0', 0), instance('b1', 1)] });
+      const events = given(created, committed1)
+        .when(commit(doc2, { source: 'refresh', baseVersion: 1 }))
+        .events();
+      expect(events[0]).toMatchObject({
+        type: 'ApplyCommitted',
+        data: { version: 2, source: 'refresh' },
+      });
+    });
+
+    it('refuses a document based on a version that is no longer current', () => {
+      const doc2 = document(2, { a: [instance('a2')] });
+      const committed2 = after([created, committed1], commit(doc2));
+      given(created, committed1, committed2)
+        .when(commit(document(3, { a: [instance('a3')] }), { baseVersion: 1 }))
+        .thenFails('STATE.VERSION_CONFLICT', { expected: 1, actual: 2 });
+    });
+
+    it('never recreates a deleted or missing state for a write based on a version', () => {
+      given(created, committed1, deleted)
+        .when(commit(doc1, { baseVersion: 1 }))
+        .thenFails('STATE.NOT_FOUND');
+      given().when(commit(doc1, { baseVersion: 0 })).thenFails('STATE.NOT_FOUND');
+    });
   });
 
   describe('DeleteState', () => {

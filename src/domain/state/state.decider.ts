@@ -12,7 +12,12 @@ import {
   StateCommand,
   UnlockState,
 } from './state.commands';
-import { STATE_LOCK_MISMATCH, STATE_LOCKED, STATE_NOT_FOUND } from './state.errors';
+import {
+  STATE_LOCK_MISMATCH,
+  STATE_LOCKED,
+  STATE_NOT_FOUND,
+  STATE_VERSION_CONFLICT,
+} from './state.errors';
 import { StateCreated, StateEvent } from './state.events';
 import { ActiveState, initialState, StateAggregate } from './state.model';
 
@@ -86,8 +91,17 @@ function forceUnlock(command: ForceUnlockState, state: StateAggregate): StateEve
 }
 
 function commit(command: CommitState, state: StateAggregate): StateEvent[] {
-  const { name, newStateId, document, lockId, source, checksum } = command.data;
+  const { name, newStateId, document, lockId, source, checksum, baseVersion } = command.data;
+  // A write based on a version must never bring a deleted state back.
+  if (baseVersion !== undefined && state.status !== 'active') throw notFound(name);
   const { active, created } = ensureActive(state, name, newStateId);
+  if (baseVersion !== undefined && active.version !== baseVersion) {
+    throw new DomainError(
+      STATE_VERSION_CONFLICT,
+      `state ${name} is at version ${active.version}, not ${baseVersion}`,
+      { expected: baseVersion, actual: active.version },
+    );
+  }
   // Without a lock anyone may write (terraform runs with -lock=false do);
   // with one, only its holder may.
   if (active.lock !== null) {

@@ -2,4 +2,5 @@
 export const STATE_LOCKED = 'STATE.LOCKED';
 export const STATE_LOCK_MISMATCH = 'STATE.LOCK_MISMATCH';
 export const STATE_NOT_FOUND = 'STATE.NOT_FOUND';
+export const STATE_VERSION_CONFLICT = 'STATE.VERSION_CONFLICT';
 export { STATE_INVALID } from '../terraform/parse-state-document';

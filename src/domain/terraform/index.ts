@@ -4,6 +4,7 @@ export * from './canonical-json';
 export * from './diff-instances';
 export * from './instance-address';
 export * from './json-value';
+export * from './lossless-json';
 export * from './parse-state-document';
 export * from './state-document';
 export * from './state-instances';

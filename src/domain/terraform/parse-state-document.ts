@@ -1,3 +1,4 @@
+import { parseJsonLossless } from './lossless-json';
 import { DomainError } from '../shared/domain-error';
 import { formatInstanceAddress, ModuleInstanceStep, parseModulePath } from './instance-address';
 import { findNonJson, isJsonObject, JsonObject, jsonPath } from './json-value';
@@ -27,7 +28,7 @@ export function parseStateDocument(input: string | unknown): StateDocumentV4 {
   let raw: unknown = input;
   if (typeof input === 'string') {
     try {
-      raw = JSON.parse(input);
+      raw = parseJsonLossless(input);
     } catch (e) {
       fail('', `is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
     }

@@ -94,7 +94,7 @@ export class PostgresEventStore implements EventStore {
         const chunk = events.slice(i, i + INSERT_CHUNK);
         const { rows } = await tx.query<{ global_position: string; txid: string }>(
           `INSERT INTO kl_events (stream_id, stream_revision, type, data, metadata)
-           SELECT $1, $2::bigint + u.ord - 1, u.type, u.data::jsonb, u.metadata::jsonb
+           SELECT $1, $2::bigint + u.ord - 1, u.type, u.data::json, u.metadata::jsonb
              FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(type, data, metadata, ord)
             ORDER BY u.ord
            RETURNING global_position, transaction_id::text AS txid`,

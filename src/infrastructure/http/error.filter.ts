@@ -16,6 +16,8 @@ const STATUS_BY_CODE: Record<string, number> = {
   'REQUEST.NOT_FOUND': 404,
   'QUERY.INVALID': 400,
   'QUERY.TIMEOUT': 400,
+  // 400, not 403: the caller is allowed to query; this SQL touched what no query may.
+  'QUERY.FORBIDDEN': 400,
   'SERVER.UNAVAILABLE': 503,
 };
 

@@ -85,7 +85,7 @@ export class TerraformBackendController {
   ): Promise<void> {
     const name = stateNameFrom(param);
     const body = await readBody(req, this.config.maxStateBytes, 'state');
-    const document = parseStateDocument(parseJson(body, 'STATE.INVALID', 'state'));
+    const document = parseStateDocument(body.toString('utf8'));
     const checksum = createHash('sha256').update(body).digest('hex');
     await this.answerLockConflicts(res, () =>
       this.commands.execute(

@@ -4,16 +4,32 @@ import type { Queryable } from '../../infrastructure/postgres/database';
 import type { Projector } from '../projector';
 import { ResourceAddresses, ResourceRow, resourceRow } from './lifecycle-row';
 import { asStateEvent } from './state-event';
+import { jsonbText } from '../../infrastructure/postgres/jsonb-text';
 
 const RESOURCE_COLUMNS = `state_id uuid, address text, resource_address text, mode text, type text,
   name text, module_path text, index_key text, deposed_key text, provider text, each_mode text,
   schema_version integer, attributes jsonb, sensitive_attributes jsonb, private text,
-  dependencies jsonb, status text, create_before_destroy boolean, extra jsonb, instance jsonb,
-  resource_extra jsonb, attributes_hash text, create_version integer, create_serial bigint`;
+  dependencies jsonb, status text, create_before_destroy boolean, extra jsonb,
+  attributes_hash text, create_version integer, create_serial bigint`;
 
 const RESOURCE_NAMES = RESOURCE_COLUMNS.split(',')
   .map((c) => c.trim().split(/\s+/)[0])
   .join(', ');
+
+/**
+ * `instance` and `resource_extra` go to json columns that keep their exact
+ * text (old versions are rebuilt from them), so they travel as json[]
+ * parameters: PostgreSQL's json_to_recordset de-escapes values and refuses a
+ * NUL character. Everything else lands in queryable columns, made NUL-free.
+ */
+function resourceParams(rows: ResourceRow[]): [string, string[], (string | null)[]] {
+  const rest = rows.map(({ instance: _i, resource_extra: _r, ...columns }) => columns);
+  return [
+    jsonbText(rest),
+    rows.map((r) => JSON.stringify(r.instance)),
+    rows.map((r) => (r.resource_extra === undefined ? null : JSON.stringify(r.resource_extra))),
+  ];
+}
 
 interface Closing {
   state_id: string;
@@ -99,7 +115,7 @@ export class ResourceLifecyclesProjector implements Projector {
   }
 
   private async close(tx: Queryable, rows: Closing[]): Promise<void> {
-    const json = JSON.stringify(rows);
+    const json = jsonbText(rows);
     const recordset = `jsonb_to_recordset($1::jsonb)
       AS c(state_id uuid, address text, version integer, serial bigint)`;
     await tx.query(
@@ -120,10 +136,14 @@ export class ResourceLifecyclesProjector implements Projector {
 
   private async open(tx: Queryable, rows: ResourceRow[], edges: Edge[]): Promise<void> {
     await tx.query(
-      `INSERT INTO resources (${RESOURCE_NAMES})
-       SELECT ${RESOURCE_NAMES} FROM jsonb_to_recordset($1::jsonb) AS r(${RESOURCE_COLUMNS})
+      `INSERT INTO resources (${RESOURCE_NAMES}, instance, resource_extra)
+       SELECT ${RESOURCE_NAMES}, x.instance, x.resource_extra
+         FROM ROWS FROM (json_to_recordset($1::json) AS (${RESOURCE_COLUMNS}))
+              WITH ORDINALITY AS r(${RESOURCE_NAMES}, ord)
+         JOIN unnest($2::json[], $3::json[]) WITH ORDINALITY AS x(instance, resource_extra, ord)
+           USING (ord)
        ON CONFLICT (state_id, address, create_version) DO NOTHING`,
-      [JSON.stringify(rows)],
+      resourceParams(rows),
     );
     if (edges.length === 0) return;
     await tx.query(
@@ -133,7 +153,7 @@ export class ResourceLifecyclesProjector implements Projector {
          FROM jsonb_to_recordset($1::jsonb) AS e(state_id uuid, from_address text,
               to_address text, create_version integer, create_serial bigint)
        ON CONFLICT (state_id, from_address, to_address, create_version) DO NOTHING`,
-      [JSON.stringify(edges)],
+      [jsonbText(edges)],
     );
   }
 
@@ -154,7 +174,7 @@ export class ResourceLifecyclesProjector implements Projector {
     const next = `(SELECT key AS name, value -> 'value' AS value, value -> 'type' AS type,
                           coalesce((value ->> 'sensitive')::boolean, false) AS sensitive
                      FROM jsonb_each($2::jsonb))`;
-    const params = [d.stateId, JSON.stringify(d.outputs), d.version, d.serial];
+    const params = [d.stateId, jsonbText(d.outputs), d.version, d.serial];
     await tx.query(
       `UPDATE outputs o SET delete_version = $3, delete_serial = $4
         WHERE o.state_id = $1 AND o.delete_version IS NULL AND o.create_version < $3

@@ -2,6 +2,7 @@ import type { RecordedEvent } from '../../domain/shared/event';
 import { StateEventType } from '../../domain/state';
 import type { Queryable } from '../../infrastructure/postgres/database';
 import type { Projector } from '../projector';
+import { jsonbText } from '../../infrastructure/postgres/jsonb-text';
 import { asStateEvent } from './state-event';
 
 /**
@@ -88,7 +89,7 @@ export class StateCatalogProjector implements Projector {
               lockId,
               info.Operation ?? null,
               info.Who ?? null,
-              JSON.stringify(info),
+              jsonbText(info),
               at,
               recorded.metadata.actor,
             ],

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { StateDocumentV4 } from '../../domain/terraform';
+import { StateDocumentV4, stringifyJson } from '../../domain/terraform';
 
 /**
  * The one formatting of a served document. The raw-state projector and the
@@ -8,7 +8,7 @@ import type { StateDocumentV4 } from '../../domain/terraform';
  * two-space indentation and a final newline match what it writes itself.
  */
 export function stateDocumentText(doc: StateDocumentV4): string {
-  return `${JSON.stringify(doc, null, 2)}\n`;
+  return `${stringifyJson(doc, 2)}\n`;
 }
 
 /** Base64 MD5 of the UTF-8 bytes: the Content-MD5 header terraform checks. */

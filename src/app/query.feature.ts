@@ -1,0 +1,50 @@
+import type { OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { QueryController } from '../infrastructure/http/query.controller';
+import { StatesApiController } from '../infrastructure/http/states-api.controller';
+import type { Logger } from '../infrastructure/logging/logger';
+import type { Database } from '../infrastructure/postgres/database';
+import { SqlQueryService } from '../infrastructure/query/sql-query.service';
+import { ResourceReadModel } from '../infrastructure/read-models/resource-read-model';
+import type { Feature } from './state.feature';
+import { DATABASE, LOGGER } from './tokens';
+
+/** Nest owns the reader pool's lifetime: password set at start, pool closed at shutdown. */
+class SqlQueryLifecycle implements OnApplicationBootstrap, OnApplicationShutdown {
+  constructor(private readonly service: SqlQueryService) {}
+  onApplicationBootstrap(): Promise<void> {
+    return this.service.start();
+  }
+  onApplicationShutdown(): Promise<void> {
+    return this.service.close();
+  }
+}
+
+/** `POST /v1/query` (SQL as kl_reader) and the JSON API `kl` reads states through. */
+export const queryFeature: Feature = {
+  controllers: [QueryController, StatesApiController],
+  providers: [
+    {
+      provide: SqlQueryService,
+      // The reader pool reaches the same database as the owner's pool.
+      useFactory: (db: Database, logger: Logger) => new SqlQueryService(databaseUrlOf(db), logger),
+      inject: [DATABASE, LOGGER],
+    },
+    {
+      provide: SqlQueryLifecycle,
+      useFactory: (s: SqlQueryService) => new SqlQueryLifecycle(s),
+      inject: [SqlQueryService],
+    },
+    {
+      provide: ResourceReadModel,
+      useFactory: (db: Database) => new ResourceReadModel(db),
+      inject: [DATABASE],
+    },
+  ],
+  projectors: () => [],
+};
+
+function databaseUrlOf(db: Database): string {
+  const url = (db.pool.options as { connectionString?: string }).connectionString;
+  if (!url) throw new Error('the database pool has no connection string');
+  return url;
+}

@@ -1,0 +1,57 @@
+import { FlatInstance } from '../../domain/terraform';
+
+export interface ProviderConfigRef {
+  /** Normalised source address, e.g. `registry.terraform.io/hashicorp/aws`. */
+  source: string;
+  /** null for the default (unaliased) configuration. */
+  alias: string | null;
+}
+
+export interface ProviderGroup extends ProviderConfigRef {
+  /** The state's provider string, verbatim; one group (and one process) per distinct value. */
+  provider: string;
+  instances: FlatInstance[];
+}
+
+const QUOTED = /(?:^|\.)provider\["([^"]+)"\](?:\.([A-Za-z0-9_-]+))?$/;
+// Terraform 0.12 wrote `provider.aws` or `provider.aws.west` before sources existed.
+const LEGACY = /(?:^|\.)provider\.([A-Za-z0-9_-]+)(?:\.([A-Za-z0-9_-]+))?$/;
+
+/**
+ * Source and alias of a state's provider string, e.g.
+ * `module.net.provider["registry.terraform.io/hashicorp/aws"].west`.
+ */
+export function parseProviderConfigRef(provider: string): ProviderConfigRef {
+  const quoted = QUOTED.exec(provider);
+  if (quoted) return { source: normaliseSource(quoted[1]), alias: quoted[2] ?? null };
+  const legacy = LEGACY.exec(provider);
+  if (legacy) return { source: normaliseSource(legacy[1]), alias: legacy[2] ?? null };
+  throw new Error(`"${provider}" is not a provider configuration address`);
+}
+
+function normaliseSource(source: string): string {
+  const parts = source.toLowerCase().split('/');
+  if (parts.length === 1) return `registry.terraform.io/hashicorp/${parts[0]}`;
+  if (parts.length === 2) return `registry.terraform.io/${parts[0]}/${parts[1]}`;
+  return parts.join('/');
+}
+
+/**
+ * Managed instances grouped by provider configuration, in document order.
+ * Data sources are skipped: they are re-read by every plan and have nothing
+ * to refresh in state.
+ */
+export function groupByProvider(instances: readonly FlatInstance[]): ProviderGroup[] {
+  const groups = new Map<string, ProviderGroup>();
+  for (const flat of instances) {
+    if (flat.resource.mode !== 'managed') continue;
+    const provider = flat.resource.provider;
+    let group = groups.get(provider);
+    if (!group) {
+      group = { provider, ...parseProviderConfigRef(provider), instances: [] };
+      groups.set(provider, group);
+    }
+    group.instances.push(flat);
+  }
+  return [...groups.values()];
+}

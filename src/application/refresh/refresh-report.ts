@@ -1,0 +1,48 @@
+import { RefreshOutcome, RefreshRunStatus } from './refresh-server.port';
+
+export interface RefreshProgress {
+  /** Instances that have an outcome so far, out of `total` managed instances. */
+  done: number;
+  total: number;
+  /** The instance that just finished; absent on the first (0 of total) event. */
+  address?: string;
+  outcome?: RefreshOutcome;
+}
+
+export interface RefreshOptions {
+  dryRun: boolean;
+  failFast: boolean;
+  /** Provider groups refreshed at once; default: the number of CPUs. */
+  concurrency?: number;
+  actor: string;
+  providerSearchPaths: readonly string[];
+  onProgress?: (progress: RefreshProgress) => void;
+}
+
+export interface RefreshFailure {
+  address: string;
+  message: string;
+}
+
+export interface RefreshReport {
+  runId: string;
+  state: string;
+  status: RefreshRunStatus;
+  dryRun: boolean;
+  /** Instances with an outcome (unchanged, drifted, gone or failed). */
+  checked: number;
+  /** Instances whose attributes differ from the stored ones (gone ones not included). */
+  changed: number;
+  gone: number;
+  failed: number;
+  /** Sorted, so two runs over the same drift print the same list. */
+  drifted: string[];
+  goneAddresses: string[];
+  failures: RefreshFailure[];
+  fromVersion: number;
+  /** The version the refresh committed; null for dry runs, failures and cancellations. */
+  toVersion: number | null;
+  durationMs: number;
+  /** Things that went wrong after the outcome was decided (e.g. the unlock failed). */
+  warnings: string[];
+}

@@ -1,0 +1,63 @@
+import { SingleBar } from 'cli-progress';
+import { Command } from 'commander';
+import * as fs from 'node:fs';
+import { DomainError } from '../../domain/shared/domain-error';
+import { flattenInstances, parseStateDocument } from '../../domain/terraform';
+import { KlError } from '../cli-error';
+import { contextOf, usage } from './context';
+
+const CHUNK = 256 * 1024;
+
+/**
+ * `kl import <file> --name <state>`: a new version of <state> from a
+ * .tfstate file, recorded with source `import`. The file is validated here
+ * first so a bad file fails fast with the same message the server would give.
+ */
+export function registerImportCommand(program: Command): void {
+  program
+    .command('import')
+    .description('import a .tfstate file as a new version of a state')
+    .argument('<file>', 'terraform state file (v4)')
+    .requiredOption('--name <state>', 'state to import into (created if missing)')
+    .action(async (file: string, options: { name: string }, command: Command) => {
+      if (!fs.existsSync(file)) usage(command, `no such file: ${file}`);
+      const bytes = fs.readFileSync(file);
+      let instances: number;
+      try {
+        instances = flattenInstances(parseStateDocument(JSON.parse(bytes.toString('utf8')))).length;
+      } catch (err) {
+        const why = err instanceof DomainError || err instanceof SyntaxError ? err.message : String(err);
+        throw new KlError(`${file} is not a valid terraform state: ${why}`);
+      }
+      const { client, print } = contextOf(command);
+      const bar = process.stderr.isTTY ? new SingleBar({ stream: process.stderr, format: 'uploading {bar} {percentage}% {value}/{total} bytes' }) : null;
+      bar?.start(bytes.length, 0);
+      try {
+        const { version } = await client.importState(options.name, bar ? streamed(bytes, bar) : bytes);
+        bar?.stop();
+        print({
+          columns: ['state', 'version', 'instances', 'file'],
+          rows: [[options.name, version, instances, file]],
+        });
+      } finally {
+        bar?.stop();
+      }
+    });
+}
+
+/** The body in chunks, advancing the bar as fetch pulls them. */
+function streamed(bytes: Buffer, bar: SingleBar): ReadableStream<Uint8Array> {
+  let offset = 0;
+  return new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (offset >= bytes.length) {
+        controller.close();
+        return;
+      }
+      const chunk = bytes.subarray(offset, offset + CHUNK);
+      offset += chunk.length;
+      bar.update(offset);
+      controller.enqueue(chunk);
+    },
+  });
+}

@@ -1,0 +1,150 @@
+import { Decider } from '../shared/decider';
+import { DomainError } from '../shared/domain-error';
+import { CommandContext, DomainEvent } from '../shared/event';
+import { canonicalJson } from '../terraform/canonical-json';
+import { isJsonObject, JsonObject } from '../terraform/json-value';
+import { PROVIDER_CONFIG_INVALID, PROVIDER_CONFIG_NOT_FOUND } from './refresh.errors';
+
+/**
+ * The configuration refresh passes to a provider's Configure, per state and
+ * provider (source + alias; alias null is the default configuration). Values
+ * are stored exactly as given: secrets belong in environment variables and
+ * are written as `{"env": "NAME"}` references, resolved by whoever runs the
+ * provider, never by the server.
+ */
+export const ProviderConfigEventType = {
+  ProviderConfigured: 'ProviderConfigured',
+  ProviderConfigRemoved: 'ProviderConfigRemoved',
+} as const;
+
+export const PROVIDER_CONFIG_EVENT_TYPES: readonly string[] = Object.values(ProviderConfigEventType);
+
+/** `source` is always normalised (`registry.terraform.io/hashicorp/aws`). */
+export interface ProviderConfigKey {
+  state: string;
+  source: string;
+  alias: string | null;
+}
+
+export type ProviderConfigured = DomainEvent<
+  'ProviderConfigured',
+  ProviderConfigKey & { config: JsonObject }
+>;
+export type ProviderConfigRemoved = DomainEvent<'ProviderConfigRemoved', ProviderConfigKey>;
+export type ProviderConfigEvent = ProviderConfigured | ProviderConfigRemoved;
+
+export function isProviderConfigEvent(event: DomainEvent): event is ProviderConfigEvent {
+  return PROVIDER_CONFIG_EVENT_TYPES.includes(event.type);
+}
+
+export type ConfigureProvider = {
+  type: 'ConfigureProvider';
+  data: ProviderConfigKey & { config: JsonObject };
+  metadata: CommandContext;
+};
+export type RemoveProviderConfig = {
+  type: 'RemoveProviderConfig';
+  data: ProviderConfigKey;
+  metadata: CommandContext;
+};
+export type ProviderConfigCommand = ConfigureProvider | RemoveProviderConfig;
+
+/** Canonical JSON of each stored config, by `source` + alias. */
+export interface ProviderConfigs {
+  configs: Map<string, string>;
+}
+
+const ALIAS = /^[A-Za-z][A-Za-z0-9_-]*$/;
+
+function keyOf(k: ProviderConfigKey): string {
+  return `${k.source}\u0000${k.alias ?? ''}`;
+}
+
+function describe(k: ProviderConfigKey): string {
+  return `provider ${k.source}${k.alias === null ? '' : ` (alias ${k.alias})`} of state ${k.state}`;
+}
+
+function configure(command: ConfigureProvider, state: ProviderConfigs): ProviderConfigEvent[] {
+  const { state: name, source, alias, config } = command.data;
+  if (alias !== null && !ALIAS.test(alias)) {
+    throw new DomainError(PROVIDER_CONFIG_INVALID, `alias "${alias}" is not a provider alias`);
+  }
+  if (!isJsonObject(config)) {
+    throw new DomainError(PROVIDER_CONFIG_INVALID, 'a provider config must be a JSON object');
+  }
+  // Saving the same config again is not news: the log grows with change only.
+  if (state.configs.get(keyOf(command.data)) === canonicalJson(config)) return [];
+  return [{ type: 'ProviderConfigured', data: { state: name, source, alias, config } }];
+}
+
+function remove(command: RemoveProviderConfig, state: ProviderConfigs): ProviderConfigEvent[] {
+  const { state: name, source, alias } = command.data;
+  if (!state.configs.has(keyOf(command.data))) {
+    throw new DomainError(
+      PROVIDER_CONFIG_NOT_FOUND,
+      `no config stored for ${describe(command.data)}`,
+    );
+  }
+  return [{ type: 'ProviderConfigRemoved', data: { state: name, source, alias } }];
+}
+
+export function decideProviderConfigs(
+  command: ProviderConfigCommand,
+  state: ProviderConfigs,
+): ProviderConfigEvent[] {
+  switch (command.type) {
+    case 'ConfigureProvider':
+      return configure(command, state);
+    case 'RemoveProviderConfig':
+      return remove(command, state);
+    default: {
+      const never: never = command;
+      throw new Error(`unexpected ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+export function evolveProviderConfigs(
+  state: ProviderConfigs,
+  event: ProviderConfigEvent,
+): ProviderConfigs {
+  const configs = new Map(state.configs);
+  switch (event.type) {
+    case 'ProviderConfigured':
+      configs.set(keyOf(event.data), canonicalJson(event.data.config));
+      break;
+    case 'ProviderConfigRemoved':
+      configs.delete(keyOf(event.data));
+      break;
+    default: {
+      const never: never = event;
+      throw new Error(`unexpected ${JSON.stringify(never)}`);
+    }
+  }
+  return { configs };
+}
+
+export function initialProviderConfigs(): ProviderConfigs {
+  return { configs: new Map() };
+}
+
+export const PROVIDER_CONFIGS_SNAPSHOT_SCHEMA = 'provider-configs/1';
+
+export function providerConfigsToSnapshot(state: ProviderConfigs): [string, string][] {
+  return [...state.configs];
+}
+
+export function providerConfigsFromSnapshot(json: unknown): ProviderConfigs {
+  if (!Array.isArray(json)) throw new DomainError('SNAPSHOT.INVALID', 'malformed snapshot');
+  return { configs: new Map(json as [string, string][]) };
+}
+
+export const providerConfigsDecider: Decider<
+  ProviderConfigCommand,
+  ProviderConfigs,
+  ProviderConfigEvent
+> = {
+  decide: decideProviderConfigs,
+  evolve: evolveProviderConfigs,
+  initialState: initialProviderConfigs,
+};

@@ -1,0 +1,211 @@
+import { DomainError } from '../shared/domain-error';
+import { CommandContext } from '../shared/event';
+import { planFinish } from './finish-plan';
+import { RefreshCommand } from './refresh-run.commands';
+import { decideRefresh, evolveRefresh } from './refresh-run.decider';
+import { RefreshEvent, RefreshResult } from './refresh-run.events';
+import { countsOf, initialRefreshRun, RefreshRun, RunFacts } from './refresh-run.model';
+import { refreshRunFromSnapshot, refreshRunToSnapshot } from './refresh-run.snapshot';
+
+const ctx: CommandContext = { actor: 'ci', correlationId: 'c1', now: '2026-11-30T00:00:00.000Z' };
+const RUN = 'run-1';
+const STATE = 'state-1';
+
+const startCmd = (dryRun = false): RefreshCommand => ({
+  type: 'StartRefresh',
+  data: { runId: RUN, stateId: STATE, stateName: 'prod', fromVersion: 3, fromSerial: 7, dryRun },
+  metadata: ctx,
+});
+const recordCmd = (...results: RefreshResult[]): RefreshCommand => ({
+  type: 'RecordRefreshResults',
+  data: { runId: RUN, results },
+  metadata: ctx,
+});
+const finishCmd = (
+  status: 'succeeded' | 'failed' | 'cancelled',
+  toVersion: number | null = null,
+): RefreshCommand => ({
+  type: 'FinishRefresh',
+  data: { runId: RUN, status, errorSummary: null, toVersion, toSerial: toVersion && 8 },
+  metadata: ctx,
+});
+
+const result = (
+  address: string,
+  outcome: RefreshResult['outcome'],
+  afterHash: string | null = outcome === 'unchanged' ? 'h0' : `h-${address}`,
+): RefreshResult => ({
+  address,
+  provider: 'provider["registry.terraform.io/hashicorp/aws"]',
+  outcome,
+  beforeHash: 'h0',
+  afterHash,
+  changedPaths: outcome === 'drifted' ? ['tags.Name'] : [],
+  ...(outcome === 'failed' ? { error: 'AccessDenied' } : {}),
+});
+
+function given(...commands: RefreshCommand[]) {
+  let run: RefreshRun = initialRefreshRun();
+  for (const c of commands) run = decideRefresh(c, run).reduce(evolveRefresh, run);
+  return {
+    run,
+    when: (command: RefreshCommand) => ({
+      then: (expected: RefreshEvent[]) => expect(decideRefresh(command, run)).toEqual(expected),
+      events: () => decideRefresh(command, run),
+      thenFails: (code: string) => {
+        let error: unknown;
+        try {
+          decideRefresh(command, run);
+        } catch (e) {
+          error = e;
+        }
+        expect(error).toBeInstanceOf(DomainError);
+        expect((error as DomainError).code).toBe(code);
+      },
+    }),
+  };
+}
+
+const facts = (run: RefreshRun): RunFacts => {
+  if (run.status === 'missing') throw new Error('no run');
+  return run;
+};
+
+describe('RefreshRun decider', () => {
+  it('starts a run at the version it read', () => {
+    given()
+      .when(startCmd())
+      .then([
+        {
+          type: 'RefreshStarted',
+          data: {
+            runId: RUN,
+            stateId: STATE,
+            stateName: 'prod',
+            fromVersion: 3,
+            fromSerial: 7,
+            dryRun: false,
+          },
+        },
+      ]);
+  });
+
+  it('refuses to start a run twice and to touch a run that never started', () => {
+    given(startCmd()).when(startCmd()).thenFails('REFRESH.ALREADY_STARTED');
+    given().when(recordCmd(result('a', 'unchanged'))).thenFails('REFRESH.NOT_FOUND');
+    given().when(finishCmd('failed')).thenFails('REFRESH.NOT_FOUND');
+  });
+
+  it('records one event per result, carrying the whole result', () => {
+    const events = given(startCmd())
+      .when(recordCmd(result('a', 'unchanged'), result('b', 'drifted'), result('c', 'failed')))
+      .events();
+    expect(events.map((e) => e.type)).toEqual([
+      'ResourceRefreshed',
+      'ResourceRefreshed',
+      'ResourceRefreshed',
+    ]);
+    expect(events[1]).toEqual({
+      type: 'ResourceRefreshed',
+      data: { runId: RUN, stateId: STATE, ...result('b', 'drifted') },
+    });
+  });
+
+  it('counts distinct instances: checked, changed (drifted or gone) and failed', () => {
+    const { run } = given(
+      startCmd(),
+      recordCmd(result('a', 'unchanged'), result('b', 'drifted')),
+      recordCmd(result('c', 'gone'), result('d', 'failed')),
+    );
+    expect(countsOf(facts(run))).toEqual({ checked: 4, changed: 2, failed: 1 });
+  });
+
+  it('ignores a batch sent again, and lets a later result for an address replace the earlier', () => {
+    const batch = recordCmd(result('a', 'failed'), result('b', 'drifted'));
+    given(startCmd(), batch).when(batch).then([]);
+    const { run } = given(startCmd(), batch, recordCmd(result('a', 'unchanged')));
+    expect(countsOf(facts(run))).toEqual({ checked: 2, changed: 1, failed: 0 });
+  });
+
+  it('finishes with the counts, and refuses results or a second finish afterwards', () => {
+    const history = [startCmd(), recordCmd(result('a', 'unchanged'), result('b', 'drifted'))];
+    given(...history)
+      .when(finishCmd('succeeded', 4))
+      .then([
+        {
+          type: 'RefreshFinished',
+          data: {
+            runId: RUN,
+            stateId: STATE,
+            status: 'succeeded',
+            checked: 2,
+            changed: 1,
+            failed: 0,
+            toVersion: 4,
+            toSerial: 8,
+            errorSummary: null,
+          },
+        },
+      ]);
+    const finished = [...history, finishCmd('cancelled')];
+    given(...finished).when(recordCmd(result('c', 'drifted'))).thenFails('REFRESH.FINISHED');
+    given(...finished).when(finishCmd('failed')).thenFails('REFRESH.FINISHED');
+  });
+
+  it('never records a commit for a dry run or a run with failures', () => {
+    given(startCmd(true)).when(finishCmd('succeeded', 4)).thenFails('REFRESH.INVALID');
+    given(startCmd(), recordCmd(result('a', 'failed')))
+      .when(finishCmd('succeeded', 4))
+      .thenFails('REFRESH.INVALID');
+    given(startCmd()).when(finishCmd('failed', 4)).thenFails('REFRESH.INVALID');
+  });
+
+  it('survives a snapshot round trip, counts included', () => {
+    const { run } = given(
+      startCmd(),
+      recordCmd(result('a', 'gone'), result('b', 'failed'), result('c', 'unchanged')),
+      finishCmd('failed'),
+    );
+    const back = refreshRunFromSnapshot(JSON.parse(JSON.stringify(refreshRunToSnapshot(run))));
+    expect(back).toEqual(run);
+    expect(refreshRunFromSnapshot(refreshRunToSnapshot(initialRefreshRun()))).toEqual({
+      status: 'missing',
+    });
+  });
+});
+
+describe('planFinish', () => {
+  const runOf = (dryRun: boolean, ...results: RefreshResult[]) =>
+    facts(given(startCmd(dryRun), recordCmd(...results)).run);
+  const clean = runOf(false, result('a', 'unchanged'), result('b', 'drifted'));
+
+  it('commits a succeeded run with a document and no failures', () => {
+    expect(
+      planFinish(clean, { status: 'succeeded', errorSummary: null, hasDocument: true }),
+    ).toEqual({ commit: true, status: 'succeeded', errorSummary: null });
+  });
+
+  it('commits nothing for a dry run, a run without a document, or one that did not succeed', () => {
+    const dry = runOf(true, result('a', 'drifted'));
+    expect(planFinish(dry, { status: 'succeeded', errorSummary: null, hasDocument: true })).toEqual(
+      { commit: false, status: 'succeeded', errorSummary: null },
+    );
+    expect(
+      planFinish(clean, { status: 'succeeded', errorSummary: null, hasDocument: false }).commit,
+    ).toBe(false);
+    expect(
+      planFinish(clean, { status: 'cancelled', errorSummary: 'interrupted', hasDocument: true }),
+    ).toEqual({ commit: false, status: 'cancelled', errorSummary: 'interrupted' });
+  });
+
+  it('records a "succeeded" run with failed instances as failed, committing nothing', () => {
+    const failing = runOf(false, result('a', 'unchanged'), result('b', 'failed'));
+    expect(
+      planFinish(failing, { status: 'succeeded', errorSummary: null, hasDocument: true }),
+    ).toEqual({
+      commit: false,
+      status: 'failed',
+      errorSummary: '1 of 2 instances failed to refresh; nothing committed',
+    });
+  });
+});

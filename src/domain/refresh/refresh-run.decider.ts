@@ -1,0 +1,172 @@
+import { Decider } from '../shared/decider';
+import { DomainError } from '../shared/domain-error';
+import {
+  FinishRefresh,
+  RecordRefreshResults,
+  RefreshCommand,
+  StartRefresh,
+} from './refresh-run.commands';
+import { RefreshEvent, ResourceRefreshed } from './refresh-run.events';
+import {
+  countsOf,
+  initialRefreshRun,
+  isChange,
+  RecordedOutcome,
+  RefreshRun,
+  RunFacts,
+} from './refresh-run.model';
+import {
+  REFRESH_ALREADY_STARTED,
+  REFRESH_FINISHED,
+  REFRESH_INVALID,
+  REFRESH_NOT_FOUND,
+} from './refresh.errors';
+
+function assertNever(value: never): never {
+  throw new Error(`unexpected ${JSON.stringify(value)}`);
+}
+
+function notFound(runId: string): DomainError {
+  return new DomainError(REFRESH_NOT_FOUND, `refresh run ${runId} does not exist`);
+}
+
+function open(run: RefreshRun, runId: string): RunFacts & { status: 'running' } {
+  if (run.status === 'missing') throw notFound(runId);
+  if (run.status === 'finished') {
+    throw new DomainError(
+      REFRESH_FINISHED,
+      `refresh run ${runId} already finished (${run.outcome})`,
+      { status: run.outcome },
+    );
+  }
+  return run;
+}
+
+function start(command: StartRefresh, run: RefreshRun): RefreshEvent[] {
+  const d = command.data;
+  if (run.status !== 'missing') {
+    throw new DomainError(REFRESH_ALREADY_STARTED, `refresh run ${d.runId} already exists`);
+  }
+  return [{ type: 'RefreshStarted', data: { ...d } }];
+}
+
+const sameResult = (a: RecordedOutcome, b: RecordedOutcome): boolean =>
+  a.outcome === b.outcome && a.beforeHash === b.beforeHash && a.afterHash === b.afterHash;
+
+/**
+ * The latest result for an address wins. A batch the client sends again
+ * (its first answer lost) repeats what is already recorded and adds nothing,
+ * so the counts stay those of distinct instances.
+ */
+function record(command: RecordRefreshResults, run: RefreshRun): RefreshEvent[] {
+  const { runId, results } = command.data;
+  const active = open(run, runId);
+  const latest = new Map<string, RecordedOutcome>();
+  const events: ResourceRefreshed[] = [];
+  for (const r of results) {
+    const known = latest.get(r.address) ?? active.results.get(r.address);
+    if (known && sameResult(known, r)) continue;
+    latest.set(r.address, r);
+    events.push({
+      type: 'ResourceRefreshed',
+      data: {
+        runId,
+        stateId: active.stateId,
+        address: r.address,
+        provider: r.provider,
+        outcome: r.outcome,
+        beforeHash: r.beforeHash,
+        afterHash: r.afterHash,
+        changedPaths: [...r.changedPaths],
+        ...(r.error !== undefined ? { error: r.error } : {}),
+      },
+    });
+  }
+  return events;
+}
+
+function finish(command: FinishRefresh, run: RefreshRun): RefreshEvent[] {
+  const { runId, status, errorSummary, toVersion, toSerial } = command.data;
+  const active = open(run, runId);
+  const counts = countsOf(active);
+  // Commit-on-zero-failures, never partial (ADR 0006), and a dry run never writes.
+  if (toVersion !== null && (status !== 'succeeded' || active.dryRun || counts.failed > 0)) {
+    throw new DomainError(
+      REFRESH_INVALID,
+      `refresh run ${runId} cannot have committed: ${
+        active.dryRun ? 'it is a dry run' : `status ${status}, ${counts.failed} failed`
+      }`,
+    );
+  }
+  return [
+    {
+      type: 'RefreshFinished',
+      data: {
+        runId,
+        stateId: active.stateId,
+        status,
+        ...counts,
+        toVersion,
+        toSerial: toVersion === null ? null : toSerial,
+        errorSummary,
+      },
+    },
+  ];
+}
+
+export function decideRefresh(command: RefreshCommand, run: RefreshRun): RefreshEvent[] {
+  switch (command.type) {
+    case 'StartRefresh':
+      return start(command, run);
+    case 'RecordRefreshResults':
+      return record(command, run);
+    case 'FinishRefresh':
+      return finish(command, run);
+    default:
+      return assertNever(command);
+  }
+}
+
+/**
+ * A run records one event per instance, so the results map is copied once,
+ * when the run starts, and updated in place afterwards (a copy per event
+ * would make a 20k-instance run quadratic). Only the newest state object of
+ * a run is ever used to decide; older ones see later results.
+ */
+export function evolveRefresh(run: RefreshRun, event: RefreshEvent): RefreshRun {
+  switch (event.type) {
+    case 'RefreshStarted':
+      if (run.status !== 'missing') return run;
+      return { status: 'running', ...event.data, results: new Map(), changed: 0, failed: 0 };
+    case 'ResourceRefreshed': {
+      if (run.status !== 'running') return run;
+      const { address, outcome, beforeHash, afterHash } = event.data;
+      const previous = run.results.get(address);
+      let { changed, failed } = run;
+      if (previous) {
+        if (isChange(previous.outcome)) changed -= 1;
+        if (previous.outcome === 'failed') failed -= 1;
+      }
+      if (isChange(outcome)) changed += 1;
+      if (outcome === 'failed') failed += 1;
+      run.results.set(address, { outcome, beforeHash, afterHash });
+      return { ...run, changed, failed };
+    }
+    case 'RefreshFinished':
+      if (run.status !== 'running') return run;
+      return {
+        ...run,
+        status: 'finished',
+        outcome: event.data.status,
+        toVersion: event.data.toVersion,
+      };
+    default:
+      return assertNever(event);
+  }
+}
+
+export const refreshRunDecider: Decider<RefreshCommand, RefreshRun, RefreshEvent> = {
+  decide: decideRefresh,
+  evolve: evolveRefresh,
+  initialState: initialRefreshRun,
+};

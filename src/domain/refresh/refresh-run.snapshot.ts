@@ -1,0 +1,62 @@
+import { DomainError } from '../shared/domain-error';
+import { RefreshOutcome, RefreshRunStatus } from './refresh-run.events';
+import { isChange, RecordedOutcome, RefreshRun } from './refresh-run.model';
+
+/** Bump when the snapshot shape changes; older snapshots are then ignored and the stream replayed. */
+export const REFRESH_RUN_SNAPSHOT_SCHEMA = 'refresh-run/1';
+
+type ResultTuple = [address: string, outcome: RefreshOutcome, before: string, after: string | null];
+
+export type RefreshRunSnapshot =
+  | { status: 'missing' }
+  | {
+      status: 'running' | 'finished';
+      runId: string;
+      stateId: string;
+      stateName: string;
+      fromVersion: number;
+      fromSerial: number;
+      dryRun: boolean;
+      results: ResultTuple[];
+      outcome?: RefreshRunStatus;
+      toVersion?: number | null;
+    };
+
+export function refreshRunToSnapshot(run: RefreshRun): RefreshRunSnapshot {
+  if (run.status === 'missing') return { status: 'missing' };
+  const results = [...run.results].map(
+    ([address, r]): ResultTuple => [address, r.outcome, r.beforeHash, r.afterHash],
+  );
+  const { changed: _c, failed: _f, results: _r, ...facts } = run;
+  return { ...facts, results };
+}
+
+export function refreshRunFromSnapshot(json: unknown): RefreshRun {
+  const s = json as RefreshRunSnapshot;
+  if (s?.status === 'missing') return { status: 'missing' };
+  if ((s?.status !== 'running' && s?.status !== 'finished') || !Array.isArray(s.results)) {
+    throw new DomainError('SNAPSHOT.INVALID', 'malformed refresh run snapshot');
+  }
+  const results = new Map<string, RecordedOutcome>();
+  let changed = 0;
+  let failed = 0;
+  for (const [address, outcome, beforeHash, afterHash] of s.results) {
+    results.set(address, { outcome, beforeHash, afterHash });
+    if (isChange(outcome)) changed += 1;
+    if (outcome === 'failed') failed += 1;
+  }
+  const facts = {
+    runId: s.runId,
+    stateId: s.stateId,
+    stateName: s.stateName,
+    fromVersion: s.fromVersion,
+    fromSerial: s.fromSerial,
+    dryRun: s.dryRun,
+    results,
+    changed,
+    failed,
+  };
+  return s.status === 'running'
+    ? { status: 'running', ...facts }
+    : { status: 'finished', ...facts, outcome: s.outcome ?? 'failed', toVersion: s.toVersion ?? null };
+}

@@ -1,0 +1,176 @@
+import { Pool, PoolClient, QueryArrayConfig, QueryArrayResult, QueryConfig } from 'pg';
+import { DomainError } from '../../domain/shared/domain-error';
+import type { Logger } from '../logging/logger';
+import { isPgServerError, PgServerError, queryError } from './query-errors';
+import { queryTypeParsers } from './query-values';
+import { ensureReaderPassword, READER_ROLE, readerUrl } from './reader-role';
+
+export interface SqlQuery {
+  sql: string;
+  params: unknown[];
+  maxRows: number;
+  timeoutMs: number;
+}
+
+export interface SqlQueryResult {
+  columns: { name: string; type: string }[];
+  rows: unknown[][];
+  truncated: boolean;
+}
+
+const CURSOR_PREFIX = 'DECLARE kl_query NO SCROLL CURSOR FOR ';
+
+/**
+ * Runs user SQL as `kl_reader` on a pool of its own that logs in as that
+ * role: what it may read is decided by PostgreSQL's grants, never by
+ * inspecting the SQL. Each query runs in a read-only transaction with a
+ * statement timeout and is fetched through a cursor, so a huge result costs
+ * `maxRows + 1` rows of memory, not the whole result.
+ */
+export class SqlQueryService {
+  private pool: Pool | null = null;
+  private ready: Promise<void> | null = null;
+
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Sets the reader's password; failures are logged and retried on the next query. */
+  async start(): Promise<void> {
+    await this.prepare().catch((err: unknown) =>
+      this.logger.warn({ err }, `query role ${READER_ROLE} is not usable yet`),
+    );
+  }
+
+  async close(): Promise<void> {
+    await this.pool?.end();
+    this.pool = null;
+  }
+
+  async run(query: SqlQuery): Promise<SqlQueryResult> {
+    const client = await this.connect();
+    let reusable = true;
+    try {
+      await client.query('BEGIN READ ONLY');
+      await client.query(`SET LOCAL statement_timeout = ${Math.floor(query.timeoutMs)}`);
+      const result = await this.execute(client, query);
+      const columns = await this.columnTypes(client, result);
+      await client.query('ROLLBACK'); // nothing to keep; also ends a cursor left open
+      const truncated = result.rows.length > query.maxRows;
+      return {
+        columns,
+        rows: truncated ? result.rows.slice(0, query.maxRows) : result.rows,
+        truncated,
+      };
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => (reusable = false));
+      if (isPgServerError(err)) throw queryError(err, query.timeoutMs);
+      reusable = false;
+      throw err;
+    } finally {
+      // DISCARD ALL drops whatever the statement left on the session
+      // (advisory locks, LISTENs, prepared statements, settings).
+      if (reusable) await client.query('DISCARD ALL').catch(() => (reusable = false));
+      client.release(!reusable);
+    }
+  }
+
+  /**
+   * Through a cursor when the statement is a query; anything a cursor cannot
+   * hold (EXPLAIN, SHOW, or statements PostgreSQL will refuse anyway) runs
+   * as sent, so the user sees PostgreSQL's own verdict on it.
+   */
+  private async execute(client: PoolClient, query: SqlQuery): Promise<QueryArrayResult> {
+    await client.query('SAVEPOINT kl_query');
+    try {
+      await client.query(extended({ text: CURSOR_PREFIX + query.sql, values: query.params }));
+    } catch (err) {
+      if (!isPgServerError(err)) throw err;
+      if (err.code !== '42601' && err.code !== '0A000') throw shifted(err);
+      await client.query('ROLLBACK TO SAVEPOINT kl_query');
+      return client.query(extended({ text: query.sql, values: query.params, rowMode: 'array' }));
+    }
+    return client.query({
+      text: `FETCH FORWARD ${query.maxRows + 1} FROM kl_query`,
+      rowMode: 'array',
+    });
+  }
+
+  private async columnTypes(
+    client: PoolClient,
+    result: QueryArrayResult,
+  ): Promise<{ name: string; type: string }[]> {
+    const fields = result.fields ?? [];
+    const oids = [...new Set(fields.map((f) => f.dataTypeID))];
+    const names = new Map<number, string>();
+    if (oids.length > 0) {
+      const { rows } = await client.query<{ oid: number; name: string }>(
+        'SELECT oid::int AS oid, format_type(oid, NULL) AS name FROM pg_type WHERE oid = ANY($1::oid[])',
+        [oids],
+      );
+      for (const r of rows) names.set(r.oid, r.name);
+    }
+    return fields.map((f) => ({
+      name: f.name,
+      type: names.get(f.dataTypeID) ?? String(f.dataTypeID),
+    }));
+  }
+
+  private async connect(): Promise<PoolClient> {
+    try {
+      await (this.ready ??= this.prepare());
+      return await this.pool!.connect();
+    } catch (err) {
+      // A replica with another spelling of the server URL may have reset the
+      // password; derive and set it again once before giving up.
+      if ((err as { code?: string }).code === '28P01') {
+        this.ready = this.prepare();
+        try {
+          await this.ready;
+          return await this.pool!.connect();
+        } catch (again) {
+          err = again;
+        }
+      }
+      this.ready = null;
+      throw new DomainError(
+        'SERVER.UNAVAILABLE',
+        `the query role ${READER_ROLE} cannot connect: ${(err as Error).message}`,
+        {},
+        { cause: err },
+      );
+    }
+  }
+
+  private async prepare(): Promise<void> {
+    await ensureReaderPassword(this.databaseUrl);
+    if (this.pool) return;
+    const pool = new Pool({
+      connectionString: readerUrl(this.databaseUrl),
+      max: 10,
+      idleTimeoutMillis: 30_000,
+      connectionTimeoutMillis: 10_000,
+      application_name: 'kilolock-query',
+      types: queryTypeParsers,
+    });
+    pool.on('error', () => undefined); // an idle connection dropping must not crash kld
+    this.pool = pool;
+  }
+}
+
+/**
+ * Forces the extended protocol even without parameters: it accepts exactly
+ * one statement, so `RESET ROLE; SELECT …` is refused by PostgreSQL itself.
+ * (`queryMode` is missing from pg's typings.)
+ */
+function extended<C extends QueryConfig | QueryArrayConfig>(config: C): C {
+  return Object.assign(config, { queryMode: 'extended' });
+}
+
+/** Positions PostgreSQL reports for the DECLARE are shifted by our prefix. */
+function shifted(err: PgServerError): PgServerError {
+  if (!err.position) return err;
+  const position = Number(err.position) - CURSOR_PREFIX.length;
+  return Object.assign(err, { position: position > 0 ? String(position) : undefined });
+}

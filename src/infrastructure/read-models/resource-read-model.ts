@@ -1,0 +1,283 @@
+import { DomainError } from '../../domain/shared/domain-error';
+import { changedPaths } from '../../domain/terraform/changed-paths';
+import type { JsonObject, JsonValue } from '../../domain/terraform';
+import type { Database } from '../postgres/database';
+
+export interface ResourceSummary {
+  address: string;
+  resourceAddress: string;
+  mode: string;
+  type: string;
+  name: string;
+  module: string;
+  indexKey: string | null;
+  deposedKey: string | null;
+  provider: string;
+  status: string | null;
+  /** Version and serial that opened this lifecycle (when the object last changed). */
+  sinceVersion: number;
+  sinceSerial: number;
+}
+
+export interface ResourceLifecycle {
+  createVersion: number;
+  createSerial: number;
+  deleteVersion: number | null;
+  deleteSerial: number | null;
+  attributesHash: string;
+  attributes: JsonValue | null;
+  dependencies: JsonValue | null;
+}
+
+export interface ResourceDetail extends ResourceSummary {
+  schemaVersion: number;
+  attributes: JsonValue | null;
+  sensitiveAttributes: JsonValue | null;
+  dependencies: JsonValue | null;
+  instance: JsonObject;
+}
+
+export interface StateDiff {
+  from: { version: number; serial: number };
+  to: { version: number; serial: number };
+  added: string[];
+  removed: string[];
+  /** Attribute paths under `attributes`; `members` names other instance fields that changed. */
+  changed: { address: string; attributes: string[]; members: string[] }[];
+}
+
+export interface LockSummary {
+  name: string;
+  lockId: string;
+  operation: string | null;
+  who: string | null;
+  acquiredAt: string;
+  acquiredBy: string;
+  info: JsonObject;
+}
+
+interface SummaryRow {
+  address: string;
+  resource_address: string;
+  mode: string;
+  type: string;
+  name: string;
+  module_path: string;
+  index_key: string | null;
+  deposed_key: string | null;
+  provider: string;
+  status: string | null;
+  create_version: number;
+  create_serial: string;
+}
+
+const SUMMARY_COLUMNS = `r.address, r.resource_address, r.mode, r.type, r.name, r.module_path,
+  r.index_key, r.deposed_key, r.provider, r.status, r.create_version, r.create_serial`;
+
+/** The per-resource queries behind `kl resources`, `kl resource`, `kl diff` and `kl locks`. */
+export class ResourceReadModel {
+  constructor(private readonly db: Database) {}
+
+  /** Alive instances of a live state, optionally filtered by a glob (`*` any run, `?` one character). */
+  async resources(state: string, addressGlob?: string): Promise<ResourceSummary[]> {
+    const stateId = await this.stateId(state);
+    const rows = await this.db.query<SummaryRow>(
+      `SELECT ${SUMMARY_COLUMNS} FROM resources r
+        WHERE r.state_id = $1 AND r.delete_version IS NULL
+          AND ($2::text IS NULL OR r.address LIKE $2 ESCAPE '\\')
+        ORDER BY r.address`,
+      [stateId, addressGlob ? globToLike(addressGlob) : null],
+    );
+    return rows.map(summary);
+  }
+
+  /** One instance as it is now; with `history`, every lifecycle it has had, oldest first. */
+  async resource(
+    state: string,
+    address: string,
+    history: boolean,
+  ): Promise<{ current: ResourceDetail | null; history?: ResourceLifecycle[] }> {
+    const stateId = await this.stateId(state);
+    const rows = await this.db.query<
+      SummaryRow & {
+        schema_version: number;
+        attributes: JsonValue | null;
+        sensitive_attributes: JsonValue | null;
+        dependencies: JsonValue | null;
+        instance: JsonObject;
+        attributes_hash: string;
+        delete_version: number | null;
+        delete_serial: string | null;
+      }
+    >(
+      `SELECT ${SUMMARY_COLUMNS}, r.schema_version, r.attributes, r.sensitive_attributes,
+              r.dependencies, r.instance, r.attributes_hash, r.delete_version, r.delete_serial
+         FROM resources r
+        WHERE r.state_id = $1 AND r.address = $2
+        ORDER BY r.create_version`,
+      [stateId, address],
+    );
+    if (rows.length === 0) {
+      throw new DomainError('RESOURCE.NOT_FOUND', `state "${state}" has no resource ${address}`);
+    }
+    const alive = rows.find((r) => r.delete_version === null);
+    const current: ResourceDetail | null = alive
+      ? {
+          ...summary(alive),
+          schemaVersion: alive.schema_version,
+          attributes: alive.attributes,
+          sensitiveAttributes: alive.sensitive_attributes,
+          dependencies: alive.dependencies,
+          instance: alive.instance,
+        }
+      : null;
+    if (!history) {
+      if (!current) {
+        throw new DomainError(
+          'RESOURCE.NOT_FOUND',
+          `state "${state}" no longer has ${address} (ask for its history)`,
+        );
+      }
+      return { current };
+    }
+    return {
+      current,
+      history: rows.map((r) => ({
+        createVersion: r.create_version,
+        createSerial: Number(r.create_serial),
+        deleteVersion: r.delete_version,
+        deleteSerial: r.delete_serial === null ? null : Number(r.delete_serial),
+        attributesHash: r.attributes_hash,
+        attributes: r.attributes,
+        dependencies: r.dependencies,
+      })),
+    };
+  }
+
+  /** What changed between the newest versions with serials `from` and `to` (default: current). */
+  async diff(state: string, fromSerial: number, toSerial: number | null): Promise<StateDiff> {
+    const stateId = await this.stateId(state);
+    const from = await this.versionAtSerial(state, stateId, fromSerial);
+    const to =
+      toSerial === null
+        ? await this.currentVersion(state, stateId)
+        : await this.versionAtSerial(state, stateId, toSerial);
+    const alive = (version: number) =>
+      this.db.query<{ address: string; attributes_hash: string; instance: JsonObject }>(
+        `SELECT address, attributes_hash, instance FROM resources
+          WHERE state_id = $1 AND create_version <= $2
+            AND (delete_version IS NULL OR delete_version > $2)`,
+        [stateId, version],
+      );
+    const before = new Map((await alive(from.version)).map((r) => [r.address, r]));
+    const after = new Map((await alive(to.version)).map((r) => [r.address, r]));
+    const added = [...after.keys()].filter((a) => !before.has(a)).sort();
+    const removed = [...before.keys()].filter((a) => !after.has(a)).sort();
+    const changed: StateDiff['changed'] = [];
+    for (const [address, b] of [...before].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))) {
+      const a = after.get(address);
+      if (!a || a.attributes_hash === b.attributes_hash) continue;
+      const { attributes: attrsBefore, ...restBefore } = b.instance;
+      const { attributes: attrsAfter, ...restAfter } = a.instance;
+      const attributes = changedPaths(attrsBefore, attrsAfter);
+      const members = [
+        ...new Set(changedPaths(restBefore, restAfter).map((p) => p.split(/[.[]/)[0])),
+      ];
+      // Same instance JSON, different hash: a resource-level field (provider, each…) changed.
+      if (attributes.length === 0 && members.length === 0) members.push('resource');
+      changed.push({ address, attributes, members });
+    }
+    return { from, to, added, removed, changed };
+  }
+
+  async locks(): Promise<LockSummary[]> {
+    const rows = await this.db.query<{
+      name: string;
+      lock_id: string;
+      operation: string | null;
+      who: string | null;
+      acquired_at: Date;
+      acquired_by: string;
+      info: JsonObject;
+    }>(
+      `SELECT l.name, l.lock_id, l.operation, l.who, l.acquired_at, l.acquired_by, l.info
+         FROM state_locks l JOIN states s ON s.state_id = l.state_id AND s.deleted_at IS NULL
+        ORDER BY l.name`,
+    );
+    return rows.map((r) => ({
+      name: r.name,
+      lockId: r.lock_id,
+      operation: r.operation,
+      who: r.who,
+      acquiredAt: r.acquired_at.toISOString(),
+      acquiredBy: r.acquired_by,
+      info: r.info,
+    }));
+  }
+
+  private async stateId(name: string): Promise<string> {
+    const rows = await this.db.query<{ state_id: string }>(
+      'SELECT state_id FROM states WHERE name = $1 AND deleted_at IS NULL',
+      [name],
+    );
+    if (rows.length === 0) throw new DomainError('STATE.NOT_FOUND', `no state named "${name}"`);
+    return rows[0].state_id;
+  }
+
+  private async versionAtSerial(
+    name: string,
+    stateId: string,
+    serial: number,
+  ): Promise<{ version: number; serial: number }> {
+    const rows = await this.db.query<{ version: number }>(
+      'SELECT max(version) AS version FROM state_versions WHERE state_id = $1 AND serial = $2',
+      [stateId, serial],
+    );
+    if (rows[0]?.version == null) {
+      throw new DomainError(
+        'VERSION.NOT_FOUND',
+        `state "${name}" has no version with serial ${serial}`,
+      );
+    }
+    return { version: rows[0].version, serial };
+  }
+
+  private async currentVersion(
+    name: string,
+    stateId: string,
+  ): Promise<{ version: number; serial: number }> {
+    const rows = await this.db.query<{ current_version: number; current_serial: string | null }>(
+      'SELECT current_version, current_serial FROM states WHERE state_id = $1',
+      [stateId],
+    );
+    if (!rows[0] || rows[0].current_serial === null) {
+      throw new DomainError('VERSION.NOT_FOUND', `state "${name}" has no version yet`);
+    }
+    return { version: rows[0].current_version, serial: Number(rows[0].current_serial) };
+  }
+}
+
+function summary(r: SummaryRow): ResourceSummary {
+  return {
+    address: r.address,
+    resourceAddress: r.resource_address,
+    mode: r.mode,
+    type: r.type,
+    name: r.name,
+    module: r.module_path,
+    indexKey: r.index_key,
+    deposedKey: r.deposed_key,
+    provider: r.provider,
+    status: r.status,
+    sinceVersion: r.create_version,
+    sinceSerial: Number(r.create_serial),
+  };
+}
+
+/** `module.x.*` → `module.x.%`; LIKE's own wildcards in the glob are matched literally. */
+export function globToLike(glob: string): string {
+  return glob
+    .replace(/[\\%_]/g, (c) => `\\${c}`)
+    .replace(/\*/g, '%')
+    .replace(/\?/g, '_');
+}

@@ -1,0 +1,103 @@
+import * as os from 'node:os';
+import { DomainError } from '../../domain/shared/domain-error';
+
+export interface KldRequest {
+  query?: Record<string, string | number | boolean | null | undefined>;
+  /** Serialised as JSON. */
+  json?: unknown;
+  /** Sent verbatim (LOCK/UNLOCK bodies are JSON text too, but built by the caller). */
+  signal?: AbortSignal;
+}
+
+export interface KldHttpOptions {
+  token?: string;
+  actor?: string;
+}
+
+/**
+ * The smallest fetch client of kld's REST API. Every failure is a
+ * DomainError with a one-line message: the server's own `{error:{code,message}}`
+ * when it sent one, the server URL when it cannot be reached.
+ */
+export class KldHttpClient {
+  readonly base: string;
+
+  constructor(
+    server: string,
+    private readonly options: KldHttpOptions = {},
+  ) {
+    this.base = server.replace(/\/+$/, '');
+  }
+
+  async json<T>(method: string, path: string, request: KldRequest = {}): Promise<T> {
+    const res = await this.send(method, path, request);
+    if (!res.ok) throw await errorOf(res);
+    return (await res.json()) as T;
+  }
+
+  /** The raw response; the caller decides which statuses are answers. */
+  async send(method: string, path: string, request: KldRequest = {}): Promise<Response> {
+    const url = new URL(this.base + path);
+    for (const [k, v] of Object.entries(request.query ?? {})) {
+      if (v !== undefined && v !== null) url.searchParams.set(k, String(v));
+    }
+    const headers: Record<string, string> = {
+      'X-Kilolock-Actor': this.options.actor ?? defaultActor(),
+    };
+    if (this.options.token) headers.Authorization = `Bearer ${this.options.token}`;
+    let body: string | undefined;
+    if (request.json !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      body = JSON.stringify(request.json);
+    }
+    try {
+      return await fetch(url, { method, headers, body, signal: request.signal });
+    } catch (err) {
+      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+      const why = cause?.code ?? cause?.message ?? (err as Error).message;
+      throw new DomainError(
+        'SERVER.UNREACHABLE',
+        `cannot reach kld at ${this.base} (${why}); set --server or KL_SERVER_URL`,
+      );
+    }
+  }
+}
+
+/** The server's error as a DomainError carrying its code, so callers can match on it. */
+export async function errorOf(res: Response): Promise<DomainError> {
+  const text = await res.text().catch(() => '');
+  try {
+    const body = JSON.parse(text) as { error?: { code?: unknown; message?: unknown } };
+    if (body.error && typeof body.error.message === 'string') {
+      const code = typeof body.error.code === 'string' ? body.error.code : `HTTP.${res.status}`;
+      return new DomainError(code, `${firstLine(body.error.message)} (${code})`, {
+        status: res.status,
+      });
+    }
+  } catch {
+    // not our JSON error body
+  }
+  const detail = firstLine(text).slice(0, 200);
+  return new DomainError(
+    `HTTP.${res.status}`,
+    `kld answered ${res.status} ${res.statusText}${detail ? `: ${detail}` : ''}`.trim(),
+    { status: res.status },
+  );
+}
+
+export function statePath(state: string): string {
+  return state.split('/').map(encodeURIComponent).join('/');
+}
+
+function firstLine(text: string): string {
+  return text.split('\n').find((l) => l.trim() !== '')?.trim() ?? '';
+}
+
+export function defaultActor(): string {
+  if (process.env.KL_ACTOR) return process.env.KL_ACTOR;
+  try {
+    return `${os.userInfo().username}@${os.hostname()}`;
+  } catch {
+    return `kl@${os.hostname()}`;
+  }
+}

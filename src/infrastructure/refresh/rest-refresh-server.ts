@@ -1,0 +1,256 @@
+import {
+  FinishedRefreshRun,
+  FinishRefreshRun,
+  LockInfo,
+  LockOutcome,
+  RefreshResourceResult,
+  RefreshServerPort,
+  StartedRefreshRun,
+  StartRefreshRun,
+} from '../../application/refresh/refresh-server.port';
+import { ProviderSchema } from '../../domain/cty/schema';
+import { DomainError } from '../../domain/shared/domain-error';
+import { isJsonObject, JsonObject, JsonValue } from '../../domain/terraform';
+import { RestProviderSchemaCache } from '../provider/rest-provider-schema-cache';
+import { errorOf, KldHttpClient, statePath } from './kld-http-client';
+
+export interface StoredProviderConfig {
+  source: string;
+  alias: string | null;
+  config: JsonObject;
+  updated_at: string | null;
+  updated_by: string | null;
+}
+
+export interface DriftEntry {
+  address: string;
+  type: string;
+  changed_paths: string[];
+  previous_attributes: JsonValue;
+  current_attributes: JsonValue;
+  detected_serial: number | null;
+  detected_version: number | null;
+  refresh_run_id: string | null;
+}
+
+interface StartedWire {
+  run_id: string;
+  state_id: string;
+  from_version: number;
+  from_serial: number;
+}
+
+interface FinishedWire {
+  run_id: string;
+  status: FinishedRefreshRun['status'];
+  to_version: number | null;
+  checked: number;
+  changed: number;
+  failed: number;
+}
+
+/** `RefreshServerPort` over kld's REST API, as `kl refresh` uses it; plus the provider-config and drift reads `kl` shows. */
+export class RestRefreshServer implements RefreshServerPort {
+  private readonly schemas: RestProviderSchemaCache;
+
+  constructor(private readonly http: KldHttpClient) {
+    this.schemas = new RestProviderSchemaCache(http);
+  }
+
+  async getState(name: string): Promise<string> {
+    const res = await this.http.send('GET', `/v1/states/${statePath(name)}`);
+    if (res.status === 404) {
+      await res.body?.cancel();
+      throw new DomainError('STATE.NOT_FOUND', `state "${name}" does not exist on ${this.http.base}`);
+    }
+    if (!res.ok) throw await errorOf(res);
+    const text = await res.text();
+    if (text.trim() === '') {
+      throw new DomainError('STATE.NOT_FOUND', `state "${name}" has no document yet`);
+    }
+    return text;
+  }
+
+  async lock(name: string, info: LockInfo): Promise<LockOutcome> {
+    const res = await this.http.send('LOCK', `/v1/states/${statePath(name)}`, { json: info });
+    if (res.ok) {
+      await res.body?.cancel();
+      return { acquired: true };
+    }
+    const holder = await holderOf(res.clone());
+    if ((res.status === 423 || res.status === 409) && holder) return { acquired: false, holder };
+    throw await errorOf(res);
+  }
+
+  async unlock(name: string, info: LockInfo): Promise<void> {
+    const res = await this.http.send('UNLOCK', `/v1/states/${statePath(name)}`, { json: info });
+    if (res.ok) {
+      await res.body?.cancel();
+      return;
+    }
+    const holder = await holderOf(res.clone());
+    if (holder) {
+      throw new DomainError(
+        'STATE.LOCK_MISMATCH',
+        `lock ${info.ID} is not held: the lock belongs to ${holder.Who || 'someone'} (ID ${holder.ID})`,
+      );
+    }
+    throw await errorOf(res);
+  }
+
+  async startRun(request: StartRefreshRun): Promise<StartedRefreshRun> {
+    const body = await this.http.json<StartedWire>('POST', '/v1/refresh-runs', {
+      json: {
+        state: request.state,
+        dry_run: request.dryRun,
+        actor: request.actor,
+        lock_id: request.lockId,
+      },
+    });
+    return {
+      runId: body.run_id,
+      stateId: body.state_id,
+      fromVersion: body.from_version,
+      fromSerial: body.from_serial,
+    };
+  }
+
+  async recordResults(runId: string, results: RefreshResourceResult[]): Promise<void> {
+    await this.http.json<unknown>('POST', `/v1/refresh-runs/${encodeURIComponent(runId)}/results`, {
+      json: {
+        results: results.map((r) => ({
+          address: r.address,
+          provider: r.provider,
+          outcome: r.outcome,
+          before_hash: r.beforeHash,
+          after_hash: r.afterHash,
+          changed_paths: r.changedPaths,
+          ...(r.error === undefined ? {} : { error: r.error }),
+        })),
+      },
+    });
+  }
+
+  async finishRun(runId: string, request: FinishRefreshRun): Promise<FinishedRefreshRun> {
+    const body = await this.http.json<FinishedWire>(
+      'POST',
+      `/v1/refresh-runs/${encodeURIComponent(runId)}/finish`,
+      {
+        json: {
+          status: request.status,
+          error_summary: request.errorSummary,
+          document: request.document,
+          lock_id: request.lockId,
+        },
+      },
+    );
+    return {
+      runId: body.run_id,
+      status: body.status,
+      toVersion: body.to_version ?? null,
+      checked: body.checked,
+      changed: body.changed,
+      failed: body.failed,
+    };
+  }
+
+  async getProviderConfig(
+    state: string,
+    source: string,
+    alias: string | null,
+  ): Promise<JsonObject | null> {
+    const entry = await this.providerConfig(state, source, alias);
+    return entry?.config ?? null;
+  }
+
+  /** One stored config with its metadata, or null. */
+  async providerConfig(
+    state: string,
+    source: string,
+    alias: string | null,
+  ): Promise<StoredProviderConfig | null> {
+    const res = await this.http.send('GET', '/v1/provider-configs', {
+      query: { state, source, alias },
+    });
+    if (res.status === 404) {
+      await res.body?.cancel();
+      return null;
+    }
+    if (!res.ok) throw await errorOf(res);
+    return storedConfigOf(await res.json(), source, alias);
+  }
+
+  async listProviderConfigs(state: string): Promise<StoredProviderConfig[]> {
+    const body = await this.http.json<{ configs?: unknown[] }>('GET', '/v1/provider-configs', {
+      query: { state },
+    });
+    return (body.configs ?? []).map((c) => storedConfigOf(c, '', null));
+  }
+
+  async putProviderConfig(
+    state: string,
+    source: string,
+    alias: string | null,
+    config: JsonObject,
+  ): Promise<void> {
+    await this.http.json<unknown>('PUT', '/v1/provider-configs', {
+      json: { state, source, ...(alias === null ? {} : { alias }), config },
+    });
+  }
+
+  async removeProviderConfig(state: string, source: string, alias: string | null): Promise<void> {
+    const res = await this.http.send('DELETE', '/v1/provider-configs', {
+      query: { state, source, alias },
+    });
+    if (!res.ok) throw await errorOf(res);
+    await res.body?.cancel();
+  }
+
+  async drift(state: string): Promise<DriftEntry[]> {
+    const body = await this.http.json<{ drift?: DriftEntry[] }>('GET', '/v1/drift', {
+      query: { state },
+    });
+    return body.drift ?? [];
+  }
+
+  getProviderSchema(source: string, version: string): Promise<ProviderSchema | null> {
+    return this.schemas.get(source, version);
+  }
+
+  putProviderSchema(source: string, version: string, schema: ProviderSchema): Promise<void> {
+    return this.schemas.put(source, version, schema);
+  }
+}
+
+/** The holder's LockInfo when the body is one (terraform's conflict answer). */
+async function holderOf(res: Response): Promise<LockInfo | null> {
+  try {
+    const body = (await res.json()) as Partial<LockInfo>;
+    if (!isJsonObject(body) || typeof body.ID !== 'string') return null;
+    return {
+      ID: body.ID,
+      Operation: typeof body.Operation === 'string' ? body.Operation : '',
+      Info: typeof body.Info === 'string' ? body.Info : '',
+      Who: typeof body.Who === 'string' ? body.Who : '',
+      Version: typeof body.Version === 'string' ? body.Version : '',
+      Created: typeof body.Created === 'string' ? body.Created : '',
+      Path: typeof body.Path === 'string' ? body.Path : '',
+    };
+  } catch {
+    return null;
+  }
+}
+
+/** Accepts both `{source, alias, config, …}` and a bare `{config}`. */
+function storedConfigOf(raw: unknown, source: string, alias: string | null): StoredProviderConfig {
+  const body = isJsonObject(raw) ? raw : {};
+  const config = isJsonObject(body.config) ? body.config : {};
+  const text = (v: unknown): string | null => (typeof v === 'string' ? v : null);
+  return {
+    source: text(body.source) ?? source,
+    alias: body.alias === undefined ? alias : text(body.alias),
+    config,
+    updated_at: text(body.updated_at),
+    updated_by: text(body.updated_by),
+  };
+}
