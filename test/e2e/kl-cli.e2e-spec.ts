@@ -140,8 +140,8 @@ describe('import, export, show', () => {
     expect(ok(['show', state, '--serial', '1', '--format', 'csv']).split('\r\n')).toEqual([
       'address,type,provider,status',
       'terraform_data.leader,terraform_data,"provider[""terraform.io/builtin/terraform""]",',
-      'module.herd.terraform_data.tag["a"],terraform_data,"provider[""terraform.io/builtin/terraform""]",',
-      'module.herd.terraform_data.tag["b"],terraform_data,"provider[""terraform.io/builtin/terraform""]",',
+      '"module.herd.terraform_data.tag[""a""]",terraform_data,"provider[""terraform.io/builtin/terraform""]",',
+      '"module.herd.terraform_data.tag[""b""]",terraform_data,"provider[""terraform.io/builtin/terraform""]",',
       '',
     ]);
     expect(json(['show', state])).toEqual(v2);

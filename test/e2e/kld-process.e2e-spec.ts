@@ -89,6 +89,45 @@ describe('kld as a process', () => {
       }
     });
 
+    it('rebuilds the read models from the log, by command and over REST, serving the same state', async () => {
+      const kld = await startKld({ KL_DATABASE_URL: t.url });
+      try {
+        const doc = {
+          version: 4,
+          terraform_version: '1.11.4',
+          serial: 3,
+          lineage: 'rebuild-lineage',
+          outputs: { n: { value: 1, type: 'number' } },
+          resources: [],
+          check_results: null,
+        };
+        const post = await fetch(`${kld.url}/v1/states/ops/rebuild`, {
+          method: 'POST',
+          body: JSON.stringify(doc),
+        });
+        expect(post.status).toBe(200);
+        const before = await (await fetch(`${kld.url}/v1/states/ops/rebuild`)).text();
+
+        const r = spawnSync(process.execPath, [KLD, 'projections', 'rebuild'], {
+          env: { ...process.env, KL_DATABASE_URL: t.url, KL_LOG_LEVEL: 'error' },
+          encoding: 'utf8',
+        });
+        expect(r.stderr).toBe('');
+        expect(r.status).toBe(0);
+        expect(r.stdout).toMatch(/^state-raw: \d+ events replayed$/m);
+
+        const rest = await fetch(`${kld.url}/v1/admin/projections/rebuild`, { method: 'POST' });
+        expect(rest.status).toBe(200);
+        const body = (await rest.json()) as { projectors: { projector: string; events: number }[] };
+        expect(body.projectors.length).toBeGreaterThanOrEqual(3);
+        expect(body.projectors.every((p) => p.events > 0)).toBe(true);
+
+        expect(await (await fetch(`${kld.url}/v1/states/ops/rebuild`)).text()).toBe(before);
+      } finally {
+        await kld.stop();
+      }
+    });
+
     it('refuses to start when an applied migration was edited', async () => {
       await t.db.query(`UPDATE kl_migrations SET checksum = 'edited' WHERE id = 1`);
       try {

@@ -42,7 +42,11 @@ export function resolveEnvReferences(
  * for convenience — single blocks as one object or null). An unknown member
  * is refused here, naming it, instead of by the provider's terse count check.
  */
-export function shapeProviderConfig(block: SchemaBlock, config: JsonObject, label: string): JsonObject {
+export function shapeProviderConfig(
+  block: SchemaBlock,
+  config: JsonObject,
+  label: string,
+): JsonObject {
   return shapeBlock(block, config, label, 'provider config');
 }
 
@@ -62,12 +66,22 @@ function shapeBlock(block: SchemaBlock, value: JsonObject, label: string, at: st
   const out: JsonObject = {};
   for (const a of block.attributes) out[a.name] = value[a.name] ?? null;
   for (const nested of block.blockTypes) {
-    out[nested.typeName] = shapeNested(nested, value[nested.typeName] ?? null, label, `${at}.${nested.typeName}`);
+    out[nested.typeName] = shapeNested(
+      nested,
+      value[nested.typeName] ?? null,
+      label,
+      `${at}.${nested.typeName}`,
+    );
   }
   return out;
 }
 
-function shapeNested(nested: SchemaNestedBlock, value: JsonValue, label: string, at: string): JsonValue {
+function shapeNested(
+  nested: SchemaNestedBlock,
+  value: JsonValue,
+  label: string,
+  at: string,
+): JsonValue {
   const element = (v: JsonValue, where: string): JsonObject => {
     if (!isJsonObject(v)) {
       throw new RefreshError('REFRESH.CONFIG_INVALID', `${label}: ${where} must be an object`);

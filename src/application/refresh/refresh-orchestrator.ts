@@ -121,7 +121,11 @@ export class RefreshOrchestrator {
     this.newId = settings.newId ?? randomUUID;
   }
 
-  async run(stateName: string, options: RefreshOptions, signal: AbortSignal): Promise<RefreshReport> {
+  async run(
+    stateName: string,
+    options: RefreshOptions,
+    signal: AbortSignal,
+  ): Promise<RefreshReport> {
     const startedAt = Date.now();
     const run = await this.server.startRun({
       state: stateName,
@@ -276,7 +280,12 @@ export class RefreshOrchestrator {
       provider = await untilHalted(opening, ctx.halt.signal);
     } catch (e) {
       // A launch that completes after a halt still has to be ended.
-      opening.then((p) => p.close(), () => undefined).catch(() => undefined);
+      opening
+        .then(
+          (p) => p.close(),
+          () => undefined,
+        )
+        .catch(() => undefined);
       if (!(e instanceof Halted)) failGroup(e, 0);
       return;
     }
@@ -314,7 +323,10 @@ export class RefreshOrchestrator {
     }
     const schema = provider.schema.resourceSchemas[resource.type];
     if (!schema) {
-      return failure(flat, `${provider.source} ${provider.version} has no resource type ${resource.type}`);
+      return failure(
+        flat,
+        `${provider.source} ${provider.version} has no resource type ${resource.type}`,
+      );
     }
     if (instance.schema_version > schema.version) {
       return failure(
@@ -470,7 +482,9 @@ function failure(flat: FlatInstance, message: string): InstanceResult {
 }
 
 function labelOf(group: ProviderGroup): string {
-  return group.alias ? `provider ${group.source} (alias ${group.alias})` : `provider ${group.source}`;
+  return group.alias
+    ? `provider ${group.source} (alias ${group.alias})`
+    : `provider ${group.source}`;
 }
 
 function concurrencyOf(options: RefreshOptions): number {
@@ -485,7 +499,12 @@ function decodePrivate(text: string | undefined): Uint8Array | undefined {
 /** The first non-empty line: plugin errors can carry whole stack traces. */
 export function oneLine(e: unknown): string {
   const text = e instanceof Error ? e.message : String(e);
-  return text.split('\n').find((l) => l.trim() !== '')?.trim() ?? 'failed';
+  return (
+    text
+      .split('\n')
+      .find((l) => l.trim() !== '')
+      ?.trim() ?? 'failed'
+  );
 }
 
 /** Settles with the promise, or rejects with Halted as soon as the signal aborts. */

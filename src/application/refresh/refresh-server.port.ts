@@ -94,7 +94,11 @@ export interface RefreshServerPort {
    * resolved by the caller), or null when none is stored. `alias` null is the
    * default provider configuration.
    */
-  getProviderConfig(state: string, source: string, alias: string | null): Promise<JsonObject | null>;
+  getProviderConfig(
+    state: string,
+    source: string,
+    alias: string | null,
+  ): Promise<JsonObject | null>;
 
   /** Persistent schema cache keyed by normalised source and exact version. */
   getProviderSchema(source: string, version: string): Promise<ProviderSchema | null>;

@@ -25,7 +25,7 @@ export function registerQueryCommand(program: Command): void {
     )
     .addHelpText(
       'after',
-      `\nExamples:\n  kl query "SELECT type, count(*) FROM current_resources WHERE state_name = $1 GROUP BY 1" -p prod\n  kl query -f inventory.sql --format csv\n  echo "SELECT name FROM states" | kl query -`,
+      `\nExamples:\n  kl query "SELECT type, count(*) FROM current_resources WHERE state_name = $1 GROUP BY 1" -p prod\n  kl query -f inventory.sql --format csv\n  echo "SELECT name FROM states" | kl query -\n  kl query -- "-- SQL that starts with a dash goes after --"`,
     )
     .action(async (sqlArg: string | undefined, options: QueryOptions, command: Command) => {
       if (sqlArg !== undefined && options.file !== undefined) {

@@ -30,7 +30,8 @@ function notFound(runId: string): DomainError {
   return new DomainError(REFRESH_NOT_FOUND, `refresh run ${runId} does not exist`);
 }
 
-function open(run: RefreshRun, runId: string): RunFacts & { status: 'running' } {
+/** The run, if it may still take results or a finish; else why not. */
+export function requireRunning(run: RefreshRun, runId: string): RunFacts & { status: 'running' } {
   if (run.status === 'missing') throw notFound(runId);
   if (run.status === 'finished') {
     throw new DomainError(
@@ -60,7 +61,7 @@ const sameResult = (a: RecordedOutcome, b: RecordedOutcome): boolean =>
  */
 function record(command: RecordRefreshResults, run: RefreshRun): RefreshEvent[] {
   const { runId, results } = command.data;
-  const active = open(run, runId);
+  const active = requireRunning(run, runId);
   const latest = new Map<string, RecordedOutcome>();
   const events: ResourceRefreshed[] = [];
   for (const r of results) {
@@ -87,7 +88,7 @@ function record(command: RecordRefreshResults, run: RefreshRun): RefreshEvent[] 
 
 function finish(command: FinishRefresh, run: RefreshRun): RefreshEvent[] {
   const { runId, status, errorSummary, toVersion, toSerial } = command.data;
-  const active = open(run, runId);
+  const active = requireRunning(run, runId);
   const counts = countsOf(active);
   // Commit-on-zero-failures, never partial (ADR 0006), and a dry run never writes.
   if (toVersion !== null && (status !== 'succeeded' || active.dryRun || counts.failed > 0)) {

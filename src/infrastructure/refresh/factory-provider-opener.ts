@@ -66,7 +66,9 @@ class ClientRefreshProvider implements RefreshProvider {
     }
     return {
       newState:
-        read.newState.value === null ? null : toProviderState(read.newState, `ReadResource(${typeName})`),
+        read.newState.value === null
+          ? null
+          : toProviderState(read.newState, `ReadResource(${typeName})`),
       private: read.private,
     };
   }
@@ -82,7 +84,9 @@ class ClientRefreshProvider implements RefreshProvider {
 
 function toProviderState(state: StateValue, operation: string): ProviderState {
   if (!isJsonObject(state.value)) {
-    throw new Error(`${operation} returned ${state.value === null ? 'null' : 'a non-object'} state`);
+    throw new Error(
+      `${operation} returned ${state.value === null ? 'null' : 'a non-object'} state`,
+    );
   }
   return { attributes: state.value as JsonObject, wire: state.msgpack };
 }

@@ -90,7 +90,12 @@ export function statePath(state: string): string {
 }
 
 function firstLine(text: string): string {
-  return text.split('\n').find((l) => l.trim() !== '')?.trim() ?? '';
+  return (
+    text
+      .split('\n')
+      .find((l) => l.trim() !== '')
+      ?.trim() ?? ''
+  );
 }
 
 export function defaultActor(): string {

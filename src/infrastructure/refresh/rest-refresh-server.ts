@@ -61,7 +61,10 @@ export class RestRefreshServer implements RefreshServerPort {
     const res = await this.http.send('GET', `/v1/states/${statePath(name)}`);
     if (res.status === 404) {
       await res.body?.cancel();
-      throw new DomainError('STATE.NOT_FOUND', `state "${name}" does not exist on ${this.http.base}`);
+      throw new DomainError(
+        'STATE.NOT_FOUND',
+        `state "${name}" does not exist on ${this.http.base}`,
+      );
     }
     if (!res.ok) throw await errorOf(res);
     const text = await res.text();

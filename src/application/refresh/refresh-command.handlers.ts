@@ -1,0 +1,174 @@
+import { createHash } from 'node:crypto';
+import { Inject } from '@nestjs/common';
+import { CommandBus, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { countsOf, planFinish, REFRESH_STATE_CHANGED, requireRunning } from '../../domain/refresh';
+import { DomainError } from '../../domain/shared/domain-error';
+import { STATE_NOT_FOUND, STATE_VERSION_CONFLICT } from '../../domain/state';
+import { CommitStateCommand } from '../state/state-commands';
+import { REFRESH_AGGREGATES, RefreshAggregates } from './refresh-aggregates';
+import {
+  ConfigureProviderCommand,
+  FinishedRun,
+  FinishRefreshRunCommand,
+  RecordRefreshResultsCommand,
+  RemoveProviderConfigCommand,
+  StartedRun,
+  StartRefreshRunCommand,
+} from './refresh-commands';
+import { REFRESH_STATE_LOOKUP, RefreshStateLookup } from './refresh-read.port';
+
+@CommandHandler(StartRefreshRunCommand)
+export class StartRefreshRunHandler implements ICommandHandler<StartRefreshRunCommand> {
+  constructor(
+    @Inject(REFRESH_AGGREGATES) private readonly aggregates: RefreshAggregates,
+    @Inject(REFRESH_STATE_LOOKUP) private readonly states: RefreshStateLookup,
+  ) {}
+
+  async execute(c: StartRefreshRunCommand): Promise<StartedRun> {
+    const current = await this.states.currentVersion(c.stateName);
+    if (current === null) {
+      throw new DomainError(
+        STATE_NOT_FOUND,
+        `state ${c.stateName} does not exist or has nothing committed to refresh`,
+      );
+    }
+    const runId = this.aggregates.newRunId();
+    await this.aggregates.executeRun({
+      type: 'StartRefresh',
+      data: {
+        runId,
+        stateId: current.stateId,
+        stateName: c.stateName,
+        fromVersion: current.version,
+        fromSerial: current.serial,
+        dryRun: c.dryRun,
+      },
+      metadata: this.aggregates.context(c.caller),
+    });
+    return {
+      runId,
+      stateId: current.stateId,
+      fromVersion: current.version,
+      fromSerial: current.serial,
+    };
+  }
+}
+
+@CommandHandler(RecordRefreshResultsCommand)
+export class RecordRefreshResultsHandler implements ICommandHandler<RecordRefreshResultsCommand> {
+  constructor(@Inject(REFRESH_AGGREGATES) private readonly aggregates: RefreshAggregates) {}
+
+  async execute(c: RecordRefreshResultsCommand): Promise<{ recorded: number }> {
+    await this.aggregates.executeRun({
+      type: 'RecordRefreshResults',
+      data: { runId: c.runId, results: c.results },
+      metadata: this.aggregates.context(c.caller),
+    });
+    // A repeated result is recorded already; the caller counts what it sent.
+    return { recorded: c.results.length };
+  }
+}
+
+/**
+ * Commits the refreshed document (when the run may commit) and then records
+ * the finish. The commit names the version the run started from: if anyone
+ * wrote the state meanwhile, committing would undo their write, so the run
+ * fails instead and the caller learns why.
+ */
+@CommandHandler(FinishRefreshRunCommand)
+export class FinishRefreshRunHandler implements ICommandHandler<FinishRefreshRunCommand> {
+  constructor(
+    @Inject(REFRESH_AGGREGATES) private readonly aggregates: RefreshAggregates,
+    private readonly commands: CommandBus,
+  ) {}
+
+  async execute(c: FinishRefreshRunCommand): Promise<FinishedRun> {
+    const run = requireRunning(await this.aggregates.run(c.runId), c.runId);
+    const plan = planFinish(run, {
+      status: c.status,
+      errorSummary: c.errorSummary,
+      hasDocument: c.document !== null,
+    });
+    let { status, errorSummary } = plan;
+    let toVersion: number | null = null;
+    let toSerial: number | null = null;
+    let refusal: DomainError | null = null;
+    if (plan.commit && c.document !== null) {
+      try {
+        const checksum = createHash('sha256').update(JSON.stringify(c.document)).digest('hex');
+        const { version } = await this.commands.execute(
+          new CommitStateCommand(
+            run.stateName,
+            c.document,
+            checksum,
+            c.lockId,
+            'refresh',
+            c.caller,
+            run.fromVersion,
+          ),
+        );
+        toVersion = version;
+        toSerial = version === null ? null : c.document.serial;
+      } catch (err) {
+        // Anything but a refusal (the database went away…) leaves the run
+        // running, so the caller may send the finish again.
+        if (!(err instanceof DomainError)) throw err;
+        refusal = stateChanged(err, run.fromVersion) ?? err;
+        status = 'failed';
+        errorSummary = refusal.message;
+      }
+    }
+    const { run: finished } = await this.aggregates.executeRun({
+      type: 'FinishRefresh',
+      data: { runId: c.runId, status, errorSummary, toVersion, toSerial },
+      metadata: this.aggregates.context(c.caller),
+    });
+    if (refusal) throw refusal;
+    const counts = finished.status === 'missing' ? countsOf(run) : countsOf(finished);
+    return { runId: c.runId, status, toVersion, ...counts };
+  }
+}
+
+function stateChanged(err: DomainError, from: number): DomainError | null {
+  if (err.code !== STATE_VERSION_CONFLICT && err.code !== STATE_NOT_FOUND) return null;
+  const actual = err.code === STATE_NOT_FOUND ? 'deleted' : String(err.metadata.actual);
+  return new DomainError(
+    REFRESH_STATE_CHANGED,
+    `state changed during refresh (version ${from} → ${actual})`,
+    { fromVersion: from, actual },
+  );
+}
+
+@CommandHandler(ConfigureProviderCommand)
+export class ConfigureProviderHandler implements ICommandHandler<ConfigureProviderCommand> {
+  constructor(@Inject(REFRESH_AGGREGATES) private readonly aggregates: RefreshAggregates) {}
+
+  async execute(c: ConfigureProviderCommand): Promise<void> {
+    await this.aggregates.executeConfig({
+      type: 'ConfigureProvider',
+      data: { state: c.stateName, source: c.source, alias: c.alias, config: c.config },
+      metadata: this.aggregates.context(c.caller),
+    });
+  }
+}
+
+@CommandHandler(RemoveProviderConfigCommand)
+export class RemoveProviderConfigHandler implements ICommandHandler<RemoveProviderConfigCommand> {
+  constructor(@Inject(REFRESH_AGGREGATES) private readonly aggregates: RefreshAggregates) {}
+
+  async execute(c: RemoveProviderConfigCommand): Promise<void> {
+    await this.aggregates.executeConfig({
+      type: 'RemoveProviderConfig',
+      data: { state: c.stateName, source: c.source, alias: c.alias },
+      metadata: this.aggregates.context(c.caller),
+    });
+  }
+}
+
+export const REFRESH_COMMAND_HANDLERS = [
+  StartRefreshRunHandler,
+  RecordRefreshResultsHandler,
+  FinishRefreshRunHandler,
+  ConfigureProviderHandler,
+  RemoveProviderConfigHandler,
+];

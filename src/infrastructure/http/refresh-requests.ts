@@ -1,0 +1,133 @@
+import {
+  REFRESH_OUTCOMES,
+  REFRESH_RUN_STATUSES,
+  RefreshOutcome,
+  RefreshResult,
+  RefreshRunStatus,
+} from '../../domain/refresh';
+import { DomainError } from '../../domain/shared/domain-error';
+import {
+  isJsonObject,
+  JsonObject,
+  parseJsonLossless,
+  parseStateDocument,
+  StateDocumentV4,
+} from '../../domain/terraform';
+import { stateNameFrom } from './state-name';
+
+/** The JSON bodies of the refresh API (snake_case, as documented), checked member by member. */
+
+const invalid = (message: string) => new DomainError('REQUEST.INVALID', message);
+
+export function jsonBody(body: Buffer): JsonObject {
+  let value: unknown;
+  try {
+    // Lossless: a finish carries a state document, whose numbers may exceed a double.
+    value = parseJsonLossless(body.toString('utf8'));
+  } catch (err) {
+    throw invalid(`request body is not valid JSON: ${(err as Error).message}`);
+  }
+  if (!isJsonObject(value)) throw invalid('request body must be a JSON object');
+  return value;
+}
+
+function str(o: JsonObject, key: string, at = key): string {
+  const v = o[key];
+  if (typeof v !== 'string' || v === '') throw invalid(`${at} must be a non-empty string`);
+  return v;
+}
+
+function optStr(o: JsonObject, key: string, at = key): string | undefined {
+  const v = o[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string') throw invalid(`${at} must be a string`);
+  return v;
+}
+
+function oneOf<T extends string>(o: JsonObject, key: string, values: readonly T[], at = key): T {
+  const v = o[key];
+  if (typeof v !== 'string' || !values.includes(v as T)) {
+    throw invalid(`${at} must be one of ${values.join(', ')}`);
+  }
+  return v as T;
+}
+
+export interface StartRunRequest {
+  state: string;
+  dryRun: boolean;
+  actor?: string;
+  lockId?: string;
+}
+
+export function parseStartRun(o: JsonObject): StartRunRequest {
+  const dryRun = o.dry_run ?? false;
+  if (typeof dryRun !== 'boolean') throw invalid('dry_run must be a boolean');
+  const actor = optStr(o, 'actor');
+  if (actor !== undefined && (actor === '' || actor.length > 200)) {
+    throw invalid('actor must be 1 to 200 characters');
+  }
+  return { state: stateNameFrom(str(o, 'state')), dryRun, actor, lockId: optStr(o, 'lock_id') };
+}
+
+export function parseResults(o: JsonObject): RefreshResult[] {
+  if (!Array.isArray(o.results)) throw invalid('results must be an array');
+  return o.results.map((r, i): RefreshResult => {
+    const at = `results[${i}]`;
+    if (!isJsonObject(r)) throw invalid(`${at} must be an object`);
+    const outcome: RefreshOutcome = oneOf(r, 'outcome', REFRESH_OUTCOMES, `${at}.outcome`);
+    const after = r.after_hash;
+    if (after !== null && typeof after !== 'string') {
+      throw invalid(`${at}.after_hash must be a string or null`);
+    }
+    const paths = r.changed_paths ?? [];
+    if (!Array.isArray(paths) || !paths.every((p) => typeof p === 'string')) {
+      throw invalid(`${at}.changed_paths must be an array of strings`);
+    }
+    const error = optStr(r, 'error', `${at}.error`);
+    return {
+      address: str(r, 'address', `${at}.address`),
+      provider: str(r, 'provider', `${at}.provider`),
+      outcome,
+      beforeHash: str(r, 'before_hash', `${at}.before_hash`),
+      afterHash: after ?? null,
+      changedPaths: paths as string[],
+      ...(error !== undefined ? { error } : {}),
+    };
+  });
+}
+
+export interface FinishRunRequest {
+  status: RefreshRunStatus;
+  errorSummary: string | null;
+  document: StateDocumentV4 | null;
+  lockId: string | null;
+}
+
+export function parseFinish(o: JsonObject): FinishRunRequest {
+  const status = oneOf(o, 'status', REFRESH_RUN_STATUSES);
+  const document =
+    o.document === undefined || o.document === null ? null : parseStateDocument(o.document);
+  return {
+    status,
+    errorSummary: optStr(o, 'error_summary') ?? null,
+    document,
+    lockId: optStr(o, 'lock_id') || null,
+  };
+}
+
+export interface ProviderConfigRequest {
+  state: string;
+  source: string;
+  alias: string | null;
+  config: JsonObject;
+}
+
+export function parseProviderConfig(o: JsonObject): ProviderConfigRequest {
+  if (!isJsonObject(o.config)) throw invalid('config must be a JSON object');
+  return {
+    state: stateNameFrom(str(o, 'state')),
+    source: str(o, 'source'),
+    alias: optStr(o, 'alias') || null,
+    config: o.config,
+  };
+}

@@ -1,0 +1,41 @@
+import type { ProviderSchemaCache } from '../../application/ports/provider-schema-cache.port';
+import type { ProviderSchema } from '../../domain/cty/schema';
+import type { Database } from '../postgres/database';
+
+/**
+ * The `provider_schemas` table: shared by every replica and by every `kl`
+ * that goes through the REST API, so GetSchema runs once per provider
+ * version, not once per machine. Keys are normalised by the caller.
+ */
+export class PostgresProviderSchemaCache implements ProviderSchemaCache {
+  constructor(private readonly db: Database) {}
+
+  async get(source: string, version: string): Promise<ProviderSchema | null> {
+    const text = await this.getText(source, version);
+    return text === null ? null : (JSON.parse(text) as ProviderSchema);
+  }
+
+  /** The schema as stored, for serving without a parse and a re-serialisation of megabytes. */
+  async getText(source: string, version: string): Promise<string | null> {
+    const rows = await this.db.query<{ schema: string }>(
+      'SELECT schema::text AS schema FROM provider_schemas WHERE source = $1 AND version = $2',
+      [source, version],
+    );
+    return rows.length ? rows[0].schema : null;
+  }
+
+  async put(source: string, version: string, schema: ProviderSchema): Promise<void> {
+    await this.putText(source, version, JSON.stringify(schema));
+  }
+
+  /** A second put replaces the entry: a re-fetched schema is never worse than the cached one. */
+  async putText(source: string, version: string, schema: string): Promise<void> {
+    await this.db.query(
+      `INSERT INTO provider_schemas (source, version, schema, fetched_at)
+       VALUES ($1, $2, $3::json, now())
+       ON CONFLICT (source, version) DO UPDATE SET schema = EXCLUDED.schema,
+         fetched_at = EXCLUDED.fetched_at`,
+      [source, version, schema],
+    );
+  }
+}
