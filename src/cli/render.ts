@@ -17,7 +17,13 @@ export interface Rows {
 export function render(data: Rows, format: Format): string {
   switch (format) {
     case 'json':
-      return JSON.stringify(data.rows.map((row) => rowObject(data.columns, row)), null, 2) + '\n';
+      return (
+        JSON.stringify(
+          data.rows.map((row) => rowObject(data.columns, row)),
+          null,
+          2,
+        ) + '\n'
+      );
     case 'csv':
       return [data.columns, ...data.rows.map((r) => r.map(cell))]
         .map((r) => r.map(csvField).join(',') + '\r\n')

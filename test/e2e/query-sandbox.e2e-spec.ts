@@ -31,7 +31,7 @@ async function query(body: Record<string, unknown>): Promise<QueryAnswer> {
     headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify(body),
   });
-  return { status: r.status, body: await r.json() };
+  return { status: r.status, body: (await r.json()) as QueryAnswer['body'] };
 }
 
 function doc(serial: number, count: number): Record<string, unknown> {

@@ -32,7 +32,8 @@ export function usage(command: Command, message: string): never {
 /** Parses a non-negative integer option, or stops with a usage error. */
 export function integerOption(command: Command, value: string | undefined, name: string) {
   if (value === undefined) return undefined;
-  if (!/^\d{1,15}$/.test(value)) usage(command, `${name} must be a non-negative integer, got "${value}"`);
+  if (!/^\d{1,15}$/.test(value))
+    usage(command, `${name} must be a non-negative integer, got "${value}"`);
   return Number(value);
 }
 

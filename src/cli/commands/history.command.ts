@@ -11,7 +11,16 @@ export function registerHistoryCommand(program: Command): void {
       const { client, print } = contextOf(command);
       const versions = await client.history(state);
       print({
-        columns: ['version', 'serial', 'source', 'actor', 'terraform_version', 'resources', 'instances', 'created_at'],
+        columns: [
+          'version',
+          'serial',
+          'source',
+          'actor',
+          'terraform_version',
+          'resources',
+          'instances',
+          'created_at',
+        ],
         rows: versions.map((v) => [
           v.version,
           v.serial,

@@ -26,14 +26,23 @@ export function registerImportCommand(program: Command): void {
       try {
         instances = flattenInstances(parseStateDocument(JSON.parse(bytes.toString('utf8')))).length;
       } catch (err) {
-        const why = err instanceof DomainError || err instanceof SyntaxError ? err.message : String(err);
+        const why =
+          err instanceof DomainError || err instanceof SyntaxError ? err.message : String(err);
         throw new KlError(`${file} is not a valid terraform state: ${why}`);
       }
       const { client, print } = contextOf(command);
-      const bar = process.stderr.isTTY ? new SingleBar({ stream: process.stderr, format: 'uploading {bar} {percentage}% {value}/{total} bytes' }) : null;
+      const bar = process.stderr.isTTY
+        ? new SingleBar({
+            stream: process.stderr,
+            format: 'uploading {bar} {percentage}% {value}/{total} bytes',
+          })
+        : null;
       bar?.start(bytes.length, 0);
       try {
-        const { version } = await client.importState(options.name, bar ? streamed(bytes, bar) : bytes);
+        const { version } = await client.importState(
+          options.name,
+          bar ? streamed(bytes, bar) : bytes,
+        );
         bar?.stop();
         print({
           columns: ['state', 'version', 'instances', 'file'],

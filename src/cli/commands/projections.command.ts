@@ -11,6 +11,9 @@ export function registerProjectionsCommand(program: Command): void {
     .action(async (_options: unknown, command: Command) => {
       const { client, print } = contextOf(command);
       const projectors = await client.rebuildProjections();
-      print({ columns: ['projector', 'events'], rows: projectors.map((p) => [p.projector, p.events]) });
+      print({
+        columns: ['projector', 'events'],
+        rows: projectors.map((p) => [p.projector, p.events]),
+      });
     });
 }

@@ -37,8 +37,10 @@ export function registerQueryCommand(program: Command): void {
       if (options.file !== undefined && !fs.existsSync(options.file)) {
         usage(command, `no such file: ${options.file}`);
       }
-      const sql = sqlArg !== undefined && sqlArg !== '-' ? sqlArg : readFileOrStdin(options.file ?? '-');
-      const timeoutMs = options.timeout === undefined ? undefined : parseDuration(command, options.timeout);
+      const sql =
+        sqlArg !== undefined && sqlArg !== '-' ? sqlArg : readFileOrStdin(options.file ?? '-');
+      const timeoutMs =
+        options.timeout === undefined ? undefined : parseDuration(command, options.timeout);
       const maxRows = integerOption(command, options.maxRows, '--max-rows');
       const { client, print } = contextOf(command);
       const result = await client.query({
@@ -60,7 +62,9 @@ export function registerQueryCommand(program: Command): void {
 export function parseDuration(command: Command, text: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
   if (!m) usage(command, `--timeout: expected a duration such as 500ms, 5s or 2m, got "${text}"`);
-  const factor = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h'];
+  const factor = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[
+    (m[2] ?? 's') as 'ms' | 's' | 'm' | 'h'
+  ];
   const ms = Math.round(Number(m[1]) * factor);
   if (ms < 1) usage(command, `--timeout must be at least 1ms, got "${text}"`);
   return ms;

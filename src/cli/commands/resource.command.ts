@@ -22,7 +22,14 @@ export function registerResourceCommand(program: Command): void {
         if (options.history) {
           const lifecycles = answer.history ?? [];
           print({
-            columns: ['from_version', 'from_serial', 'until_version', 'until_serial', 'hash', 'changed'],
+            columns: [
+              'from_version',
+              'from_serial',
+              'until_version',
+              'until_serial',
+              'hash',
+              'changed',
+            ],
             rows: lifecycles.map((l, i) => [
               l.createVersion,
               l.createSerial,

@@ -7,7 +7,10 @@ export function registerResourcesCommand(program: Command): void {
     .command('resources')
     .description('list the instances of a state')
     .argument('<state>', 'state name')
-    .option('--address-glob <glob>', "only addresses matching, e.g. 'module.net.*' (* any run, ? one char)")
+    .option(
+      '--address-glob <glob>',
+      "only addresses matching, e.g. 'module.net.*' (* any run, ? one char)",
+    )
     .action(async (state: string, options: { addressGlob?: string }, command: Command) => {
       const { client, print } = contextOf(command);
       const resources = await client.resources(state, options.addressGlob);

@@ -10,7 +10,16 @@ export function registerStatesCommand(program: Command): void {
       const { client, print } = contextOf(command);
       const states = await client.states();
       print({
-        columns: ['name', 'version', 'serial', 'resources', 'instances', 'terraform_version', 'updated_at', 'locked_by'],
+        columns: [
+          'name',
+          'version',
+          'serial',
+          'resources',
+          'instances',
+          'terraform_version',
+          'updated_at',
+          'locked_by',
+        ],
         rows: states.map((s) => [
           s.name,
           s.version,

@@ -8,6 +8,10 @@ export interface Config {
   logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
   maxStateBytes: number;
   maxLockBytes: number;
+  /** KL_REFRESH_EVERY in ms: how often kld refreshes `refreshStates`; null = never. */
+  refreshEvery: number | null;
+  /** KL_REFRESH_STATES, comma-separated state names. */
+  refreshStates: string[];
 }
 
 export class ConfigError extends Error {
@@ -45,6 +49,39 @@ export function parseBytes(value: string, name: string): number {
   return Math.floor(Number(m[1]) * factor[unit]);
 }
 
+/** Durations like 15m, 1h30m, 90s, 500ms. */
+export function parseDuration(value: string, name: string): number {
+  const text = value.trim();
+  const unit: Record<string, number> = { ms: 1, s: 1e3, m: 60e3, h: 3600e3, d: 86400e3 };
+  const part = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/gy;
+  let total = 0;
+  let end = 0;
+  for (let m = part.exec(text); m; m = part.exec(text)) {
+    total += Number(m[1]) * unit[m[2]];
+    end = part.lastIndex;
+  }
+  if (text === '' || end !== text.length) {
+    throw new ConfigError(`${name}: expected a duration such as 15m, 1h or 90s, got "${value}"`);
+  }
+  return Math.round(total);
+}
+
+/** The periodic refresh: both variables or neither, and not more often than every 10s. */
+function refreshSchedule(env: NodeJS.ProcessEnv): Pick<Config, 'refreshEvery' | 'refreshStates'> {
+  const every = env.KL_REFRESH_EVERY?.trim() || null;
+  const states = (env.KL_REFRESH_STATES ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  if (every === null) return { refreshEvery: null, refreshStates: states };
+  const ms = parseDuration(every, 'KL_REFRESH_EVERY');
+  if (ms < 10_000) throw new ConfigError(`KL_REFRESH_EVERY: at least 10s, got "${every}"`);
+  if (states.length === 0) {
+    throw new ConfigError('KL_REFRESH_STATES: name the states to refresh (comma-separated)');
+  }
+  return { refreshEvery: ms, refreshStates: [...new Set(states)] };
+}
+
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
   overrides: { listen?: string } = {},
@@ -69,5 +106,6 @@ export function loadConfig(
     logLevel: logLevel as Config['logLevel'],
     maxStateBytes: parseBytes(env.KL_MAX_STATE_BYTES ?? '512MiB', 'KL_MAX_STATE_BYTES'),
     maxLockBytes: parseBytes(env.KL_MAX_LOCK_BYTES ?? '64KiB', 'KL_MAX_LOCK_BYTES'),
+    ...refreshSchedule(env),
   };
 }

@@ -19,6 +19,11 @@ const STATUS_BY_CODE: Record<string, number> = {
   // 400, not 403: the caller is allowed to query; this SQL touched what no query may.
   'QUERY.FORBIDDEN': 400,
   'SERVER.UNAVAILABLE': 503,
+  'STATE.VERSION_CONFLICT': 409,
+  'REFRESH.ALREADY_STARTED': 409,
+  'REFRESH.FINISHED': 409,
+  'REFRESH.STATE_CHANGED': 409,
+  'REFRESH.LOCKED': 423,
 };
 
 export function statusFor(code: string): number {

@@ -6,7 +6,8 @@ import {
   RecordRefreshResultsCommand,
   StartRefreshRunCommand,
 } from '../../application/refresh/refresh-commands';
-import { REFRESH_NOT_FOUND, STATE_NOT_FOUND_CODE } from './refresh-codes';
+import { REFRESH_NOT_FOUND } from '../../domain/refresh';
+import { STATE_NOT_FOUND } from '../../domain/state';
 import { DomainError } from '../../domain/shared/domain-error';
 import { CONFIG } from '../../app/tokens';
 import type { Config } from '../config/config';
@@ -106,7 +107,7 @@ export class RefreshRunsController {
     const name = state === undefined ? null : stateNameFrom(state);
     const runs = await this.runs.runs(name, limit);
     if (name !== null && runs.length === 0 && !(await this.runs.stateExists(name))) {
-      throw new DomainError(STATE_NOT_FOUND_CODE, `state ${name} does not exist`);
+      throw new DomainError(STATE_NOT_FOUND, `state ${name} does not exist`);
     }
     return { runs };
   }

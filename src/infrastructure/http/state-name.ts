@@ -2,9 +2,13 @@ import { DomainError } from '../../domain/shared/domain-error';
 
 const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._@+=-]*$/;
 
+/** `POST /v1/states/<name>/refresh` refreshes <name>, so no state may be named `…/refresh`. */
+export const RESERVED_LAST_SEGMENTS: readonly string[] = ['refresh'];
+
 /**
  * State names are path-like (`team/prod/net`). Each segment starts with a
- * letter or digit, so `..` and empty segments never reach the store.
+ * letter or digit, so `..` and empty segments never reach the store. The
+ * last segment may not be a word reserved for an action on the state.
  */
 export function stateNameFrom(param: string | string[] | undefined): string {
   const name = Array.isArray(param) ? param.join('/') : (param ?? '');
@@ -13,6 +17,14 @@ export function stateNameFrom(param: string | string[] | undefined): string {
     throw new DomainError(
       'REQUEST.INVALID',
       `invalid state name "${name.slice(0, 100)}": use segments of letters, digits and . _ @ + = - separated by /`,
+    );
+  }
+  const last = segments[segments.length - 1];
+  // Routes match case-insensitively, so `…/Refresh` would be taken as the action too.
+  if (RESERVED_LAST_SEGMENTS.includes(last.toLowerCase())) {
+    throw new DomainError(
+      'REQUEST.INVALID',
+      `invalid state name "${name.slice(0, 100)}": a last segment "${last}" is reserved (POST /v1/states/<name>/${last})`,
     );
   }
   return name;

@@ -124,23 +124,24 @@ export class SqlQueryService {
     } catch (err) {
       // A replica with another spelling of the server URL may have reset the
       // password; derive and set it again once before giving up.
-      if ((err as { code?: string }).code === '28P01') {
-        this.ready = this.prepare();
-        try {
-          await this.ready;
-          return await this.pool!.connect();
-        } catch (again) {
-          err = again;
-        }
+      if ((err as { code?: string }).code !== '28P01') throw this.unavailable(err);
+      try {
+        await (this.ready = this.prepare());
+        return await this.pool!.connect();
+      } catch (again) {
+        throw this.unavailable(again);
       }
-      this.ready = null;
-      throw new DomainError(
-        'SERVER.UNAVAILABLE',
-        `the query role ${READER_ROLE} cannot connect: ${(err as Error).message}`,
-        {},
-        { cause: err },
-      );
     }
+  }
+
+  private unavailable(err: unknown): DomainError {
+    this.ready = null;
+    return new DomainError(
+      'SERVER.UNAVAILABLE',
+      `the query role ${READER_ROLE} cannot connect: ${(err as Error).message}`,
+      {},
+      { cause: err },
+    );
   }
 
   private async prepare(): Promise<void> {

@@ -1,0 +1,95 @@
+import type { ProviderSchemaCache } from '../application/ports/provider-schema-cache.port';
+import { PROVIDER_SCHEMA_CACHE } from '../application/ports/provider-schema-cache.port';
+import { CLOCK, Clock, IDS, Ids } from '../application/ports/clock.port';
+import { EVENT_STORE, EventStore } from '../application/ports/event-store.port';
+import { READ_MODEL_SYNC, ReadModelSync } from '../application/ports/read-model-sync.port';
+import { SNAPSHOT_STORE, SnapshotStore } from '../application/ports/snapshot-store.port';
+import { REFRESH_AGGREGATES, RefreshAggregates } from '../application/refresh/refresh-aggregates';
+import { REFRESH_COMMAND_HANDLERS } from '../application/refresh/refresh-command.handlers';
+import { REFRESH_STATE_LOOKUP } from '../application/refresh/refresh-read.port';
+import { CommandBus } from '@nestjs/cqrs';
+import type { Config } from '../infrastructure/config/config';
+import { DriftController } from '../infrastructure/http/drift.controller';
+import { ProviderConfigsController } from '../infrastructure/http/provider-configs.controller';
+import { ProviderSchemasController } from '../infrastructure/http/provider-schemas.controller';
+import { RefreshRunsController } from '../infrastructure/http/refresh-runs.controller';
+import { StateRefreshController } from '../infrastructure/http/state-refresh.controller';
+import type { Logger } from '../infrastructure/logging/logger';
+import type { Database } from '../infrastructure/postgres/database';
+import { PostgresProviderSchemaCache } from '../infrastructure/provider/postgres-provider-schema-cache';
+import { RefreshReadModel } from '../infrastructure/read-models/refresh-read-model';
+import { StateReadModel } from '../infrastructure/read-models/state-read-model';
+import { RefreshScheduler } from '../infrastructure/refresh/refresh-scheduler';
+import { ServerRefreshService } from '../infrastructure/refresh/server-refresh.service';
+import { refreshProjectors } from '../projections/refresh';
+import type { Feature } from './state.feature';
+import { CONFIG, DATABASE, LOGGER } from './tokens';
+
+/**
+ * Refresh runs, drift, provider configs and schemas, server-side and
+ * periodic refresh. Its StateRefreshController shares a path prefix with the
+ * Terraform backend, so this feature must come before the state feature in
+ * FEATURES (Nest matches routes in registration order).
+ */
+export const refreshFeature: Feature = {
+  controllers: [
+    StateRefreshController,
+    RefreshRunsController,
+    DriftController,
+    ProviderConfigsController,
+    ProviderSchemasController,
+  ],
+  providers: [
+    ...REFRESH_COMMAND_HANDLERS,
+    {
+      provide: REFRESH_AGGREGATES,
+      useFactory: (e: EventStore, s: SnapshotStore, sync: ReadModelSync, c: Clock, i: Ids) =>
+        new RefreshAggregates(e, s, sync, c, i),
+      inject: [EVENT_STORE, SNAPSHOT_STORE, READ_MODEL_SYNC, CLOCK, IDS],
+    },
+    {
+      provide: RefreshReadModel,
+      useFactory: (db: Database) => new RefreshReadModel(db),
+      inject: [DATABASE],
+    },
+    { provide: REFRESH_STATE_LOOKUP, useExisting: RefreshReadModel },
+    {
+      provide: PostgresProviderSchemaCache,
+      useFactory: (db: Database) => new PostgresProviderSchemaCache(db),
+      inject: [DATABASE],
+    },
+    { provide: PROVIDER_SCHEMA_CACHE, useExisting: PostgresProviderSchemaCache },
+    {
+      provide: ServerRefreshService,
+      useFactory: (
+        commands: CommandBus,
+        states: StateReadModel,
+        refresh: RefreshReadModel,
+        schemas: ProviderSchemaCache,
+        logger: Logger,
+      ) => new ServerRefreshService(commands, states, refresh, schemas, logger),
+      inject: [CommandBus, StateReadModel, RefreshReadModel, PROVIDER_SCHEMA_CACHE, LOGGER],
+    },
+    {
+      provide: RefreshScheduler,
+      useFactory: (
+        config: Config,
+        db: Database,
+        runs: RefreshReadModel,
+        refresh: ServerRefreshService,
+        logger: Logger,
+      ) =>
+        new RefreshScheduler(
+          config.refreshEvery === null
+            ? null
+            : { everyMs: config.refreshEvery, states: config.refreshStates },
+          db,
+          runs,
+          refresh,
+          logger,
+        ),
+      inject: [CONFIG, DATABASE, RefreshReadModel, ServerRefreshService, LOGGER],
+    },
+  ],
+  projectors: (db) => refreshProjectors(db),
+};

@@ -1,0 +1,780 @@
+import { ProviderSchema, SchemaBlock } from '../../domain/cty/schema';
+import { DomainError } from '../../domain/shared/domain-error';
+import {
+  canonicalHash,
+  JsonObject,
+  parseStateDocument,
+  ResourceV4,
+  StateDocumentV4,
+} from '../../domain/terraform';
+import {
+  OpenProviderOptions,
+  ProviderOpener,
+  ProviderState,
+  ReadOutcome,
+  RefreshProvider,
+} from './provider-opener.port';
+import { RefreshOrchestrator } from './refresh-orchestrator';
+import { RefreshOptions } from './refresh-report';
+import {
+  FinishedRefreshRun,
+  FinishRefreshRun,
+  LockInfo,
+  LockOutcome,
+  RefreshResourceResult,
+  RefreshServerPort,
+  StartedRefreshRun,
+  StartRefreshRun,
+} from './refresh-server.port';
+
+const AWS = 'registry.terraform.io/hashicorp/aws';
+const RANDOM = 'registry.terraform.io/hashicorp/random';
+
+// ---------------------------------------------------------------- fakes
+
+class FakeServer implements RefreshServerPort {
+  document: StateDocumentV4;
+  holder: LockInfo | null = null;
+  configs = new Map<string, JsonObject>();
+  locks: LockInfo[] = [];
+  unlocks: LockInfo[] = [];
+  started: StartRefreshRun[] = [];
+  results: RefreshResourceResult[][] = [];
+  finished: FinishRefreshRun[] = [];
+  getStateError: Error | null = null;
+  finishError: Error | null = null;
+
+  constructor(document: StateDocumentV4) {
+    this.document = document;
+  }
+
+  async getState(): Promise<string> {
+    if (this.getStateError) throw this.getStateError;
+    return JSON.stringify(this.document);
+  }
+  async lock(_name: string, info: LockInfo): Promise<LockOutcome> {
+    this.locks.push(info);
+    return this.holder ? { acquired: false, holder: this.holder } : { acquired: true };
+  }
+  async unlock(_name: string, info: LockInfo): Promise<void> {
+    this.unlocks.push(info);
+  }
+  async startRun(request: StartRefreshRun): Promise<StartedRefreshRun> {
+    this.started.push(request);
+    return { runId: 'run-1', stateId: 'state-1', fromVersion: 4, fromSerial: this.document.serial };
+  }
+  async recordResults(_runId: string, results: RefreshResourceResult[]): Promise<void> {
+    this.results.push(results);
+  }
+  async finishRun(runId: string, request: FinishRefreshRun): Promise<FinishedRefreshRun> {
+    this.finished.push(request);
+    if (this.finishError && request.status !== 'failed') throw this.finishError;
+    return {
+      runId,
+      status: request.status,
+      toVersion: request.document ? 5 : null,
+      checked: 0,
+      changed: 0,
+      failed: 0,
+    };
+  }
+  async getProviderConfig(
+    _state: string,
+    source: string,
+    alias: string | null,
+  ): Promise<JsonObject | null> {
+    return this.configs.get(`${source}|${alias ?? ''}`) ?? null;
+  }
+  async getProviderSchema(): Promise<ProviderSchema | null> {
+    return null;
+  }
+  async putProviderSchema(): Promise<void> {}
+
+  get allResults(): RefreshResourceResult[] {
+    return this.results.flat();
+  }
+  get committed(): StateDocumentV4 | undefined {
+    return this.finished.find((f) => f.document)?.document;
+  }
+}
+
+type Remote = JsonObject | null | Error;
+
+interface ProviderBehaviour {
+  /** Remote objects by id; an Error makes the read fail with it. */
+  remote: Map<string, Remote>;
+  schemaVersions: Record<string, number>;
+  readDelayMs?: number;
+  providerBlock?: SchemaBlock;
+}
+
+class FakeProvider implements RefreshProvider {
+  readonly version = '1.0.0';
+  readonly schema: ProviderSchema;
+  configured: JsonObject[] = [];
+  upgrades: { typeName: string; version: number; attributes: JsonObject }[] = [];
+  reads: { typeName: string; current: ProviderState; private?: Uint8Array }[] = [];
+  stops = 0;
+  closed = 0;
+  private readonly inFlight = new Set<(e: Error) => void>();
+
+  constructor(
+    readonly source: string,
+    private readonly behaviour: ProviderBehaviour,
+    private readonly tracker: ConcurrencyTracker,
+  ) {
+    const resourceSchemas: ProviderSchema['resourceSchemas'] = {};
+    for (const [type, version] of Object.entries(behaviour.schemaVersions)) {
+      resourceSchemas[type] = { version, block: { attributes: [], blockTypes: [] } };
+    }
+    this.schema = {
+      protocolVersion: 6,
+      provider: {
+        version: 0,
+        block: behaviour.providerBlock ?? { attributes: [], blockTypes: [] },
+      },
+      resourceSchemas,
+      dataSourceSchemas: {},
+      serverCapabilities: {
+        planDestroy: false,
+        getProviderSchemaOptional: false,
+        moveResourceState: false,
+      },
+    };
+  }
+
+  async configure(config: JsonObject): Promise<void> {
+    this.configured.push(config);
+  }
+
+  async upgradeResourceState(
+    typeName: string,
+    version: number,
+    attributes: JsonObject,
+  ): Promise<ProviderState> {
+    this.upgrades.push({ typeName, version, attributes });
+    const { note, ...rest } = attributes;
+    return { attributes: { ...rest, comment: note ?? null }, wire: new Uint8Array([1, 2, 3]) };
+  }
+
+  async readResource(
+    typeName: string,
+    current: ProviderState,
+    privateData: Uint8Array | undefined,
+  ): Promise<ReadOutcome> {
+    this.reads.push({ typeName, current, private: privateData });
+    const done = this.tracker.enter(this.source);
+    try {
+      if (this.behaviour.readDelayMs) {
+        await new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(resolve, this.behaviour.readDelayMs);
+          this.inFlight.add((e) => {
+            clearTimeout(timer);
+            reject(e);
+          });
+        });
+      }
+      const remote = this.behaviour.remote.get(String(current.attributes.id));
+      if (remote instanceof Error) throw remote;
+      if (remote === undefined)
+        throw new Error(`test bug: no remote object ${current.attributes.id}`);
+      return {
+        newState: remote === null ? null : { attributes: remote },
+        private: privateData ?? new Uint8Array(),
+      };
+    } finally {
+      done();
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stops++;
+    for (const cancel of this.inFlight)
+      cancel(new Error('Read cancelled: the provider was asked to stop'));
+    this.inFlight.clear();
+  }
+
+  async close(): Promise<void> {
+    this.closed++;
+  }
+}
+
+class ConcurrencyTracker {
+  active = 0;
+  maxActive = 0;
+  private readonly perGroup = new Map<string, number>();
+  maxPerGroup = 0;
+
+  enter(group: string): () => void {
+    this.active++;
+    this.maxActive = Math.max(this.maxActive, this.active);
+    const n = (this.perGroup.get(group) ?? 0) + 1;
+    this.perGroup.set(group, n);
+    this.maxPerGroup = Math.max(this.maxPerGroup, n);
+    return () => {
+      this.active--;
+      this.perGroup.set(group, (this.perGroup.get(group) ?? 1) - 1);
+    };
+  }
+}
+
+class FakeOpener implements ProviderOpener {
+  readonly opened: FakeProvider[] = [];
+  readonly tracker = new ConcurrencyTracker();
+  failOpen = new Map<string, Error>();
+
+  constructor(private readonly behaviours: Record<string, ProviderBehaviour>) {}
+
+  async open(source: string, _options: OpenProviderOptions): Promise<RefreshProvider> {
+    const failure = this.failOpen.get(source);
+    if (failure) throw failure;
+    const behaviour = this.behaviours[source];
+    if (!behaviour) throw new Error(`provider ${source} not found`);
+    const p = new FakeProvider(source, behaviour, this.tracker);
+    this.opened.push(p);
+    return p;
+  }
+
+  of(source: string): FakeProvider[] {
+    return this.opened.filter((p) => p.source === source);
+  }
+}
+
+// ---------------------------------------------------------------- fixtures
+
+function resource(
+  type: string,
+  name: string,
+  provider: string,
+  objects: { id: string; schemaVersion?: number; attrs?: JsonObject; private?: string }[],
+  mode: 'managed' | 'data' = 'managed',
+): ResourceV4 {
+  return {
+    mode,
+    type,
+    name,
+    provider,
+    instances: objects.map((o, i) => ({
+      ...(objects.length > 1 ? { index_key: i } : {}),
+      schema_version: o.schemaVersion ?? 0,
+      attributes: { id: o.id, ...(o.attrs ?? {}) },
+      ...(o.private ? { private: o.private } : {}),
+      sensitive_attributes: [],
+    })),
+  };
+}
+
+const awsDefault = `provider["${AWS}"]`;
+const awsWest = `provider["${AWS}"].west`;
+const random = `provider["${RANDOM}"]`;
+
+function documentOf(resources: ResourceV4[]): StateDocumentV4 {
+  return parseStateDocument({
+    version: 4,
+    terraform_version: '1.11.4',
+    serial: 7,
+    lineage: 'lin-1',
+    outputs: {},
+    resources,
+  });
+}
+
+function standardDocument(): StateDocumentV4 {
+  return documentOf([
+    resource('aws_s3_bucket', 'logs', awsDefault, [
+      { id: 'b1', attrs: { acl: 'private' } },
+      { id: 'b2', attrs: { acl: 'private' } },
+    ]),
+    resource('aws_s3_bucket', 'west', awsWest, [{ id: 'w1', attrs: { acl: 'private' } }]),
+    resource('random_id', 'x', random, [{ id: 'r1', attrs: { hex: 'ab' } }]),
+    resource('aws_caller_identity', 'me', awsDefault, [{ id: 'acct' }], 'data'),
+  ]);
+}
+
+/** Every remote object exactly as stored: nothing drifted. */
+function inSync(): Record<string, ProviderBehaviour> {
+  return {
+    [AWS]: {
+      remote: new Map<string, Remote>([
+        ['b1', { id: 'b1', acl: 'private' }],
+        ['b2', { id: 'b2', acl: 'private' }],
+        ['w1', { id: 'w1', acl: 'private' }],
+      ]),
+      schemaVersions: { aws_s3_bucket: 0 },
+    },
+    [RANDOM]: {
+      remote: new Map<string, Remote>([['r1', { id: 'r1', hex: 'ab' }]]),
+      schemaVersions: { random_id: 0 },
+    },
+  };
+}
+
+function options(overrides: Partial<RefreshOptions> = {}): RefreshOptions {
+  return {
+    dryRun: false,
+    failFast: false,
+    concurrency: 4,
+    actor: 'alice@host',
+    providerSearchPaths: [],
+    ...overrides,
+  };
+}
+
+function setup(
+  doc = standardDocument(),
+  behaviours = inSync(),
+  settings: ConstructorParameters<typeof RefreshOrchestrator>[2] = {},
+) {
+  const server = new FakeServer(doc);
+  const opener = new FakeOpener(behaviours);
+  const orchestrator = new RefreshOrchestrator(server, opener, {
+    env: {},
+    newId: () => 'lock-1',
+    ...settings,
+  });
+  return { server, opener, orchestrator, behaviours };
+}
+
+const never = new AbortController().signal;
+
+// ---------------------------------------------------------------- specs
+
+describe('RefreshOrchestrator', () => {
+  it('opens one provider per provider configuration, skips data sources and commits serial + 1', async () => {
+    const { server, opener, orchestrator } = setup();
+
+    const report = await orchestrator.run('prod', options(), never);
+
+    expect(opener.opened.map((p) => p.source).sort()).toEqual([AWS, AWS, RANDOM]);
+    const reads = opener.opened.flatMap((p) => p.reads.map((r) => r.current.attributes.id)).sort();
+    expect(reads).toEqual(['b1', 'b2', 'r1', 'w1']);
+    expect(report).toMatchObject({
+      runId: 'run-1',
+      status: 'succeeded',
+      checked: 4,
+      changed: 0,
+      gone: 0,
+      failed: 0,
+      toVersion: 5,
+    });
+    const committed = server.committed!;
+    expect(committed).toMatchObject({ serial: 8, lineage: 'lin-1', terraform_version: '1.11.4' });
+    expect(committed.resources.map((r) => `${r.mode}.${r.type}.${r.name}`)).toEqual([
+      'data.aws_caller_identity.me',
+      'managed.aws_s3_bucket.logs',
+      'managed.aws_s3_bucket.west',
+      'managed.random_id.x',
+    ]);
+    expect(server.finished).toEqual([
+      expect.objectContaining({ status: 'succeeded', lockId: 'lock-1' }),
+    ]);
+    expect(opener.opened.every((p) => p.closed === 1)).toBe(true);
+  });
+
+  it('locks as OperationTypeRefresh for the actor, naming the run, and unlocks with the same lock', async () => {
+    const { server, orchestrator } = setup();
+
+    await orchestrator.run('prod', options(), never);
+
+    expect(server.locks).toEqual([
+      expect.objectContaining({
+        ID: 'lock-1',
+        Operation: 'OperationTypeRefresh',
+        Who: 'alice@host',
+        Info: 'kl refresh run run-1',
+      }),
+    ]);
+    expect(server.unlocks).toEqual(server.locks);
+    expect(server.started).toEqual([{ state: 'prod', dryRun: false, actor: 'alice@host' }]);
+  });
+
+  it('configures each group with its stored config, env references resolved and every attribute present', async () => {
+    const behaviours = inSync();
+    behaviours[AWS].providerBlock = {
+      attributes: [
+        { name: 'region', type: 'string', optional: true },
+        { name: 'secret_key', type: 'string', optional: true },
+        { name: 'profile', type: 'string', optional: true },
+      ],
+      blockTypes: [
+        {
+          typeName: 'endpoints',
+          nesting: 'list',
+          block: { attributes: [{ name: 's3', type: 'string', optional: true }], blockTypes: [] },
+        },
+        {
+          typeName: 'assume_role',
+          nesting: 'list',
+          block: { attributes: [{ name: 'arn', type: 'string', optional: true }], blockTypes: [] },
+        },
+      ],
+    };
+    const { server, opener, orchestrator } = setup(standardDocument(), behaviours, {
+      env: { AWS_SECRET: 's3cr3t' },
+    });
+    server.configs.set(`${AWS}|`, {
+      region: 'eu-west-1',
+      secret_key: { env: 'AWS_SECRET' },
+      endpoints: { s3: 'http://moto:5000' },
+    });
+    server.configs.set(`${AWS}|west`, { region: 'us-west-2' });
+
+    await orchestrator.run('prod', options(), never);
+
+    const configs = opener.of(AWS).map((p) => p.configured[0]);
+    expect(configs).toContainEqual({
+      region: 'eu-west-1',
+      secret_key: 's3cr3t',
+      profile: null,
+      endpoints: [{ s3: 'http://moto:5000' }],
+      assume_role: [],
+    });
+    expect(configs).toContainEqual({
+      region: 'us-west-2',
+      secret_key: null,
+      profile: null,
+      endpoints: [],
+      assume_role: [],
+    });
+    expect(opener.of(RANDOM)[0].configured).toEqual([{}]);
+  });
+
+  it('stops the run, naming the variable, when a referenced env var is not set', async () => {
+    const { server, opener, orchestrator } = setup();
+    server.configs.set(`${AWS}|`, { secret_key: { env: 'AWS_SECRET_ACCESS_KEY' } });
+
+    await expect(orchestrator.run('prod', options(), never)).rejects.toThrow(
+      /secret_key refers to environment variable AWS_SECRET_ACCESS_KEY, which is not set/,
+    );
+    expect(opener.opened).toEqual([]);
+    expect(server.finished).toEqual([expect.objectContaining({ status: 'failed' })]);
+    expect(server.unlocks).toHaveLength(1);
+  });
+
+  it('runs groups in parallel up to the concurrency, and the instances of one group serially', async () => {
+    const doc = documentOf([
+      resource('aws_s3_bucket', 'logs', awsDefault, [{ id: 'b1' }, { id: 'b2' }, { id: 'b3' }]),
+      resource('aws_s3_bucket', 'west', awsWest, [{ id: 'w1' }, { id: 'w2' }]),
+      resource('random_id', 'x', random, [{ id: 'r1' }, { id: 'r2' }]),
+    ]);
+    const behaviours = (): Record<string, ProviderBehaviour> => ({
+      [AWS]: {
+        remote: new Map<string, Remote>(
+          ['b1', 'b2', 'b3', 'w1', 'w2'].map((id) => [id, { id }] as [string, Remote]),
+        ),
+        schemaVersions: { aws_s3_bucket: 0 },
+        readDelayMs: 15,
+      },
+      [RANDOM]: {
+        remote: new Map<string, Remote>(['r1', 'r2'].map((id) => [id, { id }] as [string, Remote])),
+        schemaVersions: { random_id: 0 },
+        readDelayMs: 15,
+      },
+    });
+
+    const wide = setup(doc, behaviours());
+    await wide.orchestrator.run('prod', options({ concurrency: 2 }), never);
+    expect(wide.opener.tracker.maxActive).toBe(2);
+    // Two aws groups share a source but not a process: per process, one read at a time.
+    expect(Math.max(...wide.opener.opened.map((p) => p.reads.length))).toBe(3);
+
+    const narrow = setup(doc, behaviours());
+    await narrow.orchestrator.run('prod', options({ concurrency: 1 }), never);
+    expect(narrow.opener.tracker.maxActive).toBe(1);
+  });
+
+  it('upgrades state written with an older schema version before reading, and stores the upgraded form', async () => {
+    const doc = documentOf([
+      resource('aws_s3_bucket', 'old', awsDefault, [
+        { id: 'b1', schemaVersion: 0, attrs: { note: 'hi' } },
+      ]),
+      resource('aws_s3_bucket', 'new', awsDefault, [
+        { id: 'b2', schemaVersion: 1, attrs: { comment: 'ok' } },
+      ]),
+    ]);
+    const behaviours: Record<string, ProviderBehaviour> = {
+      [AWS]: {
+        remote: new Map<string, Remote>([
+          ['b1', { id: 'b1', comment: 'hi' }],
+          ['b2', { id: 'b2', comment: 'ok' }],
+        ]),
+        schemaVersions: { aws_s3_bucket: 1 },
+      },
+    };
+    const { server, opener, orchestrator } = setup(doc, behaviours);
+
+    const report = await orchestrator.run('prod', options(), never);
+
+    const provider = opener.opened[0];
+    expect(provider.upgrades).toEqual([
+      { typeName: 'aws_s3_bucket', version: 0, attributes: { id: 'b1', note: 'hi' } },
+    ]);
+    // The read gets the provider's own upgraded value, wire bytes included.
+    const read = provider.reads.find((r) => r.current.attributes.id === 'b1')!;
+    expect(read.current).toEqual({
+      attributes: { id: 'b1', comment: 'hi' },
+      wire: new Uint8Array([1, 2, 3]),
+    });
+    const old = server.committed!.resources.find((r) => r.name === 'old')!.instances[0];
+    expect(old).toMatchObject({ schema_version: 1, attributes: { id: 'b1', comment: 'hi' } });
+    expect(report.status).toBe('succeeded');
+  });
+
+  it('fails an instance written by a newer provider without calling it', async () => {
+    const doc = documentOf([
+      resource('aws_s3_bucket', 'future', awsDefault, [{ id: 'b1', schemaVersion: 3 }]),
+    ]);
+    const behaviours = inSync();
+    const { opener, orchestrator } = setup(doc, behaviours);
+
+    const report = await orchestrator.run('prod', options(), never);
+
+    expect(report.failures).toEqual([
+      {
+        address: 'aws_s3_bucket.future',
+        message: expect.stringContaining('schema version 3 by a newer provider'),
+      },
+    ]);
+    expect(opener.opened[0].reads).toEqual([]);
+  });
+
+  it('reports drift with changed paths and a new private blob, sorted by address', async () => {
+    const behaviours = inSync();
+    behaviours[AWS].remote.set('b2', { id: 'b2', acl: 'public-read' });
+    behaviours[AWS].remote.set('b1', { id: 'b1', acl: 'public-read' });
+    const { server, orchestrator } = setup(standardDocument(), behaviours);
+
+    const report = await orchestrator.run('prod', options(), never);
+
+    expect(report.drifted).toEqual(['aws_s3_bucket.logs[0]', 'aws_s3_bucket.logs[1]']);
+    expect(report.changed).toBe(2);
+    const b1 = server.allResults.find((r) => r.address === 'aws_s3_bucket.logs[0]')!;
+    expect(b1).toEqual({
+      address: 'aws_s3_bucket.logs[0]',
+      provider: awsDefault,
+      outcome: 'drifted',
+      beforeHash: canonicalHash({ id: 'b1', acl: 'private' }),
+      afterHash: canonicalHash({ id: 'b1', acl: 'public-read' }),
+      changedPaths: ['acl'],
+    });
+    const unchanged = server.allResults.find((r) => r.address === 'random_id.x')!;
+    expect(unchanged).toMatchObject({ outcome: 'unchanged', changedPaths: [] });
+    expect(unchanged.afterHash).toBe(unchanged.beforeHash);
+  });
+
+  it('passes the instance private blob to ReadResource and stores what comes back', async () => {
+    const doc = documentOf([
+      resource('aws_s3_bucket', 'p', awsDefault, [
+        { id: 'b1', attrs: { acl: 'private' }, private: Buffer.from('{"t":1}').toString('base64') },
+      ]),
+    ]);
+    const { server, opener, orchestrator } = setup(doc);
+
+    await orchestrator.run('prod', options(), never);
+
+    expect(Buffer.from(opener.opened[0].reads[0].private!).toString()).toBe('{"t":1}');
+    expect(server.committed!.resources[0].instances[0].private).toBe(
+      Buffer.from('{"t":1}').toString('base64'),
+    );
+  });
+
+  it('drops an object the provider no longer finds from the document and reports it gone', async () => {
+    const behaviours = inSync();
+    behaviours[AWS].remote.set('w1', null);
+    const { server, orchestrator } = setup(standardDocument(), behaviours);
+
+    const report = await orchestrator.run('prod', options(), never);
+
+    expect(report).toMatchObject({ gone: 1, goneAddresses: ['aws_s3_bucket.west'], changed: 0 });
+    expect(server.allResults).toContainEqual(
+      expect.objectContaining({ address: 'aws_s3_bucket.west', outcome: 'gone', afterHash: null }),
+    );
+    expect(server.committed!.resources.map((r) => r.name)).not.toContain('west');
+    expect(report.toVersion).toBe(5);
+  });
+
+  it('commits nothing when a resource fails, but checks every other one', async () => {
+    const behaviours = inSync();
+    behaviours[AWS].remote.set('b1', new Error('AccessDenied: not allowed'));
+    const { server, orchestrator } = setup(standardDocument(), behaviours);
+
+    const report = await orchestrator.run('prod', options(), never);
+
+    expect(report).toMatchObject({ status: 'failed', checked: 4, failed: 1, toVersion: null });
+    expect(report.failures).toEqual([
+      { address: 'aws_s3_bucket.logs[0]', message: 'AccessDenied: not allowed' },
+    ]);
+    expect(server.finished).toEqual([
+      expect.objectContaining({ status: 'failed', document: undefined }),
+    ]);
+    expect(server.unlocks).toHaveLength(1);
+  });
+
+  it('fails the instances of a provider that cannot be started', async () => {
+    const { opener, orchestrator } = setup();
+    opener.failOpen.set(
+      RANDOM,
+      new Error('provider registry.terraform.io/hashicorp/random not found\nsearched: /a'),
+    );
+
+    const report = await orchestrator.run('prod', options(), never);
+
+    expect(report.failures).toEqual([
+      {
+        address: 'random_id.x',
+        message: `provider ${RANDOM}: provider registry.terraform.io/hashicorp/random not found`,
+      },
+    ]);
+    expect(report.status).toBe('failed');
+  });
+
+  it('commits nothing on a dry run, even when everything succeeded', async () => {
+    const { server, orchestrator } = setup();
+
+    const report = await orchestrator.run('prod', options({ dryRun: true }), never);
+
+    expect(report).toMatchObject({ status: 'succeeded', dryRun: true, toVersion: null });
+    expect(server.finished).toEqual([
+      expect.objectContaining({ status: 'succeeded', document: undefined }),
+    ]);
+    expect(server.started[0].dryRun).toBe(true);
+  });
+
+  it('stops at the first failure with --fail-fast: providers are stopped and the rest is not read', async () => {
+    const doc = documentOf([
+      resource('aws_s3_bucket', 'logs', awsDefault, [{ id: 'b1' }, { id: 'b2' }, { id: 'b3' }]),
+      resource('random_id', 'x', random, [{ id: 'r1' }, { id: 'r2' }, { id: 'r3' }]),
+    ]);
+    const behaviours: Record<string, ProviderBehaviour> = {
+      [AWS]: {
+        remote: new Map<string, Remote>([
+          ['b1', new Error('boom')],
+          ['b2', { id: 'b2' }],
+          ['b3', { id: 'b3' }],
+        ]),
+        schemaVersions: { aws_s3_bucket: 0 },
+      },
+      [RANDOM]: {
+        remote: new Map<string, Remote>(
+          ['r1', 'r2', 'r3'].map((id) => [id, { id }] as [string, Remote]),
+        ),
+        schemaVersions: { random_id: 0 },
+        readDelayMs: 50,
+      },
+    };
+    const { server, opener, orchestrator } = setup(doc, behaviours);
+
+    const report = await orchestrator.run('prod', options({ failFast: true }), never);
+
+    expect(report.status).toBe('failed');
+    expect(report.failures).toEqual([{ address: 'aws_s3_bucket.logs[0]', message: 'boom' }]);
+    expect(opener.of(AWS)[0].reads).toHaveLength(1);
+    // The slow random read in flight was interrupted by Stop, not counted as a failure.
+    expect(opener.of(RANDOM)[0].stops).toBeGreaterThan(0);
+    expect(opener.of(RANDOM)[0].reads).toHaveLength(1);
+    expect(opener.opened.every((p) => p.closed === 1)).toBe(true);
+    expect(server.committed).toBeUndefined();
+  });
+
+  it('on cancellation stops every open provider, closes them and finishes the run cancelled', async () => {
+    const behaviours = inSync();
+    behaviours[AWS].readDelayMs = 60_000;
+    behaviours[RANDOM].readDelayMs = 60_000;
+    const { server, opener, orchestrator } = setup(standardDocument(), behaviours);
+    const cancel = new AbortController();
+    const started = Date.now();
+
+    const running = orchestrator.run('prod', options(), cancel.signal);
+    await waitFor(
+      () => opener.opened.length === 3 && opener.opened.every((p) => p.reads.length > 0),
+    );
+    cancel.abort();
+    const report = await running;
+
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(report).toMatchObject({ status: 'cancelled', toVersion: null, failed: 0, checked: 0 });
+    for (const p of opener.opened) {
+      expect(p.stops).toBeGreaterThan(0);
+      expect(p.closed).toBe(1);
+    }
+    expect(server.finished).toEqual([
+      expect.objectContaining({ status: 'cancelled', document: undefined }),
+    ]);
+    expect(server.unlocks).toHaveLength(1);
+  });
+
+  it('refuses to run while someone else holds the lock, naming the holder', async () => {
+    const { server, opener, orchestrator } = setup();
+    server.holder = {
+      ID: 'abc-123',
+      Operation: 'OperationTypeApply',
+      Info: '',
+      Who: 'bob@ci',
+      Version: '1.11.4',
+      Created: '2026-01-01T00:00:00Z',
+      Path: '',
+    };
+
+    const failure = orchestrator.run('prod', options(), never);
+
+    await expect(failure).rejects.toThrow(
+      'state "prod" is locked by bob@ci (lock ID abc-123, operation OperationTypeApply)',
+    );
+    await expect(failure).rejects.toMatchObject({ code: 'REFRESH.LOCKED' });
+    expect(opener.opened).toEqual([]);
+    expect(server.unlocks).toEqual([]);
+    expect(server.finished).toEqual([expect.objectContaining({ status: 'failed' })]);
+  });
+
+  it('always unlocks, also when the run fails half-way', async () => {
+    const { server, orchestrator } = setup();
+    server.getStateError = new Error('connection reset');
+
+    await expect(orchestrator.run('prod', options(), never)).rejects.toThrow('connection reset');
+    expect(server.unlocks).toHaveLength(1);
+    expect(server.finished).toEqual([
+      expect.objectContaining({ status: 'failed', errorSummary: 'connection reset' }),
+    ]);
+  });
+
+  it('explains a commit refused because the state moved, and still unlocks', async () => {
+    const { server, orchestrator } = setup();
+    server.finishError = new DomainError('REFRESH.STATE_CHANGED', 'state moved');
+
+    await expect(orchestrator.run('prod', options(), never)).rejects.toThrow(
+      /changed while the refresh ran; nothing was committed/,
+    );
+    expect(server.unlocks).toHaveLength(1);
+  });
+
+  it('sends results in batches, every instance exactly once', async () => {
+    const { server, orchestrator } = setup(standardDocument(), inSync(), { batchSize: 3 });
+
+    await orchestrator.run('prod', options(), never);
+
+    expect(server.results.map((b) => b.length)).toEqual([3, 1]);
+    expect(server.allResults.map((r) => r.address).sort()).toEqual([
+      'aws_s3_bucket.logs[0]',
+      'aws_s3_bucket.logs[1]',
+      'aws_s3_bucket.west',
+      'random_id.x',
+    ]);
+  });
+
+  it('reports progress for every instance', async () => {
+    const { orchestrator } = setup();
+    const seen: number[] = [];
+
+    await orchestrator.run('prod', options({ onProgress: (p) => seen.push(p.done) }), never);
+
+    expect(seen).toEqual([0, 1, 2, 3, 4]);
+  });
+});
+
+async function waitFor(condition: () => boolean, timeoutMs = 2_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

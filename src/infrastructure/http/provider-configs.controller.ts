@@ -1,0 +1,91 @@
+import { Controller, Delete, Get, HttpCode, Put, Query, Req } from '@nestjs/common';
+import { CommandBus } from '@nestjs/cqrs';
+import type { Request } from 'express';
+import {
+  ConfigureProviderCommand,
+  RemoveProviderConfigCommand,
+} from '../../application/refresh/refresh-commands';
+import { PROVIDER_CONFIG_NOT_FOUND } from '../../domain/refresh';
+import { DomainError } from '../../domain/shared/domain-error';
+import { normaliseProviderSource } from '../provider/provider-address';
+import { RefreshReadModel, StoredProviderConfig } from '../read-models/refresh-read-model';
+import { callerOf } from './caller';
+import { readBody } from './read-body';
+import { jsonBody, parseProviderConfig } from './refresh-requests';
+import { stateNameFrom } from './state-name';
+
+type Req_ = Request & { id?: string };
+
+const CONFIG_BODY = 1024 * 1024;
+
+interface ConfigQuery {
+  state?: string;
+  source?: string;
+  alias?: string;
+}
+
+/**
+ * Provider configurations per state, as refresh passes them to Configure.
+ * Stored exactly as given; secrets must be `{"env": "NAME"}` references,
+ * which only the machine running the provider resolves. `source` is
+ * normalised (`hashicorp/aws` ≡ `registry.terraform.io/hashicorp/aws`); an
+ * absent or empty `alias` is the default configuration.
+ */
+@Controller('v1/provider-configs')
+export class ProviderConfigsController {
+  constructor(
+    private readonly commands: CommandBus,
+    private readonly read: RefreshReadModel,
+  ) {}
+
+  @Put()
+  @HttpCode(200)
+  async put(@Req() req: Req_): Promise<StoredProviderConfig | null> {
+    const body = parseProviderConfig(jsonBody(await readBody(req, CONFIG_BODY, 'provider config')));
+    const source = normaliseProviderSource(body.source);
+    await this.commands.execute(
+      new ConfigureProviderCommand(body.state, source, body.alias, body.config, callerOf(req)),
+    );
+    return this.read.providerConfig(body.state, source, body.alias);
+  }
+
+  @Get()
+  async get(
+    @Query() q: ConfigQuery,
+  ): Promise<{ configs: StoredProviderConfig[] } | StoredProviderConfig> {
+    const state = stateNameFrom(q.state);
+    if (q.source === undefined) return { configs: await this.read.providerConfigs(state) };
+    const { source, alias } = key(q);
+    const found = await this.read.providerConfig(state, source, alias);
+    if (!found) throw notFound(state, source, alias);
+    return found;
+  }
+
+  @Delete()
+  @HttpCode(200)
+  async remove(@Query() q: ConfigQuery, @Req() req: Req_): Promise<{ removed: true }> {
+    const state = stateNameFrom(q.state);
+    const { source, alias } = key(q);
+    await this.commands.execute(
+      new RemoveProviderConfigCommand(state, source, alias, callerOf(req)),
+    );
+    return { removed: true };
+  }
+}
+
+function key(q: ConfigQuery): { source: string; alias: string | null } {
+  if (typeof q.source !== 'string' || q.source === '') {
+    throw new DomainError('REQUEST.INVALID', 'source is required');
+  }
+  if (q.alias !== undefined && typeof q.alias !== 'string') {
+    throw new DomainError('REQUEST.INVALID', 'alias must be given once');
+  }
+  return { source: normaliseProviderSource(q.source), alias: q.alias || null };
+}
+
+function notFound(state: string, source: string, alias: string | null): DomainError {
+  return new DomainError(
+    PROVIDER_CONFIG_NOT_FOUND,
+    `no config stored for provider ${source}${alias ? ` (alias ${alias})` : ''} of state ${state}`,
+  );
+}

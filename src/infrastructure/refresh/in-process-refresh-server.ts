@@ -1,0 +1,118 @@
+import { CommandBus } from '@nestjs/cqrs';
+import type { ProviderSchemaCache } from '../../application/ports/provider-schema-cache.port';
+import {
+  FinishRefreshRunCommand,
+  RecordRefreshResultsCommand,
+  StartRefreshRunCommand,
+} from '../../application/refresh/refresh-commands';
+import type {
+  FinishedRefreshRun,
+  FinishRefreshRun,
+  LockInfo,
+  LockOutcome,
+  RefreshResourceResult,
+  RefreshServerPort,
+  StartedRefreshRun,
+  StartRefreshRun,
+} from '../../application/refresh/refresh-server.port';
+import { LockStateCommand, UnlockStateCommand } from '../../application/state/state-commands';
+import type { Caller } from '../../application/state/state-commands';
+import type { ProviderSchema } from '../../domain/cty/schema';
+import { DomainError } from '../../domain/shared/domain-error';
+import { LockInfo as StateLockInfo, STATE_LOCKED, STATE_NOT_FOUND } from '../../domain/state';
+import type { JsonObject } from '../../domain/terraform';
+import { normaliseProviderSource } from '../provider/provider-address';
+import { RefreshReadModel } from '../read-models/refresh-read-model';
+import { StateReadModel } from '../read-models/state-read-model';
+
+/**
+ * The refresh server port inside kld: the same commands and read models the
+ * REST endpoints use, without the HTTP round trips, so a server-side refresh
+ * behaves exactly like `kl refresh` (same run records, same lock, same
+ * commit rule).
+ */
+export class InProcessRefreshServer implements RefreshServerPort {
+  constructor(
+    private readonly commands: CommandBus,
+    private readonly states: StateReadModel,
+    private readonly refresh: RefreshReadModel,
+    private readonly schemas: ProviderSchemaCache,
+    private readonly caller: Caller,
+  ) {}
+
+  async getState(name: string): Promise<string> {
+    const current = await this.states.current(name);
+    if (current === null) {
+      throw new DomainError(STATE_NOT_FOUND, `state ${name} does not exist or has no document`);
+    }
+    return current.document;
+  }
+
+  async lock(name: string, info: LockInfo): Promise<LockOutcome> {
+    try {
+      await this.commands.execute(new LockStateCommand(name, { ...info }, this.caller));
+      return { acquired: true };
+    } catch (err) {
+      const holder = err instanceof DomainError ? err.metadata.holder : undefined;
+      if (err instanceof DomainError && err.code === STATE_LOCKED && holder) {
+        return { acquired: false, holder: portLockInfo(holder as StateLockInfo) };
+      }
+      throw err;
+    }
+  }
+
+  async unlock(name: string, info: LockInfo): Promise<void> {
+    await this.commands.execute(new UnlockStateCommand(name, info.ID, this.caller));
+  }
+
+  async startRun(request: StartRefreshRun): Promise<StartedRefreshRun> {
+    const caller = { ...this.caller, actor: request.actor ?? this.caller.actor };
+    return this.commands.execute(new StartRefreshRunCommand(request.state, request.dryRun, caller));
+  }
+
+  async recordResults(runId: string, results: RefreshResourceResult[]): Promise<void> {
+    await this.commands.execute(new RecordRefreshResultsCommand(runId, results, this.caller));
+  }
+
+  finishRun(runId: string, request: FinishRefreshRun): Promise<FinishedRefreshRun> {
+    return this.commands.execute(
+      new FinishRefreshRunCommand(
+        runId,
+        request.status,
+        request.errorSummary ?? null,
+        request.document ?? null,
+        request.lockId ?? null,
+        this.caller,
+      ),
+    );
+  }
+
+  async getProviderConfig(
+    state: string,
+    source: string,
+    alias: string | null,
+  ): Promise<JsonObject | null> {
+    const stored = await this.refresh.providerConfig(state, normaliseProviderSource(source), alias);
+    return stored?.config ?? null;
+  }
+
+  getProviderSchema(source: string, version: string): Promise<ProviderSchema | null> {
+    return this.schemas.get(normaliseProviderSource(source), version);
+  }
+
+  putProviderSchema(source: string, version: string, schema: ProviderSchema): Promise<void> {
+    return this.schemas.put(normaliseProviderSource(source), version, schema);
+  }
+}
+
+function portLockInfo(h: StateLockInfo): LockInfo {
+  return {
+    ID: h.ID,
+    Operation: h.Operation ?? '',
+    Info: h.Info ?? '',
+    Who: h.Who ?? '',
+    Version: h.Version ?? '',
+    Created: h.Created ?? '',
+    Path: h.Path ?? '',
+  };
+}

@@ -1,0 +1,90 @@
+import type { BeforeApplicationShutdown } from '@nestjs/common';
+import { CommandBus } from '@nestjs/cqrs';
+import type { ProviderSchemaCache } from '../../application/ports/provider-schema-cache.port';
+import { RefreshOrchestrator } from '../../application/refresh/refresh-orchestrator';
+import type { RefreshReport } from '../../application/refresh/refresh-report';
+import type { Caller } from '../../application/state/state-commands';
+import type { Logger } from '../logging/logger';
+import { CachedSchemaProviderFactory } from '../provider/provider-factory';
+import { RefreshReadModel } from '../read-models/refresh-read-model';
+import { StateReadModel } from '../read-models/state-read-model';
+import { FactoryProviderOpener } from './factory-provider-opener';
+import { InProcessRefreshServer } from './in-process-refresh-server';
+
+export interface ServerRefreshOptions {
+  dryRun: boolean;
+  caller: Caller;
+}
+
+/**
+ * Runs the client's refresh use case on the kld host: providers are found
+ * through KL_PROVIDER_PATH and Terraform's usual directories on this
+ * machine, `{"env": …}` config values come from kld's environment. Shutdown
+ * cancels runs in flight, which finish as `cancelled` and commit nothing.
+ */
+export class ServerRefreshService implements BeforeApplicationShutdown {
+  private readonly active = new Set<AbortController>();
+
+  constructor(
+    private readonly commands: CommandBus,
+    private readonly states: StateReadModel,
+    private readonly refresh: RefreshReadModel,
+    private readonly schemas: ProviderSchemaCache,
+    private readonly logger: Logger,
+  ) {}
+
+  async run(name: string, options: ServerRefreshOptions, signal: AbortSignal): Promise<RefreshReport> {
+    const server = new InProcessRefreshServer(
+      this.commands,
+      this.states,
+      this.refresh,
+      this.schemas,
+      options.caller,
+    );
+    const opener = new FactoryProviderOpener(new CachedSchemaProviderFactory(this.schemas));
+    const orchestrator = new RefreshOrchestrator(server, opener, { clientVersion: 'kld' });
+    const local = new AbortController();
+    const abort = () => local.abort();
+    signal.addEventListener('abort', abort, { once: true });
+    if (signal.aborted) local.abort();
+    this.active.add(local);
+    const started = Date.now();
+    try {
+      const report = await orchestrator.run(
+        name,
+        {
+          dryRun: options.dryRun,
+          failFast: false,
+          actor: options.caller.actor,
+          providerSearchPaths: [],
+        },
+        local.signal,
+      );
+      this.logger.info(
+        {
+          state: name,
+          runId: report.runId,
+          status: report.status,
+          dryRun: report.dryRun,
+          checked: report.checked,
+          changed: report.changed,
+          failed: report.failed,
+          toVersion: report.toVersion,
+          durationMs: report.durationMs,
+        },
+        'refresh finished',
+      );
+      return report;
+    } catch (err) {
+      this.logger.warn({ state: name, err, durationMs: Date.now() - started }, 'refresh failed');
+      throw err;
+    } finally {
+      signal.removeEventListener('abort', abort);
+      this.active.delete(local);
+    }
+  }
+
+  beforeApplicationShutdown(): void {
+    for (const run of this.active) run.abort();
+  }
+}

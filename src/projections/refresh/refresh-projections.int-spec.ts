@@ -1,0 +1,263 @@
+import { snapshotTables, StateHarness, testDocument } from '../../../test/support/state-harness';
+import { quietLogger } from '../../../test/support/test-database';
+import { RefreshAggregates } from '../../application/refresh/refresh-aggregates';
+import { RefreshResult } from '../../domain/refresh';
+import { LOG_START } from '../../domain/shared/event';
+import { StateCommand, stateStreamId } from '../../domain/state';
+import { StateDocumentV4 } from '../../domain/terraform';
+import { PostgresSnapshotStore } from '../../infrastructure/event-store/postgres-snapshot-store';
+import { readLogAfter } from '../../infrastructure/event-store/postgres-event-store';
+import { ProjectionRunner } from '../projection-runner';
+import { stateProjectors } from '../state';
+import { refreshProjectors } from '.';
+
+const REFRESH_TABLES = ['refresh_runs', 'refresh_results', 'provider_configs'] as const;
+const AWS = 'registry.terraform.io/hashicorp/aws';
+
+/** Three instances of one resource; `inputs` are their `input.value`s. */
+const docOf = (serial: number, inputs: [string, string, string]): StateDocumentV4 =>
+  testDocument(
+    serial,
+    inputs.map((input, key) => ({ name: 'web', key, input })),
+  );
+
+const result = (
+  address: string,
+  outcome: RefreshResult['outcome'],
+  changedPaths: string[] = [],
+): RefreshResult => ({
+  address,
+  provider: 'provider["terraform.io/builtin/terraform"]',
+  outcome,
+  beforeHash: `before-${address}`,
+  afterHash: outcome === 'unchanged' ? `before-${address}` : `after-${address}`,
+  changedPaths,
+});
+
+describe('Refresh read models (projected from the real write path)', () => {
+  let h: StateHarness;
+  let runner: ProjectionRunner;
+  let refresh: RefreshAggregates;
+  let stateId: string;
+  let runId: string;
+  let ids = 0;
+
+  beforeAll(async () => {
+    h = await StateHarness.create();
+    runner = new ProjectionRunner(
+      h.db,
+      h.notifier,
+      [...stateProjectors(h.db), ...refreshProjectors(h.db)],
+      quietLogger,
+    );
+    let clock = Date.parse('2026-06-01T00:00:00.000Z');
+    refresh = new RefreshAggregates(
+      h.events,
+      new PostgresSnapshotStore(h.db),
+      runner,
+      { now: () => new Date((clock += 1000)) },
+      { uuid: () => `00000000-0000-4000-9000-${(++ids).toString(16).padStart(12, '0')}` },
+    );
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  const q = <R extends Record<string, unknown>>(sql: string, params: unknown[] = []) =>
+    h.db.query<R>(sql, params);
+  const caller = { actor: 'ci-bot', correlationId: 'corr' };
+
+  /** The commit a finishing refresh makes: source refresh, based on the run's version. */
+  const refreshCommit = async (doc: StateDocumentV4, baseVersion: number) => {
+    const command = h.commitCommand('prod', doc, { source: 'refresh', actor: 'ci-bot' });
+    const withBase = {
+      ...command,
+      data: { ...command.data, baseVersion },
+    } as StateCommand;
+    const { position } = await h.store.handle(stateStreamId('prod'), withBase, withBase.metadata);
+    if (position) await runner.waitForPosition(position);
+  };
+
+  const start = async (dryRun: boolean, fromVersion: number, fromSerial: number) => {
+    const id = refresh.newRunId();
+    await refresh.executeRun({
+      type: 'StartRefresh',
+      data: { runId: id, stateId, stateName: 'prod', fromVersion, fromSerial, dryRun },
+      metadata: refresh.context(caller),
+    });
+    return id;
+  };
+
+  it('records a run and its results as they arrive, counting distinct instances', async () => {
+    await h.commit('prod', docOf(1, ['a', 'b', 'c']), {}, runner);
+    stateId = await h.stateId('prod');
+    runId = await start(false, 1, 1);
+    expect(
+      await q('SELECT status, checked, changed, failed, dry_run, actor FROM refresh_runs'),
+    ).toEqual([
+      { status: 'running', checked: 0, changed: 0, failed: 0, dry_run: false, actor: 'ci-bot' },
+    ]);
+
+    const batch = [
+      result('terraform_data.web[0]', 'drifted', ['input.value']),
+      result('terraform_data.web[1]', 'failed'),
+    ];
+    await refresh.executeRun({
+      type: 'RecordRefreshResults',
+      data: { runId, results: batch },
+      metadata: refresh.context(caller),
+    });
+    // The same batch again (a retry), then a better answer for web[1], then web[2].
+    for (const results of [
+      batch,
+      [result('terraform_data.web[1]', 'unchanged')],
+      [result('terraform_data.web[2]', 'drifted', ['input.value'])],
+    ]) {
+      await refresh.executeRun({
+        type: 'RecordRefreshResults',
+        data: { runId, results },
+        metadata: refresh.context(caller),
+      });
+    }
+    expect(await q('SELECT checked, changed, failed FROM refresh_runs')).toEqual([
+      { checked: 3, changed: 2, failed: 0 },
+    ]);
+    expect(
+      await q('SELECT address, outcome, changed_paths FROM refresh_results ORDER BY address'),
+    ).toEqual([
+      { address: 'terraform_data.web[0]', outcome: 'drifted', changed_paths: ['input.value'] },
+      { address: 'terraform_data.web[1]', outcome: 'unchanged', changed_paths: [] },
+      { address: 'terraform_data.web[2]', outcome: 'drifted', changed_paths: ['input.value'] },
+    ]);
+  });
+
+  it('shows exactly the instances a refresh commit changed in current_resource_drift', async () => {
+    await refreshCommit(docOf(2, ['A', 'b', 'C']), 1);
+    await refresh.executeRun({
+      type: 'FinishRefresh',
+      data: { runId, status: 'succeeded', errorSummary: null, toVersion: 2, toSerial: 2 },
+      metadata: refresh.context(caller),
+    });
+    expect(
+      await q(
+        `SELECT status, to_version, to_serial, checked, changed, failed, finished_at IS NOT NULL AS done
+           FROM refresh_runs`,
+      ),
+    ).toEqual([
+      {
+        status: 'succeeded',
+        to_version: 2,
+        to_serial: '2',
+        checked: 3,
+        changed: 2,
+        failed: 0,
+        done: true,
+      },
+    ]);
+    expect(await q('SELECT * FROM current_resource_drift ORDER BY address')).toEqual([
+      {
+        state_name: 'prod',
+        state_id: stateId,
+        address: 'terraform_data.web[0]',
+        type: 'terraform_data',
+        provider: 'provider["terraform.io/builtin/terraform"]',
+        previous_attributes: { id: 'id-web-0', input: { value: 'a', type: 'string' } },
+        current_attributes: { id: 'id-web-0', input: { value: 'A', type: 'string' } },
+        changed_paths: ['input.value'],
+        detected_serial: '2',
+        detected_version: 2,
+        refresh_run_id: runId,
+      },
+      expect.objectContaining({
+        address: 'terraform_data.web[2]',
+        previous_attributes: { id: 'id-web-2', input: { value: 'c', type: 'string' } },
+        current_attributes: { id: 'id-web-2', input: { value: 'C', type: 'string' } },
+        changed_paths: ['input.value'],
+        refresh_run_id: runId,
+      }),
+    ]);
+  });
+
+  it('keeps the drift through later refreshes, and computes paths when no run result exists', async () => {
+    const dry = await start(true, 2, 2);
+    await refresh.executeRun({
+      type: 'FinishRefresh',
+      data: { runId: dry, status: 'succeeded', errorSummary: null, toVersion: null, toSerial: null },
+      metadata: refresh.context(caller),
+    });
+    // A refresh-sourced write without a finished run (e.g. an import of refreshed state).
+    await refreshCommit(docOf(3, ['A', 'B', 'C']), 2);
+    const drift = await q<{ address: string; changed_paths: string[]; refresh_run_id: string }>(
+      'SELECT address, changed_paths, refresh_run_id FROM current_resource_drift ORDER BY address',
+    );
+    expect(drift).toEqual([
+      { address: 'terraform_data.web[0]', changed_paths: ['input.value'], refresh_run_id: runId },
+      { address: 'terraform_data.web[1]', changed_paths: ['input'], refresh_run_id: null },
+      { address: 'terraform_data.web[2]', changed_paths: ['input.value'], refresh_run_id: runId },
+    ]);
+    expect(await q('SELECT status, to_version FROM refresh_runs WHERE run_id = $1', [dry])).toEqual(
+      [{ status: 'succeeded', to_version: null }],
+    );
+    // Replaying the log rebuilds the same drift.
+    const everything = await q('SELECT * FROM current_resource_drift ORDER BY address');
+    await runner.rebuild();
+    expect(await q('SELECT * FROM current_resource_drift ORDER BY address')).toEqual(everything);
+  });
+
+  it('clears the drift once terraform writes the state, even unchanged', async () => {
+    await h.commit('prod', docOf(4, ['A', 'B', 'C']), {}, runner);
+    expect(await q('SELECT address FROM current_resource_drift')).toEqual([]);
+    const grants = await q<{ ok: boolean }>(
+      `SELECT bool_and(has_table_privilege('kl_reader', t, 'SELECT')) AS ok
+         FROM unnest(ARRAY['refresh_runs', 'refresh_results', 'provider_configs',
+                           'provider_schemas', 'current_resource_drift']) t`,
+    );
+    expect(grants).toEqual([{ ok: true }]);
+  });
+
+  it('projects provider configs as stored, and their removal', async () => {
+    const config = { region: 'eu-west-1', secret_key: { env: 'AWS_SECRET_ACCESS_KEY' } };
+    for (const [alias, c] of [
+      [null, config],
+      ['east', { region: 'us-east-1' }],
+      [null, { ...config, region: 'eu-central-1' }],
+    ] as const) {
+      await refresh.executeConfig({
+        type: 'ConfigureProvider',
+        data: { state: 'prod', source: AWS, alias, config: c },
+        metadata: refresh.context({ actor: 'ops', correlationId: 'c' }),
+      });
+    }
+    await refresh.executeConfig({
+      type: 'RemoveProviderConfig',
+      data: { state: 'prod', source: AWS, alias: 'east' },
+      metadata: refresh.context({ actor: 'ops', correlationId: 'c' }),
+    });
+    expect(await q('SELECT state_name, source, alias, config, updated_by FROM provider_configs')).toEqual([
+      {
+        state_name: 'prod',
+        source: AWS,
+        alias: '',
+        config: { ...config, region: 'eu-central-1' },
+        updated_by: 'ops',
+      },
+    ]);
+  });
+
+  it('changes nothing when a batch is applied again, and a rebuild yields the same rows', async () => {
+    const projectors = refreshProjectors(h.db);
+    const log = await readLogAfter(h.db.pool, LOG_START, 100_000);
+    const before = await snapshotTables(h.db, REFRESH_TABLES);
+    for (const projector of projectors) {
+      const handled = log.filter((e) => projector.handles.includes(e.type));
+      await h.db.transaction((tx) => projector.apply(handled, tx));
+      await h.db.transaction((tx) => projector.apply(handled.slice(-3), tx));
+    }
+    expect(await snapshotTables(h.db, REFRESH_TABLES)).toEqual(before);
+
+    await runner.rebuild();
+    expect(await snapshotTables(h.db, REFRESH_TABLES)).toEqual(before);
+    expect(before.refresh_runs).toHaveLength(2);
+    expect(before.refresh_results).toHaveLength(3);
+  });
+});

@@ -1,0 +1,404 @@
+import { ChildProcess, spawn, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { KL, KldProcess, processesMatching, startKld } from '../support/kld-process';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+/**
+ * `kl refresh` end to end with the kltest provider (plugin protocol 6):
+ * terraform applies through kld's http backend, an object is edited behind
+ * its back, `kl refresh` finds the drift and commits it, `kl drift` lists it,
+ * a v0 state is stored upgraded, and SIGINT during a slow read ends the
+ * refresh within 5 s without leaving a provider process.
+ */
+
+jest.setTimeout(180_000);
+
+const TERRAFORM = process.env.KL_TEST_TERRAFORM ?? 'terraform';
+const PROVIDER = path.resolve(__dirname, '../support/provider/terraform-provider-kltest');
+const STATE = 'e2e/refresh-kltest';
+const SOURCE = 'registry.terraform.io/kilolock/kltest';
+const COMMAND_TIMEOUT_MS = 90_000;
+
+interface Run {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+interface StateDoc {
+  serial: number;
+  lineage: string;
+  resources: {
+    mode: string;
+    type: string;
+    name: string;
+    instances: { schema_version: number; attributes: Record<string, unknown> }[];
+  }[];
+}
+
+let root: string;
+let workDir: string;
+let objectsDir: string;
+let mirror: string;
+let rpcLog: string;
+let env: NodeJS.ProcessEnv;
+let t: TestDatabase;
+let kld: KldProcess;
+const running = new Set<ChildProcess>();
+
+function run(
+  command: string,
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; onStart?: (child: ChildProcess) => void } = {},
+): Promise<Run> {
+  return new Promise((resolve) => {
+    const started = Date.now();
+    const child = spawn(command, args, {
+      cwd: options.cwd ?? workDir,
+      env: { ...env, ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    running.add(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), COMMAND_TIMEOUT_MS);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      running.delete(child);
+      resolve({ code, signal, stdout, stderr, ms: Date.now() - started });
+    });
+    options.onStart?.(child);
+  });
+}
+
+const terraform = (args: string[]) => run(TERRAFORM, [...args, '-no-color', '-input=false']);
+const kl = (args: string[], options: Parameters<typeof run>[2] = {}) =>
+  run(process.execPath, [KL, '--server', kld.url, ...args], options);
+
+async function ok(pending: Promise<Run>, what: string): Promise<Run> {
+  const r = await pending;
+  if (r.code !== 0) throw new Error(`${what} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
+  return r;
+}
+
+async function currentState(): Promise<StateDoc> {
+  const res = await fetch(`${kld.url}/v1/states/${STATE}`);
+  expect(res.status).toBe(200);
+  return (await res.json()) as StateDoc;
+}
+
+function item(doc: StateDoc): StateDoc['resources'][number]['instances'][number] {
+  const r = doc.resources.find((x) => x.mode === 'managed' && x.type === 'kltest_item');
+  if (!r) throw new Error('kltest_item.a is not in the state');
+  return r.instances[0];
+}
+
+function objectPath(type: string, id: string): string {
+  return path.join(objectsDir, type, `${id}.json`);
+}
+
+function editObject(type: string, id: string, change: Record<string, unknown>): void {
+  const file = objectPath(type, id);
+  const body = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
+  fs.writeFileSync(file, JSON.stringify({ ...body, ...change }));
+}
+
+/** Providers launched from this suite's mirror (other suites run kltest too). */
+function kltestProcesses(): number[] {
+  return processesMatching(mirror);
+}
+
+beforeAll(async () => {
+  const probe = spawnSync(TERRAFORM, ['version'], { encoding: 'utf8' });
+  if (probe.error || probe.status !== 0) {
+    throw new Error(`terraform (1.11.x) must be on PATH for this suite (or set KL_TEST_TERRAFORM)`);
+  }
+  root = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-refresh-e2e-'));
+  workDir = path.join(root, 'work');
+  objectsDir = path.join(root, 'objects');
+  mirror = path.join(root, 'mirror');
+  rpcLog = path.join(root, 'rpc.log');
+  const platformDir = path.join(mirror, 'registry.terraform.io/kilolock/kltest/0.1.0/linux_amd64');
+  for (const dir of [workDir, objectsDir, platformDir]) fs.mkdirSync(dir, { recursive: true });
+  fs.symlinkSync(PROVIDER, path.join(platformDir, 'terraform-provider-kltest_v0.1.0'));
+  const cliConfig = path.join(root, 'terraformrc');
+  fs.writeFileSync(
+    cliConfig,
+    `provider_installation {\n  filesystem_mirror {\n    path = "${mirror}"\n  }\n}\ndisable_checkpoint = true\n`,
+  );
+  const inherited = Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([k]) => !k.startsWith('TF_') && !k.startsWith('KL_') && !k.startsWith('KLTEST_'),
+    ),
+  );
+  env = {
+    ...inherited,
+    TF_CLI_CONFIG_FILE: cliConfig,
+    CHECKPOINT_DISABLE: '1',
+    TF_IN_AUTOMATION: '1',
+    KLTEST_RPC_LOG: rpcLog,
+    // Resolved by `kl refresh` from the stored {"env": "KLTEST_OBJECTS"} reference.
+    KLTEST_OBJECTS: objectsDir,
+  };
+
+  t = await createTestDatabase('kl_refresh_kltest');
+  kld = await startKld({ KL_DATABASE_URL: t.url });
+  const address = `${kld.url}/v1/states/${STATE}`;
+  fs.writeFileSync(
+    path.join(workDir, 'main.tf'),
+    `terraform {
+  required_providers {
+    kltest = { source = "kilolock/kltest", version = "0.1.0" }
+  }
+  backend "http" {
+    address        = "${address}"
+    lock_address   = "${address}"
+    unlock_address = "${address}"
+    lock_method    = "LOCK"
+    unlock_method  = "UNLOCK"
+  }
+}
+
+provider "kltest" {
+  state_dir = "${objectsDir}"
+}
+
+resource "kltest_item" "a" {
+  name    = "alpha"
+  comment = "hello"
+  tags    = ["red", "green"]
+
+  rule {
+    port     = 80
+    protocol = "tcp"
+  }
+  settings {
+    enabled = true
+    level   = 3
+  }
+}
+
+resource "kltest_bucket" "b" {
+  name   = "bucket-of-\${kltest_item.a.id}"
+  size   = 1.5
+  labels = { env = "dev" }
+}
+
+data "kltest_item" "a" {
+  id = kltest_item.a.id
+}
+`,
+  );
+  await ok(terraform(['init']), 'terraform init');
+  await ok(terraform(['apply', '-auto-approve']), 'terraform apply');
+});
+
+afterAll(async () => {
+  for (const child of running) child.kill('SIGKILL');
+  await kld?.stop();
+  await t?.drop();
+  if (root) fs.rmSync(root, { recursive: true, force: true });
+});
+
+describe('kl refresh with the kltest provider', () => {
+  it('stores the provider config with an env reference, never its value', async () => {
+    const config = path.join(root, 'kltest.json');
+    fs.writeFileSync(config, JSON.stringify({ state_dir: { env: 'KLTEST_OBJECTS' } }));
+
+    await ok(
+      kl(['provider', 'configure', STATE, 'kilolock/kltest', '--from-json', config]),
+      'kl provider configure',
+    );
+
+    const list = await ok(kl(['--format', 'json', 'provider', 'list', STATE]), 'kl provider list');
+    expect(JSON.parse(list.stdout)).toEqual([
+      expect.objectContaining({
+        source: SOURCE,
+        alias: null,
+        config: { state_dir: { env: 'KLTEST_OBJECTS' } },
+      }),
+    ]);
+    const get = await ok(kl(['provider', 'get', STATE, 'kilolock/kltest']), 'kl provider get');
+    expect(JSON.parse(get.stdout)).toEqual({ state_dir: { env: 'KLTEST_OBJECTS' } });
+  });
+
+  it('refreshes an in-sync state: exit 0, no drift, a new version with the next serial', async () => {
+    const before = await currentState();
+
+    const r = await kl(['refresh', STATE, '--provider-search-path', mirror]);
+
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^status=succeeded checked=2 changed=0 gone=0 failed=0 version=\d+/);
+    const after = await currentState();
+    expect(after.serial).toBe(before.serial + 1);
+    expect(after.lineage).toBe(before.lineage);
+  });
+
+  it('finds an out-of-band edit, commits it, and kl drift lists it', async () => {
+    const id = String(item(await currentState()).attributes.id);
+    editObject('kltest_item', id, { comment: 'edited outside', tags: ['blue'] });
+
+    const r = await kl(['refresh', STATE, '--provider-search-path', mirror]);
+
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/status=succeeded checked=2 changed=1 gone=0 failed=0/);
+    expect(r.stdout).toContain('drifted:\n  kltest_item.a\n');
+    expect(item(await currentState()).attributes).toMatchObject({
+      comment: 'edited outside',
+      tags: ['blue'],
+    });
+
+    const drift = await ok(kl(['--format', 'json', 'drift', STATE]), 'kl drift');
+    expect(JSON.parse(drift.stdout)).toEqual([
+      {
+        address: 'kltest_item.a',
+        changed_paths: ['comment', 'tags'],
+        detected_serial: (await currentState()).serial,
+        refresh_run_id: expect.any(String),
+      },
+    ]);
+
+    // The point of it all: a plan that skips refresh sees the drift kl recorded.
+    const plan = await terraform(['plan', '-refresh=false', '-detailed-exitcode']);
+    expect(plan.code).toBe(2);
+    expect(plan.stdout).toContain('comment = "edited outside" -> "hello"');
+  });
+
+  it('a dry run reports drift and commits nothing', async () => {
+    const before = await currentState();
+    const bucket = before.resources.find((r) => r.type === 'kltest_bucket')!.instances[0];
+    editObject('kltest_bucket', String(bucket.attributes.id), { size: 9 });
+
+    const r = await kl(['refresh', STATE, '--dry-run', '--provider-search-path', mirror]);
+
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/changed=1 .*version=none \(dry run\)/);
+    expect(r.stdout).toContain('kltest_bucket.b');
+    expect((await currentState()).serial).toBe(before.serial);
+  });
+
+  it('stores state written at schema version 0 upgraded to version 1', async () => {
+    const doc = (await currentState()) as StateDoc & Record<string, unknown>;
+    const instance = item(doc);
+    const { comment, ...rest } = instance.attributes;
+    instance.schema_version = 0;
+    instance.attributes = { ...rest, note: comment };
+    doc.serial += 1;
+    const push = await fetch(`${kld.url}/v1/states/${STATE}`, {
+      method: 'POST',
+      body: JSON.stringify(doc),
+    });
+    expect(push.status).toBe(200);
+
+    const r = await kl(['refresh', STATE, '--provider-search-path', mirror]);
+
+    expect(r.code).toBe(0);
+    const upgraded = item(await currentState());
+    expect(upgraded.schema_version).toBe(1);
+    expect(upgraded.attributes.comment).toBe('edited outside');
+    expect(upgraded.attributes).not.toHaveProperty('note');
+    expect(fs.readFileSync(rpcLog, 'utf8')).toMatch(/UpgradeResourceState/);
+  });
+
+  it('reports a failure without committing, exit 1', async () => {
+    const before = await currentState();
+    // The provider reads a file it cannot parse: a per-resource error diagnostic.
+    const id = String(item(before).attributes.id);
+    fs.writeFileSync(objectPath('kltest_item', id), '{ not json');
+
+    const r = await kl(['refresh', STATE, '--provider-search-path', mirror]);
+
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/status=failed .*failed=1/);
+    expect(r.stdout).toContain('failed:\n  kltest_item.a: ');
+    expect((await currentState()).serial).toBe(before.serial);
+    fs.writeFileSync(objectPath('kltest_item', id), JSON.stringify(item(before).attributes));
+  });
+
+  it('drops an object deleted out of band and reports it gone', async () => {
+    const before = await currentState();
+    const bucket = before.resources.find((r) => r.type === 'kltest_bucket')!.instances[0];
+    fs.rmSync(objectPath('kltest_bucket', String(bucket.attributes.id)));
+
+    const r = await kl(['refresh', STATE, '--provider-search-path', mirror]);
+
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/gone=1/);
+    expect(r.stdout).toContain('gone:\n  kltest_bucket.b\n');
+    const after = await currentState();
+    expect(after.serial).toBe(before.serial + 1);
+    expect(after.resources.map((x) => x.type)).not.toContain('kltest_bucket');
+  });
+
+  it('names a missing env variable and starts no provider', async () => {
+    const r = await kl(['refresh', STATE, '--provider-search-path', mirror], {
+      env: { KLTEST_OBJECTS: undefined },
+    });
+
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/KLTEST_OBJECTS, which is not set/);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('refuses while terraform holds the lock, naming the holder', async () => {
+    const lock = {
+      ID: 'held-by-test',
+      Operation: 'OperationTypeApply',
+      Info: '',
+      Who: 'carol@laptop',
+      Version: '1.11.4',
+      Created: new Date().toISOString(),
+      Path: '',
+    };
+    const url = `${kld.url}/v1/states/${STATE}`;
+    expect((await fetch(url, { method: 'LOCK', body: JSON.stringify(lock) })).status).toBe(200);
+    try {
+      const r = await kl(['refresh', STATE, '--provider-search-path', mirror]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(
+        'locked by carol@laptop (lock ID held-by-test, operation OperationTypeApply',
+      );
+    } finally {
+      await fetch(url, { method: 'UNLOCK', body: JSON.stringify(lock) });
+    }
+  });
+
+  it('ends within 5 s of SIGINT during a slow read, stopping the provider and leaving none behind', async () => {
+    const before = await currentState();
+    fs.writeFileSync(rpcLog, '');
+    let signalledAt = 0;
+
+    const r = await kl(['refresh', STATE, '--provider-search-path', mirror], {
+      env: { KLTEST_READ_DELAY_MS: '60000' },
+      onStart: (child) => {
+        const poll = setInterval(() => {
+          if (/ReadResource/.test(fs.readFileSync(rpcLog, 'utf8'))) {
+            clearInterval(poll);
+            signalledAt = Date.now();
+            child.kill('SIGINT');
+          }
+        }, 50);
+        child.on('close', () => clearInterval(poll));
+      },
+    });
+
+    const elapsed = Date.now() - signalledAt;
+    expect(signalledAt).toBeGreaterThan(0);
+    expect(elapsed).toBeLessThan(5_000);
+    expect(r.code).toBe(130);
+    expect(fs.readFileSync(rpcLog, 'utf8')).toMatch(/StopProvider/);
+    expect(kltestProcesses()).toEqual([]);
+    expect((await currentState()).serial).toBe(before.serial);
+
+    // The lock was released: terraform can lock the state again.
+    const plan = await terraform(['plan', '-refresh=false']);
+    expect(plan.code).toBe(0);
+  });
+});
