@@ -105,6 +105,8 @@ interface ProviderBehaviour {
   remote: Map<string, Remote>;
   schemaVersions: Record<string, number>;
   readDelayMs?: number;
+  /** A provider that does not honour Stop: its reads run on regardless. */
+  ignoresStop?: boolean;
   providerBlock?: SchemaBlock;
 }
 
@@ -167,7 +169,7 @@ class FakeProvider implements RefreshProvider {
     try {
       if (this.behaviour.readDelayMs) {
         await new Promise<void>((resolve, reject) => {
-          const timer = setTimeout(resolve, this.behaviour.readDelayMs);
+          const timer = setTimeout(resolve, this.behaviour.readDelayMs).unref();
           this.inFlight.add((e) => {
             clearTimeout(timer);
             reject(e);
@@ -189,6 +191,7 @@ class FakeProvider implements RefreshProvider {
 
   async stop(): Promise<void> {
     this.stops++;
+    if (this.behaviour.ignoresStop) return;
     for (const cancel of this.inFlight)
       cancel(new Error('Read cancelled: the provider was asked to stop'));
     this.inFlight.clear();
@@ -700,6 +703,27 @@ describe('RefreshOrchestrator', () => {
     expect(server.finished).toEqual([
       expect.objectContaining({ status: 'cancelled', document: undefined }),
     ]);
+    expect(server.unlocks).toHaveLength(1);
+  });
+
+  it('returns promptly on cancellation even when a provider ignores Stop', async () => {
+    const behaviours = inSync();
+    behaviours[AWS].readDelayMs = 60_000;
+    behaviours[AWS].ignoresStop = true;
+    const { server, opener, orchestrator } = setup(standardDocument(), behaviours);
+    const cancel = new AbortController();
+
+    const running = orchestrator.run('prod', options(), cancel.signal);
+    await waitFor(
+      () => opener.of(AWS).length === 2 && opener.of(AWS).every((p) => p.reads.length > 0),
+    );
+    const cancelledAt = Date.now();
+    cancel.abort();
+    const report = await running;
+
+    expect(Date.now() - cancelledAt).toBeLessThan(1_000);
+    expect(report.status).toBe('cancelled');
+    expect(opener.opened.every((p) => p.closed === 1)).toBe(true);
     expect(server.unlocks).toHaveLength(1);
   });
 

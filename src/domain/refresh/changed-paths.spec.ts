@@ -12,11 +12,17 @@ describe('changedPaths for refresh results', () => {
       versioning_configuration: [{ status: 'Suspended', mfa_delete: 'Disabled' }],
       tags: { Name: 'renamed', Team: 'core' },
     };
-    expect(changedPaths(before, after)).toEqual(['tags.Name', 'versioning_configuration[0].status']);
+    expect(changedPaths(before, after)).toEqual([
+      'tags.Name',
+      'versioning_configuration[0].status',
+    ]);
   });
 
   it('names an attribute that appeared or vanished', () => {
-    expect(changedPaths({ id: 'a', arn: 'x' }, { id: 'a', tags: { k: 'v' } })).toEqual(['arn', 'tags']);
+    expect(changedPaths({ id: 'a', arn: 'x' }, { id: 'a', tags: { k: 'v' } })).toEqual([
+      'arn',
+      'tags',
+    ]);
   });
 
   it('names nothing when only key order differs', () => {

@@ -27,7 +27,8 @@ const remove = (alias: string | null = null): ProviderConfigCommand => ({
 
 function given(...commands: ProviderConfigCommand[]) {
   let state = initialProviderConfigs();
-  for (const c of commands) state = decideProviderConfigs(c, state).reduce(evolveProviderConfigs, state);
+  for (const c of commands)
+    state = decideProviderConfigs(c, state).reduce(evolveProviderConfigs, state);
   return {
     state,
     when: (command: ProviderConfigCommand) => ({

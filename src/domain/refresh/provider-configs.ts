@@ -17,7 +17,8 @@ export const ProviderConfigEventType = {
   ProviderConfigRemoved: 'ProviderConfigRemoved',
 } as const;
 
-export const PROVIDER_CONFIG_EVENT_TYPES: readonly string[] = Object.values(ProviderConfigEventType);
+export const PROVIDER_CONFIG_EVENT_TYPES: readonly string[] =
+  Object.values(ProviderConfigEventType);
 
 /** `source` is always normalised (`registry.terraform.io/hashicorp/aws`). */
 export interface ProviderConfigKey {

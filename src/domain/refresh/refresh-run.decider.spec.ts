@@ -92,7 +92,9 @@ describe('RefreshRun decider', () => {
 
   it('refuses to start a run twice and to touch a run that never started', () => {
     given(startCmd()).when(startCmd()).thenFails('REFRESH.ALREADY_STARTED');
-    given().when(recordCmd(result('a', 'unchanged'))).thenFails('REFRESH.NOT_FOUND');
+    given()
+      .when(recordCmd(result('a', 'unchanged')))
+      .thenFails('REFRESH.NOT_FOUND');
     given().when(finishCmd('failed')).thenFails('REFRESH.NOT_FOUND');
   });
 
@@ -148,8 +150,12 @@ describe('RefreshRun decider', () => {
         },
       ]);
     const finished = [...history, finishCmd('cancelled')];
-    given(...finished).when(recordCmd(result('c', 'drifted'))).thenFails('REFRESH.FINISHED');
-    given(...finished).when(finishCmd('failed')).thenFails('REFRESH.FINISHED');
+    given(...finished)
+      .when(recordCmd(result('c', 'drifted')))
+      .thenFails('REFRESH.FINISHED');
+    given(...finished)
+      .when(finishCmd('failed'))
+      .thenFails('REFRESH.FINISHED');
   });
 
   it('never records a commit for a dry run or a run with failures', () => {

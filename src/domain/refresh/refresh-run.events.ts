@@ -10,10 +10,19 @@ export const RefreshEventType = {
 export const REFRESH_EVENT_TYPES: readonly string[] = Object.values(RefreshEventType);
 
 export type RefreshOutcome = 'unchanged' | 'drifted' | 'gone' | 'failed';
-export const REFRESH_OUTCOMES: readonly RefreshOutcome[] = ['unchanged', 'drifted', 'gone', 'failed'];
+export const REFRESH_OUTCOMES: readonly RefreshOutcome[] = [
+  'unchanged',
+  'drifted',
+  'gone',
+  'failed',
+];
 
 export type RefreshRunStatus = 'succeeded' | 'failed' | 'cancelled';
-export const REFRESH_RUN_STATUSES: readonly RefreshRunStatus[] = ['succeeded', 'failed', 'cancelled'];
+export const REFRESH_RUN_STATUSES: readonly RefreshRunStatus[] = [
+  'succeeded',
+  'failed',
+  'cancelled',
+];
 
 /** What one provider read found for one instance. */
 export interface RefreshResult {

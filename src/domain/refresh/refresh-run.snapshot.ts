@@ -24,9 +24,12 @@ export type RefreshRunSnapshot =
 
 export function refreshRunToSnapshot(run: RefreshRun): RefreshRunSnapshot {
   if (run.status === 'missing') return { status: 'missing' };
-  const results = [...run.results].map(
-    ([address, r]): ResultTuple => [address, r.outcome, r.beforeHash, r.afterHash],
-  );
+  const results = [...run.results].map(([address, r]): ResultTuple => [
+    address,
+    r.outcome,
+    r.beforeHash,
+    r.afterHash,
+  ]);
   const { changed: _c, failed: _f, results: _r, ...facts } = run;
   return { ...facts, results };
 }
@@ -58,5 +61,10 @@ export function refreshRunFromSnapshot(json: unknown): RefreshRun {
   };
   return s.status === 'running'
     ? { status: 'running', ...facts }
-    : { status: 'finished', ...facts, outcome: s.outcome ?? 'failed', toVersion: s.toVersion ?? null };
+    : {
+        status: 'finished',
+        ...facts,
+        outcome: s.outcome ?? 'failed',
+        toVersion: s.toVersion ?? null,
+      };
 }

@@ -393,7 +393,9 @@ describe('State decider', () => {
       given(created, committed1, deleted)
         .when(commit(doc1, { baseVersion: 1 }))
         .thenFails('STATE.NOT_FOUND');
-      given().when(commit(doc1, { baseVersion: 0 })).thenFails('STATE.NOT_FOUND');
+      given()
+        .when(commit(doc1, { baseVersion: 0 }))
+        .thenFails('STATE.NOT_FOUND');
     });
   });
 

@@ -82,7 +82,10 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnApplicationSh
         try {
           await this.refresh.run(
             state,
-            { dryRun: false, caller: { actor: 'kld-scheduler', correlationId: `refresh-${state}` } },
+            {
+              dryRun: false,
+              caller: { actor: 'kld-scheduler', correlationId: `refresh-${state}` },
+            },
             this.stop.signal,
           );
         } catch {
@@ -92,9 +95,9 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnApplicationSh
       return true;
     } finally {
       if (locked) {
-        await client.query('SELECT pg_advisory_unlock($1, $2)', [LOCK_NAMESPACE, LOCK_KEY]).catch(
-          () => undefined,
-        );
+        await client
+          .query('SELECT pg_advisory_unlock($1, $2)', [LOCK_NAMESPACE, LOCK_KEY])
+          .catch(() => undefined);
       }
       client.release();
     }

@@ -33,7 +33,11 @@ export class ServerRefreshService implements BeforeApplicationShutdown {
     private readonly logger: Logger,
   ) {}
 
-  async run(name: string, options: ServerRefreshOptions, signal: AbortSignal): Promise<RefreshReport> {
+  async run(
+    name: string,
+    options: ServerRefreshOptions,
+    signal: AbortSignal,
+  ): Promise<RefreshReport> {
     const server = new InProcessRefreshServer(
       this.commands,
       this.states,

@@ -1,8 +1,5 @@
 import type { RecordedEvent } from '../../domain/shared/event';
-import {
-  isProviderConfigEvent,
-  ProviderConfigEvent,
-} from '../../domain/refresh/provider-configs';
+import { isProviderConfigEvent, ProviderConfigEvent } from '../../domain/refresh/provider-configs';
 import { isRefreshEvent, RefreshEvent } from '../../domain/refresh/refresh-run.events';
 
 type Recorded<E> = E & Pick<RecordedEvent, 'metadata' | 'streamId' | 'streamRevision' | 'position'>;

@@ -182,7 +182,13 @@ describe('Refresh read models (projected from the real write path)', () => {
     const dry = await start(true, 2, 2);
     await refresh.executeRun({
       type: 'FinishRefresh',
-      data: { runId: dry, status: 'succeeded', errorSummary: null, toVersion: null, toSerial: null },
+      data: {
+        runId: dry,
+        status: 'succeeded',
+        errorSummary: null,
+        toVersion: null,
+        toSerial: null,
+      },
       metadata: refresh.context(caller),
     });
     // A refresh-sourced write without a finished run (e.g. an import of refreshed state).
@@ -233,7 +239,9 @@ describe('Refresh read models (projected from the real write path)', () => {
       data: { state: 'prod', source: AWS, alias: 'east' },
       metadata: refresh.context({ actor: 'ops', correlationId: 'c' }),
     });
-    expect(await q('SELECT state_name, source, alias, config, updated_by FROM provider_configs')).toEqual([
+    expect(
+      await q('SELECT state_name, source, alias, config, updated_by FROM provider_configs'),
+    ).toEqual([
       {
         state_name: 'prod',
         source: AWS,
