@@ -2,6 +2,9 @@
 import 'reflect-metadata';
 import { Command, CommanderError, Option } from 'commander';
 import { registerStateCommands } from './commands';
+import { registerDriftCommand } from './commands/drift.command';
+import { registerProviderConfigCommands } from './commands/provider-config.command';
+import { registerRefreshCommand } from './commands/refresh.command';
 import { registerProviderSchemaCommand } from './provider-schema.command';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -38,6 +41,9 @@ export function buildProgram(): Command {
 
   registerStateCommands(program);
   registerProviderSchemaCommand(program);
+  registerProviderConfigCommands(program);
+  registerRefreshCommand(program);
+  registerDriftCommand(program);
   return program;
 }
 
