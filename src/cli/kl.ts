@@ -5,7 +5,7 @@ import { registerStateCommands } from './commands';
 import { registerDriftCommand } from './commands/drift.command';
 import { registerProviderConfigCommands } from './commands/provider-config.command';
 import { registerRefreshCommand } from './commands/refresh.command';
-import { registerProviderSchemaCommand } from './provider-schema.command';
+import { registerProviderSchemaCommand } from './commands/provider-schema.command';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { version } = require('../../../package.json') as { version: string };
