@@ -1,5 +1,9 @@
-import * as os from 'node:os';
-import { KlError } from './cli-error';
+import {
+  errorOf,
+  KldHttpClient,
+  KldRequest,
+  statePath,
+} from '../infrastructure/rest/kld-http-client';
 
 export interface QueryRequest {
   sql: string;
@@ -78,21 +82,12 @@ export interface LockSummary {
   acquiredBy: string;
 }
 
-interface RequestOptions {
-  query?: Record<string, string | number | boolean | undefined>;
-  body?: string | Buffer | ReadableStream<Uint8Array>;
-  contentType?: string;
-}
-
-/** kld's REST API as `kl` uses it. Every failure is a KlError with a readable message. */
+/** kld's REST API as `kl` uses it. Every failure is an error with a one-line message. */
 export class KilolockClient {
-  private readonly base: string;
+  private readonly http: KldHttpClient;
 
-  constructor(
-    server: string,
-    private readonly token?: string,
-  ) {
-    this.base = server.replace(/\/+$/, '');
+  constructor(server: string, token?: string) {
+    this.http = new KldHttpClient(server, { token });
   }
 
   query(request: QueryRequest): Promise<QueryResponse> {
@@ -164,55 +159,16 @@ export class KilolockClient {
       .projectors;
   }
 
-  private async json<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
-    const res = await this.check(await this.send(method, path, options));
-    return (await res.json()) as T;
+  private async json<T>(method: string, path: string, request: KldRequest = {}): Promise<T> {
+    return this.http.json<T>(method, path, request);
   }
 
-  private async send(method: string, path: string, options: RequestOptions): Promise<Response> {
-    const url = new URL(this.base + path);
-    for (const [k, v] of Object.entries(options.query ?? {})) {
-      if (v !== undefined) url.searchParams.set(k, String(v));
-    }
-    const headers: Record<string, string> = { 'X-Kilolock-Actor': actor() };
-    if (this.token) headers.Authorization = `Bearer ${this.token}`;
-    if (options.contentType) headers['Content-Type'] = options.contentType;
-    const init: RequestInit & { duplex?: 'half' } = { method, headers, body: options.body };
-    if (options.body instanceof ReadableStream) init.duplex = 'half';
-    try {
-      return await fetch(url, init);
-    } catch (err) {
-      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-      const why = cause?.code ?? cause?.message ?? (err as Error).message;
-      throw new KlError(`cannot reach kld at ${this.base} (${why}); set --server or KL_SERVER_URL`);
-    }
+  private send(method: string, path: string, request: KldRequest): Promise<Response> {
+    return this.http.send(method, path, request);
   }
 
-  /** Non-2xx → the server's own message when it sent our JSON error body. */
   private async check(res: Response): Promise<Response> {
-    if (res.ok) return res;
-    const text = await res.text().catch(() => '');
-    let message = `${res.status} ${res.statusText}`.trim();
-    try {
-      const body = JSON.parse(text) as { error?: { message?: string }; ID?: string; Who?: string };
-      if (body.error?.message) message = body.error.message;
-      else if (body.ID) message = `locked by ${body.Who ?? 'someone'} (lock ${body.ID})`;
-    } catch {
-      if (text.trim()) message += `: ${text.trim().split('\n')[0].slice(0, 200)}`;
-    }
-    throw new KlError(message);
-  }
-}
-
-function statePath(state: string): string {
-  return state.split('/').map(encodeURIComponent).join('/');
-}
-
-function actor(): string {
-  if (process.env.KL_ACTOR) return process.env.KL_ACTOR;
-  try {
-    return `${os.userInfo().username}@${os.hostname()}`;
-  } catch {
-    return 'kl';
+    if (!res.ok) throw await errorOf(res);
+    return res;
   }
 }

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { KldHttpClient } from '../../infrastructure/refresh/kld-http-client';
+import { KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestRefreshServer } from '../../infrastructure/refresh/rest-refresh-server';
 import { Format, render } from '../render';
 

@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import * as fs from 'node:fs';
 import { isJsonObject, JsonObject } from '../../domain/terraform';
 import { normaliseProviderSource } from '../../infrastructure/provider/provider-address';
-import { KldHttpClient } from '../../infrastructure/refresh/kld-http-client';
+import { KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestRefreshServer } from '../../infrastructure/refresh/rest-refresh-server';
 import { Format, render } from '../render';
 import { usage } from './context';

@@ -56,7 +56,7 @@ export function registerProviderSchemaCommand(
 }
 
 async function restCache(globals: Globals): Promise<ProviderSchemaCache> {
-  const { KldHttpClient } = await import('../../infrastructure/refresh/kld-http-client');
+  const { KldHttpClient } = await import('../../infrastructure/rest/kld-http-client');
   const { RestProviderSchemaCache } =
     await import('../../infrastructure/provider/rest-provider-schema-cache');
   return new RestProviderSchemaCache(

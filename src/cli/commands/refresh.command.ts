@@ -6,7 +6,7 @@ import { RefreshProgress, RefreshReport } from '../../application/refresh/refres
 import { CachedSchemaProviderFactory } from '../../infrastructure/provider/provider-factory';
 import { RestProviderSchemaCache } from '../../infrastructure/provider/rest-provider-schema-cache';
 import { FactoryProviderOpener } from '../../infrastructure/refresh/factory-provider-opener';
-import { KldHttpClient } from '../../infrastructure/refresh/kld-http-client';
+import { KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestRefreshServer } from '../../infrastructure/refresh/rest-refresh-server';
 import { usage } from './context';
 

@@ -1,5 +1,6 @@
 import { CommandContext } from '../shared/event';
 import { StateDocumentV4 } from '../terraform/state-document';
+import { InstanceHasher } from '../terraform/state-instances';
 import { LockInfo } from './lock-info';
 
 export type CommitSource = 'http' | 'import' | 'refresh' | 'apply' | 'state-engine' | 'rollback';
@@ -40,6 +41,12 @@ export type CommitState = StateCommandOf<
      * meanwhile, writing would silently undo their change.
      */
     baseVersion?: number;
+    /**
+     * Hashes the document's instances; canonical hashing of every instance
+     * when absent. Lets the caller answer unchanged instances from a memo,
+     * so a one-instance change to a big state does not re-hash all of it.
+     */
+    hashInstance?: InstanceHasher;
   }
 >;
 

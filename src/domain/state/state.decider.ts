@@ -91,7 +91,8 @@ function forceUnlock(command: ForceUnlockState, state: StateAggregate): StateEve
 }
 
 function commit(command: CommitState, state: StateAggregate): StateEvent[] {
-  const { name, newStateId, document, lockId, source, checksum, baseVersion } = command.data;
+  const { name, newStateId, document, lockId, source, checksum, baseVersion, hashInstance } =
+    command.data;
   // A write based on a version must never bring a deleted state back.
   if (baseVersion !== undefined && state.status !== 'active') throw notFound(name);
   const { active, created } = ensureActive(state, name, newStateId);
@@ -112,7 +113,7 @@ function commit(command: CommitState, state: StateAggregate): StateEvent[] {
   const { stateId } = active;
   const version = active.version + 1;
   const { serial, lineage } = document;
-  const instances = flattenInstances(document);
+  const instances = flattenInstances(document, hashInstance);
   const delta = diffInstances(active.instances, instances);
   const meta = documentMeta(document);
 

@@ -12,6 +12,59 @@ describe('canonicalJson', () => {
     expect(canonicalJson({ a: undefined, b: 1 })).toBe('{"b":1}');
   });
 
+  it('sorts integer-like keys as strings, although objects enumerate them first', () => {
+    expect(canonicalJson({ b: { '10': 1, '9': 2, a: 3 }, a: [{ '2': 0, '1': 0 }] })).toBe(
+      '{"a":[{"1":0,"2":0}],"b":{"10":1,"9":2,"a":3}}',
+    );
+  });
+
+  it('spells every value as sorting and joining by hand does', () => {
+    const byHand = (value: JsonValue): string => {
+      if (value === null || typeof value !== 'object') return JSON.stringify(value);
+      if (Array.isArray(value)) return `[${value.map(byHand).join(',')}]`;
+      return `{${Object.keys(value)
+        .sort()
+        .filter((k) => value[k] !== undefined)
+        .map((k) => `${JSON.stringify(k)}:${byHand(value[k] as JsonValue)}`)
+        .join(',')}}`;
+    };
+    let x = 7;
+    const next = (n: number) => (x = (x * 1103515245 + 12345) % 2147483648) % n;
+    const keys = ['a', 'b', 'Z', '0', '7', '10', 'é', '😀', 'a"b', '__proto__', 'aa'];
+    const random = (depth: number): JsonValue => {
+      switch (depth > 3 ? next(4) : next(6)) {
+        case 0:
+          return null;
+        case 1:
+          return next(2) === 0 ? -next(1000) / 8 : 'x\n\u0000';
+        case 2:
+          return next(2) === 0;
+        case 3:
+          return `s${next(100)}`;
+        case 4:
+          return Array.from({ length: next(4) }, () => random(depth + 1));
+        default: {
+          const o: Record<string, JsonValue | undefined> = {};
+          for (let i = next(5); i > 0; i--) {
+            // defineProperty: an own "__proto__" member, as JSON.parse makes it.
+            Object.defineProperty(o, keys[next(keys.length)], {
+              value: random(depth + 1),
+              enumerable: true,
+              writable: true,
+              configurable: true,
+            });
+          }
+          if (next(5) === 0) o.u = undefined;
+          return o as JsonValue;
+        }
+      }
+    };
+    for (let i = 0; i < 500; i++) {
+      const value = random(0);
+      expect(canonicalJson(value)).toBe(byHand(value));
+    }
+  });
+
   it('escapes strings as JSON', () => {
     expect(canonicalJson({ 'k"': 'line\nbreak ünï 😀' })).toBe('{"k\\"":"line\\nbreak ünï 😀"}');
   });

@@ -26,6 +26,60 @@ describe('lossless JSON', () => {
     expect(parseJsonLossless('[1.0000000000000000, 100000000000000000000]')).toEqual([1, 1e20]);
   });
 
+  it('keeps a number whose digits a double cannot hold even when a dot splits them', () => {
+    const split = parseJsonLossless('{"a":123456789.123456789}') as { a: string };
+    expect(bigNumberText(split.a)).toBe('123456789.123456789');
+    const text = '{"a":123456789.123456789,"b":[ 1e-400 , -1.5E+308 ]}';
+    const value = parseJsonLossless(text) as { a: unknown; b: unknown[] };
+    expect(bigNumberText(value.b[0] as string)).toBe('1e-400');
+    expect(value.b[1]).toBe(-1.5e308);
+    expect(stringifyJson(value)).toBe('{"a":123456789.123456789,"b":[1e-400,-1.5e+308]}');
+  });
+
+  it('keeps a big number that follows a string ending in an escaped backslash', () => {
+    const text = '{"path":"C:\\\\","n":12345678901234567890,"m":"\\\\"}';
+    const value = parseJsonLossless(text) as Record<string, unknown>;
+    expect(value.path).toBe('C:\\');
+    expect(bigNumberText(value.n as string)).toBe('12345678901234567890');
+    expect(stringifyJson(value)).toBe(text);
+  });
+
+  it('keeps a big number that is the whole document', () => {
+    expect(bigNumberText(parseJsonLossless(' 98765432109876543210') as string)).toBe(
+      '98765432109876543210',
+    );
+  });
+
+  it('parses ids that look like numbers (uuids, hex, long digit runs) as the strings they are', () => {
+    const text =
+      '{"id":"7217aa84-6faa-4dc7-e445-670e5c34e8dc","arn":"arn:aws:iam::123456789012345678:x",' +
+      '"hex":"1234567890123456e999","list":["9007199254740993"],"n":[0,-1,2.5]}';
+    const value = parseJsonLossless(text);
+    expect(value).toEqual(JSON.parse(text));
+    expect(stringifyJson(value)).toBe(text);
+  });
+
+  it('marks exactly the numbers a double changes, whatever surrounds them', () => {
+    const numbers = ['1', '-0', '0.1', '9007199254740993', '1e400', '2.5E-7', '1.0000000000000000'];
+    const strings = ['"a:1"', '"[12345678901234567890"', '"e999"', '"\\\\"', '"\\""'];
+    for (let seed = 1; seed <= 200; seed++) {
+      let x = seed;
+      const pick = <T>(xs: readonly T[]): T => {
+        x = (x * 1103515245 + 12345) % 2147483648;
+        return xs[x % xs.length];
+      };
+      const items = Array.from({ length: 6 }, () => pick([...numbers, ...strings]));
+      const text = `{"k":[${items.join(pick([',', ', ', ',\n  ']))}]}`;
+      const parsed = parseJsonLossless(text) as { k: unknown[] };
+      parsed.k.forEach((v, i) => {
+        const item = items[i];
+        if (item.startsWith('"')) expect(v).toBe(JSON.parse(item));
+        else if (sameNumber(item, String(Number(item)))) expect(v).toBe(Number(item));
+        else expect(bigNumberText(v as string)).toBe(item);
+      });
+    }
+  });
+
   it('refuses documents that contain the marker', () => {
     expect(() => parseJsonLossless('"\uF8FE\uF8FD#1"')).toThrow(/reserved sequence/);
   });

@@ -10,8 +10,13 @@ import { JsonValue } from './json-value';
  */
 const MARK = '\uF8FE\uF8FD#';
 const MARKED = new RegExp(`"${MARK}(-?(?:0|[1-9]\\d*)(?:\\.\\d+)?(?:[eE][+-]?\\d+)?)"`, 'g');
-// Only a run of 16+ digits or a 3-digit exponent can lose precision.
-const MAYBE_UNSAFE = /\d{16}|[eE][+-]?\d{3}/;
+// A double holds every decimal of up to 15 significant digits whose exponent
+// has at most two digits, so only a number with 16+ digits or a 3-digit
+// exponent can lose precision. The test looks at number positions only (the
+// start, or after `:` `[` `,`): hex ids and uuids are full of digit runs and
+// "e123" inside strings, and would send nearly every state down the slow path.
+const MAYBE_UNSAFE =
+  /(?:^|[:,[])[ \t\n\r]*-?(?:(?:\d\.?){16}|\d[\d.]*[eE][+-]?\d{3})/;
 
 export function isBigNumber(value: unknown): value is string {
   return typeof value === 'string' && value.startsWith(MARK);
@@ -40,31 +45,62 @@ export function unmarkNumbers(jsonText: string): string {
   return jsonText.replace(MARKED, '$1');
 }
 
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const MINUS = 0x2d;
+
 function markUnsafeNumbers(text: string): string {
   let out = '';
   let last = 0;
-  for (let i = 0; i < text.length; i++) {
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
-    if (c === 0x22 /* " */) {
-      i++;
-      while (i < text.length && text.charCodeAt(i) !== 0x22) {
-        if (text.charCodeAt(i) === 0x5c /* \ */) i++;
-        i++;
-      }
+    if (c === QUOTE) {
+      i = closingQuote(text, i);
       continue;
     }
-    if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
-      let j = i + 1;
-      while (j < text.length && /[0-9.eE+-]/.test(text[j])) j++;
+    if (c !== MINUS && !isDigit(c)) continue;
+    // Outside strings, valid JSON has digits and '-' only in numbers.
+    let j = i + 1;
+    let digits = c === MINUS ? 0 : 1;
+    let exponentDigits = -1; // -1: no exponent
+    for (; j < n; j++) {
+      const d = text.charCodeAt(j);
+      if (isDigit(d)) {
+        if (exponentDigits < 0) digits++;
+        else exponentDigits++;
+      } else if (d === 0x65 /* e */ || d === 0x45 /* E */) {
+        exponentDigits = 0;
+      } else if (d !== 0x2e /* . */ && d !== 0x2b /* + */ && d !== MINUS) {
+        break;
+      }
+    }
+    if (digits >= 16 || exponentDigits >= 3) {
       const token = text.slice(i, j);
       if (!sameNumber(token, String(Number(token)))) {
         out += `${text.slice(last, i)}"${MARK}${token}"`;
         last = j;
       }
-      i = j - 1;
     }
+    i = j - 1;
   }
-  return out + text.slice(last);
+  return last === 0 ? text : out + text.slice(last);
+}
+
+function isDigit(c: number): boolean {
+  return c >= 0x30 && c <= 0x39;
+}
+
+/** Index of the quote that closes the string opened at `open` (text.length if none). */
+function closingQuote(text: string, open: number): number {
+  let at = open;
+  for (;;) {
+    at = text.indexOf('"', at + 1);
+    if (at < 0) return text.length;
+    let backslashes = 0;
+    while (text.charCodeAt(at - 1 - backslashes) === BACKSLASH) backslashes++;
+    if (backslashes % 2 === 0) return at;
+  }
 }
 
 /** Do two decimal texts denote the same number? (Exact, by digits.) */

@@ -53,8 +53,24 @@ export function resourceDescriptor(r: ResourceV4): ResourceDescriptor {
   return descriptor;
 }
 
+/**
+ * Computes `instanceHash(resource, instance)`; a caller that sees the same
+ * instances commit after commit may answer from a memo instead.
+ */
+export type InstanceHasher = (
+  address: string,
+  resource: ResourceDescriptor,
+  instance: InstanceObjectV4,
+) => string;
+
+const hashInstance: InstanceHasher = (_address, resource, instance) =>
+  instanceHash(resource, instance);
+
 /** Every instance object of a (validated) document, deposed ones included, in document order. */
-export function flattenInstances(doc: StateDocumentV4): FlatInstance[] {
+export function flattenInstances(
+  doc: StateDocumentV4,
+  hash: InstanceHasher = hashInstance,
+): FlatInstance[] {
   const out: FlatInstance[] = [];
   for (const r of doc.resources) {
     const resource = resourceDescriptor(r);
@@ -68,7 +84,7 @@ export function flattenInstances(doc: StateDocumentV4): FlatInstance[] {
         key: instance.index_key,
         deposed: instance.deposed,
       });
-      out.push({ address, resource, instance, hash: instanceHash(resource, instance) });
+      out.push({ address, resource, instance, hash: hash(address, resource, instance) });
     }
   }
   return out;

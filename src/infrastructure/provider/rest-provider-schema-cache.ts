@@ -1,6 +1,6 @@
 import { ProviderSchemaCache } from '../../application/ports/provider-schema-cache.port';
 import { ProviderSchema } from '../../domain/cty/schema';
-import { KldHttpClient } from '../refresh/kld-http-client';
+import { KldHttpClient } from '../rest/kld-http-client';
 
 /**
  * kld's persistent schema cache (`/v1/provider-schemas`). A cache is an

@@ -12,7 +12,7 @@ import { ProviderSchema } from '../../domain/cty/schema';
 import { DomainError } from '../../domain/shared/domain-error';
 import { isJsonObject, JsonObject, JsonValue } from '../../domain/terraform';
 import { RestProviderSchemaCache } from '../provider/rest-provider-schema-cache';
-import { errorOf, KldHttpClient, statePath } from './kld-http-client';
+import { errorOf, KldHttpClient, statePath } from '../rest/kld-http-client';
 
 export interface StoredProviderConfig {
   source: string;

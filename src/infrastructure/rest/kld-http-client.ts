@@ -5,7 +5,9 @@ export interface KldRequest {
   query?: Record<string, string | number | boolean | null | undefined>;
   /** Serialised as JSON. */
   json?: unknown;
-  /** Sent verbatim (LOCK/UNLOCK bodies are JSON text too, but built by the caller). */
+  /** Sent verbatim, e.g. a state document streamed from a file; `json` wins if both are set. */
+  body?: string | Buffer | ReadableStream<Uint8Array>;
+  contentType?: string;
   signal?: AbortSignal;
 }
 
@@ -45,13 +47,22 @@ export class KldHttpClient {
       'X-Kilolock-Actor': this.options.actor ?? defaultActor(),
     };
     if (this.options.token) headers.Authorization = `Bearer ${this.options.token}`;
-    let body: string | undefined;
+    let body = request.body;
+    if (request.contentType) headers['Content-Type'] = request.contentType;
     if (request.json !== undefined) {
       headers['Content-Type'] = 'application/json';
       body = JSON.stringify(request.json);
     }
+    const init: RequestInit & { duplex?: 'half' } = {
+      method,
+      headers,
+      body,
+      signal: request.signal,
+    };
+    // fetch streams a request body only in half-duplex mode.
+    if (body instanceof ReadableStream) init.duplex = 'half';
     try {
-      return await fetch(url, { method, headers, body, signal: request.signal });
+      return await fetch(url, init);
     } catch (err) {
       const cause = (err as { cause?: { code?: string; message?: string } }).cause;
       const why = cause?.code ?? cause?.message ?? (err as Error).message;
@@ -67,10 +78,21 @@ export class KldHttpClient {
 export async function errorOf(res: Response): Promise<DomainError> {
   const text = await res.text().catch(() => '');
   try {
-    const body = JSON.parse(text) as { error?: { code?: unknown; message?: unknown } };
+    const body = JSON.parse(text) as {
+      error?: { code?: unknown; message?: unknown };
+      ID?: unknown;
+      Who?: unknown;
+    };
+    // A lock conflict answers with the holder's LockInfo, as terraform expects.
+    if (typeof body.ID === 'string') {
+      const who = typeof body.Who === 'string' ? body.Who : 'someone';
+      return new DomainError('STATE.LOCKED', `locked by ${who} (lock ${body.ID})`, {
+        status: res.status,
+      });
+    }
     if (body.error && typeof body.error.message === 'string') {
       const code = typeof body.error.code === 'string' ? body.error.code : `HTTP.${res.status}`;
-      return new DomainError(code, `${firstLine(body.error.message)} (${code})`, {
+      return new DomainError(code, firstLine(body.error.message), {
         status: res.status,
       });
     }

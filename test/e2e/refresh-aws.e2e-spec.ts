@@ -1,0 +1,576 @@
+import { ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { KL, KldProcess, startKld } from '../support/kld-process';
+import {
+  awsCliEnv,
+  findTerraformMirror,
+  Moto,
+  onPath,
+  processesUnder,
+  startMoto,
+  writeMirrorCliConfig,
+} from '../support/terraform-aws';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+/**
+ * ADR 0005's acceptance test with the real AWS provider (protocol 5) against
+ * moto: terraform applies a bucket, its versioning and two SSM parameters
+ * through kld's http backend; the versioning is suspended and one parameter
+ * overwritten out of band; `kl refresh` finds exactly that drift, records it
+ * (drift view, `kl drift`, lifecycles, refresh_runs), and afterwards
+ * `terraform plan -refresh=false` plans exactly the changes a refreshing
+ * `terraform plan` planned. A dry run commits nothing. No process is left.
+ *
+ * Protocol 6, schema upgrades and SIGINT are covered by refresh-kltest.
+ */
+
+// Every terraform command with the AWS provider costs about 8–10 s here.
+jest.setTimeout(300_000);
+
+const TERRAFORM = process.env.KL_TEST_TERRAFORM ?? 'terraform';
+const STATE = 'e2e/refresh-aws';
+const AWS_SOURCE = 'registry.terraform.io/hashicorp/aws';
+const BUCKET = 'kl-refresh-e2e-bucket';
+const DRIFTED_PARAM = '/kl-refresh-e2e/drifted';
+const QUIET_PARAM = '/kl-refresh-e2e/quiet';
+const COMMAND_TIMEOUT_MS = 120_000;
+
+const BUCKET_ADDR = 'aws_s3_bucket.b';
+const VERSIONING_ADDR = 'aws_s3_bucket_versioning.b';
+const DRIFTED_ADDR = 'aws_ssm_parameter.drifted';
+const QUIET_ADDR = 'aws_ssm_parameter.quiet';
+
+interface Run {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+interface StateDoc {
+  serial: number;
+  lineage: string;
+  resources: {
+    mode: string;
+    type: string;
+    name: string;
+    instances: { attributes: Record<string, unknown> }[];
+  }[];
+}
+
+interface PlannedChange {
+  address: string;
+  actions: string[];
+}
+
+interface RefreshJson {
+  run_id: string;
+  status: string;
+  dry_run: boolean;
+  checked: number;
+  changed: number;
+  gone: number;
+  failed: number;
+  drifted: string[];
+  from_version: number;
+  to_version: number | null;
+}
+
+let root: string;
+let workDir: string;
+let env: NodeJS.ProcessEnv;
+let moto: Moto | undefined;
+let t: TestDatabase | undefined;
+let kld: KldProcess | undefined;
+const running = new Set<ChildProcess>();
+const timings: Record<string, number> = {};
+
+function run(
+  command: string,
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; label?: string } = {},
+): Promise<Run> {
+  return new Promise((resolve) => {
+    const started = Date.now();
+    const child = spawn(command, args, {
+      cwd: workDir,
+      env: { ...env, ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    running.add(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), COMMAND_TIMEOUT_MS);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      running.delete(child);
+      const ms = Date.now() - started;
+      if (options.label) timings[options.label] = ms;
+      resolve({ code, signal, stdout, stderr, ms });
+    });
+  });
+}
+
+const terraform = (args: string[], label?: string) =>
+  run(TERRAFORM, [...args, '-no-color', '-input=false'], { label });
+const kl = (args: string[], label?: string) =>
+  run(process.execPath, [KL, '--server', kld!.url, ...args], { label });
+
+async function ok(pending: Promise<Run>, what: string): Promise<Run> {
+  const r = await pending;
+  if (r.code !== 0) throw new Error(`${what} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
+  return r;
+}
+
+function awsCli(...args: string[]): string {
+  return execFileSync('aws', ['--endpoint-url', moto!.endpoint, ...args], {
+    env: { ...env, ...awsCliEnv() },
+    encoding: 'utf8',
+  });
+}
+
+async function currentState(): Promise<StateDoc> {
+  const res = await fetch(`${kld!.url}/v1/states/${STATE}`);
+  expect(res.status).toBe(200);
+  return (await res.json()) as StateDoc;
+}
+
+async function query<T = Record<string, unknown>>(sql: string, ...params: string[]): Promise<T[]> {
+  const args = ['--format', 'json', 'query', sql];
+  for (const p of params) args.push('-p', p);
+  return JSON.parse((await ok(kl(args), `kl query ${sql}`)).stdout) as T[];
+}
+
+/** `terraform plan -out` then `terraform show -json`: the plan and its non-no-op changes. */
+async function plan(
+  file: string,
+  flags: string[],
+): Promise<{ changes: PlannedChange[]; json: Record<string, unknown> }> {
+  await ok(terraform(['plan', `-out=${file}`, ...flags], `plan ${flags.join(' ')}`.trim()), file);
+  const shown = await ok(
+    run(TERRAFORM, ['show', '-json', '-no-color', file], { label: `show ${file}` }),
+    `terraform show -json ${file}`,
+  );
+  const json = JSON.parse(shown.stdout) as Record<string, unknown>;
+  const all = (json.resource_changes ?? []) as {
+    address: string;
+    change: { actions: string[] };
+  }[];
+  const changes = all
+    .filter((c) => !(c.change.actions.length === 1 && c.change.actions[0] === 'no-op'))
+    .map((c) => ({ address: c.address, actions: c.change.actions }))
+    .sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
+  return { changes, json };
+}
+
+/** The `before` value terraform planned from, per address (what it believes the objects are). */
+function priorObjects(json: Record<string, unknown>): Record<string, unknown> {
+  const all = (json.resource_changes ?? []) as { address: string; change: { before: unknown } }[];
+  return Object.fromEntries(all.map((c) => [c.address, c.change.before]));
+}
+
+function mainTf(quietDescription: string): string {
+  const address = `${kld!.url}/v1/states/${STATE}`;
+  const e = moto!.endpoint;
+  return `terraform {
+  required_providers {
+    aws = { source = "hashicorp/aws", version = "5.100.0" }
+  }
+  backend "http" {
+    address        = "${address}"
+    lock_address   = "${address}"
+    unlock_address = "${address}"
+    lock_method    = "LOCK"
+    unlock_method  = "UNLOCK"
+  }
+}
+
+provider "aws" {
+  access_key                  = "test"
+  secret_key                  = "test"
+  region                      = "us-east-1"
+  skip_credentials_validation = true
+  skip_requesting_account_id  = true
+  skip_metadata_api_check     = true
+  s3_use_path_style           = true
+  endpoints {
+    s3  = "${e}"
+    ssm = "${e}"
+    sts = "${e}"
+    iam = "${e}"
+  }
+}
+
+resource "aws_s3_bucket" "b" {
+  bucket = "${BUCKET}"
+}
+
+resource "aws_s3_bucket_versioning" "b" {
+  bucket = aws_s3_bucket.b.id
+  versioning_configuration {
+    status = "Enabled"
+  }
+}
+
+resource "aws_ssm_parameter" "drifted" {
+  name  = "${DRIFTED_PARAM}"
+  type  = "String"
+  value = "v1"
+}
+
+resource "aws_ssm_parameter" "quiet" {
+  name        = "${QUIET_PARAM}"
+  type        = "String"
+  value       = "steady"
+  description = "${quietDescription}"
+}
+`;
+}
+
+beforeAll(async () => {
+  const probe = spawnSync(TERRAFORM, ['version'], { encoding: 'utf8' });
+  if (probe.error || probe.status !== 0) {
+    throw new Error('terraform (1.11.x) must be on PATH for this suite (or set KL_TEST_TERRAFORM)');
+  }
+  onPath('aws');
+  const mirror = findTerraformMirror();
+  root = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-refresh-aws-'));
+  workDir = path.join(root, 'work');
+  fs.mkdirSync(workDir);
+  const cliConfig = path.join(root, 'terraformrc');
+  writeMirrorCliConfig(cliConfig, mirror);
+  const inherited = Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([k]) => !k.startsWith('TF_') && !k.startsWith('KL_') && !k.startsWith('AWS_'),
+    ),
+  );
+  env = {
+    ...inherited,
+    TF_CLI_CONFIG_FILE: cliConfig,
+    CHECKPOINT_DISABLE: '1',
+    TF_IN_AUTOMATION: '1',
+    // Read by kl refresh through the stored {"env": …} references, never stored.
+    AWS_ACCESS_KEY_ID: 'test',
+    AWS_SECRET_ACCESS_KEY: 'test',
+    AWS_EC2_METADATA_DISABLED: 'true',
+  };
+
+  moto = await startMoto();
+  t = await createTestDatabase('kl_refresh_aws');
+  kld = await startKld({ KL_DATABASE_URL: t.url });
+
+  fs.writeFileSync(path.join(workDir, 'main.tf'), mainTf('untouched'));
+  await ok(terraform(['init'], 'init'), 'terraform init');
+  await ok(terraform(['apply', '-auto-approve'], 'apply'), 'terraform apply');
+
+  // The provider block of main.tf, as kl refresh's Configure needs it.
+  const config = path.join(root, 'aws.json');
+  const e = moto.endpoint;
+  fs.writeFileSync(
+    config,
+    JSON.stringify({
+      access_key: { env: 'AWS_ACCESS_KEY_ID' },
+      secret_key: { env: 'AWS_SECRET_ACCESS_KEY' },
+      region: 'us-east-1',
+      skip_credentials_validation: true,
+      skip_requesting_account_id: true,
+      skip_metadata_api_check: true,
+      s3_use_path_style: true,
+      endpoints: [{ s3: e, ssm: e, sts: e, iam: e }],
+    }),
+  );
+  await ok(
+    kl(['provider', 'configure', STATE, 'hashicorp/aws', '--from-json', config]),
+    'kl provider configure',
+  );
+});
+
+afterAll(async () => {
+  for (const child of running) child.kill('SIGKILL');
+  await kld?.stop();
+  await moto?.stop();
+  await t?.drop();
+  if (root) fs.rmSync(root, { recursive: true, force: true });
+  if (Object.keys(timings).length > 0) {
+    console.log(`refresh-aws e2e timings (ms): ${JSON.stringify(timings)}`);
+  }
+});
+
+describe('kl refresh with the AWS provider against moto (ADR 0005 acceptance)', () => {
+  let refreshingPlan: { changes: PlannedChange[]; json: Record<string, unknown> };
+  let stalePlan: { changes: PlannedChange[]; json: Record<string, unknown> };
+  let appliedSerial: number;
+  let appliedVersion: number;
+  let report: RefreshJson;
+
+  it('stores the provider config with env references, never the secrets', async () => {
+    const stored = JSON.parse(
+      (await ok(kl(['provider', 'get', STATE, 'hashicorp/aws']), 'kl provider get')).stdout,
+    ) as Record<string, unknown>;
+    expect(stored).toMatchObject({
+      access_key: { env: 'AWS_ACCESS_KEY_ID' },
+      secret_key: { env: 'AWS_SECRET_ACCESS_KEY' },
+      region: 'us-east-1',
+    });
+    expect(JSON.stringify(stored)).not.toContain('"test"');
+  });
+
+  it('plans drift found by a refreshing terraform plan, after out-of-band changes', async () => {
+    const before = await currentState();
+    appliedSerial = before.serial;
+    const [{ version }] = await query<{ version: number }>(
+      'SELECT current_version AS version FROM states WHERE name = $1 AND deleted_at IS NULL',
+      STATE,
+    );
+    appliedVersion = version;
+
+    awsCli(
+      's3api',
+      'put-bucket-versioning',
+      '--bucket',
+      BUCKET,
+      '--versioning-configuration',
+      'Status=Suspended',
+    );
+    awsCli(
+      'ssm',
+      'put-parameter',
+      '--name',
+      DRIFTED_PARAM,
+      '--value',
+      'v2-changed-out-of-band',
+      '--type',
+      'String',
+      '--overwrite',
+    );
+    // A desired-state change in HCL too, so the plans compare more than drift (ADR 0005).
+    fs.writeFileSync(path.join(workDir, 'main.tf'), mainTf('changed in HCL'));
+
+    refreshingPlan = await plan('before.tfplan', []);
+    expect(refreshingPlan.changes).toEqual([
+      { address: VERSIONING_ADDR, actions: ['update'] },
+      { address: DRIFTED_ADDR, actions: ['update'] },
+      { address: QUIET_ADDR, actions: ['update'] },
+    ]);
+
+    // The control: without a refresh terraform believes the stale state and sees only the HCL change.
+    stalePlan = await plan('stale.tfplan', ['-refresh=false']);
+    expect(stalePlan.changes).toEqual([{ address: QUIET_ADDR, actions: ['update'] }]);
+    // Plans never write state.
+    expect((await currentState()).serial).toBe(appliedSerial);
+  });
+
+  it('kl refresh --dry-run reports the drift and commits nothing', async () => {
+    const r = await kl(['--format', 'json', 'refresh', STATE, '--dry-run'], 'kl refresh --dry-run');
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const dry = JSON.parse(r.stdout) as RefreshJson;
+    expect(dry).toMatchObject({
+      status: 'succeeded',
+      dry_run: true,
+      checked: 4,
+      changed: 3,
+      gone: 0,
+      failed: 0,
+      drifted: [BUCKET_ADDR, VERSIONING_ADDR, DRIFTED_ADDR],
+      from_version: appliedVersion,
+      to_version: null,
+    });
+
+    expect((await currentState()).serial).toBe(appliedSerial);
+    const versions = await query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM state_versions v JOIN states s USING (state_id)
+        WHERE s.name = $1 AND s.deleted_at IS NULL AND v.version > $2`,
+      STATE,
+      String(appliedVersion),
+    );
+    expect(versions).toEqual([{ n: 0 }]);
+    const drift = await ok(kl(['--format', 'json', 'drift', STATE]), 'kl drift');
+    expect(JSON.parse(drift.stdout)).toEqual([]);
+    const runs = await query(
+      `SELECT status, dry_run, checked, changed, failed, to_version, to_serial
+         FROM refresh_runs WHERE run_id = $1`,
+      dry.run_id,
+    );
+    expect(runs).toEqual([
+      {
+        status: 'succeeded',
+        dry_run: true,
+        checked: 4,
+        changed: 3,
+        failed: 0,
+        to_version: null,
+        to_serial: null,
+      },
+    ]);
+  });
+
+  it('kl refresh finds exactly the drifted resources and commits the next serial', async () => {
+    const r = await kl(['--format', 'json', 'refresh', STATE], 'kl refresh');
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    report = JSON.parse(r.stdout) as RefreshJson;
+    expect(report).toMatchObject({
+      status: 'succeeded',
+      dry_run: false,
+      checked: 4,
+      changed: 3,
+      gone: 0,
+      failed: 0,
+      // The bucket too: its computed `versioning` attribute follows the versioning resource.
+      drifted: [BUCKET_ADDR, VERSIONING_ADDR, DRIFTED_ADDR],
+      from_version: appliedVersion,
+      to_version: appliedVersion + 1,
+    });
+
+    const after = await currentState();
+    expect(after.serial).toBe(appliedSerial + 1);
+    const attrs = (type: string, name: string) =>
+      after.resources.find((x) => x.type === type && x.name === name)!.instances[0].attributes;
+    expect(attrs('aws_ssm_parameter', 'drifted')).toMatchObject({
+      value: 'v2-changed-out-of-band',
+      version: 2,
+    });
+    expect(attrs('aws_ssm_parameter', 'quiet')).toMatchObject({ value: 'steady', version: 1 });
+    expect(attrs('aws_s3_bucket_versioning', 'b').versioning_configuration).toEqual([
+      expect.objectContaining({ status: 'Suspended' }),
+    ]);
+    expect(attrs('aws_s3_bucket', 'b').versioning).toEqual([
+      expect.objectContaining({ enabled: false }),
+    ]);
+  });
+
+  it('kl drift and current_resource_drift list exactly those three, with what changed', async () => {
+    const serial = appliedSerial + 1;
+    const drift = JSON.parse(
+      (await ok(kl(['--format', 'json', 'drift', STATE]), 'kl drift')).stdout,
+    ) as { address: string; changed_paths: string[]; detected_serial: number; refresh_run_id: string }[];
+    expect(drift.map((d) => d.address).sort()).toEqual([BUCKET_ADDR, VERSIONING_ADDR, DRIFTED_ADDR]);
+    for (const d of drift) {
+      expect(d).toMatchObject({ detected_serial: serial, refresh_run_id: report.run_id });
+    }
+    console.log('DEBUG drift', JSON.stringify(drift), JSON.stringify(refreshingPlan.json.resource_drift));
+    const paths = Object.fromEntries(drift.map((d) => [d.address, d.changed_paths]));
+    expect(paths[VERSIONING_ADDR]).toEqual(['versioning_configuration[0].status']);
+    expect(paths[DRIFTED_ADDR]).toEqual(expect.arrayContaining(['value', 'version']));
+    expect(paths[BUCKET_ADDR]).toEqual(expect.arrayContaining(['versioning[0].enabled']));
+
+    const view = await query<{
+      address: string;
+      detected_serial: number;
+      detected_version: number;
+      refresh_run_id: string;
+      was: string;
+      now: string;
+    }>(
+      `SELECT address, detected_serial, detected_version, refresh_run_id,
+              previous_attributes->>'value' AS was, current_attributes->>'value' AS now
+         FROM current_resource_drift WHERE state_name = $1 ORDER BY address`,
+      STATE,
+    );
+    expect(view.map((v) => v.address)).toEqual([BUCKET_ADDR, VERSIONING_ADDR, DRIFTED_ADDR]);
+    for (const v of view) {
+      expect(v).toMatchObject({
+        detected_serial: serial,
+        detected_version: report.to_version,
+        refresh_run_id: report.run_id,
+      });
+    }
+    expect(view.find((v) => v.address === DRIFTED_ADDR)).toMatchObject({
+      was: 'v1',
+      now: 'v2-changed-out-of-band',
+    });
+  });
+
+  it('closes the old lifecycle of each drifted instance and opens a new one; the quiet one keeps its own', async () => {
+    const rows = await query<{
+      address: string;
+      create_version: number;
+      delete_version: number | null;
+      create_serial: number;
+      delete_serial: number | null;
+    }>(
+      `SELECT r.address, r.create_version, r.delete_version, r.create_serial, r.delete_serial
+         FROM resources r JOIN states s USING (state_id)
+        WHERE s.name = $1 AND s.deleted_at IS NULL
+        ORDER BY r.address, r.create_version`,
+      STATE,
+    );
+    const of = (address: string) =>
+      rows
+        .filter((r) => r.address === address)
+        .map(({ address: _a, ...rest }) => rest);
+    const refreshed = report.to_version!;
+    for (const address of [BUCKET_ADDR, VERSIONING_ADDR, DRIFTED_ADDR]) {
+      const lifecycles = of(address);
+      expect(lifecycles).toHaveLength(2);
+      expect(lifecycles[0]).toMatchObject({
+        delete_version: refreshed,
+        delete_serial: appliedSerial + 1,
+      });
+      expect(lifecycles[0].create_version).toBeLessThanOrEqual(appliedVersion);
+      expect(lifecycles[1]).toEqual({
+        create_version: refreshed,
+        delete_version: null,
+        create_serial: appliedSerial + 1,
+        delete_serial: null,
+      });
+    }
+    const quiet = of(QUIET_ADDR);
+    expect(quiet).toHaveLength(1);
+    expect(quiet[0].delete_version).toBeNull();
+    expect(quiet[0].create_version).toBeLessThanOrEqual(appliedVersion);
+  });
+
+  it('records the run in refresh_runs with its counts and the committed version', async () => {
+    const runs = await query(
+      `SELECT state_name, status, dry_run, checked, changed, failed, from_version, from_serial,
+              to_version, to_serial, error_summary, finished_at IS NOT NULL AS finished
+         FROM refresh_runs WHERE run_id = $1`,
+      report.run_id,
+    );
+    expect(runs).toEqual([
+      {
+        state_name: STATE,
+        status: 'succeeded',
+        dry_run: false,
+        checked: 4,
+        changed: 3,
+        failed: 0,
+        from_version: appliedVersion,
+        from_serial: appliedSerial,
+        to_version: report.to_version,
+        to_serial: appliedSerial + 1,
+        error_summary: null,
+        finished: true,
+      },
+    ]);
+    const results = await query<{ address: string; outcome: string }>(
+      'SELECT address, outcome FROM refresh_results WHERE run_id = $1 ORDER BY address',
+      report.run_id,
+    );
+    expect(results).toEqual([
+      { address: BUCKET_ADDR, outcome: 'drifted' },
+      { address: VERSIONING_ADDR, outcome: 'drifted' },
+      { address: DRIFTED_ADDR, outcome: 'drifted' },
+      { address: QUIET_ADDR, outcome: 'unchanged' },
+    ]);
+  });
+
+  it('terraform plan -refresh=false now plans exactly what the refreshing plan planned', async () => {
+    const afterPlan = await plan('after.tfplan', ['-refresh=false']);
+    expect(afterPlan.changes).toEqual(refreshingPlan.changes);
+    expect(afterPlan.changes).not.toEqual(stalePlan.changes);
+    // And from the same picture of the objects: kl's refresh read what terraform's read.
+    expect(priorObjects(afterPlan.json)).toEqual(priorObjects(refreshingPlan.json));
+  });
+
+  it('leaves no provider process behind', () => {
+    expect(processesUnder(root, 'terraform-provider-aws')).toEqual([]);
+  });
+});
