@@ -22,7 +22,7 @@ import type { Clock, Ids } from '../ports/clock.port';
 import type { EventStore } from '../ports/event-store.port';
 import type { ReadModelSync } from '../ports/read-model-sync.port';
 import type { SnapshotStore } from '../ports/snapshot-store.port';
-import type { Caller } from '../state/state-commands';
+import { Caller, commandContext } from '../command-context';
 
 export const REFRESH_AGGREGATES = Symbol('RefreshAggregates');
 
@@ -62,12 +62,7 @@ export class RefreshAggregates {
   }
 
   context(caller: Caller): CommandContext {
-    return {
-      actor: caller.actor,
-      correlationId: caller.correlationId,
-      causationId: null,
-      now: this.clock.now().toISOString(),
-    };
+    return commandContext(caller, this.clock);
   }
 
   newRunId(): string {

@@ -14,7 +14,8 @@ import type { Clock, Ids } from '../ports/clock.port';
 import type { EventStore } from '../ports/event-store.port';
 import type { ReadModelSync } from '../ports/read-model-sync.port';
 import type { SnapshotStore } from '../ports/snapshot-store.port';
-import type { Caller } from './state-commands';
+import { InstanceHashMemo } from './instance-hash-memo';
+import { Caller, commandContext } from '../command-context';
 
 export const STATE_AGGREGATE = Symbol('StateAggregate');
 
@@ -25,6 +26,7 @@ export const STATE_AGGREGATE = Symbol('StateAggregate');
  */
 export class StateAggregateService {
   private readonly store: AggregateStore<StateCommand, StateAggregate, StateEvent>;
+  private readonly hashes = new InstanceHashMemo();
 
   constructor(
     events: EventStore,
@@ -41,12 +43,7 @@ export class StateAggregateService {
   }
 
   context(caller: Caller): CommandContext {
-    return {
-      actor: caller.actor,
-      correlationId: caller.correlationId,
-      causationId: null,
-      now: this.clock.now().toISOString(),
-    };
+    return commandContext(caller, this.clock);
   }
 
   newStateId(): string {
@@ -54,7 +51,23 @@ export class StateAggregateService {
   }
 
   async execute(name: string, command: StateCommand): Promise<StateEvent[]> {
-    const result = await this.store.handle(stateStreamId(name), command, command.metadata);
+    const streamId = stateStreamId(name);
+    if (command.type !== 'CommitState' || command.data.hashInstance) {
+      return this.run(streamId, command);
+    }
+    const memo = this.hashes.open(streamId);
+    try {
+      return await this.run(streamId, {
+        ...command,
+        data: { ...command.data, hashInstance: memo.hash },
+      });
+    } finally {
+      memo.done();
+    }
+  }
+
+  private async run(streamId: string, command: StateCommand): Promise<StateEvent[]> {
+    const result = await this.store.handle(streamId, command, command.metadata);
     if (result.position) await this.sync.waitForPosition(result.position);
     return result.events;
   }

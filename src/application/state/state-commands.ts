@@ -2,11 +2,9 @@ import { Command } from '@nestjs/cqrs';
 import type { CommitSource, LockInfo } from '../../domain/state';
 import type { StateDocumentV4 } from '../../domain/terraform';
 
-/** Who is asking and as part of what; the handler adds time and ids. */
-export interface Caller {
-  actor: string;
-  correlationId: string;
-}
+import type { Caller } from '../command-context';
+
+export type { Caller };
 
 export class LockStateCommand extends Command<void> {
   constructor(
