@@ -1,0 +1,568 @@
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import pino from 'pino';
+import {
+  awsVersionIn,
+  findTerraformMirror,
+  Moto,
+  onPath,
+  processesUnder,
+  startMoto,
+  writeMirrorCliConfig,
+} from '../test/support/terraform-aws';
+import { openBenchDatabase } from './support/bench-database';
+import { KltestWorkspace, kltestMirror, prepareKltest } from './support/refresh-kltest';
+import {
+  httpBackend,
+  Kld,
+  killAll,
+  mustRun,
+  sql,
+  startKld,
+  Timed,
+} from './support/refresh-processes';
+import {
+  ConcurrencyProbe,
+  probeReadConcurrency,
+  profileRefresh,
+  RefreshProfile,
+} from './support/refresh-profile';
+import { formatInt, formatMs, verdict } from './support/stats';
+
+/**
+ * `kl refresh` against `terraform plan -refresh-only` on the same state, the
+ * same provider binary and the same remote objects, as ADR 0005 promises
+ * ("order of magnitude faster is the goal"). Prints figures and targets;
+ * never fails on a miss.
+ *
+ *   npm run build && node dist/bench/refresh.js
+ *
+ *   (a) N aws_ssm_parameter (default 200) applied by terraform into moto
+ *       through kld's http backend; the real AWS provider (protocol 5).
+ *   (b) N kltest_item (default 5,000) of the repo's TypeScript test provider
+ *       (protocol 6); the state is generated from a terraform-written template
+ *       (see bench/support/refresh-kltest.ts for how and why).
+ *
+ * Both sides are timed as child processes, wall clock, in alternation. The
+ * first `kl refresh` of a scenario meets an empty schema cache (it calls
+ * GetSchema and stores it in kld); later runs are served from the cache, as
+ * every refresh after the first with a provider version is. Then one refresh
+ * runs in this process with a stopwatch on every server call and provider
+ * RPC, to say where the time goes.
+ *
+ * Environment:
+ *   KL_BENCH_DATABASE_URL   a PostgreSQL server URL (else an embedded one)
+ *   KL_TF_MIRROR            the Terraform filesystem mirror holding hashicorp/aws
+ *                           (else found as the e2e tests find it)
+ *   KL_BENCH_SSM=200  KL_BENCH_KLTEST=5000  KL_BENCH_KL_REPS=3  KL_BENCH_TF_REPS=2
+ *   KL_BENCH_SKIP_AWS=1 / KL_BENCH_SKIP_KLTEST=1
+ */
+
+const TARGET_AWS = 5;
+const TARGET_KLTEST = 10;
+const SSM = intEnv('KL_BENCH_SSM', 200);
+const KLTEST = intEnv('KL_BENCH_KLTEST', 5_000);
+const KL_REPS = intEnv('KL_BENCH_KL_REPS', 3);
+const TF_REPS = intEnv('KL_BENCH_TF_REPS', 2);
+const SKIP_AWS = process.env.KL_BENCH_SKIP_AWS === '1';
+const SKIP_KLTEST = process.env.KL_BENCH_SKIP_KLTEST === '1';
+const COMMAND_TIMEOUT_MS = 600_000;
+
+const ROOT = path.resolve(__dirname, '../..');
+const KLD = path.join(ROOT, 'dist/src/kld.js');
+const KL = path.join(ROOT, 'dist/src/cli/kl.js');
+
+/** Everything to undo, newest first; run once, on success, error or signal. */
+const undo: { label: string; run: () => Promise<void> | void }[] = [];
+let cleaning: Promise<void> | undefined;
+let tmpRoot = '';
+
+function cleanup(): Promise<void> {
+  return (cleaning ??= (async () => {
+    await killAll();
+    // A provider whose terraform or kl died anyway; found by its working directory.
+    if (tmpRoot) {
+      for (const pid of processesUnder(tmpRoot, 'terraform-provider-')) {
+        process.stderr.write(`cleanup: killing provider process ${pid}\n`);
+        process.kill(pid, 'SIGKILL');
+      }
+    }
+    while (undo.length) {
+      const step = undo.pop()!;
+      try {
+        await step.run();
+      } catch (err) {
+        process.stderr.write(`cleanup (${step.label}) failed: ${String(err)}\n`);
+      }
+    }
+  })());
+}
+
+interface Row {
+  measurement: string;
+  ours: string;
+  peer: string;
+  ratio: string;
+  target: string;
+  result: string;
+}
+
+interface Comparison {
+  label: string;
+  /** Wall ms of each `kl refresh`; the first met an empty schema cache. */
+  kl: Timed[];
+  klOut: string[];
+  terraform: Timed[];
+  profile: RefreshProfile;
+  /** The same, after emptying kld's schema cache: what a first refresh with a provider version pays. */
+  coldProfile: RefreshProfile;
+  probe: ConcurrencyProbe[];
+}
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  const onSignal = (signal: NodeJS.Signals) => {
+    process.stderr.write(`\n${signal}: cleaning up\n`);
+    void cleanup().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const logger = pino({ level: process.env.KL_LOG_LEVEL ?? 'warn' }, pino.destination(2));
+  const rows: Row[] = [];
+  const comparisons: Comparison[] = [];
+
+  try {
+    if (!fs.existsSync(KL) || !fs.existsSync(KLD)) {
+      throw new Error('dist/ is missing kl or kld: run npm run build first');
+    }
+    onPath('terraform', 'terraform 1.11');
+    tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-bench-refresh-'));
+    undo.push({
+      label: 'temp dir',
+      run: () => fs.rmSync(tmpRoot, { recursive: true, force: true }),
+    });
+
+    const bench = await openBenchDatabase(logger);
+    undo.push({ label: 'database', run: () => bench.close() });
+    const kld = await startKld(KLD, bench.url, path.join(tmpRoot, 'kld'));
+    undo.push({ label: 'kld', run: () => kld.stop() });
+    printHeader(bench.origin, kld);
+
+    const baseEnv = cleanEnv();
+    if (!SKIP_AWS) {
+      onPath('moto_server', 'moto_server for the AWS scenario');
+      const mirror = findTerraformMirror();
+      const moto = await startMoto();
+      undo.push({ label: 'moto', run: () => moto.stop() });
+      console.log(`moto:      pid ${moto.pid}, ${moto.endpoint}`);
+      console.log(`AWS:       hashicorp/aws ${awsVersionIn(mirror)} from ${mirror}`);
+      const c = await awsScenario(kld, moto, mirror, baseEnv);
+      comparisons.push(c);
+      rows.push(...rowsOf(c, TARGET_AWS));
+      await moto.stop();
+    }
+    if (!SKIP_KLTEST) {
+      const c = await kltestScenario(kld, baseEnv);
+      comparisons.push(c);
+      rows.push(...rowsOf(c, TARGET_KLTEST));
+    }
+
+    console.log();
+    printTable(rows);
+    for (const c of comparisons) printProfile(c);
+    await kld.stop();
+    const leftovers = processesUnder(tmpRoot, 'terraform-provider-');
+    console.log(
+      `\nprovider processes left under ${tmpRoot}: ${leftovers.length === 0 ? 'none' : leftovers.join(', ')}`,
+    );
+    for (const pid of leftovers) process.kill(pid, 'SIGKILL');
+    const load = os.loadavg();
+    console.log(
+      `load average after the run: ${load.map((l) => l.toFixed(2)).join(' ')}; ` +
+        `total ${((Date.now() - started) / 1000).toFixed(0)} s`,
+    );
+  } finally {
+    await cleanup();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// scenarios
+
+async function awsScenario(
+  kld: Kld,
+  moto: Moto,
+  mirror: string,
+  baseEnv: NodeJS.ProcessEnv,
+): Promise<Comparison> {
+  const state = 'bench/refresh-aws';
+  const dir = path.join(tmpRoot, 'tf-aws');
+  fs.mkdirSync(dir);
+  const cliConfig = path.join(tmpRoot, 'terraformrc-aws');
+  writeMirrorCliConfig(cliConfig, mirror);
+  const env: NodeJS.ProcessEnv = {
+    ...baseEnv,
+    TF_CLI_CONFIG_FILE: cliConfig,
+    AWS_ACCESS_KEY_ID: 'test',
+    AWS_SECRET_ACCESS_KEY: 'test',
+    AWS_EC2_METADATA_DISABLED: 'true',
+  };
+  const e = moto.endpoint;
+  fs.writeFileSync(
+    path.join(dir, 'main.tf'),
+    `terraform {
+  required_providers {
+    aws = { source = "hashicorp/aws", version = ${JSON.stringify(awsVersionIn(mirror))} }
+  }
+${httpBackend(kld.url, state)}}
+
+provider "aws" {
+  access_key                  = "test"
+  secret_key                  = "test"
+  region                      = "us-east-1"
+  skip_credentials_validation = true
+  skip_requesting_account_id  = true
+  skip_metadata_api_check     = true
+  endpoints {
+    ssm = "${e}"
+    sts = "${e}"
+  }
+}
+
+resource "aws_ssm_parameter" "p" {
+  count = ${SSM}
+  name  = "/kl-bench/p/\${count.index}"
+  type  = "String"
+  value = "value-\${count.index}"
+}
+`,
+  );
+  const tf = (args: string[], okCodes?: number[]) =>
+    mustRun(`terraform ${args.join(' ')}`, 'terraform', [...args, '-input=false', '-no-color'], {
+      cwd: dir,
+      env,
+      timeoutMs: COMMAND_TIMEOUT_MS,
+      okCodes,
+    });
+  console.log(`\n(a) ${formatInt(SSM)} aws_ssm_parameter in moto, AWS provider (protocol 5)`);
+  const init = await tf(['init']);
+  const apply = await tf(['apply', '-auto-approve']);
+  console.log(
+    `  terraform init ${secs(init.ms)}, apply of ${formatInt(SSM)} (parallelism 10) ${secs(apply.ms)}`,
+  );
+  const config = path.join(tmpRoot, 'aws.json');
+  fs.writeFileSync(
+    config,
+    JSON.stringify({
+      access_key: { env: 'AWS_ACCESS_KEY_ID' },
+      secret_key: { env: 'AWS_SECRET_ACCESS_KEY' },
+      region: 'us-east-1',
+      skip_credentials_validation: true,
+      skip_requesting_account_id: true,
+      skip_metadata_api_check: true,
+      endpoints: [{ ssm: e, sts: e }],
+    }),
+  );
+  await kl(dir, env, ['provider', 'configure', state, 'hashicorp/aws', '--from-json', config], kld);
+  return compare(`${formatInt(SSM)} aws_ssm_parameter (moto)`, state, dir, env, kld, (okCodes) =>
+    tf(['plan', '-refresh-only', '-detailed-exitcode'], okCodes),
+  );
+}
+
+async function kltestScenario(kld: Kld, baseEnv: NodeJS.ProcessEnv): Promise<Comparison> {
+  const state = 'bench/refresh-kltest';
+  const mirror = kltestMirror(tmpRoot, ROOT);
+  const cliConfig = path.join(tmpRoot, 'terraformrc-kltest');
+  writeMirrorCliConfig(cliConfig, mirror);
+  console.log(`\n(b) ${formatInt(KLTEST)} kltest_item, TypeScript test provider (protocol 6)`);
+  const ws: KltestWorkspace = await prepareKltest({
+    root: tmpRoot,
+    kldUrl: kld.url,
+    state,
+    instances: KLTEST,
+    baseEnv,
+    cliConfig,
+  });
+  console.log(
+    `  template: terraform apply of 2 ${secs(ws.templateApplyMs)}; generated ${formatInt(KLTEST)} ` +
+      `instances + object files in ${secs(ws.generateMs)}; POST of the ${mib(ws.stateBytes)} ` +
+      `state to kld ${secs(ws.pushMs)}`,
+  );
+  const config = path.join(tmpRoot, 'kltest.json');
+  fs.writeFileSync(config, JSON.stringify({ state_dir: { env: 'KLTEST_OBJECTS' } }));
+  await kl(
+    ws.dir,
+    ws.env,
+    ['provider', 'configure', state, 'kilolock/kltest', '--from-json', config],
+    kld,
+  );
+  return compare(`${formatInt(KLTEST)} kltest_item`, state, ws.dir, ws.env, kld, (okCodes) =>
+    mustRun(
+      'terraform plan -refresh-only',
+      'terraform',
+      ['plan', '-refresh-only', '-detailed-exitcode', '-input=false', '-no-color'],
+      { cwd: ws.dir, env: ws.env, timeoutMs: COMMAND_TIMEOUT_MS, okCodes },
+    ),
+  );
+}
+
+/**
+ * kl refresh (cold schema cache), then terraform and kl in alternation, then
+ * the profiled in-process refresh. Each kl refresh commits a version (that
+ * is its job); terraform's plan writes nothing.
+ */
+async function compare(
+  label: string,
+  state: string,
+  dir: string,
+  env: NodeJS.ProcessEnv,
+  kld: Kld,
+  terraformRefresh: (okCodes: number[]) => Promise<Timed>,
+): Promise<Comparison> {
+  const klRuns: Timed[] = [];
+  const klOut: string[] = [];
+  const tfRuns: Timed[] = [];
+  const klRefresh = async () => {
+    const r = await kl(dir, env, ['refresh', state], kld);
+    klRuns.push(r);
+    klOut.push(r.stdout.split('\n')[0]);
+    console.log(`  kl refresh #${klRuns.length}: ${secs(r.ms)}  ${r.stdout.split('\n')[0]}`);
+  };
+  await klRefresh();
+  for (let i = 0; i < Math.max(TF_REPS, KL_REPS - 1); i++) {
+    if (i < TF_REPS) {
+      const r = await terraformRefresh([0, 2]);
+      tfRuns.push(r);
+      // Exit 2 with "No changes" happens: terraform compares the state it would write byte
+      // for byte, and the AWS provider's sensitive paths come out in a varying order.
+      const summary = /No changes\./.test(r.stdout)
+        ? 'no drift shown'
+        : /has changed|have changed/.test(r.stdout)
+          ? 'drift shown'
+          : 'see output';
+      console.log(
+        `  terraform plan -refresh-only #${tfRuns.length}: ${secs(r.ms)}  exit ${r.code} (${summary})`,
+      );
+    }
+    if (i < KL_REPS - 1) await klRefresh();
+  }
+  const profiled = (p: RefreshProfile, what: string) =>
+    console.log(
+      `  profiled in-process refresh (${what}): ${secs(p.wallMs)}  status=${p.report.status} ` +
+        `checked=${p.report.checked} changed=${p.report.changed} failed=${p.report.failed}`,
+    );
+  const options = { cwd: dir, actor: 'bench@refresh', env };
+  const profile = await profileRefresh(kld.url, state, options);
+  profiled(profile, 'schema cached');
+  // A plain cache (docs/sql.md): emptying it only costs the next refresh a GetSchema.
+  await sql(kld.databaseUrl, 'DELETE FROM provider_schemas');
+  const coldProfile = await profileRefresh(kld.url, state, options);
+  profiled(coldProfile, 'schema cache emptied first');
+  const probe = await probeReadConcurrency(kld.url, state, { cwd: dir, env, levels: [1, 10] });
+  console.log(
+    `  what-if probe, all ${formatInt(probe[0].reads)} reads through one provider process: ` +
+      probe.map((p) => `${p.concurrency} in flight ${secs(p.ms)}`).join(', '),
+  );
+  return { label, kl: klRuns, klOut, terraform: tfRuns, profile, coldProfile, probe };
+}
+
+function rowsOf(c: Comparison, target: number): Row[] {
+  const warm = c.kl.slice(1).map((r) => r.ms);
+  const ours = warm.length > 0 ? median(warm) : c.kl[0].ms;
+  const peer = median(c.terraform.map((r) => r.ms));
+  const ratio = peer / ours;
+  const coldRatio = peer / c.kl[0].ms;
+  return [
+    {
+      measurement: `${c.label}: kl refresh vs terraform plan -refresh-only`,
+      ours: `${secs(ours)}${warm.length > 0 ? ` (median of ${warm.length}, cached schema)` : ''}`,
+      peer: `${secs(peer)} (median of ${c.terraform.length})`,
+      ratio: `${ratio.toFixed(1)}×`,
+      target: `≥ ${target}×`,
+      result: verdict(ratio >= target),
+    },
+    {
+      measurement: `${c.label}: first kl refresh (empty schema cache)`,
+      ours: secs(c.kl[0].ms),
+      peer: secs(peer),
+      ratio: `${coldRatio.toFixed(1)}×`,
+      target: '- (info)',
+      result: '-',
+    },
+  ];
+}
+
+// ---------------------------------------------------------------------------
+// helpers
+
+async function kl(dir: string, env: NodeJS.ProcessEnv, args: string[], kld: Kld): Promise<Timed> {
+  return mustRun(`kl ${args[0]}`, process.execPath, [KL, '--server', kld.url, ...args], {
+    cwd: dir,
+    env,
+    timeoutMs: COMMAND_TIMEOUT_MS,
+  });
+}
+
+/** The bench's own environment, less anything that would steer terraform, kl or the AWS SDK. */
+function cleanEnv(): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([k]) =>
+        !k.startsWith('TF_') &&
+        !k.startsWith('KL_') &&
+        !k.startsWith('AWS_') &&
+        !k.startsWith('KLTEST_'),
+    ),
+  );
+  return { ...env, CHECKPOINT_DISABLE: '1', TF_IN_AUTOMATION: '1' };
+}
+
+function intEnv(name: string, fallback: number): number {
+  const v = process.env[name];
+  if (v === undefined || v === '') return fallback;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer`);
+  return n;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+function secs(ms: number): string {
+  return `${(ms / 1000).toFixed(2)} s`;
+}
+
+function mib(bytes: number): string {
+  return `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+}
+
+function printHeader(origin: string, kld: Kld): void {
+  const cpus = os.cpus();
+  const load = os.loadavg();
+  let tfVersion = '?';
+  try {
+    const out = execFileSync('terraform', ['version', '-json'], {
+      env: { ...process.env, CHECKPOINT_DISABLE: '1', TF_CLI_CONFIG_FILE: '/dev/null' },
+    }).toString();
+    tfVersion = /"terraform_version":\s*"([^"]+)"/.exec(out)?.[1] ?? '?';
+  } catch {
+    // reported as ?
+  }
+  console.log('Kilolock refresh benchmark: kl refresh vs terraform plan -refresh-only');
+  console.log(
+    `  machine:   ${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown CPU'}, ` +
+      `${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.platform()} ${os.release()} ${os.arch()}`,
+  );
+  const busy = load[0] > cpus.length * 0.5 ? '  (busy: other work shares the CPUs)' : '';
+  console.log(`  load:      ${load.map((l) => l.toFixed(2)).join(' ')} (1/5/15 min) before${busy}`);
+  console.log(`  node:      ${process.version}; terraform ${tfVersion}`);
+  console.log(`  postgres:  ${origin}`);
+  console.log(`  kld:       pid ${kld.pid}, ${kld.url}`);
+  console.log(`  temp:      ${tmpRoot}`);
+}
+
+function printTable(rows: Row[]): void {
+  const head: Row = {
+    measurement: 'measurement',
+    ours: 'ours (kl refresh)',
+    peer: 'peer (terraform)',
+    ratio: 'ratio',
+    target: 'target',
+    result: 'result',
+  };
+  const keys = Object.keys(head) as (keyof Row)[];
+  const width = Object.fromEntries(
+    keys.map((k) => [k, Math.max(...[head, ...rows].map((r) => r[k].length))]),
+  ) as Record<keyof Row, number>;
+  const line = (r: Row) => `  ${keys.map((k) => r[k].padEnd(width[k])).join('  ')}`.trimEnd();
+  console.log(line(head));
+  console.log(`  ${keys.map((k) => '-'.repeat(width[k])).join('  ')}`);
+  for (const r of rows) console.log(line(r));
+}
+
+/** Where the profiled refreshes spent their time, schema cached and not. */
+function printProfile(c: Comparison): void {
+  const warm = c.profile;
+  const cold = c.coldProfile;
+  const row = (name: string, a: string, b: string) =>
+    console.log(`  ${name.padEnd(42)} ${a.padStart(14)} ${b.padStart(12)}`);
+  console.log(`\nWhere kl refresh spends its time: ${c.label} (in-process, ms)`);
+  row('phase', 'cached schema', 'empty cache');
+  const order = [
+    'server startRun',
+    'server lock',
+    'server getState',
+    'server getProviderConfig',
+    'provider launch (spawn, handshake, TLS)',
+    'schema cache get',
+    'provider GetSchema',
+    'schema cache put',
+    'provider Configure',
+    'provider UpgradeResourceState',
+    'provider ReadResource',
+    'server recordResults',
+    'server finishRun',
+    'provider Stop',
+    'provider close (shutdown, exit)',
+    'server unlock',
+  ];
+  const names = new Set([...Object.keys(warm.spans), ...Object.keys(cold.spans)]);
+  const cell = (p: RefreshProfile, name: string): string => {
+    const s = p.spans[name];
+    if (!s) return '-';
+    return s.calls > 1 ? `${formatMs(s.ms)} (${s.calls}×)` : formatMs(s.ms);
+  };
+  for (const name of [...order, ...[...names].filter((n) => !order.includes(n))]) {
+    if (names.has(name)) row(name, cell(warm, name), cell(cold, name));
+  }
+  row(
+    'read loop (Configure done → last read)',
+    formatMs(warm.readLoopMs),
+    formatMs(cold.readLoopMs),
+  );
+  row('total (wall)', formatMs(warm.wallMs), formatMs(cold.wallMs));
+  const reads = warm.spans['provider ReadResource'] ?? { calls: 0, ms: 0 };
+  if (reads.calls > 0) {
+    console.log(
+      `  per instance: ${formatMs(warm.readLoopMs / reads.calls)} ms in the read loop, of which ` +
+        `ReadResource ${formatMs(reads.ms / reads.calls)} ms (kl-side msgpack encode/decode, gRPC, ` +
+        `the provider) and kl's own bookkeeping ${formatMs((warm.readLoopMs - reads.ms) / reads.calls)} ms`,
+    );
+  }
+  if (warm.schemaJsonBytes) {
+    console.log(
+      `  the cached schema is ${mib(warm.schemaJsonBytes)} of JSON, fetched from kld and parsed`,
+    );
+  }
+  const [serial, parallel] = c.probe;
+  if (serial && parallel) {
+    const projected = warm.wallMs - warm.readLoopMs + (warm.readLoopMs * parallel.ms) / serial.ms;
+    const peer = median(c.terraform.map((r) => r.ms));
+    console.log(
+      `  what-if: ${parallel.concurrency} reads in flight on the one provider process (terraform's ` +
+        `-parallelism) read the ${formatInt(serial.reads)} instances in ${secs(parallel.ms)} instead of ` +
+        `${secs(serial.ms)} (${(serial.ms / parallel.ms).toFixed(1)}×); kl refresh would then take ` +
+        `≈ ${secs(projected)}, ≈ ${(peer / projected).toFixed(1)}× terraform (projection, not measured)`,
+    );
+  }
+  const warmRuns = c.kl.slice(1).map((r) => r.ms);
+  if (warmRuns.length > 0) {
+    console.log(
+      `  kl refresh child processes (median ${secs(median(warmRuns))}) vs in-process ` +
+        `(${secs(warm.wallMs)}): ≈ ${secs(median(warmRuns) - warm.wallMs)} of node start-up, ` +
+        'module loading and exit (noisy: different runs)',
+    );
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${(err as Error)?.stack ?? String(err)}\n`);
+  void cleanup().finally(() => process.exit(1));
+});
