@@ -454,7 +454,7 @@ describe('RefreshOrchestrator', () => {
     expect(server.unlocks).toHaveLength(1);
   });
 
-  it('runs groups in parallel up to the concurrency, and the instances of one group serially', async () => {
+  it('runs groups in parallel up to the concurrency, and with parallelism 1 the instances of one group serially', async () => {
     const doc = documentOf([
       resource('aws_s3_bucket', 'logs', awsDefault, [{ id: 'b1' }, { id: 'b2' }, { id: 'b3' }]),
       resource('aws_s3_bucket', 'west', awsWest, [{ id: 'w1' }, { id: 'w2' }]),
@@ -476,14 +476,25 @@ describe('RefreshOrchestrator', () => {
     });
 
     const wide = setup(doc, behaviours());
-    await wide.orchestrator.run('prod', options({ concurrency: 2 }), never);
+    await wide.orchestrator.run('prod', options({ concurrency: 2, parallelism: 1 }), never);
     expect(wide.opener.tracker.maxActive).toBe(2);
     // Two aws groups share a source but not a process: per process, one read at a time.
     expect(Math.max(...wide.opener.opened.map((p) => p.reads.length))).toBe(3);
 
     const narrow = setup(doc, behaviours());
-    await narrow.orchestrator.run('prod', options({ concurrency: 1 }), never);
+    await narrow.orchestrator.run('prod', options({ concurrency: 1, parallelism: 1 }), never);
     expect(narrow.opener.tracker.maxActive).toBe(1);
+
+    // Like terraform's -parallelism: several reads in flight on one provider process.
+    const parallel = setup(doc, behaviours());
+    const report = await parallel.orchestrator.run(
+      'prod',
+      options({ concurrency: 1, parallelism: 2 }),
+      never,
+    );
+    expect(parallel.opener.tracker.maxPerGroup).toBe(2);
+    expect(parallel.opener.tracker.maxActive).toBe(2);
+    expect(report.checked).toBe(7);
   });
 
   it('upgrades state written with an older schema version before reading, and stores the upgraded form', async () => {
@@ -667,7 +678,11 @@ describe('RefreshOrchestrator', () => {
     };
     const { server, opener, orchestrator } = setup(doc, behaviours);
 
-    const report = await orchestrator.run('prod', options({ failFast: true }), never);
+    const report = await orchestrator.run(
+      'prod',
+      options({ failFast: true, parallelism: 1 }),
+      never,
+    );
 
     expect(report.status).toBe('failed');
     expect(report.failures).toEqual([{ address: 'aws_s3_bucket.logs[0]', message: 'boom' }]);

@@ -97,8 +97,8 @@ class RunContext {
 /**
  * Refreshes every managed instance of a state through its provider (ADR
  * 0005/0006): one provider process per provider configuration, groups in
- * parallel up to `concurrency`, instances serial within a group (a provider
- * process is not meant for concurrent use by one client). The refreshed
+ * parallel up to `concurrency`, and within a group up to `parallelism` reads
+ * in flight on the one process, as terraform does. The refreshed
  * document is committed only when nothing failed and it is not a dry run; a
  * partly refreshed state would claim a freshness it does not have.
  */
@@ -265,11 +265,12 @@ export class RefreshOrchestrator {
     onFailure: () => void,
   ): Promise<void> {
     if (ctx.halt.signal.aborted) return;
-    const failGroup = (e: unknown, from: number): void => {
+    // Every instance without an outcome yet fails with the group's error.
+    const failGroup = (e: unknown): void => {
       if (ctx.halt.signal.aborted) return;
       const message = `${labelOf(group)}: ${oneLine(e)}`;
-      for (const flat of group.instances.slice(from)) {
-        this.record(ctx, options, flat, failure(flat, message));
+      for (const flat of group.instances) {
+        if (!ctx.outcomes.has(flat)) this.record(ctx, options, flat, failure(flat, message));
       }
       onFailure();
     };
@@ -286,23 +287,26 @@ export class RefreshOrchestrator {
           () => undefined,
         )
         .catch(() => undefined);
-      if (!(e instanceof Halted)) failGroup(e, 0);
+      if (!(e instanceof Halted)) failGroup(e);
       return;
     }
     ctx.open.add(provider);
-    let next = 0;
     try {
       const shaped = shapeProviderConfig(provider.schema.provider.block, config, labelOf(group));
       await untilHalted(provider.configure(shaped), ctx.halt.signal);
-      for (; next < group.instances.length && !ctx.halt.signal.aborted; next++) {
-        const flat = group.instances[next];
+      let stop = false;
+      await forEachBounded(group.instances, parallelismOf(options), async (flat) => {
+        if (stop || ctx.halt.signal.aborted) return;
         const outcome = await this.refreshInstance(provider, flat, ctx.halt.signal);
-        if (outcome === null) break;
+        if (outcome === null) {
+          stop = true;
+          return;
+        }
         this.record(ctx, options, flat, outcome);
         if (outcome.result.outcome === 'failed') onFailure();
-      }
+      });
     } catch (e) {
-      if (!(e instanceof Halted)) failGroup(e, next);
+      if (!(e instanceof Halted)) failGroup(e);
     } finally {
       ctx.open.delete(provider);
       if (ctx.halt.signal.aborted) await provider.stop().catch(() => undefined);
@@ -485,6 +489,11 @@ function labelOf(group: ProviderGroup): string {
   return group.alias
     ? `provider ${group.source} (alias ${group.alias})`
     : `provider ${group.source}`;
+}
+
+function parallelismOf(options: RefreshOptions): number {
+  const n = options.parallelism ?? 10;
+  return Number.isInteger(n) && n > 0 ? n : 1;
 }
 
 function concurrencyOf(options: RefreshOptions): number {

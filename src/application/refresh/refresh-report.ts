@@ -14,6 +14,12 @@ export interface RefreshOptions {
   failFast: boolean;
   /** Provider groups refreshed at once; default: the number of CPUs. */
   concurrency?: number;
+  /**
+   * Reads in flight per provider process; default 10, terraform's own
+   * -parallelism. Providers serve concurrent RPCs (terraform relies on it);
+   * 1 reads a group strictly one instance after another.
+   */
+  parallelism?: number;
   actor: string;
   providerSearchPaths: readonly string[];
   onProgress?: (progress: RefreshProgress) => void;

@@ -14,6 +14,7 @@ interface RefreshCommandOptions {
   dryRun?: boolean;
   failFast?: boolean;
   concurrency?: string;
+  parallelism?: string;
   actor: string;
   providerSearchPath: string[];
 }
@@ -42,6 +43,10 @@ export function registerRefreshCommand(program: Command): void {
     .option('--fail-fast', 'stop at the first resource that fails')
     .option('--concurrency <n>', 'provider processes at once (default: number of CPUs)')
     .option(
+      '--parallelism <n>',
+      'reads in flight per provider process, like terraform -parallelism (default 10; 1 = one at a time)',
+    )
+    .option(
       '--actor <actor>',
       'who runs the refresh, recorded with the run and the lock',
       defaultActor(),
@@ -58,15 +63,19 @@ export function registerRefreshCommand(program: Command): void {
         '\nProvider configs: kl provider configure <state> <source> --from-json <file> (see docs/usage/refresh.md).',
     )
     .action(async (state: string, options: RefreshCommandOptions, command: Command) => {
-      const concurrency = concurrencyOf(command, options.concurrency);
+      const concurrency = positiveOption(command, options.concurrency, '--concurrency');
+      const parallelism = positiveOption(command, options.parallelism, '--parallelism');
       const globals = command.optsWithGlobals<Globals>();
-      process.exitCode = await runRefresh(state, { ...options, concurrency }, globals);
+      process.exitCode = await runRefresh(state, { ...options, concurrency, parallelism }, globals);
     });
 }
 
 async function runRefresh(
   state: string,
-  options: Omit<RefreshCommandOptions, 'concurrency'> & { concurrency: number | undefined },
+  options: Omit<RefreshCommandOptions, 'concurrency' | 'parallelism'> & {
+    concurrency: number | undefined;
+    parallelism: number | undefined;
+  },
   globals: Globals,
 ): Promise<number> {
   const http = new KldHttpClient(globals.server, { token: globals.token, actor: options.actor });
@@ -103,6 +112,7 @@ async function runRefresh(
         dryRun: options.dryRun === true,
         failFast: options.failFast === true,
         concurrency: options.concurrency,
+        parallelism: options.parallelism,
         actor: options.actor,
         providerSearchPaths: options.providerSearchPath,
         onProgress: bar ? (p) => bar.update(p) : undefined,
@@ -130,10 +140,10 @@ async function runRefresh(
   }
 }
 
-function concurrencyOf(command: Command, value: string | undefined): number | undefined {
+function positiveOption(command: Command, value: string | undefined, name: string) {
   if (value === undefined) return undefined;
   if (!/^[1-9]\d{0,3}$/.test(value)) {
-    usage(command, `--concurrency must be a positive integer, got "${value}"`);
+    usage(command, `${name} must be a positive integer, got "${value}"`);
   }
   return Number(value);
 }
