@@ -31,6 +31,7 @@ describe('kl provider schema with kld as the schema cache', () => {
     fs.rmSync(root, { recursive: true, force: true });
   });
 
+  // Each run gets an empty local cache, so what it does not fetch came from kld.
   const schema = () =>
     spawnSync(
       process.execPath,
@@ -46,7 +47,14 @@ describe('kl provider schema with kld as the schema cache', () => {
         '--provider-search-path',
         mirror,
       ],
-      { encoding: 'utf8', env: { ...process.env, KLTEST_RPC_LOG: rpcLog } },
+      {
+        encoding: 'utf8',
+        env: {
+          ...process.env,
+          KLTEST_RPC_LOG: rpcLog,
+          KL_CACHE_DIR: fs.mkdtempSync(path.join(root, 'cache-')),
+        },
+      },
     );
   const rpcs = () => (fs.existsSync(rpcLog) ? fs.readFileSync(rpcLog, 'utf8') : '');
 

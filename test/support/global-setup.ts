@@ -10,6 +10,11 @@ import { EmbeddedPostgres } from '../../src/infrastructure/postgres/embedded-pos
  * temporary directory. Each test file creates its own database on it.
  */
 export default async function globalSetup(): Promise<void> {
+  // kl's local schema cache: one per run, never the user's ~/.cache.
+  if (!process.env.KL_CACHE_DIR) {
+    process.env.KL_CACHE_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-test-cache-'));
+    (globalThis as { __klTestCache?: string }).__klTestCache = process.env.KL_CACHE_DIR;
+  }
   if (process.env.KL_TEST_DATABASE_URL) return;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-test-pg-'));
   const pg = await EmbeddedPostgres.start(dir, pino({ level: 'warn' }));

@@ -15,9 +15,9 @@ interface Globals {
 
 /**
  * `kl provider schema <source>`: the resource types a provider offers and
- * their schema versions. Schemas come from kld's cache when it has them
- * (the AWS one is ~4.7 MB and costs seconds to fetch); the provider is only
- * launched on a miss.
+ * their schema versions. Schemas come from this machine's cache, else
+ * kld's, when they have them (the AWS one costs seconds to fetch); the
+ * provider is only launched on a miss.
  */
 export function registerProviderSchemaCommand(
   program: Command,
@@ -59,7 +59,13 @@ async function restCache(globals: Globals): Promise<ProviderSchemaCache> {
   const { KldHttpClient } = await import('../../infrastructure/rest/kld-http-client');
   const { RestProviderSchemaCache } =
     await import('../../infrastructure/provider/rest-provider-schema-cache');
-  return new RestProviderSchemaCache(
-    new KldHttpClient(globals.server ?? 'http://127.0.0.1:8080', { token: globals.token }),
-  );
+  const { FileProviderSchemaCache, TieredProviderSchemaCache } =
+    await import('../../infrastructure/provider/file-provider-schema-cache');
+  const http = new KldHttpClient(globals.server ?? 'http://127.0.0.1:8080', {
+    token: globals.token,
+  });
+  return new TieredProviderSchemaCache([
+    new FileProviderSchemaCache(),
+    new RestProviderSchemaCache(http),
+  ]);
 }

@@ -5,6 +5,10 @@ import { RefreshOrchestrator, oneLine } from '../../application/refresh/refresh-
 import { RefreshProgress, RefreshReport } from '../../application/refresh/refresh-report';
 import { CachedSchemaProviderFactory } from '../../infrastructure/provider/provider-factory';
 import { RestProviderSchemaCache } from '../../infrastructure/provider/rest-provider-schema-cache';
+import {
+  FileProviderSchemaCache,
+  TieredProviderSchemaCache,
+} from '../../infrastructure/provider/file-provider-schema-cache';
 import { FactoryProviderOpener } from '../../infrastructure/refresh/factory-provider-opener';
 import { KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestRefreshServer } from '../../infrastructure/refresh/rest-refresh-server';
@@ -80,7 +84,11 @@ async function runRefresh(
 ): Promise<number> {
   const http = new KldHttpClient(globals.server, { token: globals.token, actor: options.actor });
   const server = new RestRefreshServer(http);
-  const factory = new CachedSchemaProviderFactory(new RestProviderSchemaCache(http), {
+  const cache = new TieredProviderSchemaCache([
+    new FileProviderSchemaCache(),
+    new RestProviderSchemaCache(http),
+  ]);
+  const factory = new CachedSchemaProviderFactory(cache, {
     // Keeps a cancelled refresh inside its 5 s budget even if a provider ignores Shutdown.
     shutdownGraceMs: 1_000,
   });
