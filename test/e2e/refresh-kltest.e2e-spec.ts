@@ -307,6 +307,59 @@ describe('kl refresh with the kltest provider', () => {
     expect(fs.readFileSync(rpcLog, 'utf8')).toMatch(/UpgradeResourceState/);
   });
 
+  it('writes what terraform apply -refresh-only writes, attribute for attribute (upgrade included)', async () => {
+    // Start from a v0 item and out-of-band edits to both objects.
+    const doc = (await currentState()) as StateDoc & Record<string, unknown>;
+    const instance = item(doc);
+    const { comment, ...rest } = instance.attributes;
+    instance.schema_version = 0;
+    instance.attributes = { ...rest, note: comment };
+    doc.serial += 1;
+    expect(
+      (await fetch(`${kld.url}/v1/states/${STATE}`, { method: 'POST', body: JSON.stringify(doc) }))
+        .status,
+    ).toBe(200);
+    const bucket = doc.resources.find((r) => r.type === 'kltest_bucket')!.instances[0];
+    editObject('kltest_bucket', String(bucket.attributes.id), { labels: { env: 'prod' } });
+    editObject('kltest_item', String(instance.attributes.id), { comment: 'edited again' });
+
+    // terraform's answer: the same state, same config, local backend, refresh-only apply.
+    const tfDir = path.join(root, 'refresh-only');
+    fs.mkdirSync(tfDir, { recursive: true });
+    const config = fs
+      .readFileSync(path.join(workDir, 'main.tf'), 'utf8')
+      .replace(/\n  backend "http" \{[\s\S]*?\n  \}/, '');
+    expect(config).not.toContain('backend');
+    fs.writeFileSync(path.join(tfDir, 'main.tf'), config);
+    fs.writeFileSync(path.join(tfDir, 'terraform.tfstate'), JSON.stringify(await currentState()));
+    const inTf = (args: string[]) =>
+      run(TERRAFORM, [...args, '-no-color', '-input=false'], { cwd: tfDir });
+    await ok(inTf(['init']), 'terraform init (local copy)');
+    await ok(inTf(['apply', '-refresh-only', '-auto-approve']), 'terraform apply -refresh-only');
+    const theirs = JSON.parse(fs.readFileSync(path.join(tfDir, 'terraform.tfstate'), 'utf8'));
+
+    // ours
+    await ok(kl(['refresh', STATE, '--provider-search-path', mirror]), 'kl refresh');
+    const ours = await currentState();
+
+    const managed = (d: StateDoc) =>
+      Object.fromEntries(
+        d.resources
+          .filter((r) => r.mode === 'managed')
+          .map((r) => [
+            `${r.type}.${r.name}`,
+            r.instances.map((i) => ({
+              schema_version: i.schema_version,
+              attributes: i.attributes,
+              sensitive_attributes: (i as { sensitive_attributes?: unknown }).sensitive_attributes,
+            })),
+          ]),
+      );
+    expect(managed(ours)).toEqual(managed(theirs as StateDoc));
+    expect(item(ours).schema_version).toBe(1);
+    expect(item(ours).attributes.comment).toBe('edited again');
+  });
+
   it('reports a failure without committing, exit 1', async () => {
     const before = await currentState();
     // The provider reads a file it cannot parse: a per-resource error diagnostic.
