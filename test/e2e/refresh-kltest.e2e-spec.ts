@@ -454,4 +454,36 @@ describe('kl refresh with the kltest provider', () => {
     const plan = await terraform(['plan', '-refresh=false']);
     expect(plan.code).toBe(0);
   });
+
+  it('is refreshed by kld itself every KL_REFRESH_EVERY, with the provider found on the kld host', async () => {
+    const id = String(item(await currentState()).attributes.id);
+    editObject('kltest_item', id, { comment: 'seen by the scheduler' });
+    const since = new Date(Date.now() - 1000);
+    const runsOf = async () =>
+      t.db.query<{ status: string; changed: number; actor: string }>(
+        `SELECT status, changed, actor FROM refresh_runs WHERE state_name = $1 AND started_at > $2
+          ORDER BY started_at`,
+        [STATE, since],
+      );
+    const scheduled = await startKld({
+      KL_DATABASE_URL: t.url,
+      KL_REFRESH_EVERY: '10s',
+      KL_REFRESH_STATES: STATE,
+      KL_PROVIDER_PATH: mirror,
+      KLTEST_OBJECTS: objectsDir,
+    });
+    try {
+      const deadline = Date.now() + 30_000;
+      let runs = await runsOf();
+      while (!runs.some((r) => r.status === 'succeeded') && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 500));
+        runs = await runsOf();
+      }
+      expect(runs[0]).toMatchObject({ status: 'succeeded', changed: 1, actor: 'kld-scheduler' });
+      expect(item(await currentState()).attributes.comment).toBe('seen by the scheduler');
+    } finally {
+      expect((await scheduled.stop()).code).toBe(0);
+    }
+    expect(kltestProcesses()).toEqual([]);
+  });
 });
