@@ -9,6 +9,10 @@ import { Projector } from './projector';
 
 export const CHECKPOINTS_CHANNEL = 'kl_checkpoints';
 const BATCH = 500;
+// A writer waiting for its own events takes bigger bites: a first commit of
+// a big state is tens of thousands of events, and every batch is a
+// transaction of its own that re-reads the checkpoint.
+const CATCH_UP_BATCH = 5000;
 // Namespace for the per-projector advisory locks (pg_advisory_xact_lock(int, int)).
 const LOCK_NAMESPACE = 7_300_422;
 
@@ -142,12 +146,16 @@ export class ProjectionRunner {
     for (;;) {
       if (await this.reached(position)) return;
       if (Date.now() > deadline) throw new ProjectionTimeoutError(position, timeoutMs);
-      // Do the work here rather than wait for a loop: the caller is blocked on it.
-      for (const p of this.projectors) {
-        while ((await this.runBatch(p)) === BATCH) {
-          /* keep going until this projector is caught up */
-        }
-      }
+      // Do the work here rather than wait for a loop: the caller is blocked on
+      // it. Projectors are independent (own tables, own checkpoint, own lock),
+      // so they catch up side by side, each on its own connection.
+      await Promise.all(
+        this.projectors.map(async (p) => {
+          while ((await this.runBatch(p, CATCH_UP_BATCH)) === CATCH_UP_BATCH) {
+            /* keep going until this projector is caught up */
+          }
+        }),
+      );
       if (await this.reached(position)) return;
       await this.notifier.wait(CHECKPOINTS_CHANNEL, 20);
     }

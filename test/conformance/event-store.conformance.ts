@@ -147,9 +147,15 @@ export function describeEventStoreConformance(
       });
       const mine: RecordedEvent[] = [];
       let from = LOG_START;
-      for (;;) {
+      // Committed events become readable once every older transaction ends,
+      // and other writers (other tests) may hold one open for a moment.
+      const deadline = Date.now() + 15_000;
+      while (mine.length < 5 && Date.now() < deadline) {
         const page = await store.readAll(from, 3);
-        if (!page.length) break;
+        if (!page.length) {
+          await new Promise((r) => setTimeout(r, 50));
+          continue;
+        }
         mine.push(...page.filter((e) => e.streamId === s));
         from = page[page.length - 1].position;
       }

@@ -328,7 +328,7 @@ describe('kl refresh with the kltest provider', () => {
     fs.mkdirSync(tfDir, { recursive: true });
     const config = fs
       .readFileSync(path.join(workDir, 'main.tf'), 'utf8')
-      .replace(/\n  backend "http" \{[\s\S]*?\n  \}/, '');
+      .replace(/\n {2}backend "http" \{[\s\S]*?\n {2}\}/, '');
     expect(config).not.toContain('backend');
     fs.writeFileSync(path.join(tfDir, 'main.tf'), config);
     fs.writeFileSync(path.join(tfDir, 'terraform.tfstate'), JSON.stringify(await currentState()));

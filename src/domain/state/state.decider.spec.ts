@@ -274,6 +274,30 @@ describe('State decider', () => {
       expect(events[0]).toMatchObject({ type: 'ApplyCommitted', data: { version: 2, serial: 2 } });
     });
 
+    it('decides the delta on the hashes the caller supplies', () => {
+      const doc2 = document(2, { a: [instance('a')], b: [instance('b0', 0), instance('B1', 1)] });
+      const asked: string[] = [];
+      // A memo that answers b[0] wrongly: the decider must use it, not re-hash.
+      const known = new Map(flattenInstances(doc1).map((i) => [i.address, i.hash]));
+      const events = given(created, committed1)
+        .when(
+          commit(doc2, {
+            hashInstance: (address) => {
+              asked.push(address);
+              return address === 'terraform_data.b[0]' ? 'memo' : known.get(address)!;
+            },
+          }),
+        )
+        .events();
+      expect(asked).toEqual(['terraform_data.a', 'terraform_data.b[0]', 'terraform_data.b[1]']);
+      expect(events.map((e) => [e.type, 'address' in e.data ? e.data.address : null])).toEqual([
+        ['ApplyCommitted', null],
+        ['LifecycleClosed', 'terraform_data.b[0]'],
+        ['LifecycleOpened', 'terraform_data.b[0]'],
+      ]);
+      expect(events[2]).toMatchObject({ data: { hash: 'memo' } });
+    });
+
     it('closes removed instances and opens added ones', () => {
       const doc2 = document(2, { a: [instance('a')], c: [instance('c')] });
       const events = given(created, committed1).when(commit(doc2)).events();

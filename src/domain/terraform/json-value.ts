@@ -54,3 +54,26 @@ export function findNonJson(value: unknown): string | null {
   };
   return walk(value, '');
 }
+
+/**
+ * Are `a` and `b` the same JSON, member order included? Equal values mean
+ * equal canonical hashes, so this answers "would it hash the same" without
+ * serialising either side. Strict: differently ordered members are unequal.
+ */
+export function sameJson(a: JsonValue | undefined, b: JsonValue | undefined): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!sameJson(a[i], b[i])) return false;
+    return true;
+  }
+  if (Array.isArray(b)) return false;
+  const keys = Object.keys(a);
+  const others = Object.keys(b);
+  if (keys.length !== others.length) return false;
+  for (let i = 0; i < keys.length; i++) {
+    if (keys[i] !== others[i] || !sameJson(a[keys[i]], b[keys[i]])) return false;
+  }
+  return true;
+}

@@ -44,6 +44,18 @@ describe('lossless JSON', () => {
     expect(stringifyJson(value)).toBe(text);
   });
 
+  it('finds a long number wherever it sits in the text', () => {
+    for (let pad = 0; pad < 40; pad++) {
+      const space = ' '.repeat(pad);
+      const value = parseJsonLossless(
+        `{"s":"${'x'.repeat(pad)}12345678901234567890","a":${space}[${space}-9007199254740993.5]}`,
+      ) as { s: string; a: unknown[] };
+      expect(value.s).toBe(`${'x'.repeat(pad)}12345678901234567890`);
+      expect(bigNumberText(value.a[0] as string)).toBe('-9007199254740993.5');
+      expect(parseJsonLossless(`[${space}123456789012345, 1e99]`)).toEqual([123456789012345, 1e99]);
+    }
+  });
+
   it('keeps a big number that is the whole document', () => {
     expect(bigNumberText(parseJsonLossless(' 98765432109876543210') as string)).toBe(
       '98765432109876543210',

@@ -10,14 +10,8 @@ import { JsonValue } from './json-value';
  */
 const MARK = '\uF8FE\uF8FD#';
 const MARKED = new RegExp(`"${MARK}(-?(?:0|[1-9]\\d*)(?:\\.\\d+)?(?:[eE][+-]?\\d+)?)"`, 'g');
-// A double holds every decimal of up to 15 significant digits whose exponent
-// has at most two digits, so only a number with 16+ digits or a 3-digit
-// exponent can lose precision. The test looks at number positions only (the
-// start, or after `:` `[` `,`): hex ids and uuids are full of digit runs and
-// "e123" inside strings, and would send nearly every state down the slow path.
-const MAYBE_UNSAFE =
-  /(?:^|[:,[])[ \t\n\r]*-?(?:(?:\d\.?){16}|\d[\d.]*[eE][+-]?\d{3})/;
-
+// Three-digit exponents, wherever they are; the caller checks the position.
+const LONG_EXPONENT = /[0-9][eE][+-]?[0-9]{3}/g;
 export function isBigNumber(value: unknown): value is string {
   return typeof value === 'string' && value.startsWith(MARK);
 }
@@ -31,8 +25,52 @@ export function parseJsonLossless(text: string): JsonValue {
   if (text.includes(MARK)) {
     throw new DomainError('STATE.INVALID', 'document contains the reserved sequence U+F8FE U+F8FD');
   }
-  if (!MAYBE_UNSAFE.test(text)) return JSON.parse(text) as JsonValue;
+  if (!mayLosePrecision(text)) return JSON.parse(text) as JsonValue;
   return JSON.parse(markUnsafeNumbers(text)) as JsonValue;
+}
+
+/**
+ * Could a number in this JSON text lose precision as a double? A double
+ * holds every decimal of up to 15 significant digits whose exponent has at
+ * most two digits, so only a number with 16+ mantissa digits or a 3-digit
+ * exponent can. Only number positions count (the start, or after `:` `[`
+ * `,`): uuids and hex ids are full of digit runs and "e123", and counting
+ * those would send nearly every state down the slow path. A false "yes"
+ * (such text inside a string) only costs the exact scan.
+ */
+function mayLosePrecision(text: string): boolean {
+  const n = text.length;
+  // A mantissa of 16+ digits is a run of 16+ characters of [0-9.], so it
+  // covers one of every 16 positions: probing those keeps this pass far
+  // cheaper than a regular expression that tries every position.
+  for (let probe = 15; probe < n; probe += 16) {
+    if (!isMantissa(text.charCodeAt(probe))) continue;
+    let start = probe;
+    while (start > 0 && isMantissa(text.charCodeAt(start - 1))) start--;
+    let end = probe + 1;
+    while (end < n && isMantissa(text.charCodeAt(end))) end++;
+    let digits = 0;
+    for (let i = start; i < end; i++) if (text.charCodeAt(i) !== DOT) digits++;
+    if (digits >= 16 && atNumberPosition(text, start)) return true;
+    probe = end - (end % 16) + 15 - 16; // the loop step lands on the first probe past `end`
+  }
+  LONG_EXPONENT.lastIndex = 0;
+  for (let m = LONG_EXPONENT.exec(text); m !== null; m = LONG_EXPONENT.exec(text)) {
+    let start = m.index;
+    while (start > 0 && isMantissa(text.charCodeAt(start - 1))) start--;
+    if (atNumberPosition(text, start)) return true;
+  }
+  return false;
+}
+
+/** Does the mantissa starting at `start` (after an optional '-') begin a JSON value? */
+function atNumberPosition(text: string, start: number): boolean {
+  let i = start - 1;
+  if (i >= 0 && text.charCodeAt(i) === MINUS) i--;
+  while (i >= 0 && isSpace(text.charCodeAt(i))) i--;
+  if (i < 0) return true;
+  const c = text.charCodeAt(i);
+  return c === 0x3a /* : */ || c === 0x2c /* , */ || c === 0x5b; /* [ */
 }
 
 /** JSON text with marked numbers written back as bare numbers. */
@@ -71,7 +109,7 @@ function markUnsafeNumbers(text: string): string {
         else exponentDigits++;
       } else if (d === 0x65 /* e */ || d === 0x45 /* E */) {
         exponentDigits = 0;
-      } else if (d !== 0x2e /* . */ && d !== 0x2b /* + */ && d !== MINUS) {
+      } else if (d !== DOT && d !== 0x2b /* + */ && d !== MINUS) {
         break;
       }
     }
@@ -87,8 +125,18 @@ function markUnsafeNumbers(text: string): string {
   return last === 0 ? text : out + text.slice(last);
 }
 
+const DOT = 0x2e;
+
 function isDigit(c: number): boolean {
   return c >= 0x30 && c <= 0x39;
+}
+
+function isMantissa(c: number): boolean {
+  return (c >= 0x30 && c <= 0x39) || c === DOT;
+}
+
+function isSpace(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }
 
 /** Index of the quote that closes the string opened at `open` (text.length if none). */

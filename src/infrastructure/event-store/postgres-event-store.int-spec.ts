@@ -62,7 +62,13 @@ describe('PostgreSQL event store: late commits', () => {
       expect(await store.readAll(LOG_START, 100)).toEqual([]);
 
       await slow.query('COMMIT');
-      const all = await store.readAll(LOG_START, 100);
+      // Visible once no older transaction is open anywhere on the server
+      // (other test files may hold one for a moment).
+      let all = await store.readAll(LOG_START, 100);
+      for (const deadline = Date.now() + 15_000; !all.length && Date.now() < deadline;) {
+        await new Promise((r) => setTimeout(r, 50));
+        all = await store.readAll(LOG_START, 100);
+      }
       expect(all.map((e) => e.type)).toEqual(['Late', 'Early']);
     } finally {
       await slow.end();

@@ -13,9 +13,9 @@ import { Notifier } from './notifier';
 
 export const EVENTS_CHANNEL = 'kl_events';
 
-// Rows per INSERT statement: keeps bind parameters and memory per statement
-// bounded while the whole append stays one transaction.
-const INSERT_CHUNK = 5000;
+// Rows per INSERT statement: keeps memory per statement bounded while the
+// whole append stays one transaction.
+const INSERT_CHUNK = 10_000;
 
 interface EventRow {
   global_position: string;
@@ -92,18 +92,28 @@ export class PostgresEventStore implements EventStore {
       let last: { global_position: string; txid: string } | undefined;
       for (let i = 0; i < events.length; i += INSERT_CHUNK) {
         const chunk = events.slice(i, i + INSERT_CHUNK);
+        // Data and metadata travel as JSON lines, one text parameter each:
+        // JSON.stringify never writes a raw newline, and PostgreSQL splits
+        // the lines in C, where a text[] parameter would have node-pg escape
+        // every quote of every event. `data` is cast to json, which keeps
+        // the text exactly as written, \u0000 escapes included.
         const { rows } = await tx.query<{ global_position: string; txid: string }>(
-          `INSERT INTO kl_events (stream_id, stream_revision, type, data, metadata)
-           SELECT $1, $2::bigint + u.ord - 1, u.type, u.data::json, u.metadata::jsonb
-             FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(type, data, metadata, ord)
-            ORDER BY u.ord
-           RETURNING global_position, transaction_id::text AS txid`,
+          `WITH appended AS (
+             INSERT INTO kl_events (stream_id, stream_revision, type, data, metadata)
+             SELECT $1, $2::bigint + u.ord - 1, u.type, u.data::json, u.metadata::jsonb
+               FROM unnest($3::text[], string_to_array($4, chr(10)), string_to_array($5, chr(10)))
+                    WITH ORDINALITY AS u(type, data, metadata, ord)
+              ORDER BY u.ord
+             RETURNING global_position, transaction_id
+           )
+           SELECT max(global_position) AS global_position, max(transaction_id::text) AS txid
+             FROM appended`,
           [
             streamId,
             base.toString(),
             chunk.map((e) => e.type),
-            chunk.map((e) => JSON.stringify(e.data)),
-            chunk.map((e) => JSON.stringify(e.metadata)),
+            jsonLines(chunk.map((e) => e.data)),
+            jsonLines(chunk.map((e) => e.metadata)),
           ],
         );
         base += BigInt(chunk.length);
@@ -150,6 +160,17 @@ export class PostgresEventStore implements EventStore {
       if (batch.length < batchSize) await this.notifier.wait(EVENTS_CHANNEL, 250, signal);
     }
   }
+}
+
+function jsonLines(values: unknown[]): string {
+  return values
+    .map((v) => {
+      const line = JSON.stringify(v);
+      // Only a value JSON cannot spell (undefined, a function) has no text.
+      if (line === undefined) throw new TypeError('event data and metadata must be JSON values');
+      return line;
+    })
+    .join('\n');
 }
 
 /**

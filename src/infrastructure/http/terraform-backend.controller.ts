@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { webcrypto } from 'node:crypto';
 import {
   Controller,
   Delete,
@@ -25,6 +25,7 @@ import { parseLockInfo, STATE_LOCK_MISMATCH, STATE_LOCKED } from '../../domain/s
 import { parseStateDocument } from '../../domain/terraform';
 import { CONFIG } from '../../app/tokens';
 import type { Config } from '../config/config';
+import { contentMd5 } from '../../projections/state/state-document-text';
 import { StateReadModel } from '../read-models/state-read-model';
 import { callerOf } from './caller';
 import { parseJson, readBody } from './read-body';
@@ -53,7 +54,7 @@ export class TerraformBackendController {
     @Res() res: Response,
   ): Promise<void> {
     const name = stateNameFrom(param);
-    let document: string | null;
+    let served: { body: Buffer; md5: string } | null;
     if (serial !== undefined) {
       if (!/^\d{1,15}$/.test(serial)) {
         throw new DomainError(
@@ -61,19 +62,21 @@ export class TerraformBackendController {
           `serial must be a non-negative integer, got "${serial}"`,
         );
       }
-      document = await this.states.atSerial(name, Number(serial));
+      const document = await this.states.atSerial(name, Number(serial));
+      const body = document === null ? null : Buffer.from(document, 'utf8');
+      served = body === null ? null : { body, md5: contentMd5(body) };
     } else {
-      document = (await this.states.current(name))?.document ?? null;
+      served = await this.states.currentBody(name);
     }
-    if (document === null) {
+    if (served === null) {
       res.status(404).end();
       return;
     }
     res
       .status(200)
       .setHeader('Content-Type', 'application/json')
-      .setHeader('Content-MD5', createHash('md5').update(document).digest('base64'))
-      .end(document);
+      .setHeader('Content-MD5', served.md5)
+      .end(served.body);
   }
 
   @Post('v1/states/*name')
@@ -85,8 +88,11 @@ export class TerraformBackendController {
   ): Promise<void> {
     const name = stateNameFrom(param);
     const body = await readBody(req, this.config.maxStateBytes, 'state');
-    const document = parseStateDocument(body.toString('utf8'));
-    const checksum = createHash('sha256').update(body).digest('hex');
+    // Web Crypto hashes on the thread pool while the document is parsed here.
+    const [checksum, document] = await Promise.all([
+      webcrypto.subtle.digest('SHA-256', body).then((d) => Buffer.from(d).toString('hex')),
+      (async () => parseStateDocument(body.toString('utf8')))(),
+    ]);
     await this.answerLockConflicts(res, () =>
       this.commands.execute(
         new CommitStateCommand(name, document, checksum, lockId || null, 'http', callerOf(req)),

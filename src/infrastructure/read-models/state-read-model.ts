@@ -9,7 +9,7 @@ import {
   ResourceDescriptor,
   ResourceMode,
 } from '../../domain/terraform';
-import { stateDocumentText } from '../../projections/state/state-document-text';
+import { contentMd5, stateDocumentText } from '../../projections/state/state-document-text';
 import type { Database } from '../postgres/database';
 
 export interface CurrentDocument {
@@ -19,6 +19,18 @@ export interface CurrentDocument {
   /** Base64 MD5 of `document`, for Content-MD5. */
   md5: string;
 }
+
+/** The current document as terraform's GET serves it. */
+export interface ServedDocument {
+  stateId: string;
+  version: number;
+  /** The exact bytes to serve (UTF-8). */
+  body: Buffer;
+  /** Base64 MD5 of `body`, for Content-MD5. */
+  md5: string;
+}
+
+const DEFAULT_CACHE_BYTES = 256 * 2 ** 20;
 
 export interface StateSummary {
   stateId: string;
@@ -75,18 +87,55 @@ const VERSION_COLUMNS = `sv.state_id, sv.version, sv.serial, sv.lineage, sv.terr
 
 /** The queries behind terraform's GET and the state listings; live states only. */
 export class StateReadModel {
-  constructor(private readonly db: Database) {}
+  private readonly served: ServedCache;
+
+  constructor(
+    private readonly db: Database,
+    options: { cacheBytes?: number } = {},
+  ) {
+    this.served = new ServedCache(options.cacheBytes ?? DEFAULT_CACHE_BYTES);
+  }
 
   /** The current document: one row, however large the state. Null before the first commit. */
   async current(name: string): Promise<CurrentDocument | null> {
-    const rows = await this.db.query<{ state_id: string; document: string; md5: string }>(
-      `SELECT r.state_id, r.document, r.md5 FROM raw_state r
+    const served = await this.currentBody(name);
+    if (served === null) return null;
+    return { stateId: served.stateId, document: served.body.toString('utf8'), md5: served.md5 };
+  }
+
+  /**
+   * The current document's bytes. Which version is current is asked of the
+   * database every time (a small row read that leaves the document itself
+   * untouched), so a GET after a POST sees that POST on any replica; the
+   * bytes of a version never change, so they come from memory when this
+   * process has served that version before.
+   */
+  async currentBody(name: string): Promise<ServedDocument | null> {
+    const head = await this.db.query<{ state_id: string; version: number; md5: string | null }>(
+      `SELECT r.state_id, r.version, r.md5 FROM raw_state r
          JOIN states s ON s.state_id = r.state_id AND s.deleted_at IS NULL
         WHERE r.name = $1 AND r.document IS NOT NULL`,
       [name],
     );
+    if (head.length === 0) return null;
+    const { state_id: stateId, version, md5 } = head[0];
+    const cached = this.served.get(stateId);
+    if (cached && cached.version === version && md5 !== null && cached.md5 === md5) return cached;
+    // Only the row, by its key: were the state deleted meanwhile, the row is gone.
+    const rows = await this.db.query<{ version: number; document: string; md5: string | null }>(
+      `SELECT version, document, md5 FROM raw_state WHERE state_id = $1 AND document IS NOT NULL`,
+      [stateId],
+    );
     if (rows.length === 0) return null;
-    return { stateId: rows[0].state_id, document: rows[0].document, md5: rows[0].md5 };
+    const body = Buffer.from(rows[0].document, 'utf8');
+    const served: ServedDocument = {
+      stateId,
+      version: rows[0].version,
+      body,
+      md5: rows[0].md5 ?? contentMd5(body),
+    };
+    this.served.put(served);
+    return served;
   }
 
   /** The newest version that carried terraform serial `serial`, as it was served then. */
@@ -255,4 +304,37 @@ function descriptor(r: InstanceRow): ResourceDescriptor {
   };
   if (r.resource_extra !== null) d.extra = r.resource_extra;
   return d;
+}
+
+/** The last served version of each state, least recently used out, bounded by bytes. */
+class ServedCache {
+  private readonly entries = new Map<string, ServedDocument>();
+  private held = 0;
+
+  constructor(private readonly maxBytes: number) {}
+
+  get(stateId: string): ServedDocument | undefined {
+    const entry = this.entries.get(stateId);
+    if (entry) {
+      this.entries.delete(stateId);
+      this.entries.set(stateId, entry);
+    }
+    return entry;
+  }
+
+  put(entry: ServedDocument): void {
+    const old = this.entries.get(entry.stateId);
+    if (old) {
+      this.entries.delete(entry.stateId);
+      this.held -= old.body.length;
+    }
+    if (entry.body.length > this.maxBytes) return;
+    this.entries.set(entry.stateId, entry);
+    this.held += entry.body.length;
+    for (const [id, oldest] of this.entries) {
+      if (this.held <= this.maxBytes) break;
+      this.entries.delete(id);
+      this.held -= oldest.body.length;
+    }
+  }
 }

@@ -8,6 +8,7 @@ import {
 import {
   buildDocument,
   formatInstanceAddress,
+  InstanceObjectV4,
   parseModulePath,
   parseStateDocument,
   resourceDescriptor,
@@ -17,11 +18,11 @@ import type { Queryable } from '../../infrastructure/postgres/database';
 import type { Projector } from '../projector';
 import { CurrentDocument, DocumentCache, PlacedInstance } from './document-cache';
 import { asStateEvent } from './state-event';
-import { contentMd5, stateDocumentText } from './state-document-text';
+import { contentMd5, instanceObjectText, stateDocumentBytes } from './state-document-text';
 
 const DEFAULT_CACHE_INSTANCES = 200_000;
-// Events read per query when a commit continues past the end of a batch.
-const READ_AHEAD = 1000;
+// Lifecycle events read per query.
+const READ_AHEAD = 5000;
 
 /** The commit being applied: its ApplyCommitted plus the lifecycle events that follow it. */
 interface OpenCommit {
@@ -51,45 +52,45 @@ type LifecycleEvent = LifecycleOpened | LifecycleClosed;
  * batch, a rebuild) the document is parsed back from the row itself.
  *
  * A row is only ever written with a whole commit applied, never half of one,
- * because GET serves it: when a batch ends inside a commit, the rest of that
- * commit is read from the log (it is in the same, already committed,
- * transaction), and the next batch skips the events already applied.
+ * because GET serves it. So the projector takes only ApplyCommitted from
+ * its batches and reads that commit's lifecycle events from the log itself
+ * (they were appended in the same transaction, right after it): a commit is
+ * applied whole wherever batches end, and a first commit of a big state is
+ * read once rather than once more in every batch it spans.
  */
 export class RawStateProjector implements Projector {
   readonly name = 'state-raw';
   readonly handles = [
     StateEventType.StateCreated,
     StateEventType.ApplyCommitted,
-    StateEventType.LifecycleOpened,
-    StateEventType.LifecycleClosed,
     StateEventType.StateDeleted,
   ];
   readonly tables = ['raw_state'];
 
   private readonly cache: DocumentCache;
+  /**
+   * Each instance object as served (UTF-8). Cached documents keep their
+   * instance objects from commit to commit, so a commit re-serialises only
+   * the instances it opened; the bytes go when their objects do.
+   */
+  private readonly encoded = new WeakMap<InstanceObjectV4, Buffer>();
+  private readonly instanceBytes = (instance: InstanceObjectV4): Buffer => {
+    let bytes = this.encoded.get(instance);
+    if (bytes === undefined) {
+      bytes = Buffer.from(instanceObjectText(instance), 'utf8');
+      this.encoded.set(instance, bytes);
+    }
+    return bytes;
+  };
 
   constructor(options: { cacheInstances?: number } = {}) {
     this.cache = new DocumentCache(options.cacheInstances ?? DEFAULT_CACHE_INSTANCES);
   }
 
   async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
-    let open: OpenCommit | null = null;
-    // Row versions read during this batch, to skip the tail of an applied commit cheaply.
-    const rowVersions = new Map<string, number>();
     for (const recorded of events) {
       const event = asStateEvent(recorded);
       if (event === null) continue;
-      if (event.type === 'LifecycleOpened' || event.type === 'LifecycleClosed') {
-        if (open && open.stateId === event.data.stateId && open.version === event.data.version) {
-          applyLifecycle(open.doc, event);
-          open.revision = recorded.streamRevision;
-        } else {
-          await this.assertApplied(tx, event, rowVersions);
-        }
-        continue;
-      }
-      if (open) await this.finish(tx, open);
-      open = null;
       switch (event.type) {
         case 'StateCreated':
           await tx.query(
@@ -100,20 +101,21 @@ export class RawStateProjector implements Projector {
             [event.data.stateId, event.data.name, recorded.metadata.occurredAt],
           );
           break;
-        case 'ApplyCommitted':
-          open = await this.begin(tx, recorded, event.data, rowVersions);
+        case 'ApplyCommitted': {
+          const open = await this.begin(tx, recorded, event.data);
+          if (open) {
+            await this.readLifecycles(tx, open);
+            await this.finish(tx, open);
+          }
           break;
+        }
         case 'StateDeleted':
           this.cache.remove(event.data.stateId);
           await tx.query('DELETE FROM raw_state WHERE state_id = $1', [event.data.stateId]);
           break;
         default:
-          break;
+          break; // lifecycle events are read with their commit
       }
-    }
-    if (open) {
-      await this.readRestOfCommit(tx, open);
-      await this.finish(tx, open);
     }
   }
 
@@ -130,11 +132,9 @@ export class RawStateProjector implements Projector {
     tx: Queryable,
     recorded: RecordedEvent,
     d: ApplyCommitted['data'],
-    rowVersions: Map<string, number>,
   ): Promise<OpenCommit | null> {
     const current = await this.rowVersion(tx, d.stateId);
     // No row: the state was deleted after this commit (a redelivered batch).
-    rowVersions.set(d.stateId, current ?? Number.MAX_SAFE_INTEGER);
     if (current === null || current >= d.version) return null;
     if (current !== d.version - 1) {
       throw new Error(`raw_state of ${d.stateId} is at version ${current}, got ${d.version}`);
@@ -181,8 +181,8 @@ export class RawStateProjector implements Projector {
     return { version, meta: metaOf(null), instances };
   }
 
-  /** The batch ended inside a commit: apply its remaining lifecycle events from the log. */
-  private async readRestOfCommit(tx: Queryable, open: OpenCommit): Promise<void> {
+  /** Applies the commit's lifecycle events, read from the log. */
+  private async readLifecycles(tx: Queryable, open: OpenCommit): Promise<void> {
     for (;;) {
       const { rows } = await tx.query<{ rev: string; type: string; data: LifecycleEvent['data'] }>(
         `SELECT stream_revision AS rev, type, data FROM kl_events
@@ -211,30 +211,19 @@ export class RawStateProjector implements Projector {
           `projected, the commit has ${open.instanceCount}`,
       );
     }
-    const text = stateDocumentText(buildDocument(doc.meta, doc.instances.values()));
+    const bytes = stateDocumentBytes(
+      buildDocument(doc.meta, doc.instances.values()),
+      this.instanceBytes,
+    );
+    // A Buffer parameter travels in the column's binary form: for text,
+    // these very UTF-8 bytes, with no second encoding.
     await tx.query(
       `UPDATE raw_state SET version = $2, serial = $3, document = $4, md5 = $5, updated_at = $6
         WHERE state_id = $1`,
-      [open.stateId, open.version, open.serial, text, contentMd5(text), open.occurredAt],
+      [open.stateId, open.version, open.serial, bytes, contentMd5(bytes), open.occurredAt],
     );
     doc.version = open.version;
     this.cache.put(open.stateId, doc);
-  }
-
-  private async assertApplied(
-    tx: Queryable,
-    event: LifecycleEvent,
-    rowVersions: Map<string, number>,
-  ): Promise<void> {
-    const { stateId, version } = event.data;
-    let current = rowVersions.get(stateId);
-    if (current === undefined) {
-      current = (await this.rowVersion(tx, stateId)) ?? Number.MAX_SAFE_INTEGER;
-      rowVersions.set(stateId, current);
-    }
-    if (current < version) {
-      throw new Error(`${event.type} of ${stateId} version ${version} without its ApplyCommitted`);
-    }
   }
 }
 

@@ -18,16 +18,20 @@ const RESOURCE_NAMES = RESOURCE_COLUMNS.split(',')
 
 /**
  * `instance` and `resource_extra` go to json columns that keep their exact
- * text (old versions are rebuilt from them), so they travel as json[]
- * parameters: PostgreSQL's json_to_recordset de-escapes values and refuses a
- * NUL character. Everything else lands in queryable columns, made NUL-free.
+ * text (old versions are rebuilt from them), so they travel as JSON lines,
+ * one value per line ('' for none): PostgreSQL's json_to_recordset
+ * de-escapes values and refuses a NUL character, and a json[] parameter
+ * would have node-pg escape every quote. JSON.stringify never writes a raw
+ * newline. Everything else lands in queryable columns, made NUL-free.
  */
-function resourceParams(rows: ResourceRow[]): [string, string[], (string | null)[]] {
+function resourceParams(rows: ResourceRow[]): [string, string, string] {
   const rest = rows.map(({ instance: _i, resource_extra: _r, ...columns }) => columns);
   return [
     jsonbText(rest),
-    rows.map((r) => JSON.stringify(r.instance)),
-    rows.map((r) => (r.resource_extra === undefined ? null : JSON.stringify(r.resource_extra))),
+    rows.map((r) => JSON.stringify(r.instance)).join('\n'),
+    rows
+      .map((r) => (r.resource_extra === undefined ? '' : JSON.stringify(r.resource_extra)))
+      .join('\n'),
   ];
 }
 
@@ -137,10 +141,11 @@ export class ResourceLifecyclesProjector implements Projector {
   private async open(tx: Queryable, rows: ResourceRow[], edges: Edge[]): Promise<void> {
     await tx.query(
       `INSERT INTO resources (${RESOURCE_NAMES}, instance, resource_extra)
-       SELECT ${RESOURCE_NAMES}, x.instance, x.resource_extra
+       SELECT ${RESOURCE_NAMES}, x.instance::json, nullif(x.resource_extra, '')::json
          FROM ROWS FROM (json_to_recordset($1::json) AS (${RESOURCE_COLUMNS}))
               WITH ORDINALITY AS r(${RESOURCE_NAMES}, ord)
-         JOIN unnest($2::json[], $3::json[]) WITH ORDINALITY AS x(instance, resource_extra, ord)
+         JOIN unnest(string_to_array($2, chr(10)), string_to_array($3, chr(10)))
+              WITH ORDINALITY AS x(instance, resource_extra, ord)
            USING (ord)
        ON CONFLICT (state_id, address, create_version) DO NOTHING`,
       resourceParams(rows),

@@ -1,0 +1,77 @@
+import {
+  flattenInstances,
+  instanceHash,
+  InstanceObjectV4,
+  ResourceDescriptor,
+  StateDocumentV4,
+} from '../../domain/terraform';
+import { InstanceHashMemo } from './instance-hash-memo';
+
+const AWS = 'provider["registry.terraform.io/hashicorp/aws"]';
+
+function doc(a: string, b = 'b', provider = AWS): StateDocumentV4 {
+  const object = (id: string): InstanceObjectV4 => ({
+    schema_version: 0,
+    attributes: { id, tags: { Name: id } },
+    sensitive_attributes: [],
+  });
+  return {
+    version: 4,
+    terraform_version: '1.11.4',
+    serial: 1,
+    lineage: 'l',
+    outputs: {},
+    resources: [
+      { mode: 'managed', type: 'aws_s3_bucket', name: 'a', provider, instances: [object(a)] },
+      { mode: 'managed', type: 'aws_s3_bucket', name: 'b', provider: AWS, instances: [object(b)] },
+    ],
+  };
+}
+
+/** A memo that records which addresses it had to hash. */
+function counting(maxInstances?: number) {
+  const hashed: string[] = [];
+  const memo = new InstanceHashMemo({
+    maxInstances,
+    hash: (resource: ResourceDescriptor, instance: InstanceObjectV4) => {
+      hashed.push(`${resource.name}:${String(instance.attributes?.id)}`);
+      return instanceHash(resource, instance);
+    },
+  });
+  /** Flattens `d` as commit to `key` would; returns what had to be hashed. */
+  const commit = (key: string, d: StateDocumentV4) => {
+    hashed.length = 0;
+    const { hash, done } = memo.open(key);
+    const flat = flattenInstances(d, hash);
+    done();
+    expect(flat).toEqual(flattenInstances(d));
+    return [...hashed];
+  };
+  return commit;
+}
+
+describe('InstanceHashMemo', () => {
+  it('hashes only the instances whose JSON or resource fields changed', () => {
+    const commit = counting();
+    expect(commit('s', doc('x'))).toEqual(['a:x', 'b:b']);
+    expect(commit('s', doc('x'))).toEqual([]);
+    expect(commit('s', doc('y'))).toEqual(['a:y']);
+    expect(commit('s', doc('y', 'b', 'provider["other"]'))).toEqual(['a:y']);
+    expect(commit('s', doc('y', 'c'))).toEqual(['a:y', 'b:c']);
+  });
+
+  it('keeps one memo per state', () => {
+    const commit = counting();
+    commit('s', doc('x'));
+    expect(commit('t', doc('x'))).toEqual(['a:x', 'b:b']);
+    expect(commit('s', doc('x'))).toEqual([]);
+  });
+
+  it('forgets the least recently committed state beyond its bound', () => {
+    const commit = counting(3);
+    commit('s', doc('x'));
+    commit('t', doc('x'));
+    expect(commit('s', doc('x'))).toEqual(['a:x', 'b:b']);
+    expect(commit('s', doc('x'))).toEqual([]);
+  });
+});
