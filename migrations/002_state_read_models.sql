@@ -76,7 +76,13 @@ CREATE TABLE resources (
   PRIMARY KEY (state_id, address, create_version)
 );
 
-CREATE INDEX resources_alive ON resources (state_id, delete_version);
+-- Partial indexes on the alive rows serve "now" queries (current_resources,
+-- inventories, blast radius) without reading the wide rows, and keep good
+-- plans even before the planner has statistics.
+CREATE INDEX resources_live ON resources (state_id, address) INCLUDE (resource_address)
+  WHERE delete_version IS NULL;
+CREATE INDEX resources_live_inventory ON resources (state_id, type, module_path)
+  WHERE delete_version IS NULL;
 CREATE INDEX resources_address ON resources (address);
 CREATE INDEX resources_resource_address ON resources (state_id, resource_address);
 CREATE INDEX resources_type ON resources (type);
@@ -94,7 +100,8 @@ CREATE TABLE resource_dependencies (
   PRIMARY KEY (state_id, from_address, to_address, create_version)
 );
 
-CREATE INDEX resource_dependencies_alive ON resource_dependencies (state_id, delete_version);
+CREATE INDEX resource_dependencies_live_to ON resource_dependencies (state_id, to_address)
+  INCLUDE (from_address) WHERE delete_version IS NULL;
 CREATE INDEX resource_dependencies_to ON resource_dependencies (state_id, to_address);
 
 -- Root module outputs, one row per lifecycle: a new one whenever the value,

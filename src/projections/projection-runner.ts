@@ -9,6 +9,8 @@ import { Projector } from './projector';
 
 export const CHECKPOINTS_CHANNEL = 'kl_checkpoints';
 const BATCH = 500;
+/** Events in one batch that make its tables' statistics worth refreshing. */
+const ANALYZE_AFTER = 2000;
 // A writer waiting for its own events takes bigger bites: a first commit of
 // a big state is tens of thousands of events, and every batch is a
 // transaction of its own that re-reads the checkpoint.
@@ -33,6 +35,7 @@ export class ProjectionRunner {
   private readonly abort = new AbortController();
   private loops: Promise<void>[] = [];
   private readonly kicks = new Set<() => void>();
+  private readonly analyzing = new Set<string>();
 
   constructor(
     private readonly db: Database,
@@ -85,17 +88,43 @@ export class ProjectionRunner {
 
   /** Applies at most one batch; returns how many events it consumed. */
   async runBatch(projector: Projector, limit = BATCH): Promise<number> {
-    return this.db.transaction((tx) => this.batchIn(tx, projector, limit));
+    const { consumed, handled } = await this.db.transaction((tx) =>
+      this.batchIn(tx, projector, limit),
+    );
+    if (handled >= ANALYZE_AFTER) this.analyzeSoon(projector);
+    return consumed;
   }
 
-  private async batchIn(tx: PoolClient, projector: Projector, limit: number): Promise<number> {
+  /**
+   * A bulk commit (an import, a first apply) can grow a read model from
+   * nothing to tens of thousands of rows long before autovacuum looks at it;
+   * until then the planner believes the tables are empty and can pick plans
+   * that turn a 100 ms query into minutes. So statistics are refreshed right
+   * after such a batch, off the request path.
+   */
+  private analyzeSoon(projector: Projector): void {
+    if (this.analyzing.has(projector.name) || projector.tables.length === 0) return;
+    this.analyzing.add(projector.name);
+    this.db
+      .query(`ANALYZE ${projector.tables.join(', ')}`)
+      .catch((err: unknown) =>
+        this.logger.warn({ err, projector: projector.name }, 'ANALYZE failed'),
+      )
+      .finally(() => this.analyzing.delete(projector.name));
+  }
+
+  private async batchIn(
+    tx: PoolClient,
+    projector: Projector,
+    limit: number,
+  ): Promise<{ consumed: number; handled: number }> {
     await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [
       LOCK_NAMESPACE,
       projector.name,
     ]);
     const from = await readCheckpoint(tx, projector.name);
     const events = await readLogAfter(tx, from, limit, projector.handles);
-    if (events.length === 0) return 0;
+    if (events.length === 0) return { consumed: 0, handled: 0 };
     const handled = events.filter((e) => projector.handles.includes(e.type));
     if (handled.length) await projector.apply(handled, tx);
     const to = events[events.length - 1].position;
@@ -112,7 +141,7 @@ export class ProjectionRunner {
     );
     if (rowCount !== 1) throw new Error(`checkpoint of ${projector.name} moved under us`);
     await tx.query('SELECT pg_notify($1, $2)', [CHECKPOINTS_CHANNEL, projector.name]);
-    return events.length;
+    return { consumed: events.length, handled: handled.length };
   }
 
   /** Positions of every projector (the slowest decides read-your-writes). */
@@ -196,12 +225,13 @@ export class ProjectionRunner {
         await ensureCheckpointRow(tx, projector.name);
         let total = 0;
         for (;;) {
-          const n = await this.batchIn(tx, projector, 5000);
+          const n = (await this.batchIn(tx, projector, 5000)).consumed;
           total += n;
           if (n === 0) break;
         }
         return total;
       });
+      if (projector.tables.length) await this.db.query(`ANALYZE ${projector.tables.join(', ')}`);
       this.logger.info({ projector: projector.name, events }, 'projection rebuilt');
       report.push({ projector: projector.name, events });
     }
