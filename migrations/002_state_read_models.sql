@@ -84,7 +84,8 @@ CREATE INDEX resources_live ON resources (state_id, address) INCLUDE (resource_a
 CREATE INDEX resources_live_inventory ON resources (state_id, type, module_path)
   WHERE delete_version IS NULL;
 CREATE INDEX resources_address ON resources (address);
-CREATE INDEX resources_resource_address ON resources (state_id, resource_address);
+CREATE INDEX resources_live_by_resource ON resources (state_id, resource_address)
+  INCLUDE (address) WHERE delete_version IS NULL;
 CREATE INDEX resources_type ON resources (type);
 
 -- Edges declared by an instance (its `dependencies`), living as long as the
@@ -92,6 +93,9 @@ CREATE INDEX resources_type ON resources (type);
 CREATE TABLE resource_dependencies (
   state_id        uuid NOT NULL,
   from_address    text NOT NULL,
+  -- the dependent instance's resource address: lets a walk over the graph
+  -- step from resource to resource instead of through every instance
+  from_resource_address text NOT NULL,
   to_address      text NOT NULL,
   create_version  integer NOT NULL,
   delete_version  integer,
@@ -101,7 +105,7 @@ CREATE TABLE resource_dependencies (
 );
 
 CREATE INDEX resource_dependencies_live_to ON resource_dependencies (state_id, to_address)
-  INCLUDE (from_address) WHERE delete_version IS NULL;
+  INCLUDE (from_resource_address, from_address) WHERE delete_version IS NULL;
 CREATE INDEX resource_dependencies_to ON resource_dependencies (state_id, to_address);
 
 -- Root module outputs, one row per lifecycle: a new one whenever the value,

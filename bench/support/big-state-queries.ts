@@ -51,18 +51,20 @@ const JQ_REACH = `${JQ_INSTANCES} as $all
 
 /** docs/sql.md's blast radius of the primary herd's leader, up to its final SELECT. */
 const REACH_CTE = `WITH RECURSIVE reach AS (
-  SELECT r.state_id, r.address, r.resource_address, 0 AS depth
-    FROM current_resources r
-   WHERE r.state_name = '${STATE_NAME}'
-     AND r.address = '${PRIMARY_LEADER}'
+  SELECT s.state_id, '${PRIMARY_LEADER}'::text AS resource_address, 0 AS depth
+    FROM states s WHERE s.name = '${STATE_NAME}' AND s.deleted_at IS NULL
   UNION
-  SELECT r.state_id, r.address, r.resource_address, reach.depth + 1
+  SELECT d.state_id, d.from_resource_address, reach.depth + 1
     FROM reach
     JOIN resource_dependencies d
       ON d.state_id = reach.state_id AND d.to_address = reach.resource_address
      AND d.delete_version IS NULL
-    JOIN current_resources r ON r.state_id = d.state_id AND r.address = d.from_address
-)`;
+),
+reached AS (SELECT DISTINCT state_id, resource_address FROM reach)`;
+
+const REACHED_INSTANCES = `FROM reached
+  JOIN current_resources r
+    ON r.state_id = reached.state_id AND r.resource_address = reached.resource_address`;
 
 export const QUERIES: DemoQuery[] = [
   {
@@ -92,7 +94,8 @@ export const QUERIES: DemoQuery[] = [
     label: 'blast radius of the primary leader',
     targetMs: 100,
     sql: `${REACH_CTE}
-SELECT count(DISTINCT address)::int AS reachable_instances, max(depth) AS deepest FROM reach`,
+SELECT (SELECT count(*)::int ${REACHED_INSTANCES}) AS reachable_instances,
+       (SELECT max(depth) FROM reach) AS longest_chain`,
     jq: `${JQ_REACH} | [ [ (.seen | length), .deepest ] ]`,
   },
 ];
@@ -104,7 +107,7 @@ SELECT count(DISTINCT address)::int AS reachable_instances, max(depth) AS deepes
  */
 export const BLAST_RADIUS_SET = {
   sql: `${REACH_CTE}
-SELECT DISTINCT address FROM reach`,
+SELECT r.address ${REACHED_INSTANCES}`,
   jq: `${JQ_REACH} | .seen | keys`,
 };
 

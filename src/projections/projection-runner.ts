@@ -36,6 +36,7 @@ export class ProjectionRunner {
   private loops: Promise<void>[] = [];
   private readonly kicks = new Set<() => void>();
   private readonly analyzing = new Set<string>();
+  private readonly analyzeAgain = new Set<string>();
 
   constructor(
     private readonly db: Database,
@@ -99,18 +100,27 @@ export class ProjectionRunner {
    * A bulk commit (an import, a first apply) can grow a read model from
    * nothing to tens of thousands of rows long before autovacuum looks at it;
    * until then the planner believes the tables are empty and can pick plans
-   * that turn a 100 ms query into minutes. So statistics are refreshed right
-   * after such a batch, off the request path.
+   * that turn a 100 ms query into minutes. So statistics (and the visibility
+   * map, which index-only scans need) are refreshed right after such a batch,
+   * off the request path.
    */
   private analyzeSoon(projector: Projector): void {
-    if (this.analyzing.has(projector.name) || projector.tables.length === 0) return;
+    if (projector.tables.length === 0) return;
+    // One at a time per projector; batches landing meanwhile get one more pass.
+    if (this.analyzing.has(projector.name)) {
+      this.analyzeAgain.add(projector.name);
+      return;
+    }
     this.analyzing.add(projector.name);
     this.db
-      .query(`ANALYZE ${projector.tables.join(', ')}`)
+      .query(`VACUUM (ANALYZE) ${projector.tables.join(', ')}`)
       .catch((err: unknown) =>
-        this.logger.warn({ err, projector: projector.name }, 'ANALYZE failed'),
+        this.logger.warn({ err, projector: projector.name }, 'VACUUM (ANALYZE) failed'),
       )
-      .finally(() => this.analyzing.delete(projector.name));
+      .finally(() => {
+        this.analyzing.delete(projector.name);
+        if (this.analyzeAgain.delete(projector.name)) this.analyzeSoon(projector);
+      });
   }
 
   private async batchIn(
@@ -231,7 +241,9 @@ export class ProjectionRunner {
         }
         return total;
       });
-      if (projector.tables.length) await this.db.query(`ANALYZE ${projector.tables.join(', ')}`);
+      if (projector.tables.length) {
+        await this.db.query(`VACUUM (ANALYZE) ${projector.tables.join(', ')}`);
+      }
       this.logger.info({ projector: projector.name, events }, 'projection rebuilt');
       report.push({ projector: projector.name, events });
     }

@@ -45,6 +45,7 @@ interface Closing {
 interface Edge {
   state_id: string;
   from_address: string;
+  from_resource_address: string;
   to_address: string;
   create_version: number;
   create_serial: number;
@@ -95,11 +96,13 @@ export class ResourceLifecyclesProjector implements Projector {
           break;
         case 'LifecycleOpened': {
           const d = event.data;
-          opened.push(resourceRow(d, this.addresses.of(d.resource)));
+          const resourceAddress = this.addresses.of(d.resource);
+          opened.push(resourceRow(d, resourceAddress));
           for (const to of new Set(d.instance.dependencies ?? [])) {
             edges.push({
               state_id: d.stateId,
               from_address: d.address,
+              from_resource_address: resourceAddress,
               to_address: to,
               create_version: d.version,
               create_serial: d.serial,
@@ -153,9 +156,11 @@ export class ResourceLifecyclesProjector implements Projector {
     if (edges.length === 0) return;
     await tx.query(
       `INSERT INTO resource_dependencies
-         (state_id, from_address, to_address, create_version, create_serial)
-       SELECT state_id, from_address, to_address, create_version, create_serial
+         (state_id, from_address, from_resource_address, to_address, create_version, create_serial)
+       SELECT state_id, from_address, from_resource_address, to_address, create_version,
+              create_serial
          FROM jsonb_to_recordset($1::jsonb) AS e(state_id uuid, from_address text,
+              from_resource_address text,
               to_address text, create_version integer, create_serial bigint)
        ON CONFLICT (state_id, from_address, to_address, create_version) DO NOTHING`,
       [jsonbText(edges)],
