@@ -1,7 +1,5 @@
-import { execFileSync, spawn, ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as http from 'node:http';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { ProviderSchemaCache } from '../../src/application/ports/provider-schema-cache.port';
@@ -21,6 +19,7 @@ import { CachedSchemaProviderFactory } from '../../src/infrastructure/provider/p
 import { PluginLogRecord } from '../../src/infrastructure/provider/plugin-stderr';
 import { Command } from 'commander';
 import { registerProviderSchemaCommand } from '../../src/cli/commands/provider-schema.command';
+import { findTerraformMirror, Moto, onPath, pidAlive, startMoto } from '../support/terraform-aws';
 
 /**
  * The real AWS provider (protocol 5) against moto, with state written by a
@@ -44,95 +43,6 @@ interface StateResource {
   instances: StateInstance[];
 }
 
-function onPath(tool: string): string {
-  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
-    const candidate = path.join(dir, tool);
-    try {
-      fs.accessSync(candidate, fs.constants.X_OK);
-      return candidate;
-    } catch {
-      // keep looking
-    }
-  }
-  throw new Error(
-    `provider e2e needs \`${tool}\` on PATH (terraform 1.11, moto_server and the aws CLI)`,
-  );
-}
-
-/** KL_TF_MIRROR, else a Terraform filesystem mirror holding hashicorp/aws found near the root. */
-function findMirror(): string {
-  const holdsAws = (dir: string): boolean =>
-    fs.existsSync(path.join(dir, 'registry.terraform.io', 'hashicorp', 'aws'));
-  if (process.env.KL_TF_MIRROR) {
-    if (!holdsAws(process.env.KL_TF_MIRROR)) {
-      throw new Error(
-        `KL_TF_MIRROR=${process.env.KL_TF_MIRROR} holds no registry.terraform.io/hashicorp/aws`,
-      );
-    }
-    return process.env.KL_TF_MIRROR;
-  }
-  const skip = new Set(['/proc', '/sys', '/dev', '/run', '/tmp']);
-  const candidates = [
-    path.join(os.homedir(), '.terraform.d', 'plugins'),
-    path.join(os.homedir(), '.local', 'share', 'terraform', 'plugins'),
-  ];
-  const children = (dir: string): string[] => {
-    try {
-      return fs
-        .readdirSync(dir, { withFileTypes: true })
-        .filter((d) => d.isDirectory() && d.name !== 'node_modules')
-        .map((d) => path.join(dir, d.name))
-        .filter((p) => !skip.has(p));
-    } catch {
-      return [];
-    }
-  };
-  for (const top of children('/')) candidates.push(top, ...children(top));
-  const found = candidates.find(holdsAws);
-  if (!found) {
-    throw new Error(
-      'no Terraform filesystem mirror with hashicorp/aws found; set KL_TF_MIRROR to its directory',
-    );
-  }
-  return found;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function httpStatus(url: string): Promise<number> {
-  return new Promise((resolve) => {
-    const req = http.get(url, { agent: false }, (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    });
-    req.on('error', () => resolve(0));
-    req.setTimeout(1000, () => req.destroy());
-  });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  // An orphan this container never reaps shows as a zombie: that is not alive.
-  try {
-    return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
-
 /** A cache that stores JSON text, as the PostgreSQL adapter will. */
 class JsonTextCache implements ProviderSchemaCache {
   readonly entries = new Map<string, string>();
@@ -147,7 +57,7 @@ class JsonTextCache implements ProviderSchemaCache {
 
 let work: string;
 let mirror: string;
-let moto: ChildProcess | null = null;
+let moto: Moto | null = null;
 let endpoint: string;
 let tfEnv: NodeJS.ProcessEnv;
 let resources: Map<string, StateResource>;
@@ -219,24 +129,11 @@ async function refresh(client: ProviderClient, address: string): Promise<StateVa
 
 beforeAll(async () => {
   onPath('terraform');
-  const motoBin = onPath('moto_server');
   onPath('aws');
-  mirror = findMirror();
+  mirror = findTerraformMirror();
   work = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-e2e-aws-'));
-
-  const port = await freePort();
-  endpoint = `http://127.0.0.1:${port}`;
-  moto = spawn(motoBin, ['-H', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
-  const motoExit = new Promise<string>((resolve) =>
-    moto!.once('exit', (code) => resolve(`moto_server exited (${code})`)),
-  );
-  const deadline = Date.now() + 60_000;
-  while ((await httpStatus(`${endpoint}/moto-api/`)) !== 200) {
-    if (moto.exitCode !== null) throw new Error(await motoExit);
-    if (Date.now() > deadline)
-      throw new Error(`moto_server did not answer on ${endpoint} within 60 s`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  moto = await startMoto();
+  endpoint = moto.endpoint;
 
   const tfrc = path.join(work, 'terraform.rc');
   fs.writeFileSync(
@@ -310,14 +207,7 @@ resource "aws_s3_bucket_versioning" "b" {
 
 afterAll(async () => {
   await Promise.all(clients.map((c) => c.close()));
-  if (moto && moto.exitCode === null) {
-    const exited = new Promise((r) => moto!.once('exit', r));
-    moto.kill('SIGTERM');
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([exited, new Promise((r) => (timer = setTimeout(r, 5000)))]);
-    clearTimeout(timer);
-    if (moto.exitCode === null) moto.kill('SIGKILL');
-  }
+  await moto?.stop();
   if (work) fs.rmSync(work, { recursive: true, force: true });
   if (Object.keys(timings).length > 0)
     console.log(`provider e2e timings (ms): ${JSON.stringify(timings)}`);
@@ -514,7 +404,7 @@ describe('AWS provider 5.100.0 (protocol 5) against moto', () => {
       code: 'PROVIDER.TIMEOUT',
     });
     await opened.client.close();
-    expect(alive(opened.client.pid!)).toBe(false);
+    expect(pidAlive(opened.client.pid!)).toBe(false);
   });
 
   it('lists resource types and schema versions with `provider schema`, from the cache', async () => {
@@ -575,7 +465,7 @@ describe('AWS provider 5.100.0 (protocol 5) against moto', () => {
     expect(err).toBeInstanceOf(ProviderError);
     expect((err as ProviderError).code).toBe('PROVIDER.CRASHED');
     expect((err as ProviderError).message).toMatch(/panic/);
-    expect(alive(opened.client.pid!)).toBe(false);
+    expect(pidAlive(opened.client.pid!)).toBe(false);
     await expect(
       opened.client.readResource({ typeName: 'aws_s3_bucket', currentState: null }),
     ).rejects.toMatchObject({
@@ -590,7 +480,7 @@ describe('AWS provider 5.100.0 (protocol 5) against moto', () => {
     await Promise.all(clients.map((c) => c.close()));
     expect(clients.length).toBeGreaterThanOrEqual(4);
     for (const c of clients) {
-      expect(alive(c.pid!)).toBe(false);
+      expect(pidAlive(c.pid!)).toBe(false);
       expect(fs.existsSync(c.socketDir)).toBe(false);
     }
     await expect(client.configure(providerConfig())).rejects.toMatchObject({
