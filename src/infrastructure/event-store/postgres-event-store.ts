@@ -85,7 +85,7 @@ export class PostgresEventStore implements EventStore {
     events: EventToAppend[],
     { expectedRevision }: { expectedRevision: ExpectedRevision },
   ): Promise<AppendResult> {
-    return this.db.transaction(async (tx) => {
+    const result = await this.db.transaction(async (tx) => {
       const count = BigInt(events.length);
       const length = await advanceStream(tx, streamId, count, expectedRevision);
       let base = length - count;
@@ -121,7 +121,6 @@ export class PostgresEventStore implements EventStore {
           if (!last || BigInt(row.global_position) > BigInt(last.global_position)) last = row;
         }
       }
-      if (events.length > 0) await tx.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, streamId]);
       const position = last
         ? {
             transactionId: BigInt(last.txid),
@@ -130,6 +129,14 @@ export class PostgresEventStore implements EventStore {
         : { transactionId: 0n, globalPosition: 0n };
       return { nextExpectedRevision: length - 1n, position };
     });
+    // The wake-up goes out after the commit, not inside it: a NOTIFY in the
+    // transaction takes a database-wide lock through the commit's WAL flush,
+    // which serialises every appender. It is only a hint (readers also poll),
+    // so a lost one costs latency, never an event.
+    if (events.length > 0) {
+      this.db.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, streamId]).catch(() => undefined);
+    }
+    return result;
   }
 
   async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
