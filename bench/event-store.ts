@@ -1,6 +1,6 @@
+import { postgresSettings, printMachine } from './support/report';
 import * as os from 'node:os';
 import pino from 'pino';
-import { Client } from 'pg';
 import type { EventStore } from '../src/application/ports/event-store.port';
 import { LOG_START, LogPosition } from '../src/domain/shared/event';
 import { Notifier } from '../src/infrastructure/event-store/notifier';
@@ -129,38 +129,17 @@ async function main(): Promise<void> {
 }
 
 async function printHeader(bench: BenchDatabase): Promise<void> {
-  const client = new Client({ connectionString: bench.url });
-  await client.connect();
-  let settings: Record<string, string>;
-  try {
-    const { rows } = await client.query<{ name: string; setting: string }>(
-      `SELECT name, current_setting(name) AS setting FROM unnest($1::text[]) AS name`,
-      [
-        [
-          'server_version',
-          'synchronous_commit',
-          'fsync',
-          'shared_buffers',
-          'max_wal_size',
-          'wal_level',
-        ],
-      ],
-    );
-    settings = Object.fromEntries(rows.map((r) => [r.name, r.setting]));
-  } finally {
-    await client.end();
-  }
-  const cpus = os.cpus();
+  const settings = await postgresSettings(bench.url, [
+    'server_version',
+    'synchronous_commit',
+    'fsync',
+    'shared_buffers',
+    'max_wal_size',
+    'wal_level',
+  ]);
   const sample = benchEvent(12345);
   console.log('Kilolock event-store benchmark');
-  console.log(
-    `  machine:  ${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown CPU'}, ` +
-      `${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.platform()} ${os.release()} ${os.arch()}`,
-  );
-  // Other processes on the box eat into every figure: say so next to them.
-  const load = os.loadavg()[0];
-  const busy = load > cpus.length * 0.5 ? '  (busy: figures below are shared with other work)' : '';
-  console.log(`  load:     ${load.toFixed(2)} (1-min average before the run)${busy}`);
+  printMachine();
   console.log(`  node:     ${process.version}`);
   console.log(`  postgres: ${settings.server_version} (${bench.origin})`);
   console.log(

@@ -1,3 +1,4 @@
+import { postgresSettings, printMachine, printTable } from './support/report';
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -534,24 +535,9 @@ async function runJq(filter: string, file: string): Promise<{ ms: number; stdout
 // --- report -----------------------------------------------------------------------
 
 async function printHeader(bench: BenchDatabase, jq: string | null): Promise<void> {
-  const cpus = os.cpus();
-  const load = os.loadavg();
-  const client = new Client({ connectionString: bench.url });
-  await client.connect();
-  let version = '?';
-  try {
-    version = (await client.query<{ server_version: string }>('SHOW server_version')).rows[0]
-      .server_version;
-  } finally {
-    await client.end();
-  }
+  const { server_version: version } = await postgresSettings(bench.url);
   console.log('Kilolock query benchmark (examples/big-state demo queries)');
-  console.log(
-    `  machine:  ${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown CPU'}, ` +
-      `${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.platform()} ${os.release()} ${os.arch()}`,
-  );
-  const busy = load[0] > cpus.length * 0.5 ? '  (busy: other work shares the CPUs)' : '';
-  console.log(`  load:     ${load.map((l) => l.toFixed(2)).join(' ')} (1/5/15 min) before${busy}`);
+  printMachine();
   console.log(`  node:     ${process.version}`);
   console.log(`  postgres: ${version} (${bench.origin})`);
   console.log(`  jq:       ${jq ?? 'not found on PATH: the peer is unavailable'}`);
@@ -593,14 +579,6 @@ async function tableStats(databaseUrl: string): Promise<string> {
   } finally {
     await client.end();
   }
-}
-
-function printTable(head: string[], rows: string[][]): void {
-  const width = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (r: string[]) => `  ${r.map((c, i) => c.padEnd(width[i])).join('  ')}`.trimEnd();
-  console.log(line(head));
-  console.log(`  ${width.map((w) => '-'.repeat(w)).join('  ')}`);
-  for (const r of rows) console.log(line(r));
 }
 
 /** A `canonical` answer for people: `a 1, b 2`. */

@@ -1,3 +1,4 @@
+import { printMachine, printRecords } from './support/report';
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -170,7 +171,17 @@ async function main(): Promise<void> {
     }
 
     console.log();
-    printTable(rows);
+    printRecords<keyof Row>(
+      {
+        measurement: 'measurement',
+        ours: 'ours (kl refresh)',
+        peer: 'peer (terraform)',
+        ratio: 'ratio',
+        target: 'target',
+        result: 'result',
+      },
+      rows,
+    );
     for (const c of comparisons) printProfile(c);
     await kld.stop();
     const leftovers = processesUnder(tmpRoot, 'terraform-provider-');
@@ -444,8 +455,6 @@ function mib(bytes: number): string {
 }
 
 function printHeader(origin: string, kld: Kld): void {
-  const cpus = os.cpus();
-  const load = os.loadavg();
   let tfVersion = '?';
   try {
     const out = execFileSync('terraform', ['version', '-json'], {
@@ -456,35 +465,11 @@ function printHeader(origin: string, kld: Kld): void {
     // reported as ?
   }
   console.log('Kilolock refresh benchmark: kl refresh vs terraform plan -refresh-only');
-  console.log(
-    `  machine:   ${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown CPU'}, ` +
-      `${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.platform()} ${os.release()} ${os.arch()}`,
-  );
-  const busy = load[0] > cpus.length * 0.5 ? '  (busy: other work shares the CPUs)' : '';
-  console.log(`  load:      ${load.map((l) => l.toFixed(2)).join(' ')} (1/5/15 min) before${busy}`);
+  printMachine();
   console.log(`  node:      ${process.version}; terraform ${tfVersion}`);
   console.log(`  postgres:  ${origin}`);
   console.log(`  kld:       pid ${kld.pid}, ${kld.url}`);
   console.log(`  temp:      ${tmpRoot}`);
-}
-
-function printTable(rows: Row[]): void {
-  const head: Row = {
-    measurement: 'measurement',
-    ours: 'ours (kl refresh)',
-    peer: 'peer (terraform)',
-    ratio: 'ratio',
-    target: 'target',
-    result: 'result',
-  };
-  const keys = Object.keys(head) as (keyof Row)[];
-  const width = Object.fromEntries(
-    keys.map((k) => [k, Math.max(...[head, ...rows].map((r) => r[k].length))]),
-  ) as Record<keyof Row, number>;
-  const line = (r: Row) => `  ${keys.map((k) => r[k].padEnd(width[k])).join('  ')}`.trimEnd();
-  console.log(line(head));
-  console.log(`  ${keys.map((k) => '-'.repeat(width[k])).join('  ')}`);
-  for (const r of rows) console.log(line(r));
 }
 
 /** Where the profiled refreshes spent their time, schema cached and not. */

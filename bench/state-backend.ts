@@ -1,3 +1,4 @@
+import { postgresSettings, printMachine, printRecords } from './support/report';
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
@@ -254,7 +255,16 @@ async function main(): Promise<void> {
     }
 
     console.log();
-    printTable(rows);
+    printRecords<keyof Row>(
+      {
+        measurement: 'measurement',
+        ours: 'ours',
+        peer: 'peer',
+        target: 'target',
+        result: 'result',
+      },
+      rows,
+    );
     await printStorage(bench.url);
     const load = os.loadavg();
     console.log(
@@ -648,45 +658,12 @@ function formatCpu(c: CpuSplit): string {
 // reporting
 
 async function printHeader(bench: BenchDatabase): Promise<void> {
-  const cpus = os.cpus();
-  const load = os.loadavg();
-  const client = new Client({ connectionString: bench.url });
-  await client.connect();
-  let version = '?';
-  try {
-    version = (await client.query<{ server_version: string }>('SHOW server_version')).rows[0]
-      .server_version;
-  } finally {
-    await client.end();
-  }
+  const { server_version: version } = await postgresSettings(bench.url);
   console.log('Kilolock state-backend benchmark');
-  console.log(
-    `  machine:  ${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown CPU'}, ` +
-      `${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ${os.platform()} ${os.release()} ${os.arch()}`,
-  );
-  const busy = load[0] > cpus.length * 0.5 ? '  (busy: other work shares the CPUs)' : '';
-  console.log(`  load:     ${load.map((l) => l.toFixed(2)).join(' ')} (1/5/15 min) before${busy}`);
+  printMachine();
   console.log(`  node:     ${process.version}`);
   console.log(`  postgres: ${version} (${bench.origin})`);
   console.log();
-}
-
-function printTable(rows: Row[]): void {
-  const head: Row = {
-    measurement: 'measurement',
-    ours: 'ours',
-    peer: 'peer',
-    target: 'target',
-    result: 'result',
-  };
-  const keys = Object.keys(head) as (keyof Row)[];
-  const width = Object.fromEntries(
-    keys.map((k) => [k, Math.max(...[head, ...rows].map((r) => r[k].length))]),
-  ) as Record<keyof Row, number>;
-  const line = (r: Row) => `  ${keys.map((k) => r[k].padEnd(width[k])).join('  ')}`.trimEnd();
-  console.log(line(head));
-  console.log(`  ${keys.map((k) => '-'.repeat(width[k])).join('  ')}`);
-  for (const r of rows) console.log(line(r));
 }
 
 /** What the run left in the database: where delta commits put their bytes. */
