@@ -1,3 +1,15 @@
+import type {
+  StateSummary,
+  StateVersionSummary as VersionSummary,
+} from '../infrastructure/read-models/state-read-model';
+import type {
+  LockSummary,
+  ResourceDetail,
+  ResourceLifecycle,
+  ResourceSummary,
+  StateDiff,
+} from '../infrastructure/read-models/resource-read-model';
+
 import {
   errorOf,
   KldHttpClient,
@@ -18,70 +30,18 @@ export interface QueryResponse {
   truncated: boolean;
 }
 
-export interface StateSummary {
-  name: string;
-  version: number;
-  serial: number | null;
-  lineage: string | null;
-  terraformVersion: string | null;
-  instanceCount: number;
-  resourceCount: number;
-  updatedAt: string;
-  lock: { id: string; who: string | null; operation: string | null; since: string } | null;
-}
-
-export interface VersionSummary {
-  version: number;
-  serial: number;
-  source: string;
-  actor: string;
-  terraformVersion: string;
-  instanceCount: number;
-  resourceCount: number;
-  createdAt: string;
-}
-
-export interface ResourceSummary {
-  address: string;
-  type: string;
-  module: string;
-  provider: string;
-  status: string | null;
-  sinceVersion: number;
-  sinceSerial: number;
-}
-
-export interface ResourceDetail extends ResourceSummary {
-  attributes: Record<string, unknown> | null;
-  dependencies: string[] | null;
-}
-
-export interface ResourceLifecycle {
-  createVersion: number;
-  createSerial: number;
-  deleteVersion: number | null;
-  deleteSerial: number | null;
-  attributesHash: string;
-  attributes: unknown;
-}
-
-export interface StateDiff {
-  from: { version: number; serial: number };
-  to: { version: number; serial: number };
-  added: string[];
-  removed: string[];
-  changed: { address: string; attributes: string[]; members: string[] }[];
-}
-
-export interface LockSummary {
-  name: string;
-  lockId: string;
-  operation: string | null;
-  who: string | null;
-  acquiredAt: string;
-  acquiredBy: string;
-}
-
+// The wire shapes are the server's read-model types, serialised as JSON.
+export type {
+  StateSummary,
+  StateVersionSummary as VersionSummary,
+} from '../infrastructure/read-models/state-read-model';
+export type {
+  LockSummary,
+  ResourceDetail,
+  ResourceLifecycle,
+  ResourceSummary,
+  StateDiff,
+} from '../infrastructure/read-models/resource-read-model';
 /** kld's REST API as `kl` uses it. Every failure is an error with a one-line message. */
 export class KilolockClient {
   private readonly http: KldHttpClient;
