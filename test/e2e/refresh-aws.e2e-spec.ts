@@ -1,7 +1,8 @@
-import { ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { ChildRunner, ok, Run } from '../support/child-runner';
 import { KL, KldProcess, startKld } from '../support/kld-process';
 import {
   awsCliEnv,
@@ -43,14 +44,6 @@ const VERSIONING_ADDR = 'aws_s3_bucket_versioning.b';
 const DRIFTED_ADDR = 'aws_ssm_parameter.drifted';
 const QUIET_ADDR = 'aws_ssm_parameter.quiet';
 
-interface Run {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-}
-
 interface StateDoc {
   serial: number;
   lineage: string;
@@ -86,47 +79,23 @@ let env: NodeJS.ProcessEnv;
 let moto: Moto | undefined;
 let t: TestDatabase | undefined;
 let kld: KldProcess | undefined;
-const running = new Set<ChildProcess>();
+const runner = new ChildRunner(() => ({ cwd: workDir, env }), COMMAND_TIMEOUT_MS);
 const timings: Record<string, number> = {};
 
-function run(
+async function run(
   command: string,
   args: string[],
   options: { env?: NodeJS.ProcessEnv; label?: string } = {},
 ): Promise<Run> {
-  return new Promise((resolve) => {
-    const started = Date.now();
-    const child = spawn(command, args, {
-      cwd: workDir,
-      env: { ...env, ...options.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    running.add(child);
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), COMMAND_TIMEOUT_MS);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      running.delete(child);
-      const ms = Date.now() - started;
-      if (options.label) timings[options.label] = ms;
-      resolve({ code, signal, stdout, stderr, ms });
-    });
-  });
+  const r = await runner.run(command, args, { env: options.env });
+  if (options.label) timings[options.label] = r.ms;
+  return r;
 }
 
 const terraform = (args: string[], label?: string) =>
   run(TERRAFORM, [...args, '-no-color', '-input=false'], { label });
 const kl = (args: string[], label?: string) =>
   run(process.execPath, [KL, '--server', kld!.url, ...args], { label });
-
-async function ok(pending: Promise<Run>, what: string): Promise<Run> {
-  const r = await pending;
-  if (r.code !== 0) throw new Error(`${what} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
-  return r;
-}
 
 function awsCli(...args: string[]): string {
   return execFileSync('aws', ['--endpoint-url', moto!.endpoint, ...args], {
@@ -299,7 +268,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const child of running) child.kill('SIGKILL');
+  runner.killAll();
   await kld?.stop();
   await moto?.stop();
   await t?.drop();

@@ -1,7 +1,8 @@
-import { ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { ChildRunner, ok, Run, RunOptions } from '../support/child-runner';
 import { KL, KldProcess, processesMatching, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -20,14 +21,6 @@ const PROVIDER = path.resolve(__dirname, '../support/provider/terraform-provider
 const STATE = 'e2e/refresh-kltest';
 const SOURCE = 'registry.terraform.io/kilolock/kltest';
 const COMMAND_TIMEOUT_MS = 90_000;
-
-interface Run {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-}
 
 interface StateDoc {
   serial: number;
@@ -48,44 +41,15 @@ let rpcLog: string;
 let env: NodeJS.ProcessEnv;
 let t: TestDatabase;
 let kld: KldProcess;
-const running = new Set<ChildProcess>();
+const runner = new ChildRunner(() => ({ cwd: workDir, env }), COMMAND_TIMEOUT_MS);
 
-function run(
-  command: string,
-  args: string[],
-  options: { cwd?: string; env?: NodeJS.ProcessEnv; onStart?: (child: ChildProcess) => void } = {},
-): Promise<Run> {
-  return new Promise((resolve) => {
-    const started = Date.now();
-    const child = spawn(command, args, {
-      cwd: options.cwd ?? workDir,
-      env: { ...env, ...options.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    running.add(child);
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), COMMAND_TIMEOUT_MS);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      running.delete(child);
-      resolve({ code, signal, stdout, stderr, ms: Date.now() - started });
-    });
-    options.onStart?.(child);
-  });
+function run(command: string, args: string[], options: RunOptions = {}): Promise<Run> {
+  return runner.run(command, args, options);
 }
 
 const terraform = (args: string[]) => run(TERRAFORM, [...args, '-no-color', '-input=false']);
 const kl = (args: string[], options: Parameters<typeof run>[2] = {}) =>
   run(process.execPath, [KL, '--server', kld.url, ...args], options);
-
-async function ok(pending: Promise<Run>, what: string): Promise<Run> {
-  const r = await pending;
-  if (r.code !== 0) throw new Error(`${what} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
-  return r;
-}
 
 async function currentState(): Promise<StateDoc> {
   const res = await fetch(`${kld.url}/v1/states/${STATE}`);
@@ -200,7 +164,7 @@ data "kltest_item" "a" {
 });
 
 afterAll(async () => {
-  for (const child of running) child.kill('SIGKILL');
+  runner.killAll();
   await kld?.stop();
   await t?.drop();
   if (root) fs.rmSync(root, { recursive: true, force: true });
