@@ -1,4 +1,7 @@
+import * as net from 'node:net';
 import * as path from 'node:path';
+import { redactUrls } from '../logging/redact';
+import { stateNameFrom } from '../http/state-name';
 
 /** Everything kld reads from its environment, validated once at start. */
 export interface Config {
@@ -6,12 +9,16 @@ export interface Config {
   databaseUrl: string | null;
   dataDir: string;
   logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
+  /** KL_LOG_FORMAT: `auto` is pretty on a terminal, JSON otherwise. */
+  logFormat: 'auto' | 'json' | 'pretty';
   maxStateBytes: number;
   maxLockBytes: number;
   /** KL_REFRESH_EVERY in ms: how often kld refreshes `refreshStates`; null = never. */
   refreshEvery: number | null;
   /** KL_REFRESH_STATES, comma-separated state names. */
   refreshStates: string[];
+  /** KL_ALLOWED_ORIGINS: browser origins besides kld's own that may send requests. */
+  allowedOrigins: string[];
 }
 
 export class ConfigError extends Error {
@@ -22,20 +29,56 @@ export class ConfigError extends Error {
 }
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
+const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
 
-export function parseListen(value: string, name = 'KL_LISTEN'): { host: string; port: number } {
-  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(value.trim());
-  const port = m ? Number(m[3]) : NaN;
-  if (!m || port > 65535) {
-    throw new ConfigError(`${name}: expected host:port (e.g. 127.0.0.1:8080), got "${value}"`);
-  }
-  return { host: m[1] ?? (m[2] || '127.0.0.1'), port };
+const KIB = 1024;
+const MIB = 1024 ** 2;
+/**
+ * A state document becomes one JavaScript string (V8 caps strings at about
+ * 512 MiB) and one PostgreSQL `json` value (1 GB cap): nothing larger can be
+ * stored, so a larger limit would only promise what fails later.
+ */
+const STATE_BYTES_MAX = 512 * MIB;
+const LOCK_BYTES_MAX = 1 * MIB;
+const REFRESH_EVERY_MIN_MS = 10_000;
+const REFRESH_EVERY_MAX_MS = 365 * 86_400_000;
+
+/** A value as an error may show it: trimmed, shortened, any URL password masked. */
+function shown(value: string): string {
+  const text = redactUrls(value.trim());
+  return text.length > 120 ? `${text.slice(0, 120)}…` : text;
 }
 
-/** Byte sizes like 512MiB, 64KiB, 1GB or a plain number of bytes. */
-export function parseBytes(value: string, name: string): number {
+/** `host:port`, `[v6]:port` or `:port` (loopback); the host an IP literal or a DNS name. */
+export function parseListen(value: string, name = 'KL_LISTEN'): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(value.trim());
+  const port = m ? Number(m[3]) : NaN;
+  const host = m ? (m[1] ?? (m[2] || '127.0.0.1')) : '';
+  const hostOk = m?.[1] !== undefined ? net.isIPv6(host) : net.isIPv4(host) || isDnsName(host);
+  if (!m || port > 65535 || !hostOk) {
+    throw new ConfigError(
+      `${name}: expected host:port (e.g. 127.0.0.1:8080 or [::1]:8080), got "${shown(value)}"`,
+    );
+  }
+  return { host, port };
+}
+
+function isDnsName(host: string): boolean {
+  return (
+    host.length <= 253 &&
+    !/^[\d.]+$/.test(host) && // 1.2.3 or 300.1.1.1: a mistyped address, not a name
+    host.split('.').every((label) => /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i.test(label))
+  );
+}
+
+/** Byte sizes like 512MiB, 64KiB, 1GB or a plain number of bytes, within [min, max]. */
+export function parseBytes(
+  value: string,
+  name: string,
+  bounds: { min: number; max: number } = { min: 1, max: Number.MAX_SAFE_INTEGER },
+): number {
   const m = /^\s*(\d+(?:\.\d+)?)\s*(b|kib|kb|mib|mb|gib|gb)?\s*$/i.exec(value);
-  if (!m) throw new ConfigError(`${name}: expected a size such as 512MiB, got "${value}"`);
+  if (!m) throw new ConfigError(`${name}: expected a size such as 512MiB, got "${shown(value)}"`);
   const unit = (m[2] ?? 'b').toLowerCase();
   const factor: Record<string, number> = {
     b: 1,
@@ -46,7 +89,19 @@ export function parseBytes(value: string, name: string): number {
     gb: 1e9,
     gib: 1024 ** 3,
   };
-  return Math.floor(Number(m[1]) * factor[unit]);
+  const bytes = Math.floor(Number(m[1]) * factor[unit]);
+  if (bytes < bounds.min || bytes > bounds.max) {
+    throw new ConfigError(
+      `${name}: expected a size from ${formatBytes(bounds.min)} to ${formatBytes(bounds.max)}, got "${shown(value)}"`,
+    );
+  }
+  return bytes;
+}
+
+function formatBytes(n: number): string {
+  if (n >= MIB && n % MIB === 0) return `${n / MIB}MiB`;
+  if (n >= KIB && n % KIB === 0) return `${n / KIB}KiB`;
+  return `${n} bytes`;
 }
 
 /** Durations like 15m, 1h30m, 90s, 500ms. */
@@ -61,7 +116,9 @@ export function parseDuration(value: string, name: string): number {
     end = part.lastIndex;
   }
   if (text === '' || end !== text.length) {
-    throw new ConfigError(`${name}: expected a duration such as 15m, 1h or 90s, got "${value}"`);
+    throw new ConfigError(
+      `${name}: expected a duration such as 15m, 1h or 90s, got "${shown(value)}"`,
+    );
   }
   return Math.round(total);
 }
@@ -75,11 +132,88 @@ function refreshSchedule(env: NodeJS.ProcessEnv): Pick<Config, 'refreshEvery' | 
     .filter((s) => s !== '');
   if (every === null) return { refreshEvery: null, refreshStates: states };
   const ms = parseDuration(every, 'KL_REFRESH_EVERY');
-  if (ms < 10_000) throw new ConfigError(`KL_REFRESH_EVERY: at least 10s, got "${every}"`);
+  if (ms < REFRESH_EVERY_MIN_MS || ms > REFRESH_EVERY_MAX_MS) {
+    throw new ConfigError(`KL_REFRESH_EVERY: from 10s to 365d, got "${shown(every)}"`);
+  }
   if (states.length === 0) {
     throw new ConfigError('KL_REFRESH_STATES: name the states to refresh (comma-separated)');
   }
+  for (const state of states) {
+    try {
+      stateNameFrom(state);
+    } catch (err) {
+      throw new ConfigError(`KL_REFRESH_STATES: ${(err as Error).message}`);
+    }
+  }
   return { refreshEvery: ms, refreshStates: [...new Set(states)] };
+}
+
+function oneOf<T extends string>(
+  name: string,
+  raw: string | undefined,
+  values: readonly T[],
+  fallback: T,
+): T {
+  const value = (raw?.trim() || fallback).toLowerCase();
+  if (!(values as readonly string[]).includes(value)) {
+    throw new ConfigError(`${name}: expected one of ${values.join(', ')}, got "${shown(value)}"`);
+  }
+  return value as T;
+}
+
+/** Only PostgreSQL URLs that parse; an error shows the URL with its password masked. */
+function databaseUrlFrom(raw: string | undefined): string | null {
+  const value = raw?.trim() || null;
+  if (value === null) return null;
+  const usage = 'expected postgres://user:password@host:port/database';
+  if (!/^postgres(ql)?:\/\//i.test(value)) {
+    throw new ConfigError(`KL_DATABASE_URL: ${usage}, got "${shown(value)}"`);
+  }
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(
+      `KL_DATABASE_URL: not a valid URL (${usage}; percent-encode special characters in the password), got "${shown(value)}"`,
+    );
+  }
+  if (!url.hostname && !url.searchParams.get('host')) {
+    throw new ConfigError(`KL_DATABASE_URL: names no host (${usage}), got "${shown(value)}"`);
+  }
+  return value;
+}
+
+/**
+ * KL_ALLOWED_ORIGINS: comma-separated `scheme://host[:port]`, normalised the
+ * way browsers write the Origin header (lower-case host, default port dropped).
+ */
+function allowedOriginsFrom(raw: string | undefined): string[] {
+  const origins: string[] = [];
+  for (const item of (raw ?? '').split(',').map((s) => s.trim())) {
+    if (item === '') continue;
+    let url: URL | null = null;
+    try {
+      url = new URL(item);
+    } catch {
+      // reported below
+    }
+    const bare =
+      url !== null &&
+      (url.protocol === 'http:' || url.protocol === 'https:') &&
+      url.username === '' &&
+      url.password === '' &&
+      url.search === '' &&
+      url.hash === '' &&
+      (url.pathname === '/' || url.pathname === '') &&
+      !item.endsWith('/');
+    if (!bare || url === null) {
+      throw new ConfigError(
+        `KL_ALLOWED_ORIGINS: expected comma-separated origins such as https://kilolock.example.com or http://localhost:3000 (scheme, host and port only), got "${shown(item)}"`,
+      );
+    }
+    origins.push(url.origin);
+  }
+  return [...new Set(origins)];
 }
 
 export function loadConfig(
@@ -87,25 +221,22 @@ export function loadConfig(
   overrides: { listen?: string } = {},
 ): Config {
   const listenRaw = overrides.listen ?? env.KL_LISTEN ?? '127.0.0.1:8080';
-  const databaseUrl = env.KL_DATABASE_URL?.trim() || null;
-  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
-    throw new ConfigError(
-      `KL_DATABASE_URL: expected postgres://user:pass@host:port/db, got "${databaseUrl}"`,
-    );
-  }
-  const logLevel = (env.KL_LOG_LEVEL ?? 'info').toLowerCase();
-  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
-    throw new ConfigError(
-      `KL_LOG_LEVEL: expected one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`,
-    );
-  }
+  const databaseUrl = databaseUrlFrom(env.KL_DATABASE_URL);
   return {
     listen: parseListen(listenRaw, overrides.listen ? '--listen' : 'KL_LISTEN'),
     databaseUrl,
     dataDir: path.resolve(env.KL_DATA_DIR ?? '.kilolock'),
-    logLevel: logLevel as Config['logLevel'],
-    maxStateBytes: parseBytes(env.KL_MAX_STATE_BYTES ?? '512MiB', 'KL_MAX_STATE_BYTES'),
-    maxLockBytes: parseBytes(env.KL_MAX_LOCK_BYTES ?? '64KiB', 'KL_MAX_LOCK_BYTES'),
+    logLevel: oneOf('KL_LOG_LEVEL', env.KL_LOG_LEVEL, LOG_LEVELS, 'info'),
+    logFormat: oneOf('KL_LOG_FORMAT', env.KL_LOG_FORMAT, LOG_FORMATS, 'auto'),
+    maxStateBytes: parseBytes(env.KL_MAX_STATE_BYTES ?? '512MiB', 'KL_MAX_STATE_BYTES', {
+      min: KIB,
+      max: STATE_BYTES_MAX,
+    }),
+    maxLockBytes: parseBytes(env.KL_MAX_LOCK_BYTES ?? '64KiB', 'KL_MAX_LOCK_BYTES', {
+      min: KIB,
+      max: LOCK_BYTES_MAX,
+    }),
     ...refreshSchedule(env),
+    allowedOrigins: allowedOriginsFrom(env.KL_ALLOWED_ORIGINS),
   };
 }

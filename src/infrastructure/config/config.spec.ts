@@ -1,0 +1,124 @@
+import { ConfigError, loadConfig } from './config';
+
+describe('loadConfig', () => {
+  it('gives the documented defaults for an empty environment', () => {
+    const c = loadConfig({});
+    expect(c).toMatchObject({
+      listen: { host: '127.0.0.1', port: 8080 },
+      databaseUrl: null,
+      logLevel: 'info',
+      logFormat: 'auto',
+      maxStateBytes: 512 * 1024 ** 2,
+      maxLockBytes: 64 * 1024,
+      refreshEvery: null,
+      refreshStates: [],
+      allowedOrigins: [],
+    });
+  });
+
+  it.each<[string, Record<string, string>, Record<string, unknown>]>([
+    [
+      'an IPv6 listen address',
+      { KL_LISTEN: '[::1]:9000' },
+      { listen: { host: '::1', port: 9000 } },
+    ],
+    [
+      'a listen name',
+      { KL_LISTEN: 'kld.internal:80' },
+      { listen: { host: 'kld.internal', port: 80 } },
+    ],
+    ['all interfaces', { KL_LISTEN: '0.0.0.0:8080' }, { listen: { host: '0.0.0.0', port: 8080 } }],
+    ['a bare port', { KL_LISTEN: ':8081' }, { listen: { host: '127.0.0.1', port: 8081 } }],
+    ['an ephemeral port', { KL_LISTEN: '127.0.0.1:0' }, { listen: { host: '127.0.0.1', port: 0 } }],
+    ['log level in capitals', { KL_LOG_LEVEL: 'DEBUG' }, { logLevel: 'debug' }],
+    ['json logs', { KL_LOG_FORMAT: 'json' }, { logFormat: 'json' }],
+    ['pretty logs', { KL_LOG_FORMAT: 'Pretty' }, { logFormat: 'pretty' }],
+    ['sizes with units', { KL_MAX_STATE_BYTES: '1.5MiB' }, { maxStateBytes: 1.5 * 1024 ** 2 }],
+    ['sizes in bytes', { KL_MAX_LOCK_BYTES: '2048' }, { maxLockBytes: 2048 }],
+    [
+      'a postgresql:// URL',
+      { KL_DATABASE_URL: 'postgresql://u:p%40ss@db:5432/kl' },
+      { databaseUrl: 'postgresql://u:p%40ss@db:5432/kl' },
+    ],
+    [
+      'a periodic refresh',
+      { KL_REFRESH_EVERY: '1h30m', KL_REFRESH_STATES: 'a/b, c,a/b' },
+      { refreshEvery: 5_400_000, refreshStates: ['a/b', 'c'] },
+    ],
+    [
+      'allowed origins, normalised as browsers send them',
+      { KL_ALLOWED_ORIGINS: 'https://UI.example.com:443, http://localhost:3000,' },
+      { allowedOrigins: ['https://ui.example.com', 'http://localhost:3000'] },
+    ],
+  ])('accepts %s', (_label, env, expected) => {
+    expect(loadConfig(env)).toMatchObject(expected);
+  });
+
+  it.each<[string, string, RegExp]>([
+    ['KL_LISTEN', 'not-an-address', /^KL_LISTEN: expected host:port/],
+    ['KL_LISTEN', '127.0.0.1:70000', /^KL_LISTEN: expected host:port/],
+    ['KL_LISTEN', '300.1.1.1:80', /^KL_LISTEN: expected host:port/],
+    ['KL_LISTEN', 'bad_host!:80', /^KL_LISTEN: expected host:port/],
+    ['KL_LISTEN', '[not-v6]:80', /^KL_LISTEN: expected host:port/],
+    ['KL_LOG_LEVEL', 'loud', /^KL_LOG_LEVEL: expected one of trace, debug, info/],
+    ['KL_LOG_FORMAT', 'xml', /^KL_LOG_FORMAT: expected one of auto, json, pretty, got "xml"$/],
+    [
+      'KL_MAX_STATE_BYTES',
+      '0',
+      /^KL_MAX_STATE_BYTES: expected a size from 1KiB to 512MiB, got "0"$/,
+    ],
+    ['KL_MAX_STATE_BYTES', '2GiB', /^KL_MAX_STATE_BYTES: expected a size from 1KiB to 512MiB/],
+    ['KL_MAX_STATE_BYTES', 'huge', /^KL_MAX_STATE_BYTES: expected a size such as 512MiB/],
+    ['KL_MAX_STATE_BYTES', '-5', /^KL_MAX_STATE_BYTES: expected a size such as 512MiB/],
+    ['KL_MAX_LOCK_BYTES', '0.1KiB', /^KL_MAX_LOCK_BYTES: expected a size from 1KiB to 1MiB/],
+    ['KL_MAX_LOCK_BYTES', '10MiB', /^KL_MAX_LOCK_BYTES: expected a size from 1KiB to 1MiB/],
+    ['KL_DATABASE_URL', 'mysql://u:PW@h/db', /^KL_DATABASE_URL: expected postgres:\/\//],
+    ['KL_DATABASE_URL', 'postgres://u:PW@h:99999/db', /^KL_DATABASE_URL: not a valid URL/],
+    ['KL_DATABASE_URL', 'postgres:///db', /^KL_DATABASE_URL: names no host/],
+    ['KL_ALLOWED_ORIGINS', '*', /^KL_ALLOWED_ORIGINS: expected comma-separated origins/],
+    ['KL_ALLOWED_ORIGINS', 'example.com', /^KL_ALLOWED_ORIGINS: expected/],
+    ['KL_ALLOWED_ORIGINS', 'https://example.com/app', /^KL_ALLOWED_ORIGINS: expected/],
+    ['KL_ALLOWED_ORIGINS', 'https://example.com/', /^KL_ALLOWED_ORIGINS: expected/],
+    ['KL_ALLOWED_ORIGINS', 'ftp://example.com', /^KL_ALLOWED_ORIGINS: expected/],
+    ['KL_ALLOWED_ORIGINS', 'https://u:PW@example.com', /^KL_ALLOWED_ORIGINS: expected/],
+  ])('refuses %s=%s with one line naming it', (name, value, message) => {
+    const error = errorOf({ [name]: value });
+    expect(error.message).toMatch(message);
+    expect(error.message).not.toContain('\n');
+    expect(error.message).not.toContain('PW');
+  });
+
+  it.each<[Record<string, string>, RegExp]>([
+    [{ KL_REFRESH_EVERY: '5s', KL_REFRESH_STATES: 'a' }, /^KL_REFRESH_EVERY: from 10s to 365d/],
+    [{ KL_REFRESH_EVERY: '400d', KL_REFRESH_STATES: 'a' }, /^KL_REFRESH_EVERY: from 10s to 365d/],
+    [{ KL_REFRESH_EVERY: '15', KL_REFRESH_STATES: 'a' }, /^KL_REFRESH_EVERY: expected a duration/],
+    [{ KL_REFRESH_EVERY: '15m' }, /^KL_REFRESH_STATES: name the states/],
+    [{ KL_REFRESH_EVERY: '15m', KL_REFRESH_STATES: 'ok,../etc' }, /^KL_REFRESH_STATES: invalid/],
+  ])('refuses the refresh schedule %j', (env, message) => {
+    expect(errorOf(env).message).toMatch(message);
+  });
+
+  it('never shows a database password, however the URL is broken', () => {
+    for (const url of [
+      'mysql://kl:S3cr3t-PW@db/kl',
+      'postgres://kl:S3cr3t-PW@db:99999/kl',
+      'postgres://kl:S3cr3t-PW@/kl',
+      'postgres://kl:S3cr3t@PW@db:99999/kl',
+    ]) {
+      const error = errorOf({ KL_DATABASE_URL: url });
+      expect(error.message).toMatch(/^KL_DATABASE_URL: /);
+      expect(error.message).not.toMatch(/S3cr3t|PW/);
+      expect(error.message).toContain('kl:***@');
+    }
+  });
+});
+
+function errorOf(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error(`loadConfig accepted ${JSON.stringify(env)}`);
+}
