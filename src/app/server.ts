@@ -4,6 +4,7 @@ import type { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
 import type { Config } from '../infrastructure/config/config';
 import { Notifier } from '../infrastructure/event-store/notifier';
+import { crossSiteGuard } from '../infrastructure/http/cross-site.middleware';
 import { ErrorFilter } from '../infrastructure/http/error.filter';
 import { requestLog } from '../infrastructure/http/request-log.middleware';
 import type { Logger } from '../infrastructure/logging/logger';
@@ -54,6 +55,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
       { logger: new NestLogger(logger), bodyParser: false, abortOnError: false },
     );
     app.use(requestLog(logger));
+    app.use(crossSiteGuard(config.allowedOrigins));
     app.useGlobalFilters(new ErrorFilter(logger));
     await app.listen(config.listen.port, config.listen.host);
   } catch (err) {

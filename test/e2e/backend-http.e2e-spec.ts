@@ -51,7 +51,9 @@ async function call(
   body?: string | Buffer,
   headers: Record<string, string> = {},
 ): Promise<Answer> {
-  const r = await fetch(url, { method, body, headers });
+  // Like terraform: every body is sent as JSON.
+  const sent = body === undefined ? headers : { 'Content-Type': 'application/json', ...headers };
+  const r = await fetch(url, { method, body, headers: sent });
   return { status: r.status, headers: r.headers, text: await r.text() };
 }
 
@@ -142,6 +144,7 @@ function raw(
       res.on('error', reject);
     });
     req.on('error', reject);
+    if (body !== undefined) req.setHeader('Content-Type', 'application/json');
     if (body === undefined) {
       req.end();
     } else if (options.chunked) {

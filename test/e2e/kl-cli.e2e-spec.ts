@@ -254,6 +254,7 @@ describe('locks', () => {
     };
     const r = await fetch(`${kld.url}/v1/states/${state}`, {
       method: 'LOCK',
+      headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify(info),
     });
     expect(r.status).toBe(200);

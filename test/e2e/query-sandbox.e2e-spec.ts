@@ -85,6 +85,7 @@ beforeAll(async () => {
   ]) {
     const r = await fetch(`${kld.url}/v1/states/${state}`, {
       method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify(doc(serial, count)),
     });
     expect(r.status).toBe(200);
@@ -332,7 +333,11 @@ describe('refused cleanly, leaving the data untouched', () => {
       expect(r.status).toBe(400);
       expect(r.body.error?.code).toBe('REQUEST.INVALID');
     }
-    const notJson = await fetch(`${kld.url}/v1/query`, { method: 'POST', body: '{' });
+    const notJson = await fetch(`${kld.url}/v1/query`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: '{',
+    });
     expect(notJson.status).toBe(400);
   });
 

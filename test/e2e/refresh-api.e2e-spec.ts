@@ -517,6 +517,7 @@ describe('server-side refresh with a real provider (kltest)', () => {
     const put = (path: string, body: unknown) =>
       fetch(`${server.url}${path}`, {
         method: path.includes('states') ? 'POST' : 'PUT',
+        headers: { 'Content-Type': 'application/json' },
         body: JSON.stringify(body),
       });
     expect((await put(`/v1/states/${name}`, bucketsDoc(1))).status).toBe(200);

@@ -257,6 +257,7 @@ describe('kl refresh with the kltest provider', () => {
     doc.serial += 1;
     const push = await fetch(`${kld.url}/v1/states/${STATE}`, {
       method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify(doc),
     });
     expect(push.status).toBe(200);
@@ -280,8 +281,13 @@ describe('kl refresh with the kltest provider', () => {
     instance.attributes = { ...rest, note: comment };
     doc.serial += 1;
     expect(
-      (await fetch(`${kld.url}/v1/states/${STATE}`, { method: 'POST', body: JSON.stringify(doc) }))
-        .status,
+      (
+        await fetch(`${kld.url}/v1/states/${STATE}`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json' },
+          body: JSON.stringify(doc),
+        })
+      ).status,
     ).toBe(200);
     const bucket = doc.resources.find((r) => r.type === 'kltest_bucket')!.instances[0];
     editObject('kltest_bucket', String(bucket.attributes.id), { labels: { env: 'prod' } });
@@ -375,7 +381,15 @@ describe('kl refresh with the kltest provider', () => {
       Path: '',
     };
     const url = `${kld.url}/v1/states/${STATE}`;
-    expect((await fetch(url, { method: 'LOCK', body: JSON.stringify(lock) })).status).toBe(200);
+    expect(
+      (
+        await fetch(url, {
+          method: 'LOCK',
+          headers: { 'Content-Type': 'application/json' },
+          body: JSON.stringify(lock),
+        })
+      ).status,
+    ).toBe(200);
     try {
       const r = await kl(['refresh', STATE, '--provider-search-path', mirror]);
       expect(r.code).toBe(1);
@@ -383,7 +397,11 @@ describe('kl refresh with the kltest provider', () => {
         'locked by carol@laptop (lock ID held-by-test, operation OperationTypeApply',
       );
     } finally {
-      await fetch(url, { method: 'UNLOCK', body: JSON.stringify(lock) });
+      await fetch(url, {
+        method: 'UNLOCK',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify(lock),
+      });
     }
   });
 

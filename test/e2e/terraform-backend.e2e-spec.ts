@@ -647,6 +647,7 @@ resource "terraform_data" "after" {
     };
     const locked = await fetch(`${kld.url}/v1/states/${name}`, {
       method: 'LOCK',
+      headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify(info),
     });
     expect(locked.status).toBe(200);

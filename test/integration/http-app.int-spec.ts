@@ -55,7 +55,11 @@ describe('kld HTTP application in-process', () => {
   it('gives a malformed document a JSON 400 and writes nothing', async () => {
     const http = server.app.getHttpServer();
     const before = await t.db.query('SELECT count(*)::int AS n FROM kl_events');
-    const r = await request(http).post('/v1/states/in-process').send('{"version": 4,').expect(400);
+    const r = await request(http)
+      .post('/v1/states/in-process')
+      .set('Content-Type', 'application/json')
+      .send('{"version": 4,')
+      .expect(400);
     expect(r.body).toEqual({
       error: { code: 'STATE.INVALID', message: expect.stringMatching(/JSON/) },
     });

@@ -14,6 +14,9 @@ const STATUS_BY_CODE: Record<string, number> = {
   'REQUEST.INVALID': 400,
   'REQUEST.TOO_LARGE': 413,
   'REQUEST.NOT_FOUND': 404,
+  'REQUEST.FORBIDDEN_ORIGIN': 403,
+  'REQUEST.FORBIDDEN_HOST': 403,
+  'REQUEST.UNSUPPORTED_MEDIA_TYPE': 415,
   'QUERY.INVALID': 400,
   'QUERY.TIMEOUT': 400,
   // 400, not 403: the caller is allowed to query; this SQL touched what no query may.
