@@ -1,28 +1,34 @@
 #!/usr/bin/env node
 import 'reflect-metadata';
 import { Command, CommanderError } from 'commander';
-import { ConfigError, loadConfig } from './infrastructure/config/config';
+import { Config, ConfigError, loadConfig } from './infrastructure/config/config';
 import { createLogger, Logger } from './infrastructure/logging/logger';
 import { Database } from './infrastructure/postgres/database';
 import { migrate, MigrationError } from './infrastructure/postgres/migrator';
+import { redactUrls } from './infrastructure/logging/redact';
 import { openDatabase, startServer } from './app/server';
 import { Notifier } from './infrastructure/event-store/notifier';
 import { ProjectionRunner } from './projections/projection-runner';
 import { allProjectors } from './app/features';
 
 const SHUTDOWN_DEADLINE_MS = 9_000;
+const DUPLICATE_SIGNAL_MS = 1_000;
 
 async function serve(opts: { listen?: string }): Promise<void> {
   const config = loadConfig(process.env, opts);
-  const logger = createLogger(config.logLevel);
+  const logger = loggerFor(config);
   const server = await startServer(config, logger);
-  let stopping = false;
+  let stoppingSince: number | null = null;
   const stop = (signal: string) => {
-    if (stopping) {
+    if (stoppingSince !== null) {
+      // One Ctrl-C or supervisor stop often arrives twice: sent to the whole
+      // process group and forwarded again by `npm start`. Only a later one
+      // means "now".
+      if (Date.now() - stoppingSince < DUPLICATE_SIGNAL_MS) return;
       logger.warn({ signal }, 'second signal: exiting now');
       process.exit(1);
     }
-    stopping = true;
+    stoppingSince = Date.now();
     logger.info({ signal }, 'shutting down');
     const force = setTimeout(() => {
       logger.error('shutdown took too long; exiting');
@@ -46,10 +52,10 @@ async function serve(opts: { listen?: string }): Promise<void> {
 
 /** For one-shot commands: the database (embedded or not), migrated, then released. */
 async function withDatabase<T>(
+  config: Config,
   logger: Logger,
   fn: (db: Database, url: string) => Promise<T>,
 ): Promise<T> {
-  const config = loadConfig();
   const { url, embedded } = await openDatabase(config, logger);
   try {
     await migrate(url, logger);
@@ -80,8 +86,8 @@ async function main(argv: string[]): Promise<void> {
     .command('migrate')
     .description('apply pending database migrations and exit')
     .action(async () => {
-      const logger = createLogger(loadConfig().logLevel);
-      await withDatabase(logger, async () => undefined);
+      const config = loadConfig();
+      await withDatabase(config, loggerFor(config), async () => undefined);
     });
 
   program
@@ -90,8 +96,9 @@ async function main(argv: string[]): Promise<void> {
     .command('rebuild')
     .description('empty every read model and replay the event log into it')
     .action(async () => {
-      const logger = createLogger(loadConfig().logLevel);
-      await withDatabase(logger, async (db, url) => {
+      const config = loadConfig();
+      const logger = loggerFor(config);
+      await withDatabase(config, logger, async (db, url) => {
         const notifier = new Notifier(url);
         const runner = new ProjectionRunner(db, notifier, allProjectors(db), logger);
         try {
@@ -107,11 +114,17 @@ async function main(argv: string[]): Promise<void> {
   await program.parseAsync(argv);
 }
 
+function loggerFor(config: Config): Logger {
+  return createLogger(config.logLevel, config.logFormat);
+}
+
 main(process.argv).catch((err: unknown) => {
   if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
   const known = err instanceof ConfigError || err instanceof MigrationError;
   const message = err instanceof Error ? err.message : String(err);
-  process.stderr.write(`kld: ${message}\n`);
-  if (!known && process.env.KL_DEBUG) process.stderr.write(`${(err as Error).stack}\n`);
+  process.stderr.write(`kld: ${redactUrls(message)}\n`);
+  if (!known && process.env.KL_DEBUG) {
+    process.stderr.write(`${redactUrls(String((err as Error).stack))}\n`);
+  }
   process.exit(known ? 2 : 1);
 });

@@ -1,9 +1,17 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { KLD, processesMatching, startKld } from '../support/kld-process';
+import { freePort } from '../../src/infrastructure/postgres/embedded-postgres';
+import {
+  descendantsOf,
+  isAlive,
+  KLD,
+  processesMatching,
+  ROOT,
+  startKld,
+} from '../support/kld-process';
 
 describe('kld as a process', () => {
   let dir: string;
@@ -47,6 +55,64 @@ describe('kld as a process', () => {
     expect((await again.stop('SIGINT')).code).toBe(0);
     expect(processesMatching(path.join(dataDir, 'pgdata'))).toEqual([]);
   });
+
+  it.each<[string, (npm: number) => void]>([
+    ['SIGTERM to the npm process (a supervisor)', (npm) => process.kill(npm, 'SIGTERM')],
+    // The terminal signals the whole group, and npm forwards it once more.
+    ['Ctrl-C (SIGINT to its process group)', (npm) => process.kill(-npm, 'SIGINT')],
+  ])(
+    '`npm start` stops kld and its PostgreSQL gracefully on %s, exiting 0',
+    async (_how, signal) => {
+      const dataDir = path.join(dir, 'data');
+      const port = await freePort();
+      // --ignore-scripts skips only `prestart` (the build; dist/ is built):
+      // the same process tree as the README's `npm start`.
+      const npm = spawn('npm', ['start', '--ignore-scripts'], {
+        cwd: ROOT,
+        env: {
+          ...process.env,
+          KL_DATA_DIR: dataDir,
+          KL_LISTEN: `127.0.0.1:${port}`,
+          KL_LOG_FORMAT: 'json',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        detached: true, // its own process group, as under a terminal
+      });
+      let out = '';
+      npm.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+      npm.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+      const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+        npm.once('exit', (code, signal) => resolve({ code, signal })),
+      );
+      let tree: number[] = [];
+      try {
+        const url = `http://127.0.0.1:${port}`;
+        for (let i = 0; i < 300; i++) {
+          if (npm.exitCode !== null) throw new Error(`npm start exited during start:\n${out}`);
+          if ((await fetch(`${url}/readyz`).catch(() => null))?.status === 200) break;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        expect((await fetch(`${url}/readyz`)).status).toBe(200);
+        tree = descendantsOf(npm.pid!);
+        const postgres = processesMatching(path.join(dataDir, 'pgdata'));
+        expect(postgres.length).toBeGreaterThan(0);
+        expect(tree).toEqual(expect.arrayContaining(postgres));
+
+        signal(npm.pid!);
+        const timeout = new Promise((r) => setTimeout(() => r('still running after 15 s'), 15_000));
+        expect(await Promise.race([exited, timeout])).toEqual({ code: 0, signal: null });
+        for (let i = 0; i < 50 && tree.some(isAlive); i++) {
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        expect(tree.filter(isAlive)).toEqual([]);
+        expect(processesMatching(path.join(dataDir, 'pgdata'))).toEqual([]);
+        expect(out).toContain('"msg":"stopped"');
+        expect(out).not.toContain('second signal');
+      } finally {
+        for (const pid of [npm.pid!, ...tree].filter(isAlive)) process.kill(pid, 'SIGKILL');
+      }
+    },
+  );
 
   it('runs PostgreSQL as a user that can enter the data directory, or says plainly why not', async () => {
     fs.chmodSync(dir, 0o700);
@@ -110,6 +176,7 @@ describe('kld as a process', () => {
         };
         const post = await fetch(`${kld.url}/v1/states/ops/rebuild`, {
           method: 'POST',
+          headers: { 'Content-Type': 'application/json' },
           body: JSON.stringify(doc),
         });
         expect(post.status).toBe(200);
@@ -157,18 +224,33 @@ describe('kld as a process', () => {
   });
 
   it.each([
-    ['KL_LISTEN', 'not-an-address', /KL_LISTEN: expected host:port/],
-    ['KL_LOG_LEVEL', 'loud', /KL_LOG_LEVEL: expected one of/],
-    ['KL_DATABASE_URL', 'mysql://x', /KL_DATABASE_URL: expected postgres:\/\//],
-    ['KL_MAX_STATE_BYTES', 'huge', /KL_MAX_STATE_BYTES: expected a size/],
-  ])('a bad %s is one clear line and exit 2', (name, value, message) => {
+    ['KL_LISTEN', 'not-an-address', /^kld: KL_LISTEN: expected host:port/],
+    ['KL_LOG_LEVEL', 'loud', /^kld: KL_LOG_LEVEL: expected one of/],
+    ['KL_LOG_FORMAT', 'xml', /^kld: KL_LOG_FORMAT: expected one of auto, json, pretty/],
+    [
+      'KL_DATABASE_URL',
+      'mysql://kl:PW-s3cret@db/kl',
+      /^kld: KL_DATABASE_URL: expected postgres:\/\//,
+    ],
+    [
+      'KL_DATABASE_URL',
+      'postgres://kl:PW-s3cret@db:99999/kl',
+      /^kld: KL_DATABASE_URL: not a valid/,
+    ],
+    ['KL_MAX_STATE_BYTES', 'huge', /^kld: KL_MAX_STATE_BYTES: expected a size/],
+    ['KL_MAX_STATE_BYTES', '0', /^kld: KL_MAX_STATE_BYTES: expected a size from 1KiB to 512MiB/],
+    ['KL_MAX_LOCK_BYTES', '1GiB', /^kld: KL_MAX_LOCK_BYTES: expected a size from 1KiB to 1MiB/],
+    ['KL_ALLOWED_ORIGINS', '*', /^kld: KL_ALLOWED_ORIGINS: expected comma-separated origins/],
+  ])('a bad %s (%s) is one clear line and exit 2, showing no password', (name, value, message) => {
     const r = spawnSync(process.execPath, [KLD, 'serve'], {
       env: { ...process.env, [name]: value, KL_DATA_DIR: path.join(dir, 'data') },
       encoding: 'utf8',
     });
     expect(r.status).toBe(2);
+    expect(r.stdout).toBe('');
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(message);
+    expect(r.stderr).not.toContain('s3cret');
     expect(fs.existsSync(path.join(dir, 'data'))).toBe(false);
   });
 });

@@ -75,3 +75,35 @@ export function processesMatching(needle: string): number[] {
   }
   return pids;
 }
+
+/** PIDs of the live (non-zombie) descendants of `root`, children before grandchildren. */
+export function descendantsOf(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const status = fs.readFileSync(`/proc/${entry}/status`, 'utf8');
+      if (/^State:\s+Z/m.test(status)) continue;
+      const ppid = Number(/^PPid:\s+(\d+)/m.exec(status)?.[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
+    } catch {
+      // exited while we looked
+    }
+  }
+  const found: number[] = [];
+  for (let queue = [root]; queue.length > 0;) {
+    const next = children.get(queue.shift()!) ?? [];
+    found.push(...next);
+    queue.push(...next);
+  }
+  return found;
+}
+
+/** Whether `pid` is a live, non-zombie process. */
+export function isAlive(pid: number): boolean {
+  try {
+    return !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
