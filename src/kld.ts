@@ -4,7 +4,9 @@ import { Command, CommanderError } from 'commander';
 import { Config, ConfigError, loadConfig } from './infrastructure/config/config';
 import { createLogger, Logger } from './infrastructure/logging/logger';
 import { Database } from './infrastructure/postgres/database';
+import { EmbeddedPostgresInUseError } from './infrastructure/postgres/embedded-postgres';
 import { migrate, MigrationError } from './infrastructure/postgres/migrator';
+import { ServerRunningError, withoutServer } from './infrastructure/postgres/serving-lock';
 import { redactUrls } from './infrastructure/logging/redact';
 import { openDatabase, startServer } from './app/server';
 import { Notifier } from './infrastructure/event-store/notifier';
@@ -70,6 +72,33 @@ async function withDatabase<T>(
   }
 }
 
+const REBUILD_ON_SERVER =
+  'rebuild through it instead: kl projections rebuild (POST /v1/admin/projections/rebuild)';
+
+/** Offline rebuild; a running server (embedded or on KL_DATABASE_URL) must do it itself. */
+async function rebuildProjections(config: Config, logger: Logger): Promise<void> {
+  try {
+    await withDatabase(config, logger, (db, url) =>
+      withoutServer(url, REBUILD_ON_SERVER, async () => {
+        const notifier = new Notifier(url);
+        const runner = new ProjectionRunner(db, notifier, allProjectors(db), logger);
+        try {
+          for (const r of await runner.rebuild()) {
+            process.stdout.write(`${r.projector}: ${r.events} events replayed\n`);
+          }
+        } finally {
+          await notifier.close();
+        }
+      }),
+    );
+  } catch (err) {
+    if (err instanceof EmbeddedPostgresInUseError) {
+      throw new ServerRunningError(`${err.message}; ${REBUILD_ON_SERVER}`);
+    }
+    throw err;
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
   const program = new Command('kld')
     .description('Kilolock server: Terraform state backend and event-sourced state store')
@@ -94,21 +123,10 @@ async function main(argv: string[]): Promise<void> {
     .command('projections')
     .description('manage read-model projections')
     .command('rebuild')
-    .description('empty every read model and replay the event log into it')
+    .description('empty every read model and replay the event log into it (no server running)')
     .action(async () => {
       const config = loadConfig();
-      const logger = loggerFor(config);
-      await withDatabase(config, logger, async (db, url) => {
-        const notifier = new Notifier(url);
-        const runner = new ProjectionRunner(db, notifier, allProjectors(db), logger);
-        try {
-          for (const r of await runner.rebuild()) {
-            process.stdout.write(`${r.projector}: ${r.events} events replayed\n`);
-          }
-        } finally {
-          await notifier.close();
-        }
-      });
+      await rebuildProjections(config, loggerFor(config));
     });
 
   await program.parseAsync(argv);
@@ -120,7 +138,11 @@ function loggerFor(config: Config): Logger {
 
 main(process.argv).catch((err: unknown) => {
   if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
-  const known = err instanceof ConfigError || err instanceof MigrationError;
+  const known =
+    err instanceof ConfigError ||
+    err instanceof MigrationError ||
+    err instanceof ServerRunningError ||
+    err instanceof EmbeddedPostgresInUseError;
   const message = err instanceof Error ? err.message : String(err);
   process.stderr.write(`kld: ${redactUrls(message)}\n`);
   if (!known && process.env.KL_DEBUG) {

@@ -12,6 +12,7 @@ import { NestLogger } from '../infrastructure/logging/nest-logger';
 import { Database } from '../infrastructure/postgres/database';
 import { EmbeddedPostgres } from '../infrastructure/postgres/embedded-postgres';
 import { migrate } from '../infrastructure/postgres/migrator';
+import { ServingLock } from '../infrastructure/postgres/serving-lock';
 import { ProjectionRunner } from '../projections/projection-runner';
 import { KilolockModule } from './kilolock.module';
 
@@ -42,7 +43,9 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
   const { url: databaseUrl, embedded } = await openDatabase(config, logger);
   const db = new Database(databaseUrl);
   const notifier = new Notifier(databaseUrl);
+  let serving: ServingLock | null = null;
   const releaseStorage = async () => {
+    await serving?.release();
     await notifier.close();
     await db.close();
     await embedded?.stop();
@@ -50,6 +53,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
   let app: NestExpressApplication;
   try {
     await migrate(databaseUrl, logger);
+    serving = await ServingLock.hold(databaseUrl, logger);
     app = await NestFactory.create<NestExpressApplication>(
       KilolockModule.forRuntime({ config, logger, db, notifier }),
       { logger: new NestLogger(logger), bodyParser: false, abortOnError: false },

@@ -7,6 +7,7 @@ import { freePort } from '../../src/infrastructure/postgres/embedded-postgres';
 import {
   descendantsOf,
   isAlive,
+  KL,
   KLD,
   processesMatching,
   ROOT,
@@ -182,21 +183,45 @@ describe('kld as a process', () => {
         expect(post.status).toBe(200);
         const before = await (await fetch(`${kld.url}/v1/states/ops/rebuild`)).text();
 
-        const r = spawnSync(process.execPath, [KLD, 'projections', 'rebuild'], {
-          env: { ...process.env, KL_DATABASE_URL: t.url, KL_LOG_LEVEL: 'error' },
-          encoding: 'utf8',
-        });
-        expect(r.stderr).toBe('');
-        expect(r.status).toBe(0);
-        expect(r.stdout).toMatch(/^state-raw: \d+ events replayed$/m);
+        // Next to a running server, the offline command refuses and names the way that works.
+        const offline = () =>
+          spawnSync(process.execPath, [KLD, 'projections', 'rebuild'], {
+            env: { ...process.env, KL_DATABASE_URL: t.url, KL_LOG_LEVEL: 'error' },
+            encoding: 'utf8',
+          });
+        const refused = offline();
+        expect(refused.status).toBe(2);
+        expect(refused.stdout).toBe('');
+        expect(refused.stderr).toBe(
+          'kld: a kld server is running on this database; rebuild through it instead: ' +
+            'kl projections rebuild (POST /v1/admin/projections/rebuild)\n',
+        );
 
         const rest = await fetch(`${kld.url}/v1/admin/projections/rebuild`, { method: 'POST' });
         expect(rest.status).toBe(200);
         const body = (await rest.json()) as { projectors: { projector: string; events: number }[] };
         expect(body.projectors.length).toBeGreaterThanOrEqual(3);
         expect(body.projectors.every((p) => p.events > 0)).toBe(true);
-
+        const viaKl = spawnSync(
+          process.execPath,
+          [KL, '--server', kld.url, '--format', 'json', 'projections', 'rebuild'],
+          { encoding: 'utf8' },
+        );
+        expect(viaKl.stderr).toBe('');
+        expect(viaKl.status).toBe(0);
         expect(await (await fetch(`${kld.url}/v1/states/ops/rebuild`)).text()).toBe(before);
+
+        expect((await kld.stop()).code).toBe(0);
+        const r = offline();
+        expect(r.stderr).toBe('');
+        expect(r.status).toBe(0);
+        expect(r.stdout).toMatch(/^state-raw: \d+ events replayed$/m);
+        const again = await startKld({ KL_DATABASE_URL: t.url });
+        try {
+          expect(await (await fetch(`${again.url}/v1/states/ops/rebuild`)).text()).toBe(before);
+        } finally {
+          await again.stop();
+        }
       } finally {
         await kld.stop();
       }
@@ -221,6 +246,26 @@ describe('kld as a process', () => {
         ]);
       }
     });
+  });
+
+  it('refuses an offline rebuild next to a server on the same data directory', async () => {
+    const dataDir = path.join(dir, 'data');
+    const kld = await startKld({ KL_DATA_DIR: dataDir });
+    try {
+      const r = spawnSync(process.execPath, [KLD, 'projections', 'rebuild'], {
+        env: { ...process.env, KL_DATA_DIR: dataDir, KL_LOG_LEVEL: 'error' },
+        encoding: 'utf8',
+      });
+      expect(r.status).toBe(2);
+      expect(r.stdout).toBe('');
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(
+        /^kld: .*pgdata is in use by a running kld \(its PostgreSQL has pid \d+\); rebuild through it instead: kl projections rebuild/,
+      );
+      expect((await fetch(`${kld.url}/readyz`)).status).toBe(200);
+    } finally {
+      expect((await kld.stop()).code).toBe(0);
+    }
   });
 
   it.each([

@@ -30,6 +30,7 @@ export class EmbeddedPostgres {
       fs.chmodSync(dataDir, 0o711); // postgres must traverse it to reach pgdata
       assertReachable(dataDir, owner);
     }
+    assertNotRunning(pgdata);
     const password = readOrCreatePassword(path.join(dataDir, 'password'));
 
     if (!fs.existsSync(path.join(pgdata, 'PG_VERSION'))) {
@@ -191,6 +192,44 @@ function assertReachable(dir: string, owner: { uid: number; gid: number }): void
     }
     if (d === path.dirname(d)) return;
   }
+}
+
+export class EmbeddedPostgresInUseError extends Error {
+  constructor(
+    readonly pgdata: string,
+    readonly pid: number,
+  ) {
+    super(`${pgdata} is in use by a running kld (its PostgreSQL has pid ${pid})`);
+    this.name = 'EmbeddedPostgresInUseError';
+  }
+}
+
+/**
+ * A second kld on the same data directory (a server, or `kld projections
+ * rebuild` next to one) would only get PostgreSQL's "lock file already
+ * exists"; say who holds it. A pid file left by a crash names a dead pid, or
+ * one reused by a process that is not PostgreSQL, and is no obstacle.
+ */
+function assertNotRunning(pgdata: string): void {
+  let pid: number;
+  try {
+    pid = Number(fs.readFileSync(path.join(pgdata, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  } catch {
+    return;
+  }
+  if (!Number.isInteger(pid) || pid <= 0) return;
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return;
+  }
+  try {
+    if (!fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('postgres')) return;
+  } catch {
+    if (fs.existsSync('/proc/self')) return; // gone meanwhile
+    // no /proc (macOS): trust the live pid
+  }
+  throw new EmbeddedPostgresInUseError(pgdata, pid);
 }
 
 function readOrCreatePassword(file: string): string {
