@@ -1,5 +1,6 @@
 import * as os from 'node:os';
 import { DomainError } from '../../domain/shared/domain-error';
+import { redactUrls } from '../logging/redact';
 
 export interface KldRequest {
   query?: Record<string, string | number | boolean | null | undefined>;
@@ -68,7 +69,8 @@ export class KldHttpClient {
       const why = cause?.code ?? cause?.message ?? (err as Error).message;
       throw new DomainError(
         'SERVER.UNREACHABLE',
-        `cannot reach kld at ${this.base} (${why}); set --server or KL_SERVER_URL`,
+        // A URL with credentials is refused by fetch with the URL in its message.
+        redactUrls(`cannot reach kld at ${this.base} (${why}); set --server or KL_SERVER_URL`),
       );
     }
   }
