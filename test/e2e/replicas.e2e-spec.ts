@@ -35,7 +35,8 @@ afterAll(async () => {
 });
 
 async function call(method: string, url: string, body?: string): Promise<Answer> {
-  const r = await fetch(url, { method, body });
+  const headers = body === undefined ? undefined : { 'Content-Type': 'application/json' };
+  const r = await fetch(url, { method, body, headers });
   return { status: r.status, headers: r.headers, text: await r.text() };
 }
 
