@@ -2,6 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { ChildRunner } from '../support/child-runner';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { freePort } from '../../src/infrastructure/postgres/embedded-postgres';
 import {
@@ -15,6 +16,10 @@ import {
 } from '../support/kld-process';
 
 describe('kld as a process', () => {
+  // Async, not spawnSync, next to HTTP calls: a blocked event loop keeps
+  // fetch from retiring pooled connections the server has already closed.
+  const children = new ChildRunner(() => ({ cwd: ROOT, env: process.env }));
+  afterAll(() => children.killAll());
   let dir: string;
   beforeEach(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-kld-'));
@@ -185,12 +190,11 @@ describe('kld as a process', () => {
 
         // Next to a running server, the offline command refuses and names the way that works.
         const offline = () =>
-          spawnSync(process.execPath, [KLD, 'projections', 'rebuild'], {
-            env: { ...process.env, KL_DATABASE_URL: t.url, KL_LOG_LEVEL: 'error' },
-            encoding: 'utf8',
+          children.run(process.execPath, [KLD, 'projections', 'rebuild'], {
+            env: { KL_DATABASE_URL: t.url, KL_LOG_LEVEL: 'error' },
           });
-        const refused = offline();
-        expect(refused.status).toBe(2);
+        const refused = await offline();
+        expect(refused.code).toBe(2);
         expect(refused.stdout).toBe('');
         expect(refused.stderr).toBe(
           'kld: a kld server is running on this database; rebuild through it instead: ' +
@@ -202,19 +206,23 @@ describe('kld as a process', () => {
         const body = (await rest.json()) as { projectors: { projector: string; events: number }[] };
         expect(body.projectors.length).toBeGreaterThanOrEqual(3);
         expect(body.projectors.every((p) => p.events > 0)).toBe(true);
-        const viaKl = spawnSync(
-          process.execPath,
-          [KL, '--server', kld.url, '--format', 'json', 'projections', 'rebuild'],
-          { encoding: 'utf8' },
-        );
+        const viaKl = await children.run(process.execPath, [
+          KL,
+          '--server',
+          kld.url,
+          '--format',
+          'json',
+          'projections',
+          'rebuild',
+        ]);
         expect(viaKl.stderr).toBe('');
-        expect(viaKl.status).toBe(0);
+        expect(viaKl.code).toBe(0);
         expect(await (await fetch(`${kld.url}/v1/states/ops/rebuild`)).text()).toBe(before);
 
         expect((await kld.stop()).code).toBe(0);
-        const r = offline();
+        const r = await offline();
         expect(r.stderr).toBe('');
-        expect(r.status).toBe(0);
+        expect(r.code).toBe(0);
         expect(r.stdout).toMatch(/^state-raw: \d+ events replayed$/m);
         const again = await startKld({ KL_DATABASE_URL: t.url });
         try {
@@ -252,11 +260,10 @@ describe('kld as a process', () => {
     const dataDir = path.join(dir, 'data');
     const kld = await startKld({ KL_DATA_DIR: dataDir });
     try {
-      const r = spawnSync(process.execPath, [KLD, 'projections', 'rebuild'], {
-        env: { ...process.env, KL_DATA_DIR: dataDir, KL_LOG_LEVEL: 'error' },
-        encoding: 'utf8',
+      const r = await children.run(process.execPath, [KLD, 'projections', 'rebuild'], {
+        env: { KL_DATA_DIR: dataDir, KL_LOG_LEVEL: 'error' },
       });
-      expect(r.status).toBe(2);
+      expect(r.code).toBe(2);
       expect(r.stdout).toBe('');
       expect(r.stderr.trim().split('\n')).toHaveLength(1);
       expect(r.stderr).toMatch(
