@@ -19,6 +19,7 @@ import type { Database } from '../infrastructure/postgres/database';
 import { PostgresProviderSchemaCache } from '../infrastructure/provider/postgres-provider-schema-cache';
 import { RefreshReadModel } from '../infrastructure/read-models/refresh-read-model';
 import { StateReadModel } from '../infrastructure/read-models/state-read-model';
+import { envAllowPolicy } from '../infrastructure/refresh/env-allow-list';
 import { RefreshScheduler } from '../infrastructure/refresh/refresh-scheduler';
 import { ServerRefreshService } from '../infrastructure/refresh/server-refresh.service';
 import { refreshProjectors } from '../projections/refresh';
@@ -66,9 +67,18 @@ export const refreshFeature: Feature = {
         states: StateReadModel,
         refresh: RefreshReadModel,
         schemas: ProviderSchemaCache,
+        config: Config,
         logger: Logger,
-      ) => new ServerRefreshService(commands, states, refresh, schemas, logger),
-      inject: [CommandBus, StateReadModel, RefreshReadModel, PROVIDER_SCHEMA_CACHE, LOGGER],
+      ) =>
+        new ServerRefreshService(
+          commands,
+          states,
+          refresh,
+          schemas,
+          envAllowPolicy(config.refreshEnvAllow),
+          logger,
+        ),
+      inject: [CommandBus, StateReadModel, RefreshReadModel, PROVIDER_SCHEMA_CACHE, CONFIG, LOGGER],
     },
     {
       provide: RefreshScheduler,

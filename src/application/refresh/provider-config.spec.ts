@@ -26,6 +26,54 @@ describe('resolveEnvReferences', () => {
   });
 });
 
+describe('resolveEnvReferences under a server policy', () => {
+  const policy = {
+    refusal: (name: string) =>
+      name.startsWith('AWS_') ? null : 'allow it with KL_REFRESH_ENV_ALLOW',
+  };
+  const env = { AWS_ACCESS_KEY_ID: 'AKIA', KL_DATABASE_URL: 'postgres://u:secret@db/kl' };
+
+  it('resolves the names the policy allows', () => {
+    expect(
+      resolveEnvReferences(
+        { access_key: { env: 'AWS_ACCESS_KEY_ID' } },
+        env,
+        'provider aws',
+        policy,
+      ),
+    ).toEqual({ access_key: 'AKIA' });
+  });
+
+  it('refuses any other name, naming the key path and the variable, never its value', () => {
+    let error: unknown;
+    try {
+      resolveEnvReferences(
+        {
+          access_key: { env: 'AWS_ACCESS_KEY_ID' },
+          endpoints: [{ sqs: 'http://attacker', token: { env: 'KL_DATABASE_URL' } }],
+        },
+        env,
+        'provider aws',
+        policy,
+      );
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toMatchObject({
+      code: 'REFRESH.CONFIG_ENV_REFUSED',
+      message:
+        'provider aws: endpoints[0].token refers to environment variable KL_DATABASE_URL, which this server may not read: allow it with KL_REFRESH_ENV_ALLOW',
+    });
+    expect(JSON.stringify(error)).not.toContain('secret');
+  });
+
+  it('refuses an unset name it does not allow as refused, not as missing', () => {
+    expect(() =>
+      resolveEnvReferences({ k: { env: 'NOT_SET_ANYWHERE' } }, {}, 'provider aws', policy),
+    ).toThrow(expect.objectContaining({ code: 'REFRESH.CONFIG_ENV_REFUSED' }));
+  });
+});
+
 describe('shapeProviderConfig', () => {
   const block: SchemaBlock = {
     attributes: [

@@ -1,35 +1,63 @@
 import { SchemaBlock, SchemaNestedBlock } from '../../domain/cty/schema';
-import { isJsonObject, JsonObject, JsonValue } from '../../domain/terraform';
+import { envMemberOf, envReferences } from '../../domain/refresh/env-reference';
+import { isJsonObject, jsonPath, JsonObject, JsonValue } from '../../domain/terraform';
 import { RefreshError } from './refresh-error';
+
+/**
+ * Which variables a refresh may resolve. `kl refresh` resolves any name (the
+ * operator's own environment); kld only those its operator allowed, since a
+ * config is written by whoever may call the API.
+ */
+export interface EnvPolicy {
+  /** null when `name` may be read; else why not and what to do about it. */
+  refusal(name: string): string | null;
+}
 
 /**
  * Replaces every `{"env": "NAME"}` with the variable's value on this
  * machine. Secrets therefore never leave the machine that runs the refresh
  * and are never stored on the server; a variable that is not set stops the
- * run rather than configuring the provider with a hole in it.
+ * run rather than configuring the provider with a hole in it. Every
+ * reference is checked against the policy before any is read, so a refusal
+ * never says whether a variable is set.
  */
 export function resolveEnvReferences(
   config: JsonObject,
   env: Readonly<Record<string, string | undefined>>,
   label: string,
+  policy?: EnvPolicy,
 ): JsonObject {
+  if (policy) {
+    for (const ref of envReferences(config)) {
+      const refusal = policy.refusal(ref.name);
+      if (refusal !== null) {
+        throw new RefreshError(
+          'REFRESH.CONFIG_ENV_REFUSED',
+          `${label}: ${ref.at || 'the config'} refers to environment variable ${ref.name}, which this server may not read: ${refusal}`,
+          { variable: ref.name, at: ref.at },
+        );
+      }
+    }
+  }
   const resolve = (value: JsonValue, at: string): JsonValue => {
-    if (Array.isArray(value)) return value.map((v, i) => resolve(v, `${at}[${i}]`));
+    if (Array.isArray(value)) return value.map((v, i) => resolve(v, jsonPath(at, i)));
     if (!isJsonObject(value)) return value;
-    const keys = Object.keys(value).filter((k) => value[k] !== undefined);
-    if (keys.length === 1 && keys[0] === 'env' && typeof value.env === 'string') {
-      const resolved = env[value.env];
+    if (envMemberOf(value)) {
+      const [ref] = envReferences(value);
+      const resolved = env[ref.name];
       if (resolved === undefined) {
         throw new RefreshError(
           'REFRESH.CONFIG_ENV_MISSING',
-          `${label}: ${at} refers to environment variable ${value.env}, which is not set`,
-          { variable: value.env },
+          `${label}: ${at || 'the config'} refers to environment variable ${ref.name}, which is not set`,
+          { variable: ref.name },
         );
       }
       return resolved;
     }
     const out: JsonObject = {};
-    for (const k of keys) out[k] = resolve(value[k] as JsonValue, at ? `${at}.${k}` : k);
+    for (const [k, v] of Object.entries(value)) {
+      if (v !== undefined) out[k] = resolve(v, jsonPath(at, k));
+    }
     return out;
   };
   return resolve(config, '') as JsonObject;

@@ -3,6 +3,7 @@ import { DomainError } from '../../domain/shared/domain-error';
 export type RefreshErrorCode =
   | 'REFRESH.LOCKED'
   | 'REFRESH.CONFIG_ENV_MISSING'
+  | 'REFRESH.CONFIG_ENV_REFUSED'
   | 'REFRESH.CONFIG_INVALID'
   | 'REFRESH.STATE_CHANGED'
   | 'REFRESH.STATE_EMPTY';

@@ -576,6 +576,33 @@ describe('RefreshOrchestrator', () => {
     expect(unchanged.afterHash).toBe(unchanged.beforeHash);
   });
 
+  it('under an env policy, refuses a name it does not allow before starting any provider', async () => {
+    const { server, opener, orchestrator } = setup(standardDocument(), inSync(), {
+      env: { KL_DATABASE_URL: 'postgres://kl:secret@db/kl', AWS_SECRET_ACCESS_KEY: 's' },
+      envPolicy: { refusal: (n) => (n.startsWith('AWS_') ? null : 'ask the operator') },
+    });
+    server.configs.set(`${RANDOM}|`, {});
+    server.configs.set(`${AWS}|west`, {
+      secret_key: { env: 'AWS_SECRET_ACCESS_KEY' },
+      endpoints: [{ sqs: 'http://127.0.0.1:9', access_key: { env: 'KL_DATABASE_URL' } }],
+    });
+
+    const failure = orchestrator.run('prod', options(), never);
+
+    await expect(failure).rejects.toMatchObject({
+      code: 'REFRESH.CONFIG_ENV_REFUSED',
+      message: `provider ${AWS} (alias west): endpoints[0].access_key refers to environment variable KL_DATABASE_URL, which this server may not read: ask the operator`,
+    });
+    await failure.catch(() => undefined);
+    expect(opener.opened).toEqual([]);
+    expect(server.results).toEqual([]);
+    // The run is recorded as failed with the refusal; nothing is committed.
+    expect(server.finished).toEqual([
+      { status: 'failed', errorSummary: expect.stringContaining('KL_DATABASE_URL, which this') },
+    ]);
+    expect(server.unlocks).toHaveLength(1);
+  });
+
   it('passes the instance private blob to ReadResource and stores what comes back', async () => {
     const doc = documentOf([
       resource('aws_s3_bucket', 'p', awsDefault, [

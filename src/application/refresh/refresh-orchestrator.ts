@@ -13,7 +13,7 @@ import {
   parseStateDocument,
   StateDocumentV4,
 } from '../../domain/terraform';
-import { resolveEnvReferences, shapeProviderConfig } from './provider-config';
+import { EnvPolicy, resolveEnvReferences, shapeProviderConfig } from './provider-config';
 import { groupByProvider, ProviderGroup } from './provider-groups';
 import { ProviderOpener, ProviderState, RefreshProvider } from './provider-opener.port';
 import { RefreshError } from './refresh-error';
@@ -30,6 +30,8 @@ import {
 export interface RefreshOrchestratorSettings {
   /** Where `{"env": …}` config values are looked up; default process.env. */
   env?: Readonly<Record<string, string | undefined>>;
+  /** Which of those names may be read; default any (the operator's own machine). */
+  envPolicy?: EnvPolicy;
   /** Results are sent to the server in batches of this size. */
   batchSize?: number;
   /** How long to wait for a provider process to end before moving on (it is killed regardless). */
@@ -104,6 +106,7 @@ class RunContext {
  */
 export class RefreshOrchestrator {
   private readonly env: Readonly<Record<string, string | undefined>>;
+  private readonly envPolicy: EnvPolicy | undefined;
   private readonly batchSize: number;
   private readonly closeTimeoutMs: number;
   private readonly clientVersion: string;
@@ -115,6 +118,7 @@ export class RefreshOrchestrator {
     settings: RefreshOrchestratorSettings = {},
   ) {
     this.env = settings.env ?? process.env;
+    this.envPolicy = settings.envPolicy;
     this.batchSize = settings.batchSize ?? 200;
     this.closeTimeoutMs = settings.closeTimeoutMs ?? 2_500;
     this.clientVersion = settings.clientVersion ?? 'kilolock';
@@ -252,7 +256,7 @@ export class RefreshOrchestrator {
     const out = new Map<string, JsonObject>();
     for (const g of groups) {
       const stored = await this.server.getProviderConfig(stateName, g.source, g.alias);
-      out.set(g.provider, resolveEnvReferences(stored ?? {}, this.env, labelOf(g)));
+      out.set(g.provider, resolveEnvReferences(stored ?? {}, this.env, labelOf(g), this.envPolicy));
     }
     return out;
   }

@@ -19,6 +19,8 @@ export interface Config {
   refreshStates: string[];
   /** KL_ALLOWED_ORIGINS: browser origins besides kld's own that may send requests. */
   allowedOrigins: string[];
+  /** KL_REFRESH_ENV_ALLOW: globs of the `{"env": …}` names a server-side refresh may read. */
+  refreshEnvAllow: string[];
 }
 
 export class ConfigError extends Error {
@@ -216,6 +218,27 @@ function allowedOriginsFrom(raw: string | undefined): string[] {
   return [...new Set(origins)];
 }
 
+/**
+ * KL_REFRESH_ENV_ALLOW, comma-separated variable names or globs (`*`, `?`).
+ * Unset or empty allows none: a provider config is written over the API, so
+ * without it anyone who may write one could have kld send its environment
+ * wherever the config points.
+ */
+function refreshEnvAllowFrom(raw: string | undefined): string[] {
+  const globs = (raw ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  for (const glob of globs) {
+    if (!/^[A-Za-z0-9_*?]+$/.test(glob)) {
+      throw new ConfigError(
+        `KL_REFRESH_ENV_ALLOW: "${shown(glob)}" is not a variable name or glob (letters, digits, _, * and ?), e.g. AWS_*,ARM_CLIENT_ID`,
+      );
+    }
+  }
+  return [...new Set(globs)];
+}
+
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
   overrides: { listen?: string } = {},
@@ -238,5 +261,6 @@ export function loadConfig(
     }),
     ...refreshSchedule(env),
     allowedOrigins: allowedOriginsFrom(env.KL_ALLOWED_ORIGINS),
+    refreshEnvAllow: refreshEnvAllowFrom(env.KL_REFRESH_ENV_ALLOW),
   };
 }

@@ -27,6 +27,8 @@ const STATUS_BY_CODE: Record<string, number> = {
   'REFRESH.FINISHED': 409,
   'REFRESH.STATE_CHANGED': 409,
   'REFRESH.LOCKED': 423,
+  // The server's policy, not the caller's request, forbids reading that variable.
+  'REFRESH.CONFIG_ENV_REFUSED': 403,
 };
 
 export function statusFor(code: string): number {

@@ -1,6 +1,7 @@
 import type { BeforeApplicationShutdown } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { ProviderSchemaCache } from '../../application/ports/provider-schema-cache.port';
+import type { EnvPolicy } from '../../application/refresh/provider-config';
 import { RefreshOrchestrator } from '../../application/refresh/refresh-orchestrator';
 import type { RefreshReport } from '../../application/refresh/refresh-report';
 import type { Caller } from '../../application/state/state-commands';
@@ -19,7 +20,8 @@ export interface ServerRefreshOptions {
 /**
  * Runs the client's refresh use case on the kld host: providers are found
  * through KL_PROVIDER_PATH and Terraform's usual directories on this
- * machine, `{"env": …}` config values come from kld's environment. Shutdown
+ * machine, `{"env": …}` config values come from kld's environment, for the
+ * names the operator allows (KL_REFRESH_ENV_ALLOW) and no others. Shutdown
  * cancels runs in flight, which finish as `cancelled` and commit nothing.
  */
 export class ServerRefreshService implements BeforeApplicationShutdown {
@@ -30,6 +32,7 @@ export class ServerRefreshService implements BeforeApplicationShutdown {
     private readonly states: StateReadModel,
     private readonly refresh: RefreshReadModel,
     private readonly schemas: ProviderSchemaCache,
+    private readonly envPolicy: EnvPolicy,
     private readonly logger: Logger,
   ) {}
 
@@ -46,7 +49,10 @@ export class ServerRefreshService implements BeforeApplicationShutdown {
       options.caller,
     );
     const opener = new FactoryProviderOpener(new CachedSchemaProviderFactory(this.schemas));
-    const orchestrator = new RefreshOrchestrator(server, opener, { clientVersion: 'kld' });
+    const orchestrator = new RefreshOrchestrator(server, opener, {
+      clientVersion: 'kld',
+      envPolicy: this.envPolicy,
+    });
     const local = new AbortController();
     const abort = () => local.abort();
     signal.addEventListener('abort', abort, { once: true });
