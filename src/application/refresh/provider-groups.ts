@@ -37,6 +37,14 @@ function normaliseSource(source: string): string {
 }
 
 /**
+ * Terraform's own resources (`terraform_data`): implemented inside terraform,
+ * so there is no plugin binary to start and nothing remote to read.
+ */
+export function isBuiltInProvider(source: string): boolean {
+  return source === 'terraform.io/builtin/terraform';
+}
+
+/**
  * Managed instances grouped by provider configuration, in document order.
  * Data sources are skipped: they are re-read by every plan and have nothing
  * to refresh in state.

@@ -17,6 +17,8 @@ export interface FinishedRun {
   checked: number;
   changed: number;
   failed: number;
+  normalized: number;
+  skipped: number;
 }
 
 export class StartRefreshRunCommand extends Command<StartedRun> {

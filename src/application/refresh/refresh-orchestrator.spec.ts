@@ -576,6 +576,108 @@ describe('RefreshOrchestrator', () => {
     expect(unchanged.afterHash).toBe(unchanged.beforeHash);
   });
 
+  it('stores a read that differs in spelling only, counting it normalized, not drifted', async () => {
+    const doc = documentOf([
+      resource('aws_ssm_parameter', 'quiet', awsDefault, [
+        { id: 'b1', attrs: { value: 'steady', tags: null, rules: [] } },
+      ]),
+      resource('aws_ssm_parameter', 'loud', awsDefault, [
+        { id: 'b2', attrs: { value: 'v1', tags: null } },
+      ]),
+    ]);
+    const behaviours = inSync();
+    behaviours[AWS].remote.set('b1', { id: 'b1', value: 'steady', tags: {}, rules: null });
+    behaviours[AWS].remote.set('b2', { id: 'b2', value: 'v2', tags: {} });
+    behaviours[AWS].schemaVersions.aws_ssm_parameter = 0;
+    const { server, orchestrator } = setup(doc, behaviours);
+
+    const report = await orchestrator.run('prod', options(), never);
+
+    expect(report).toMatchObject({
+      status: 'succeeded',
+      checked: 2,
+      changed: 1,
+      normalized: 1,
+      drifted: ['aws_ssm_parameter.loud'],
+      normalizedAddresses: ['aws_ssm_parameter.quiet'],
+      toVersion: 5,
+    });
+    const byAddress = Object.fromEntries(server.allResults.map((r) => [r.address, r]));
+    expect(byAddress['aws_ssm_parameter.quiet']).toMatchObject({
+      outcome: 'normalized',
+      changedPaths: ['rules', 'tags'],
+    });
+    expect(byAddress['aws_ssm_parameter.quiet'].afterHash).not.toBe(
+      byAddress['aws_ssm_parameter.quiet'].beforeHash,
+    );
+    // Drift names the real change only, not the normalization beside it.
+    expect(byAddress['aws_ssm_parameter.loud']).toMatchObject({
+      outcome: 'drifted',
+      changedPaths: ['value'],
+    });
+    // Both reads are committed as the provider returned them.
+    const committed = server.committed!.resources.map((r) => r.instances[0].attributes);
+    expect(committed).toEqual([
+      { id: 'b2', value: 'v2', tags: {} },
+      { id: 'b1', value: 'steady', tags: {}, rules: null },
+    ]);
+  });
+
+  it('skips built-in resources without starting anything for them, keeping them as they are', async () => {
+    const builtIn = 'provider["terraform.io/builtin/terraform"]';
+    const doc = documentOf([
+      resource('terraform_data', 'd', builtIn, [
+        { id: 'd1', attrs: { input: { value: 'x', type: 'string' } } },
+        { id: 'd2' },
+      ]),
+      resource('random_id', 'x', random, [{ id: 'r1', attrs: { hex: 'ab' } }]),
+    ]);
+    const progress: number[] = [];
+    const { server, opener, orchestrator } = setup(doc);
+
+    const report = await orchestrator.run(
+      'prod',
+      options({ onProgress: (p) => progress.push(p.done) }),
+      never,
+    );
+
+    expect(opener.opened.map((p) => p.source)).toEqual([RANDOM]);
+    expect(report).toMatchObject({
+      status: 'succeeded',
+      checked: 1,
+      skipped: 2,
+      failed: 0,
+      toVersion: 5,
+    });
+    expect(server.allResults.filter((r) => r.outcome === 'skipped')).toEqual([
+      expect.objectContaining({
+        address: 'terraform_data.d[0]',
+        provider: builtIn,
+        changedPaths: [],
+      }),
+      expect.objectContaining({ address: 'terraform_data.d[1]', provider: builtIn }),
+    ]);
+    expect(server.committed!.resources.find((r) => r.type === 'terraform_data')).toEqual(
+      doc.resources[0],
+    );
+    expect(progress.at(-1)).toBe(3);
+  });
+
+  it('succeeds on a state of built-ins only, reading and committing nothing', async () => {
+    const builtIn = 'provider["terraform.io/builtin/terraform"]';
+    const doc = documentOf([resource('terraform_data', 'd', builtIn, [{ id: 'd1' }])]);
+    const { server, opener, orchestrator } = setup(doc);
+
+    const report = await orchestrator.run('prod', options(), never);
+
+    expect(opener.opened).toEqual([]);
+    expect(report).toMatchObject({ status: 'succeeded', checked: 0, skipped: 1, toVersion: null });
+    expect(server.finished).toEqual([
+      expect.objectContaining({ status: 'succeeded', document: undefined }),
+    ]);
+    expect(server.unlocks).toHaveLength(1);
+  });
+
   it('under an env policy, refuses a name it does not allow before starting any provider', async () => {
     const { server, opener, orchestrator } = setup(standardDocument(), inSync(), {
       env: { KL_DATABASE_URL: 'postgres://kl:secret@db/kl', AWS_SECRET_ACCESS_KEY: 's' },

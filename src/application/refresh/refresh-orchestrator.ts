@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import * as os from 'node:os';
 import { changedPaths } from '../../domain/refresh/changed-paths';
+import { driftPaths } from '../../domain/refresh/drift-paths';
 import { DomainError } from '../../domain/shared/domain-error';
 import {
   buildDocument,
@@ -14,7 +15,7 @@ import {
   StateDocumentV4,
 } from '../../domain/terraform';
 import { EnvPolicy, resolveEnvReferences, shapeProviderConfig } from './provider-config';
-import { groupByProvider, ProviderGroup } from './provider-groups';
+import { groupByProvider, isBuiltInProvider, ProviderGroup } from './provider-groups';
 import { ProviderOpener, ProviderState, RefreshProvider } from './provider-opener.port';
 import { RefreshError } from './refresh-error';
 import { RefreshOptions, RefreshReport } from './refresh-report';
@@ -194,9 +195,12 @@ export class RefreshOrchestrator {
       );
     }
     const flat = flattenInstances(doc);
-    const groups = groupByProvider(flat);
+    const all = groupByProvider(flat);
+    // terraform_data and its kin live inside terraform: no plugin reads them.
+    const builtIn = all.filter((g) => isBuiltInProvider(g.source));
+    const groups = all.filter((g) => !isBuiltInProvider(g.source));
     const configs = await this.loadConfigs(stateName, groups);
-    const total = groups.reduce((n, g) => n + g.instances.length, 0);
+    const total = all.reduce((n, g) => n + g.instances.length, 0);
     const ctx = new RunContext(this.server, run.runId, total, this.batchSize);
 
     // Stop first: in-flight reads return at once and the processes can then be closed.
@@ -209,6 +213,9 @@ export class RefreshOrchestrator {
     let failedFast = false;
     try {
       options.onProgress?.({ done: 0, total });
+      for (const flat of builtIn.flatMap((g) => g.instances)) {
+        this.record(ctx, options, flat, skipped(flat));
+      }
       await forEachBounded(groups, concurrencyOf(options), async (group) => {
         await this.refreshGroup(group, configs.get(group.provider) ?? {}, ctx, options, () => {
           if (options.failFast && !ctx.halt.signal.aborted) {
@@ -229,7 +236,8 @@ export class RefreshOrchestrator {
       : report.failed > 0 || failedFast
         ? 'failed'
         : 'succeeded';
-    const commit = status === 'succeeded' && !options.dryRun;
+    // Nothing read, nothing confirmed: a new version would only bump the serial.
+    const commit = status === 'succeeded' && !options.dryRun && report.checked > 0;
     const finished = await this.finish(run, stateName, {
       status,
       errorSummary: cancelled
@@ -371,13 +379,16 @@ export class RefreshOrchestrator {
       };
       delete refreshed.private;
       if (read.private.length > 0) refreshed.private = Buffer.from(read.private).toString('base64');
-      const drifted = afterHash !== beforeHash;
+      // The read is stored either way, so a plan -refresh=false sees what a live plan sees.
+      const drift = afterHash === beforeHash ? [] : driftPaths(before, after);
+      const outcome =
+        afterHash === beforeHash ? 'unchanged' : drift.length > 0 ? 'drifted' : 'normalized';
       return {
         result: {
           ...base,
-          outcome: drifted ? 'drifted' : 'unchanged',
+          outcome,
           afterHash,
-          changedPaths: drifted ? changedPaths(before, after) : [],
+          changedPaths: outcome === 'normalized' ? changedPaths(before, after) : drift,
         },
         instance: refreshed,
       };
@@ -450,7 +461,9 @@ export class RefreshOrchestrator {
       results.filter((r) => r.outcome === outcome);
     const sortedAddresses = (rs: RefreshResourceResult[]) => rs.map((r) => r.address).sort();
     const drifted = sortedAddresses(of('drifted'));
+    const normalized = sortedAddresses(of('normalized'));
     const gone = sortedAddresses(of('gone'));
+    const skippedCount = of('skipped').length;
     const failures = of('failed')
       .map((r) => ({ address: r.address, message: r.error ?? 'failed' }))
       .sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
@@ -459,11 +472,14 @@ export class RefreshOrchestrator {
       state: stateName,
       status: 'succeeded',
       dryRun: options.dryRun,
-      checked: results.length,
+      checked: results.length - skippedCount,
       changed: drifted.length,
+      normalized: normalized.length,
       gone: gone.length,
       failed: failures.length,
+      skipped: skippedCount,
       drifted,
+      normalizedAddresses: normalized,
       goneAddresses: gone,
       failures,
       fromVersion: run.fromVersion,
@@ -486,6 +502,22 @@ function failure(flat: FlatInstance, message: string): InstanceResult {
       error: message,
     },
     instance: null,
+  };
+}
+
+function skipped(flat: FlatInstance): InstanceResult {
+  const hash = flat.instance.attributes ? canonicalHash(flat.instance.attributes) : '';
+  return {
+    result: {
+      address: flat.address,
+      provider: flat.resource.provider,
+      outcome: 'skipped',
+      beforeHash: hash,
+      afterHash: hash,
+      changedPaths: [],
+    },
+    // Stays in the refreshed document exactly as recorded.
+    instance: flat.instance,
   };
 }
 

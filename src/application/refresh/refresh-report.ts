@@ -35,18 +35,27 @@ export interface RefreshReport {
   state: string;
   status: RefreshRunStatus;
   dryRun: boolean;
-  /** Instances with an outcome (unchanged, drifted, gone or failed). */
+  /** Instances read through their provider (unchanged, normalized, drifted, gone or failed). */
   checked: number;
   /** Instances whose attributes differ from the stored ones (gone ones not included). */
   changed: number;
+  /** Instances read back in another spelling only (null ↔ empty): stored, not drift. */
+  normalized: number;
   gone: number;
   failed: number;
+  /** Built-in instances (terraform_data) no provider reads; kept as they are. */
+  skipped: number;
   /** Sorted, so two runs over the same drift print the same list. */
   drifted: string[];
+  normalizedAddresses: string[];
   goneAddresses: string[];
   failures: RefreshFailure[];
   fromVersion: number;
-  /** The version the refresh committed; null for dry runs, failures and cancellations. */
+  /**
+   * The version the refresh committed; null for dry runs, failures,
+   * cancellations and runs that read nothing (only built-ins, or no managed
+   * resources).
+   */
   toVersion: number | null;
   durationMs: number;
   /** Things that went wrong after the outcome was decided (e.g. the unlock failed). */

@@ -20,7 +20,7 @@ export interface LockInfo {
 /** A held lock is an answer, not a failure: the caller names the holder. */
 export type LockOutcome = { acquired: true } | { acquired: false; holder: LockInfo };
 
-export type RefreshOutcome = 'unchanged' | 'drifted' | 'gone' | 'failed';
+export type RefreshOutcome = 'unchanged' | 'normalized' | 'drifted' | 'gone' | 'failed' | 'skipped';
 export type RefreshRunStatus = 'succeeded' | 'failed' | 'cancelled';
 
 export interface StartRefreshRun {

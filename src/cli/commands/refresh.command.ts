@@ -178,7 +178,7 @@ export function renderReport(r: RefreshReport): string {
         ? 'version=none (dry run)'
         : 'version=none';
   const lines = [
-    `status=${r.status} checked=${r.checked} changed=${r.changed} gone=${r.gone} failed=${r.failed} ${committed} run=${r.runId} duration=${seconds}s`,
+    `status=${r.status} checked=${r.checked} changed=${r.changed} normalized=${r.normalized} gone=${r.gone} failed=${r.failed} skipped=${r.skipped} ${committed} run=${r.runId} duration=${seconds}s`,
   ];
   const list = (title: string, items: string[]): void => {
     if (items.length === 0) return;
@@ -204,9 +204,12 @@ function toJson(r: RefreshReport): Record<string, unknown> {
     dry_run: r.dryRun,
     checked: r.checked,
     changed: r.changed,
+    normalized: r.normalized,
     gone: r.gone,
     failed: r.failed,
+    skipped: r.skipped,
     drifted: r.drifted,
+    normalized_addresses: r.normalizedAddresses,
     gone_addresses: r.goneAddresses,
     failures: r.failures,
     from_version: r.fromVersion,

@@ -1,4 +1,5 @@
 export * from './changed-paths';
+export * from './drift-paths';
 export * from './env-reference';
 export * from './finish-plan';
 export * from './provider-configs';

@@ -119,14 +119,42 @@ describe('RefreshRun decider', () => {
       recordCmd(result('a', 'unchanged'), result('b', 'drifted')),
       recordCmd(result('c', 'gone'), result('d', 'failed')),
     );
-    expect(countsOf(facts(run))).toEqual({ checked: 4, changed: 2, failed: 1 });
+    expect(countsOf(facts(run))).toEqual({
+      checked: 4,
+      changed: 2,
+      failed: 1,
+      normalized: 0,
+      skipped: 0,
+    });
+  });
+
+  it('counts normalized reads apart from drift, and skipped built-ins apart from checked ones', () => {
+    const { run } = given(
+      startCmd(),
+      recordCmd(result('a', 'normalized'), result('b', 'drifted'), result('c', 'skipped')),
+      recordCmd(result('d', 'skipped'), result('e', 'unchanged')),
+    );
+    expect(countsOf(facts(run))).toEqual({
+      checked: 3,
+      changed: 1,
+      failed: 0,
+      normalized: 1,
+      skipped: 2,
+    });
+    // A later result for an address moves it between counters.
+    const later = given(
+      startCmd(),
+      recordCmd(result('a', 'normalized')),
+      recordCmd(result('a', 'drifted')),
+    );
+    expect(countsOf(facts(later.run))).toMatchObject({ changed: 1, normalized: 0 });
   });
 
   it('ignores a batch sent again, and lets a later result for an address replace the earlier', () => {
     const batch = recordCmd(result('a', 'failed'), result('b', 'drifted'));
     given(startCmd(), batch).when(batch).then([]);
     const { run } = given(startCmd(), batch, recordCmd(result('a', 'unchanged')));
-    expect(countsOf(facts(run))).toEqual({ checked: 2, changed: 1, failed: 0 });
+    expect(countsOf(facts(run))).toMatchObject({ checked: 2, changed: 1, failed: 0 });
   });
 
   it('finishes with the counts, and refuses results or a second finish afterwards', () => {
@@ -143,6 +171,8 @@ describe('RefreshRun decider', () => {
             checked: 2,
             changed: 1,
             failed: 0,
+            normalized: 0,
+            skipped: 0,
             toVersion: 4,
             toSerial: 8,
             errorSummary: null,
@@ -170,6 +200,7 @@ describe('RefreshRun decider', () => {
     const { run } = given(
       startCmd(),
       recordCmd(result('a', 'gone'), result('b', 'failed'), result('c', 'unchanged')),
+      recordCmd(result('d', 'normalized'), result('e', 'skipped')),
       finishCmd('failed'),
     );
     const back = refreshRunFromSnapshot(JSON.parse(JSON.stringify(refreshRunToSnapshot(run))));

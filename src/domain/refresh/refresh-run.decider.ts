@@ -10,10 +10,10 @@ import { RefreshEvent, ResourceRefreshed } from './refresh-run.events';
 import {
   countsOf,
   initialRefreshRun,
-  isChange,
   RecordedOutcome,
   RefreshRun,
   RunFacts,
+  tally,
 } from './refresh-run.model';
 import {
   REFRESH_ALREADY_STARTED,
@@ -138,20 +138,27 @@ export function evolveRefresh(run: RefreshRun, event: RefreshEvent): RefreshRun 
   switch (event.type) {
     case 'RefreshStarted':
       if (run.status !== 'missing') return run;
-      return { status: 'running', ...event.data, results: new Map(), changed: 0, failed: 0 };
+      return {
+        status: 'running',
+        ...event.data,
+        results: new Map(),
+        changed: 0,
+        failed: 0,
+        normalized: 0,
+        skipped: 0,
+      };
     case 'ResourceRefreshed': {
       if (run.status !== 'running') return run;
       const { address, outcome, beforeHash, afterHash } = event.data;
       const previous = run.results.get(address);
-      let { changed, failed } = run;
-      if (previous) {
-        if (isChange(previous.outcome)) changed -= 1;
-        if (previous.outcome === 'failed') failed -= 1;
+      const added = tally(outcome);
+      const removed = previous ? tally(previous.outcome) : null;
+      const next = { ...run };
+      for (const k of ['changed', 'failed', 'normalized', 'skipped'] as const) {
+        next[k] += added[k] - (removed?.[k] ?? 0);
       }
-      if (isChange(outcome)) changed += 1;
-      if (outcome === 'failed') failed += 1;
       run.results.set(address, { outcome, beforeHash, afterHash });
-      return { ...run, changed, failed };
+      return next;
     }
     case 'RefreshFinished':
       if (run.status !== 'running') return run;

@@ -9,12 +9,19 @@ export const RefreshEventType = {
 
 export const REFRESH_EVENT_TYPES: readonly string[] = Object.values(RefreshEventType);
 
-export type RefreshOutcome = 'unchanged' | 'drifted' | 'gone' | 'failed';
+/**
+ * `normalized`: the provider returned the same object in another spelling
+ * (see `driftPaths`), stored but not drift. `skipped`: a built-in resource
+ * (terraform_data) that no provider plugin reads.
+ */
+export type RefreshOutcome = 'unchanged' | 'normalized' | 'drifted' | 'gone' | 'failed' | 'skipped';
 export const REFRESH_OUTCOMES: readonly RefreshOutcome[] = [
   'unchanged',
+  'normalized',
   'drifted',
   'gone',
   'failed',
+  'skipped',
 ];
 
 export type RefreshRunStatus = 'succeeded' | 'failed' | 'cancelled';
@@ -63,6 +70,9 @@ export type RefreshFinished = DomainEvent<
     checked: number;
     changed: number;
     failed: number;
+    /** Absent in events written before these outcomes existed (read as 0). */
+    normalized?: number;
+    skipped?: number;
     /** The version the refresh committed; null when it committed nothing. */
     toVersion: number | null;
     toSerial: number | null;

@@ -24,6 +24,8 @@ export interface RunFacts {
   results: Map<string, RecordedOutcome>;
   changed: number;
   failed: number;
+  normalized: number;
+  skipped: number;
 }
 
 export interface RunningRun extends RunFacts {
@@ -46,11 +48,32 @@ export function isChange(outcome: RefreshOutcome): boolean {
 }
 
 export interface RunCounts {
+  /** Instances read through their provider: every result but the skipped ones. */
   checked: number;
   changed: number;
   failed: number;
+  normalized: number;
+  skipped: number;
 }
 
 export function countsOf(run: RunFacts): RunCounts {
-  return { checked: run.results.size, changed: run.changed, failed: run.failed };
+  return {
+    checked: run.results.size - run.skipped,
+    changed: run.changed,
+    failed: run.failed,
+    normalized: run.normalized,
+    skipped: run.skipped,
+  };
+}
+
+/** How much one outcome adds to each running counter. */
+export function tally(
+  outcome: RefreshOutcome,
+): Pick<RunFacts, 'changed' | 'failed' | 'normalized' | 'skipped'> {
+  return {
+    changed: isChange(outcome) ? 1 : 0,
+    failed: outcome === 'failed' ? 1 : 0,
+    normalized: outcome === 'normalized' ? 1 : 0,
+    skipped: outcome === 'skipped' ? 1 : 0,
+  };
 }

@@ -1,6 +1,6 @@
 import { DomainError } from '../shared/domain-error';
 import { RefreshOutcome, RefreshRunStatus } from './refresh-run.events';
-import { isChange, RecordedOutcome, RefreshRun } from './refresh-run.model';
+import { RecordedOutcome, RefreshRun, tally } from './refresh-run.model';
 
 /** Bump when the snapshot shape changes; older snapshots are then ignored and the stream replayed. */
 export const REFRESH_RUN_SNAPSHOT_SCHEMA = 'refresh-run/1';
@@ -30,7 +30,7 @@ export function refreshRunToSnapshot(run: RefreshRun): RefreshRunSnapshot {
     r.beforeHash,
     r.afterHash,
   ]);
-  const { changed: _c, failed: _f, results: _r, ...facts } = run;
+  const { changed: _c, failed: _f, normalized: _n, skipped: _s, results: _r, ...facts } = run;
   return { ...facts, results };
 }
 
@@ -41,12 +41,11 @@ export function refreshRunFromSnapshot(json: unknown): RefreshRun {
     throw new DomainError('SNAPSHOT.INVALID', 'malformed refresh run snapshot');
   }
   const results = new Map<string, RecordedOutcome>();
-  let changed = 0;
-  let failed = 0;
+  const counts = { changed: 0, failed: 0, normalized: 0, skipped: 0 };
   for (const [address, outcome, beforeHash, afterHash] of s.results) {
     results.set(address, { outcome, beforeHash, afterHash });
-    if (isChange(outcome)) changed += 1;
-    if (outcome === 'failed') failed += 1;
+    const t = tally(outcome);
+    for (const k of Object.keys(counts) as (keyof typeof counts)[]) counts[k] += t[k];
   }
   const facts = {
     runId: s.runId,
@@ -56,8 +55,7 @@ export function refreshRunFromSnapshot(json: unknown): RefreshRun {
     fromSerial: s.fromSerial,
     dryRun: s.dryRun,
     results,
-    changed,
-    failed,
+    ...counts,
   };
   return s.status === 'running'
     ? { status: 'running', ...facts }

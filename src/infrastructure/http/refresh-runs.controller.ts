@@ -85,6 +85,8 @@ export class RefreshRunsController {
       checked: finished.checked,
       changed: finished.changed,
       failed: finished.failed,
+      normalized: finished.normalized,
+      skipped: finished.skipped,
     };
   }
 

@@ -17,6 +17,8 @@ export interface RefreshRunSummary {
   checked: number;
   changed: number;
   failed: number;
+  normalized: number;
+  skipped: number;
   status: string;
   error_summary: string | null;
   actor: string;
@@ -55,8 +57,8 @@ type RunRow = Omit<
 };
 
 const RUN_COLUMNS = `run_id, state_id, state_name, from_version, from_serial, to_version,
-  to_serial, checked, changed, failed, status, error_summary, actor, dry_run, started_at,
-  finished_at`;
+  to_serial, checked, changed, failed, normalized, skipped, status, error_summary, actor, dry_run,
+  started_at, finished_at`;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

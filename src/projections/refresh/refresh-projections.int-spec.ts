@@ -221,6 +221,42 @@ describe('Refresh read models (projected from the real write path)', () => {
     expect(grants).toEqual([{ ok: true }]);
   });
 
+  it('leaves normalized reads out of the drift, and counts them and skipped built-ins apart', async () => {
+    const run = await start(false, 4, 4);
+    await refresh.executeRun({
+      type: 'RecordRefreshResults',
+      data: {
+        runId: run,
+        results: [
+          result('terraform_data.web[0]', 'normalized', ['input.value']),
+          result('terraform_data.web[1]', 'drifted', ['input.value']),
+          { ...result('terraform_data.web[2]', 'skipped'), afterHash: 'before-web-2' },
+        ],
+      },
+      metadata: refresh.context(caller),
+    });
+    const counts = 'SELECT checked, changed, failed, normalized, skipped FROM refresh_runs';
+    const expected = [{ checked: 2, changed: 1, failed: 0, normalized: 1, skipped: 1 }];
+    expect(await q(`${counts} WHERE run_id = $1`, [run])).toEqual(expected);
+
+    // The commit opens new lifecycles for both read-back instances.
+    await refreshCommit(docOf(5, ['A.', 'B.', 'C']), 4);
+    await refresh.executeRun({
+      type: 'FinishRefresh',
+      data: { runId: run, status: 'succeeded', errorSummary: null, toVersion: 5, toSerial: 5 },
+      metadata: refresh.context(caller),
+    });
+    expect(await q(`${counts} WHERE run_id = $1`, [run])).toEqual(expected);
+    expect(
+      await q('SELECT address, changed_paths, refresh_run_id FROM current_resource_drift'),
+    ).toEqual([
+      { address: 'terraform_data.web[1]', changed_paths: ['input.value'], refresh_run_id: run },
+    ]);
+    expect(
+      await q('SELECT outcome FROM refresh_results WHERE run_id = $1 ORDER BY address', [run]),
+    ).toEqual([{ outcome: 'normalized' }, { outcome: 'drifted' }, { outcome: 'skipped' }]);
+  });
+
   it('projects provider configs as stored, and their removal', async () => {
     const config = { region: 'eu-west-1', secret_key: { env: 'AWS_SECRET_ACCESS_KEY' } };
     for (const [alias, c] of [
@@ -265,7 +301,7 @@ describe('Refresh read models (projected from the real write path)', () => {
 
     await runner.rebuild();
     expect(await snapshotTables(h.db, REFRESH_TABLES)).toEqual(before);
-    expect(before.refresh_runs).toHaveLength(2);
-    expect(before.refresh_results).toHaveLength(3);
+    expect(before.refresh_runs).toHaveLength(3);
+    expect(before.refresh_results).toHaveLength(6);
   });
 });

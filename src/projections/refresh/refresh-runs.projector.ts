@@ -91,7 +91,8 @@ export class RefreshRunsProjector implements Projector {
           const d = event.data;
           await tx.query(
             `UPDATE refresh_runs SET status = $2, checked = $3, changed = $4, failed = $5,
-                    to_version = $6, to_serial = $7, error_summary = $8, finished_at = $9
+                    to_version = $6, to_serial = $7, error_summary = $8, finished_at = $9,
+                    normalized = $10, skipped = $11
               WHERE run_id = $1 AND status = 'running'`,
             [
               d.runId,
@@ -103,6 +104,8 @@ export class RefreshRunsProjector implements Projector {
               d.toSerial,
               d.errorSummary,
               at,
+              d.normalized ?? 0,
+              d.skipped ?? 0,
             ],
           );
           break;
@@ -131,10 +134,13 @@ export class RefreshRunsProjector implements Projector {
     );
     const runs = [...new Set(rows.map((r) => r.run_id))];
     await tx.query(
-      `UPDATE refresh_runs r SET checked = c.checked, changed = c.changed, failed = c.failed
-         FROM (SELECT run_id, count(*)::int AS checked,
+      `UPDATE refresh_runs r SET checked = c.checked, changed = c.changed, failed = c.failed,
+              normalized = c.normalized, skipped = c.skipped
+         FROM (SELECT run_id, count(*) FILTER (WHERE outcome <> 'skipped')::int AS checked,
                       count(*) FILTER (WHERE outcome IN ('drifted', 'gone'))::int AS changed,
-                      count(*) FILTER (WHERE outcome = 'failed')::int AS failed
+                      count(*) FILTER (WHERE outcome = 'failed')::int AS failed,
+                      count(*) FILTER (WHERE outcome = 'normalized')::int AS normalized,
+                      count(*) FILTER (WHERE outcome = 'skipped')::int AS skipped
                  FROM refresh_results WHERE run_id = ANY($1::uuid[]) GROUP BY run_id) c
         WHERE r.run_id = c.run_id AND r.status = 'running'`,
       [runs],
