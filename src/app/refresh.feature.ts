@@ -6,7 +6,10 @@ import { READ_MODEL_SYNC, ReadModelSync } from '../application/ports/read-model-
 import { SNAPSHOT_STORE, SnapshotStore } from '../application/ports/snapshot-store.port';
 import { REFRESH_AGGREGATES, RefreshAggregates } from '../application/refresh/refresh-aggregates';
 import { REFRESH_COMMAND_HANDLERS } from '../application/refresh/refresh-command.handlers';
-import { REFRESH_STATE_LOOKUP } from '../application/refresh/refresh-read.port';
+import {
+  PROVIDER_BLOCK_SCHEMAS,
+  REFRESH_STATE_LOOKUP,
+} from '../application/refresh/refresh-read.port';
 import { CommandBus } from '@nestjs/cqrs';
 import type { Config } from '../infrastructure/config/config';
 import { DriftController } from '../infrastructure/http/drift.controller';
@@ -60,6 +63,7 @@ export const refreshFeature: Feature = {
       inject: [DATABASE],
     },
     { provide: PROVIDER_SCHEMA_CACHE, useExisting: PostgresProviderSchemaCache },
+    { provide: PROVIDER_BLOCK_SCHEMAS, useExisting: PostgresProviderSchemaCache },
     {
       provide: ServerRefreshService,
       useFactory: (

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { KldProcess, startKld } from '../support/kld-process';
+import { launches, launchRecordingMirror } from '../support/provider-launches';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 /**
@@ -31,8 +32,18 @@ interface Answer {
   body: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON under test
 }
 
-async function api(method: string, path: string, body?: unknown): Promise<Answer> {
-  const r = await fetch(`${kld.url}${path}`, {
+function api(method: string, path: string, body?: unknown): Promise<Answer> {
+  return api2(kld, method, path, body);
+}
+
+/** `api` against another kld of the suite. */
+async function api2(
+  server: KldProcess,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<Answer> {
+  const r = await fetch(`${server.url}${path}`, {
     method,
     headers: { 'content-type': 'application/json', 'x-kilolock-actor': 'tester' },
     body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
@@ -177,6 +188,8 @@ describe('refresh runs', () => {
         checked: 3,
         changed: 2,
         failed: 0,
+        normalized: 0,
+        skipped: 0,
       },
     });
     expect(await serialOf(name)).toBe(2);
@@ -272,6 +285,8 @@ describe('refresh runs', () => {
       checked: 2,
       changed: 0,
       failed: 1,
+      normalized: 0,
+      skipped: 0,
     });
     expect(await serialOf(name)).toBe(2);
   });
@@ -327,6 +342,10 @@ describe('provider configs', () => {
     assume_role: [{ role_arn: 'arn' }],
   };
 
+  beforeAll(async () => {
+    expect((await terraformPost(state, doc(1, ['a']))).status).toBe(200);
+  });
+
   it('stores a config exactly as given, env references included, under the normalised source', async () => {
     const put = await api('PUT', '/v1/provider-configs', {
       state,
@@ -334,6 +353,7 @@ describe('provider configs', () => {
       config,
     });
     expect(put.status).toBe(200);
+    expect(put.body).toMatchObject({ source: AWS, config, updated_by: 'tester', replaced: null });
     await api('PUT', '/v1/provider-configs', {
       state,
       source: 'aws',
@@ -389,6 +409,145 @@ describe('provider configs', () => {
       'PROVIDER.INVALID_SOURCE',
     );
     expect((await api('GET', `/v1/provider-configs?state=${state}`)).body.configs).toHaveLength(1);
+  });
+
+  it('refuses a config for a state that does not exist, storing nothing', async () => {
+    const missing = unique('no-such-state');
+    expectError(
+      await api('PUT', '/v1/provider-configs', { state: missing, source: 'aws', config: {} }),
+      404,
+      'STATE.NOT_FOUND',
+    );
+    expectError(
+      await api('GET', `/v1/provider-configs/history?state=${missing}`),
+      404,
+      'STATE.NOT_FOUND',
+    );
+  });
+
+  it('refuses an env reference that names no variable, saying where it is', async () => {
+    const refused = await api('PUT', '/v1/provider-configs', {
+      state,
+      source: 'aws',
+      config: { region: 'eu-west-1', access_key: { env: 5 } },
+    });
+    expectError(refused, 400, 'PROVIDER_CONFIG.INVALID');
+    expect(refused.body.error.message).toBe(
+      '{"env": …} at access_key must name an environment variable as a string, got 5',
+    );
+    expect(
+      (await api('GET', `/v1/provider-configs?state=${state}&source=aws`)).body.config,
+    ).toEqual(config);
+  });
+
+  it('checks keys against a provider schema kld has cached, unless told not to', async () => {
+    const source = 'example/cfgcheck';
+    const schemaOf = (attributes: string[]) => ({
+      protocolVersion: 6,
+      provider: {
+        version: 0,
+        block: {
+          attributes: attributes.map((name) => ({ name, type: 'string', optional: true })),
+          blockTypes: [
+            {
+              typeName: 'endpoints',
+              nesting: 'list',
+              block: { attributes: [{ name: 'api', type: 'string' }], blockTypes: [] },
+            },
+          ],
+        },
+      },
+      resourceSchemas: {},
+      dataSourceSchemas: {},
+      serverCapabilities: {
+        planDestroy: false,
+        getProviderSchemaOptional: true,
+        moveResourceState: false,
+      },
+    });
+    const put = (config: unknown, extra: object = {}) =>
+      api('PUT', '/v1/provider-configs', { state, source, config, ...extra });
+    // No schema known yet: nothing to check against.
+    expect((await put({ regoin: 'x' })).status).toBe(200);
+    await api('PUT', '/v1/provider-schemas', {
+      source,
+      version: '1.0.0',
+      schema: schemaOf(['region']),
+    });
+    await api('PUT', '/v1/provider-schemas', {
+      source,
+      version: '1.1.0',
+      schema: schemaOf(['region', 'profile']),
+    });
+
+    const typo = await put({ regoin: 'x' });
+    expectError(typo, 400, 'PROVIDER_CONFIG.INVALID');
+    expect(typo.body.error.message).toMatch(
+      /^provider registry\.terraform\.io\/example\/cfgcheck 1\.1\.0: provider config has no attribute "regoin" in the provider's schema \(nor in 1 older cached version\(s\)\); .*--no-schema-check/,
+    );
+    const nested = await put({ endpoints: [{ apii: 'x' }] });
+    expectError(nested, 400, 'PROVIDER_CONFIG.INVALID');
+    expect(nested.body.error.message).toContain(
+      'provider config.endpoints[0] has no attribute "apii"',
+    );
+    // Known to one cached version is enough: the refresh may run that one.
+    expect((await put({ region: 'x', profile: 'p', endpoints: [{ api: 'u' }] })).status).toBe(200);
+    expect((await put({ regoin: 'y' }, { skip_schema_check: true })).status).toBe(200);
+    expectError(await put({}, { skip_schema_check: 'yes' }), 400, 'REQUEST.INVALID');
+  });
+
+  it('keeps every change: who set or removed which config, and when', async () => {
+    const before = (await api('GET', `/v1/provider-configs?state=${state}&source=aws`)).body;
+    const replaced = await api('PUT', '/v1/provider-configs', {
+      state,
+      source: 'aws',
+      config: { ...config, region: 'us-west-2' },
+    });
+    expect(replaced.body.replaced).toEqual({
+      updated_at: before.updated_at,
+      updated_by: 'tester',
+    });
+    const history = await api(
+      'GET',
+      `/v1/provider-configs/history?state=${state}&source=hashicorp/aws`,
+    );
+    expect(history.status).toBe(200);
+    expect(history.body.history).toEqual([
+      {
+        at: expect.any(String),
+        actor: 'tester',
+        action: 'configured',
+        source: AWS,
+        alias: null,
+        config,
+        changed_paths: ['access_key', 'assume_role', 'region'],
+      },
+      {
+        at: expect.any(String),
+        actor: 'tester',
+        action: 'configured',
+        source: AWS,
+        alias: null,
+        config: { ...config, region: 'us-west-2' },
+        changed_paths: ['region'],
+      },
+    ]);
+    const all = await api('GET', `/v1/provider-configs/history?state=${state}`);
+    expect(
+      all.body.history.map((h: { action: string; alias: string | null; source: string }) => [
+        h.action,
+        h.source.split('/').pop(),
+        h.alias,
+      ]),
+    ).toEqual([
+      ['configured', 'aws', null],
+      ['configured', 'aws', 'east'],
+      ['removed', 'aws', 'east'],
+      ['configured', 'cfgcheck', null],
+      ['configured', 'cfgcheck', null],
+      ['configured', 'cfgcheck', null],
+      ['configured', 'aws', null],
+    ]);
   });
 });
 
@@ -455,8 +614,37 @@ describe('server-side refresh and the state-name rule', () => {
     }
   });
 
+  it('skips built-in resources: a state of terraform_data only succeeds and commits nothing', async () => {
+    const builtIns = unique('srv-builtin');
+    expect((await terraformPost(builtIns, doc(1, ['a', 'b', 'c']))).status).toBe(200);
+    const r = await api('POST', `/v1/states/${builtIns}/refresh`, {});
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({
+      status: 'succeeded',
+      checked: 0,
+      skipped: 3,
+      failed: 0,
+      to_version: null,
+    });
+    expect(await serialOf(builtIns)).toBe(1);
+    expect((await api('GET', `/v1/refresh-runs/${r.body.run_id}`)).body).toMatchObject({
+      status: 'succeeded',
+      checked: 0,
+      skipped: 3,
+      to_version: null,
+    });
+  });
+
   it('runs the refresh on the server: without a provider every instance fails and nothing is committed', async () => {
-    expect((await terraformPost(name, doc(1, ['a', 'b', 'c']))).status).toBe(200);
+    const missingProvider = {
+      ...doc(1, ['a', 'b', 'c']),
+      resources: doc(1, ['a', 'b', 'c']).resources.map((r) => ({
+        ...r,
+        type: 'missing_thing',
+        provider: 'provider["registry.terraform.io/example/missing"]',
+      })),
+    };
+    expect((await terraformPost(name, missingProvider)).status).toBe(200);
     const r = await api('POST', `/v1/states/${name}/refresh`, { dry_run: false });
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({
@@ -481,6 +669,7 @@ describe('server-side refresh with a real provider (kltest)', () => {
   const KLTEST = 'registry.terraform.io/kilolock/kltest';
   let root: string;
   let objects: string;
+  let launchLog: string;
   let withProvider: KldProcess;
   let slow: KldProcess;
 
@@ -512,7 +701,7 @@ describe('server-side refresh with a real provider (kltest)', () => {
     };
   }
 
-  async function withBuckets(server: KldProcess): Promise<string> {
+  async function withBuckets(server: KldProcess, stateDir = 'KLTEST_DIR'): Promise<string> {
     const name = unique('kltest');
     const put = (path: string, body: unknown) =>
       fetch(`${server.url}${path}`, {
@@ -525,7 +714,7 @@ describe('server-side refresh with a real provider (kltest)', () => {
     const config = {
       state: name,
       source: 'kilolock/kltest',
-      config: { state_dir: { env: 'KLTEST_DIR' } },
+      config: { state_dir: { env: stateDir } },
     };
     expect((await put('/v1/provider-configs', config)).status).toBe(200);
     return name;
@@ -534,13 +723,15 @@ describe('server-side refresh with a real provider (kltest)', () => {
   beforeAll(async () => {
     root = mkdtempSync(join(tmpdir(), 'kl-refresh-e2e-'));
     objects = join(root, 'objects');
-    const platform = join(root, 'mirror', KLTEST, '0.1.0', 'linux_amd64');
+    launchLog = join(root, 'launches.log');
     mkdirSync(join(objects, 'kltest_bucket'), { recursive: true });
-    mkdirSync(platform, { recursive: true });
-    symlinkSync(
-      resolve(__dirname, '../support/provider/terraform-provider-kltest'),
-      join(platform, 'terraform-provider-kltest_v0.1.0'),
-    );
+    launchRecordingMirror({
+      dir: join(root, 'mirror'),
+      source: KLTEST,
+      version: '0.1.0',
+      binary: resolve(__dirname, '../support/provider/terraform-provider-kltest'),
+      launchLog,
+    });
     // The cloud: b0 as recorded, b1 resized, b2 relabelled.
     const cloud = [bucket(0, 10, 'dev'), bucket(1, 20, 'dev'), bucket(2, 10, 'prod')];
     for (const b of cloud) {
@@ -550,6 +741,9 @@ describe('server-side refresh with a real provider (kltest)', () => {
       KL_DATABASE_URL: t.url,
       KL_PROVIDER_PATH: join(root, 'mirror'),
       KLTEST_DIR: objects,
+      // Set on the server, but not among the names a refresh may read.
+      KLTEST_OTHER: objects,
+      KL_REFRESH_ENV_ALLOW: 'KLTEST_D*',
     };
     [withProvider, slow] = await Promise.all([
       startKld(env),
@@ -589,6 +783,38 @@ describe('server-side refresh with a real provider (kltest)', () => {
     expect(
       (await api('GET', `/v1/provider-schemas?source=kilolock/kltest&version=0.1.0`)).status,
     ).toBe(200);
+  });
+
+  it('refuses an env reference the operator did not allow: 403 naming it, no provider started, nothing committed', async () => {
+    const before = launches(launchLog);
+    for (const [variable, why] of [
+      ['KLTEST_OTHER', 'lists in KL_REFRESH_ENV_ALLOW'],
+      ['KL_DATABASE_URL', "kld's own KL_* settings are never given to a provider"],
+    ]) {
+      const name = await withBuckets(withProvider, variable);
+      const r = await api2(withProvider, 'POST', `/v1/states/${name}/refresh`);
+      expect({ status: r.status, code: r.body.error?.code }).toEqual({
+        status: 403,
+        code: 'REFRESH.CONFIG_ENV_REFUSED',
+      });
+      expect(r.body.error.message).toContain(
+        `provider ${KLTEST}: state_dir refers to environment variable ${variable}, which this server may not read`,
+      );
+      expect(r.body.error.message).toContain(why);
+      expect(r.body.error.message).not.toContain(t.url);
+      expect(await serialOf(name)).toBe(1);
+      const runs = (await api('GET', `/v1/refresh-runs?state=${name}`)).body.runs;
+      expect(runs).toEqual([
+        expect.objectContaining({ status: 'failed', checked: 0, to_version: null }),
+      ]);
+      expect(runs[0].error_summary).toContain(variable);
+    }
+    expect(launches(launchLog)).toBe(before);
+    // The same state with an allowed name refreshes, and the wrapper sees the launch.
+    const allowed = await withBuckets(withProvider, 'KLTEST_DIR');
+    const r = await api2(withProvider, 'POST', `/v1/states/${allowed}/refresh`);
+    expect(r.body).toMatchObject({ status: 'succeeded', checked: 3, to_version: 2 });
+    expect(launches(launchLog)).toBe(before + 1);
   });
 
   it('cancels the run when the client hangs up, committing nothing and releasing the lock', async () => {

@@ -1,7 +1,13 @@
 import { createHash } from 'node:crypto';
 import { Inject } from '@nestjs/common';
 import { CommandBus, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import { countsOf, planFinish, REFRESH_STATE_CHANGED, requireRunning } from '../../domain/refresh';
+import {
+  countsOf,
+  planFinish,
+  PROVIDER_CONFIG_INVALID,
+  REFRESH_STATE_CHANGED,
+  requireRunning,
+} from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
 import { STATE_NOT_FOUND, STATE_VERSION_CONFLICT } from '../../domain/state';
 import { CommitStateCommand } from '../state/state-commands';
@@ -15,7 +21,14 @@ import {
   StartedRun,
   StartRefreshRunCommand,
 } from './refresh-commands';
-import { REFRESH_STATE_LOOKUP, RefreshStateLookup } from './refresh-read.port';
+import { shapeProviderConfig } from './provider-config';
+import { RefreshError } from './refresh-error';
+import {
+  PROVIDER_BLOCK_SCHEMAS,
+  ProviderBlockSchemas,
+  REFRESH_STATE_LOOKUP,
+  RefreshStateLookup,
+} from './refresh-read.port';
 
 @CommandHandler(StartRefreshRunCommand)
 export class StartRefreshRunHandler implements ICommandHandler<StartRefreshRunCommand> {
@@ -139,16 +152,54 @@ function stateChanged(err: DomainError, from: number): DomainError | null {
   );
 }
 
+/**
+ * Stores a provider config for a live state. A config for a state that does
+ * not exist would wait unseen for a namesake; one the provider cannot take
+ * would only fail at the next refresh, so its keys are checked against the
+ * provider's schema when kld has cached one (any cached version that takes
+ * it will do: the refresh may run another version).
+ */
 @CommandHandler(ConfigureProviderCommand)
 export class ConfigureProviderHandler implements ICommandHandler<ConfigureProviderCommand> {
-  constructor(@Inject(REFRESH_AGGREGATES) private readonly aggregates: RefreshAggregates) {}
+  constructor(
+    @Inject(REFRESH_AGGREGATES) private readonly aggregates: RefreshAggregates,
+    @Inject(REFRESH_STATE_LOOKUP) private readonly states: RefreshStateLookup,
+    @Inject(PROVIDER_BLOCK_SCHEMAS) private readonly schemas: ProviderBlockSchemas,
+  ) {}
 
   async execute(c: ConfigureProviderCommand): Promise<void> {
+    if (!(await this.states.stateExists(c.stateName))) {
+      throw new DomainError(
+        STATE_NOT_FOUND,
+        `state ${c.stateName} does not exist: provider configs belong to a state, so create it first (terraform apply through the http backend, or kl import)`,
+      );
+    }
+    if (c.checkSchema) await this.checkAgainstSchemas(c);
     await this.aggregates.executeConfig({
       type: 'ConfigureProvider',
       data: { state: c.stateName, source: c.source, alias: c.alias, config: c.config },
       metadata: this.aggregates.context(c.caller),
     });
+  }
+
+  private async checkAgainstSchemas(c: ConfigureProviderCommand): Promise<void> {
+    const known = await this.schemas.providerBlocks(c.source);
+    let refusal: string | null = null;
+    for (const { version, block } of known) {
+      try {
+        shapeProviderConfig(block, c.config, `provider ${c.source} ${version}`);
+        return;
+      } catch (e) {
+        if (!(e instanceof RefreshError)) throw e;
+        refusal ??= e.message;
+      }
+    }
+    if (refusal !== null) {
+      throw new DomainError(
+        PROVIDER_CONFIG_INVALID,
+        `${refusal}${known.length > 1 ? ` (nor in ${known.length - 1} older cached version(s))` : ''}; if a newer provider release takes it, refresh once with that release, or store the config unchecked (kl provider configure --no-schema-check, or "skip_schema_check": true)`,
+      );
+    }
   }
 }
 

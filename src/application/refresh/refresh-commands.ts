@@ -55,7 +55,11 @@ export class FinishRefreshRunCommand extends Command<FinishedRun> {
   }
 }
 
-/** `source` normalised by the caller; `alias` null for the default configuration. */
+/**
+ * `source` normalised by the caller; `alias` null for the default
+ * configuration. `checkSchema` checks the config's keys against the
+ * provider schemas kld has cached (when it has any).
+ */
 export class ConfigureProviderCommand extends Command<void> {
   constructor(
     public readonly stateName: string,
@@ -63,6 +67,7 @@ export class ConfigureProviderCommand extends Command<void> {
     public readonly alias: string | null,
     public readonly config: JsonObject,
     public readonly caller: Caller,
+    public readonly checkSchema = true,
   ) {
     super();
   }

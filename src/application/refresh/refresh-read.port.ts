@@ -1,3 +1,5 @@
+import type { SchemaBlock } from '../../domain/cty/schema';
+
 export const REFRESH_STATE_LOOKUP = Symbol('RefreshStateLookup');
 
 export interface CurrentStateVersion {
@@ -6,8 +8,18 @@ export interface CurrentStateVersion {
   serial: number;
 }
 
-/** What starting a run reads about the state: its current committed version. */
+/** What starting a run or storing a provider config reads about the state. */
 export interface RefreshStateLookup {
   /** null when the state does not exist, is deleted, or has no committed version. */
   currentVersion(name: string): Promise<CurrentStateVersion | null>;
+  /** True for a live state, committed version or not. */
+  stateExists(name: string): Promise<boolean>;
+}
+
+export const PROVIDER_BLOCK_SCHEMAS = Symbol('ProviderBlockSchemas');
+
+/** The provider block schemas refresh has cached, to check a config against before storing it. */
+export interface ProviderBlockSchemas {
+  /** One per cached version of `source` (normalised), newest first; empty when none is known. */
+  providerBlocks(source: string): Promise<{ version: string; block: SchemaBlock }[]>;
 }

@@ -4,7 +4,7 @@ import { isJsonObject, JsonObject } from '../../domain/terraform';
 import { normaliseProviderSource } from '../../infrastructure/provider/provider-address';
 import { KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestRefreshServer } from '../../infrastructure/refresh/rest-refresh-server';
-import { Format, render } from '../render';
+import { Format, render, Rows } from '../render';
 import { usage } from './context';
 
 interface Globals {
@@ -34,6 +34,10 @@ export function registerProviderConfigCommands(program: Command): void {
     .argument('<source>', 'provider source, e.g. hashicorp/aws')
     .option('--alias <alias>', 'the aliased provider configuration (provider "aws" { alias = … })')
     .requiredOption('--from-json <file>', 'a JSON object of provider arguments; "-" reads stdin')
+    .option(
+      '--no-schema-check',
+      "store it even if a provider schema kld has seen does not know a key (e.g. a newer provider's)",
+    )
     .addHelpText(
       'after',
       '\nSecrets never go into the file: write {"env": "NAME"} and set NAME where kl refresh runs, e.g.\n' +
@@ -43,14 +47,23 @@ export function registerProviderConfigCommands(program: Command): void {
       async (
         state: string,
         source: string,
-        options: AliasOptions & { fromJson: string },
+        options: AliasOptions & { fromJson: string; schemaCheck: boolean },
         command: Command,
       ) => {
         const config = readConfig(command, options.fromJson);
         const normalised = sourceOf(command, source);
-        await serverOf(command).putProviderConfig(state, normalised, options.alias ?? null, config);
+        const { replaced } = await serverOf(command).putProviderConfig(
+          state,
+          normalised,
+          options.alias ?? null,
+          config,
+          { checkSchema: options.schemaCheck },
+        );
+        const previous = replaced
+          ? ` (replacing the one ${replaced.updated_by} stored at ${replaced.updated_at})`
+          : '';
         process.stdout.write(
-          `stored config of ${describe(normalised, options.alias)} for state ${state}\n`,
+          `stored config of ${describe(normalised, options.alias)} for state ${state}${previous}\n`,
         );
       },
     );
@@ -69,23 +82,48 @@ export function registerProviderConfigCommands(program: Command): void {
 
   provider
     .command('get')
-    .description('print a stored provider config as JSON (the form configure --from-json takes)')
+    .description(
+      'print a stored provider config and its history: who changed what, and when ' +
+        '(--format json: {config, history, …}; its .config is the form configure --from-json takes)',
+    )
     .argument('<state>', 'state name')
     .argument('<source>', 'provider source, e.g. hashicorp/aws')
     .option('--alias <alias>', 'the aliased provider configuration')
     .action(async (state: string, source: string, options: AliasOptions, command: Command) => {
       const normalised = sourceOf(command, source);
-      const stored = await serverOf(command).providerConfig(
-        state,
-        normalised,
-        options.alias ?? null,
-      );
+      const alias = options.alias ?? null;
+      const server = serverOf(command);
+      const stored = await server.providerConfig(state, normalised, alias);
       if (!stored) {
         throw new Error(
           `no config stored for ${describe(normalised, options.alias)} of state ${state}`,
         );
       }
-      process.stdout.write(JSON.stringify(stored.config, null, 2) + '\n');
+      const history = await server.providerConfigHistory(state, normalised, alias);
+      const format = command.optsWithGlobals<Globals>().format;
+      if (format === 'json') {
+        process.stdout.write(JSON.stringify({ ...stored, history }, null, 2) + '\n');
+        return;
+      }
+      const changes: Rows = {
+        columns: ['at', 'actor', 'action', 'changed_paths'],
+        rows: history.map((h) => [h.at, h.actor, h.action, h.changed_paths]),
+      };
+      if (format === 'csv') {
+        process.stdout.write(
+          render(
+            {
+              columns: [...changes.columns, 'config'],
+              rows: history.map((h, i) => [...changes.rows[i], h.config]),
+            },
+            'csv',
+          ),
+        );
+        return;
+      }
+      process.stdout.write(
+        `${JSON.stringify(stored.config, null, 2)}\n\nhistory (oldest first):\n${render(changes, 'table')}`,
+      );
     });
 
   provider

@@ -7,6 +7,7 @@ import {
   initialProviderConfigs,
   ProviderConfigCommand,
   ProviderConfigEvent,
+  providerConfigHistory,
   providerConfigsFromSnapshot,
   providerConfigsToSnapshot,
 } from './provider-configs';
@@ -92,9 +93,116 @@ describe('ProviderConfigs decider', () => {
     given().when(configure(withEnv, 'not valid')).thenFails('PROVIDER_CONFIG.INVALID');
   });
 
+  it('refuses an env reference that names no variable, saying where it is', () => {
+    const refused = (config: JsonObject): string => {
+      try {
+        decideProviderConfigs(configure(config), initialProviderConfigs());
+      } catch (e) {
+        expect((e as DomainError).code).toBe('PROVIDER_CONFIG.INVALID');
+        return (e as DomainError).message;
+      }
+      throw new Error('accepted');
+    };
+    expect(refused({ access_key: { env: 5 } })).toBe(
+      '{"env": …} at access_key must name an environment variable as a string, got 5',
+    );
+    expect(refused({ endpoints: [{ sqs: { env: 'NOT-A-NAME' } }] })).toMatch(
+      /^\{"env": …\} at endpoints\[0\]\.sqs names "NOT-A-NAME", which is not an environment variable name/,
+    );
+    expect(refused({ token: { env: null } })).toMatch(/at token must name .* got null$/);
+    // An object with more members than `env` is a value, not a reference.
+    given()
+      .when(configure({ assume_role: [{ env: 'x', role_arn: 'arn' }] }))
+      .then([
+        {
+          type: 'ProviderConfigured',
+          data: {
+            state: 'prod',
+            source: AWS,
+            alias: null,
+            config: { assume_role: [{ env: 'x', role_arn: 'arn' }] },
+          },
+        },
+      ]);
+  });
+
   it('survives a snapshot round trip', () => {
     const { state } = given(configure(withEnv), configure({}, 'b'));
     const json: unknown = JSON.parse(JSON.stringify(providerConfigsToSnapshot(state)));
     expect(providerConfigsFromSnapshot(json)).toEqual(state);
+  });
+});
+
+describe('providerConfigHistory', () => {
+  const meta = (actor: string, at: string) => ({
+    actor,
+    occurredAt: at,
+    correlationId: 'c',
+    causationId: null,
+  });
+  const configured = (
+    actor: string,
+    at: string,
+    config: JsonObject,
+    alias: string | null = null,
+  ) => ({
+    type: 'ProviderConfigured' as const,
+    data: { state: 'prod', source: AWS, alias, config },
+    metadata: meta(actor, at),
+  });
+  const events = [
+    configured('alice', 't1', withEnv),
+    configured('bob', 't2', { region: 'us-east-1' }, 'east'),
+    configured('mallory', 't3', {
+      ...withEnv,
+      access_key: { env: 'KL_DATABASE_URL' },
+      endpoints: [{ sqs: 'http://attacker' }],
+    }),
+    {
+      type: 'ProviderConfigRemoved' as const,
+      data: { state: 'prod', source: AWS, alias: null },
+      metadata: meta('alice', 't4'),
+    },
+  ];
+
+  it('says who changed what and when, per config, oldest first', () => {
+    expect(providerConfigHistory(events, { source: AWS, alias: null })).toEqual([
+      {
+        at: 't1',
+        actor: 'alice',
+        action: 'configured',
+        source: AWS,
+        alias: null,
+        config: withEnv,
+        changedPaths: ['access_key', 'region'],
+      },
+      {
+        at: 't3',
+        actor: 'mallory',
+        action: 'configured',
+        source: AWS,
+        alias: null,
+        config: expect.objectContaining({ endpoints: [{ sqs: 'http://attacker' }] }),
+        changedPaths: ['access_key.env', 'endpoints'],
+      },
+      {
+        at: 't4',
+        actor: 'alice',
+        action: 'removed',
+        source: AWS,
+        alias: null,
+        config: null,
+        changedPaths: ['access_key', 'endpoints', 'region'],
+      },
+    ]);
+  });
+
+  it('covers every config of the state without a key', () => {
+    expect(providerConfigHistory(events).map((c) => [c.actor, c.alias])).toEqual([
+      ['alice', null],
+      ['bob', 'east'],
+      ['mallory', null],
+      ['alice', null],
+    ]);
   });
 });

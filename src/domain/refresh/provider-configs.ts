@@ -1,8 +1,10 @@
 import { Decider } from '../shared/decider';
 import { DomainError } from '../shared/domain-error';
-import { CommandContext, DomainEvent } from '../shared/event';
+import { CommandContext, DomainEvent, EventMetadata } from '../shared/event';
+import { changedPaths } from '../terraform/changed-paths';
 import { canonicalJson } from '../terraform/canonical-json';
 import { isJsonObject, JsonObject } from '../terraform/json-value';
+import { envReferences } from './env-reference';
 import { PROVIDER_CONFIG_INVALID, PROVIDER_CONFIG_NOT_FOUND } from './refresh.errors';
 
 /**
@@ -73,6 +75,8 @@ function configure(command: ConfigureProvider, state: ProviderConfigs): Provider
   if (!isJsonObject(config)) {
     throw new DomainError(PROVIDER_CONFIG_INVALID, 'a provider config must be a JSON object');
   }
+  // A malformed reference would otherwise reach Configure as a literal object.
+  envReferences(config);
   // Saving the same config again is not news: the log grows with change only.
   if (state.configs.get(keyOf(command.data)) === canonicalJson(config)) return [];
   return [{ type: 'ProviderConfigured', data: { state: name, source, alias, config } }];
@@ -149,3 +153,47 @@ export const providerConfigsDecider: Decider<
   evolve: evolveProviderConfigs,
   initialState: initialProviderConfigs,
 };
+
+/** One change to one stored config, as `kl provider get` shows it. */
+export interface ProviderConfigChange {
+  at: string;
+  actor: string;
+  action: 'configured' | 'removed';
+  source: string;
+  alias: string | null;
+  /** The config after the change (env references as stored); null once removed. */
+  config: JsonObject | null;
+  /** Key paths that differ from the config stored before (all of it for the first). */
+  changedPaths: string[];
+}
+
+/**
+ * The history of a state's provider configs, oldest first, from its
+ * `provider-configs-<state>` stream: who set or removed what, and when.
+ * Only the configs matching `key` when given (alias null = the default).
+ */
+export function providerConfigHistory(
+  events: readonly (ProviderConfigEvent & { metadata: EventMetadata })[],
+  key?: Pick<ProviderConfigKey, 'source' | 'alias'>,
+): ProviderConfigChange[] {
+  const current = new Map<string, JsonObject>();
+  const out: ProviderConfigChange[] = [];
+  for (const event of events) {
+    const k = keyOf(event.data);
+    const before = current.get(k) ?? {};
+    const after = event.type === 'ProviderConfigured' ? event.data.config : null;
+    if (after) current.set(k, after);
+    else current.delete(k);
+    if (key && (event.data.source !== key.source || event.data.alias !== key.alias)) continue;
+    out.push({
+      at: event.metadata.occurredAt,
+      actor: event.metadata.actor,
+      action: after ? 'configured' : 'removed',
+      source: event.data.source,
+      alias: event.data.alias,
+      config: after,
+      changedPaths: changedPaths(before, after ?? {}),
+    });
+  }
+  return out;
+}

@@ -1,12 +1,22 @@
-import { Controller, Delete, Get, HttpCode, Put, Query, Req } from '@nestjs/common';
+import { Controller, Delete, Get, HttpCode, Inject, Put, Query, Req } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { Request } from 'express';
 import {
   ConfigureProviderCommand,
   RemoveProviderConfigCommand,
 } from '../../application/refresh/refresh-commands';
-import { PROVIDER_CONFIG_NOT_FOUND } from '../../domain/refresh';
+import { EVENT_STORE, EventStore } from '../../application/ports/event-store.port';
+import {
+  isProviderConfigEvent,
+  PROVIDER_CONFIG_NOT_FOUND,
+  ProviderConfigChange,
+  ProviderConfigEvent,
+  providerConfigHistory,
+  providerConfigsStreamId,
+} from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
+import type { RecordedEvent } from '../../domain/shared/event';
+import { STATE_NOT_FOUND } from '../../domain/state';
 import { normaliseProviderSource } from '../provider/provider-address';
 import { RefreshReadModel, StoredProviderConfig } from '../read-models/refresh-read-model';
 import { callerOf } from './caller';
@@ -24,6 +34,22 @@ interface ConfigQuery {
   alias?: string;
 }
 
+/** One change as the API returns it. */
+export interface ProviderConfigChangeWire {
+  at: string;
+  actor: string;
+  action: ProviderConfigChange['action'];
+  source: string;
+  alias: string | null;
+  config: ProviderConfigChange['config'];
+  changed_paths: string[];
+}
+
+/** The PUT answer: what is stored now, and whose config it replaced (null when none). */
+export type StoredProviderConfigAnswer = StoredProviderConfig & {
+  replaced: { updated_at: string; updated_by: string } | null;
+};
+
 /**
  * Provider configurations per state, as refresh passes them to Configure.
  * Stored exactly as given; secrets must be `{"env": "NAME"}` references,
@@ -36,17 +62,60 @@ export class ProviderConfigsController {
   constructor(
     private readonly commands: CommandBus,
     private readonly read: RefreshReadModel,
+    @Inject(EVENT_STORE) private readonly events: EventStore,
   ) {}
 
   @Put()
   @HttpCode(200)
-  async put(@Req() req: Req_): Promise<StoredProviderConfig | null> {
+  async put(@Req() req: Req_): Promise<StoredProviderConfigAnswer | null> {
     const body = parseProviderConfig(jsonBody(await readBody(req, CONFIG_BODY, 'provider config')));
     const source = normaliseProviderSource(body.source);
+    const before = await this.read.providerConfig(body.state, source, body.alias);
     await this.commands.execute(
-      new ConfigureProviderCommand(body.state, source, body.alias, body.config, callerOf(req)),
+      new ConfigureProviderCommand(
+        body.state,
+        source,
+        body.alias,
+        body.config,
+        callerOf(req),
+        body.checkSchema,
+      ),
     );
-    return this.read.providerConfig(body.state, source, body.alias);
+    const stored = await this.read.providerConfig(body.state, source, body.alias);
+    if (!stored) return null;
+    const changed = before && before.updated_at !== stored.updated_at;
+    return {
+      ...stored,
+      replaced: changed ? { updated_at: before.updated_at, updated_by: before.updated_by } : null,
+    };
+  }
+
+  /**
+   * Who set or removed which config and when, oldest first, from the
+   * configs' event stream; one config's with `source` (and `alias`).
+   */
+  @Get('history')
+  async history(@Query() q: ConfigQuery): Promise<{ history: ProviderConfigChangeWire[] }> {
+    const state = stateNameFrom(q.state);
+    const recorded = await this.events.readStream(providerConfigsStreamId(state));
+    const events = recorded.filter((e): e is RecordedEvent & ProviderConfigEvent =>
+      isProviderConfigEvent(e),
+    );
+    if (events.length === 0 && !(await this.read.stateExists(state))) {
+      throw new DomainError(STATE_NOT_FOUND, `state ${state} does not exist`);
+    }
+    const history = providerConfigHistory(events, q.source === undefined ? undefined : key(q));
+    return {
+      history: history.map((h) => ({
+        at: h.at,
+        actor: h.actor,
+        action: h.action,
+        source: h.source,
+        alias: h.alias,
+        config: h.config,
+        changed_paths: h.changedPaths,
+      })),
+    };
   }
 
   @Get()

@@ -120,14 +120,18 @@ export interface ProviderConfigRequest {
   source: string;
   alias: string | null;
   config: JsonObject;
+  checkSchema: boolean;
 }
 
 export function parseProviderConfig(o: JsonObject): ProviderConfigRequest {
   if (!isJsonObject(o.config)) throw invalid('config must be a JSON object');
+  const skip = o.skip_schema_check ?? false;
+  if (typeof skip !== 'boolean') throw invalid('skip_schema_check must be a boolean');
   return {
     state: stateNameFrom(str(o, 'state')),
     source: str(o, 'source'),
     alias: optStr(o, 'alias') || null,
     config: o.config,
+    checkSchema: !skip,
   };
 }

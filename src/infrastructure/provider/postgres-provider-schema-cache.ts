@@ -1,13 +1,15 @@
 import type { ProviderSchemaCache } from '../../application/ports/provider-schema-cache.port';
-import type { ProviderSchema } from '../../domain/cty/schema';
+import type { ProviderBlockSchemas } from '../../application/refresh/refresh-read.port';
+import type { ProviderSchema, SchemaBlock } from '../../domain/cty/schema';
 import type { Database } from '../postgres/database';
+import { compareSemver, parseSemver } from './semver';
 
 /**
  * The `provider_schemas` table: shared by every replica and by every `kl`
  * that goes through the REST API, so GetSchema runs once per provider
  * version, not once per machine. Keys are normalised by the caller.
  */
-export class PostgresProviderSchemaCache implements ProviderSchemaCache {
+export class PostgresProviderSchemaCache implements ProviderSchemaCache, ProviderBlockSchemas {
   constructor(private readonly db: Database) {}
 
   async get(source: string, version: string): Promise<ProviderSchema | null> {
@@ -37,5 +39,22 @@ export class PostgresProviderSchemaCache implements ProviderSchemaCache {
          fetched_at = EXCLUDED.fetched_at`,
       [source, version, schema],
     );
+  }
+
+  /** Only the provider block leaves the database: a whole AWS schema is megabytes. */
+  async providerBlocks(source: string): Promise<{ version: string; block: SchemaBlock }[]> {
+    const rows = await this.db.query<{ version: string; block: SchemaBlock | null }>(
+      `SELECT version, schema->'provider'->'block' AS block FROM provider_schemas
+        WHERE source = $1`,
+      [source],
+    );
+    const newestFirst = (a: string, b: string): number => {
+      const [x, y] = [parseSemver(a), parseSemver(b)];
+      if (x && y) return compareSemver(y, x);
+      return x ? -1 : y ? 1 : a < b ? 1 : -1;
+    };
+    return rows
+      .filter((r): r is { version: string; block: SchemaBlock } => r.block !== null)
+      .sort((a, b) => newestFirst(a.version, b.version));
   }
 }

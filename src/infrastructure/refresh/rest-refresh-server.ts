@@ -22,6 +22,17 @@ export interface StoredProviderConfig {
   updated_by: string | null;
 }
 
+/** One change in `GET /v1/provider-configs/history`. */
+export interface ProviderConfigChangeEntry {
+  at: string;
+  actor: string;
+  action: 'configured' | 'removed';
+  source: string;
+  alias: string | null;
+  config: JsonObject | null;
+  changed_paths: string[];
+}
+
 export interface DriftEntry {
   address: string;
   type: string;
@@ -190,15 +201,42 @@ export class RestRefreshServer implements RefreshServerPort {
     return (body.configs ?? []).map((c) => storedConfigOf(c, '', null));
   }
 
+  /** Stores a config; answers whose config it replaced, if any. */
   async putProviderConfig(
     state: string,
     source: string,
     alias: string | null,
     config: JsonObject,
-  ): Promise<void> {
-    await this.http.json<unknown>('PUT', '/v1/provider-configs', {
-      json: { state, source, ...(alias === null ? {} : { alias }), config },
-    });
+    options: { checkSchema?: boolean } = {},
+  ): Promise<{ replaced: { updated_at: string; updated_by: string } | null }> {
+    const body = await this.http.json<{ replaced?: { updated_at: string; updated_by: string } }>(
+      'PUT',
+      '/v1/provider-configs',
+      {
+        json: {
+          state,
+          source,
+          ...(alias === null ? {} : { alias }),
+          config,
+          ...(options.checkSchema === false ? { skip_schema_check: true } : {}),
+        },
+      },
+    );
+    return { replaced: body?.replaced ?? null };
+  }
+
+  /** Who changed the config of `source` (and `alias`) and when, oldest first. */
+  async providerConfigHistory(
+    state: string,
+    source: string,
+    alias: string | null,
+  ): Promise<ProviderConfigChangeEntry[]> {
+    const body = await this.http.json<{ history?: ProviderConfigChangeEntry[] }>(
+      'GET',
+      '/v1/provider-configs/history',
+      { query: { state, source, alias } },
+    );
+    return body.history ?? [];
   }
 
   async removeProviderConfig(state: string, source: string, alias: string | null): Promise<void> {
