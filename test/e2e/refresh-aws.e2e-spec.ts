@@ -1,11 +1,14 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { ChildRunner, ok, Run } from '../support/child-runner';
 import { KL, KldProcess, startKld } from '../support/kld-process';
+import { launches, launchRecordingMirror } from '../support/provider-launches';
 import {
   awsCliEnv,
+  awsVersionIn,
   findTerraformMirror,
   Moto,
   onPath,
@@ -66,15 +69,19 @@ interface RefreshJson {
   dry_run: boolean;
   checked: number;
   changed: number;
+  normalized: number;
   gone: number;
   failed: number;
+  skipped: number;
   drifted: string[];
+  normalized_addresses: string[];
   from_version: number;
   to_version: number | null;
 }
 
 let root: string;
 let workDir: string;
+let mirror: string;
 let env: NodeJS.ProcessEnv;
 let moto: Moto | undefined;
 let t: TestDatabase | undefined;
@@ -208,7 +215,7 @@ beforeAll(async () => {
     throw new Error('terraform (1.11.x) must be on PATH for this suite (or set KL_TEST_TERRAFORM)');
   }
   onPath('aws');
-  const mirror = findTerraformMirror();
+  mirror = findTerraformMirror();
   root = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-refresh-aws-'));
   workDir = path.join(root, 'work');
   fs.mkdirSync(workDir);
@@ -237,13 +244,6 @@ beforeAll(async () => {
   fs.writeFileSync(path.join(workDir, 'main.tf'), mainTf('untouched'));
   await ok(terraform(['init'], 'init'), 'terraform init');
   await ok(terraform(['apply', '-auto-approve'], 'apply'), 'terraform apply');
-  // The AWS provider reads back `tags = {}` where apply stored null, and terraform's own
-  // refresh reports that as a change outside terraform (kl's would too). Start from the
-  // state as terraform's read stores it, so the only drift is the one made below.
-  await ok(
-    terraform(['apply', '-refresh-only', '-auto-approve'], 'apply -refresh-only'),
-    'terraform apply -refresh-only',
-  );
 
   // The provider block of main.tf, as kl refresh's Configure needs it.
   const config = path.join(root, 'aws.json');
@@ -292,9 +292,16 @@ describe('kl refresh with the AWS provider against moto (ADR 0005 acceptance)', 
   let report: RefreshJson;
 
   it('stores the provider config with env references, never the secrets', async () => {
-    const stored = JSON.parse(
-      (await ok(kl(['provider', 'get', STATE, 'hashicorp/aws']), 'kl provider get')).stdout,
-    ) as Record<string, unknown>;
+    const stored = (
+      JSON.parse(
+        (
+          await ok(
+            kl(['--format', 'json', 'provider', 'get', STATE, 'hashicorp/aws']),
+            'kl provider get',
+          )
+        ).stdout,
+      ) as { config: Record<string, unknown> }
+    ).config;
     expect(stored).toMatchObject({
       access_key: { env: 'AWS_ACCESS_KEY_ID' },
       secret_key: { env: 'AWS_SECRET_ACCESS_KEY' },
@@ -305,6 +312,56 @@ describe('kl refresh with the AWS provider against moto (ADR 0005 acceptance)', 
     expect(JSON.parse(list.stdout)).toEqual([
       expect.objectContaining({ source: AWS_SOURCE, alias: null }),
     ]);
+  });
+
+  it('right after a plain apply, calls no untouched resource drifted: tags null → {} is normalized', async () => {
+    const before = await currentState();
+    const r = await kl(['--format', 'json', 'refresh', STATE], 'kl refresh after apply');
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const first = JSON.parse(r.stdout) as RefreshJson;
+    expect(first).toMatchObject({
+      status: 'succeeded',
+      checked: 4,
+      // The bucket really did change after its create: the versioning resource enabled it.
+      changed: 1,
+      drifted: [BUCKET_ADDR],
+      normalized: 2,
+      normalized_addresses: [DRIFTED_ADDR, QUIET_ADDR],
+      failed: 0,
+      skipped: 0,
+    });
+    // Stored as the provider read it, as terraform's own refresh would store it.
+    const after = await currentState();
+    expect(after.serial).toBe(before.serial + 1);
+    const tagsOf = (doc: StateDoc, name: string) =>
+      doc.resources.find((x) => x.type === 'aws_ssm_parameter' && x.name === name)!.instances[0]
+        .attributes.tags;
+    expect(tagsOf(before, 'quiet')).toBeNull();
+    expect(tagsOf(after, 'quiet')).toEqual({});
+
+    const drift = JSON.parse(
+      (await ok(kl(['--format', 'json', 'drift', STATE]), 'kl drift')).stdout,
+    ) as { address: string; changed_paths: string[] }[];
+    expect(drift.map((d) => [d.address, d.changed_paths])).toEqual([
+      [BUCKET_ADDR, ['versioning[0].enabled']],
+    ]);
+    expect(
+      await query(
+        `SELECT address, outcome, changed_paths FROM refresh_results
+          WHERE run_id = $1 AND outcome = 'normalized' ORDER BY address`,
+        first.run_id,
+      ),
+    ).toEqual([
+      { address: DRIFTED_ADDR, outcome: 'normalized', changed_paths: ['tags'] },
+      { address: QUIET_ADDR, outcome: 'normalized', changed_paths: ['tags'] },
+    ]);
+    expect(
+      await query('SELECT changed, normalized FROM refresh_runs WHERE run_id = $1', first.run_id),
+    ).toEqual([{ changed: 1, normalized: 2 }]);
+    // And terraform agrees nothing needs doing, without refreshing itself.
+    const stale = await terraform(['plan', '-refresh=false', '-detailed-exitcode'], 'plan after');
+    expect(stale.code).toBe(0);
   });
 
   it('plans drift found by a refreshing terraform plan, after out-of-band changes', async () => {
@@ -377,8 +434,15 @@ describe('kl refresh with the AWS provider against moto (ADR 0005 acceptance)', 
       String(appliedVersion),
     );
     expect(versions).toEqual([{ n: 0 }]);
+    // kl drift still shows only what the refresh after the apply committed.
     const drift = await ok(kl(['--format', 'json', 'drift', STATE]), 'kl drift');
-    expect(JSON.parse(drift.stdout)).toEqual([]);
+    expect(JSON.parse(drift.stdout)).toEqual([
+      expect.objectContaining({
+        address: BUCKET_ADDR,
+        changed_paths: ['versioning[0].enabled'],
+        detected_serial: appliedSerial,
+      }),
+    ]);
     const runs = await query(
       `SELECT status, dry_run, checked, changed, failed, to_version, to_serial
          FROM refresh_runs WHERE run_id = $1`,
@@ -566,6 +630,172 @@ describe('kl refresh with the AWS provider against moto (ADR 0005 acceptance)', 
     expect(afterPlan.changes).not.toEqual(stalePlan.changes);
     // And from the same picture of the objects: kl's refresh read what terraform's read.
     expect(priorObjects(afterPlan.json)).toEqual(priorObjects(refreshingPlan.json));
+  });
+
+  it('leaves no provider process behind', () => {
+    expect(processesUnder(root, 'terraform-provider-aws')).toEqual([]);
+  });
+});
+
+describe('server-side refresh and the environment of kld', () => {
+  const SERVER_STATE = 'e2e/refresh-aws-server';
+  /** Whatever reaches this listener would have left the machine in real life. */
+  const heard: { method: string; url: string; authorization: string }[] = [];
+  let listener: http.Server;
+  let attacker: string;
+  let launchLog: string;
+  let server: KldProcess | undefined;
+
+  beforeAll(async () => {
+    listener = http.createServer((req, res) => {
+      heard.push({
+        method: req.method ?? '',
+        url: req.url ?? '',
+        authorization: String(req.headers.authorization ?? ''),
+      });
+      req.resume();
+      res.writeHead(400, { 'content-type': 'application/x-amz-json-1.1' });
+      res.end(JSON.stringify({ __type: 'AccessDeniedException', message: 'test listener' }));
+    });
+    await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+    attacker = `http://127.0.0.1:${(listener.address() as { port: number }).port}`;
+
+    // kld finds the AWS provider through a wrapper that notes every launch.
+    launchLog = path.join(root, 'kld-launches.log');
+    const version = awsVersionIn(mirror);
+    const platform = path.join(mirror, AWS_SOURCE, version, 'linux_amd64');
+    const binary = fs.readdirSync(platform).find((f) => f.startsWith('terraform-provider-aws'))!;
+    const wrapped = launchRecordingMirror({
+      dir: path.join(root, 'kld-mirror'),
+      source: AWS_SOURCE,
+      version,
+      binary: path.join(platform, binary),
+      launchLog,
+    });
+    server = await startKld({
+      KL_DATABASE_URL: t!.url,
+      KL_PROVIDER_PATH: wrapped,
+      KL_REFRESH_ENV_ALLOW: 'AWS_ACCESS_KEY_ID,AWS_SECRET_ACCESS_KEY',
+      AWS_ACCESS_KEY_ID: 'test',
+      AWS_SECRET_ACCESS_KEY: 'test',
+      AWS_EC2_METADATA_DISABLED: 'true',
+    });
+
+    // The two SSM parameters, as a state of their own.
+    const doc = (await currentState()) as StateDoc & Record<string, unknown>;
+    const params = {
+      ...doc,
+      resources: doc.resources.filter((r) => r.type === 'aws_ssm_parameter'),
+    };
+    const put = await fetch(`${kld!.url}/v1/states/${SERVER_STATE}`, {
+      method: 'POST',
+      body: JSON.stringify(params),
+    });
+    expect(put.status).toBe(200);
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+    await new Promise((resolve) => listener?.close(resolve));
+  });
+
+  async function configure(config: Record<string, unknown>): Promise<void> {
+    const file = path.join(root, 'server-aws.json');
+    fs.writeFileSync(
+      file,
+      JSON.stringify({
+        region: 'us-east-1',
+        skip_credentials_validation: true,
+        skip_requesting_account_id: true,
+        skip_metadata_api_check: true,
+        max_retries: 1,
+        ...config,
+      }),
+    );
+    await ok(
+      kl(['provider', 'configure', SERVER_STATE, 'hashicorp/aws', '--from-json', file]),
+      'kl provider configure',
+    );
+  }
+
+  const endpointsAt = (url: string) => [{ ssm: url, sts: url, s3: url, iam: url, sqs: url }];
+
+  /** The report, or `{error}` when the refresh was refused. */
+  async function serverRefresh(): Promise<{
+    status: number;
+    body: Partial<RefreshJson> & { error?: { code: string; message: string } };
+  }> {
+    const r = await fetch(`${server!.url}/v1/states/${SERVER_STATE}/refresh`, { method: 'POST' });
+    return { status: r.status, body: (await r.json()) as Partial<RefreshJson> };
+  }
+
+  async function serial(): Promise<number> {
+    const r = await fetch(`${kld!.url}/v1/states/${SERVER_STATE}`);
+    return ((await r.json()) as { serial: number }).serial;
+  }
+
+  it('refuses a config that reads a variable the operator did not allow: 403, nothing sent, nothing started', async () => {
+    const before = await serial();
+    for (const [variable, why] of [
+      ['KL_DATABASE_URL', "kld's own KL_* settings are never given to a provider"],
+      ['HOME', 'lists in KL_REFRESH_ENV_ALLOW'],
+    ]) {
+      await configure({
+        access_key: { env: variable },
+        secret_key: 'anything',
+        endpoints: endpointsAt(attacker),
+      });
+      const r = await serverRefresh();
+      expect({ status: r.status, code: r.body.error?.code }).toEqual({
+        status: 403,
+        code: 'REFRESH.CONFIG_ENV_REFUSED',
+      });
+      expect(r.body.error!.message).toContain(
+        `access_key refers to environment variable ${variable}, which this server may not read`,
+      );
+      expect(r.body.error!.message).toContain(why);
+      expect(r.body.error!.message).not.toContain(t!.url);
+    }
+    expect(heard).toEqual([]);
+    expect(launches(launchLog)).toBe(0);
+    expect(await serial()).toBe(before);
+    const runs = await query<{ status: string; to_version: number | null }>(
+      'SELECT status, to_version FROM refresh_runs WHERE state_name = $1',
+      SERVER_STATE,
+    );
+    expect(runs).toEqual([
+      { status: 'failed', to_version: null },
+      { status: 'failed', to_version: null },
+    ]);
+  });
+
+  it('with allowed names, signs with them wherever the config points (who may write configs matters)', async () => {
+    await configure({
+      access_key: { env: 'AWS_ACCESS_KEY_ID' },
+      secret_key: { env: 'AWS_SECRET_ACCESS_KEY' },
+      endpoints: endpointsAt(attacker),
+    });
+    const r = await serverRefresh();
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ status: 'failed', failed: 2, to_version: null });
+    // The refused case above was observable: this one did reach the listener.
+    expect(heard.length).toBeGreaterThan(0);
+    expect(heard[0].authorization).toContain('Credential=test/');
+    expect(launches(launchLog)).toBe(1);
+  });
+
+  it('with allowed names and the right endpoints, refreshes and commits', async () => {
+    const before = await serial();
+    await configure({
+      access_key: { env: 'AWS_ACCESS_KEY_ID' },
+      secret_key: { env: 'AWS_SECRET_ACCESS_KEY' },
+      endpoints: endpointsAt(moto!.endpoint),
+    });
+    const r = await serverRefresh();
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ status: 'succeeded', checked: 2, failed: 0 });
+    expect(await serial()).toBe(before + 1);
+    expect(launches(launchLog)).toBe(2);
   });
 
   it('leaves no provider process behind', () => {

@@ -109,6 +109,8 @@ beforeAll(async () => {
     KLTEST_RPC_LOG: rpcLog,
     // Resolved by `kl refresh` from the stored {"env": "KLTEST_OBJECTS"} reference.
     KLTEST_OBJECTS: objectsDir,
+    // A schema cache of our own: kl then fetches kltest's schema and hands it to kld.
+    KL_CACHE_DIR: path.join(root, 'cache'),
   };
 
   t = await createTestDatabase('kl_refresh_kltest');
@@ -188,8 +190,76 @@ describe('kl refresh with the kltest provider', () => {
         config: { state_dir: { env: 'KLTEST_OBJECTS' } },
       }),
     ]);
-    const get = await ok(kl(['provider', 'get', STATE, 'kilolock/kltest']), 'kl provider get');
-    expect(JSON.parse(get.stdout)).toEqual({ state_dir: { env: 'KLTEST_OBJECTS' } });
+    const get = await ok(
+      kl(['--format', 'json', 'provider', 'get', STATE, 'kilolock/kltest']),
+      'kl provider get',
+    );
+    expect(JSON.parse(get.stdout)).toEqual({
+      source: SOURCE,
+      alias: null,
+      config: { state_dir: { env: 'KLTEST_OBJECTS' } },
+      updated_at: expect.any(String),
+      updated_by: expect.any(String),
+      history: [
+        {
+          at: expect.any(String),
+          actor: expect.any(String),
+          action: 'configured',
+          source: SOURCE,
+          alias: null,
+          config: { state_dir: { env: 'KLTEST_OBJECTS' } },
+          changed_paths: ['state_dir'],
+        },
+      ],
+    });
+    // Stored again with another variable: the table view shows both changes, oldest first.
+    fs.writeFileSync(config, JSON.stringify({ state_dir: { env: 'KLTEST_DIR_RENAMED' } }));
+    const again = await ok(
+      kl(['provider', 'configure', STATE, 'kilolock/kltest', '--from-json', config]),
+      'kl provider configure again',
+    );
+    expect(again.stdout).toMatch(/ \(replacing the one .+ stored at \d{4}-\d\d-\d\dT/);
+    const table = await ok(kl(['provider', 'get', STATE, 'kilolock/kltest']), 'kl provider get');
+    expect(table.stdout).toContain('"env": "KLTEST_DIR_RENAMED"');
+    const rows = table.stdout.split('history (oldest first):\n')[1].split('\n');
+    expect(rows.filter((l) => / configured /.test(l))).toEqual([
+      expect.stringMatching(/ configured │ state_dir +│/),
+      expect.stringMatching(/ configured │ state_dir\.env +│/),
+    ]);
+    fs.writeFileSync(config, JSON.stringify({ state_dir: { env: 'KLTEST_OBJECTS' } }));
+    await ok(
+      kl(['provider', 'configure', STATE, 'kilolock/kltest', '--from-json', config]),
+      'kl provider configure back',
+    );
+  });
+
+  it('refuses an env reference that names no variable, and a config for no state', async () => {
+    const bad = path.join(root, 'bad.json');
+    fs.writeFileSync(bad, JSON.stringify({ state_dir: { env: 5 } }));
+    const notAName = await kl([
+      'provider',
+      'configure',
+      STATE,
+      'kilolock/kltest',
+      '--from-json',
+      bad,
+    ]);
+    expect(notAName.code).toBe(1);
+    expect(notAName.stderr).toBe(
+      'kl: {"env": …} at state_dir must name an environment variable as a string, got 5\n',
+    );
+    fs.writeFileSync(bad, JSON.stringify({ state_dir: { env: 'KLTEST_OBJECTS' } }));
+    const noState = await kl([
+      'provider',
+      'configure',
+      'e2e/no-such-state',
+      'kilolock/kltest',
+      '--from-json',
+      bad,
+    ]);
+    expect(noState.code).toBe(1);
+    expect(noState.stderr).toMatch(/^kl: state e2e\/no-such-state does not exist: /);
+    expect(noState.stderr.trim().split('\n')).toHaveLength(1);
   });
 
   it('refreshes an in-sync state: exit 0, no drift, a new version with the next serial', async () => {
@@ -199,10 +269,28 @@ describe('kl refresh with the kltest provider', () => {
 
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^status=succeeded checked=2 changed=0 gone=0 failed=0 version=\d+/);
+    expect(r.stdout).toMatch(
+      /^status=succeeded checked=2 changed=0 normalized=0 gone=0 failed=0 skipped=0 version=\d+/,
+    );
     const after = await currentState();
     expect(after.serial).toBe(before.serial + 1);
     expect(after.lineage).toBe(before.lineage);
+  });
+
+  it('refuses a key kltest does not have once a refresh has given kld its schema', async () => {
+    const bad = path.join(root, 'typo.json');
+    fs.writeFileSync(bad, JSON.stringify({ state_dri: objectsDir }));
+    const typo = await kl(['provider', 'configure', STATE, 'kilolock/kltest', '--from-json', bad]);
+    expect(typo.code).toBe(1);
+    expect(typo.stderr).toMatch(
+      /^kl: provider registry\.terraform\.io\/kilolock\/kltest 0\.1\.0: provider config has no attribute "state_dri" in the provider's schema; .*--no-schema-check/,
+    );
+    expect(typo.stderr.trim().split('\n')).toHaveLength(1);
+    const stored = await ok(
+      kl(['--format', 'json', 'provider', 'get', STATE, 'kilolock/kltest']),
+      'kl provider get',
+    );
+    expect(JSON.parse(stored.stdout).config).toEqual({ state_dir: { env: 'KLTEST_OBJECTS' } });
   });
 
   it('finds an out-of-band edit, commits it, and kl drift lists it', async () => {
@@ -212,7 +300,7 @@ describe('kl refresh with the kltest provider', () => {
     const r = await kl(['refresh', STATE, '--provider-search-path', mirror]);
 
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/status=succeeded checked=2 changed=1 gone=0 failed=0/);
+    expect(r.stdout).toMatch(/status=succeeded checked=2 changed=1 normalized=0 gone=0 failed=0 /);
     expect(r.stdout).toContain('drifted:\n  kltest_item.a\n');
     expect(item(await currentState()).attributes).toMatchObject({
       comment: 'edited outside',
@@ -453,6 +541,7 @@ describe('kl refresh with the kltest provider', () => {
       KL_REFRESH_STATES: STATE,
       KL_PROVIDER_PATH: mirror,
       KLTEST_OBJECTS: objectsDir,
+      KL_REFRESH_ENV_ALLOW: 'KLTEST_OBJECTS',
     });
     try {
       const deadline = Date.now() + 30_000;
