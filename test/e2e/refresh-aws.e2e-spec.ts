@@ -689,6 +689,7 @@ describe('server-side refresh and the environment of kld', () => {
     };
     const put = await fetch(`${kld!.url}/v1/states/${SERVER_STATE}`, {
       method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify(params),
     });
     expect(put.status).toBe(200);
