@@ -12,7 +12,9 @@ const OPERATIONS = ['OperationTypeApply', 'OperationTypePlan', 'OperationTypeInv
 export function benchEvent(seq: number, correlationId: string = randomUUID()): EventToAppend {
   const created = new Date(1_767_225_600_000 + seq * 1000).toISOString();
   return {
+    eventId: randomUUID(),
     type: 'LockAcquired',
+    schemaVersion: 1,
     data: {
       stateId: '7c9e6679-7425-40de-944b-e07fc1f90ae7',
       lockId: randomUUID(),

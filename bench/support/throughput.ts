@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type {
   EventStore,
@@ -49,8 +49,10 @@ export async function measureThroughput(
     const streamId = `state-bench-${runId}-w${w}`;
     let expectedRevision: ExpectedRevision = 'no_stream';
     while (performance.now() < deadline) {
+      // Every event is new (a repeated id would be an idempotent repeat).
+      const batch = batches[w].map((e) => ({ ...e, eventId: randomUUID() }));
       const t0 = performance.now();
-      const result = await store.appendToStream(streamId, batches[w], { expectedRevision });
+      const result = await store.appendToStream(streamId, batch, { expectedRevision });
       latencies.push(performance.now() - t0);
       expectedRevision = result.nextExpectedRevision;
       events += eventsPerAppend;

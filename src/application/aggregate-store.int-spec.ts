@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createTestDatabase, TestDatabase } from '../../test/support/test-database';
 import { Decider } from '../domain/shared/decider';
 import { DomainError } from '../domain/shared/domain-error';
-import { CommandContext, DomainEvent } from '../domain/shared/event';
+import { CommandContext, DomainEvent, EVENT_SCHEMA_VERSION } from '../domain/shared/event';
 import { Notifier } from '../infrastructure/event-store/notifier';
 import { PostgresEventStore } from '../infrastructure/event-store/postgres-event-store';
 import { PostgresSnapshotStore } from '../infrastructure/event-store/postgres-snapshot-store';
@@ -55,6 +55,7 @@ describe('AggregateStore on PostgreSQL', () => {
 
   const store = () =>
     new AggregateStore(spy, new PostgresSnapshotStore(t.db), counter, {
+      ids: { uuid: randomUUID },
       snapshotSchema: 'counter/1',
       toSnapshot: (s) => s,
       fromSnapshot: (j) => j as { total: number },
@@ -104,5 +105,30 @@ describe('AggregateStore on PostgreSQL', () => {
         .every((r) => (r.reason as DomainError).code === 'COUNTER.FULL'),
     ).toBe(true);
     expect(await events.readStream(stream)).toHaveLength(20);
+  });
+
+  it('gives each decided event an id from the Ids port and the current schema version', async () => {
+    const stream = `counter-${randomUUID()}`;
+    const given: string[] = [];
+    const ids = {
+      uuid: () => {
+        given.push(randomUUID());
+        return given[given.length - 1];
+      },
+    };
+    const withIds = new AggregateStore(spy, new PostgresSnapshotStore(t.db), counter, {
+      ids,
+      snapshotSchema: 'counter/1',
+      toSnapshot: (s) => s,
+      fromSnapshot: (j) => j as { total: number },
+    });
+    await withIds.handle(stream, { n: 1, limit: 10 }, ctx());
+    await withIds.handle(stream, { n: 2, limit: 10 }, ctx());
+    const stored = await events.readStream(stream);
+    expect(stored.map((e) => e.eventId)).toEqual(given);
+    expect(stored.map((e) => e.schemaVersion)).toEqual([
+      EVENT_SCHEMA_VERSION,
+      EVENT_SCHEMA_VERSION,
+    ]);
   });
 });

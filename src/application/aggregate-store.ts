@@ -1,10 +1,19 @@
-import { DomainEvent, CommandContext, metadataFor, LogPosition } from '../domain/shared/event';
+import {
+  CommandContext,
+  DomainEvent,
+  EVENT_SCHEMA_VERSION,
+  LogPosition,
+  metadataFor,
+} from '../domain/shared/event';
 import { Decider } from '../domain/shared/decider';
 import { WrongExpectedRevisionError } from '../domain/shared/concurrency-error';
+import type { Ids } from './ports/clock.port';
 import type { EventStore } from './ports/event-store.port';
 import type { SnapshotStore } from './ports/snapshot-store.port';
 
 export interface AggregateOptions<S> {
+  /** Event ids: one per decided event, kept if the same append is sent again. */
+  ids: Ids;
   /** Shape id for snapshots; bump it when the state's shape changes. */
   snapshotSchema: string;
   toSnapshot(state: S): unknown;
@@ -81,7 +90,13 @@ export class AggregateStore<C, S, E extends DomainEvent> {
         const metadata = metadataFor(ctx);
         const result = await this.events.appendToStream(
           streamId,
-          events.map((e) => ({ type: e.type, data: e.data, metadata })),
+          events.map((e) => ({
+            eventId: this.options.ids.uuid(),
+            type: e.type,
+            schemaVersion: EVENT_SCHEMA_VERSION,
+            data: e.data,
+            metadata,
+          })),
           { expectedRevision: loaded.revision ?? 'no_stream' },
         );
         const state = events.reduce((s, e) => this.decider.evolve(s, e), loaded.state);

@@ -1,7 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import type { EventStore, EventToAppend } from '../../src/application/ports/event-store.port';
-import { WrongExpectedRevisionError } from '../../src/domain/shared/concurrency-error';
-import { comparePositions, LOG_START, RecordedEvent } from '../../src/domain/shared/event';
+import type {
+  EventStore,
+  EventToAppend,
+  ExpectedRevision,
+} from '../../src/application/ports/event-store.port';
+import {
+  EventIdConflictError,
+  WrongExpectedRevisionError,
+} from '../../src/domain/shared/concurrency-error';
+import {
+  comparePositions,
+  EventMetadata,
+  LOG_START,
+  RecordedEvent,
+} from '../../src/domain/shared/event';
 
 /**
  * The behaviour every EventStore adapter must have. An adapter's test calls
@@ -12,19 +24,20 @@ export interface ConformanceSubject {
   close(): Promise<void>;
 }
 
-const meta = (actor = 'tester') => ({
+const meta = (actor = 'tester'): EventMetadata => ({
   actor,
   correlationId: randomUUID(),
   causationId: null,
   occurredAt: new Date().toISOString(),
 });
 
+/** A new event (fresh id, schema version 1). */
+export function event(type: string, data: unknown, metadata = meta()): EventToAppend {
+  return { eventId: randomUUID(), type, schemaVersion: 1, data, metadata };
+}
+
 export function events(n: number, type = 'Thing', extra: object = {}): EventToAppend[] {
-  return Array.from({ length: n }, (_, i) => ({
-    type,
-    data: { i, ...extra },
-    metadata: meta(),
-  }));
+  return Array.from({ length: n }, (_, i) => event(type, { i, ...extra }));
 }
 
 async function expectConflict(p: Promise<unknown>): Promise<void> {
@@ -107,21 +120,127 @@ export function describeEventStoreConformance(
       });
     });
 
-    it('reads a stream back with type, data and metadata, from a revision on', async () => {
+    describe('event ids', () => {
+      const same = (batch: EventToAppend[]) => batch.map((e) => ({ ...e }));
+
+      it.each<[string, (s: string) => Promise<ExpectedRevision>]>([
+        ['no_stream', async () => 'no_stream'],
+        [
+          'an exact revision',
+          async (s) => {
+            await store.appendToStream(s, events(2), { expectedRevision: 'no_stream' });
+            return 1n;
+          },
+        ],
+        ['any', async () => 'any'],
+        [
+          'stream_exists',
+          async (s) => {
+            await store.appendToStream(s, events(1), { expectedRevision: 'no_stream' });
+            return 'stream_exists';
+          },
+        ],
+      ])(
+        'an append sent again with the same ids (expecting %s) is stored once and answers as the first did',
+        async (_, setUp) => {
+          const s = stream();
+          const expectedRevision = await setUp(s);
+          const before = (await store.readStream(s)).length;
+          const batch = events(3, 'Once');
+          const first = await store.appendToStream(s, batch, { expectedRevision });
+          const again = await store.appendToStream(s, same(batch), { expectedRevision });
+          expect(again).toEqual(first);
+          // Even after the stream moved on: a retry may arrive late.
+          await store.appendToStream(s, events(1), { expectedRevision: 'any' });
+          expect(await store.appendToStream(s, same(batch), { expectedRevision })).toEqual(first);
+          const read = await store.readStream(s);
+          expect(read).toHaveLength(before + 4);
+          expect(read.filter((e) => e.type === 'Once').map((e) => e.eventId)).toEqual(
+            batch.map((e) => e.eventId),
+          );
+        },
+      );
+
+      it('racing copies of one append store it once and all answer alike', async () => {
+        for (const expectedRevision of [0n, 'any'] as const) {
+          const s = stream();
+          await store.appendToStream(s, events(1), { expectedRevision: 'no_stream' });
+          const batch = events(2, 'Raced');
+          const results = await Promise.all(
+            Array.from({ length: 6 }, () =>
+              store.appendToStream(s, same(batch), { expectedRevision }),
+            ),
+          );
+          for (const r of results) expect(r).toEqual(results[0]);
+          expect(results[0].nextExpectedRevision).toBe(2n);
+          expect(await store.readStream(s)).toHaveLength(3);
+        }
+      });
+
+      it('refuses an id already stored as anything else, and writes nothing', async () => {
+        const s = stream();
+        const batch = events(3, 'Stored');
+        await store.appendToStream(s, batch, { expectedRevision: 'no_stream' });
+        const [a, b, c] = batch;
+        const refusals: [string, string, EventToAppend[], ExpectedRevision][] = [
+          ['other data', s, [{ ...a, data: { i: 99 } }, b, c], 'no_stream'],
+          ['other type', s, [a, b, { ...c, type: 'Other' }], 'no_stream'],
+          ['other metadata', s, [a, { ...b, metadata: meta('mallory') }, c], 'no_stream'],
+          ['other schema version', s, [a, b, { ...c, schemaVersion: 2 }], 'no_stream'],
+          ['another stream', stream(), same(batch), 'no_stream'],
+          ['part of the append', s, [a, b], 'no_stream'],
+          ['more than the append', s, [...same(batch), ...events(1)], 'no_stream'],
+          ['another revision', s, same(batch), 2n],
+          ['reordered', s, [b, a, c], 'no_stream'],
+        ];
+        for (const [why, target, attempt, expectedRevision] of refusals) {
+          const p = store.appendToStream(target, attempt, { expectedRevision });
+          await expect(p.then(() => why)).rejects.toBeInstanceOf(EventIdConflictError);
+        }
+        const read = await store.readStream(s);
+        expect(read.map((e) => e.eventId)).toEqual(batch.map((e) => e.eventId));
+        expect(read.map((e) => e.data)).toEqual(batch.map((e) => e.data));
+      });
+
+      it('a new id on a stream that moved is still a conflict of revisions', async () => {
+        const s = stream();
+        await store.appendToStream(s, events(2), { expectedRevision: 'no_stream' });
+        await expectConflict(store.appendToStream(s, events(1), { expectedRevision: 0n }));
+      });
+
+      it('refuses malformed or repeated ids in one append before storing anything', async () => {
+        const s = stream();
+        const [x] = events(1);
+        await expect(
+          store.appendToStream(s, [x, { ...x }], { expectedRevision: 'no_stream' }),
+        ).rejects.toThrow(/appears twice/);
+        await expect(
+          store.appendToStream(s, [{ ...x, eventId: 'not-a-uuid' }], {
+            expectedRevision: 'no_stream',
+          }),
+        ).rejects.toThrow(/must be a uuid/);
+        expect(await store.readStream(s)).toEqual([]);
+      });
+    });
+
+    it('reads a stream back with id, type, schema version, data and metadata, from a revision on', async () => {
       const s = stream();
       const written: EventToAppend[] = [
-        { type: 'Opened', data: { name: 'a', nested: { n: 1 } }, metadata: meta('alice') },
-        {
-          type: 'Closed',
-          data: { reason: 'done' },
-          metadata: { ...meta('bob'), causationId: 'c1' },
-        },
+        event('Opened', { name: 'a', nested: { n: 1 } }, meta('alice')),
+        event('Closed', { reason: 'done' }, { ...meta('bob'), causationId: 'c1' }),
       ];
+      written[1].schemaVersion = 3;
       await store.appendToStream(s, written, { expectedRevision: 'no_stream' });
       const read = await store.readStream(s);
-      expect(read.map((e) => ({ type: e.type, data: e.data, metadata: e.metadata }))).toEqual(
-        written,
-      );
+      expect(
+        read.map((e) => ({
+          eventId: e.eventId,
+          type: e.type,
+          schemaVersion: e.schemaVersion,
+          data: e.data,
+          metadata: e.metadata,
+        })),
+      ).toEqual(written);
       expect(read.every((e) => e.streamId === s)).toBe(true);
       expect(comparePositions(read[0].position, read[1].position)).toBeLessThan(0);
       const tail = await store.readStream(s, { fromRevision: 1n });
@@ -134,7 +253,7 @@ export function describeEventStoreConformance(
         text: 'a\u0000b \\u0000 "q" \u{1F600} \uFFFD',
         key: { 'k\u0000': [1.5, null] },
       };
-      await store.appendToStream(s, [{ type: 'Odd', data, metadata: meta() }], {
+      await store.appendToStream(s, [event('Odd', data)], {
         expectedRevision: 'no_stream',
       });
       expect((await store.readStream(s))[0].data).toEqual(data);
@@ -142,9 +261,8 @@ export function describeEventStoreConformance(
 
     it('readAll pages through the log in order', async () => {
       const s = stream();
-      const r = await store.appendToStream(s, events(5, 'Paged'), {
-        expectedRevision: 'no_stream',
-      });
+      const paged = events(5, 'Paged');
+      const r = await store.appendToStream(s, paged, { expectedRevision: 'no_stream' });
       const mine: RecordedEvent[] = [];
       let from = LOG_START;
       // Committed events become readable once every older transaction ends,
@@ -160,6 +278,9 @@ export function describeEventStoreConformance(
         from = page[page.length - 1].position;
       }
       expect(mine.map((e) => (e.data as { i: number }).i)).toEqual([0, 1, 2, 3, 4]);
+      expect(mine.map((e) => [e.eventId, e.schemaVersion])).toEqual(
+        paged.map((e) => [e.eventId, 1]),
+      );
       expect(comparePositions(mine[4].position, r.position)).toBe(0);
     });
 
@@ -180,7 +301,7 @@ export function describeEventStoreConformance(
       const batch = events(12_000, 'Doomed');
       // Not JSON: whatever the adapter does first (serialise, send, insert),
       // event 9,000 cannot be stored, after earlier events already were.
-      batch[9_000] = { type: 'Doomed', data: { bad: 10n }, metadata: meta() };
+      batch[9_000] = event('Doomed', { bad: 10n });
       await expect(store.appendToStream(s, batch, { expectedRevision: 0n })).rejects.toBeDefined();
       expect(await store.readStream(s)).toHaveLength(1);
       const r = await store.appendToStream(s, events(1), { expectedRevision: 0n });
@@ -212,13 +333,9 @@ export function describeEventStoreConformance(
         streams.map(async (s) => {
           let expected: bigint | 'no_stream' = 'no_stream';
           for (let i = 0; i < perWriter; i++) {
-            const r = await store.appendToStream(
-              s,
-              [{ type: 'Tick', data: { i }, metadata: meta() }],
-              {
-                expectedRevision: expected,
-              },
-            );
+            const r = await store.appendToStream(s, [event('Tick', { i })], {
+              expectedRevision: expected,
+            });
             expected = r.nextExpectedRevision;
           }
         }),

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { AggregateStore } from '../../src/application/aggregate-store';
 import type { CommandContext, LogPosition } from '../../src/domain/shared/event';
 import {
@@ -65,6 +66,7 @@ export class StateHarness {
   ) {
     this.events = new PostgresEventStore(t.db, notifier);
     this.store = new AggregateStore(this.events, new PostgresSnapshotStore(t.db), stateDecider, {
+      ids: { uuid: randomUUID },
       snapshotSchema: STATE_SNAPSHOT_SCHEMA,
       toSnapshot,
       fromSnapshot,

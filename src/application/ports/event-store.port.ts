@@ -22,7 +22,15 @@ export interface AppendResult {
 }
 
 export interface EventToAppend<E extends DomainEvent = DomainEvent> {
+  /**
+   * A uuid chosen by the writer, unique across the whole log. The writer
+   * keeps it when it retries an append, so that the store can tell a repeat
+   * from a new event.
+   */
+  eventId: string;
   type: E['type'];
+  /** Version of the shape of `data` (EVENT_SCHEMA_VERSION when written now). */
+  schemaVersion: number;
   data: E['data'];
   metadata: EventMetadata;
 }
@@ -34,6 +42,21 @@ export interface ReadStreamOptions {
 }
 
 export interface EventStore {
+  /**
+   * Appends `events` atomically, iff the stream is at `expectedRevision`.
+   *
+   * Idempotent by event id: when every event of the batch is already stored,
+   * in this stream, as one earlier append (consecutive revisions starting
+   * where `expectedRevision` says, when it names one) with the same type,
+   * schema version, data and metadata, the call writes nothing and returns
+   * what that append returned. So a writer that lost the answer to an append
+   * retries it with the same ids and the same expected revision.
+   *
+   * Throws WrongExpectedRevisionError when the stream is elsewhere (and the
+   * batch is not such a repeat), and EventIdConflictError when an event id of
+   * the batch is already stored as anything else: another stream, another
+   * revision, other content, or only part of the batch.
+   */
   appendToStream(
     streamId: string,
     events: EventToAppend[],

@@ -47,6 +47,7 @@ export class RefreshAggregates {
     private readonly ids: Ids,
   ) {
     this.runs = new AggregateStore(events, snapshots, refreshRunDecider, {
+      ids,
       snapshotSchema: REFRESH_RUN_SNAPSHOT_SCHEMA,
       toSnapshot: refreshRunToSnapshot,
       fromSnapshot: refreshRunFromSnapshot,
@@ -55,6 +56,7 @@ export class RefreshAggregates {
       cacheSize: 100,
     });
     this.configs = new AggregateStore(events, snapshots, providerConfigsDecider, {
+      ids,
       snapshotSchema: PROVIDER_CONFIGS_SNAPSHOT_SCHEMA,
       toSnapshot: providerConfigsToSnapshot,
       fromSnapshot: providerConfigsFromSnapshot,

@@ -36,6 +36,7 @@ export class StateAggregateService {
     private readonly ids: Ids,
   ) {
     this.store = new AggregateStore(events, snapshots, stateDecider, {
+      ids,
       snapshotSchema: STATE_SNAPSHOT_SCHEMA,
       toSnapshot,
       fromSnapshot,

@@ -11,3 +11,19 @@ export class WrongExpectedRevisionError extends DomainError {
     this.name = 'WrongExpectedRevisionError';
   }
 }
+
+/**
+ * An event id the writer gave is already stored as a different event (or as
+ * part of a different append). Ids are the writer's promise of identity, so
+ * this is a bug or a forged retry, never something to overwrite.
+ */
+export class EventIdConflictError extends DomainError {
+  constructor(streamId: string, eventId: string, reason: string) {
+    super(
+      'EVENTS.EVENT_ID_CONFLICT',
+      `stream ${streamId}: event ${eventId} is already stored ${reason}`,
+      { streamId, eventId },
+    );
+    this.name = 'EventIdConflictError';
+  }
+}

@@ -15,9 +15,19 @@ export interface DomainEvent<Type extends string = string, Data = unknown> {
   data: Data;
 }
 
+/**
+ * Version of the shape of an event's `data`, stored with every event. Every
+ * type is at 1 so far; a type whose data changes incompatibly is written at
+ * the next version, and its readers upcast the older shapes.
+ */
+export const EVENT_SCHEMA_VERSION = 1;
+
 /** An event as it sits in the store, with its stream and global coordinates. */
 export interface RecordedEvent<E extends DomainEvent = DomainEvent> {
+  /** Given by the writer (a uuid): consumers deduplicate on it. */
+  eventId: string;
   type: E['type'];
+  schemaVersion: number;
   data: E['data'];
   metadata: EventMetadata;
   streamId: string;

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { describeEventStoreConformance } from '../../../test/conformance/event-store.conformance';
 import { createTestDatabase, TestDatabase } from '../../../test/support/test-database';
@@ -37,15 +38,18 @@ describe('PostgreSQL event store: late commits', () => {
       // The slow writer takes its transaction id and global position first...
       await slow.query('BEGIN');
       await slow.query(
-        `INSERT INTO kl_events (stream_id, stream_revision, type, data, metadata)
-         VALUES ('slow', 0, 'Late', '{}', '{}')`,
+        `INSERT INTO kl_events (event_id, stream_id, stream_revision, type, schema_version,
+                                data, metadata)
+         VALUES (gen_random_uuid(), 'slow', 0, 'Late', 1, '{}', '{}')`,
       );
       // ...a fast writer commits after it, with a later position.
       await store.appendToStream(
         'fast',
         [
           {
+            eventId: randomUUID(),
             type: 'Early',
+            schemaVersion: 1,
             data: {},
             metadata: {
               actor: 'a',

@@ -6,7 +6,10 @@ import {
   ExpectedRevision,
   ReadStreamOptions,
 } from '../../application/ports/event-store.port';
-import { WrongExpectedRevisionError } from '../../domain/shared/concurrency-error';
+import {
+  EventIdConflictError,
+  WrongExpectedRevisionError,
+} from '../../domain/shared/concurrency-error';
 import { EventMetadata, LogPosition, RecordedEvent } from '../../domain/shared/event';
 import { Database, Queryable } from '../postgres/database';
 import { Notifier } from './notifier';
@@ -17,22 +20,31 @@ export const EVENTS_CHANNEL = 'kl_events';
 // whole append stays one transaction.
 const INSERT_CHUNK = 10_000;
 
+// The unique index on kl_events.event_id (migration 009).
+const EVENT_ID_INDEX = 'kl_events_event_id';
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 interface EventRow {
   global_position: string;
   txid: string;
+  event_id: string;
   stream_id: string;
   stream_revision: string;
   type: string;
+  schema_version: number;
   data: unknown;
   metadata: EventMetadata;
 }
 
 export const EVENT_COLUMNS =
-  'global_position, transaction_id::text AS txid, stream_id, stream_revision, type, data, metadata';
+  'global_position, transaction_id::text AS txid, event_id, stream_id, stream_revision, type, ' +
+  'schema_version, data, metadata';
 
 export function toRecordedEvent(row: EventRow): RecordedEvent {
   return {
+    eventId: row.event_id,
     type: row.type,
+    schemaVersion: row.schema_version,
     data: row.data,
     metadata: row.metadata,
     streamId: row.stream_id,
@@ -62,8 +74,8 @@ export async function readLogAfter(
   const params: unknown[] = [from.transactionId.toString(), from.globalPosition.toString(), limit];
   if (onlyTypes) params.push(onlyTypes);
   const { rows } = await q.query<EventRow>(
-    `SELECT global_position, transaction_id::text AS txid, stream_id, stream_revision,
-            type, ${dataColumn}, metadata
+    `SELECT global_position, transaction_id::text AS txid, event_id, stream_id, stream_revision,
+            type, schema_version, ${dataColumn}, metadata
        FROM kl_events
       WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
         AND transaction_id < (SELECT pg_snapshot_xmin(pg_current_snapshot()))
@@ -85,50 +97,22 @@ export class PostgresEventStore implements EventStore {
     events: EventToAppend[],
     { expectedRevision }: { expectedRevision: ExpectedRevision },
   ): Promise<AppendResult> {
-    const result = await this.db.transaction(async (tx) => {
-      const count = BigInt(events.length);
-      const length = await advanceStream(tx, streamId, count, expectedRevision);
-      let base = length - count;
-      let last: { global_position: string; txid: string } | undefined;
-      for (let i = 0; i < events.length; i += INSERT_CHUNK) {
-        const chunk = events.slice(i, i + INSERT_CHUNK);
-        // Data and metadata travel as JSON lines, one text parameter each:
-        // JSON.stringify never writes a raw newline, and PostgreSQL splits
-        // the lines in C, where a text[] parameter would have node-pg escape
-        // every quote of every event. `data` is cast to json, which keeps
-        // the text exactly as written, \u0000 escapes included.
-        const { rows } = await tx.query<{ global_position: string; txid: string }>(
-          `WITH appended AS (
-             INSERT INTO kl_events (stream_id, stream_revision, type, data, metadata)
-             SELECT $1, $2::bigint + u.ord - 1, u.type, u.data::json, u.metadata::jsonb
-               FROM unnest($3::text[], string_to_array($4, chr(10)), string_to_array($5, chr(10)))
-                    WITH ORDINALITY AS u(type, data, metadata, ord)
-              ORDER BY u.ord
-             RETURNING global_position, transaction_id
-           )
-           SELECT max(global_position) AS global_position, max(transaction_id::text) AS txid
-             FROM appended`,
-          [
-            streamId,
-            base.toString(),
-            chunk.map((e) => e.type),
-            jsonLines(chunk.map((e) => e.data)),
-            jsonLines(chunk.map((e) => e.metadata)),
-          ],
-        );
-        base += BigInt(chunk.length);
-        for (const row of rows) {
-          if (!last || BigInt(row.global_position) > BigInt(last.global_position)) last = row;
-        }
-      }
-      const position = last
-        ? {
-            transactionId: BigInt(last.txid),
-            globalPosition: BigInt(last.global_position),
-          }
-        : { transactionId: 0n, globalPosition: 0n };
-      return { nextExpectedRevision: length - 1n, position };
-    });
+    checkEventIds(events);
+    let result: AppendResult;
+    try {
+      result = await this.db.transaction((tx) =>
+        insertEvents(tx, streamId, events, expectedRevision),
+      );
+    } catch (err) {
+      // Either way the batch may be a repeat of an append that was stored
+      // (and whose answer the writer lost): then that append's result is the
+      // answer. Only this path pays for the look-up.
+      const repeat = isEventIdViolation(err) || err instanceof WrongExpectedRevisionError;
+      if (!repeat || events.length === 0) throw err;
+      const stored = await this.storedAppend(streamId, events, expectedRevision);
+      if (stored) return stored;
+      throw err;
+    }
     // The wake-up goes out after the commit, not inside it: a NOTIFY in the
     // transaction takes a database-wide lock through the commit's WAL flush,
     // which serialises every appender. It is only a hint (readers also poll),
@@ -137,6 +121,94 @@ export class PostgresEventStore implements EventStore {
       this.db.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, streamId]).catch(() => undefined);
     }
     return result;
+  }
+
+  /**
+   * The result of the earlier append `events` repeats, or null when none of
+   * their ids is stored. Any other overlap with stored events is a conflict.
+   */
+  private async storedAppend(
+    streamId: string,
+    events: EventToAppend[],
+    expected: ExpectedRevision,
+  ): Promise<AppendResult | null> {
+    const { rows } = await this.db.pool.query<{
+      ord: string;
+      event_id: string;
+      stream_id: string;
+      stream_revision: string;
+      global_position: string;
+      txid: string;
+      same: boolean;
+    }>(
+      `SELECT u.ord, e.event_id, e.stream_id, e.stream_revision, e.global_position,
+              e.transaction_id::text AS txid,
+              (e.type = u.type AND e.schema_version = u.schema_version
+               AND e.data::text = u.data AND e.metadata = u.metadata::jsonb) AS same
+         FROM unnest($1::uuid[], $2::text[], $3::int[],
+                     string_to_array($4, chr(10)), string_to_array($5, chr(10)))
+              WITH ORDINALITY AS u(event_id, type, schema_version, data, metadata, ord)
+         JOIN kl_events e ON e.event_id = u.event_id
+        ORDER BY u.ord`,
+      [
+        events.map((e) => e.eventId),
+        events.map((e) => e.type),
+        events.map((e) => e.schemaVersion),
+        jsonLines(events.map((e) => e.data)),
+        jsonLines(events.map((e) => e.metadata)),
+      ],
+    );
+    if (rows.length === 0) return null;
+    for (const row of rows) {
+      if (row.stream_id !== streamId) {
+        throw new EventIdConflictError(streamId, row.event_id, `in stream ${row.stream_id}`);
+      }
+      if (!row.same) throw new EventIdConflictError(streamId, row.event_id, 'with other content');
+    }
+    if (rows.length !== events.length) {
+      throw new EventIdConflictError(
+        streamId,
+        rows[0].event_id,
+        'by an append that did not hold this whole batch',
+      );
+    }
+    const first = BigInt(rows[0].stream_revision);
+    const start =
+      expected === 'no_stream' ? 0n : typeof expected === 'bigint' ? expected + 1n : first;
+    for (const [i, row] of rows.entries()) {
+      const revision = BigInt(row.stream_revision);
+      if (revision !== start + BigInt(i) || row.txid !== rows[0].txid) {
+        throw new EventIdConflictError(
+          streamId,
+          row.event_id,
+          `at revision ${revision}, not where this append puts it`,
+        );
+      }
+    }
+    const last = rows[rows.length - 1];
+    // One append is one transaction: a neighbour written by the same one means
+    // the batch is only part of that append.
+    const wider = await this.db.pool.query(
+      `SELECT 1 FROM kl_events
+        WHERE stream_id = $1 AND stream_revision IN ($2::bigint - 1, $3::bigint + 1)
+          AND transaction_id = $4::xid8`,
+      [streamId, first.toString(), last.stream_revision, last.txid],
+    );
+    if (wider.rows.length > 0) {
+      throw new EventIdConflictError(
+        streamId,
+        rows[0].event_id,
+        'by an append that held more than this batch',
+      );
+    }
+    const position = rows.reduce(
+      (max, r) =>
+        BigInt(r.global_position) > max.globalPosition
+          ? { transactionId: BigInt(r.txid), globalPosition: BigInt(r.global_position) }
+          : max,
+      { transactionId: 0n, globalPosition: 0n },
+    );
+    return { nextExpectedRevision: BigInt(last.stream_revision), position };
   }
 
   async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
@@ -167,6 +239,79 @@ export class PostgresEventStore implements EventStore {
       if (batch.length < batchSize) await this.notifier.wait(EVENTS_CHANNEL, 250, signal);
     }
   }
+}
+
+async function insertEvents(
+  tx: PoolClient,
+  streamId: string,
+  events: EventToAppend[],
+  expectedRevision: ExpectedRevision,
+): Promise<AppendResult> {
+  const count = BigInt(events.length);
+  const length = await advanceStream(tx, streamId, count, expectedRevision);
+  let base = length - count;
+  let last: { global_position: string; txid: string } | undefined;
+  for (let i = 0; i < events.length; i += INSERT_CHUNK) {
+    const chunk = events.slice(i, i + INSERT_CHUNK);
+    // Data and metadata travel as JSON lines, one text parameter each:
+    // JSON.stringify never writes a raw newline, and PostgreSQL splits the
+    // lines in C, where a text[] parameter would have node-pg escape every
+    // quote of every event. `data` is cast to json, which keeps the text
+    // exactly as written, \u0000 escapes included.
+    const { rows } = await tx.query<{ global_position: string; txid: string }>(
+      `WITH appended AS (
+         INSERT INTO kl_events (event_id, stream_id, stream_revision, type, schema_version,
+                                data, metadata)
+         SELECT u.event_id, $1, $2::bigint + u.ord - 1, u.type, u.schema_version, u.data::json,
+                u.metadata::jsonb
+           FROM unnest($3::uuid[], $4::text[], $5::int[],
+                       string_to_array($6, chr(10)), string_to_array($7, chr(10)))
+                WITH ORDINALITY AS u(event_id, type, schema_version, data, metadata, ord)
+          ORDER BY u.ord
+         RETURNING global_position, transaction_id
+       )
+       SELECT max(global_position) AS global_position, max(transaction_id::text) AS txid
+         FROM appended`,
+      [
+        streamId,
+        base.toString(),
+        chunk.map((e) => e.eventId),
+        chunk.map((e) => e.type),
+        chunk.map((e) => e.schemaVersion),
+        jsonLines(chunk.map((e) => e.data)),
+        jsonLines(chunk.map((e) => e.metadata)),
+      ],
+    );
+    base += BigInt(chunk.length);
+    for (const row of rows) {
+      if (!last || BigInt(row.global_position) > BigInt(last.global_position)) last = row;
+    }
+  }
+  const position = last
+    ? { transactionId: BigInt(last.txid), globalPosition: BigInt(last.global_position) }
+    : { transactionId: 0n, globalPosition: 0n };
+  return { nextExpectedRevision: length - 1n, position };
+}
+
+/** Ids are the writer's: refuse a malformed or repeated one before touching the store. */
+function checkEventIds(events: EventToAppend[]): void {
+  const seen = new Set<string>();
+  for (const e of events) {
+    if (typeof e.eventId !== 'string' || !UUID.test(e.eventId)) {
+      throw new TypeError(`event id must be a uuid, got ${JSON.stringify(e.eventId)}`);
+    }
+    const id = e.eventId.toLowerCase();
+    if (seen.has(id)) throw new TypeError(`event id ${id} appears twice in one append`);
+    seen.add(id);
+    if (!Number.isInteger(e.schemaVersion) || e.schemaVersion < 1) {
+      throw new TypeError(`schema version must be a positive integer, got ${e.schemaVersion}`);
+    }
+  }
+}
+
+function isEventIdViolation(err: unknown): boolean {
+  const e = err as { code?: unknown; constraint?: unknown } | null;
+  return e?.code === '23505' && e.constraint === EVENT_ID_INDEX;
 }
 
 function jsonLines(values: unknown[]): string {

@@ -63,4 +63,47 @@ describe('migrations', () => {
     expect(rows[0].t).toBeNull();
     expect(await t.db.query('SELECT 1 FROM kl_migrations WHERE id = 999')).toHaveLength(0);
   });
+
+  it('gives events stored before event ids a generated id and version 1, then requires both', async () => {
+    const empty = await createEmptyDatabase();
+    try {
+      const all = loadMigrations();
+      await migrate(
+        empty.url,
+        quietLogger,
+        all.filter((m) => m.id < 9),
+      );
+      await empty.db.query(
+        `INSERT INTO kl_events (stream_id, stream_revision, type, data, metadata)
+         SELECT 'old', n, 'Old', '{}', '{}' FROM generate_series(0, 2) n`,
+      );
+      await migrate(empty.url, quietLogger, all);
+      const rows = await empty.db.query<{ event_id: string; schema_version: number }>(
+        `SELECT event_id, schema_version FROM event_log ORDER BY position`,
+      );
+      expect(rows).toHaveLength(3);
+      expect(new Set(rows.map((r) => r.event_id)).size).toBe(3);
+      for (const r of rows) {
+        expect(r.event_id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-/);
+        expect(r.schema_version).toBe(1);
+      }
+      // New rows must say: no default fills either column in.
+      await expect(
+        empty.db.query(
+          `INSERT INTO kl_events (stream_id, stream_revision, type, data, metadata, schema_version)
+           VALUES ('new', 0, 'New', '{}', '{}', 1)`,
+        ),
+      ).rejects.toThrow(/event_id/);
+      await expect(
+        empty.db.query(
+          `INSERT INTO kl_events (event_id, stream_id, stream_revision, type, data, metadata,
+                                  schema_version)
+           VALUES ($1, 'new', 0, 'New', '{}', '{}', 1)`,
+          [rows[0].event_id],
+        ),
+      ).rejects.toThrow(/kl_events_event_id/);
+    } finally {
+      await empty.drop();
+    }
+  });
 });
