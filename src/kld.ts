@@ -123,7 +123,7 @@ async function main(argv: string[]): Promise<void> {
     .command('projections')
     .description('manage read-model projections')
     .command('rebuild')
-    .description('empty every read model and replay the event log into it (no server running)')
+    .description('replay the event log into fresh read models and swap them in (no server running)')
     .action(async () => {
       const config = loadConfig();
       await rebuildProjections(config, loggerFor(config));

@@ -6,6 +6,14 @@ import { Notifier } from '../infrastructure/event-store/notifier';
 import type { Logger } from '../infrastructure/logging/logger';
 import { Database } from '../infrastructure/postgres/database';
 import { Projector } from './projector';
+import { RebuildRunningError } from './rebuild-running.error';
+import {
+  createShadowTables,
+  dropShadowTables,
+  SHADOW_SCHEMA,
+  swapInShadowTables,
+  useShadowTables,
+} from './shadow-tables';
 
 export const CHECKPOINTS_CHANNEL = 'kl_checkpoints';
 const BATCH = 500;
@@ -17,6 +25,18 @@ const ANALYZE_AFTER = 2000;
 const CATCH_UP_BATCH = 5000;
 // Namespace for the per-projector advisory locks (pg_advisory_xact_lock(int, int)).
 const LOCK_NAMESPACE = 7_300_422;
+// In that namespace: the session lock one rebuild holds from start to end.
+const REBUILD_LOCK = 'kl:rebuild';
+// A rebuild's own batches lock the shadow copies, never the live projector.
+const shadowLock = (projector: Projector) => `kl:rebuild:${projector.name}`;
+// How long the swap waits for a table a query is reading before it lets go
+// (and readers queued behind it through) to try again; under PostgreSQL's
+// default deadlock_timeout (1 s), so a reader stuck between the swap's locks
+// is never the one cancelled.
+const SWAP_LOCK_TIMEOUT_MS = 500;
+// How long a rebuild keeps trying to swap before it gives up (queries run
+// for at most 5 minutes).
+const SWAP_PATIENCE_MS = 10 * 60_000;
 
 export class ProjectionTimeoutError extends Error {
   constructor(position: LogPosition, timeoutMs: number) {
@@ -127,11 +147,9 @@ export class ProjectionRunner {
     tx: PoolClient,
     projector: Projector,
     limit: number,
+    lock = projector.name,
   ): Promise<{ consumed: number; handled: number }> {
-    await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [
-      LOCK_NAMESPACE,
-      projector.name,
-    ]);
+    await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, lock]);
     const from = await readCheckpoint(tx, projector.name);
     const events = await readLogAfter(tx, from, limit, projector.handles);
     if (events.length === 0) return { consumed: 0, handled: 0 };
@@ -212,43 +230,131 @@ export class ProjectionRunner {
   }
 
   /**
-   * Empties every read model and replays the whole log into it, in one
-   * transaction per projector: readers see the old rows until the new ones
-   * are complete.
+   * Replays the whole log into every read model without taking the service
+   * down: the log is replayed into empty copies of the tables (see
+   * shadow-tables.ts) while the live tables keep serving reads and the live
+   * projection keeps applying new events to them. Then one short transaction
+   * holding every projector's lock catches the copies up with what was
+   * committed meanwhile and swaps them in with the checkpoints, so nothing
+   * the live tables had is missing from the new ones. Readers wait only for
+   * that swap. One rebuild at a time (RebuildRunningError otherwise).
    */
   async rebuild(): Promise<{ projector: string; events: number }[]> {
-    const report: { projector: string; events: number }[] = [];
-    for (const projector of this.projectors) {
-      const events = await this.db.transaction(async (tx) => {
-        await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [
-          LOCK_NAMESPACE,
-          projector.name,
-        ]);
-        if (projector.tables.length) {
-          await tx.query(`TRUNCATE ${projector.tables.join(', ')}`);
-        }
-        await tx.query(
-          `UPDATE kl_checkpoints SET transaction_id = '0', global_position = 0, updated_at = now()
-            WHERE projection = $1`,
-          [projector.name],
+    const session = await this.db.pool.connect();
+    let broken = false;
+    try {
+      const { rows } = await session.query<{ ok: boolean }>(
+        'SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok',
+        [LOCK_NAMESPACE, REBUILD_LOCK],
+      );
+      if (!rows[0].ok) throw new RebuildRunningError();
+      try {
+        return await this.rebuildBeside();
+      } finally {
+        await dropShadowTables(this.db).catch((err: unknown) =>
+          this.logger.warn({ err }, `could not drop schema ${SHADOW_SCHEMA}`),
         );
-        await ensureCheckpointRow(tx, projector.name);
-        let total = 0;
-        for (;;) {
-          const n = (await this.batchIn(tx, projector, 5000)).consumed;
-          total += n;
-          if (n === 0) break;
-        }
-        return total;
-      });
-      if (projector.tables.length) {
-        await this.db.query(`VACUUM (ANALYZE) ${projector.tables.join(', ')}`);
+        await session
+          .query('SELECT pg_advisory_unlock($1, hashtext($2))', [LOCK_NAMESPACE, REBUILD_LOCK])
+          .catch(() => (broken = true)); // closing the connection releases it
       }
-      this.logger.info({ projector: projector.name, events }, 'projection rebuilt');
-      report.push({ projector: projector.name, events });
+    } finally {
+      session.release(broken);
     }
-    return report;
   }
+
+  private async rebuildBeside(): Promise<{ projector: string; events: number }[]> {
+    const tables = this.projectors.flatMap((p) => p.tables);
+    const live = await createShadowTables(this.db, tables);
+    const events = new Map(this.projectors.map((p) => [p.name, 0]));
+    const replay = async (projector: Projector) => {
+      const n = await this.replayBeside(projector, live);
+      events.set(projector.name, events.get(projector.name)! + n);
+    };
+    for (const projector of this.projectors) {
+      await replay(projector);
+      this.logger.info({ projector: projector.name }, 'projection replayed beside the live one');
+    }
+    if (tables.length) await this.db.query(`VACUUM (ANALYZE) ${shadowNames(tables)}`);
+    // What was committed while the others replayed, so that the swap itself
+    // (which holds up the live projection) only has the last moment to do.
+    for (const projector of this.projectors) await replay(projector);
+    const tail = await this.swapIn(live, tables);
+    this.kick();
+    return this.projectors.map((p) => {
+      const replayed = events.get(p.name)! + (tail.get(p.name) ?? 0);
+      this.logger.info({ projector: p.name, events: replayed }, 'projection rebuilt');
+      return { projector: p.name, events: replayed };
+    });
+  }
+
+  /** Applies the log to `projector`'s copies, one transaction per batch, until it is caught up. */
+  private async replayBeside(projector: Projector, live: string): Promise<number> {
+    let total = 0;
+    let analyzed = false;
+    for (;;) {
+      const { consumed, handled } = await this.db.transaction(async (tx) => {
+        await useShadowTables(tx, live);
+        return this.batchIn(tx, projector, CATCH_UP_BATCH, shadowLock(projector));
+      });
+      if (consumed === 0) return total;
+      total += consumed;
+      // The copies start empty, like a fresh database: once they hold rows,
+      // the planner must know it (see analyzeSoon).
+      if (!analyzed && handled >= ANALYZE_AFTER && projector.tables.length) {
+        await this.db.query(`ANALYZE ${shadowNames(projector.tables)}`);
+        analyzed = true;
+      }
+    }
+  }
+
+  /** Catches the copies up and swaps them in; returns the events caught up per projector. */
+  private async swapIn(live: string, tables: readonly string[]): Promise<Map<string, number>> {
+    const deadline = Date.now() + SWAP_PATIENCE_MS;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.db.transaction(async (tx) => {
+          // Live batches (and writers waiting for their events) pause here.
+          for (const p of this.projectors) {
+            await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [
+              LOCK_NAMESPACE,
+              p.name,
+            ]);
+          }
+          await useShadowTables(tx, live);
+          const tail = new Map<string, number>();
+          for (const p of this.projectors) {
+            let total = 0;
+            for (;;) {
+              const n = (await this.batchIn(tx, p, CATCH_UP_BATCH, shadowLock(p))).consumed;
+              if (n === 0) break;
+              total += n;
+            }
+            tail.set(p.name, total);
+          }
+          await swapInShadowTables(
+            tx,
+            live,
+            tables,
+            this.projectors.map((p) => p.name),
+            SWAP_LOCK_TIMEOUT_MS,
+          );
+          return tail;
+        });
+      } catch (err) {
+        // lock_not_available (lock_timeout), or chosen to break a deadlock
+        const busy = ['55P03', '40P01'].includes((err as { code?: string }).code ?? '');
+        if (!busy || Date.now() > deadline) throw err;
+        const pause = Math.min(5000, 250 * 2 ** attempt) * (0.5 + Math.random() / 2);
+        this.logger.info({ attempt, pauseMs: Math.round(pause) }, 'read models busy; swap later');
+        await new Promise((r) => setTimeout(r, pause));
+      }
+    }
+  }
+}
+
+function shadowNames(tables: readonly string[]): string {
+  return tables.map((t) => `${SHADOW_SCHEMA}.${t}`).join(', ');
 }
 
 async function ensureCheckpointRow(tx: PoolClient, name: string): Promise<void> {

@@ -7,12 +7,18 @@ export const PROJECTORS = Symbol('Projectors');
  * Turns events into read-model rows. `apply` runs inside the transaction that
  * also advances the projector's checkpoint, so a batch lands whole or not at
  * all; it must be idempotent per event (a redelivered batch changes nothing).
+ *
+ * A rebuild runs the same projector against copies of its tables while the
+ * live projection goes on (shadow-tables.ts): so its SQL names its tables
+ * unqualified (the transaction's search_path picks live or copy), and
+ * anything it keeps in memory is only a cache checked against its own rows,
+ * since `apply` may run for both at once.
  */
 export interface Projector {
   /** Checkpoint key; renaming it replays the whole log into this projector. */
   readonly name: string;
   readonly handles: readonly string[];
-  /** Tables this projector owns, emptied by a rebuild. */
+  /** Tables this projector owns: a rebuild fills copies of them and swaps those in. */
   readonly tables: readonly string[];
   apply(events: RecordedEvent[], tx: Queryable): Promise<void>;
 }

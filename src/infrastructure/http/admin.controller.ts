@@ -5,7 +5,7 @@ import { ProjectionRunner } from '../../projections/projection-runner';
 export class AdminController {
   constructor(private readonly runner: ProjectionRunner) {}
 
-  /** Empties every read model and replays the event log into it. */
+  /** Replays the event log into fresh read models and swaps them in (ProjectionRunner.rebuild). */
   @Post('projections/rebuild')
   @HttpCode(200)
   async rebuild(): Promise<{ projectors: { projector: string; events: number }[] }> {

@@ -57,6 +57,11 @@ type LifecycleEvent = LifecycleOpened | LifecycleClosed;
  * (they were appended in the same transaction, right after it): a commit is
  * applied whole wherever batches end, and a first commit of a big state is
  * read once rather than once more in every batch it spans.
+ *
+ * The row holds only the current document, so a batch that carries several
+ * commits of one state (a catch-up, a rebuild) applies them one after the
+ * other in memory and writes the row once, with the last: serialising every
+ * intermediate document of a big state would cost a whole document each.
  */
 export class RawStateProjector implements Projector {
   readonly name = 'state-raw';
@@ -83,11 +88,16 @@ export class RawStateProjector implements Projector {
     return bytes;
   };
 
+  private readonly maxUnwritten: number;
+
   constructor(options: { cacheInstances?: number } = {}) {
-    this.cache = new DocumentCache(options.cacheInstances ?? DEFAULT_CACHE_INSTANCES);
+    this.maxUnwritten = options.cacheInstances ?? DEFAULT_CACHE_INSTANCES;
+    this.cache = new DocumentCache(this.maxUnwritten);
   }
 
   async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
+    // Commits applied in memory whose row is written at the end of the batch.
+    const unwritten = new Map<string, OpenCommit>();
     for (const recorded of events) {
       const event = asStateEvent(recorded);
       if (event === null) continue;
@@ -102,14 +112,24 @@ export class RawStateProjector implements Projector {
           );
           break;
         case 'ApplyCommitted': {
-          const open = await this.begin(tx, recorded, event.data);
+          const previous = unwritten.get(event.data.stateId);
+          const open = previous
+            ? follow(previous, recorded, event.data)
+            : await this.begin(tx, recorded, event.data);
           if (open) {
             await this.readLifecycles(tx, open);
-            await this.finish(tx, open);
+            checkCount(open);
+            unwritten.set(open.stateId, open);
+            if (!previous && held(unwritten) > this.maxUnwritten) {
+              // Many states in one batch: bound the memory, not the writes.
+              for (const o of unwritten.values()) await this.write(tx, o);
+              unwritten.clear();
+            }
           }
           break;
         }
         case 'StateDeleted':
+          unwritten.delete(event.data.stateId);
           this.cache.remove(event.data.stateId);
           await tx.query('DELETE FROM raw_state WHERE state_id = $1', [event.data.stateId]);
           break;
@@ -117,6 +137,7 @@ export class RawStateProjector implements Projector {
           break; // lifecycle events are read with their commit
       }
     }
+    for (const open of unwritten.values()) await this.write(tx, open);
   }
 
   private async rowVersion(tx: Queryable, stateId: string): Promise<number | null> {
@@ -201,16 +222,8 @@ export class RawStateProjector implements Projector {
     }
   }
 
-  private async finish(tx: Queryable, open: OpenCommit): Promise<void> {
+  private async write(tx: Queryable, open: OpenCommit): Promise<void> {
     const { doc } = open;
-    // A count that disagrees with the commit means events are missing; serving
-    // the document would hand terraform a state without some of its resources.
-    if (doc.instances.size !== open.instanceCount) {
-      throw new Error(
-        `state ${open.stateId} version ${open.version}: ${doc.instances.size} instances ` +
-          `projected, the commit has ${open.instanceCount}`,
-      );
-    }
     const bytes = stateDocumentBytes(
       buildDocument(doc.meta, doc.instances.values()),
       this.instanceBytes,
@@ -224,6 +237,51 @@ export class RawStateProjector implements Projector {
     );
     doc.version = open.version;
     this.cache.put(open.stateId, doc);
+  }
+}
+
+function held(unwritten: Map<string, OpenCommit>): number {
+  let instances = 0;
+  for (const o of unwritten.values()) instances += o.doc.instances.size;
+  return instances;
+}
+
+/** The next commit of a state whose previous one this batch applied in memory. */
+function follow(
+  previous: OpenCommit,
+  recorded: RecordedEvent,
+  d: ApplyCommitted['data'],
+): OpenCommit | null {
+  if (d.version <= previous.version) return null;
+  if (d.version !== previous.version + 1) {
+    throw new Error(
+      `raw_state of ${d.stateId} is at version ${previous.version}, got ${d.version}`,
+    );
+  }
+  previous.doc.meta = metaOf(d);
+  return {
+    stateId: d.stateId,
+    version: d.version,
+    serial: d.serial,
+    instanceCount: d.instanceCount,
+    occurredAt: recorded.metadata.occurredAt,
+    streamId: recorded.streamId,
+    transactionId: recorded.position.transactionId,
+    revision: recorded.streamRevision,
+    doc: previous.doc,
+  };
+}
+
+/**
+ * A count that disagrees with the commit means events are missing; serving
+ * the document would hand terraform a state without some of its resources.
+ */
+function checkCount(open: OpenCommit): void {
+  if (open.doc.instances.size !== open.instanceCount) {
+    throw new Error(
+      `state ${open.stateId} version ${open.version}: ${open.doc.instances.size} instances ` +
+        `projected, the commit has ${open.instanceCount}`,
+    );
   }
 }
 
