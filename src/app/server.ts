@@ -10,7 +10,7 @@ import { requestLog } from '../infrastructure/http/request-log.middleware';
 import type { Logger } from '../infrastructure/logging/logger';
 import { NestLogger } from '../infrastructure/logging/nest-logger';
 import { Database } from '../infrastructure/postgres/database';
-import { EmbeddedPostgres } from '../infrastructure/postgres/embedded-postgres';
+import { defaultDataDir, EmbeddedPostgres } from '../infrastructure/postgres/embedded-postgres';
 import { migrate } from '../infrastructure/postgres/migrator';
 import { ServingLock } from '../infrastructure/postgres/serving-lock';
 import { ProjectionRunner } from '../projections/projection-runner';
@@ -30,7 +30,8 @@ export async function openDatabase(
   logger: Logger,
 ): Promise<{ url: string; embedded: EmbeddedPostgres | null }> {
   if (config.databaseUrl) return { url: config.databaseUrl, embedded: null };
-  const embedded = await EmbeddedPostgres.start(config.dataDir, logger);
+  const dataDir = config.dataDirExplicit ? config.dataDir : defaultDataDir(config.dataDir, logger);
+  const embedded = await EmbeddedPostgres.start(dataDir, logger);
   try {
     return { url: await ensureDatabase(embedded.url, 'kilolock'), embedded };
   } catch (err) {

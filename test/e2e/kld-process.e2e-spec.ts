@@ -139,6 +139,50 @@ describe('kld as a process', () => {
     expect(r.stderr).toContain(`cannot enter ${dir}`);
   });
 
+  it('without KL_DATA_DIR, starts from a checkout in a private folder, and keeps its data where PostgreSQL can reach it', async () => {
+    fs.chmodSync(dir, 0o700); // like /root, or a fresh mktemp -d
+    const checkout = path.join(dir, 'kilolock');
+    fs.mkdirSync(checkout);
+    const local = path.join(checkout, '.kilolock');
+    const start = () => startKld({ KL_DATA_DIR: undefined }, 60_000, { cwd: checkout });
+    /** The data directory kld said it uses instead of the default. */
+    const movedTo = (output: string): string | undefined =>
+      output
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as { dataDir?: string })
+        .find((l) => l.dataDir)?.dataDir;
+
+    if (os.userInfo().uid !== 0) {
+      // Not root: PostgreSQL runs as us and the default is fine.
+      const kld = await start();
+      expect(fs.existsSync(path.join(local, 'pgdata', 'PG_VERSION'))).toBe(true);
+      expect(movedTo(kld.output())).toBeUndefined();
+      expect((await kld.stop()).code).toBe(0);
+      return;
+    }
+    const sharedRoot = '/var/lib/kilolock';
+    const hadRoot = fs.existsSync(sharedRoot);
+    let moved: string | undefined;
+    try {
+      const kld = await start();
+      moved = movedTo(kld.output());
+      expect((await kld.stop()).code).toBe(0);
+      expect(moved).toMatch(/^\/var\/lib\/kilolock\/[0-9a-f]{12}$/);
+      expect(kld.output()).toContain(`cannot reach ${local}`);
+      expect(fs.existsSync(path.join(moved!, 'pgdata', 'PG_VERSION'))).toBe(true);
+      expect(fs.existsSync(local)).toBe(false);
+
+      // The next start from the same checkout finds its data again.
+      const again = await start();
+      expect(movedTo(again.output())).toBe(moved);
+      expect((await again.stop()).code).toBe(0);
+    } finally {
+      if (moved) fs.rmSync(moved, { recursive: true, force: true });
+      if (!hadRoot) fs.rmSync(sharedRoot, { recursive: true, force: true });
+    }
+  });
+
   it('answers unknown routes with a JSON error, not a stack trace', async () => {
     const kld = await startKld({ KL_DATA_DIR: path.join(dir, 'data') });
     try {

@@ -15,15 +15,20 @@ export interface KldProcess {
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; ms: number }>;
 }
 
-/** Starts the built `kld serve` as a real child process and waits for /readyz. */
+/**
+ * Starts the built `kld serve` as a real child process and waits for /readyz.
+ * A variable set to undefined in `env` is left out of the child's environment.
+ */
 export async function startKld(
-  env: Record<string, string>,
+  env: Record<string, string | undefined>,
   readyTimeoutMs = 30_000,
+  options: { cwd?: string } = {},
 ): Promise<KldProcess> {
   const port = await freePort();
   const child = spawn(process.execPath, [KLD, 'serve', '--listen', `127.0.0.1:${port}`], {
     env: { ...process.env, KL_LOG_FORMAT: 'json', KL_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: options.cwd,
   });
   let out = '';
   child.stdout!.on('data', (c: Buffer) => (out += c.toString()));

@@ -8,6 +8,8 @@ export interface Config {
   listen: { host: string; port: number };
   databaseUrl: string | null;
   dataDir: string;
+  /** KL_DATA_DIR was given; otherwise dataDir is the default, which kld may move (server.ts). */
+  dataDirExplicit: boolean;
   logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
   /** KL_LOG_FORMAT: `auto` is pretty on a terminal, JSON otherwise. */
   logFormat: 'auto' | 'json' | 'pretty';
@@ -249,6 +251,7 @@ export function loadConfig(
     listen: parseListen(listenRaw, overrides.listen ? '--listen' : 'KL_LISTEN'),
     databaseUrl,
     dataDir: path.resolve(env.KL_DATA_DIR ?? '.kilolock'),
+    dataDirExplicit: env.KL_DATA_DIR !== undefined,
     logLevel: oneOf('KL_LOG_LEVEL', env.KL_LOG_LEVEL, LOG_LEVELS, 'info'),
     logFormat: oneOf('KL_LOG_FORMAT', env.KL_LOG_FORMAT, LOG_FORMATS, 'auto'),
     maxStateBytes: parseBytes(env.KL_MAX_STATE_BYTES ?? '512MiB', 'KL_MAX_STATE_BYTES', {

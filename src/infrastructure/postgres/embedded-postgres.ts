@@ -1,5 +1,5 @@
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
@@ -170,12 +170,67 @@ function postgresOwner(): { uid: number; gid: number } | null {
   }
 }
 
+// Where data goes, as root, when the default directory is out of the postgres
+// user's reach: one directory per checkout, under a root the user can enter.
+const SHARED_DATA_ROOT = '/var/lib/kilolock';
+
+/**
+ * The data directory to use when KL_DATA_DIR is not set: `local` (the
+ * default, ./.kilolock) whenever the server can use it. As root the server
+ * runs as OS user postgres, which cannot enter a checkout under /root or in a
+ * fresh `mktemp -d` (mode 700); then the data goes to a directory of this
+ * checkout's own under /var/lib/kilolock, named by a hash of `local`, so each
+ * checkout finds its data again, and the log says where. A KL_DATA_DIR the
+ * user chose is never moved (start says plainly why it cannot be used).
+ */
+export function defaultDataDir(local: string, logger: Logger): string {
+  const owner = postgresOwner();
+  if (!owner) return local;
+  const hash = createHash('sha256').update(local).digest('hex').slice(0, 12);
+  const shared = path.join(SHARED_DATA_ROOT, hash);
+  const holdsData = (dir: string) => fs.existsSync(path.join(dir, 'pgdata', 'PG_VERSION'));
+  // Once moved, stay moved: the data is there even if `local` became reachable.
+  const moved = holdsData(shared) && !holdsData(local);
+  if (unreachableAbove(local, owner) === null && !moved) return local;
+  try {
+    if (!fs.existsSync(SHARED_DATA_ROOT)) {
+      fs.mkdirSync(SHARED_DATA_ROOT, { recursive: true });
+      fs.chmodSync(SHARED_DATA_ROOT, 0o711); // postgres walks through, lists nothing
+    }
+  } catch (err) {
+    throw new Error(
+      `the embedded PostgreSQL runs as OS user "postgres", which cannot reach ${local}, and ` +
+        `${SHARED_DATA_ROOT} cannot be created (${(err as Error).message}); ` +
+        'set KL_DATA_DIR to a directory it can reach, or use KL_DATABASE_URL',
+    );
+  }
+  logger.info(
+    { dataDir: shared },
+    `OS user "postgres" cannot reach ${local}: the embedded PostgreSQL keeps its data in ${shared}`,
+  );
+  return shared;
+}
+
 /**
  * As root we hand the data directory to the postgres user, who must be able
  * to walk every folder above it. A clone under /root (mode 700) is the usual
  * trap: say so plainly instead of letting initdb fail with EACCES.
  */
 function assertReachable(dir: string, owner: { uid: number; gid: number }): void {
+  const blocked = unreachableAbove(dir, owner);
+  if (blocked) {
+    throw new Error(
+      `the embedded PostgreSQL runs as OS user "postgres", which cannot enter ${blocked.dir} (mode ${blocked.mode.toString(8)}); ` +
+        `set KL_DATA_DIR to a directory outside it (e.g. /var/lib/kilolock) or use KL_DATABASE_URL`,
+    );
+  }
+}
+
+/** The first folder above `dir` that `owner` cannot enter, or null. */
+function unreachableAbove(
+  dir: string,
+  owner: { uid: number; gid: number },
+): { dir: string; mode: number } | null {
   for (let d = path.dirname(dir); ; d = path.dirname(d)) {
     const st = fs.statSync(d);
     const searchable =
@@ -184,13 +239,8 @@ function assertReachable(dir: string, owner: { uid: number; gid: number }): void
         : st.gid === owner.gid
           ? st.mode & 0o010
           : st.mode & 0o001;
-    if (!searchable) {
-      throw new Error(
-        `the embedded PostgreSQL runs as OS user "postgres", which cannot enter ${d} (mode ${(st.mode & 0o777).toString(8)}); ` +
-          `set KL_DATA_DIR to a directory outside it (e.g. /var/lib/kilolock) or use KL_DATABASE_URL`,
-      );
-    }
-    if (d === path.dirname(d)) return;
+    if (!searchable) return { dir: d, mode: st.mode & 0o777 };
+    if (d === path.dirname(d)) return null;
   }
 }
 
