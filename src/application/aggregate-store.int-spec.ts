@@ -131,4 +131,30 @@ describe('AggregateStore on PostgreSQL', () => {
       EVENT_SCHEMA_VERSION,
     ]);
   });
+
+  it('sends an append whose answer was lost once more, and the store keeps it once', async () => {
+    const stream = `counter-${randomUUID()}`;
+    let lost = 0;
+    const flaky: EventStore = {
+      ...spy,
+      appendToStream: async (...a) => {
+        const result = await events.appendToStream(...a);
+        // Stored, but the answer never arrives (as when the connection drops after COMMIT).
+        if (lost++ === 0) throw new Error('Connection terminated unexpectedly');
+        return result;
+      },
+    };
+    const store = new AggregateStore(flaky, new PostgresSnapshotStore(t.db), counter, {
+      ids: { uuid: randomUUID },
+      snapshotSchema: 'counter/1',
+      toSnapshot: (s) => s,
+      fromSnapshot: (j) => j as { total: number },
+    });
+    const r = await store.handle(stream, { n: 3, limit: 10 }, ctx());
+    expect(r.state.total).toBe(3);
+    const stored = await events.readStream(stream);
+    expect(stored.map((e) => e.data)).toEqual([{ n: 3 }]);
+    expect(r.position).toEqual(stored[0].position);
+    expect(lost).toBe(2);
+  });
 });

@@ -7,8 +7,14 @@ import {
 } from '../domain/shared/event';
 import { Decider } from '../domain/shared/decider';
 import { WrongExpectedRevisionError } from '../domain/shared/concurrency-error';
+import { DomainError } from '../domain/shared/domain-error';
 import type { Ids } from './ports/clock.port';
-import type { EventStore } from './ports/event-store.port';
+import type {
+  AppendResult,
+  EventStore,
+  EventToAppend,
+  ExpectedRevision,
+} from './ports/event-store.port';
 import type { SnapshotStore } from './ports/snapshot-store.port';
 
 export interface AggregateOptions<S> {
@@ -88,7 +94,7 @@ export class AggregateStore<C, S, E extends DomainEvent> {
       if (events.length === 0) return { events, state: loaded.state, position: null };
       try {
         const metadata = metadataFor(ctx);
-        const result = await this.events.appendToStream(
+        const result = await this.append(
           streamId,
           events.map((e) => ({
             eventId: this.options.ids.uuid(),
@@ -97,7 +103,7 @@ export class AggregateStore<C, S, E extends DomainEvent> {
             data: e.data,
             metadata,
           })),
-          { expectedRevision: loaded.revision ?? 'no_stream' },
+          loaded.revision ?? 'no_stream',
         );
         const state = events.reduce((s, e) => this.decider.evolve(s, e), loaded.state);
         const next: Loaded<S> = {
@@ -116,6 +122,26 @@ export class AggregateStore<C, S, E extends DomainEvent> {
         }
         throw err;
       }
+    }
+  }
+
+  /**
+   * An append that failed for want of an answer (a dropped connection, a
+   * restarting server) may have been stored all the same: it is sent once
+   * more exactly as it was, and the store recognises a stored one by its
+   * event ids and answers as it did. A refusal (a DomainError such as a
+   * conflict) or a bug in the events (TypeError) is not retried.
+   */
+  private async append(
+    streamId: string,
+    events: EventToAppend[],
+    expectedRevision: ExpectedRevision,
+  ): Promise<AppendResult> {
+    try {
+      return await this.events.appendToStream(streamId, events, { expectedRevision });
+    } catch (err) {
+      if (err instanceof DomainError || err instanceof TypeError) throw err;
+      return this.events.appendToStream(streamId, events, { expectedRevision });
     }
   }
 
