@@ -297,7 +297,11 @@ class Kld {
   }
 
   backend(method: string, path: string, body: string): Promise<Response> {
-    return fetch(`${this.server.url}/v1/states/${path}`, { method, body });
+    return fetch(`${this.server.url}/v1/states/${path}`, {
+      method,
+      body,
+      headers: { 'content-type': 'application/json' }, // as terraform sends them
+    });
   }
 
   async commit(name: string, doc: object): Promise<void> {
