@@ -25,14 +25,20 @@ export class LockStateHandler implements ICommandHandler<LockStateCommand> {
 export class UnlockStateHandler implements ICommandHandler<UnlockStateCommand> {
   constructor(@Inject(STATE_AGGREGATE) private readonly states: StateAggregateService) {}
 
-  async execute(c: UnlockStateCommand): Promise<void> {
+  async execute(c: UnlockStateCommand): Promise<{ released: string | null }> {
     const metadata = this.states.context(c.caller);
-    await this.states.execute(
+    const events = await this.states.execute(
       c.name,
-      c.lockId === null
-        ? { type: 'ForceUnlockState', data: { name: c.name }, metadata }
+      c.forced || c.lockId === null
+        ? {
+            type: 'ForceUnlockState',
+            data: { name: c.name, ...(c.lockId !== null ? { lockId: c.lockId } : {}) },
+            metadata,
+          }
         : { type: 'UnlockState', data: { name: c.name, lockId: c.lockId }, metadata },
     );
+    const released = events.find((e) => e.type === 'LockReleased');
+    return { released: released?.type === 'LockReleased' ? released.data.lockId : null };
   }
 }
 
@@ -51,6 +57,7 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
         source: c.source,
         checksum: c.checksum,
         ...(c.baseVersion !== undefined ? { baseVersion: c.baseVersion } : {}),
+        ...(c.checkContinuity ? { checkContinuity: true } : {}),
       },
       metadata: this.states.context(c.caller),
     });

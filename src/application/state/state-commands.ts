@@ -16,12 +16,18 @@ export class LockStateCommand extends Command<void> {
   }
 }
 
-/** `lockId` null: a force unlock (what `terraform force-unlock` sends). */
-export class UnlockStateCommand extends Command<void> {
+/**
+ * `lockId` null: a force unlock of whoever holds the lock (what `terraform
+ * force-unlock` sends). `forced` with a lockId: a force unlock of exactly
+ * that lock (`kl force-unlock` after the operator saw the holder).
+ * Answers the lock ID released, null when there was none.
+ */
+export class UnlockStateCommand extends Command<{ released: string | null }> {
   constructor(
     public readonly name: string,
     public readonly lockId: string | null,
     public readonly caller: Caller,
+    public readonly forced: boolean = lockId === null,
   ) {
     super();
   }
@@ -37,6 +43,8 @@ export class CommitStateCommand extends Command<{ version: number | null }> {
     public readonly caller: Caller,
     /** Refuse (STATE.VERSION_CONFLICT) unless the state is still at this version. */
     public readonly baseVersion?: number,
+    /** Refuse another lineage or an older serial than the current version (an unforced import). */
+    public readonly checkContinuity = false,
   ) {
     super();
   }

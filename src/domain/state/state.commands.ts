@@ -22,8 +22,15 @@ export type LockState = StateCommandOf<
 
 export type UnlockState = StateCommandOf<'UnlockState', { name: string; lockId: string }>;
 
-/** `terraform force-unlock` sends no body: whoever holds the lock loses it. */
-export type ForceUnlockState = StateCommandOf<'ForceUnlockState', { name: string }>;
+/**
+ * `terraform force-unlock` sends no body: whoever holds the lock loses it.
+ * With `lockId` (an operator who confirmed one holder), only that lock is
+ * released; another holder is refused with STATE.LOCK_MISMATCH.
+ */
+export type ForceUnlockState = StateCommandOf<
+  'ForceUnlockState',
+  { name: string; lockId?: string }
+>;
 
 export type CommitState = StateCommandOf<
   'CommitState',
@@ -41,6 +48,13 @@ export type CommitState = StateCommandOf<
      * meanwhile, writing would silently undo their change.
      */
     baseVersion?: number;
+    /**
+     * Refuse a document of another lineage, or with an older serial, than
+     * the current version (what `terraform state push` checks unless
+     * forced). Terraform's own POST is never checked: `state push -force`
+     * must be able to replace a lineage.
+     */
+    checkContinuity?: boolean;
     /**
      * Hashes the document's instances; canonical hashing of every instance
      * when absent. Lets the caller answer unchanged instances from a memo,

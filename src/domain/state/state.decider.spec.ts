@@ -190,6 +190,20 @@ describe('State decider', () => {
     it('does nothing on an unlocked state', () => {
       given(created).when(forceUnlock).then([]);
     });
+    it('releases only the named lock when given one, refusing another holder', () => {
+      const pinned = (lockId: string): StateCommand => ({
+        type: 'ForceUnlockState',
+        data: { name: NAME, lockId },
+        metadata: ctx,
+      });
+      given(created, lockedBy('L1'))
+        .when(pinned('L1'))
+        .then([{ type: 'LockReleased', data: { stateId: ID, lockId: 'L1', forced: true } }]);
+      given(created, lockedBy('L2'))
+        .when(pinned('L1'))
+        .thenFails('STATE.LOCK_MISMATCH', { holder: lockInfo('L2') });
+      given(created).when(pinned('L1')).then([]);
+    });
 
     it('does not find a missing or deleted state', () => {
       given().when(forceUnlock).thenFails('STATE.NOT_FOUND');
@@ -413,6 +427,69 @@ describe('State decider', () => {
         .thenFails('STATE.VERSION_CONFLICT', { expected: 1, actual: 2 });
     });
 
+    it('records a change of lineage on the commit, and only then', () => {
+      const other = { ...document(2, { a: [instance('a')] }), lineage: 'lineage-2' };
+      const [changed] = given(created, committed1).when(commit(other)).events();
+      expect(changed).toMatchObject({
+        type: 'ApplyCommitted',
+        data: { version: 2, lineage: 'lineage-2' },
+      });
+      expect(changed.data).toHaveProperty('lineageChanged', {
+        from: 'lineage-1',
+        to: 'lineage-2',
+      });
+      const same = given(created, committed1)
+        .when(commit(document(2, {})))
+        .events()[0];
+      expect(same.data).not.toHaveProperty('lineageChanged');
+      expect(committed1[0].data).not.toHaveProperty('lineageChanged');
+      // A deleted name starts over: its first lineage is no change.
+      const reborn = given(created, committed1, deleted)
+        .when(commit(other, { newStateId: 'state-id-2' }))
+        .events();
+      expect(reborn[1].data).not.toHaveProperty('lineageChanged');
+    });
+    describe('checked for continuity (an import)', () => {
+      const checked = (d: StateDocumentV4) =>
+        commit(d, { source: 'import', checkContinuity: true });
+      const history = [created, committed1];
+      it('refuses another lineage, naming both', () => {
+        given(...history)
+          .when(checked({ ...document(5, {}), lineage: 'other' }))
+          .thenFails('STATE.LINEAGE_CONFLICT', { current: 'lineage-1', sent: 'other' });
+      });
+      it('refuses an older serial, and takes the same or a newer one', () => {
+        const newer = after(history, commit(document(3, {})));
+        given(...history, newer)
+          .when(checked(document(2, {})))
+          .thenFails('STATE.SERIAL_CONFLICT', { current: 3, sent: 2 });
+        expect(
+          given(...history, newer)
+            .when(checked(document(3, {})))
+            .events()[0],
+        ).toMatchObject({ type: 'ApplyCommitted', data: { version: 3, serial: 3 } });
+        expect(
+          given(...history)
+            .when(checked(document(7, {})))
+            .events()[0],
+        ).toMatchObject({
+          data: { version: 2, serial: 7 },
+        });
+      });
+      it('takes anything into a state with no version yet', () => {
+        const other = { ...document(0, {}), lineage: 'other' };
+        expect(given().when(checked(other)).events()[1]).toMatchObject({
+          type: 'ApplyCommitted',
+          data: { version: 1, lineage: 'other' },
+        });
+        expect(given(created).when(checked(other)).events()[0]).toMatchObject({
+          data: { version: 1, lineage: 'other' },
+        });
+        expect(given(created, committed1, deleted).when(checked(other)).events()[1]).toMatchObject({
+          data: { version: 1, lineage: 'other' },
+        });
+      });
+    });
     it('never recreates a deleted or missing state for a write based on a version', () => {
       given(created, committed1, deleted)
         .when(commit(doc1, { baseVersion: 1 }))

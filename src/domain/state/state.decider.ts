@@ -13,9 +13,11 @@ import {
   UnlockState,
 } from './state.commands';
 import {
+  STATE_LINEAGE_CONFLICT,
   STATE_LOCK_MISMATCH,
   STATE_LOCKED,
   STATE_NOT_FOUND,
+  STATE_SERIAL_CONFLICT,
   STATE_VERSION_CONFLICT,
 } from './state.errors';
 import { StateCreated, StateEvent } from './state.events';
@@ -80,8 +82,10 @@ function unlock(command: UnlockState, state: StateAggregate): StateEvent[] {
 }
 
 function forceUnlock(command: ForceUnlockState, state: StateAggregate): StateEvent[] {
-  if (state.status !== 'active') throw notFound(command.data.name);
+  const { name, lockId } = command.data;
+  if (state.status !== 'active') throw notFound(name);
   if (state.lock === null) return [];
+  if (lockId !== undefined && state.lock.ID !== lockId) throw mismatch(name, state.lock, lockId);
   return [
     {
       type: 'LockReleased',
@@ -91,8 +95,17 @@ function forceUnlock(command: ForceUnlockState, state: StateAggregate): StateEve
 }
 
 function commit(command: CommitState, state: StateAggregate): StateEvent[] {
-  const { name, newStateId, document, lockId, source, checksum, baseVersion, hashInstance } =
-    command.data;
+  const {
+    name,
+    newStateId,
+    document,
+    lockId,
+    source,
+    checksum,
+    baseVersion,
+    checkContinuity,
+    hashInstance,
+  } = command.data;
   // A write based on a version must never bring a deleted state back.
   if (baseVersion !== undefined && state.status !== 'active') throw notFound(name);
   const { active, created } = ensureActive(state, name, newStateId);
@@ -110,9 +123,10 @@ function commit(command: CommitState, state: StateAggregate): StateEvent[] {
     if (lockId !== active.lock.ID) throw mismatch(name, active.lock, lockId);
   }
 
+  const { serial, lineage } = document;
+  if (checkContinuity) assertContinues(name, active, serial, lineage);
   const { stateId } = active;
   const version = active.version + 1;
-  const { serial, lineage } = document;
   const instances = flattenInstances(document, hashInstance);
   const delta = diffInstances(active.instances, instances);
   const meta = documentMeta(document);
@@ -126,6 +140,9 @@ function commit(command: CommitState, state: StateAggregate): StateEvent[] {
         version,
         serial,
         lineage,
+        ...(active.lineage !== null && active.lineage !== lineage
+          ? { lineageChanged: { from: active.lineage, to: lineage } }
+          : {}),
         source,
         terraformVersion: meta.terraformVersion,
         outputs: meta.outputs,
@@ -159,6 +176,25 @@ function commit(command: CommitState, state: StateAggregate): StateEvent[] {
     });
   }
   return events;
+}
+
+/** The checks `terraform state push` makes unless forced; a state with no version takes anything. */
+function assertContinues(name: string, active: ActiveState, serial: number, lineage: string): void {
+  if (active.lineage === null || active.serial === null) return;
+  if (lineage !== active.lineage) {
+    throw new DomainError(
+      STATE_LINEAGE_CONFLICT,
+      `state ${name} has lineage "${active.lineage}", the document has lineage "${lineage}"`,
+      { current: active.lineage, sent: lineage },
+    );
+  }
+  if (serial < active.serial) {
+    throw new DomainError(
+      STATE_SERIAL_CONFLICT,
+      `state ${name} is at serial ${active.serial}, the document has the older serial ${serial}`,
+      { current: active.serial, sent: serial },
+    );
+  }
 }
 
 function deleteState(command: DeleteState, state: StateAggregate): StateEvent[] {

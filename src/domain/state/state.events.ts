@@ -39,6 +39,8 @@ export type ApplyCommitted = DomainEvent<
     /** Terraform's, as sent; may repeat or go backwards. */
     serial: number;
     lineage: string;
+    /** Present only when this version's lineage differs from the previous version's. */
+    lineageChanged?: { from: string; to: string };
     source: CommitSource;
     terraformVersion: string;
     outputs: Record<string, OutputV4>;
