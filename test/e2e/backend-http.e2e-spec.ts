@@ -1,6 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto';
+import * as fs from 'node:fs';
 import * as http from 'node:http';
-import { KldProcess, startKld } from '../support/kld-process';
+import * as path from 'node:path';
+import { KldProcess, ROOT, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 /**
@@ -207,12 +209,15 @@ function expectDocument(a: Answer, expected: unknown): void {
 }
 
 describe('GET / POST', () => {
-  it('answers 404 with an empty body for a state that does not exist', async () => {
+  // Terraform reads any 404 as "no state yet" and ignores its body
+  // (terraform-backend.e2e-spec inits against missing names), so a 404
+  // carries our JSON error like every other refusal.
+  it('answers 404 with a JSON error for a state that does not exist', async () => {
     const name = unique('missing');
     for (const a of [await get(name), await get(name, 1), await get(`team/${name}/deep`)]) {
-      expect(a.status).toBe(404);
-      expect(a.text).toBe('');
+      expect(expectJsonError(a, 404)).toBe('STATE.NOT_FOUND');
     }
+    expect(JSON.parse((await get(name)).text).error.message).toBe(`no state named "${name}"`);
   });
 
   it('keeps every accepted POST as a version and serves older ones by ?serial=', async () => {
@@ -229,9 +234,11 @@ describe('GET / POST', () => {
     expectDocument(await get(name, 1), docs[0]);
     expectDocument(await get(name, 2), docs[1]);
     expectDocument(await get(name, 3), docs[2]);
-    const beyond = await get(name, 4);
-    expect(beyond.status).toBe(404);
-    expect(beyond.text).toBe('');
+    const beyond = await get(name, 999999);
+    expect(expectJsonError(beyond, 404)).toBe('VERSION.NOT_FOUND');
+    expect(JSON.parse(beyond.text).error.message).toBe(
+      `state "${name}" has no version with serial 999999`,
+    );
     // An older version reads back byte for byte as it was served while current.
     for (const [i, text] of servedWhileCurrent.entries()) {
       expect((await get(name, i + 1)).text).toBe(text);
@@ -254,6 +261,18 @@ describe('GET / POST', () => {
     expectDocument(await get(name, 1), again);
     expectDocument(await get(name, 2), docs[1]);
     expect((await versionsOf(name)).map((v) => v.serial)).toEqual([1, 2, 3, 3, 1]);
+
+    // ?version= names one version without ambiguity; the header says which was served.
+    const byVersion = (v: number | string) => call('GET', `${stateUrl(name)}?version=${v}`);
+    expectDocument(await byVersion(1), docs[0]);
+    expectDocument(await byVersion(5), again);
+    expect((await byVersion(1)).headers.get('x-kilolock-state-version')).toBe('1');
+    expect((await get(name, 1)).headers.get('x-kilolock-state-version')).toBe('5');
+    expect((await get(name)).headers.get('x-kilolock-state-version')).toBe('5');
+    expect(expectJsonError(await byVersion(6), 404)).toBe('VERSION.NOT_FOUND');
+    expect(expectJsonError(await byVersion('x'), 400)).toBe('REQUEST.INVALID');
+    const both = await call('GET', `${stateUrl(name)}?version=1&serial=1`);
+    expect(expectJsonError(both, 400)).toBe('REQUEST.INVALID');
   });
 
   it('sends Content-MD5 of exactly the bytes it serves', async () => {
@@ -397,9 +416,7 @@ describe('LOCK / UNLOCK', () => {
     expect(l.status).toBe(200);
 
     // A locked state that was never written still reads as missing.
-    const g = await get(name);
-    expect(g.status).toBe(404);
-    expect(g.text).toBe('');
+    expect(expectJsonError(await get(name), 404)).toBe('VERSION.NOT_FOUND');
 
     for (const other of [lockInfo(), lockInfo(holder.ID)]) {
       const a = await writesNothing(() => lock(name, other));
@@ -561,8 +578,7 @@ describe('DELETE', () => {
 
     expect((await del(name)).status).toBe(200);
     for (const a of [await get(name), await get(name, 1), await get(name, 3)]) {
-      expect(a.status).toBe(404);
-      expect(a.text).toBe('');
+      expect(expectJsonError(a, 404)).toBe('STATE.NOT_FOUND');
     }
     // Deleting again: not found, as a JSON error; nothing written.
     expect(expectJsonError(await writesNothing(() => del(name)), 404)).toBe('STATE.NOT_FOUND');
@@ -648,4 +664,227 @@ describe('state names', () => {
       }
     },
   );
+});
+
+describe('one URL per state', () => {
+  it('refuses an encoded slash (%2F) in a name on every route, so a%2Fb never names a/b', async () => {
+    const base = unique('enc');
+    const body = JSON.stringify(doc(1, randomUUID()));
+    const info = JSON.stringify(lockInfo());
+    for (const name of [`${base}%2Fb`, `${base}%2fb`, `x/${base}%2Fb/y`]) {
+      const attempts: [string, string, string?][] = [
+        ['GET', `/v1/states/${name}`],
+        ['POST', `/v1/states/${name}`, body],
+        ['DELETE', `/v1/states/${name}`],
+        ['LOCK', `/v1/states/${name}`, info],
+        ['UNLOCK', `/v1/states/${name}`, info],
+        ['POST', `/v1/state-lock/${name}`, info],
+        ['POST', `/v1/state-unlock/${name}`, info],
+        ['GET', `/v1/api/states/${name}/history`],
+        ['POST', `/v1/api/states/${name}/import`, body],
+      ];
+      for (const [method, path, b] of attempts) {
+        const a = await writesNothing(() => raw(method, path, b));
+        expect({ at: `${method} ${path}`, code: expectJsonError(a, 400) }).toEqual({
+          at: `${method} ${path}`,
+          code: 'REQUEST.INVALID',
+        });
+        expect(JSON.parse(a.text).error.message).toMatch(/encoded slash/);
+      }
+    }
+    // The plain spelling is its own state, untouched by the refusals above.
+    expect((await post(`${base}/b`, doc(1, randomUUID()))).status).toBe(200);
+    expect(await versionsOf(`${base}/b`)).toHaveLength(1);
+  });
+});
+
+describe('lineage', () => {
+  it('accepts a POST of another lineage (state push -force) and records the change', async () => {
+    const name = unique('lineage');
+    const [first, second] = [randomUUID(), randomUUID()];
+    expect((await post(name, doc(4, first))).status).toBe(200);
+    expect((await post(name, doc(5, first))).status).toBe(200);
+    expect((await post(name, doc(1, second, 'pushed'))).status).toBe(200);
+    expectDocument(await get(name), doc(1, second, 'pushed'));
+    const committed = (await eventsOf(name)).filter((e) => e.type === 'ApplyCommitted');
+    expect(committed.map((e) => e.data.lineageChanged)).toEqual([
+      undefined,
+      undefined,
+      { from: first, to: second },
+    ]);
+    const history = await call('GET', `${kld.url}/v1/api/states/${name}/history`);
+    expect(history.status).toBe(200);
+    expect(
+      (JSON.parse(history.text) as { versions: { lineageChangedFrom: string | null }[] }).versions,
+    ).toEqual([
+      expect.objectContaining({ version: 1, lineage: first, lineageChangedFrom: null }),
+      expect.objectContaining({ version: 2, lineage: first, lineageChangedFrom: null }),
+      expect.objectContaining({ version: 3, lineage: second, lineageChangedFrom: first }),
+    ]);
+  });
+});
+
+describe('import route (POST /v1/api/states/<name>/import)', () => {
+  const importUrl = (name: string, query = '') => `${kld.url}/v1/api/states/${name}/import${query}`;
+  const imp = (name: string, body: unknown, query = '') =>
+    call('POST', importUrl(name, query), typeof body === 'string' ? body : JSON.stringify(body), {
+      'Content-Type': 'application/json',
+    });
+
+  it('keeps numbers beyond double precision exactly, like the terraform POST', async () => {
+    const name = unique('imp-exact');
+    const text = JSON.stringify(doc(1, randomUUID(), 'n')).replace(
+      '"tag":{"value":"n","type":"string"}',
+      '"big":{"value":12345678901234567890,"type":"number"},"frac":{"value":0.1000000000000000055511151231257827,"type":"number"}',
+    );
+    const a = await imp(name, text);
+    expect({ status: a.status, body: JSON.parse(a.text) }).toEqual({
+      status: 200,
+      body: { state: name, version: 1 },
+    });
+    for (const served of [await get(name), await get(name, 1)]) {
+      expect(served.text.match(/"value": [-0-9.e+]+/g)).toEqual([
+        '"value": 12345678901234567890',
+        '"value": 0.1000000000000000055511151231257827',
+      ]);
+    }
+    // Checksum of the bytes as received, as for the terraform POST.
+    const [row] = await t.db.query<{ checksum: string }>(
+      `SELECT v.checksum FROM state_versions v JOIN states s USING (state_id) WHERE s.name = $1`,
+      [name],
+    );
+    expect(row.checksum).toBe(createHash('sha256').update(text).digest('hex'));
+  });
+
+  it.each([
+    ['invalid JSON', '{"version": 4,', /not valid JSON/],
+    ['an empty body', '', /empty/],
+    ['bytes that are not UTF-8', Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), /not valid UTF-8/],
+    ['version 3', JSON.stringify({ ...doc(1, 'l'), version: 3 }), /version must be 4/],
+  ])('refuses %s with a JSON 400 naming the problem', async (_what, body, message) => {
+    const name = unique('imp-bad');
+    const a = await writesNothing(() =>
+      call('POST', importUrl(name), body, {
+        'Content-Type': 'application/json',
+      }),
+    );
+    expect(expectJsonError(a, 400)).toBe('STATE.INVALID');
+    expect(JSON.parse(a.text).error.message).toMatch(message);
+  });
+
+  it('refuses another lineage or an older serial unless forced, writing nothing', async () => {
+    const name = unique('imp-guard');
+    const lineage = randomUUID();
+    expect((await imp(name, doc(5, lineage))).status).toBe(200);
+
+    const other = await writesNothing(() => imp(name, doc(9, 'someone-else')));
+    expect(expectJsonError(other, 409)).toBe('STATE.LINEAGE_CONFLICT');
+    expect(JSON.parse(other.text).error.message).toBe(
+      `state ${name} has lineage "${lineage}", the document has lineage "someone-else"; nothing imported (kl import --force, or ?force=true, imports it anyway)`,
+    );
+    const older = await writesNothing(() => imp(name, doc(4, lineage)));
+    expect(expectJsonError(older, 409)).toBe('STATE.SERIAL_CONFLICT');
+    expect(JSON.parse(older.text).error.message).toMatch(
+      /at serial 5, the document has the older serial 4/,
+    );
+    expectJsonError(await writesNothing(() => imp(name, doc(4, lineage), '?force=yes')), 400);
+    expect(await versionsOf(name)).toEqual([{ version: 1, serial: 5 }]);
+
+    // The same serial and newer ones continue the state; force takes anything.
+    expect((await imp(name, doc(5, lineage, 'same'))).status).toBe(200);
+    expect((await imp(name, doc(4, lineage, 'older'), '?force=true')).status).toBe(200);
+    expect((await imp(name, doc(1, 'someone-else'), '?force=true')).status).toBe(200);
+    expect(await versionsOf(name)).toEqual([
+      { version: 1, serial: 5 },
+      { version: 2, serial: 5 },
+      { version: 3, serial: 4 },
+      { version: 4, serial: 1 },
+    ]);
+    const last = (await eventsOf(name)).filter((e) => e.type === 'ApplyCommitted').pop()!;
+    expect(last.data).toMatchObject({
+      source: 'import',
+      lineageChanged: { from: lineage, to: 'someone-else' },
+    });
+  });
+});
+
+describe('listing and history', () => {
+  const listed = async () =>
+    (
+      JSON.parse((await call('GET', `${kld.url}/v1/api/states`)).text) as {
+        states: { name: string }[];
+      }
+    ).states.map((s) => s.name);
+
+  it('does not list a name that was only locked and unlocked (a probe); DELETE removes it', async () => {
+    const name = unique('probe');
+    const holder = lockInfo();
+    expect((await lock(name, holder)).status).toBe(200);
+    expect(await listed()).toContain(name);
+    expect((await unlock(name, holder)).status).toBe(200);
+    expect(await listed()).not.toContain(name);
+    expect((await del(name)).status).toBe(200);
+    expect(expectJsonError(await del(name), 404)).toBe('STATE.NOT_FOUND');
+    // Written once, it is listed for good.
+    expect((await post(name, doc(1, randomUUID()))).status).toBe(200);
+    expect(await listed()).toContain(name);
+  });
+
+  it('keeps the history of a deleted state readable, saying when it was deleted', async () => {
+    const name = unique('gone');
+    for (const serial of [1, 2]) expect((await post(name, doc(serial, 'l'))).status).toBe(200);
+    expect((await del(name)).status).toBe(200);
+    const h = await call('GET', `${kld.url}/v1/api/states/${name}/history`);
+    expect(h.status).toBe(200);
+    const body = JSON.parse(h.text) as { deletedAt: string | null; versions: { serial: number }[] };
+    expect(body.deletedAt).toEqual(expect.any(String));
+    expect(body.versions.map((v) => v.serial)).toEqual([1, 2]);
+    expect(
+      expectJsonError(
+        await call('GET', `${kld.url}/v1/api/states/${unique('never')}/history`),
+        404,
+      ),
+    ).toBe('STATE.NOT_FOUND');
+  });
+});
+
+describe('force-unlock route (POST /v1/api/states/<name>/force-unlock)', () => {
+  const forceUnlock = (name: string, body: string) =>
+    call('POST', `${kld.url}/v1/api/states/${name}/force-unlock`, body, {
+      'Content-Type': 'application/json',
+    });
+
+  it('releases exactly the lock named, and refuses when another holds it', async () => {
+    const name = unique('fu');
+    expect((await post(name, doc(1, randomUUID()))).status).toBe(200);
+    const holder = lockInfo();
+    expect((await lock(name, holder)).status).toBe(200);
+    const wrong = await writesNothing(() =>
+      forceUnlock(name, JSON.stringify({ lock_id: 'other' })),
+    );
+    expect(expectJsonError(wrong, 409)).toBe('STATE.LOCK_MISMATCH');
+    expectJsonError(await writesNothing(() => forceUnlock(name, '{"lock_id": 7}')), 400);
+    const ok = await forceUnlock(name, JSON.stringify({ lock_id: holder.ID }));
+    expect({ status: ok.status, body: JSON.parse(ok.text) }).toEqual({
+      status: 200,
+      body: { state: name, released: holder.ID },
+    });
+    const released = (await eventsOf(name)).filter((e) => e.type === 'LockReleased');
+    expect(released.map((e) => e.data)).toEqual([
+      expect.objectContaining({ lockId: holder.ID, forced: true }),
+    ]);
+    // Nothing held: nothing released, still a success.
+    expect(JSON.parse((await forceUnlock(name, '')).text)).toEqual({ state: name, released: null });
+  });
+});
+
+describe('server version', () => {
+  it('answers GET /v1/version with the version of kld', async () => {
+    const a = await call('GET', `${kld.url}/v1/version`);
+    expect(a.status).toBe(200);
+    const { version } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    expect(JSON.parse(a.text)).toEqual({ version });
+  });
 });

@@ -1,9 +1,16 @@
 import { Controller, Get, Inject, Res } from '@nestjs/common';
 import type { Response } from 'express';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { DATABASE } from '../../app/tokens';
 import { ProjectionRunner } from '../../projections/projection-runner';
 import { Database } from '../postgres/database';
+import { packageRoot } from '../package-root';
 import { migrationsCurrent } from '../postgres/migrator';
+
+const { version: KLD_VERSION } = JSON.parse(
+  fs.readFileSync(path.join(packageRoot(), 'package.json'), 'utf8'),
+) as { version: string };
 
 @Controller()
 export class HealthController {
@@ -16,6 +23,12 @@ export class HealthController {
   @Get('healthz')
   health(): { status: string } {
     return { status: 'ok' };
+  }
+
+  /** Which kld answers (`kl version` prints it next to its own). */
+  @Get('v1/version')
+  version(): { version: string } {
+    return { version: KLD_VERSION };
   }
 
   /** Ready to serve: database reachable, schema current, read models caught up. */

@@ -1,19 +1,11 @@
 import { Controller, HttpCode, Post, Req } from '@nestjs/common';
 import type { Request } from 'express';
 import { DomainError } from '../../domain/shared/domain-error';
+import { QUERY_LIMITS } from '../query/query-limits';
 import { SqlQuery, SqlQueryResult, SqlQueryService } from '../query/sql-query.service';
 import { parseJson, readBody } from './read-body';
 
 const MAX_BODY_BYTES = 1024 * 1024;
-export const QUERY_LIMITS = {
-  defaultMaxRows: 10_000,
-  maxMaxRows: 100_000,
-  defaultTimeoutMs: 30_000,
-  // The role's own statement_timeout (migrations/003) is 5 min; stay inside it.
-  maxTimeoutMs: 300_000,
-  maxParams: 1000,
-};
-
 /** `POST /v1/query`: read-only SQL over the documented read models (docs/sql.md). */
 @Controller('v1/query')
 export class QueryController {

@@ -11,6 +11,15 @@ export const RESERVED_LAST_SEGMENTS: readonly string[] = ['refresh'];
  * last segment may not be a word reserved for an action on the state.
  */
 export function stateNameFrom(param: string | string[] | undefined): string {
+  // The router decodes each path segment: a segment holding '/' came as %2F.
+  // Joined, `a%2Fb` would name the state `a/b` too; refuse it, so that one
+  // state has one URL.
+  if (Array.isArray(param) && param.some((segment) => segment.includes('/'))) {
+    throw new DomainError(
+      'REQUEST.INVALID',
+      'invalid state name: an encoded slash (%2F) is not allowed; separate segments with /',
+    );
+  }
   const name = Array.isArray(param) ? param.join('/') : (param ?? '');
   const segments = name.split('/');
   if (!name || name.length > 512 || !segments.every((s) => SEGMENT.test(s))) {

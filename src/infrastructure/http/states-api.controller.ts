@@ -1,16 +1,17 @@
-import { createHash } from 'node:crypto';
 import { Controller, Get, HttpCode, Inject, Param, Post, Query, Req } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { Request } from 'express';
-import { CommitStateCommand } from '../../application/state/state-commands';
+import { CommitStateCommand, UnlockStateCommand } from '../../application/state/state-commands';
 import { DomainError } from '../../domain/shared/domain-error';
-import { parseStateDocument } from '../../domain/terraform';
+import { STATE_LINEAGE_CONFLICT, STATE_SERIAL_CONFLICT } from '../../domain/state';
+import { isJsonObject } from '../../domain/terraform';
 import { CONFIG } from '../../app/tokens';
 import type { Config } from '../config/config';
 import { LockSummary, ResourceReadModel } from '../read-models/resource-read-model';
-import { StateReadModel, StateSummary } from '../read-models/state-read-model';
+import { StateReadModel, StateSummary, VersionSelector } from '../read-models/state-read-model';
 import { callerOf } from './caller';
 import { parseJson, readBody } from './read-body';
+import { receiveStateDocument } from './receive-state-document';
 import { stateNameFrom } from './state-name';
 
 type Route =
@@ -52,9 +53,9 @@ export class StatesApiController {
     const route = parseRoute(path);
     switch (route.kind) {
       case 'history': {
-        const versions = await this.states.history(route.state);
-        if (!versions) throw notFound(route.state);
-        return { state: route.state, versions };
+        const history = await this.states.history(route.state);
+        if (!history) throw notFound(route.state);
+        return { state: route.state, ...history };
       }
       case 'resources':
         return {
@@ -62,45 +63,99 @@ export class StatesApiController {
           resources: await this.resources.resources(
             route.state,
             optionalString(query.address_glob, 'address_glob'),
+            integerParam(query.version, 'version') ?? undefined,
           ),
         };
       case 'resource':
         return {
           state: route.state,
           address: route.address,
-          ...(await this.resources.resource(route.state, route.address, query.history === 'true')),
+          ...(await this.resources.resource(
+            route.state,
+            route.address,
+            query.history === 'true',
+            integerParam(query.version, 'version') ?? undefined,
+          )),
         };
       case 'diff': {
-        const from = serialParam(query.from, 'from');
-        if (from === null) throw invalid('from (a serial) is required');
+        const from = selector(query, 'from');
+        if (from === null) throw invalid('from (a serial) or from_version is required');
         return {
           state: route.state,
-          ...(await this.resources.diff(route.state, from, serialParam(query.to, 'to'))),
+          ...(await this.resources.diff(route.state, from, selector(query, 'to'))),
         };
       }
     }
   }
 
-  /** `kl import`: a terraform POST recorded with source `import`. */
+  /**
+   * `<name>/import` (`kl import`): a terraform POST recorded with source
+   * `import`, refused (409) if its lineage differs from the current
+   * version's or its serial is older, unless `?force=true`.
+   * `<name>/force-unlock` (`kl force-unlock`): releases the lock, or with
+   * `{"lock_id": …}` only that lock (409 with the holder if another holds it).
+   */
   @Post('states/*path')
   @HttpCode(200)
-  async import(
+  async post(
     @Param('path') path: string[],
-    @Query('lock_id') lockId: string | undefined,
+    @Query() query: Record<string, unknown>,
     @Req() req: Request & { id?: string },
-  ): Promise<{ state: string; version: number | null }> {
-    if (path.length < 2 || path[path.length - 1] !== 'import') {
-      throw new DomainError('REQUEST.NOT_FOUND', 'no such endpoint (POST <name>/import)');
+  ): Promise<unknown> {
+    const action = path.length >= 2 ? path[path.length - 1] : '';
+    if (action !== 'import' && action !== 'force-unlock') {
+      throw new DomainError(
+        'REQUEST.NOT_FOUND',
+        'no such endpoint: POST <name>/import or <name>/force-unlock',
+      );
     }
     const state = stateNameFrom(path.slice(0, -1));
-    const body = await readBody(req, this.config.maxStateBytes, 'state');
-    const document = parseStateDocument(parseJson(body, 'STATE.INVALID', 'state'));
-    const checksum = createHash('sha256').update(body).digest('hex');
-    const { version } = await this.commands.execute(
-      new CommitStateCommand(state, document, checksum, lockId || null, 'import', callerOf(req)),
+    if (action === 'force-unlock') {
+      const body = await readBody(req, this.config.maxLockBytes, 'force-unlock request');
+      const lockId = forceUnlockId(body);
+      const { released } = await this.commands.execute(
+        new UnlockStateCommand(state, lockId, callerOf(req), true),
+      );
+      return { state, released };
+    }
+    const force = booleanParam(query.force, 'force');
+    const lockId = optionalString(query.lock_id, 'lock_id');
+    const { document, checksum } = await receiveStateDocument(
+      await readBody(req, this.config.maxStateBytes, 'state'),
     );
+    const { version } = await this.commands
+      .execute(
+        new CommitStateCommand(
+          state,
+          document,
+          checksum,
+          lockId ?? null,
+          'import',
+          callerOf(req),
+          undefined,
+          !force,
+        ),
+      )
+      .catch((err: unknown) => {
+        throw withForceHint(err);
+      });
     return { state, version };
   }
+}
+
+/** A lineage or serial refusal says how to import anyway, from kl and over HTTP. */
+function withForceHint(err: unknown): unknown {
+  if (
+    !(err instanceof DomainError) ||
+    (err.code !== STATE_LINEAGE_CONFLICT && err.code !== STATE_SERIAL_CONFLICT)
+  ) {
+    return err;
+  }
+  return new DomainError(
+    err.code,
+    `${err.message}; nothing imported (kl import --force, or ?force=true, imports it anyway)`,
+    err.metadata,
+  );
 }
 
 function parseRoute(path: string[]): Route {
@@ -117,12 +172,42 @@ function parseRoute(path: string[]): Route {
   );
 }
 
-function serialParam(value: unknown, name: string): number | null {
+function integerParam(value: unknown, name: string): number | null {
   if (value === undefined || value === '') return null;
   if (typeof value !== 'string' || !/^\d{1,15}$/.test(value)) {
-    throw invalid(`${name} must be a non-negative integer serial`);
+    throw invalid(`${name} must be a non-negative integer`);
   }
   return Number(value);
+}
+
+/** `<side>` (a terraform serial) or `<side>_version` (ours), not both. */
+function selector(query: Record<string, unknown>, side: 'from' | 'to'): VersionSelector | null {
+  const serial = integerParam(query[side], side);
+  const version = integerParam(query[`${side}_version`], `${side}_version`);
+  if (serial !== null && version !== null) {
+    throw invalid(`give ${side} or ${side}_version, not both`);
+  }
+  return serial !== null ? { serial } : version !== null ? { version } : null;
+}
+
+function booleanParam(value: unknown, name: string): boolean {
+  if (value === undefined || value === 'false') return false;
+  if (value === 'true') return true;
+  throw invalid(`${name} must be true or false`);
+}
+
+/** An empty body, or `{"lock_id": "<id>"}`. */
+function forceUnlockId(body: Buffer): string | null {
+  if (body.toString('utf8').trim() === '') return null;
+  const json = parseJson(body, 'REQUEST.INVALID', 'force-unlock request');
+  if (!isJsonObject(json) || Object.keys(json).some((k) => k !== 'lock_id')) {
+    throw invalid('force-unlock request must be {"lock_id": "<id>"} or empty');
+  }
+  if (json.lock_id === undefined) return null;
+  if (typeof json.lock_id !== 'string' || json.lock_id === '') {
+    throw invalid('lock_id must be a non-empty string');
+  }
+  return json.lock_id;
 }
 
 function optionalString(value: unknown, name: string): string | undefined {

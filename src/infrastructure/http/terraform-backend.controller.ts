@@ -1,4 +1,3 @@
-import { webcrypto } from 'node:crypto';
 import {
   Controller,
   Delete,
@@ -21,14 +20,19 @@ import {
   UnlockStateCommand,
 } from '../../application/state/state-commands';
 import { DomainError } from '../../domain/shared/domain-error';
-import { parseLockInfo, STATE_LOCK_MISMATCH, STATE_LOCKED } from '../../domain/state';
-import { parseStateDocument } from '../../domain/terraform';
+import {
+  parseLockInfo,
+  STATE_LOCK_MISMATCH,
+  STATE_LOCKED,
+  STATE_NOT_FOUND,
+} from '../../domain/state';
 import { CONFIG } from '../../app/tokens';
 import type { Config } from '../config/config';
-import { contentMd5 } from '../../projections/state/state-document-text';
 import { StateReadModel } from '../read-models/state-read-model';
 import { callerOf } from './caller';
+import { STATE_VERSION_HEADER } from './headers';
 import { parseJson, readBody } from './read-body';
+import { receiveStateDocument } from './receive-state-document';
 import { stateNameFrom } from './state-name';
 
 type Req_ = Request & { id?: string };
@@ -47,36 +51,54 @@ export class TerraformBackendController {
     @Inject(CONFIG) private readonly config: Config,
   ) {}
 
+  /**
+   * The current document, or with `?serial=N` the newest version carrying
+   * terraform serial N, or with `?version=N` our version N. The version
+   * served is in `X-Kilolock-State-Version`. Terraform reads any 404 as "no
+   * state yet" and ignores its body, so a 404 carries our JSON error too.
+   */
   @Get('v1/states/*name')
   async get(
     @Param('name') param: string[],
-    @Query('serial') serial: string | undefined,
+    @Query() query: Record<string, unknown>,
     @Res() res: Response,
   ): Promise<void> {
     const name = stateNameFrom(param);
-    let served: { body: Buffer; md5: string } | null;
-    if (serial !== undefined) {
-      if (!/^\d{1,15}$/.test(serial)) {
-        throw new DomainError(
-          'REQUEST.INVALID',
-          `serial must be a non-negative integer, got "${serial}"`,
-        );
-      }
-      const document = await this.states.atSerial(name, Number(serial));
-      const body = document === null ? null : Buffer.from(document, 'utf8');
-      served = body === null ? null : { body, md5: contentMd5(body) };
-    } else {
-      served = await this.states.currentBody(name);
+    const serial = integerParam(query.serial, 'serial');
+    const version = integerParam(query.version, 'version');
+    if (serial !== null && version !== null) {
+      throw new DomainError('REQUEST.INVALID', 'give serial or version, not both');
     }
-    if (served === null) {
-      res.status(404).end();
-      return;
-    }
+    const served =
+      serial !== null
+        ? await this.states.version(name, { serial })
+        : version !== null
+          ? await this.states.version(name, { version })
+          : await this.states.currentBody(name);
+    if (served === null) throw await this.missing(name, serial, version);
     res
       .status(200)
       .setHeader('Content-Type', 'application/json')
       .setHeader('Content-MD5', served.md5)
+      .setHeader(STATE_VERSION_HEADER, String(served.version))
       .end(served.body);
+  }
+
+  /** Why there is nothing to serve: no such state, or no such version of it. */
+  private async missing(
+    name: string,
+    serial: number | null,
+    version: number | null,
+  ): Promise<DomainError> {
+    const live = await this.states.live(name);
+    if (live === null) return new DomainError(STATE_NOT_FOUND, `no state named "${name}"`);
+    const which =
+      serial !== null
+        ? `no version with serial ${serial}`
+        : version !== null
+          ? `no version ${version}`
+          : 'no version yet';
+    return new DomainError('VERSION.NOT_FOUND', `state "${name}" has ${which}`);
   }
 
   @Post('v1/states/*name')
@@ -87,12 +109,9 @@ export class TerraformBackendController {
     @Res() res: Response,
   ): Promise<void> {
     const name = stateNameFrom(param);
-    const body = await readBody(req, this.config.maxStateBytes, 'state');
-    // Web Crypto hashes on the thread pool while the document is parsed here.
-    const [checksum, document] = await Promise.all([
-      webcrypto.subtle.digest('SHA-256', body).then((d) => Buffer.from(d).toString('hex')),
-      (async () => parseStateDocument(body.toString('utf8')))(),
-    ]);
+    const { document, checksum } = await receiveStateDocument(
+      await readBody(req, this.config.maxStateBytes, 'state'),
+    );
     await this.answerLockConflicts(res, () =>
       this.commands.execute(
         new CommitStateCommand(name, document, checksum, lockId || null, 'http', callerOf(req)),
@@ -167,4 +186,15 @@ export class TerraformBackendController {
     }
     res.status(200).end();
   }
+}
+
+function integerParam(value: unknown, name: string): number | null {
+  if (value === undefined) return null;
+  if (typeof value !== 'string' || !/^\d{1,15}$/.test(value)) {
+    throw new DomainError(
+      'REQUEST.INVALID',
+      `${name} must be a non-negative integer, got ${JSON.stringify(value)}`,
+    );
+  }
+  return Number(value);
 }

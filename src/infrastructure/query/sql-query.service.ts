@@ -1,7 +1,7 @@
 import { Pool, PoolClient, QueryArrayConfig, QueryArrayResult, QueryConfig } from 'pg';
 import { DomainError } from '../../domain/shared/domain-error';
 import type { Logger } from '../logging/logger';
-import { isPgServerError, PgServerError, queryError } from './query-errors';
+import { isPgServerError, PgServerError, QUERY_INVALID, queryError } from './query-errors';
 import { queryTypeParsers } from './query-values';
 import { ensureReaderPassword, READER_ROLE, readerUrl } from './reader-role';
 
@@ -55,6 +55,14 @@ export class SqlQueryService {
       await client.query('BEGIN READ ONLY');
       await client.query(`SET LOCAL statement_timeout = ${Math.floor(query.timeoutMs)}`);
       const result = await this.execute(client, query);
+      // node-postgres takes COPY … TO STDOUT and drops the data it streams:
+      // the answer would be an empty success.
+      if (result.command === 'COPY') {
+        throw new DomainError(
+          QUERY_INVALID,
+          'COPY is not supported: a query returns rows; use SELECT (kl query --format csv writes CSV)',
+        );
+      }
       const columns = await this.columnTypes(client, result);
       await client.query('ROLLBACK'); // nothing to keep; also ends a cursor left open
       const truncated = result.rows.length > query.maxRows;
@@ -66,6 +74,7 @@ export class SqlQueryService {
     } catch (err) {
       await client.query('ROLLBACK').catch(() => (reusable = false));
       if (isPgServerError(err)) throw queryError(err, query.timeoutMs);
+      if (err instanceof DomainError) throw err;
       reusable = false;
       throw err;
     } finally {

@@ -2,6 +2,7 @@ import { DomainError } from '../../domain/shared/domain-error';
 import { changedPaths } from '../../domain/terraform/changed-paths';
 import type { JsonObject, JsonValue } from '../../domain/terraform';
 import type { Database } from '../postgres/database';
+import type { VersionSelector } from './state-read-model';
 
 export interface ResourceSummary {
   address: string;
@@ -78,26 +79,43 @@ const SUMMARY_COLUMNS = `r.address, r.resource_address, r.mode, r.type, r.name, 
 export class ResourceReadModel {
   constructor(private readonly db: Database) {}
 
-  /** Alive instances of a live state, optionally filtered by a glob (`*` any run, `?` one character). */
-  async resources(state: string, addressGlob?: string): Promise<ResourceSummary[]> {
+  /**
+   * Instances of a live state alive now, or at `version`, optionally filtered
+   * by a glob (`*` any run, `?` one character).
+   */
+  async resources(
+    state: string,
+    addressGlob?: string,
+    version?: number,
+  ): Promise<ResourceSummary[]> {
     const stateId = await this.stateId(state);
+    if (version !== undefined) await this.versionExists(state, stateId, version);
     const rows = await this.db.query<SummaryRow>(
       `SELECT ${SUMMARY_COLUMNS} FROM resources r
-        WHERE r.state_id = $1 AND r.delete_version IS NULL
+        WHERE r.state_id = $1 AND ${version === undefined ? 'r.delete_version IS NULL' : ALIVE_AT_3}
           AND ($2::text IS NULL OR r.address LIKE $2 ESCAPE '\\')
         ORDER BY r.address`,
-      [stateId, addressGlob ? globToLike(addressGlob) : null],
+      [
+        stateId,
+        addressGlob ? globToLike(addressGlob) : null,
+        ...(version === undefined ? [] : [version]),
+      ],
     );
     return rows.map(summary);
   }
 
-  /** One instance as it is now; with `history`, every lifecycle it has had, oldest first. */
+  /**
+   * One instance as it is now (or as it was at `version`, in `current`);
+   * with `history`, every lifecycle it has had, oldest first.
+   */
   async resource(
     state: string,
     address: string,
     history: boolean,
+    version?: number,
   ): Promise<{ current: ResourceDetail | null; history?: ResourceLifecycle[] }> {
     const stateId = await this.stateId(state);
+    if (version !== undefined) await this.versionExists(state, stateId, version);
     const rows = await this.db.query<
       SummaryRow & {
         schema_version: number;
@@ -120,7 +138,11 @@ export class ResourceReadModel {
     if (rows.length === 0) {
       throw new DomainError('RESOURCE.NOT_FOUND', `state "${state}" has no resource ${address}`);
     }
-    const alive = rows.find((r) => r.delete_version === null);
+    const alive = rows.find((r) =>
+      version === undefined
+        ? r.delete_version === null
+        : r.create_version <= version && (r.delete_version === null || r.delete_version > version),
+    );
     const current: ResourceDetail | null = alive
       ? {
           ...summary(alive),
@@ -135,7 +157,9 @@ export class ResourceReadModel {
       if (!current) {
         throw new DomainError(
           'RESOURCE.NOT_FOUND',
-          `state "${state}" no longer has ${address} (ask for its history)`,
+          version === undefined
+            ? `state "${state}" no longer has ${address} (ask for its history)`
+            : `state "${state}" had no ${address} at version ${version} (ask for its history)`,
         );
       }
       return { current };
@@ -154,14 +178,21 @@ export class ResourceReadModel {
     };
   }
 
-  /** What changed between the newest versions with serials `from` and `to` (default: current). */
-  async diff(state: string, fromSerial: number, toSerial: number | null): Promise<StateDiff> {
+  /**
+   * What changed between two versions, each given by our version number or
+   * as the newest version with a terraform serial; `to` defaults to current.
+   */
+  async diff(
+    state: string,
+    fromAt: VersionSelector,
+    toAt: VersionSelector | null,
+  ): Promise<StateDiff> {
     const stateId = await this.stateId(state);
-    const from = await this.versionAtSerial(state, stateId, fromSerial);
+    const from = await this.select(state, stateId, fromAt);
     const to =
-      toSerial === null
+      toAt === null
         ? await this.currentVersion(state, stateId)
-        : await this.versionAtSerial(state, stateId, toSerial);
+        : await this.select(state, stateId, toAt);
     const alive = (version: number) =>
       this.db.query<{ address: string; attributes_hash: string; instance: JsonObject }>(
         `SELECT address, attributes_hash, instance FROM resources
@@ -224,6 +255,31 @@ export class ResourceReadModel {
     return rows[0].state_id;
   }
 
+  private select(
+    name: string,
+    stateId: string,
+    at: VersionSelector,
+  ): Promise<{ version: number; serial: number }> {
+    return 'version' in at
+      ? this.versionExists(name, stateId, at.version)
+      : this.versionAtSerial(name, stateId, at.serial);
+  }
+
+  private async versionExists(
+    name: string,
+    stateId: string,
+    version: number,
+  ): Promise<{ version: number; serial: number }> {
+    const rows = await this.db.query<{ serial: string }>(
+      'SELECT serial FROM state_versions WHERE state_id = $1 AND version = $2',
+      [stateId, version],
+    );
+    if (rows.length === 0) {
+      throw new DomainError('VERSION.NOT_FOUND', `state "${name}" has no version ${version}`);
+    }
+    return { version, serial: Number(rows[0].serial) };
+  }
+
   private async versionAtSerial(
     name: string,
     stateId: string,
@@ -273,6 +329,10 @@ function summary(r: SummaryRow): ResourceSummary {
     sinceSerial: Number(r.create_serial),
   };
 }
+
+// Kept apart from the "alive now" condition, which the partial indexes on
+// `delete_version IS NULL` serve.
+const ALIVE_AT_3 = 'r.create_version <= $3 AND (r.delete_version IS NULL OR r.delete_version > $3)';
 
 /** `module.x.*` → `module.x.%`; LIKE's own wildcards in the glob are matched literally. */
 export function globToLike(glob: string): string {

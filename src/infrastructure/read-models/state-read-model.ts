@@ -50,6 +50,8 @@ export interface StateVersionSummary {
   version: number;
   serial: number;
   lineage: string;
+  /** The previous version's lineage when this version changed it (`state push -force`); else null. */
+  lineageChangedFrom: string | null;
   source: string;
   actor: string;
   terraformVersion: string;
@@ -81,6 +83,23 @@ interface InstanceRow {
   resource_extra: JsonObject | null;
   instance: InstanceObjectV4;
 }
+
+/** A state's versions, oldest first; `deletedAt` set when the state was deleted. */
+export interface StateHistory {
+  stateId: string;
+  deletedAt: string | null;
+  versions: StateVersionSummary[];
+}
+
+/** A version as terraform's GET serves it. */
+export interface ServedVersion {
+  version: number;
+  body: Buffer;
+  md5: string;
+}
+
+/** Which version of a state to read: ours, or the newest carrying a terraform serial. */
+export type VersionSelector = { version: number } | { serial: number };
 
 const VERSION_COLUMNS = `sv.state_id, sv.version, sv.serial, sv.lineage, sv.terraform_version,
   sv.instance_count, sv.outputs, sv.check_results, sv.extra`;
@@ -140,25 +159,39 @@ export class StateReadModel {
 
   /** The newest version that carried terraform serial `serial`, as it was served then. */
   async atSerial(name: string, serial: number): Promise<string | null> {
-    const rows = await this.db.query<VersionRow>(
-      `SELECT ${VERSION_COLUMNS} FROM state_versions sv
-         JOIN states s ON s.state_id = sv.state_id AND s.deleted_at IS NULL
-        WHERE s.name = $1 AND sv.serial = $2
-        ORDER BY sv.version DESC LIMIT 1`,
-      [name, serial],
-    );
-    return rows.length ? this.rebuild(rows[0]) : null;
+    return (await this.version(name, { serial }))?.body.toString('utf8') ?? null;
   }
 
   /** Version `version` (ours: 1, 2, 3…) as it was served while current. */
   async atVersion(name: string, version: number): Promise<string | null> {
+    return (await this.version(name, { version }))?.body.toString('utf8') ?? null;
+  }
+
+  /** A past (or the current) version of a live state, rebuilt as it was served while current. */
+  async version(name: string, which: VersionSelector): Promise<ServedVersion | null> {
     const rows = await this.db.query<VersionRow>(
-      `SELECT ${VERSION_COLUMNS} FROM state_versions sv
-         JOIN states s ON s.state_id = sv.state_id AND s.deleted_at IS NULL
-        WHERE s.name = $1 AND sv.version = $2`,
-      [name, version],
+      'version' in which
+        ? `SELECT ${VERSION_COLUMNS} FROM state_versions sv
+             JOIN states s ON s.state_id = sv.state_id AND s.deleted_at IS NULL
+            WHERE s.name = $1 AND sv.version = $2`
+        : `SELECT ${VERSION_COLUMNS} FROM state_versions sv
+             JOIN states s ON s.state_id = sv.state_id AND s.deleted_at IS NULL
+            WHERE s.name = $1 AND sv.serial = $2
+            ORDER BY sv.version DESC LIMIT 1`,
+      [name, 'version' in which ? which.version : which.serial],
     );
-    return rows.length ? this.rebuild(rows[0]) : null;
+    if (rows.length === 0) return null;
+    const body = Buffer.from(await this.rebuild(rows[0]), 'utf8');
+    return { version: rows[0].version, body, md5: contentMd5(body) };
+  }
+
+  /** The live state called `name` and its current version (0 before the first write); null if none. */
+  async live(name: string): Promise<{ stateId: string; version: number } | null> {
+    const rows = await this.db.query<{ state_id: string; current_version: number }>(
+      'SELECT state_id, current_version FROM states WHERE name = $1 AND deleted_at IS NULL',
+      [name],
+    );
+    return rows.length ? { stateId: rows[0].state_id, version: rows[0].current_version } : null;
   }
 
   /** The LockInfo exactly as the holder sent it; null when unlocked or missing. */
@@ -172,6 +205,11 @@ export class StateReadModel {
     return rows.length ? rows[0].info : null;
   }
 
+  /**
+   * Every live state that has a version, or is locked now. A name that was
+   * only locked and unlocked (a probe) was never written: terraform's GET
+   * answers 404 for it, so it is not listed either.
+   */
   async listStates(): Promise<StateSummary[]> {
     const rows = await this.db.query<{
       state_id: string;
@@ -193,7 +231,7 @@ export class StateReadModel {
               s.current_serial, s.lineage, s.terraform_version, s.instance_count,
               s.resource_count, l.lock_id, l.who, l.operation, l.acquired_at
          FROM states s LEFT JOIN state_locks l ON l.state_id = s.state_id
-        WHERE s.deleted_at IS NULL
+        WHERE s.deleted_at IS NULL AND (s.current_version > 0 OR l.lock_id IS NOT NULL)
         ORDER BY s.name`,
     );
     return rows.map((r) => ({
@@ -219,17 +257,23 @@ export class StateReadModel {
     }));
   }
 
-  /** Every version of the live state, oldest first; null when there is no such state. */
-  async history(name: string): Promise<StateVersionSummary[] | null> {
-    const states = await this.db.query<{ state_id: string }>(
-      'SELECT state_id FROM states WHERE name = $1 AND deleted_at IS NULL',
+  /**
+   * Every version of the state called `name`, oldest first: the live one, or
+   * when there is none the one deleted last. Null when the name was never used.
+   */
+  async history(name: string): Promise<StateHistory | null> {
+    const states = await this.db.query<{ state_id: string; deleted_at: Date | null }>(
+      `SELECT state_id, deleted_at FROM states WHERE name = $1
+        ORDER BY deleted_at IS NULL DESC, deleted_at DESC LIMIT 1`,
       [name],
     );
     if (states.length === 0) return null;
+    const { state_id: stateId, deleted_at: deletedAt } = states[0];
     const rows = await this.db.query<{
       version: number;
       serial: string;
       lineage: string;
+      lineage_changed_from: string | null;
       source: string;
       actor: string;
       terraform_version: string;
@@ -238,23 +282,28 @@ export class StateReadModel {
       checksum: string;
       created_at: Date;
     }>(
-      `SELECT version, serial, lineage, source, actor, terraform_version, instance_count,
-              resource_count, checksum, created_at
+      `SELECT version, serial, lineage, lineage_changed_from, source, actor, terraform_version,
+              instance_count, resource_count, checksum, created_at
          FROM state_versions WHERE state_id = $1 ORDER BY version`,
-      [states[0].state_id],
+      [stateId],
     );
-    return rows.map((r) => ({
-      version: r.version,
-      serial: Number(r.serial),
-      lineage: r.lineage,
-      source: r.source,
-      actor: r.actor,
-      terraformVersion: r.terraform_version,
-      instanceCount: r.instance_count,
-      resourceCount: r.resource_count,
-      checksum: r.checksum,
-      createdAt: r.created_at.toISOString(),
-    }));
+    return {
+      stateId,
+      deletedAt: deletedAt?.toISOString() ?? null,
+      versions: rows.map((r) => ({
+        version: r.version,
+        serial: Number(r.serial),
+        lineage: r.lineage,
+        lineageChangedFrom: r.lineage_changed_from,
+        source: r.source,
+        actor: r.actor,
+        terraformVersion: r.terraform_version,
+        instanceCount: r.instance_count,
+        resourceCount: r.resource_count,
+        checksum: r.checksum,
+        createdAt: r.created_at.toISOString(),
+      })),
+    };
   }
 
   /**

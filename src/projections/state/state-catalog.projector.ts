@@ -39,8 +39,8 @@ export class StateCatalogProjector implements Projector {
           await tx.query(
             `INSERT INTO state_versions (state_id, version, serial, lineage, source, actor,
                terraform_version, instance_count, resource_count, checksum, outputs,
-               check_results, extra, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+               check_results, extra, created_at, lineage_changed_from)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
              ON CONFLICT (state_id, version) DO NOTHING`,
             [
               d.stateId,
@@ -57,6 +57,7 @@ export class StateCatalogProjector implements Projector {
               d.checkResults === null ? null : JSON.stringify(d.checkResults),
               Object.keys(d.extra).length === 0 ? null : JSON.stringify(d.extra),
               at,
+              d.lineageChanged?.from ?? null,
             ],
           );
           await tx.query(

@@ -297,12 +297,14 @@ describe('State read models (projected from the real write path)', () => {
     expect(await q('SELECT current_version, current_serial FROM states')).toEqual([
       { current_version: 4, current_serial: '16' },
     ]);
-    expect((await h.readModel.history('prod'))!.map((v) => [v.version, v.serial])).toEqual([
-      [1, 16],
-      [2, 18],
-      [3, 19],
-      [4, 16],
-    ]);
+    expect((await h.readModel.history('prod'))!.versions.map((v) => [v.version, v.serial])).toEqual(
+      [
+        [1, 16],
+        [2, 18],
+        [3, 19],
+        [4, 16],
+      ],
+    );
     expect(await h.readModel.atSerial('prod', 16)).toBe(v1Text);
     expect(parseStateDocument((await h.readModel.atVersion('prod', 3))!)).toEqual(v3());
     expect(parseStateDocument((await h.readModel.atSerial('prod', 18))!)).toEqual(v2);
@@ -340,7 +342,12 @@ describe('State read models (projected from the real write path)', () => {
     oldStateId = await h.stateId('prod');
     await h.delete('prod');
     expect(await h.readModel.current('prod')).toBeNull();
-    expect(await h.readModel.history('prod')).toBeNull();
+    // The history stays readable under the name, marked deleted.
+    const gone = (await h.readModel.history('prod'))!;
+    expect(gone.stateId).toBe(oldStateId);
+    expect(gone.deletedAt).toEqual(expect.any(String));
+    expect(gone.versions).toHaveLength(6);
+    expect(await h.readModel.history('never-used')).toBeNull();
     expect(await h.readModel.atVersion('prod', 1)).toBeNull();
     expect(
       await q('SELECT count(*)::int AS n FROM current_resources WHERE state_name = $1', ['prod']),
@@ -360,7 +367,8 @@ describe('State read models (projected from the real write path)', () => {
     expect(newId).not.toBe(oldStateId);
     expect(await h.readModel.lock('prod')).toEqual(lockInfo('L9'));
     expect(parseStateDocument((await h.readModel.current('prod'))!.document)).toEqual(small);
-    expect((await h.readModel.history('prod'))!.map((v) => v.version)).toEqual([1]);
+    expect((await h.readModel.history('prod'))!).toMatchObject({ stateId: newId, deletedAt: null });
+    expect((await h.readModel.history('prod'))!.versions.map((v) => v.version)).toEqual([1]);
     expect(await h.readModel.atSerial('prod', 16)).toBeNull();
     expect(
       await q('SELECT address FROM current_resources WHERE state_name = $1', ['prod']),
@@ -372,6 +380,35 @@ describe('State read models (projected from the real write path)', () => {
     ]);
     await h.forceUnlock('prod');
     expect(await h.readModel.lock('prod')).toBeNull();
+  });
+
+  it('records on the version the lineage a forced push replaced', async () => {
+    await h.commit('pushed', testDocument(1, [{ name: 'a', input: '1' }], {}, 'lineage-a'));
+    await h.commit('pushed', testDocument(2, [{ name: 'a', input: '1' }], {}, 'lineage-a'));
+    await h.commit('pushed', testDocument(1, [{ name: 'a', input: '2' }], {}, 'lineage-b'));
+    expect(
+      await q(
+        `SELECT version, lineage, lineage_changed_from FROM state_versions
+          WHERE state_id = $1 ORDER BY version`,
+        [await h.stateId('pushed')],
+      ),
+    ).toEqual([
+      { version: 1, lineage: 'lineage-a', lineage_changed_from: null },
+      { version: 2, lineage: 'lineage-a', lineage_changed_from: null },
+      { version: 3, lineage: 'lineage-b', lineage_changed_from: 'lineage-a' },
+    ]);
+    expect(
+      (await h.readModel.history('pushed'))!.versions.map((v) => v.lineageChangedFrom),
+    ).toEqual([null, null, 'lineage-a']);
+  });
+
+  it('lists a name that was never written only while it is locked', async () => {
+    const listed = async () => (await h.readModel.listStates()).map((s) => s.name);
+    await h.lock('probe', 'P1');
+    expect(await listed()).toContain('probe');
+    await h.unlock('probe', 'P1');
+    expect(await listed()).not.toContain('probe');
+    expect(await listed()).toContain('pushed');
   });
 
   it('changes nothing when a batch is applied a second time', async () => {

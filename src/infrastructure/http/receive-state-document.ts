@@ -1,0 +1,36 @@
+import { webcrypto } from 'node:crypto';
+import { DomainError } from '../../domain/shared/domain-error';
+import { parseStateDocument, STATE_INVALID, StateDocumentV4 } from '../../domain/terraform';
+
+export interface ReceivedStateDocument {
+  document: StateDocumentV4;
+  /** SHA-256 hex of the bytes as received. */
+  checksum: string;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The one way a commit route turns a request body into a state document:
+ * numbers beyond double precision kept exact (a plain JSON.parse would round
+ * them), bytes that are not UTF-8 refused rather than replaced, and the
+ * checksum taken of the bytes exactly as they arrived. Every failure is a
+ * STATE.INVALID naming the problem.
+ */
+export async function receiveStateDocument(body: Buffer): Promise<ReceivedStateDocument> {
+  // Web Crypto hashes on the thread pool while the document is parsed here.
+  const [checksum, document] = await Promise.all([
+    webcrypto.subtle.digest('SHA-256', body).then((d) => Buffer.from(d).toString('hex')),
+    (async () => parseStateDocument(decode(body)))(),
+  ]);
+  return { document, checksum };
+}
+
+function decode(body: Buffer): string {
+  if (body.length === 0) throw new DomainError(STATE_INVALID, 'state is empty: send the document');
+  try {
+    return utf8.decode(body);
+  } catch {
+    throw new DomainError(STATE_INVALID, 'state is not valid UTF-8');
+  }
+}

@@ -1,0 +1,9 @@
+/** Bounds of `POST /v1/query`; `kl query` checks its flags against the same numbers. */
+export const QUERY_LIMITS = {
+  defaultMaxRows: 10_000,
+  maxMaxRows: 100_000,
+  defaultTimeoutMs: 30_000,
+  // The role's own statement_timeout (migrations/003) is 5 min; stay inside it.
+  maxTimeoutMs: 300_000,
+  maxParams: 1000,
+};
