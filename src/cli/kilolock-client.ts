@@ -1,6 +1,9 @@
+import { parseJsonLossless } from '../domain/terraform/lossless-json';
+import { STATE_VERSION_HEADER } from '../infrastructure/http/headers';
 import type {
+  StateHistory,
   StateSummary,
-  StateVersionSummary as VersionSummary,
+  VersionSelector,
 } from '../infrastructure/read-models/state-read-model';
 import type {
   LockSummary,
@@ -32,8 +35,10 @@ export interface QueryResponse {
 
 // The wire shapes are the server's read-model types, serialised as JSON.
 export type {
+  StateHistory,
   StateSummary,
   StateVersionSummary as VersionSummary,
+  VersionSelector,
 } from '../infrastructure/read-models/state-read-model';
 export type {
   LockSummary,
@@ -61,14 +66,18 @@ export class KilolockClient {
     return (await this.json<{ states: StateSummary[] }>('GET', '/v1/api/states')).states;
   }
 
-  async history(state: string): Promise<VersionSummary[]> {
-    const path = `/v1/api/states/${statePath(state)}/history`;
-    return (await this.json<{ versions: VersionSummary[] }>('GET', path)).versions;
+  /** The live state's versions, or those of the state deleted last under that name. */
+  history(state: string): Promise<StateHistory> {
+    return this.json('GET', `/v1/api/states/${statePath(state)}/history`);
   }
 
-  async resources(state: string, addressGlob?: string): Promise<ResourceSummary[]> {
+  async resources(
+    state: string,
+    addressGlob?: string,
+    version?: number,
+  ): Promise<ResourceSummary[]> {
     const path = `/v1/api/states/${statePath(state)}/resources`;
-    const query = { address_glob: addressGlob };
+    const query = { address_glob: addressGlob, version };
     return (await this.json<{ resources: ResourceSummary[] }>('GET', path, { query })).resources;
   }
 
@@ -76,41 +85,56 @@ export class KilolockClient {
     state: string,
     address: string,
     history: boolean,
+    version?: number,
   ): Promise<{ current: ResourceDetail | null; history?: ResourceLifecycle[] }> {
     // One segment: instance keys may contain slashes.
     const path = `/v1/api/states/${statePath(state)}/resources/${encodeURIComponent(address)}`;
-    return this.json('GET', path, { query: { history: history || undefined } });
+    return this.json('GET', path, { query: { history: history || undefined, version } });
   }
 
-  diff(state: string, from: number, to?: number): Promise<StateDiff> {
-    return this.json('GET', `/v1/api/states/${statePath(state)}/diff`, { query: { from, to } });
+  diff(state: string, from: VersionSelector, to?: VersionSelector): Promise<StateDiff> {
+    return this.json('GET', `/v1/api/states/${statePath(state)}/diff`, {
+      query: { ...selectorQuery('from', from), ...(to ? selectorQuery('to', to) : {}) },
+    });
   }
 
   async locks(): Promise<LockSummary[]> {
     return (await this.json<{ locks: LockSummary[] }>('GET', '/v1/api/locks')).locks;
   }
 
-  /** The document exactly as terraform's GET serves it; null when there is none. */
-  async exportState(state: string, serial?: number): Promise<string | null> {
-    const res = await this.send('GET', `/v1/states/${statePath(state)}`, { query: { serial } });
-    if (res.status === 404) return null;
-    await this.check(res);
-    return res.text();
+  /** The document exactly as terraform's GET serves it (current, or version N), and its version. */
+  async exportState(state: string, version?: number): Promise<{ bytes: Buffer; version: number }> {
+    const res = await this.check(
+      await this.send('GET', `/v1/states/${statePath(state)}`, { query: { version } }),
+    );
+    return {
+      bytes: Buffer.from(await res.arrayBuffer()),
+      version: Number(res.headers.get(STATE_VERSION_HEADER)),
+    };
   }
 
+  /** Without `force`, kld refuses another lineage or an older serial than the current version. */
   async importState(
     state: string,
     body: Buffer | ReadableStream<Uint8Array>,
+    force: boolean,
   ): Promise<{ version: number | null }> {
     return this.json('POST', `/v1/api/states/${statePath(state)}/import`, {
       body,
       contentType: 'application/json',
+      query: { force: force || undefined },
     });
   }
 
-  /** What `terraform force-unlock` sends: UNLOCK with an empty body. */
-  async forceUnlock(state: string): Promise<void> {
-    await this.check(await this.send('UNLOCK', `/v1/states/${statePath(state)}`, { body: '' }));
+  /** Releases the lock; with `lockId`, only that lock (STATE.LOCK_MISMATCH if another holds it). */
+  forceUnlock(state: string, lockId?: string): Promise<{ released: string | null }> {
+    return this.json('POST', `/v1/api/states/${statePath(state)}/force-unlock`, {
+      json: lockId === undefined ? {} : { lock_id: lockId },
+    });
+  }
+
+  serverVersion(): Promise<{ version: string }> {
+    return this.json('GET', '/v1/version');
   }
 
   async rebuildProjections(): Promise<{ projector: string; events: number }[]> {
@@ -119,8 +143,10 @@ export class KilolockClient {
       .projectors;
   }
 
+  /** Parsed losslessly: numbers beyond double precision stay exact (see lossless-json). */
   private async json<T>(method: string, path: string, request: KldRequest = {}): Promise<T> {
-    return this.http.json<T>(method, path, request);
+    const res = await this.check(await this.send(method, path, request));
+    return parseJsonLossless(await res.text()) as T;
   }
 
   private send(method: string, path: string, request: KldRequest): Promise<Response> {
@@ -131,4 +157,8 @@ export class KilolockClient {
     if (!res.ok) throw await errorOf(res);
     return res;
   }
+}
+
+function selectorQuery(side: 'from' | 'to', at: VersionSelector): Record<string, number> {
+  return 'version' in at ? { [`${side}_version`]: at.version } : { [side]: at.serial };
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env node
 import 'reflect-metadata';
-import { Command, CommanderError, Option } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { registerStateCommands } from './commands';
 import { registerDriftCommand } from './commands/drift.command';
 import { registerProviderConfigCommands } from './commands/provider-config.command';
 import { registerRefreshCommand } from './commands/refresh.command';
 import { registerProviderSchemaCommand } from './commands/provider-schema.command';
+import { registerVersionCommand } from './commands/version.command';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { version } = require('../../../package.json') as { version: string };
@@ -20,7 +21,12 @@ export interface GlobalOptions {
 export function buildProgram(): Command {
   const program = new Command('kl')
     .description('Kilolock CLI: query and operate Terraform states held by kld')
-    .option('--server <url>', 'kld base URL', process.env.KL_SERVER_URL ?? 'http://127.0.0.1:8080')
+    .addOption(
+      new Option('--server <url>', 'kld base URL')
+        .env('KL_SERVER_URL')
+        .default('http://127.0.0.1:8080')
+        .argParser(serverUrl),
+    )
     .option('--token <token>', 'API token (default: KL_TOKEN)', process.env.KL_TOKEN)
     .addOption(
       new Option('--format <format>', 'output format')
@@ -32,12 +38,7 @@ export function buildProgram(): Command {
     // Usage errors in the same one-line shape as every other failure.
     .configureOutput({ outputError: (str, write) => write(`kl: ${str.replace(/^error: /, '')}`) });
 
-  program
-    .command('version')
-    .description('print the kl version')
-    .action(() => {
-      process.stdout.write(`kl ${version}\n`);
-    });
+  registerVersionCommand(program, version);
 
   registerStateCommands(program);
   registerProviderSchemaCommand(program);
@@ -45,6 +46,20 @@ export function buildProgram(): Command {
   registerRefreshCommand(program);
   registerDriftCommand(program);
   return program;
+}
+
+/** Checked where it is given, so every command (and KL_SERVER_URL) fails the same way. */
+function serverUrl(value: string): string {
+  let protocol: string | null = null;
+  try {
+    protocol = new URL(value).protocol;
+  } catch {
+    // not a URL at all
+  }
+  if (protocol !== 'http:' && protocol !== 'https:') {
+    throw new InvalidArgumentError('expected an http(s) URL such as http://127.0.0.1:8080');
+  }
+  return value;
 }
 
 async function main(argv: string[]): Promise<void> {

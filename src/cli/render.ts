@@ -1,4 +1,5 @@
 import Table from 'cli-table3';
+import { bigNumberText, isBigNumber, stringifyJson } from '../domain/terraform/lossless-json';
 
 export type Format = 'table' | 'json' | 'csv';
 
@@ -17,13 +18,7 @@ export interface Rows {
 export function render(data: Rows, format: Format): string {
   switch (format) {
     case 'json':
-      return (
-        JSON.stringify(
-          data.rows.map((row) => rowObject(data.columns, row)),
-          null,
-          2,
-        ) + '\n'
-      );
+      return renderJson(data.rows.map((row) => rowObject(data.columns, row)));
     case 'csv':
       return [data.columns, ...data.rows.map((r) => r.map(cell))]
         .map((r) => r.map(csvField).join(',') + '\r\n')
@@ -46,6 +41,14 @@ export function render(data: Rows, format: Format): string {
   }
 }
 
+/**
+ * JSON for one value, indented; numbers beyond double precision (parsed
+ * losslessly) written back exactly as they came.
+ */
+export function renderJson(value: unknown): string {
+  return stringifyJson(value, 2) + '\n';
+}
+
 function rowObject(columns: string[], row: unknown[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   columns.forEach((c, i) => (out[c] = row[i] ?? null));
@@ -54,9 +57,12 @@ function rowObject(columns: string[], row: unknown[]): Record<string, unknown> {
 
 function cell(value: unknown): string {
   if (value === null || value === undefined) return '';
+  if (isBigNumber(value)) return bigNumberText(value);
   if (typeof value === 'string') return value;
-  if (Array.isArray(value) && value.every((v) => typeof v === 'string')) return value.join(', ');
-  return typeof value === 'object' ? JSON.stringify(value) : String(value);
+  if (Array.isArray(value) && value.every((v) => typeof v === 'string' && !isBigNumber(v))) {
+    return value.join(', ');
+  }
+  return typeof value === 'object' ? stringifyJson(value) : String(value);
 }
 
 function csvField(value: string): string {

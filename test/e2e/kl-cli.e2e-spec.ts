@@ -22,25 +22,42 @@ interface Run {
   stderr: string;
 }
 
-function kl(args: string[], options: { input?: string; server?: string } = {}): Run {
+interface KlOptions {
+  input?: string;
+  server?: string;
+  env?: Record<string, string>;
+}
+
+function kl(args: string[], options: KlOptions = {}): Run {
   const r = spawnSync(process.execPath, [KL, ...args], {
     input: options.input ?? '',
     encoding: 'utf8',
-    env: { ...process.env, KL_SERVER_URL: options.server ?? kld.url, KL_ACTOR: 'cli-tester' },
+    env: {
+      ...process.env,
+      KL_SERVER_URL: options.server ?? kld.url,
+      KL_ACTOR: 'cli-tester',
+      ...options.env,
+    },
   });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
 /** Exit 0 and nothing on stderr. */
-function ok(args: string[], options?: { input?: string }): string {
+function ok(args: string[], options?: KlOptions): string {
   const r = kl(args, options);
   expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
   return r.stdout;
 }
 
 /** A failure: the exit code and exactly one readable line on stderr. */
-function fails(args: string[], code: 1 | 2, message: RegExp, server?: string): void {
-  const r = kl(args, { server });
+function fails(
+  args: string[],
+  code: 1 | 2,
+  message: RegExp,
+  server?: string,
+  options: KlOptions = {},
+): void {
+  const r = kl(args, { ...options, server });
   expect(r.code).toBe(code);
   const lines = r.stderr.trimEnd().split('\n');
   expect(lines).toHaveLength(1);
@@ -133,8 +150,12 @@ describe('import, export, show', () => {
     expect(JSON.parse(fs.readFileSync(out, 'utf8'))).toEqual(v1);
   });
 
-  it('shows a state as instances (table, csv) or as the document (json)', () => {
+  it('shows a state: version, serial, lineage, outputs and instances (table, json), instances (csv)', () => {
     const table = ok(['show', state]);
+    expect(table).toMatch(/│ version\s+│ 2\s+│/);
+    expect(table).toMatch(/│ serial\s+│ 2\s+│/);
+    expect(table).toMatch(/│ lineage\s+│ cli-lineage\s+│/);
+    expect(table).toMatch(/│ count\s+│ number\s+│ 2\s+│/);
     expect(table).toMatch(/address\s+│ type/);
     expect(table).toContain('module.herd.terraform_data.tag["c"]');
     expect(ok(['show', state, '--serial', '1', '--format', 'csv']).split('\r\n')).toEqual([
@@ -144,7 +165,25 @@ describe('import, export, show', () => {
       '"module.herd.terraform_data.tag[""b""]",terraform_data,"provider[""terraform.io/builtin/terraform""]",',
       '',
     ]);
-    expect(json(['show', state])).toEqual(v2);
+    expect(json(['show', state])).toEqual({
+      state,
+      version: 2,
+      serial: 2,
+      lineage: 'cli-lineage',
+      terraform_version: '1.11.4',
+      outputs: { count: { value: 2, type: 'number', sensitive: false } },
+      instances: [
+        {
+          address: 'terraform_data.leader',
+          type: 'terraform_data',
+          provider: 'provider["terraform.io/builtin/terraform"]',
+          status: null,
+        },
+        expect.objectContaining({ address: 'module.herd.terraform_data.tag["a"]' }),
+        expect.objectContaining({ address: 'module.herd.terraform_data.tag["c"]' }),
+      ],
+    });
+    expect(json(['show', state, '--version', '1'])).toMatchObject({ version: 1, serial: 1 });
   });
 
   it('refuses a file that is not a terraform state before sending it', () => {
@@ -184,10 +223,10 @@ describe('listings', () => {
   it('lists history', () => {
     const csv = ok(['history', state, '--format', 'csv']).split('\r\n');
     expect(csv[0]).toBe(
-      'version,serial,source,actor,terraform_version,resources,instances,created_at',
+      'version,serial,lineage,lineage_changed_from,source,actor,terraform_version,resources,instances,created_at',
     );
-    expect(csv[1]).toMatch(/^1,1,import,cli-tester,1\.11\.4,2,3,/);
-    expect(csv[2]).toMatch(/^2,2,import,cli-tester,1\.11\.4,2,3,/);
+    expect(csv[1]).toMatch(/^1,1,cli-lineage,,import,cli-tester,1\.11\.4,2,3,/);
+    expect(csv[2]).toMatch(/^2,2,cli-lineage,,import,cli-tester,1\.11\.4,2,3,/);
   });
 
   it('lists resources, filtered by an address glob', () => {
@@ -204,12 +243,29 @@ describe('listings', () => {
 
   it('shows one resource, and its history with the attributes each version changed', () => {
     const address = 'module.herd.terraform_data.tag["a"]';
-    const fields = json(['resource', state, address]);
-    expect(fields).toContainEqual({
-      field: 'attributes.input',
-      value: { value: 'uno', type: 'string' },
+    expect(json(['resource', state, address])).toEqual({
+      address,
+      type: 'terraform_data',
+      module: 'module.herd',
+      provider: 'provider["terraform.io/builtin/terraform"]',
+      status: null,
+      since_version: 2,
+      since_serial: 2,
+      dependencies: ['terraform_data.leader'],
+      attributes: {
+        id: 'tag-a',
+        input: { value: 'uno', type: 'string' },
+        output: { value: 'uno', type: 'string' },
+        triggers_replace: null,
+      },
     });
-    expect(fields).toContainEqual({ field: 'dependencies', value: ['terraform_data.leader'] });
+    expect(ok(['resource', state, address])).toMatch(
+      /│ attributes\.input\s+│ \{"type":"string","value":"uno"\}\s+│/,
+    );
+    expect(json(['resource', state, address, '--version', '1']).attributes.input).toEqual({
+      value: 'one',
+      type: 'string',
+    });
     expect(json(['resource', state, address, '--history'])).toEqual([
       expect.objectContaining({ from_serial: 1, until_serial: 2, changed: ['(created)'] }),
       expect.objectContaining({
@@ -237,6 +293,26 @@ describe('listings', () => {
     fails(['diff', state], 2, /--from/);
     fails(['diff', state, '--from', 'x'], 2, /--from must be a non-negative integer/);
     fails(['diff', state, '--from', '9'], 1, /no version with serial 9/);
+    expect(json(['diff', state, '--from-version', '1', '--to-version', '2'])).toEqual(
+      json(['diff', state, '--from', '1', '--to', '2']),
+    );
+    fails(['diff', state, '--from', '1', '--from-version', '1'], 2, /--from or --from-version/);
+    fails(['diff', state, '--from-version', '7'], 1, /has no version 7/);
+  });
+
+  it('lists resources as they were at one version', () => {
+    expect(
+      json(['resources', state, '--version', '1']).map((r: { address: string }) => r.address),
+    ).toEqual([
+      'module.herd.terraform_data.tag["a"]',
+      'module.herd.terraform_data.tag["b"]',
+      'terraform_data.leader',
+    ]);
+    expect(json(['resources', state, '--serial', '1'])).toEqual(
+      json(['resources', state, '--version', '1']),
+    );
+    fails(['resources', state, '--version', '9'], 1, /has no version 9/);
+    fails(['resources', state, '--version', '1', '--serial', '1'], 2, /--serial or --version/);
   });
 });
 
@@ -271,7 +347,14 @@ describe('locks', () => {
     expect(json(['states'])[0].locked_by).toBe('alice@host');
     // A write without the lock is refused with the server's message.
     fails(['import', path.join(dir, 'v1.tfstate'), '--name', state], 1, /lock/i);
-    expect(json(['force-unlock', state])).toEqual([
+    // Someone else's lock, no terminal to ask on: refused, still locked.
+    fails(
+      ['force-unlock', state],
+      1,
+      new RegExp(`lock ${id} on ${state}, held by alice@host.*--yes`),
+    );
+    expect(json(['locks'])).toHaveLength(1);
+    expect(json(['force-unlock', state, '--yes'])).toEqual([
       { state, released_lock_id: id, held_by: 'alice@host' },
     ]);
     expect(ok(['locks', '--format', 'csv'])).toBe(
@@ -353,7 +436,7 @@ describe('operations and errors', () => {
 
   it('shows server errors as one line', () => {
     fails(['history', 'no-such-state'], 1, /^kl: no state named "no-such-state"$/);
-    fails(['export', 'no-such-state'], 1, /does not exist/);
+    fails(['export', 'no-such-state'], 1, /^kl: no state named "no-such-state"$/);
   });
 
   it('exits 2 on unknown commands and options, 0 on --help for every command', () => {
@@ -379,5 +462,285 @@ describe('operations and errors', () => {
       expect(r.code).toBe(0);
       expect(r.stdout).toContain(`Usage: kl ${command.join(' ')}`);
     }
+  });
+});
+
+/** LOCK a state over HTTP as terraform would, with `who` as LockInfo.Who. */
+async function lockAs(name: string, who: string): Promise<string> {
+  const id = randomUUID();
+  const r = await fetch(`${kld.url}/v1/states/${name}`, {
+    method: 'LOCK',
+    body: JSON.stringify({ ID: id, Operation: 'OperationTypeApply', Who: who, Info: '' }),
+  });
+  expect(r.status).toBe(200);
+  return id;
+}
+
+function writeState(name: string, document: Record<string, unknown> | string): string {
+  const file = path.join(dir, name);
+  fs.writeFileSync(file, typeof document === 'string' ? document : JSON.stringify(document));
+  return file;
+}
+
+describe('exact numbers', () => {
+  it('imports and exports numbers beyond double precision byte for byte', async () => {
+    const name = `cli-exact/${randomUUID().slice(0, 8)}`;
+    const text = JSON.stringify(doc(1, { a: 'x' })).replace(
+      '"count":{"value":1,"type":"number"}',
+      '"big":{"value":12345678901234567890,"type":"number"},"frac":{"value":0.1000000000000000055511151231257827,"type":"number"}',
+    );
+    expect(text).toContain('12345678901234567890');
+    ok(['import', writeState('exact.tfstate', text), '--name', name]);
+    const served = await (await fetch(`${kld.url}/v1/states/${name}`)).text();
+    const exported = ok(['export', name]);
+    expect(exported).toBe(served);
+    expect(exported.match(/"value": [-0-9.e+]+/g)).toEqual([
+      '"value": 12345678901234567890',
+      '"value": 0.1000000000000000055511151231257827',
+    ]);
+    const shown = ok(['show', name, '--format', 'json']);
+    expect(shown).toContain('"value": 12345678901234567890');
+    expect(shown).toContain('"value": 0.1000000000000000055511151231257827');
+    expect(ok(['show', name])).toMatch(/│ big\s+│ number\s+│ 12345678901234567890\s+│/);
+  });
+});
+
+describe('lineage and serial on import', () => {
+  const name = `cli-lineage/${randomUUID().slice(0, 8)}`;
+  const versions = () => json(['history', name]).length;
+
+  it('refuses another lineage or an older serial without --force, writing nothing', () => {
+    ok(['import', writeState('l5.tfstate', doc(5, { a: 'x' })), '--name', name]);
+    const other = writeState('other.tfstate', { ...doc(6, { a: 'y' }), lineage: 'other-lineage' });
+    fails(
+      ['import', other, '--name', name],
+      1,
+      /has lineage "cli-lineage", the document has lineage "other-lineage"; nothing imported \(kl import --force/,
+    );
+    const older = writeState('l4.tfstate', doc(4, { a: 'y' }));
+    fails(['import', older, '--name', name], 1, /at serial 5, the document has the older serial 4/);
+    expect(versions()).toBe(1);
+  });
+
+  it('imports them with --force, and history shows the lineage that was replaced', () => {
+    ok(['import', path.join(dir, 'l4.tfstate'), '--name', name, '--force']);
+    ok(['import', path.join(dir, 'other.tfstate'), '--name', name, '--force']);
+    expect(
+      json(['history', name]).map((v: Record<string, unknown>) => [
+        v.serial,
+        v.lineage,
+        v.lineage_changed_from,
+      ]),
+    ).toEqual([
+      [5, 'cli-lineage', null],
+      [4, 'cli-lineage', null],
+      [6, 'other-lineage', 'cli-lineage'],
+    ]);
+  });
+
+  it('says which version a repeated serial picked, and --version picks exactly', () => {
+    // Serial 5 again (a forced push of the same serial): versions 1 and 4 carry it.
+    ok(['import', writeState('l5b.tfstate', doc(5, { b: 'z' })), '--name', name, '--force']);
+    const r = kl(['export', name, '--serial', '5']);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe(
+      'kl: serial 5 is carried by versions 1, 4; using version 4 (pick one with --version)\n',
+    );
+    expect(JSON.parse(r.stdout)).toEqual(doc(5, { b: 'z' }));
+    expect(JSON.parse(ok(['export', name, '--version', '1']))).toEqual(doc(5, { a: 'x' }));
+    fails(['export', name, '--version', '1', '--serial', '5'], 2, /--serial or --version/);
+    fails(['export', name, '--version', '99'], 1, /has no version 99/);
+  });
+
+  it('shows the history of a deleted state and says it was deleted', async () => {
+    expect((await fetch(`${kld.url}/v1/states/${name}`, { method: 'DELETE' })).status).toBe(200);
+    const r = kl(['history', name, '--format', 'csv']);
+    expect(r.code).toBe(0);
+    expect(r.stdout.split('\r\n')).toHaveLength(6); // header, 4 versions, end
+    expect(r.stderr).toMatch(new RegExp(`^kl: state "${name}" was deleted at \\S+\\n$`));
+    fails(['export', name, '--serial', '5'], 1, /was deleted at/);
+  });
+});
+
+describe('force-unlock', () => {
+  const name = `cli-unlock/${randomUUID().slice(0, 8)}`;
+
+  beforeAll(() => {
+    ok(['import', path.join(dir, 'v1.tfstate'), '--name', name]);
+  });
+
+  it('releases your own lock without asking', async () => {
+    const id = await lockAs(name, 'cli-tester');
+    expect(json(['force-unlock', name])).toEqual([
+      { state: name, released_lock_id: id, held_by: 'cli-tester' },
+    ]);
+    expect(json(['force-unlock', name])).toEqual([
+      { state: name, released_lock_id: null, held_by: null },
+    ]);
+  });
+
+  /** kl on a pseudo-terminal (util-linux `script`), answering `answer` to its question. */
+  function onTerminal(args: string[], answer: string): Run {
+    const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;
+    const r = spawnSync(
+      'script',
+      ['-qec', [process.execPath, KL, ...args].map(quote).join(' '), '/dev/null'],
+      {
+        input: answer,
+        encoding: 'utf8',
+        timeout: 30_000,
+        env: { ...process.env, KL_SERVER_URL: kld.url, KL_ACTOR: 'cli-tester' },
+      },
+    );
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  }
+
+  it("asks on a terminal before releasing someone else's lock", async () => {
+    const id = await lockAs(name, 'bob@elsewhere');
+    const no = onTerminal(['force-unlock', name], 'n\n');
+    expect(no.code).toBe(1);
+    expect(no.stdout).toContain(`Release the lock ${id} on ${name}, held by bob@elsewhere`);
+    expect(no.stdout).toContain('kl: not released');
+    expect(json(['locks']).map((l: { lock_id: string }) => l.lock_id)).toContain(id);
+
+    const yes = onTerminal(['force-unlock', name], 'y\n');
+    expect(yes.code).toBe(0);
+    expect(yes.stdout).toMatch(
+      new RegExp(`│ ${name.replace('/', '\\/')}\\s+│ ${id}\\s+│ bob@elsewhere`),
+    );
+    expect(json(['locks']).map((l: { lock_id: string }) => l.lock_id)).not.toContain(id);
+  });
+
+  it('refuses without a terminal unless --yes', async () => {
+    const id = await lockAs(name, 'bob@elsewhere');
+    fails(['force-unlock', name], 1, /held by bob@elsewhere.*not yours; pass --yes to release it/);
+    expect(json(['locks']).map((l: { lock_id: string }) => l.lock_id)).toContain(id);
+    expect(json(['force-unlock', name, '-y'])[0].released_lock_id).toBe(id);
+  });
+});
+
+describe('sensitive values', () => {
+  const name = `cli-secret/${randomUUID().slice(0, 8)}`;
+  const secretDoc = {
+    ...doc(1, {}),
+    outputs: {
+      password: { value: 'hunter2', type: 'string', sensitive: true },
+      endpoint: { value: 'db.internal', type: 'string' },
+    },
+    resources: [
+      {
+        mode: 'managed',
+        type: 'terraform_data',
+        name: 'db',
+        provider: 'provider["terraform.io/builtin/terraform"]',
+        instances: [
+          {
+            schema_version: 0,
+            attributes: {
+              id: 'db',
+              input: { value: { user: 'admin', pass: 's3cret' }, type: ['object', {}] },
+              output: { value: 'plain', type: 'string' },
+              triggers_replace: null,
+            },
+            sensitive_attributes: [
+              [
+                { type: 'get_attr', value: 'input' },
+                { type: 'get_attr', value: 'value' },
+                { type: 'index', value: { value: 'pass', type: 'string' } },
+              ],
+            ],
+          },
+        ],
+      },
+    ],
+  };
+
+  beforeAll(() => {
+    ok(['import', writeState('secret.tfstate', secretDoc), '--name', name]);
+  });
+
+  it('masks sensitive outputs in kl show unless --show-sensitive', () => {
+    const table = ok(['show', name]);
+    expect(table).toMatch(/│ password\s+│ string\s+│ \(sensitive value\)\s+│/);
+    expect(table).toMatch(/│ endpoint\s+│ string\s+│ db\.internal\s+│/);
+    expect(table).not.toContain('hunter2');
+    expect(json(['show', name]).outputs.password).toEqual({
+      value: '(sensitive value)',
+      type: 'string',
+      sensitive: true,
+    });
+    expect(json(['show', name, '--show-sensitive']).outputs.password.value).toBe('hunter2');
+  });
+
+  it('masks sensitive attributes in kl resource unless --show-sensitive', () => {
+    expect(json(['resource', name, 'terraform_data.db']).attributes.input).toEqual({
+      value: { user: 'admin', pass: '(sensitive value)' },
+      type: ['object', {}],
+    });
+    expect(ok(['resource', name, 'terraform_data.db'])).not.toContain('s3cret');
+    expect(
+      json(['resource', name, 'terraform_data.db', '--show-sensitive']).attributes.input.value.pass,
+    ).toBe('s3cret');
+  });
+});
+
+describe('query rough edges', () => {
+  it('shows $1 in single quotes in its help, where the shell leaves it alone', () => {
+    const help = ok(['query', '--help']);
+    expect(help).toContain(
+      "kl query 'SELECT type, count(*) FROM current_resources WHERE state_name = $1 GROUP BY 1' -p prod",
+    );
+    expect(help).not.toMatch(/"[^"\n]*\$1[^"\n]*"/);
+  });
+
+  it('names --timeout and --max-rows when they are out of range, and takes 10s', () => {
+    fails(
+      ['query', 'SELECT 1', '--timeout', '10m'],
+      2,
+      /^kl: --timeout must be at most 5m, got "10m"$/,
+    );
+    fails(['query', 'SELECT 1', '--max-rows', '0'], 2, /^kl: --max-rows must be from 1 to 100000/);
+    expect(json(['query', 'SELECT 1 AS one', '--timeout', '10s'])).toEqual([{ one: 1 }]);
+    expect(json(['query', 'SELECT 1 AS one', '--timeout', '2m'])).toEqual([{ one: 1 }]);
+  });
+
+  it('refuses COPY … TO STDOUT with a clear line instead of an empty answer', () => {
+    fails(['query', 'COPY (SELECT 1) TO STDOUT'], 1, /^kl: COPY is not supported: .*use SELECT/);
+  });
+});
+
+describe('version and server', () => {
+  it('prints its own version and the server version, as text or JSON', () => {
+    const { version } = JSON.parse(
+      fs.readFileSync(path.join(__dirname, '../../package.json'), 'utf8'),
+    ) as {
+      version: string;
+    };
+    expect(ok(['version'])).toBe(`kl ${version}\nkld ${version}\n`);
+    expect(json(['version'])).toEqual({ kl: version, kld: version });
+    expect(json(['version', '--client'])).toEqual({ kl: version });
+  });
+
+  it('still prints its own version when the server is unreachable, then fails', async () => {
+    const port = await freePort();
+    const r = kl(['version', '--format', 'json'], { server: `http://127.0.0.1:${port}` });
+    expect(r.code).toBe(1);
+    expect(JSON.parse(r.stdout)).toEqual({ kl: expect.any(String), kld: null });
+    expect(r.stderr).toMatch(/^kl: cannot reach kld at/);
+  });
+
+  it('names --server (or KL_SERVER_URL) when it is not a URL', () => {
+    fails(
+      ['--server', 'not-a-url', 'states'],
+      2,
+      /--server <url>' argument 'not-a-url' is invalid.*http\(s\) URL/,
+    );
+    fails(['--server', 'ftp://x', 'states'], 2, /--server <url>' argument 'ftp:\/\/x' is invalid/);
+    fails(
+      ['states'],
+      2,
+      /--server <url>' value 'nope' from env 'KL_SERVER_URL' is invalid/,
+      'nope',
+    );
   });
 });

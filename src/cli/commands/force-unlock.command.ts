@@ -1,21 +1,54 @@
 import { Command } from 'commander';
+import * as readline from 'node:readline/promises';
+import { defaultActor } from '../../infrastructure/rest/kld-http-client';
+import { KlError } from '../cli-error';
 import { contextOf } from './context';
 
-/** `kl force-unlock <state>`: releases whoever holds the lock, like `terraform force-unlock`. */
+/**
+ * `kl force-unlock <state>`: releases the lock, like `terraform
+ * force-unlock`. Another person's lock is released only after a yes on the
+ * terminal, or with --yes; and only the lock that was shown is released, so
+ * a lock taken meanwhile by someone else is left alone.
+ */
 export function registerForceUnlockCommand(program: Command): void {
   program
     .command('force-unlock')
-    .description('release the lock on a state, whoever holds it')
+    .description("release the lock on a state (asks first if it is someone else's)")
     .argument('<state>', 'state name')
-    .action(async (state: string, _options: unknown, command: Command) => {
+    .option('-y, --yes', "release someone else's lock without asking")
+    .action(async (state: string, options: { yes?: boolean }, command: Command) => {
       const { client, print } = contextOf(command);
-      // Read the holder first only to say what was released; the unlock
-      // itself is unconditional.
       const held = (await client.locks()).find((l) => l.name === state);
-      await client.forceUnlock(state);
-      print({
-        columns: ['state', 'released_lock_id', 'held_by'],
-        rows: [[state, held?.lockId ?? null, held ? (held.who ?? held.acquiredBy) : null]],
-      });
+      if (!held) {
+        // Nothing to release; a missing or deleted state is still an error.
+        const { deletedAt } = await client.history(state);
+        if (deletedAt !== null) throw new KlError(`state "${state}" was deleted at ${deletedAt}`);
+        print({ columns, rows: [[state, null, null]] });
+        return;
+      }
+      const who = held.who ?? held.acquiredBy;
+      const mine = who === defaultActor();
+      if (!mine && !options.yes) {
+        const what = `lock ${held.lockId} on ${state}, held by ${who} since ${held.acquiredAt}${held.operation ? ` (${held.operation})` : ''}`;
+        if (!process.stdin.isTTY) {
+          throw new KlError(`${what}: not yours; pass --yes to release it`);
+        }
+        if (!(await confirm(`Release the ${what}? [y/N] `))) {
+          throw new KlError('not released');
+        }
+      }
+      const { released } = await client.forceUnlock(state, held.lockId);
+      print({ columns, rows: [[state, released, released === null ? null : who]] });
     });
+}
+
+const columns = ['state', 'released_lock_id', 'held_by'];
+
+async function confirm(question: string): Promise<boolean> {
+  const rl = readline.createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return /^y(es)?$/i.test((await rl.question(question)).trim());
+  } finally {
+    rl.close();
+  }
 }

@@ -1,19 +1,25 @@
 import { Command } from 'commander';
 import { contextOf } from './context';
 
-/** `kl history <state>`: every accepted write, oldest first. */
+/**
+ * `kl history <state>`: every accepted write, oldest first, with the lineage
+ * each one replaced when it changed it. A deleted state still has its
+ * history; stderr says it was deleted.
+ */
 export function registerHistoryCommand(program: Command): void {
   program
     .command('history')
-    .description('list every version of a state, oldest first')
+    .description('list every version of a state, oldest first (also of a deleted state)')
     .argument('<state>', 'state name')
     .action(async (state: string, _options: unknown, command: Command) => {
       const { client, print } = contextOf(command);
-      const versions = await client.history(state);
+      const history = await client.history(state);
       print({
         columns: [
           'version',
           'serial',
+          'lineage',
+          'lineage_changed_from',
           'source',
           'actor',
           'terraform_version',
@@ -21,9 +27,11 @@ export function registerHistoryCommand(program: Command): void {
           'instances',
           'created_at',
         ],
-        rows: versions.map((v) => [
+        rows: history.versions.map((v) => [
           v.version,
           v.serial,
+          v.lineage,
+          v.lineageChangedFrom,
           v.source,
           v.actor,
           v.terraformVersion,
@@ -32,5 +40,8 @@ export function registerHistoryCommand(program: Command): void {
           v.createdAt,
         ]),
       });
+      if (history.deletedAt !== null) {
+        process.stderr.write(`kl: state "${state}" was deleted at ${history.deletedAt}\n`);
+      }
     });
 }

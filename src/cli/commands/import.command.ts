@@ -2,7 +2,7 @@ import { SingleBar } from 'cli-progress';
 import { Command } from 'commander';
 import * as fs from 'node:fs';
 import { DomainError } from '../../domain/shared/domain-error';
-import { flattenInstances, parseStateDocument } from '../../domain/terraform';
+import { parseStateDocument } from '../../domain/terraform';
 import { KlError } from '../cli-error';
 import { contextOf, usage } from './context';
 
@@ -19,15 +19,22 @@ export function registerImportCommand(program: Command): void {
     .description('import a .tfstate file as a new version of a state')
     .argument('<file>', 'terraform state file (v4)')
     .requiredOption('--name <state>', 'state to import into (created if missing)')
-    .action(async (file: string, options: { name: string }, command: Command) => {
+    .option(
+      '--force',
+      'import even if the file has another lineage or an older serial than the current version',
+    )
+    .action(async (file: string, options: { name: string; force?: boolean }, command: Command) => {
       if (!fs.existsSync(file)) usage(command, `no such file: ${file}`);
       const bytes = fs.readFileSync(file);
       let instances: number;
       try {
-        instances = flattenInstances(parseStateDocument(JSON.parse(bytes.toString('utf8')))).length;
+        // From the text, like the server: numbers beyond double precision stay exact.
+        instances = parseStateDocument(bytes.toString('utf8')).resources.reduce(
+          (n, r) => n + r.instances.length,
+          0,
+        );
       } catch (err) {
-        const why =
-          err instanceof DomainError || err instanceof SyntaxError ? err.message : String(err);
+        const why = err instanceof DomainError ? err.message : String(err);
         throw new KlError(`${file} is not a valid terraform state: ${why}`);
       }
       const { client, print } = contextOf(command);
@@ -42,6 +49,7 @@ export function registerImportCommand(program: Command): void {
         const { version } = await client.importState(
           options.name,
           bar ? streamed(bytes, bar) : bytes,
+          options.force === true,
         );
         bar?.stop();
         print({

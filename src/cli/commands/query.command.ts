@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import * as fs from 'node:fs';
+import { QUERY_LIMITS } from '../../infrastructure/query/query-limits';
 import { contextOf, integerOption, readFileOrStdin, usage } from './context';
 
 interface QueryOptions {
@@ -16,8 +17,11 @@ export function registerQueryCommand(program: Command): void {
     .description('run read-only SQL against the read models (see docs/sql.md)')
     .argument('[sql]', 'the SQL; "-" reads it from stdin')
     .option('-f, --file <file>', 'read the SQL from a file')
-    .option('--timeout <duration>', 'statement timeout, e.g. 500ms, 5s, 2m (server default 30s)')
-    .option('--max-rows <n>', 'return at most n rows (server default 10000)')
+    .option(
+      '--timeout <duration>',
+      'statement timeout, e.g. 500ms, 10s, 2m (default 30s, at most 5m)',
+    )
+    .option('--max-rows <n>', 'return at most n rows (default 10000, at most 100000)')
     .option(
       '-p, --param <value>',
       'a value for $1, $2… in order (repeatable)',
@@ -25,7 +29,8 @@ export function registerQueryCommand(program: Command): void {
     )
     .addHelpText(
       'after',
-      `\nExamples:\n  kl query "SELECT type, count(*) FROM current_resources WHERE state_name = $1 GROUP BY 1" -p prod\n  kl query -f inventory.sql --format csv\n  echo "SELECT name FROM states" | kl query -\n  kl query -- "-- SQL that starts with a dash goes after --"`,
+      // Single quotes: in double quotes the shell would expand $1 before kl sees it.
+      `\nExamples:\n  kl query 'SELECT type, count(*) FROM current_resources WHERE state_name = $1 GROUP BY 1' -p prod\n  kl query -f inventory.sql --format csv\n  echo 'SELECT name FROM states' | kl query -\n  kl query -- '-- SQL that starts with a dash goes after --'`,
     )
     .action(async (sqlArg: string | undefined, options: QueryOptions, command: Command) => {
       if (sqlArg !== undefined && options.file !== undefined) {
@@ -42,6 +47,9 @@ export function registerQueryCommand(program: Command): void {
       const timeoutMs =
         options.timeout === undefined ? undefined : parseDuration(command, options.timeout);
       const maxRows = integerOption(command, options.maxRows, '--max-rows');
+      if (maxRows !== undefined && (maxRows < 1 || maxRows > QUERY_LIMITS.maxMaxRows)) {
+        usage(command, `--max-rows must be from 1 to ${QUERY_LIMITS.maxMaxRows}, got ${maxRows}`);
+      }
       const { client, print } = contextOf(command);
       const result = await client.query({
         sql,
@@ -67,5 +75,11 @@ export function parseDuration(command: Command, text: string): number {
   ];
   const ms = Math.round(Number(m[1]) * factor);
   if (ms < 1) usage(command, `--timeout must be at least 1ms, got "${text}"`);
+  if (ms > QUERY_LIMITS.maxTimeoutMs) {
+    usage(
+      command,
+      `--timeout must be at most ${QUERY_LIMITS.maxTimeoutMs / 60_000}m, got "${text}"`,
+    );
+  }
   return ms;
 }

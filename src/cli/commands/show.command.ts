@@ -1,42 +1,93 @@
 import { Command } from 'commander';
-import { KlError } from '../cli-error';
-import { flattenInstances, parseStateDocument } from '../../domain/terraform';
-import { contextOf, integerOption } from './context';
+import { SENSITIVE_MASK } from '../../domain/cty/mask-sensitive';
+import { flattenInstances, JsonValue, parseStateDocument } from '../../domain/terraform';
+import { render, renderJson } from '../render';
+import { contextOf, selectedVersion, VersionFlags, versionFlags } from './context';
+
+interface ShowOptions extends VersionFlags {
+  showSensitive?: boolean;
+}
 
 /**
- * `kl show <state>`: the document terraform would GET. As json it is the
- * document itself; as table or csv, one row per instance.
+ * `kl show <state>`: a state for people — its version, serial, lineage and
+ * outputs (sensitive ones masked), then its instances. `kl export` gives the
+ * document itself. As csv, only the instances (one row each).
  */
 export function registerShowCommand(program: Command): void {
-  program
-    .command('show')
-    .description('show a state (current, or the newest version with --serial)')
-    .argument('<state>', 'state name')
-    .option('--serial <n>', 'the newest version with this terraform serial')
-    .action(async (state: string, options: { serial?: string }, command: Command) => {
-      const serial = integerOption(command, options.serial, '--serial');
-      const { client, format, print } = contextOf(command);
-      const text = await client.exportState(state, serial);
-      if (text === null) {
-        throw new KlError(
-          serial === undefined
-            ? `state "${state}" does not exist or has no version yet`
-            : `state "${state}" has no version with serial ${serial}`,
-        );
-      }
-      const document = parseStateDocument(JSON.parse(text));
-      if (format === 'json') {
-        process.stdout.write(JSON.stringify(document, null, 2) + '\n');
+  versionFlags(
+    program
+      .command('show')
+      .description('show a state: version, serial, lineage, outputs and instances')
+      .argument('<state>', 'state name'),
+  )
+    .option('--show-sensitive', 'show sensitive output values instead of masking them')
+    .action(async (state: string, options: ShowOptions, command: Command) => {
+      const { client, format } = contextOf(command);
+      const selected = await selectedVersion(command, client, state, options);
+      const { bytes, version } = await client.exportState(state, selected);
+      // Parsed losslessly: numbers beyond double precision print as written.
+      const document = parseStateDocument(bytes.toString('utf8'));
+      const outputs = Object.entries(document.outputs).map(([name, o]) => ({
+        name,
+        type: o.type ?? null,
+        sensitive: o.sensitive === true,
+        value: o.sensitive === true && !options.showSensitive ? SENSITIVE_MASK : o.value,
+      }));
+      // No hashing: only the addresses are shown.
+      const instances = flattenInstances(document, () => '').map((i) => ({
+        address: i.address,
+        type: i.resource.type,
+        provider: i.resource.provider,
+        status: i.instance.status ?? null,
+      }));
+      const instanceRows = {
+        columns: ['address', 'type', 'provider', 'status'],
+        rows: instances.map((i) => [i.address, i.type, i.provider, i.status]),
+      };
+      if (format === 'csv') {
+        process.stdout.write(render(instanceRows, 'csv'));
         return;
       }
-      print({
-        columns: ['address', 'type', 'provider', 'status'],
-        rows: flattenInstances(document).map((i) => [
-          i.address,
-          i.resource.type,
-          i.resource.provider,
-          i.instance.status ?? null,
-        ]),
-      });
+      if (format === 'json') {
+        process.stdout.write(
+          renderJson({
+            state,
+            version,
+            serial: document.serial,
+            lineage: document.lineage,
+            terraform_version: document.terraform_version,
+            outputs: Object.fromEntries(
+              outputs.map(({ name, ...o }) => [name, o as Record<string, JsonValue>]),
+            ),
+            instances,
+          }),
+        );
+        return;
+      }
+      process.stdout.write(
+        [
+          render(
+            {
+              columns: ['field', 'value'],
+              rows: [
+                ['state', state],
+                ['version', version],
+                ['serial', document.serial],
+                ['lineage', document.lineage],
+                ['terraform_version', document.terraform_version],
+              ],
+            },
+            'table',
+          ),
+          render(
+            {
+              columns: ['output', 'type', 'value'],
+              rows: outputs.map((o) => [o.name, o.type, o.value]),
+            },
+            'table',
+          ),
+          render(instanceRows, 'table'),
+        ].join('\n'),
+      );
     });
 }

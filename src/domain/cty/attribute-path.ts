@@ -47,6 +47,32 @@ export function toStatePath(path: AttributePath): StatePathStep[] {
   });
 }
 
+/**
+ * Reads a path from `sensitive_attributes` (the inverse of toStatePath). A
+ * step of a shape we do not know ends the path there: the prefix read so far
+ * covers it, so masking by the result never shows less than was marked.
+ */
+export function fromStatePath(value: unknown): AttributePath {
+  const out: PathStep[] = [];
+  if (!Array.isArray(value)) return out;
+  for (const step of value as unknown[]) {
+    const s = step as { type?: unknown; value?: unknown } | null;
+    if (s?.type === 'get_attr' && typeof s.value === 'string') {
+      out.push({ kind: 'attribute', name: s.value });
+      continue;
+    }
+    const v = s?.type === 'index' ? (s.value as { value?: unknown; type?: unknown } | null) : null;
+    if (v?.type === 'string' && typeof v.value === 'string') {
+      out.push({ kind: 'key', key: v.value });
+    } else if (v?.type === 'number' && Number.isSafeInteger(v.value)) {
+      out.push({ kind: 'index', index: v.value as number });
+    } else {
+      break;
+    }
+  }
+  return out;
+}
+
 export function attr(path: AttributePath, name: string): AttributePath {
   return [...path, { kind: 'attribute', name }];
 }

@@ -6,3 +6,4 @@ export * from './diagnostic';
 export * from './implied-type';
 export * from './schema';
 export * from './sensitive-paths';
+export * from './mask-sensitive';
