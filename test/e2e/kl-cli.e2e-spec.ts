@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs';
+import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { freePort } from '../../src/infrastructure/postgres/embedded-postgres';
@@ -465,14 +466,27 @@ describe('operations and errors', () => {
   });
 });
 
-/** LOCK a state over HTTP as terraform would, with `who` as LockInfo.Who. */
+/**
+ * LOCK a state over HTTP as terraform would, with `who` as LockInfo.Who, on
+ * a connection of its own: fetch would reuse an idle keep-alive socket the
+ * server may have closed meanwhile, and it does not retry a LOCK.
+ */
 async function lockAs(name: string, who: string): Promise<string> {
   const id = randomUUID();
-  const r = await fetch(`${kld.url}/v1/states/${name}`, {
-    method: 'LOCK',
-    body: JSON.stringify({ ID: id, Operation: 'OperationTypeApply', Who: who, Info: '' }),
+  const body = JSON.stringify({ ID: id, Operation: 'OperationTypeApply', Who: who, Info: '' });
+  const { hostname, port } = new URL(kld.url);
+  const status = await new Promise<number | undefined>((resolve, reject) => {
+    const req = http.request(
+      { method: 'LOCK', hostname, port, path: `/v1/states/${name}`, agent: false },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
   });
-  expect(r.status).toBe(200);
+  expect(status).toBe(200);
   return id;
 }
 

@@ -203,7 +203,9 @@ describe('two kld processes on one database', () => {
       expect((await call('DELETE', stateUrl(y, name))).status).toBe(200);
       const gone = await call('GET', stateUrl(x, name));
       expect(gone.status).toBe(404);
-      expect(gone.text).toBe('');
+      expect(JSON.parse(gone.text)).toEqual({
+        error: { code: 'STATE.NOT_FOUND', message: `no state named "${name}"` },
+      });
     }
   });
 
