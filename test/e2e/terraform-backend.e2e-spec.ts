@@ -534,6 +534,30 @@ describe('terraform with the http backend', () => {
     await tfOk(dir, ['plan', '-detailed-exitcode', '-input=false', '-no-color'], 0);
   });
 
+  it('takes a force-push of another lineage and records which lineage it replaced', async () => {
+    const pulled = JSON.parse((await tfOk(dir, ['state', 'pull'])).stdout) as StateDoc;
+    const foreign = { ...structuredClone(pulled), lineage: randomUUID(), serial: 1 };
+    const foreignFile = path.join(dir, 'foreign.tfstate');
+    fs.writeFileSync(foreignFile, JSON.stringify(foreign, null, 2));
+
+    const refused = await tf(dir, ['state', 'push', foreignFile]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.out).toMatch(/cannot import state with lineage/);
+
+    await tfOk(dir, ['state', 'push', '-force', foreignFile]);
+    const history = (await (await fetch(`${kld.url}/v1/api/states/${name}/history`)).json()) as {
+      versions: { lineage: string; lineageChangedFrom: string | null }[];
+    };
+    expect(history.versions.at(-1)).toMatchObject({
+      lineage: foreign.lineage,
+      lineageChangedFrom: pulled.lineage,
+    });
+    // Back to the original lineage for the tests that follow.
+    fs.writeFileSync(foreignFile, JSON.stringify({ ...pulled, serial: pulled.serial + 5 }));
+    await tfOk(dir, ['state', 'push', '-force', foreignFile]);
+    expect((await currentDoc(name)).lineage).toBe(pulled.lineage);
+  });
+
   it('destroys everything, leaving an empty current version and the history', async () => {
     const versionsBefore = (await versionsOf(name)).length;
     const destroy = await tfOk(dir, ['destroy', '-auto-approve', '-input=false', '-no-color']);
