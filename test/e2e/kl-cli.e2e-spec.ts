@@ -477,7 +477,14 @@ async function lockAs(name: string, who: string): Promise<string> {
   const { hostname, port } = new URL(kld.url);
   const status = await new Promise<number | undefined>((resolve, reject) => {
     const req = http.request(
-      { method: 'LOCK', hostname, port, path: `/v1/states/${name}`, agent: false },
+      {
+        method: 'LOCK',
+        hostname,
+        port,
+        path: `/v1/states/${name}`,
+        agent: false,
+        headers: { 'Content-Type': 'application/json' },
+      },
       (res) => {
         res.resume();
         res.on('end', () => resolve(res.statusCode));
