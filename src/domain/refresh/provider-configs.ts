@@ -1,5 +1,6 @@
 import { Decider } from '../shared/decider';
 import { DomainError } from '../shared/domain-error';
+import { keyProblem } from '../shared/storable-text';
 import { CommandContext, DomainEvent, EventMetadata } from '../shared/event';
 import { changedPaths } from '../terraform/changed-paths';
 import { canonicalJson } from '../terraform/canonical-json';
@@ -58,6 +59,8 @@ export interface ProviderConfigs {
 }
 
 const ALIAS = /^[A-Za-z][A-Za-z0-9_-]*$/;
+// With the state name (at most 512 bytes), three of them fit one index entry.
+const MAX_KEY_PART_BYTES = 512;
 
 function keyOf(k: ProviderConfigKey): string {
   return `${k.source}\u0000${k.alias ?? ''}`;
@@ -71,6 +74,14 @@ function configure(command: ConfigureProvider, state: ProviderConfigs): Provider
   const { state: name, source, alias, config } = command.data;
   if (alias !== null && !ALIAS.test(alias)) {
     throw new DomainError(PROVIDER_CONFIG_INVALID, `alias "${alias}" is not a provider alias`);
+  }
+  // Source and alias key the provider_configs table (and its index).
+  for (const [what, value] of [
+    ['source', source],
+    ['alias', alias],
+  ] as const) {
+    const problem = value === null ? null : keyProblem(value, MAX_KEY_PART_BYTES);
+    if (problem !== null) throw new DomainError(PROVIDER_CONFIG_INVALID, `${what} ${problem}`);
   }
   if (!isJsonObject(config)) {
     throw new DomainError(PROVIDER_CONFIG_INVALID, 'a provider config must be a JSON object');

@@ -3,6 +3,7 @@ export * from './canonical-hash';
 export * from './canonical-json';
 export * from './diff-instances';
 export * from './instance-address';
+export * from './json-limits';
 export * from './json-value';
 export * from './lossless-json';
 export * from './parse-state-document';

@@ -1,5 +1,12 @@
 import { DomainError } from '../shared/domain-error';
 import { JsonValue } from './json-value';
+import {
+  checkJsonValue,
+  findString,
+  fitsNumeric,
+  JsonLimitError,
+  NUMERIC_RANGE_PROBLEM,
+} from './json-limits';
 
 /**
  * Terraform numbers are arbitrary precision and its state writes them in
@@ -21,12 +28,23 @@ export function bigNumberText(value: string): string {
   return value.slice(MARK.length);
 }
 
+/**
+ * Parses JSON text keeping every number exactly, and refuses what could not
+ * be stored (see json-limits): throws a SyntaxError for text that is not
+ * JSON, a DomainError (a JsonLimitError naming the place) for the rest.
+ */
 export function parseJsonLossless(text: string): JsonValue {
   if (text.includes(MARK)) {
     throw new DomainError('STATE.INVALID', 'document contains the reserved sequence U+F8FE U+F8FD');
   }
-  if (!mayLosePrecision(text)) return JSON.parse(text) as JsonValue;
-  return JSON.parse(markUnsafeNumbers(text)) as JsonValue;
+  const marked = mayLosePrecision(text) ? markUnsafeNumbers(text) : text;
+  const value = JSON.parse(marked) as JsonValue;
+  checkJsonValue(text, value);
+  if (marked !== text) {
+    const at = findString(value, (s) => isBigNumber(s) && !fitsNumeric(bigNumberText(s)));
+    if (at !== null) throw new JsonLimitError(at, NUMERIC_RANGE_PROBLEM);
+  }
+  return value;
 }
 
 /**

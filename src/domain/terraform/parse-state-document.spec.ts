@@ -153,6 +153,99 @@ describe('parseStateDocument', () => {
     expect(error.message).toBe('resources[0].instances[0].attributes.size is not plain JSON');
   });
 
+  describe('values PostgreSQL could not store or index', () => {
+    const long = (n: number) => 'x'.repeat(n);
+    it.each<[string, Mutation]>([
+      ['lineage holds a NUL character', (d) => (d.lineage = 'a\u0000b')],
+      ['terraform_version holds a NUL character', (d) => (d.terraform_version = '1.11\u0000')],
+      ['lineage holds an unpaired UTF-16 surrogate', (d) => (d.lineage = 'a\ud800b')],
+      [
+        'outputs["a\\u0000"] holds a NUL character',
+        (d) => (d.outputs = { 'a\u0000': { value: 1 } }),
+      ],
+      ['resources[0].type holds a NUL character', (d) => (resource(d, 0).type = 't\u0000')],
+      ['resources[0].name holds a NUL character', (d) => (resource(d, 0).name = 'n\u0000')],
+      ['resources[0].provider holds a NUL character', (d) => (resource(d, 0).provider = 'p\u0000')],
+      [
+        'resources[1].module holds a NUL character',
+        (d) => (resource(d, 1).module = 'module.m\u0000'),
+      ],
+      [
+        'resources[0].instances[0].deposed holds a NUL character',
+        (d) => (instance(d, 0, 0).deposed = 'ab\u0000'),
+      ],
+      [
+        'resources[0].instances[0].private holds a NUL character',
+        (d) => (instance(d, 0, 0).private = 'x\u0000'),
+      ],
+      [
+        'resources[0].instances[0].dependencies[0] holds a NUL character',
+        (d) => (instance(d, 0, 0).dependencies = ['a.b\u0000']),
+      ],
+      [
+        'resources[0].instances[0].dependencies[0] is longer than 800 bytes',
+        (d) => (instance(d, 0, 0).dependencies = [long(801)]),
+      ],
+      [
+        'resources[0].instances[0].schema_version must be at most 2147483647',
+        (d) => (instance(d, 0, 0).schema_version = 2 ** 31),
+      ],
+      [
+        'resources[1].instances[0] has an address longer than 800 bytes',
+        (d) => (instance(d, 1, 0).index_key = long(760)),
+      ],
+      ['resources[0].name is longer than 800 bytes', (d) => (resource(d, 0).name = long(900))],
+      [
+        'resources[0].instances[0].attributes.id holds an unpaired UTF-16 surrogate',
+        (d) => (instance(d, 0, 0).attributes = { id: '\udc00' }),
+      ],
+      [
+        'outputs.url.value is a number PostgreSQL cannot store',
+        (d) => (d.outputs = { url: { value: 'BIG' } }),
+      ],
+      ['state nests deeper than 1000 levels', (d) => (d.outputs = { url: { value: 'DEEP' } })],
+    ])('rejects with "%s"', (message, mutate) => {
+      const doc = validDocument();
+      mutate(doc);
+      const text = JSON.stringify(doc)
+        .replace('"BIG"', '1e200000')
+        .replace('"DEEP"', '['.repeat(1000) + ']'.repeat(1000));
+      const error = errorOf(() => parseStateDocument(text));
+      expect(error.code).toBe('STATE.INVALID');
+      expect(error.message).toContain(message);
+    });
+
+    it('keeps NUL in attributes, outputs and for_each keys, exactly', () => {
+      const doc = validDocument();
+      doc.outputs = { url: { value: 'a\u0000b', type: 'string' } };
+      instance(doc, 0, 0).attributes = { 'k\u0000': 'v\u0000' };
+      instance(doc, 1, 0).index_key = 'key\u0000';
+      expect(parseStateDocument(JSON.stringify(doc))).toEqual(doc);
+    });
+
+    it('keeps surrogate pairs, escaped or not, and numbers up to what PostgreSQL holds', () => {
+      const text = JSON.stringify(validDocument()).replace(
+        '"https://x"',
+        '["\\ud83d\\ude00", "😀", 1e131071, -1e-16383, 1e400, 18446744073709551616]',
+      );
+      const value = (parseStateDocument(text).outputs.url.value as string[]).slice(0, 2);
+      expect(value).toEqual(['😀', '😀']);
+    });
+
+    it('accepts nesting of exactly 1000 levels, not 1001', () => {
+      // The document, outputs and url objects are three levels.
+      const nested = (arrays: number) =>
+        JSON.stringify(validDocument()).replace(
+          '"https://x"',
+          '['.repeat(arrays) + ']'.repeat(arrays),
+        );
+      expect(() => parseStateDocument(nested(997))).not.toThrow();
+      expect(errorOf(() => parseStateDocument(nested(998))).message).toBe(
+        'state nests deeper than 1000 levels',
+      );
+    });
+  });
+
   it('rejects a root that is not an object', () => {
     expect(errorOf(() => parseStateDocument('[]')).message).toBe('state must be an object');
   });

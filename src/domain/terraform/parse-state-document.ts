@@ -1,6 +1,13 @@
 import { parseJsonLossless } from './lossless-json';
 import { DomainError } from '../shared/domain-error';
-import { formatInstanceAddress, ModuleInstanceStep, parseModulePath } from './instance-address';
+import { keyProblem, textProblem, utf8Length, MAX_KEY_BYTES } from '../shared/storable-text';
+import {
+  formatInstanceAddress,
+  formatResourceAddress,
+  ModuleInstanceStep,
+  parseModulePath,
+} from './instance-address';
+import { JsonLimitError } from './json-limits';
 import { findNonJson, isJsonObject, JsonObject, jsonPath } from './json-value';
 import { InstanceObjectV4, ResourceV4, StateDocumentV4 } from './state-document';
 
@@ -13,6 +20,24 @@ function fail(path: string, problem: string): never {
 const isNonNegativeInteger = (v: unknown): v is number =>
   typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 const isNonEmptyString = (v: unknown): v is string => typeof v === 'string' && v !== '';
+
+/** `schema_version` lands in an integer column. */
+const MAX_SCHEMA_VERSION = 2_147_483_647;
+
+/**
+ * Strings that land in text columns must be storable there; those that key
+ * an index (addresses and names) must also be short enough for it. Attribute
+ * values and outputs are kept exactly whatever they hold (json columns).
+ */
+function text(value: string, path: string): void {
+  const problem = textProblem(value);
+  if (problem !== null) fail(path, problem);
+}
+
+function key(value: string, path: string): void {
+  const problem = keyProblem(value);
+  if (problem !== null) fail(path, problem);
+}
 
 function object(value: unknown, path: string): JsonObject {
   if (!isJsonObject(value)) fail(path, 'must be an object');
@@ -30,6 +55,8 @@ export function parseStateDocument(input: string | unknown): StateDocumentV4 {
     try {
       raw = parseJsonLossless(input);
     } catch (e) {
+      if (e instanceof JsonLimitError) fail(e.path, e.problem);
+      if (e instanceof DomainError) throw e;
       fail('', `is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
     }
   } else {
@@ -41,12 +68,15 @@ export function parseStateDocument(input: string | unknown): StateDocumentV4 {
   if (doc.version === undefined) fail('version', 'is required');
   if (doc.version !== 4) fail('version', `must be 4 (got ${JSON.stringify(doc.version)})`);
   if (typeof doc.terraform_version !== 'string') fail('terraform_version', 'must be a string');
+  text(doc.terraform_version, 'terraform_version');
   if (!isNonNegativeInteger(doc.serial)) fail('serial', 'must be a non-negative integer');
   if (typeof doc.lineage !== 'string') fail('lineage', 'must be a string');
+  text(doc.lineage, 'lineage');
 
   const outputs = object(doc.outputs, 'outputs');
   for (const [name, output] of Object.entries(outputs)) {
     const at = jsonPath('outputs', name);
+    key(name, at);
     const o = object(output, at);
     if (!('value' in o) || o.value === undefined) fail(jsonPath(at, 'value'), 'is required');
     if (o.sensitive !== undefined && typeof o.sensitive !== 'boolean') {
@@ -70,6 +100,7 @@ function validateResource(value: unknown, at: string, seen: Set<string>): void {
   let module: ModuleInstanceStep[] = [];
   if (r.module !== undefined) {
     if (typeof r.module !== 'string') fail(`${at}.module`, 'must be a string');
+    key(r.module, `${at}.module`);
     try {
       module = parseModulePath(r.module);
     } catch {
@@ -80,11 +111,15 @@ function validateResource(value: unknown, at: string, seen: Set<string>): void {
   if (!isNonEmptyString(r.type)) fail(`${at}.type`, 'must be a non-empty string');
   if (!isNonEmptyString(r.name)) fail(`${at}.name`, 'must be a non-empty string');
   if (!isNonEmptyString(r.provider)) fail(`${at}.provider`, 'must be a non-empty string');
+  key(r.type, `${at}.type`);
+  key(r.name, `${at}.name`);
+  text(r.provider, `${at}.provider`);
   if (r.each !== undefined && r.each !== 'list' && r.each !== 'map') {
     fail(`${at}.each`, 'must be "list" or "map"');
   }
   if (!Array.isArray(r.instances)) fail(`${at}.instances`, 'must be an array');
   const resource = r as ResourceV4;
+  key(formatResourceAddress({ module, mode: resource.mode, type: r.type, name: r.name }), at);
   r.instances.forEach((instance, j) =>
     validateInstance(instance, `${at}.instances[${j}]`, resource, module, seen),
   );
@@ -98,18 +133,24 @@ function validateInstance(
   seen: Set<string>,
 ): void {
   const o = object(value, at);
-  const key = o.index_key;
-  if (key !== undefined && typeof key !== 'string' && !isNonNegativeInteger(key)) {
+  const indexKey = o.index_key;
+  if (indexKey !== undefined && typeof indexKey !== 'string' && !isNonNegativeInteger(indexKey)) {
     fail(`${at}.index_key`, 'must be a non-negative integer or a string');
   }
+  // A string key may hold any text (for_each keys are data); the address
+  // writes it HCL-quoted, so only its length is limited, through the address.
   if (o.status !== undefined && o.status !== 'tainted') fail(`${at}.status`, 'must be "tainted"');
   if (o.deposed !== undefined && !isNonEmptyString(o.deposed)) {
     fail(`${at}.deposed`, 'must be a non-empty string');
   }
+  if (o.deposed !== undefined) key(o.deposed, `${at}.deposed`);
   if (typeof o.schema_version !== 'number' || !Number.isSafeInteger(o.schema_version)) {
     fail(`${at}.schema_version`, 'must be an integer');
   }
   if (o.schema_version < 0) fail(`${at}.schema_version`, 'must not be negative');
+  if (o.schema_version > MAX_SCHEMA_VERSION) {
+    fail(`${at}.schema_version`, `must be at most ${MAX_SCHEMA_VERSION}`);
+  }
   if (o.attributes === undefined && o.attributes_flat === undefined) {
     fail(at, 'must have attributes or attributes_flat');
   }
@@ -126,10 +167,12 @@ function validateInstance(
   if (o.private !== undefined && typeof o.private !== 'string') {
     fail(`${at}.private`, 'must be a string');
   }
+  if (o.private !== undefined) text(o.private, `${at}.private`);
   if (o.dependencies !== undefined) {
     if (!Array.isArray(o.dependencies)) fail(`${at}.dependencies`, 'must be an array');
     o.dependencies.forEach((d, k) => {
       if (typeof d !== 'string') fail(`${at}.dependencies[${k}]`, 'must be a string');
+      key(d, `${at}.dependencies[${k}]`);
     });
   }
   if (o.create_before_destroy !== undefined && typeof o.create_before_destroy !== 'boolean') {
@@ -145,6 +188,9 @@ function validateInstance(
     key: instance.index_key,
     deposed: instance.deposed,
   });
+  if (utf8Length(address) > MAX_KEY_BYTES) {
+    fail(at, `has an address longer than ${MAX_KEY_BYTES} bytes (${address.slice(0, 60)}…)`);
+  }
   if (seen.has(address)) fail(at, `repeats the address ${address}`);
   seen.add(address);
 }

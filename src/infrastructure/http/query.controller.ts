@@ -1,6 +1,7 @@
 import { Controller, HttpCode, Post, Req } from '@nestjs/common';
 import type { Request } from 'express';
 import { DomainError } from '../../domain/shared/domain-error';
+import { textProblem } from '../../domain/shared/storable-text';
 import { QUERY_LIMITS } from '../query/query-limits';
 import { SqlQuery, SqlQueryResult, SqlQueryService } from '../query/sql-query.service';
 import { parseJson, readBody } from './read-body';
@@ -34,11 +35,18 @@ export function parseQuery(body: unknown): SqlQuery {
   if (unknownKeys.length) throw invalid(`unknown field(s): ${unknownKeys.join(', ')}`);
   if (typeof b.sql !== 'string' || b.sql.trim() === '')
     throw invalid('sql must be a non-empty string');
+  // PostgreSQL takes neither in query text or text parameters.
+  const sqlProblem = textProblem(b.sql);
+  if (sqlProblem !== null) throw invalid(`sql ${sqlProblem}`);
   if (b.params !== undefined && !Array.isArray(b.params)) throw invalid('params must be an array');
   const params = (b.params as unknown[] | undefined) ?? [];
   if (params.length > QUERY_LIMITS.maxParams) {
     throw invalid(`at most ${QUERY_LIMITS.maxParams} params are allowed`);
   }
+  params.forEach((p, i) => {
+    const problem = typeof p === 'string' ? textProblem(p) : null;
+    if (problem !== null) throw invalid(`params[${i}] ${problem}`);
+  });
   return {
     sql: b.sql,
     // Objects and arrays go to PostgreSQL as JSON text (for json/jsonb parameters).

@@ -1,10 +1,14 @@
+import { isUtf8 } from 'node:buffer';
 import type { Request } from 'express';
 import { DomainError } from '../../domain/shared/domain-error';
+import { checkJsonValue, JsonLimitError } from '../../domain/terraform';
 
 /**
  * Reads a request body up to `limit` bytes. We read bodies ourselves (no
  * global body parser) so each route has its own limit and a too-large body is
- * refused as a JSON 413 before it is buffered whole.
+ * refused as a JSON 413 before it is buffered whole. Every body we take is
+ * JSON, so it must be UTF-8: decoding would silently turn a bad byte into
+ * U+FFFD, and what was stored would no longer be what was sent.
  */
 export async function readBody(
   req: Request,
@@ -23,7 +27,14 @@ export async function readBody(
     }
     chunks.push(chunk);
   }
-  return Buffer.concat(chunks, size);
+  const body = Buffer.concat(chunks, size);
+  if (!isUtf8(body)) {
+    throw new DomainError(
+      'REQUEST.INVALID',
+      `${what} is not valid UTF-8 (bad byte at offset ${invalidUtf8At(body)})`,
+    );
+  }
+  return body;
 }
 
 function tooLarge(what: string, limit: number): DomainError {
@@ -32,11 +43,63 @@ function tooLarge(what: string, limit: number): DomainError {
   });
 }
 
-/** Parses JSON or refuses with a clear 400. */
+/**
+ * Offset of the first byte that does not start a well-formed UTF-8 sequence
+ * (Unicode table 3-7: no overlong forms, no surrogates, nothing past U+10FFFF).
+ * Only called once isUtf8 said no, to tell the client where.
+ */
+export function invalidUtf8At(bytes: Uint8Array): number {
+  for (let i = 0; i < bytes.length;) {
+    const lead = bytes[i];
+    if (lead < 0x80) {
+      i++;
+      continue;
+    }
+    let more: number;
+    let low = 0x80;
+    let high = 0xbf;
+    if (lead >= 0xc2 && lead <= 0xdf) more = 1;
+    else if (lead >= 0xe0 && lead <= 0xef) {
+      more = 2;
+      if (lead === 0xe0) low = 0xa0;
+      if (lead === 0xed) high = 0x9f;
+    } else if (lead >= 0xf0 && lead <= 0xf4) {
+      more = 3;
+      if (lead === 0xf0) low = 0x90;
+      if (lead === 0xf4) high = 0x8f;
+    } else return i;
+    if (i + more >= bytes.length || bytes[i + 1] < low || bytes[i + 1] > high) return i;
+    for (let k = 2; k <= more; k++) {
+      if (bytes[i + k] < 0x80 || bytes[i + k] > 0xbf) return i;
+    }
+    i += more + 1;
+  }
+  return -1;
+}
+
+/**
+ * Parses a JSON body or refuses it with a clear 400: not JSON, nested too
+ * deep, or holding a string PostgreSQL could not store (json-limits).
+ */
 export function parseJson(body: Buffer, code: string, what: string): unknown {
+  const text = body.toString('utf8');
+  let value: unknown;
   try {
-    return JSON.parse(body.toString('utf8'));
+    value = JSON.parse(text);
   } catch (err) {
     throw new DomainError(code, `${what} is not valid JSON: ${(err as Error).message}`);
   }
+  try {
+    checkJsonValue(text, value);
+  } catch (err) {
+    if (err instanceof JsonLimitError) throw limitError(code, what, err);
+    throw err;
+  }
+  return value;
+}
+
+/** "lock info Who holds an unpaired UTF-16 surrogate" */
+export function limitError(code: string, what: string, err: JsonLimitError): DomainError {
+  const where = err.path === '' ? what : `${what} ${err.path}`;
+  return new DomainError(code, `${where} ${err.problem}`, { path: err.path });
 }

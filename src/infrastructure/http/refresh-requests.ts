@@ -8,11 +8,15 @@ import {
 import { DomainError } from '../../domain/shared/domain-error';
 import {
   isJsonObject,
+  JsonLimitError,
   JsonObject,
   parseJsonLossless,
   parseStateDocument,
   StateDocumentV4,
 } from '../../domain/terraform';
+import { keyProblem, textProblem } from '../../domain/shared/storable-text';
+import { checkActor } from './caller';
+import { limitError } from './read-body';
 import { stateNameFrom } from './state-name';
 
 /** The JSON bodies of the refresh API (snake_case, as documented), checked member by member. */
@@ -25,6 +29,7 @@ export function jsonBody(body: Buffer): JsonObject {
     // Lossless: a finish carries a state document, whose numbers may exceed a double.
     value = parseJsonLossless(body.toString('utf8'));
   } catch (err) {
+    if (err instanceof JsonLimitError) throw limitError('REQUEST.INVALID', 'request body', err);
     throw invalid(`request body is not valid JSON: ${(err as Error).message}`);
   }
   if (!isJsonObject(value)) throw invalid('request body must be a JSON object');
@@ -35,6 +40,13 @@ function str(o: JsonObject, key: string, at = key): string {
   const v = o[key];
   if (typeof v !== 'string' || v === '') throw invalid(`${at} must be a non-empty string`);
   return v;
+}
+
+/** A string that lands in a text column (`index`: one that keys an index). */
+function storable(value: string, at: string, index = false): string {
+  const problem = index ? keyProblem(value) : textProblem(value);
+  if (problem !== null) throw invalid(`${at} ${problem}`);
+  return value;
 }
 
 function optStr(o: JsonObject, key: string, at = key): string | undefined {
@@ -66,6 +78,7 @@ export function parseStartRun(o: JsonObject): StartRunRequest {
   if (actor !== undefined && (actor === '' || actor.length > 200)) {
     throw invalid('actor must be 1 to 200 characters');
   }
+  if (actor !== undefined) checkActor(actor, 'actor');
   return { state: stateNameFrom(str(o, 'state')), dryRun, actor, lockId: optStr(o, 'lock_id') };
 }
 
@@ -83,13 +96,14 @@ export function parseResults(o: JsonObject): RefreshResult[] {
     if (!Array.isArray(paths) || !paths.every((p) => typeof p === 'string')) {
       throw invalid(`${at}.changed_paths must be an array of strings`);
     }
+    // `error` and `changed_paths` are kept exactly (NUL-safe where projected).
     const error = optStr(r, 'error', `${at}.error`);
     return {
-      address: str(r, 'address', `${at}.address`),
-      provider: str(r, 'provider', `${at}.provider`),
+      address: storable(str(r, 'address', `${at}.address`), `${at}.address`, true),
+      provider: storable(str(r, 'provider', `${at}.provider`), `${at}.provider`),
       outcome,
-      beforeHash: str(r, 'before_hash', `${at}.before_hash`),
-      afterHash: after ?? null,
+      beforeHash: storable(str(r, 'before_hash', `${at}.before_hash`), `${at}.before_hash`),
+      afterHash: after === null ? null : storable(after, `${at}.after_hash`),
       changedPaths: paths as string[],
       ...(error !== undefined ? { error } : {}),
     };

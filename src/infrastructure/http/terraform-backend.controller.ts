@@ -33,6 +33,7 @@ import { callerOf } from './caller';
 import { STATE_VERSION_HEADER } from './headers';
 import { parseJson, readBody } from './read-body';
 import { receiveStateDocument } from './receive-state-document';
+import { lockIdFrom } from './lock-id-param';
 import { stateNameFrom } from './state-name';
 
 type Req_ = Request & { id?: string };
@@ -104,17 +105,18 @@ export class TerraformBackendController {
   @Post('v1/states/*name')
   async post(
     @Param('name') param: string[],
-    @Query('ID') lockId: string | undefined,
+    @Query('ID') lockIdParam: unknown,
     @Req() req: Req_,
     @Res() res: Response,
   ): Promise<void> {
     const name = stateNameFrom(param);
+    const lockId = lockIdFrom(lockIdParam, 'ID');
     const { document, checksum } = await receiveStateDocument(
       await readBody(req, this.config.maxStateBytes, 'state'),
     );
     await this.answerLockConflicts(res, () =>
       this.commands.execute(
-        new CommitStateCommand(name, document, checksum, lockId || null, 'http', callerOf(req)),
+        new CommitStateCommand(name, document, checksum, lockId, 'http', callerOf(req)),
       ),
     );
   }
