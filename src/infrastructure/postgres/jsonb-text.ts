@@ -1,15 +1,33 @@
+import { hasLoneSurrogate } from '../../domain/shared/storable-text';
 import { stringifyJson } from '../../domain/terraform/lossless-json';
 
-// A \u0000 escape preceded by an even number of backslashes is a NUL
-// character; with an odd number it is the literal text "\u0000".
-const NUL_ESCAPE = /(?<!\\)((?:\\\\)*)\\u0000/g;
+// NUL and lone surrogates, as characters: matching NUL is the point here.
+const UNSTORABLE_CHAR =
+  // eslint-disable-next-line no-control-regex
+  /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+// The same as JSON.stringify escapes them: NUL as \u0000, a lone surrogate as
+// a lowercase \udXXX (a paired one it writes as is). Preceded by an odd
+// number of backslashes it is literal text, not an escape.
+const UNSTORABLE_ESCAPE = /(?<!\\)((?:\\\\)*)\\u(?:0000|d[89a-f][0-9a-f]{2})/g;
 
 /**
- * JSON text for a jsonb parameter. jsonb cannot hold the NUL character, so in
- * the columns meant for querying it becomes U+FFFD; the exact value always
- * survives in the event log and in the json (not jsonb) columns.
+ * JSON text for a jsonb parameter. jsonb cannot hold the NUL character or a
+ * lone surrogate, so in the columns meant for querying each becomes U+FFFD;
+ * the exact value always survives in the event log and in the json (not
+ * jsonb) columns.
  */
 export function jsonbText(value: unknown): string {
   // jsonb numerics are exact: big numbers go in as numbers, not marked strings.
-  return stringifyJson(value).replace(NUL_ESCAPE, '$1\\ufffd');
+  return stringifyJson(value).replace(UNSTORABLE_ESCAPE, '$1\\ufffd');
+}
+
+/**
+ * A string for a text column, on the same terms: NUL and lone surrogates
+ * become U+FFFD. New requests cannot bring either into a text column (the
+ * boundary refuses them); events written before that rule still project.
+ */
+export function textParam<T extends string | null | undefined>(value: T): T {
+  if (typeof value !== 'string') return value;
+  if (!value.includes('\u0000') && !hasLoneSurrogate(value)) return value;
+  return value.replace(UNSTORABLE_CHAR, '\ufffd') as T;
 }

@@ -1,7 +1,7 @@
 import type { RecordedEvent } from '../../domain/shared/event';
 import { ProviderConfigEventType } from '../../domain/refresh/provider-configs';
 import type { Queryable } from '../../infrastructure/postgres/database';
-import { jsonbText } from '../../infrastructure/postgres/jsonb-text';
+import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
 import type { Projector } from '../projector';
 import { asProviderConfigEvent } from './refresh-event';
 
@@ -31,19 +31,19 @@ export class ProviderConfigsProjector implements Projector {
              ON CONFLICT (state_name, source, alias) DO UPDATE SET config = EXCLUDED.config,
                updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by`,
             [
-              state,
-              source,
-              alias ?? '',
+              textParam(state),
+              textParam(source),
+              textParam(alias ?? ''),
               jsonbText(event.data.config),
               recorded.metadata.occurredAt,
-              recorded.metadata.actor,
+              textParam(recorded.metadata.actor),
             ],
           );
           break;
         case 'ProviderConfigRemoved':
           await tx.query(
             'DELETE FROM provider_configs WHERE state_name = $1 AND source = $2 AND alias = $3',
-            [state, source, alias ?? ''],
+            [textParam(state), textParam(source), textParam(alias ?? '')],
           );
           break;
         default:

@@ -1,7 +1,7 @@
 import type { RecordedEvent } from '../../domain/shared/event';
 import { RefreshEventType, ResourceRefreshed } from '../../domain/refresh/refresh-run.events';
 import type { Queryable } from '../../infrastructure/postgres/database';
-import { jsonbText } from '../../infrastructure/postgres/jsonb-text';
+import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
 import type { Projector } from '../projector';
 import { asRefreshEvent } from './refresh-event';
 
@@ -69,10 +69,10 @@ export class RefreshRunsProjector implements Projector {
             [
               d.runId,
               d.stateId,
-              d.stateName,
+              textParam(d.stateName),
               d.fromVersion,
               d.fromSerial,
-              recorded.metadata.actor,
+              textParam(recorded.metadata.actor),
               d.dryRun,
               at,
             ],
@@ -102,7 +102,7 @@ export class RefreshRunsProjector implements Projector {
               d.failed,
               d.toVersion,
               d.toSerial,
-              d.errorSummary,
+              textParam(d.errorSummary),
               at,
               d.normalized ?? 0,
               d.skipped ?? 0,

@@ -2,7 +2,7 @@ import type { RecordedEvent } from '../../domain/shared/event';
 import { StateEventType } from '../../domain/state';
 import type { Queryable } from '../../infrastructure/postgres/database';
 import type { Projector } from '../projector';
-import { jsonbText } from '../../infrastructure/postgres/jsonb-text';
+import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
 import { asStateEvent } from './state-event';
 
 /**
@@ -46,10 +46,10 @@ export class StateCatalogProjector implements Projector {
               d.stateId,
               d.version,
               d.serial,
-              d.lineage,
+              textParam(d.lineage),
               d.source,
-              recorded.metadata.actor,
-              d.terraformVersion,
+              textParam(recorded.metadata.actor),
+              textParam(d.terraformVersion),
               d.instanceCount,
               d.resourceCount,
               d.checksum,
@@ -69,8 +69,8 @@ export class StateCatalogProjector implements Projector {
               d.stateId,
               d.version,
               d.serial,
-              d.lineage,
-              d.terraformVersion,
+              textParam(d.lineage),
+              textParam(d.terraformVersion),
               d.instanceCount,
               d.resourceCount,
               at,
@@ -87,12 +87,12 @@ export class StateCatalogProjector implements Projector {
              ON CONFLICT (state_id) DO NOTHING`,
             [
               stateId,
-              lockId,
-              info.Operation ?? null,
-              info.Who ?? null,
+              textParam(lockId),
+              textParam(info.Operation ?? null),
+              textParam(info.Who ?? null),
               jsonbText(info),
               at,
-              recorded.metadata.actor,
+              textParam(recorded.metadata.actor),
             ],
           );
           break;
@@ -100,7 +100,7 @@ export class StateCatalogProjector implements Projector {
         case 'LockReleased':
           await tx.query('DELETE FROM state_locks WHERE state_id = $1 AND lock_id = $2', [
             event.data.stateId,
-            event.data.lockId,
+            textParam(event.data.lockId),
           ]);
           break;
         case 'StateDeleted':
