@@ -37,6 +37,12 @@ export interface HandleResult<S, E> {
   state: S;
   /** Position of the last event appended; null when the command changed nothing. */
   position: LogPosition | null;
+  /**
+   * What the read models must include before the answer is true: the last
+   * event appended or, for a command that changed nothing (a retry), the
+   * stream's last event. Null for a stream that does not exist.
+   */
+  readAt: LogPosition | null;
 }
 
 interface Loaded<S> {
@@ -91,7 +97,14 @@ export class AggregateStore<C, S, E extends DomainEvent> {
     for (let attempt = 1; ; attempt++) {
       const loaded = await this.load(streamId);
       const events = this.decider.decide(command, loaded.state);
-      if (events.length === 0) return { events, state: loaded.state, position: null };
+      if (events.length === 0) {
+        return {
+          events,
+          state: loaded.state,
+          position: null,
+          readAt: await this.positionOf(streamId, loaded.revision),
+        };
+      }
       try {
         const metadata = metadataFor(ctx);
         const result = await this.append(
@@ -112,8 +125,10 @@ export class AggregateStore<C, S, E extends DomainEvent> {
           snapshotRevision: loaded.snapshotRevision,
         };
         this.remember(streamId, next);
-        await this.maybeSnapshot(streamId, next);
-        return { events, state, position: result.position };
+        // The events are durable now: a snapshot that fails to save is only a
+        // slower load later, never a failed command.
+        await this.maybeSnapshot(streamId, next).catch(() => undefined);
+        return { events, state, position: result.position, readAt: result.position };
       } catch (err) {
         if (err instanceof WrongExpectedRevisionError && attempt < attempts) {
           this.cache.delete(streamId);
@@ -143,6 +158,12 @@ export class AggregateStore<C, S, E extends DomainEvent> {
       if (err instanceof DomainError || err instanceof TypeError) throw err;
       return this.events.appendToStream(streamId, events, { expectedRevision });
     }
+  }
+
+  private async positionOf(streamId: string, revision: bigint | null): Promise<LogPosition | null> {
+    if (revision === null) return null;
+    const [event] = await this.events.readStream(streamId, { fromRevision: revision, maxCount: 1 });
+    return event?.position ?? null;
   }
 
   /** Current state without deciding anything (for reads that need the aggregate). */

@@ -20,7 +20,7 @@ import type { CommandContext } from '../../domain/shared/event';
 import { AggregateStore } from '../aggregate-store';
 import type { Clock, Ids } from '../ports/clock.port';
 import type { EventStore } from '../ports/event-store.port';
-import type { ReadModelSync } from '../ports/read-model-sync.port';
+import { awaitReadModels, ReadModelSync } from '../ports/read-model-sync.port';
 import type { SnapshotStore } from '../ports/snapshot-store.port';
 import { Caller, commandContext } from '../command-context';
 
@@ -81,7 +81,11 @@ export class RefreshAggregates {
       command,
       command.metadata,
     );
-    if (result.position) await this.sync.waitForPosition(result.position);
+    await awaitReadModels(
+      this.sync,
+      result.readAt,
+      () => `refresh run ${command.data.runId} recorded`,
+    );
     return { events: result.events, run: result.state };
   }
 
@@ -91,7 +95,11 @@ export class RefreshAggregates {
       command,
       command.metadata,
     );
-    if (result.position) await this.sync.waitForPosition(result.position);
+    await awaitReadModels(
+      this.sync,
+      result.readAt,
+      () => `provider config of state ${command.data.state} saved`,
+    );
     return result.events;
   }
 }

@@ -10,6 +10,7 @@ import {
 } from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
 import { STATE_NOT_FOUND, STATE_VERSION_CONFLICT } from '../../domain/state';
+import { SERVER_LAGGING } from '../ports/read-model-sync.port';
 import { CommitStateCommand } from '../state/state-commands';
 import { REFRESH_AGGREGATES, RefreshAggregates } from './refresh-aggregates';
 import {
@@ -123,9 +124,10 @@ export class FinishRefreshRunHandler implements ICommandHandler<FinishRefreshRun
         toVersion = version;
         toSerial = version === null ? null : c.document.serial;
       } catch (err) {
-        // Anything but a refusal (the database went away…) leaves the run
-        // running, so the caller may send the finish again.
-        if (!(err instanceof DomainError)) throw err;
+        // Anything but a refusal (the database went away, or the commit is
+        // stored but not yet readable) leaves the run running, so the caller
+        // may send the finish again; a retried commit is not written twice.
+        if (!(err instanceof DomainError) || err.code === SERVER_LAGGING) throw err;
         refusal = stateChanged(err, run.fromVersion) ?? err;
         status = 'failed';
         errorSummary = refusal.message;

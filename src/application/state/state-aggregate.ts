@@ -12,7 +12,7 @@ import type { CommandContext } from '../../domain/shared/event';
 import { AggregateStore } from '../aggregate-store';
 import type { Clock, Ids } from '../ports/clock.port';
 import type { EventStore } from '../ports/event-store.port';
-import type { ReadModelSync } from '../ports/read-model-sync.port';
+import { awaitReadModels, ReadModelSync } from '../ports/read-model-sync.port';
 import type { SnapshotStore } from '../ports/snapshot-store.port';
 import { InstanceHashMemo } from './instance-hash-memo';
 import { Caller, commandContext } from '../command-context';
@@ -51,7 +51,10 @@ export class StateAggregateService {
     return this.ids.uuid();
   }
 
-  async execute(name: string, command: StateCommand): Promise<StateEvent[]> {
+  async execute(
+    name: string,
+    command: StateCommand,
+  ): Promise<{ events: StateEvent[]; state: StateAggregate }> {
     const streamId = stateStreamId(name);
     if (command.type !== 'CommitState' || command.data.hashInstance) {
       return this.run(streamId, command);
@@ -67,9 +70,35 @@ export class StateAggregateService {
     }
   }
 
-  private async run(streamId: string, command: StateCommand): Promise<StateEvent[]> {
-    const result = await this.store.handle(streamId, command, command.metadata);
-    if (result.position) await this.sync.waitForPosition(result.position);
-    return result.events;
+  private async run(
+    streamId: string,
+    command: StateCommand,
+  ): Promise<{ events: StateEvent[]; state: StateAggregate }> {
+    const { events, state, readAt } = await this.store.handle(streamId, command, command.metadata);
+    await awaitReadModels(this.sync, readAt, () => whatWasDone(command, state));
+    return { events, state };
+  }
+}
+
+/** For an answer whose read models lag: what the command did, which is durable. */
+function whatWasDone(command: StateCommand, state: StateAggregate): string {
+  const { name } = command.data;
+  switch (command.type) {
+    case 'LockState':
+      return `lock ${command.data.lockInfo.ID} acquired on state ${name}`;
+    case 'UnlockState':
+      return `lock ${command.data.lockId} released on state ${name}`;
+    case 'ForceUnlockState':
+      return `state ${name} unlocked`;
+    case 'CommitState':
+      return state.status === 'active'
+        ? `written as version ${state.version} of state ${name}`
+        : `written to state ${name}`;
+    case 'DeleteState':
+      return `state ${name} deleted`;
+    default: {
+      const never: never = command;
+      return String(never);
+    }
   }
 }

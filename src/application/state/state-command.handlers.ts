@@ -47,7 +47,7 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
   constructor(@Inject(STATE_AGGREGATE) private readonly states: StateAggregateService) {}
 
   async execute(c: CommitStateCommand): Promise<{ version: number | null }> {
-    const events = await this.states.execute(c.name, {
+    const { state } = await this.states.execute(c.name, {
       type: 'CommitState',
       data: {
         name: c.name,
@@ -61,8 +61,8 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
       },
       metadata: this.states.context(c.caller),
     });
-    const committed = events.find((e) => e.type === 'ApplyCommitted');
-    return { version: committed?.type === 'ApplyCommitted' ? committed.data.version : null };
+    // A retried commit appends nothing: its version is the current one.
+    return { version: state.status === 'active' && state.version > 0 ? state.version : null };
   }
 }
 

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { DomainError } from '../shared/domain-error';
 import { CommandContext } from '../shared/event';
 import { fixtureText } from '../terraform/__fixtures__/fixtures';
@@ -72,9 +73,19 @@ const unlock = (lockId: string): StateCommand => ({
 });
 const forceUnlock: StateCommand = { type: 'ForceUnlockState', data: { name: NAME }, metadata: ctx };
 const del: StateCommand = { type: 'DeleteState', data: { name: NAME }, metadata: ctx };
+/** The checksum is of the bytes sent, so one document always has the same one. */
+const checksumOf = (doc: StateDocumentV4) =>
+  createHash('sha256').update(JSON.stringify(doc)).digest('hex');
 const commit = (doc: StateDocumentV4, extra: Partial<CommitState['data']> = {}): CommitState => ({
   type: 'CommitState',
-  data: { name: NAME, newStateId: ID, document: doc, source: 'http', checksum: 'sum', ...extra },
+  data: {
+    name: NAME,
+    newStateId: ID,
+    document: doc,
+    source: 'http',
+    checksum: checksumOf(doc),
+    ...extra,
+  },
   metadata: ctx,
 });
 
@@ -131,9 +142,18 @@ describe('State decider', () => {
         .thenFails('STATE.LOCKED', { holder: lockInfo('L1') });
     });
 
-    it('refuses the holder ID too: terraform never locks twice with one ID', () => {
+    it("grants a retry of the holder's own LOCK (the same LockInfo) without new events", () => {
+      given(created, lockedBy('L1')).when(lock('L1')).then([]);
+    });
+
+    it('refuses the holder ID with another LockInfo: a second process reusing the ID', () => {
+      const reused: StateCommand = {
+        type: 'LockState',
+        data: { name: NAME, newStateId: ID, lockInfo: { ...lockInfo('L1'), Who: 'bob@other' } },
+        metadata: ctx,
+      };
       given(created, lockedBy('L1'))
-        .when(lock('L1'))
+        .when(reused)
         .thenFails('STATE.LOCKED', { holder: lockInfo('L1') });
     });
 
@@ -233,7 +253,7 @@ describe('State decider', () => {
           outputs: { out: { value: 1, type: 'number' } },
           checkResults: null,
           extra: {},
-          checksum: 'sum',
+          checksum: checksumOf(doc1),
           instanceCount: 3,
           resourceCount: 2,
         },
@@ -323,15 +343,44 @@ describe('State decider', () => {
       ]);
     });
 
-    it('keeps an identical commit as a new version with no lifecycle events', () => {
+    it('takes a retry of the last commit (same bytes, source and lock) as done: no new version', () => {
+      given(created, committed1).when(commit(doc1)).then([]);
+      const locked1 = after([created, lockedBy('L1')], commit(doc1, { lockId: 'L1' }));
+      given(created, lockedBy('L1'), locked1)
+        .when(commit(doc1, { lockId: 'L1' }))
+        .then([]);
+    });
+
+    it('keeps the same document as a new version when it is not a retry', () => {
+      const newVersion = [
+        {
+          type: 'ApplyCommitted',
+          data: expect.objectContaining({ version: 2, serial: 1, instanceCount: 3 }),
+        } as StateEvent,
+      ];
+      // Other bytes (another checksum), another source, or under another lock.
       given(created, committed1)
-        .when(commit(doc1))
-        .then([
-          {
-            type: 'ApplyCommitted',
-            data: expect.objectContaining({ version: 2, serial: 1, instanceCount: 3 }),
-          } as StateEvent,
-        ]);
+        .when(commit(doc1, { checksum: 'other' }))
+        .then(newVersion);
+      given(created, committed1)
+        .when(commit(doc1, { source: 'import' }))
+        .then(newVersion);
+      given(created, committed1, lockedBy('L2'))
+        .when(commit(doc1, { lockId: 'L2' }))
+        .then(newVersion);
+    });
+
+    it('takes a retried refresh commit as done, even though its base version is now old', () => {
+      const refreshed = after(
+        [created, committed1],
+        commit(doc1, { source: 'refresh', checksum: 'r', baseVersion: 1 }),
+      );
+      given(created, committed1, refreshed)
+        .when(commit(doc1, { source: 'refresh', checksum: 'r', baseVersion: 1 }))
+        .then([]);
+      given(created, committed1, refreshed)
+        .when(commit(doc1, { source: 'refresh', checksum: 'r2', baseVersion: 1 }))
+        .thenFails('STATE.VERSION_CONFLICT');
     });
 
     it('keeps a commit with a lower serial as a new version', () => {
@@ -343,10 +392,10 @@ describe('State decider', () => {
 
     it('numbers versions 1, 2, 3… whatever the serial does', () => {
       let history: StateEvent[][] = [created];
-      for (const serial of [5, 5, 3, 9]) {
+      for (const [i, serial] of [5, 5, 3, 9].entries()) {
         history = [
           ...history,
-          after(history, commit(document(serial, { a: [instance(`${serial}`)] }))),
+          after(history, commit(document(serial, { a: [instance(`${serial}-${i}`)] }))),
         ];
       }
       const versions = history

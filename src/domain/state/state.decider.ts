@@ -1,6 +1,7 @@
 import { Decider } from '../shared/decider';
 import { DomainError } from '../shared/domain-error';
 import { documentMeta } from '../terraform/build-document';
+import { canonicalJson } from '../terraform/canonical-json';
 import { diffInstances } from '../terraform/diff-instances';
 import { flattenInstances } from '../terraform/state-instances';
 import { LockInfo } from './lock-info';
@@ -58,12 +59,16 @@ function ensureActive(
 function lock(command: LockState, state: StateAggregate): StateEvent[] {
   const { name, newStateId, lockInfo } = command.data;
   const { active, created } = ensureActive(state, name, newStateId);
-  // Terraform makes a fresh lock ID for every attempt, so a LOCK that repeats
-  // the holder's ID is a retried request whose first answer may never have
-  // arrived, or a second process reusing an ID. Granting it would let two
-  // processes share one lock; refusing shows the holder, and terraform's own
-  // retry loop (-lock-timeout) copes.
-  if (active.lock !== null) throw locked(name, active.lock);
+  // Terraform makes a fresh lock ID (and timestamp) for every attempt, and
+  // its HTTP client retries a request that failed with a 5xx. A LOCK whose
+  // LockInfo is the holder's, member for member, is that retry: it holds the
+  // lock already. One that only repeats the ID is another process reusing
+  // it; granting it would let two processes share one lock, so it is refused
+  // with the holder, and terraform's own retry loop (-lock-timeout) copes.
+  if (active.lock !== null) {
+    if (sameLockInfo(active.lock, lockInfo)) return [];
+    throw locked(name, active.lock);
+  }
   return [
     ...created,
     {
@@ -94,6 +99,31 @@ function forceUnlock(command: ForceUnlockState, state: StateAggregate): StateEve
   ];
 }
 
+function sameLockInfo(a: LockInfo, b: LockInfo): boolean {
+  return canonicalJson(a) === canonicalJson(b);
+}
+
+/**
+ * Is this commit a retry of the last one, whose answer the client never got?
+ * The same bytes (checksum) from the same source, based on the version the
+ * last commit was based on, while the lock it was made under is still held
+ * (or none still is). Terraform writes only when its state changed, so it
+ * never sends one document twice on purpose.
+ */
+function isRetryOfHead(command: CommitState, state: StateAggregate): boolean {
+  if (state.status !== 'active' || state.head === null) return false;
+  const { checksum, source, baseVersion, lockId } = command.data;
+  const { head } = state;
+  const heldNow = state.lock?.ID ?? null;
+  return (
+    head.checksum === checksum &&
+    head.source === source &&
+    (baseVersion === undefined || baseVersion === state.version - 1) &&
+    head.lockId === heldNow &&
+    (heldNow === null || lockId === heldNow)
+  );
+}
+
 function commit(command: CommitState, state: StateAggregate): StateEvent[] {
   const {
     name,
@@ -106,6 +136,7 @@ function commit(command: CommitState, state: StateAggregate): StateEvent[] {
     checkContinuity,
     hashInstance,
   } = command.data;
+  if (isRetryOfHead(command, state)) return [];
   // A write based on a version must never bring a deleted state back.
   if (baseVersion !== undefined && state.status !== 'active') throw notFound(name);
   const { active, created } = ensureActive(state, name, newStateId);
@@ -242,6 +273,7 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
         serial: null,
         lineage: null,
         instances: new Map(),
+        head: null,
       };
     case 'LockAcquired':
       return state.status === 'active' ? { ...state, lock: event.data.info } : state;
@@ -255,6 +287,11 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
         serial: event.data.serial,
         lineage: event.data.lineage,
         instances: new Map(state.instances),
+        head: {
+          checksum: event.data.checksum,
+          source: event.data.source,
+          lockId: state.lock?.ID ?? null,
+        },
       };
     case 'LifecycleOpened':
       if (state.status !== 'active') return state;

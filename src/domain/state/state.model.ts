@@ -1,4 +1,5 @@
 import { LockInfo } from './lock-info';
+import { CommitSource } from './state.commands';
 
 /**
  * What the State aggregate needs to decide, and nothing more: the documents
@@ -21,6 +22,15 @@ export interface ActiveState {
   lineage: string | null;
   /** address → canonical hash of every current instance; size = instance count. */
   instances: Map<string, string>;
+  /** The last commit, to tell a retried request from a new one; null before the first. */
+  head: CommitHead | null;
+}
+
+export interface CommitHead {
+  checksum: string;
+  source: CommitSource;
+  /** The lock held when it was committed. */
+  lockId: string | null;
 }
 
 export interface DeletedState {

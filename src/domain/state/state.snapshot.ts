@@ -1,7 +1,8 @@
 import { DomainError } from '../shared/domain-error';
 import { isJsonObject } from '../terraform/json-value';
-import { LockInfo, parseLockInfo } from './lock-info';
-import { StateAggregate } from './state.model';
+import { LockInfo, storedLockInfo } from './lock-info';
+import { CommitSource } from './state.commands';
+import { CommitHead, StateAggregate } from './state.model';
 
 /** Bump when the snapshot shape changes; older snapshots are then ignored and the stream replayed. */
 export const STATE_SNAPSHOT_SCHEMA = 'state/1';
@@ -18,6 +19,8 @@ export type StateSnapshot =
       lineage: string | null;
       /** [address, hash] pairs, in the aggregate's order. */
       instances: [string, string][];
+      /** Absent in snapshots written before it existed. */
+      head?: CommitHead | null;
     }
   | { status: 'deleted'; stateId: string; name: string };
 
@@ -37,6 +40,7 @@ export function toSnapshot(state: StateAggregate): StateSnapshot {
         serial: state.serial,
         lineage: state.lineage,
         instances: [...state.instances],
+        head: state.head,
       };
     default: {
       const never: never = state;
@@ -54,6 +58,16 @@ function bad(what: string): never {
 const str = (v: unknown, what: string): string => (typeof v === 'string' ? v : bad(what));
 const int = (v: unknown, what: string): number =>
   typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : bad(what);
+
+/** A snapshot without a head only means a retry of its last commit becomes a new version. */
+function commitHead(json: unknown): CommitHead | null {
+  if (!isJsonObject(json)) return null;
+  return {
+    checksum: str(json.checksum, 'head checksum'),
+    source: str(json.source, 'head source') as CommitSource,
+    lockId: json.lockId === null ? null : str(json.lockId, 'head lock id'),
+  };
+}
 
 export function fromSnapshot(json: unknown): StateAggregate {
   if (!isJsonObject(json)) return bad('not an object');
@@ -77,11 +91,12 @@ export function fromSnapshot(json: unknown): StateAggregate {
         status: 'active',
         stateId: str(json.stateId, 'stateId'),
         name: str(json.name, 'name'),
-        lock: json.lock === null ? null : parseLockInfo(json.lock),
+        lock: json.lock === null ? null : storedLockInfo(json.lock),
         version: int(json.version, 'version'),
         serial: json.serial === null ? null : int(json.serial, 'serial'),
         lineage: json.lineage === null ? null : str(json.lineage, 'lineage'),
         instances,
+        head: commitHead(json.head),
       };
     }
     default:

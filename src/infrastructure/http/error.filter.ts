@@ -24,6 +24,8 @@ const STATUS_BY_CODE: Record<string, number> = {
   // 400, not 403: the caller is allowed to query; this SQL touched what no query may.
   'QUERY.FORBIDDEN': 400,
   'SERVER.UNAVAILABLE': 503,
+  // The write is stored; the read models do not show it yet (a retry is safe).
+  'SERVER.LAGGING': 503,
   'STATE.VERSION_CONFLICT': 409,
   'STATE.LINEAGE_CONFLICT': 409,
   'STATE.SERIAL_CONFLICT': 409,
@@ -60,7 +62,10 @@ export class ErrorFilter implements ExceptionFilter {
     const req = ctx.getRequest<Request & { id?: string }>();
     if (res.headersSent) return;
     if (err instanceof DomainError) {
-      res.status(statusFor(err.code)).json(errorBody(err.code, err.message));
+      const status = statusFor(err.code);
+      // Terraform's HTTP client honours Retry-After on a 503.
+      if (status === 503) res.setHeader('Retry-After', '1');
+      res.status(status).json(errorBody(err.code, err.message));
       return;
     }
     if (err instanceof HttpException) {
