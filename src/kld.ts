@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import 'reflect-metadata';
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { Config, ConfigError, loadConfig } from './infrastructure/config/config';
 import { createLogger, Logger } from './infrastructure/logging/logger';
 import { Database } from './infrastructure/postgres/database';
@@ -10,7 +10,8 @@ import { ServerRunningError, withoutServer } from './infrastructure/postgres/ser
 import { redactUrls } from './infrastructure/logging/redact';
 import { openDatabase, startServer } from './app/server';
 import { Notifier } from './infrastructure/event-store/notifier';
-import { ProjectionRunner } from './projections/projection-runner';
+import { ProjectionHaltedError, ProjectionRunner } from './projections/projection-runner';
+import { DomainError } from './domain/shared/domain-error';
 import { allProjectors } from './app/features';
 
 const SHUTDOWN_DEADLINE_MS = 9_000;
@@ -99,6 +100,39 @@ async function rebuildProjections(config: Config, logger: Logger): Promise<void>
   }
 }
 
+const SKIP_ON_SERVER =
+  'skip through it instead: POST /v1/admin/projections/skip (docs/operations.md)';
+
+/** Records a skip; next to a running server too (it wakes that server's halted projectors). */
+async function skipEvent(
+  config: Config,
+  logger: Logger,
+  projector: string,
+  position: bigint,
+  reason: string,
+): Promise<void> {
+  try {
+    await withDatabase(config, logger, async (db, url) => {
+      const notifier = new Notifier(url);
+      try {
+        const runner = new ProjectionRunner(db, notifier, allProjectors(db), logger);
+        const skipped = await runner.skip(projector, position, reason);
+        process.stdout.write(
+          `${skipped.projector} will skip event ${skipped.position} ` +
+            `(${skipped.type} on stream ${skipped.stream})\n`,
+        );
+      } finally {
+        await notifier.close();
+      }
+    });
+  } catch (err) {
+    if (err instanceof EmbeddedPostgresInUseError) {
+      throw new ServerRunningError(`${err.message}; ${SKIP_ON_SERVER}`);
+    }
+    throw err;
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
   const program = new Command('kld')
     .description('Kilolock server: Terraform state backend and event-sourced state store')
@@ -119,14 +153,28 @@ async function main(argv: string[]): Promise<void> {
       await withDatabase(config, loggerFor(config), async () => undefined);
     });
 
-  program
-    .command('projections')
-    .description('manage read-model projections')
+  const projections = program.command('projections').description('manage read-model projections');
+  projections
     .command('rebuild')
     .description('replay the event log into fresh read models and swap them in (no server running)')
     .action(async () => {
       const config = loadConfig();
       await rebuildProjections(config, loggerFor(config));
+    });
+  projections
+    .command('skip')
+    .description('let a projector pass over an event it cannot apply (docs/operations.md)')
+    .argument('<projector>', 'projector name, as /readyz reports it')
+    .argument('<position>', 'the event position (event_log.position)', (value: string) => {
+      if (!/^[1-9]\d{0,18}$/.test(value)) {
+        throw new InvalidArgumentError('a positive integer (event_log.position) is expected');
+      }
+      return BigInt(value);
+    })
+    .requiredOption('--reason <text>', 'why the event is skipped (kept with the skip)')
+    .action(async (projector: string, position: bigint, opts: { reason: string }) => {
+      const config = loadConfig();
+      await skipEvent(config, loggerFor(config), projector, position, opts.reason);
     });
 
   await program.parseAsync(argv);
@@ -142,7 +190,9 @@ main(process.argv).catch((err: unknown) => {
     err instanceof ConfigError ||
     err instanceof MigrationError ||
     err instanceof ServerRunningError ||
-    err instanceof EmbeddedPostgresInUseError;
+    err instanceof EmbeddedPostgresInUseError ||
+    err instanceof DomainError ||
+    err instanceof ProjectionHaltedError;
   const message = err instanceof Error ? err.message : String(err);
   process.stderr.write(`kld: ${redactUrls(message)}\n`);
   if (!known && process.env.KL_DEBUG) {

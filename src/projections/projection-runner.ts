@@ -1,5 +1,6 @@
 import { PoolClient } from 'pg';
-import { comparePositions, LogPosition } from '../domain/shared/event';
+import { comparePositions, LogPosition, RecordedEvent } from '../domain/shared/event';
+import { DomainError } from '../domain/shared/domain-error';
 import { readLogAfter } from '../infrastructure/event-store/postgres-event-store';
 import { EVENTS_CHANNEL } from '../infrastructure/event-store/postgres-event-store';
 import { Notifier } from '../infrastructure/event-store/notifier';
@@ -37,6 +38,9 @@ const SWAP_LOCK_TIMEOUT_MS = 500;
 // How long a rebuild keeps trying to swap before it gives up (queries run
 // for at most 5 minutes).
 const SWAP_PATIENCE_MS = 10 * 60_000;
+/** How often a halted projector tries its event again, quietly. */
+const RECHECK_MS = 30_000;
+const MAX_BACKOFF_MS = 30_000;
 
 export class ProjectionTimeoutError extends Error {
   constructor(position: LogPosition, timeoutMs: number) {
@@ -45,11 +49,47 @@ export class ProjectionTimeoutError extends Error {
   }
 }
 
+/** A projector stopped at an event it cannot apply: what `/readyz` reports. */
+export interface ProjectionHalt {
+  projector: string;
+  /** The event's global position (`event_log.position`). */
+  position: number;
+  transactionId: string;
+  stream: string;
+  type: string;
+  /** The error, first line only: never the event's data. */
+  reason: string;
+  since: string;
+}
+
+export class ProjectionHaltedError extends Error {
+  constructor(readonly halt: ProjectionHalt) {
+    super(
+      `projector ${halt.projector} cannot apply event ${halt.position} ` +
+        `(${halt.type} on stream ${halt.stream}): ${halt.reason}`,
+    );
+    this.name = 'ProjectionHaltedError';
+  }
+}
+
+export interface ProjectionRunnerOptions {
+  /** How often a halted projector tries its event again (default 30 s). */
+  recheckMs?: number;
+}
+
 /**
  * Runs every projector against the log. Any number of kld replicas may run it
  * at once: each batch takes the projector's transaction-scoped advisory lock,
  * re-reads the checkpoint under it and advances it compare-and-set, so two
  * replicas never apply the same batch twice.
+ *
+ * A batch that fails for a passing reason (the database went away, a
+ * deadlock) is retried with backoff. One that fails otherwise is applied in
+ * smaller batches down to the single event that fails: that projector then
+ * halts there, says so once in the log and in `/readyz`, and tries the event
+ * again only every `recheckMs` (it resumes when an operator skipped the event,
+ * or another replica with a fix applied it). Other projectors keep going;
+ * writes answer SERVER.LAGGING until it resumes.
  */
 export class ProjectionRunner {
   private readonly abort = new AbortController();
@@ -57,13 +97,20 @@ export class ProjectionRunner {
   private readonly kicks = new Set<() => void>();
   private readonly analyzing = new Set<string>();
   private readonly analyzeAgain = new Set<string>();
+  private readonly halts = new Map<string, ProjectionHalt>();
+  /** The last passing failure logged per projector, so a flapping database logs once. */
+  private readonly failing = new Map<string, string>();
+  private readonly recheckMs: number;
 
   constructor(
     private readonly db: Database,
     private readonly notifier: Notifier,
     private readonly projectors: readonly Projector[],
     private readonly logger: Logger,
-  ) {}
+    options: ProjectionRunnerOptions = {},
+  ) {
+    this.recheckMs = options.recheckMs ?? RECHECK_MS;
+  }
 
   start(): void {
     this.loops = this.projectors.map((p) => this.loop(p));
@@ -75,20 +122,44 @@ export class ProjectionRunner {
     await Promise.allSettled(this.loops);
   }
 
-  /** Wake the loops now instead of at their next poll. */
+  /** Wake the loops now instead of at their next poll (or recheck). */
   kick(): void {
     for (const k of [...this.kicks]) k();
   }
 
+  /** Projectors stopped at an event they cannot apply. */
+  halted(): ProjectionHalt[] {
+    return [...this.halts.values()];
+  }
+
   private async loop(projector: Projector): Promise<void> {
     const signal = this.abort.signal;
+    let backoff = 0;
     while (!signal.aborted) {
+      if (this.halts.has(projector.name)) {
+        await this.pause(this.recheckMs, signal);
+        if (!signal.aborted) await this.recheck(projector);
+        continue;
+      }
       let applied = 0;
       try {
         applied = await this.runBatch(projector);
+        backoff = 0;
+        if (this.failing.delete(projector.name)) {
+          this.logger.info({ projector: projector.name }, 'projection batches succeed again');
+        }
       } catch (err) {
-        this.logger.error({ err, projector: projector.name }, 'projection batch failed; retrying');
-        await sleep(1000, signal);
+        if (signal.aborted || err instanceof ProjectionHaltedError) continue;
+        const reason = describe(err);
+        if (this.failing.get(projector.name) !== reason) {
+          this.failing.set(projector.name, reason);
+          this.logger.warn(
+            { projector: projector.name, reason },
+            'projection batch failed; retrying',
+          );
+        }
+        backoff = Math.min(MAX_BACKOFF_MS, backoff === 0 ? 1000 : backoff * 2);
+        await this.pause(backoff, signal);
         continue;
       }
       if (applied < BATCH) await this.idle(signal);
@@ -107,13 +178,146 @@ export class ProjectionRunner {
     });
   }
 
-  /** Applies at most one batch; returns how many events it consumed. */
+  /** Sleeps `ms`; a kick or the stop ends it early. New events do not. */
+  private pause(ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.kicks.delete(done);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.kicks.add(done);
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /** A halted projector tries its event once more; it stays quiet unless something changed. */
+  private async recheck(projector: Projector): Promise<void> {
+    const before = this.halts.get(projector.name);
+    if (!before) return;
+    try {
+      await this.attempt(projector, 1);
+    } catch (err) {
+      // Still failing (or the database is away): stay halted, and quiet
+      // unless it is now another event.
+      if (!isPassing(err)) await this.halt(projector, err).catch(() => undefined);
+      return;
+    }
+    this.halts.delete(projector.name);
+    this.logger.info(
+      { projector: projector.name, position: before.position },
+      'projection resumed past the event it had halted at',
+    );
+  }
+
+  /**
+   * Applies at most one batch; returns how many events it consumed. Throws
+   * ProjectionHaltedError when the projector is (or now becomes) halted.
+   */
   async runBatch(projector: Projector, limit = BATCH): Promise<number> {
+    const halt = this.halts.get(projector.name);
+    if (halt) throw new ProjectionHaltedError(halt);
+    try {
+      return await this.attempt(projector, limit);
+    } catch (err) {
+      if (isPassing(err)) throw err;
+      return this.isolate(projector, limit);
+    }
+  }
+
+  private async attempt(projector: Projector, limit: number): Promise<number> {
     const { consumed, handled } = await this.db.transaction((tx) =>
       this.batchIn(tx, projector, limit),
     );
     if (handled >= ANALYZE_AFTER) this.analyzeSoon(projector);
     return consumed;
+  }
+
+  /**
+   * A batch failed, maybe because of one of its events: apply it in halving
+   * batches (each its own transaction, so what applies is kept) until a
+   * single event fails, and halt there. A failure that does not come back
+   * was passing.
+   */
+  private isolate(projector: Projector, limit: number): Promise<number> {
+    return narrowDown(
+      (size) => this.attempt(projector, size),
+      limit,
+      (err) => this.halt(projector, err),
+    );
+  }
+
+  /** Records that `projector` cannot apply the event after its checkpoint. */
+  private async halt(projector: Projector, err: unknown): Promise<unknown> {
+    const rows = await this.db.query<{ tx: string; gp: string }>(
+      `SELECT transaction_id::text AS tx, global_position AS gp FROM kl_checkpoints
+        WHERE projection = $1`,
+      [projector.name],
+    );
+    const from = rows.length
+      ? { transactionId: BigInt(rows[0].tx), globalPosition: BigInt(rows[0].gp) }
+      : { transactionId: 0n, globalPosition: 0n };
+    const [event] = await readLogAfter(this.db.pool, from, 1);
+    if (!event) return err; // nothing left to apply: the failure was not an event's
+    const halt = haltAt(projector, event, err);
+    const previous = this.halts.get(projector.name);
+    this.halts.set(projector.name, previous?.position === halt.position ? previous : halt);
+    if (previous?.position !== halt.position) {
+      const { since: _since, ...fields } = halt;
+      this.logger.error(
+        fields,
+        `projection halted: projector ${halt.projector} cannot apply event ${halt.position}; ` +
+          'other projectors continue, writes answer 503 until it resumes (docs/operations.md)',
+      );
+    }
+    return new ProjectionHaltedError(this.halts.get(projector.name)!);
+  }
+
+  /**
+   * Records that `projector` passes over the event at `position` from now on
+   * (and in every rebuild): for an event it can never apply. Wakes halted
+   * projectors so they move on at once.
+   */
+  async skip(
+    projectorName: string,
+    position: bigint,
+    reason: string,
+  ): Promise<{ projector: string; position: number; stream: string; type: string }> {
+    if (!this.projectors.some((p) => p.name === projectorName)) {
+      throw new DomainError(
+        'REQUEST.INVALID',
+        `no projector named ${projectorName} (one of ${this.projectors.map((p) => p.name).join(', ')})`,
+      );
+    }
+    const rows = await this.db.query<{ stream_id: string; type: string }>(
+      'SELECT stream_id, type FROM kl_events WHERE global_position = $1',
+      [position.toString()],
+    );
+    if (rows.length === 0) {
+      throw new DomainError('REQUEST.NOT_FOUND', `no event at position ${position}`);
+    }
+    await this.db.query(
+      `INSERT INTO kl_projection_skips (projection, global_position, reason)
+       VALUES ($1, $2, $3) ON CONFLICT (projection, global_position) DO NOTHING`,
+      [projectorName, position.toString(), reason],
+    );
+    this.logger.warn(
+      { projector: projectorName, position: Number(position), reason },
+      'projection will skip an event',
+    );
+    // Halted at that very event: go on now rather than at the next recheck.
+    if (this.halts.get(projectorName)?.position === Number(position)) {
+      this.halts.delete(projectorName);
+    }
+    this.kick();
+    return {
+      projector: projectorName,
+      position: Number(position),
+      stream: rows[0].stream_id,
+      type: rows[0].type,
+    };
   }
 
   /**
@@ -150,10 +354,12 @@ export class ProjectionRunner {
     lock = projector.name,
   ): Promise<{ consumed: number; handled: number }> {
     await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, lock]);
-    const from = await readCheckpoint(tx, projector.name);
+    const { position: from, skips } = await readCheckpoint(tx, projector.name);
     const events = await readLogAfter(tx, from, limit, projector.handles);
     if (events.length === 0) return { consumed: 0, handled: 0 };
-    const handled = events.filter((e) => projector.handles.includes(e.type));
+    const handled = events.filter(
+      (e) => projector.handles.includes(e.type) && !skips.has(e.position.globalPosition),
+    );
     if (handled.length) await projector.apply(handled, tx);
     const to = events[events.length - 1].position;
     const { rowCount } = await tx.query(
@@ -205,15 +411,24 @@ export class ProjectionRunner {
       if (Date.now() > deadline) throw new ProjectionTimeoutError(position, timeoutMs);
       // Do the work here rather than wait for a loop: the caller is blocked on
       // it. Projectors are independent (own tables, own checkpoint, own lock),
-      // so they catch up side by side, each on its own connection.
+      // so they catch up side by side, each on its own connection; a halted
+      // one is left alone (the others still show the write).
       await Promise.all(
-        this.projectors.map(async (p) => {
-          while ((await this.runBatch(p, CATCH_UP_BATCH)) === CATCH_UP_BATCH) {
-            /* keep going until this projector is caught up */
-          }
-        }),
+        this.projectors
+          .filter((p) => !this.halts.has(p.name))
+          .map(async (p) => {
+            while ((await this.runBatch(p, CATCH_UP_BATCH)) === CATCH_UP_BATCH) {
+              /* keep going until this projector is caught up */
+            }
+          }),
       );
       if (await this.reached(position)) return;
+      // A projector halted at or before `position` will not get there by waiting.
+      for (const halt of this.halts.values()) {
+        if (comparePositions(haltPosition(halt), position) <= 0) {
+          throw new ProjectionHaltedError(halt);
+        }
+      }
       await this.notifier.wait(CHECKPOINTS_CHANNEL, 20);
     }
   }
@@ -280,6 +495,9 @@ export class ProjectionRunner {
     // (which holds up the live projection) only has the last moment to do.
     for (const projector of this.projectors) await replay(projector);
     const tail = await this.swapIn(live, tables);
+    // Every projector is past whatever it had halted at (only a skipped
+    // event can be passed), so the halts are over.
+    this.halts.clear();
     this.kick();
     return this.projectors.map((p) => {
       const replayed = events.get(p.name)! + (tail.get(p.name) ?? 0);
@@ -290,13 +508,27 @@ export class ProjectionRunner {
 
   /** Applies the log to `projector`'s copies, one transaction per batch, until it is caught up. */
   private async replayBeside(projector: Projector, live: string): Promise<number> {
+    const batch = (limit: number) =>
+      this.db.transaction(async (tx) => {
+        await useShadowTables(tx, live);
+        return this.batchIn(tx, projector, limit, shadowLock(projector));
+      });
     let total = 0;
     let analyzed = false;
     for (;;) {
-      const { consumed, handled } = await this.db.transaction(async (tx) => {
-        await useShadowTables(tx, live);
-        return this.batchIn(tx, projector, CATCH_UP_BATCH, shadowLock(projector));
-      });
+      let consumed: number;
+      let handled = 0;
+      try {
+        ({ consumed, handled } = await batch(CATCH_UP_BATCH));
+      } catch (err) {
+        if (isPassing(err)) throw err;
+        // Name the event, which is what the operator needs to skip it.
+        consumed = await narrowDown(
+          async (size) => (await batch(size)).consumed,
+          CATCH_UP_BATCH,
+          (failure) => this.unappliableInShadow(projector, live, failure),
+        );
+      }
       if (consumed === 0) return total;
       total += consumed;
       // The copies start empty, like a fresh database: once they hold rows,
@@ -306,6 +538,20 @@ export class ProjectionRunner {
         analyzed = true;
       }
     }
+  }
+
+  /** The error for the event after `projector`'s shadow checkpoint, which failed with `err`. */
+  private async unappliableInShadow(
+    projector: Projector,
+    live: string,
+    err: unknown,
+  ): Promise<unknown> {
+    const [event] = await this.db.transaction(async (tx) => {
+      await useShadowTables(tx, live);
+      const { position } = await readCheckpoint(tx, projector.name);
+      return readLogAfter(tx, position, 1);
+    });
+    return event ? new ProjectionHaltedError(haltAt(projector, event, err)) : err;
   }
 
   /** Catches the copies up and swaps them in; returns the events caught up per projector. */
@@ -364,26 +610,86 @@ async function ensureCheckpointRow(tx: PoolClient, name: string): Promise<void> 
   );
 }
 
-async function readCheckpoint(tx: PoolClient, name: string): Promise<LogPosition> {
+async function readCheckpoint(
+  tx: PoolClient,
+  name: string,
+): Promise<{ position: LogPosition; skips: Set<bigint> }> {
   await ensureCheckpointRow(tx, name);
-  const { rows } = await tx.query<{ tx: string; gp: string }>(
-    `SELECT transaction_id::text AS tx, global_position AS gp FROM kl_checkpoints
-      WHERE projection = $1`,
+  const { rows } = await tx.query<{ tx: string; gp: string; skips: string[] | null }>(
+    `SELECT transaction_id::text AS tx, global_position AS gp,
+            (SELECT array_agg(global_position::text) FROM kl_projection_skips
+              WHERE projection = $1) AS skips
+       FROM kl_checkpoints WHERE projection = $1`,
     [name],
   );
-  return { transactionId: BigInt(rows[0].tx), globalPosition: BigInt(rows[0].gp) };
+  return {
+    position: { transactionId: BigInt(rows[0].tx), globalPosition: BigInt(rows[0].gp) },
+    skips: new Set((rows[0].skips ?? []).map(BigInt)),
+  };
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener(
-      'abort',
-      () => {
-        clearTimeout(t);
-        resolve();
-      },
-      { once: true },
-    );
-  });
+function haltPosition(halt: ProjectionHalt): LogPosition {
+  return { transactionId: BigInt(halt.transactionId), globalPosition: BigInt(halt.position) };
+}
+
+function haltAt(projector: Projector, event: RecordedEvent, err: unknown): ProjectionHalt {
+  return {
+    projector: projector.name,
+    position: Number(event.position.globalPosition),
+    transactionId: event.position.transactionId.toString(),
+    stream: event.streamId,
+    type: event.type,
+    reason: describe(err),
+    since: new Date().toISOString(),
+  };
+}
+
+// SQLSTATE classes of failures that pass: connection, transaction rollback
+// (serialization, deadlock), insufficient resources, operator intervention,
+// system errors; and lock_not_available.
+const PASSING_SQLSTATE = /^(08|40|53|57|58)|^55P03$/;
+// node-postgres and socket errors that carry no SQLSTATE.
+const PASSING_MESSAGE = /connect|terminat|timeout|ECONN|EPIPE|pool|moved under us/i;
+
+/**
+ * After a batch failed for a reason that may be one of its events: applies
+ * halving batches (`apply(size)` returns the events it consumed) until a
+ * single event fails, then throws what `unappliable` makes of that failure.
+ * Returns the events consumed when the failure did not come back.
+ */
+async function narrowDown(
+  apply: (size: number) => Promise<number>,
+  limit: number,
+  unappliable: (err: unknown) => Promise<unknown>,
+): Promise<number> {
+  let consumed = 0;
+  let size = Math.max(1, limit >> 1);
+  while (consumed < limit) {
+    try {
+      const n = await apply(size);
+      consumed += n;
+      if (n < size) break; // caught up
+    } catch (err) {
+      if (isPassing(err)) throw err;
+      if (size === 1) throw await unappliable(err);
+      size >>= 1;
+    }
+  }
+  return consumed;
+}
+
+/** Is this a failure that retrying the same batch can get past? */
+function isPassing(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return PASSING_SQLSTATE.test(code);
+  if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return true;
+  return err instanceof Error && PASSING_MESSAGE.test(err.message);
+}
+
+/** One line about an error, for logs and /readyz: its message and SQLSTATE, never a stack. */
+function describe(err: unknown): string {
+  const e = err as { message?: unknown; code?: unknown } | null;
+  const message = typeof e?.message === 'string' ? e.message : String(err);
+  const code = typeof e?.code === 'string' ? ` (${e.code})` : '';
+  return `${message.split('\n')[0].slice(0, 300)}${code}`;
 }

@@ -27,7 +27,7 @@ export class UnlockStateHandler implements ICommandHandler<UnlockStateCommand> {
 
   async execute(c: UnlockStateCommand): Promise<{ released: string | null }> {
     const metadata = this.states.context(c.caller);
-    const events = await this.states.execute(
+    const { events } = await this.states.execute(
       c.name,
       c.forced || c.lockId === null
         ? {

@@ -31,19 +31,29 @@ export class HealthController {
     return { version: KLD_VERSION };
   }
 
-  /** Ready to serve: database reachable, schema current, read models caught up. */
+  /**
+   * Ready to serve: database reachable, schema current, read models caught
+   * up. A projector halted at an event it cannot apply is named in `halted`
+   * with that event (docs/operations.md).
+   */
   @Get('readyz')
   async ready(@Res() res: Response): Promise<void> {
     const checks = { database: false, migrations: false, projections: false };
+    const halted = this.runner.halted();
     try {
       await this.db.query('SELECT 1');
       checks.database = true;
       checks.migrations = await migrationsCurrent((sql) => this.db.query(sql));
-      checks.projections = checks.migrations && (await this.runner.caughtUp());
+      checks.projections =
+        checks.migrations && halted.length === 0 && (await this.runner.caughtUp());
     } catch {
       // the failed check stays false
     }
     const ready = Object.values(checks).every(Boolean);
-    res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not ready', checks });
+    res.status(ready ? 200 : 503).json({
+      status: ready ? 'ready' : 'not ready',
+      checks,
+      ...(halted.length ? { halted } : {}),
+    });
   }
 }
