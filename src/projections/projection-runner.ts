@@ -17,6 +17,8 @@ import {
 } from './shadow-tables';
 
 export const CHECKPOINTS_CHANNEL = 'kl_checkpoints';
+/** Notified after a skip or a rebuild, from any process: halted projectors look again. */
+export const MAINTENANCE_CHANNEL = 'kl_projection_maintenance';
 const BATCH = 500;
 /** Events in one batch that make its tables' statistics worth refreshing. */
 const ANALYZE_AFTER = 2000;
@@ -137,7 +139,7 @@ export class ProjectionRunner {
     let backoff = 0;
     while (!signal.aborted) {
       if (this.halts.has(projector.name)) {
-        await this.pause(this.recheckMs, signal);
+        await this.idle(signal, MAINTENANCE_CHANNEL, this.recheckMs);
         if (!signal.aborted) await this.recheck(projector);
         continue;
       }
@@ -166,13 +168,14 @@ export class ProjectionRunner {
     }
   }
 
-  private idle(signal: AbortSignal): Promise<void> {
+  /** Waits for a notification on `channel`, a kick, the stop or `ms`, whichever comes first. */
+  private idle(signal: AbortSignal, channel = EVENTS_CHANNEL, ms = 250): Promise<void> {
     const local = new AbortController();
     const kick = () => local.abort();
     this.kicks.add(kick);
     const onAbort = () => local.abort();
     signal.addEventListener('abort', onAbort, { once: true });
-    return this.notifier.wait(EVENTS_CHANNEL, 250, local.signal).finally(() => {
+    return this.notifier.wait(channel, ms, local.signal).finally(() => {
       this.kicks.delete(kick);
       signal.removeEventListener('abort', onAbort);
     });
@@ -307,6 +310,7 @@ export class ProjectionRunner {
       { projector: projectorName, position: Number(position), reason },
       'projection will skip an event',
     );
+    await this.notifyMaintenance();
     // Halted at that very event: go on now rather than at the next recheck.
     if (this.halts.get(projectorName)?.position === Number(position)) {
       this.halts.delete(projectorName);
@@ -499,11 +503,18 @@ export class ProjectionRunner {
     // event can be passed), so the halts are over.
     this.halts.clear();
     this.kick();
+    await this.notifyMaintenance();
     return this.projectors.map((p) => {
       const replayed = events.get(p.name)! + (tail.get(p.name) ?? 0);
       this.logger.info({ projector: p.name, events: replayed }, 'projection rebuilt');
       return { projector: p.name, events: replayed };
     });
+  }
+
+  private async notifyMaintenance(): Promise<void> {
+    await this.db
+      .query('SELECT pg_notify($1, $2)', [MAINTENANCE_CHANNEL, ''])
+      .catch(() => undefined);
   }
 
   /** Applies the log to `projector`'s copies, one transaction per batch, until it is caught up. */

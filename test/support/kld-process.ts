@@ -16,13 +16,14 @@ export interface KldProcess {
 }
 
 /**
- * Starts the built `kld serve` as a real child process and waits for /readyz.
+ * Starts the built `kld serve` as a real child process and waits for /readyz
+ * (or only /healthz, for a server that is expected not to be ready).
  * A variable set to undefined in `env` is left out of the child's environment.
  */
 export async function startKld(
   env: Record<string, string | undefined>,
   readyTimeoutMs = 30_000,
-  options: { cwd?: string } = {},
+  options: { cwd?: string; waitFor?: 'readyz' | 'healthz' } = {},
 ): Promise<KldProcess> {
   const port = await freePort();
   const child = spawn(process.execPath, [KLD, 'serve', '--listen', `127.0.0.1:${port}`], {
@@ -39,7 +40,7 @@ export async function startKld(
     if (child.exitCode !== null)
       throw new Error(`kld exited (${child.exitCode}) during start:\n${out}`);
     try {
-      const r = await fetch(`${url}/readyz`);
+      const r = await fetch(`${url}/${options.waitFor ?? 'readyz'}`);
       if (r.status === 200) break;
     } catch {
       // not listening yet
