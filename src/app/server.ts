@@ -4,6 +4,7 @@ import type { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
 import type { Config } from '../infrastructure/config/config';
 import { Notifier } from '../infrastructure/event-store/notifier';
+import { answerClientErrors, refuseNulInUrl } from '../infrastructure/http/client-errors';
 import { crossSiteGuard } from '../infrastructure/http/cross-site.middleware';
 import { ErrorFilter } from '../infrastructure/http/error.filter';
 import { requestLog } from '../infrastructure/http/request-log.middleware';
@@ -61,7 +62,9 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     );
     app.use(requestLog(logger));
     app.use(crossSiteGuard(config.allowedOrigins));
+    app.use(refuseNulInUrl);
     app.useGlobalFilters(new ErrorFilter(logger));
+    answerClientErrors(app.getHttpServer());
     await app.listen(config.listen.port, config.listen.host);
   } catch (err) {
     await releaseStorage();
