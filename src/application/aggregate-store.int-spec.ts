@@ -157,4 +157,51 @@ describe('AggregateStore on PostgreSQL', () => {
     expect(r.position).toEqual(stored[0].position);
     expect(lost).toBe(2);
   });
+
+  it('answers a stored command even when its snapshot cannot be saved', async () => {
+    const stream = `counter-${randomUUID()}`;
+    const broken = new AggregateStore(
+      spy,
+      {
+        load: () => Promise.resolve(null),
+        save: () => Promise.reject(new Error('snapshot table is gone')),
+      },
+      counter,
+      {
+        ids: { uuid: randomUUID },
+        snapshotSchema: 'counter/1',
+        toSnapshot: (s) => s,
+        fromSnapshot: (j) => j as never,
+        snapshotEvery: 1,
+      },
+    );
+    for (let i = 1; i <= 3; i++) {
+      await expect(broken.handle(stream, { n: 1, limit: 10 }, ctx())).resolves.toMatchObject({
+        state: { total: i },
+      });
+    }
+    expect(await events.readStream(stream)).toHaveLength(3);
+  });
+
+  it('gives a command that changes nothing the position of the stream it confirms', async () => {
+    const stream = `counter-${randomUUID()}`;
+    const noop: Decider<Add, { total: number }, Added> = { ...counter, decide: () => [] };
+    const s = store();
+    const written = await s.handle(stream, { n: 2, limit: 10 }, ctx());
+    const again = await new AggregateStore(spy, new PostgresSnapshotStore(t.db), noop, {
+      ids: { uuid: randomUUID },
+      snapshotSchema: 'counter/1',
+      toSnapshot: (x) => x,
+      fromSnapshot: (j) => j as { total: number },
+    }).handle(stream, { n: 2, limit: 10 }, ctx());
+    expect(written.readAt).toEqual(written.position);
+    expect(again).toMatchObject({ events: [], position: null, readAt: written.position });
+    const missing = await new AggregateStore(spy, new PostgresSnapshotStore(t.db), noop, {
+      ids: { uuid: randomUUID },
+      snapshotSchema: 'counter/1',
+      toSnapshot: (x) => x,
+      fromSnapshot: (j) => j as { total: number },
+    }).handle(`counter-${randomUUID()}`, { n: 1, limit: 1 }, ctx());
+    expect(missing.readAt).toBeNull();
+  });
 });

@@ -600,6 +600,15 @@ describe('State decider', () => {
       }
     });
 
+    it('reads a snapshot written before heads existed: a retry then becomes a new version', () => {
+      const { head: _head, ...older } = toSnapshot(given(created, committed1).state) as {
+        head?: unknown;
+      };
+      const restored = fromSnapshot(JSON.parse(JSON.stringify(older)));
+      expect(restored).toMatchObject({ status: 'active', version: 1, head: null });
+      expect(decide(commit(doc1), restored).map((e) => e.type)).toEqual(['ApplyCommitted']);
+    });
+
     it('rejects a malformed snapshot', () => {
       expect(() => fromSnapshot({ status: 'active', stateId: 1 })).toThrow(
         expect.objectContaining({ code: 'STATE.SNAPSHOT_INVALID' }),
