@@ -257,7 +257,12 @@ interface Fuzzed {
 }
 
 function nextRequest(): Fuzzed {
-  const headers: Record<string, string> = {};
+  // Terraform and kl send JSON bodies as application/json; now and then something else.
+  const headers: Record<string, string> = {
+    'Content-Type': chance(0.95)
+      ? 'application/json'
+      : pick(['text/plain', 'application/x-www-form-urlencoded', 'application/merge-patch+json']),
+  };
   if (chance(0.1)) {
     headers.Authorization = `Basic ${Buffer.from(`${weirdString().slice(0, 300)}:pw`).toString('base64')}`;
   }
@@ -458,7 +463,17 @@ describe(`random requests (seed ${SEED}, KL_FUZZ_SEED=${SEED} replays it)`, () =
       }
     };
     await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-    if (process.env.KL_FUZZ_VERBOSE) console.log(SEED, [...statuses].sort());
+    if (process.env.KL_FUZZ_VERBOSE) {
+      // Answers by status, and what kld logged for any 500.
+      console.log(SEED, [...statuses].sort());
+      console.log(
+        kld
+          .output()
+          .split('\n')
+          .filter((l) => l.includes('unhandled error'))
+          .join('\n'),
+      );
+    }
     expect(failures).toEqual([]);
     // The run did reach both sides: accepted writes and refusals.
     expect([...statuses.keys()].some((s) => s < 300)).toBe(true);

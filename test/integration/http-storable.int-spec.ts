@@ -47,21 +47,26 @@ function send(
   headers: Record<string, string> = {},
 ): Promise<Answer> {
   const { hostname, port } = new URL(server.url);
+  // Every body kld takes is JSON, and says so, as terraform's do.
+  const sent = body === undefined ? headers : { 'Content-Type': 'application/json', ...headers };
   return new Promise((resolve, reject) => {
-    const req = http.request({ method, hostname, port, path, headers, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: Answer['json'];
-        try {
-          json = text ? JSON.parse(text) : undefined;
-        } catch {
-          json = undefined;
-        }
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
-      });
-    });
+    const req = http.request(
+      { method, hostname, port, path, headers: sent, agent: false },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let json: Answer['json'];
+          try {
+            json = text ? JSON.parse(text) : undefined;
+          } catch {
+            json = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+        });
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -101,6 +106,11 @@ const raw = (json: unknown, name: string, text: string) =>
   JSON.stringify(json).replace(`"<${name}>"`, text);
 
 describe('refused at the boundary, naming the field, storing nothing', () => {
+  beforeAll(async () => {
+    // Provider configs belong to an existing state.
+    expect((await send('POST', '/v1/states/f/pc', JSON.stringify(stateBody()))).status).toBe(200);
+  });
+
   const deep = '['.repeat(10_000) + ']'.repeat(10_000);
   const cases: [string, () => Promise<Answer>, string][] = [
     [
@@ -347,6 +357,21 @@ describe('refused at the boundary, naming the field, storing nothing', () => {
       'request body config.region holds an unpaired UTF-16 surrogate',
     ],
     [
+      'a provider config alias with a NUL (looked up before it is stored)',
+      () =>
+        send(
+          'PUT',
+          '/v1/provider-configs',
+          JSON.stringify({ state: 'f/pc', source: 'hashicorp/aws', alias: 'a\u0000', config: {} }),
+        ),
+      'alias holds a NUL character',
+    ],
+    [
+      'a NUL in a URL (a read that took it to PostgreSQL)',
+      () => send('GET', '/v1/api/states/f/pc/resources/a%00b'),
+      'the request URL holds a NUL character (%00)',
+    ],
+    [
       'a query with a NUL',
       () => send('POST', '/v1/query', JSON.stringify({ sql: 'SELECT 1\u0000' })),
       'sql holds a NUL character',
@@ -409,6 +434,16 @@ describe('refused at the boundary, naming the field, storing nothing', () => {
     expect(
       await t.db.query('SELECT error FROM refresh_results WHERE run_id = $1', [runId]),
     ).toEqual([{ error: 'provider said \uFFFD' }]);
+  });
+
+  it('answers headers too large for Node with a JSON 431', async () => {
+    const r = await send('GET', `/v1/provider-configs?state=f/pc&alias=${'a'.repeat(100_000)}`);
+    expect({ status: r.status, body: r.json }).toEqual({
+      status: 431,
+      body: {
+        error: { code: 'REQUEST.TOO_LARGE', message: 'request headers (or URL) are too large' },
+      },
+    });
   });
 
   it('stays ready: nothing it refused reached a projector', async () => {

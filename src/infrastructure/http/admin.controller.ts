@@ -2,7 +2,7 @@ import { Controller, HttpCode, Post, Req } from '@nestjs/common';
 import type { Request } from 'express';
 import { DomainError } from '../../domain/shared/domain-error';
 import { textProblem } from '../../domain/shared/storable-text';
-import { ProjectionRunner } from '../../projections/projection-runner';
+import { ProjectionHaltedError, ProjectionRunner } from '../../projections/projection-runner';
 import { parseJson, readBody } from './read-body';
 
 @Controller('v1/admin')
@@ -13,7 +13,18 @@ export class AdminController {
   @Post('projections/rebuild')
   @HttpCode(200)
   async rebuild(): Promise<{ projectors: { projector: string; events: number }[] }> {
-    return { projectors: await this.runner.rebuild() };
+    try {
+      return { projectors: await this.runner.rebuild() };
+    } catch (err) {
+      // An event the log holds and a projector cannot apply: the operator's to skip.
+      if (err instanceof ProjectionHaltedError) {
+        throw new DomainError('PROJECTIONS.CANNOT_APPLY', err.message, {
+          projector: err.halt.projector,
+          position: err.halt.position,
+        });
+      }
+      throw err;
+    }
   }
 
   /**

@@ -26,6 +26,8 @@ const STATUS_BY_CODE: Record<string, number> = {
   'SERVER.UNAVAILABLE': 503,
   // The write is stored; the read models do not show it yet (a retry is safe).
   'SERVER.LAGGING': 503,
+  // A rebuild met an event a projector cannot apply (docs/operations.md).
+  'PROJECTIONS.CANNOT_APPLY': 409,
   'STATE.VERSION_CONFLICT': 409,
   'STATE.LINEAGE_CONFLICT': 409,
   'STATE.SERIAL_CONFLICT': 409,

@@ -42,6 +42,11 @@ function str(o: JsonObject, key: string, at = key): string {
   return v;
 }
 
+/** An optional string ('' counts as absent) that is looked up and stored as text. */
+function storableOrNull(value: string | undefined, at: string): string | null {
+  return value ? storable(value, at) : null;
+}
+
 /** A string that lands in a text column (`index`: one that keys an index). */
 function storable(value: string, at: string, index = false): string {
   const problem = index ? keyProblem(value) : textProblem(value);
@@ -144,7 +149,7 @@ export function parseProviderConfig(o: JsonObject): ProviderConfigRequest {
   return {
     state: stateNameFrom(str(o, 'state')),
     source: str(o, 'source'),
-    alias: optStr(o, 'alias') || null,
+    alias: storableOrNull(optStr(o, 'alias'), 'alias'),
     config: o.config,
     checkSchema: !skip,
   };
