@@ -426,12 +426,17 @@ export class ProjectionRunner {
             }
           }),
       );
-      if (await this.reached(position)) return;
-      // A projector halted at or before `position` will not get there by waiting.
-      for (const halt of this.halts.values()) {
-        if (comparePositions(haltPosition(halt), position) <= 0) {
-          throw new ProjectionHaltedError(halt);
-        }
+      const cps = await this.checkpoints();
+      const behind = this.projectors.filter((p) => {
+        const cp = cps.get(p.name);
+        return cp === undefined || comparePositions(cp, position) < 0;
+      });
+      if (behind.length === 0) return;
+      // Once only halted projectors are missing (halted at or before
+      // `position`), waiting will not get them there.
+      const halts = behind.map((p) => this.halts.get(p.name));
+      if (halts.every((h) => h !== undefined && comparePositions(haltPosition(h), position) <= 0)) {
+        throw new ProjectionHaltedError(halts[0]!);
       }
       await this.notifier.wait(CHECKPOINTS_CHANNEL, 20);
     }
