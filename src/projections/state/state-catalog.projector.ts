@@ -57,7 +57,7 @@ export class StateCatalogProjector implements Projector {
               d.checkResults === null ? null : JSON.stringify(d.checkResults),
               Object.keys(d.extra).length === 0 ? null : JSON.stringify(d.extra),
               at,
-              d.lineageChanged?.from ?? null,
+              textParam(d.lineageChanged?.from ?? null),
             ],
           );
           await tx.query(
