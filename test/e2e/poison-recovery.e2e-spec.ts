@@ -236,7 +236,7 @@ describe('recovering a database that holds events older versions let through', (
     const locks = JSON.parse(run(KL, ['locks', '--format', 'json']).stdout) as { state: string }[];
     expect(locks.map((l) => l.state)).toEqual(['during/halt', 'legacy/nul']);
     for (const state of ['legacy/nul', 'during/halt']) {
-      expect(run(KL, ['force-unlock', state]).code).toBe(0);
+      expect(run(KL, ['force-unlock', state, '--yes']).code).toBe(0);
     }
     expect(JSON.parse(run(KL, ['locks', '--format', 'json']).stdout)).toEqual([]);
     // terraform's own document for the state is served exactly, long name included.

@@ -6,9 +6,7 @@ import { checkJsonValue, JsonLimitError } from '../../domain/terraform';
 /**
  * Reads a request body up to `limit` bytes. We read bodies ourselves (no
  * global body parser) so each route has its own limit and a too-large body is
- * refused as a JSON 413 before it is buffered whole. Every body we take is
- * JSON, so it must be UTF-8: decoding would silently turn a bad byte into
- * U+FFFD, and what was stored would no longer be what was sent.
+ * refused as a JSON 413 before it is buffered whole.
  */
 export async function readBody(
   req: Request,
@@ -27,14 +25,22 @@ export async function readBody(
     }
     chunks.push(chunk);
   }
-  const body = Buffer.concat(chunks, size);
+  return Buffer.concat(chunks, size);
+}
+
+/**
+ * A body as text. Every body we take is JSON, so it must be UTF-8: decoding
+ * would silently turn a bad byte into U+FFFD, and what was stored would no
+ * longer be what was sent.
+ */
+export function utf8Text(body: Buffer, code: string, what: string): string {
   if (!isUtf8(body)) {
     throw new DomainError(
-      'REQUEST.INVALID',
+      code,
       `${what} is not valid UTF-8 (bad byte at offset ${invalidUtf8At(body)})`,
     );
   }
-  return body;
+  return body.toString('utf8');
 }
 
 function tooLarge(what: string, limit: number): DomainError {
@@ -82,7 +88,7 @@ export function invalidUtf8At(bytes: Uint8Array): number {
  * deep, or holding a string PostgreSQL could not store (json-limits).
  */
 export function parseJson(body: Buffer, code: string, what: string): unknown {
-  const text = body.toString('utf8');
+  const text = utf8Text(body, code, what);
   let value: unknown;
   try {
     value = JSON.parse(text);

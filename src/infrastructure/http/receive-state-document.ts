@@ -1,14 +1,13 @@
 import { webcrypto } from 'node:crypto';
 import { DomainError } from '../../domain/shared/domain-error';
 import { parseStateDocument, STATE_INVALID, StateDocumentV4 } from '../../domain/terraform';
+import { utf8Text } from './read-body';
 
 export interface ReceivedStateDocument {
   document: StateDocumentV4;
   /** SHA-256 hex of the bytes as received. */
   checksum: string;
 }
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
  * The one way a commit route turns a request body into a state document:
@@ -28,9 +27,5 @@ export async function receiveStateDocument(body: Buffer): Promise<ReceivedStateD
 
 function decode(body: Buffer): string {
   if (body.length === 0) throw new DomainError(STATE_INVALID, 'state is empty: send the document');
-  try {
-    return utf8.decode(body);
-  } catch {
-    throw new DomainError(STATE_INVALID, 'state is not valid UTF-8');
-  }
+  return utf8Text(body, STATE_INVALID, 'state');
 }

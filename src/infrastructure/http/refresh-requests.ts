@@ -16,7 +16,7 @@ import {
 } from '../../domain/terraform';
 import { keyProblem, textProblem } from '../../domain/shared/storable-text';
 import { checkActor } from './caller';
-import { limitError } from './read-body';
+import { limitError, utf8Text } from './read-body';
 import { stateNameFrom } from './state-name';
 
 /** The JSON bodies of the refresh API (snake_case, as documented), checked member by member. */
@@ -27,7 +27,7 @@ export function jsonBody(body: Buffer): JsonObject {
   let value: unknown;
   try {
     // Lossless: a finish carries a state document, whose numbers may exceed a double.
-    value = parseJsonLossless(body.toString('utf8'));
+    value = parseJsonLossless(utf8Text(body, 'REQUEST.INVALID', 'request body'));
   } catch (err) {
     if (err instanceof JsonLimitError) throw limitError('REQUEST.INVALID', 'request body', err);
     throw invalid(`request body is not valid JSON: ${(err as Error).message}`);
