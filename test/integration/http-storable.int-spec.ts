@@ -367,6 +367,20 @@ describe('refused at the boundary, naming the field, storing nothing', () => {
       'alias holds a NUL character',
     ],
     [
+      'a provider schema whose source is over the index limit',
+      () =>
+        send(
+          'PUT',
+          '/v1/provider-schemas',
+          JSON.stringify({
+            source: `hashicorp/${randomBytes(600).toString('hex')}`,
+            version: '1.0.0',
+            schema: { provider: {} },
+          }),
+        ),
+      'source is longer than 512 bytes',
+    ],
+    [
       'a NUL in a URL (a read that took it to PostgreSQL)',
       () => send('GET', '/v1/api/states/f/pc/resources/a%00b'),
       'the request URL holds a NUL character (%00)',

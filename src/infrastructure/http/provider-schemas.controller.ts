@@ -1,6 +1,7 @@
 import { Controller, Get, HttpCode, Inject, Put, Query, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { DomainError } from '../../domain/shared/domain-error';
+import { keyProblem } from '../../domain/shared/storable-text';
 import { isJsonObject } from '../../domain/terraform';
 import { CONFIG } from '../../app/tokens';
 import type { Config } from '../config/config';
@@ -63,6 +64,9 @@ function keyOf(source: unknown, version: unknown): { source: string; version: st
   if (typeof source !== 'string' || source === '') {
     throw new DomainError('REQUEST.INVALID', 'source is required');
   }
+  // The cache is keyed (and indexed) by source and version.
+  const problem = keyProblem(source, 512);
+  if (problem !== null) throw new DomainError('REQUEST.INVALID', `source ${problem}`);
   if (typeof version !== 'string' || !VERSION.test(version)) {
     throw new DomainError('REQUEST.INVALID', 'version must be an exact provider version');
   }
