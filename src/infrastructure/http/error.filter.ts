@@ -65,7 +65,7 @@ export class ErrorFilter implements ExceptionFilter {
     if (res.headersSent) return;
     if (err instanceof DomainError) {
       const status = statusFor(err.code);
-      // Terraform's HTTP client honours Retry-After on a 503.
+      // Clients retry a 503 (terraform does, with the same request): not at once.
       if (status === 503) res.setHeader('Retry-After', '1');
       res.status(status).json(errorBody(err.code, err.message));
       return;
