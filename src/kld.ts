@@ -8,11 +8,10 @@ import { EmbeddedPostgresInUseError } from './infrastructure/postgres/embedded-p
 import { migrate, MigrationError } from './infrastructure/postgres/migrator';
 import { ServerRunningError, withoutServer } from './infrastructure/postgres/serving-lock';
 import { redactUrls } from './infrastructure/logging/redact';
-import { openDatabase, startServer } from './app/server';
+import { openDatabase, openMaintenance, startServer } from './app/server';
 import { Notifier } from './infrastructure/event-store/notifier';
 import { ProjectionHaltedError, ProjectionRunner } from './projections/projection-runner';
 import { DomainError } from './domain/shared/domain-error';
-import { allProjectors } from './app/features';
 
 const SHUTDOWN_DEADLINE_MS = 9_000;
 const DUPLICATE_SIGNAL_MS = 1_000;
@@ -73,6 +72,27 @@ async function withDatabase<T>(
   }
 }
 
+/** The projection runner of every read model, not started (nothing is served). */
+async function withRunner<T>(
+  config: Config,
+  logger: Logger,
+  db: Database,
+  url: string,
+  fn: (runner: ProjectionRunner) => Promise<T>,
+): Promise<T> {
+  const notifier = new Notifier(url);
+  try {
+    const maintenance = await openMaintenance({ config, logger, db, notifier });
+    try {
+      return await fn(maintenance.runner);
+    } finally {
+      await maintenance.close();
+    }
+  } finally {
+    await notifier.close();
+  }
+}
+
 const REBUILD_ON_SERVER =
   'rebuild through it instead: kl projections rebuild (POST /v1/admin/projections/rebuild)';
 
@@ -80,17 +100,13 @@ const REBUILD_ON_SERVER =
 async function rebuildProjections(config: Config, logger: Logger): Promise<void> {
   try {
     await withDatabase(config, logger, (db, url) =>
-      withoutServer(url, REBUILD_ON_SERVER, async () => {
-        const notifier = new Notifier(url);
-        const runner = new ProjectionRunner(db, notifier, allProjectors(db), logger);
-        try {
+      withoutServer(url, REBUILD_ON_SERVER, () =>
+        withRunner(config, logger, db, url, async (runner) => {
           for (const r of await runner.rebuild()) {
             process.stdout.write(`${r.projector}: ${r.events} events replayed\n`);
           }
-        } finally {
-          await notifier.close();
-        }
-      }),
+        }),
+      ),
     );
   } catch (err) {
     if (err instanceof EmbeddedPostgresInUseError) {
@@ -112,19 +128,15 @@ async function skipEvent(
   reason: string,
 ): Promise<void> {
   try {
-    await withDatabase(config, logger, async (db, url) => {
-      const notifier = new Notifier(url);
-      try {
-        const runner = new ProjectionRunner(db, notifier, allProjectors(db), logger);
+    await withDatabase(config, logger, (db, url) =>
+      withRunner(config, logger, db, url, async (runner) => {
         const skipped = await runner.skip(projector, position, reason);
         process.stdout.write(
           `${skipped.projector} will skip event ${skipped.position} ` +
             `(${skipped.type} on stream ${skipped.stream})\n`,
         );
-      } finally {
-        await notifier.close();
-      }
-    });
+      }),
+    );
   } catch (err) {
     if (err instanceof EmbeddedPostgresInUseError) {
       throw new ServerRunningError(`${err.message}; ${SKIP_ON_SERVER}`);

@@ -15,7 +15,7 @@ import { defaultDataDir, EmbeddedPostgres } from '../infrastructure/postgres/emb
 import { migrate } from '../infrastructure/postgres/migrator';
 import { ServingLock } from '../infrastructure/postgres/serving-lock';
 import { ProjectionRunner } from '../projections/projection-runner';
-import { KilolockModule } from './kilolock.module';
+import { KilolockModule, MaintenanceModule, Runtime } from './kilolock.module';
 
 export interface KldServer {
   app: NestExpressApplication;
@@ -91,6 +91,20 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
         await releaseStorage();
       })()),
   };
+}
+
+/**
+ * The projection runner with every read model registered, started on
+ * nothing: for maintenance (rebuild, skip) in a process that serves nothing.
+ */
+export async function openMaintenance(
+  runtime: Runtime,
+): Promise<{ runner: ProjectionRunner; close(): Promise<void> }> {
+  const context = await NestFactory.createApplicationContext(
+    MaintenanceModule.forRuntime(runtime),
+    { logger: new NestLogger(runtime.logger), abortOnError: false },
+  );
+  return { runner: context.get(ProjectionRunner), close: () => context.close() };
 }
 
 async function ensureDatabase(serverUrl: string, name: string): Promise<string> {

@@ -74,7 +74,10 @@ export class ProjectionHaltedError extends Error {
   }
 }
 
-export interface ProjectionRunnerOptions {
+export interface ProjectionRunnerProps {
+  db: Database;
+  notifier: Notifier;
+  logger: Logger;
   /** How often a halted projector tries its event again (default 30 s). */
   recheckMs?: number;
 }
@@ -103,15 +106,34 @@ export class ProjectionRunner {
   /** The last passing failure logged per projector, so a flapping database logs once. */
   private readonly failing = new Map<string, string>();
   private readonly recheckMs: number;
+  private readonly db: Database;
+  private readonly notifier: Notifier;
+  private readonly logger: Logger;
+  private projectors: readonly Projector[] = [];
 
-  constructor(
-    private readonly db: Database,
-    private readonly notifier: Notifier,
-    private readonly projectors: readonly Projector[],
-    private readonly logger: Logger,
-    options: ProjectionRunnerOptions = {},
-  ) {
-    this.recheckMs = options.recheckMs ?? RECHECK_MS;
+  constructor(props: ProjectionRunnerProps) {
+    ({ db: this.db, notifier: this.notifier, logger: this.logger } = props);
+    this.recheckMs = props.recheckMs ?? RECHECK_MS;
+  }
+
+  /**
+   * Adds projectors; before `start` and before any command waits on it (the
+   * ProjectionsModule registers what it discovers at module init).
+   */
+  register(projectors: readonly Projector[]): this {
+    if (this.loops.length > 0)
+      throw new Error('projectors are registered before the runner starts');
+    const all = [...this.projectors, ...projectors];
+    const names = all.map((p) => p.name);
+    const twice = names.find((name, i) => names.indexOf(name) !== i);
+    if (twice !== undefined) throw new Error(`two projectors are named ${twice}`);
+    this.projectors = all;
+    return this;
+  }
+
+  /** Names of the registered projectors. */
+  names(): string[] {
+    return this.projectors.map((p) => p.name);
   }
 
   start(): void {

@@ -1,7 +1,15 @@
+import { DiscoveryService } from '@nestjs/core';
 import type { RecordedEvent } from '../domain/shared/event';
 import type { Queryable } from '../infrastructure/postgres/database';
 
-export const PROJECTORS = Symbol('Projectors');
+/**
+ * Marks a class as a projector for the ProjectionsModule to find. Nest has no
+ * multi-providers (Angular's `multi: true`), so a slice's module lists its
+ * projector classes among its providers and the ProjectionsModule collects
+ * every provider carrying this mark, the way @nestjs/cqrs collects command
+ * handlers: a slice adds a read model without any other module naming it.
+ */
+export const Projector = DiscoveryService.createDecorator<void>();
 
 /**
  * Turns events into read-model rows. `apply` runs inside the transaction that

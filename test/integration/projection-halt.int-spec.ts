@@ -95,9 +95,12 @@ describe('events no read model could hold, written by older versions', () => {
 
     beforeAll(async () => {
       log = capturingLogger();
-      runner = new ProjectionRunner(h.db, h.notifier, h.projectors, log.logger, {
+      runner = new ProjectionRunner({
+        db: h.db,
+        notifier: h.notifier,
+        logger: log.logger,
         recheckMs: 100,
-      });
+      }).register(h.projectors);
       await h.append(h.commitCommand('poisoned', unindexable(1)));
       const [poison] = await h.db.query<{ position: string }>(
         `SELECT global_position::text AS position FROM kl_events
@@ -158,7 +161,11 @@ describe('events no read model could hold, written by older versions', () => {
 
     it('makes a rebuild fail naming the event, and changes nothing', async () => {
       const before = await snapshotTables(h.db);
-      const rebuilding = new ProjectionRunner(h.db, h.notifier, h.projectors, log.logger);
+      const rebuilding = new ProjectionRunner({
+        db: h.db,
+        notifier: h.notifier,
+        logger: log.logger,
+      }).register(h.projectors);
       const error = await rebuilding.rebuild().catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ProjectionHaltedError);
       expect((error as Error).message).toContain(
@@ -189,12 +196,13 @@ describe('events no read model could hold, written by older versions', () => {
       expect(await runner.caughtUp()).toBe(true);
 
       const live = await snapshotTables(h.db);
-      const report = await new ProjectionRunner(
-        h.db,
-        h.notifier,
-        stateProjectors(h.db),
-        log.logger,
-      ).rebuild();
+      const report = await new ProjectionRunner({
+        db: h.db,
+        notifier: h.notifier,
+        logger: log.logger,
+      })
+        .register(stateProjectors())
+        .rebuild();
       expect(report.map((r) => r.projector)).toEqual([
         'state-catalog',
         'state-resource-lifecycles',
@@ -222,7 +230,11 @@ describe('events no read model could hold, written by older versions', () => {
       const flaky = new FlakyProjector();
       flaky.failure = Object.assign(new Error('could not serialize access'), { code: '40001' });
       const log = capturingLogger();
-      const runner = new ProjectionRunner(h.db, h.notifier, [flaky], log.logger);
+      const runner = new ProjectionRunner({
+        db: h.db,
+        notifier: h.notifier,
+        logger: log.logger,
+      }).register([flaky]);
       runner.start();
       try {
         await new Promise((r) => setTimeout(r, 2500));
@@ -243,9 +255,12 @@ describe('events no read model could hold, written by older versions', () => {
       const flaky = new FlakyProjector();
       flaky.failure = new TypeError('cannot read properties of undefined');
       const log = capturingLogger();
-      const runner = new ProjectionRunner(h.db, h.notifier, [flaky], log.logger, {
+      const runner = new ProjectionRunner({
+        db: h.db,
+        notifier: h.notifier,
+        logger: log.logger,
         recheckMs: 100,
-      });
+      }).register([flaky]);
       runner.start();
       try {
         for (let i = 0; i < 50 && runner.halted().length === 0; i++) {

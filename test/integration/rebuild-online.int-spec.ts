@@ -9,8 +9,8 @@ import {
   stateDecider,
   stateStreamId,
 } from '../../src/domain/state';
-import { allProjectors } from '../../src/app/features';
 import { KldServer, startServer } from '../../src/app/server';
+import { allProjectors } from '../support/all-projectors';
 import { loadConfig } from '../../src/infrastructure/config/config';
 import { Notifier } from '../../src/infrastructure/event-store/notifier';
 import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
@@ -63,7 +63,9 @@ describe('rebuilding the read models while kld serves', () => {
       logger.info = ((_: unknown, msg?: string) => {
         if (msg?.includes('swap later')) retries.push(msg);
       }) as typeof logger.info;
-      const runner = new ProjectionRunner(k.db, k.notifier, allProjectors(k.db), logger);
+      const runner = new ProjectionRunner({ db: k.db, notifier: k.notifier, logger }).register(
+        allProjectors(),
+      );
       const rebuilt = runner.rebuild();
       rebuilt.catch(() => undefined);
       expect(await until(() => retries.length >= 2, 60_000)).toBe(true);
@@ -116,7 +118,9 @@ describe(`rebuilding ${INSTANCES} instances × ${VERSIONS} versions while terraf
         expectedRevision = result.nextExpectedRevision;
         seeded = result.position;
       }
-      const runner = new ProjectionRunner(t.db, notifier, allProjectors(t.db), quietLogger);
+      const runner = new ProjectionRunner({ db: t.db, notifier, logger: quietLogger }).register(
+        allProjectors(),
+      );
       await runner.waitForPosition(seeded, 120_000);
     } finally {
       await notifier.close();
@@ -268,7 +272,7 @@ class Kld {
     const paused = new Promise<void>((r) => (reached = r));
     const resumed = new Promise<void>((r) => (release = r));
     let held = false;
-    const projectors = allProjectors(this.db).map((p): Projector => {
+    const projectors = allProjectors().map((p): Projector => {
       if (p.name !== 'state-raw' || holdAt === undefined) return p;
       return {
         name: p.name,
@@ -287,7 +291,11 @@ class Kld {
         },
       };
     });
-    const runner = new ProjectionRunner(this.db, this.notifier, projectors, quietLogger);
+    const runner = new ProjectionRunner({
+      db: this.db,
+      notifier: this.notifier,
+      logger: quietLogger,
+    }).register(projectors);
     return { runner, paused, release };
   }
 
@@ -329,7 +337,7 @@ async function rowsExcept(db: Database, name: string): Promise<Record<string, st
     [name],
   );
   const out: Record<string, string[]> = {};
-  for (const table of allProjectors(db).flatMap((p) => p.tables)) {
+  for (const table of allProjectors().flatMap((p) => p.tables)) {
     const rows = await db.query<{ r: string }>(
       `SELECT to_jsonb(t)::text AS r FROM ${table} t
         WHERE to_jsonb(t) ->> 'state_id' IS DISTINCT FROM $1 ORDER BY 1`,

@@ -72,8 +72,10 @@ export class StateHarness {
       fromSnapshot,
       snapshotEvery: 7,
     });
-    this.projectors = stateProjectors(t.db);
-    this.runner = new ProjectionRunner(t.db, notifier, this.projectors, quietLogger);
+    this.projectors = stateProjectors();
+    this.runner = new ProjectionRunner({ db: t.db, notifier, logger: quietLogger }).register(
+      this.projectors,
+    );
     this.readModel = new StateReadModel(t.db);
   }
 

@@ -3,6 +3,9 @@ import * as path from 'node:path';
 import { redactUrls } from '../logging/redact';
 import { stateNameFrom } from '../http/state-name';
 
+/** DI token of the process's Config. */
+export const CONFIG = Symbol('Config');
+
 /** Everything kld reads from its environment, validated once at start. */
 export interface Config {
   listen: { host: string; port: number };

@@ -1,5 +1,8 @@
 import { Client } from 'pg';
 
+/** DI token of the process's Notifier (one LISTEN connection). */
+export const NOTIFIER = Symbol('Notifier');
+
 /**
  * Wakes waiters when PostgreSQL NOTIFYs a channel. A wake-up is only a hint
  * that something changed: every waiter also wakes on a timeout and re-reads,

@@ -2,9 +2,8 @@ import { Controller, Get, Inject, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { DATABASE } from '../../app/tokens';
 import { ProjectionRunner } from '../../projections/projection-runner';
-import { Database } from '../postgres/database';
+import { DATABASE, Database } from '../postgres/database';
 import { packageRoot } from '../package-root';
 import { migrationsCurrent } from '../postgres/migrator';
 

@@ -9,8 +9,7 @@ import {
 import { REFRESH_NOT_FOUND } from '../../domain/refresh';
 import { STATE_NOT_FOUND } from '../../domain/state';
 import { DomainError } from '../../domain/shared/domain-error';
-import { CONFIG } from '../../app/tokens';
-import type { Config } from '../config/config';
+import { CONFIG, type Config } from '../config/config';
 import { RefreshReadModel, RefreshRunSummary } from '../read-models/refresh-read-model';
 import { callerOf } from './caller';
 import { readBody } from './read-body';

@@ -6,6 +6,19 @@ const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._@+=-]*$/;
 export const RESERVED_LAST_SEGMENTS: readonly string[] = ['refresh'];
 
 /**
+ * Whether a path after `/v1/states/` is `<name>/<action>` rather than a
+ * state's name: a name followed by a reserved last segment. Routes match
+ * case-insensitively, and so does this.
+ */
+export function namesAnAction(param: string | string[] | undefined): boolean {
+  const segments = Array.isArray(param) ? param : (param ?? '').split('/');
+  return (
+    segments.length >= 2 &&
+    RESERVED_LAST_SEGMENTS.includes(segments[segments.length - 1].toLowerCase())
+  );
+}
+
+/**
  * State names are path-like (`team/prod/net`). Each segment starts with a
  * letter or digit, so `..` and empty segments never reach the store. The
  * last segment may not be a word reserved for an action on the state.

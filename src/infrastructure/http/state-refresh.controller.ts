@@ -10,10 +10,10 @@ import { stateNameFrom } from './state-name';
 
 /**
  * `POST /v1/states/<name>/refresh`: a refresh run on the kld host. It shares
- * its path prefix with terraform's `POST /v1/states/<name>`, so this
- * controller must be registered before the Terraform backend's (state names
- * may not end in `/refresh`, so nothing else is shadowed). The run lasts as
- * long as the request: a client that hangs up cancels it.
+ * its path prefix with terraform's `POST /v1/states/<name>`, whose handler
+ * passes a path ending in `/refresh` on to this one (state names may not end
+ * in `refresh`, so nothing else is shadowed). The run lasts as long as the
+ * request: a client that hangs up cancels it.
  */
 @Controller()
 export class StateRefreshController {

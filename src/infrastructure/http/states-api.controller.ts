@@ -5,8 +5,7 @@ import { CommitStateCommand, UnlockStateCommand } from '../../application/state/
 import { DomainError } from '../../domain/shared/domain-error';
 import { STATE_LINEAGE_CONFLICT, STATE_SERIAL_CONFLICT } from '../../domain/state';
 import { isJsonObject } from '../../domain/terraform';
-import { CONFIG } from '../../app/tokens';
-import type { Config } from '../config/config';
+import { CONFIG, type Config } from '../config/config';
 import { LockSummary, ResourceReadModel } from '../read-models/resource-read-model';
 import { StateReadModel, StateSummary, VersionSelector } from '../read-models/state-read-model';
 import { callerOf } from './caller';

@@ -4,6 +4,7 @@ import {
   Get,
   Inject,
   Lock,
+  Next,
   Param,
   Post,
   Query,
@@ -12,7 +13,7 @@ import {
   Unlock,
 } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
-import type { Request, Response } from 'express';
+import type { NextFunction, Request, Response } from 'express';
 import {
   CommitStateCommand,
   DeleteStateCommand,
@@ -26,15 +27,14 @@ import {
   STATE_LOCKED,
   STATE_NOT_FOUND,
 } from '../../domain/state';
-import { CONFIG } from '../../app/tokens';
-import type { Config } from '../config/config';
+import { CONFIG, type Config } from '../config/config';
 import { StateReadModel } from '../read-models/state-read-model';
 import { callerOf } from './caller';
 import { STATE_VERSION_HEADER } from './headers';
 import { parseJson, readBody } from './read-body';
 import { receiveStateDocument } from './receive-state-document';
 import { lockIdFrom } from './lock-id-param';
-import { stateNameFrom } from './state-name';
+import { namesAnAction, stateNameFrom } from './state-name';
 
 type Req_ = Request & { id?: string };
 
@@ -102,13 +102,20 @@ export class TerraformBackendController {
     return new DomainError('VERSION.NOT_FOUND', `state "${name}" has ${which}`);
   }
 
+  /**
+   * `POST <name>/refresh` (any action word a state name may not end in)
+   * belongs to another controller: it is passed on, so which module
+   * registers its routes first does not matter.
+   */
   @Post('v1/states/*name')
   async post(
     @Param('name') param: string[],
     @Query('ID') lockIdParam: unknown,
     @Req() req: Req_,
     @Res() res: Response,
+    @Next() next: NextFunction,
   ): Promise<void> {
+    if (namesAnAction(param)) return next();
     const name = stateNameFrom(param);
     const lockId = lockIdFrom(lockIdParam, 'ID');
     const { document, checksum } = await receiveStateDocument(

@@ -3,6 +3,9 @@ import { redactDeep, redactUrls } from './redact';
 
 export type { Logger };
 
+/** DI token of the process's Logger. */
+export const LOGGER = Symbol('Logger');
+
 /**
  * The one logger: structured JSON lines in production, human-readable when
  * stdout is a terminal (KL_LOG_FORMAT overrides). Errors are serialised with

@@ -1,5 +1,8 @@
 import { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg';
 
+/** DI token of the process's Database (the owner's pool). */
+export const DATABASE = Symbol('Database');
+
 export type Queryable = Pick<PoolClient, 'query'>;
 
 /**

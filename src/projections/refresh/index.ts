@@ -1,4 +1,3 @@
-import type { Database } from '../../infrastructure/postgres/database';
 import type { Projector } from '../projector';
 import { ProviderConfigsProjector } from './provider-configs.projector';
 import { RefreshRunsProjector } from './refresh-runs.projector';
@@ -9,6 +8,9 @@ export { ProviderConfigsProjector, RefreshRunsProjector };
  * Read models of refresh runs and provider configs. They never read the
  * State aggregate's tables: the drift view joins them at query time.
  */
-export function refreshProjectors(_db: Database): Projector[] {
-  return [new RefreshRunsProjector(), new ProviderConfigsProjector()];
+export const REFRESH_PROJECTORS = [RefreshRunsProjector, ProviderConfigsProjector] as const;
+
+/** New instances, for a runner built outside Nest (tests). */
+export function refreshProjectors(): Projector[] {
+  return REFRESH_PROJECTORS.map((P) => new P());
 }

@@ -2,7 +2,7 @@ import type { RecordedEvent } from '../../domain/shared/event';
 import { ProviderConfigEventType } from '../../domain/refresh/provider-configs';
 import type { Queryable } from '../../infrastructure/postgres/database';
 import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
-import type { Projector } from '../projector';
+import { Projector } from '../projector';
 import { asProviderConfigEvent } from './refresh-event';
 
 /**
@@ -10,6 +10,7 @@ import { asProviderConfigEvent } from './refresh-event';
  * upsert or a delete of its own key, so applying a batch again in order ends
  * with the same rows.
  */
+@Projector()
 export class ProviderConfigsProjector implements Projector {
   readonly name = 'provider-configs';
   readonly handles = [

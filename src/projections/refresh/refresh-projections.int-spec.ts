@@ -44,11 +44,8 @@ describe('Refresh read models (projected from the real write path)', () => {
 
   beforeAll(async () => {
     h = await StateHarness.create();
-    runner = new ProjectionRunner(
-      h.db,
-      h.notifier,
-      [...stateProjectors(h.db), ...refreshProjectors(h.db)],
-      quietLogger,
+    runner = new ProjectionRunner({ db: h.db, notifier: h.notifier, logger: quietLogger }).register(
+      [...stateProjectors(), ...refreshProjectors()],
     );
     let clock = Date.parse('2026-06-01T00:00:00.000Z');
     refresh = new RefreshAggregates(
@@ -289,7 +286,7 @@ describe('Refresh read models (projected from the real write path)', () => {
   });
 
   it('changes nothing when a batch is applied again, and a rebuild yields the same rows', async () => {
-    const projectors = refreshProjectors(h.db);
+    const projectors = refreshProjectors();
     const log = await readLogAfter(h.db.pool, LOG_START, 100_000);
     const before = await snapshotTables(h.db, REFRESH_TABLES);
     for (const projector of projectors) {

@@ -2,7 +2,7 @@ import type { RecordedEvent } from '../../domain/shared/event';
 import { RefreshEventType, ResourceRefreshed } from '../../domain/refresh/refresh-run.events';
 import type { Queryable } from '../../infrastructure/postgres/database';
 import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
-import type { Projector } from '../projector';
+import { Projector } from '../projector';
 import { asRefreshEvent } from './refresh-event';
 
 interface ResultRow {
@@ -37,6 +37,7 @@ const resultRow = (d: ResourceRefreshed['data']): ResultRow => ({
  * twice). Idempotent: starts ignore an existing run, results are upserts, and
  * counts and finishes only touch runs still running.
  */
+@Projector()
 export class RefreshRunsProjector implements Projector {
   readonly name = 'refresh-runs';
   readonly handles = [

@@ -15,12 +15,13 @@ import {
   StateDocumentMeta,
 } from '../../domain/terraform';
 import type { Queryable } from '../../infrastructure/postgres/database';
-import type { Projector } from '../projector';
+import { Projector } from '../projector';
 import { CurrentDocument, DocumentCache, PlacedInstance } from './document-cache';
 import { asStateEvent } from './state-event';
 import { contentMd5, instanceObjectText, stateDocumentBytes } from './state-document-text';
 
-const DEFAULT_CACHE_INSTANCES = 200_000;
+/** Instances held in memory: cached documents, and commits not yet written in a batch. */
+const CACHE_INSTANCES = 200_000;
 // Lifecycle events read per query.
 const READ_AHEAD = 5000;
 
@@ -63,6 +64,7 @@ type LifecycleEvent = LifecycleOpened | LifecycleClosed;
  * other in memory and writes the row once, with the last: serialising every
  * intermediate document of a big state would cost a whole document each.
  */
+@Projector()
 export class RawStateProjector implements Projector {
   readonly name = 'state-raw';
   readonly handles = [
@@ -72,7 +74,7 @@ export class RawStateProjector implements Projector {
   ];
   readonly tables = ['raw_state'];
 
-  private readonly cache: DocumentCache;
+  private readonly cache = new DocumentCache(CACHE_INSTANCES);
   /**
    * Each instance object as served (UTF-8). Cached documents keep their
    * instance objects from commit to commit, so a commit re-serialises only
@@ -88,12 +90,7 @@ export class RawStateProjector implements Projector {
     return bytes;
   };
 
-  private readonly maxUnwritten: number;
-
-  constructor(options: { cacheInstances?: number } = {}) {
-    this.maxUnwritten = options.cacheInstances ?? DEFAULT_CACHE_INSTANCES;
-    this.cache = new DocumentCache(this.maxUnwritten);
-  }
+  private readonly maxUnwritten = CACHE_INSTANCES;
 
   async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
     // Commits applied in memory whose row is written at the end of the batch.

@@ -1,7 +1,7 @@
 import type { RecordedEvent } from '../../domain/shared/event';
 import { ApplyCommitted, StateEventType } from '../../domain/state';
 import type { Queryable } from '../../infrastructure/postgres/database';
-import type { Projector } from '../projector';
+import { Projector } from '../projector';
 import { ResourceAddresses, ResourceRow, resourceRow } from './lifecycle-row';
 import { asStateEvent } from './state-event';
 import { jsonbText } from '../../infrastructure/postgres/jsonb-text';
@@ -59,6 +59,7 @@ interface Edge {
  * Idempotent: opens ignore an existing (address, create_version), closes
  * only touch lifecycles still open and created before the closing version.
  */
+@Projector()
 export class ResourceLifecyclesProjector implements Projector {
   readonly name = 'state-resource-lifecycles';
   readonly handles = [

@@ -1,7 +1,7 @@
 import type { RecordedEvent } from '../../domain/shared/event';
 import { StateEventType } from '../../domain/state';
 import type { Queryable } from '../../infrastructure/postgres/database';
-import type { Projector } from '../projector';
+import { Projector } from '../projector';
 import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
 import { asStateEvent } from './state-event';
 
@@ -10,6 +10,7 @@ import { asStateEvent } from './state-event';
  * guarded so that applying an event a second time changes nothing (versions
  * only move forward, inserts ignore conflicts, deletes match the lock id).
  */
+@Projector()
 export class StateCatalogProjector implements Projector {
   readonly name = 'state-catalog';
   readonly handles = [

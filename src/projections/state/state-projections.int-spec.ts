@@ -311,7 +311,11 @@ describe('State read models (projected from the real write path)', () => {
   });
 
   it('continues on another replica whose cache is cold, from its own raw_state row', async () => {
-    const replica = new ProjectionRunner(h.db, h.notifier, stateProjectors(h.db), quietLogger);
+    const replica = new ProjectionRunner({
+      db: h.db,
+      notifier: h.notifier,
+      logger: quietLogger,
+    }).register(stateProjectors());
     await h.commit('prod', v2, {}, replica);
     const served = (await h.readModel.current('prod'))!;
     expect(parseStateDocument(served.document)).toEqual(v2);

@@ -1,7 +1,11 @@
-import type { ProviderSchemaCache } from '../application/ports/provider-schema-cache.port';
-import { PROVIDER_SCHEMA_CACHE } from '../application/ports/provider-schema-cache.port';
+import { Module } from '@nestjs/common';
+import { CommandBus } from '@nestjs/cqrs';
 import { CLOCK, Clock, IDS, Ids } from '../application/ports/clock.port';
 import { EVENT_STORE, EventStore } from '../application/ports/event-store.port';
+import {
+  PROVIDER_SCHEMA_CACHE,
+  type ProviderSchemaCache,
+} from '../application/ports/provider-schema-cache.port';
 import { READ_MODEL_SYNC, ReadModelSync } from '../application/ports/read-model-sync.port';
 import { SNAPSHOT_STORE, SnapshotStore } from '../application/ports/snapshot-store.port';
 import { REFRESH_AGGREGATES, RefreshAggregates } from '../application/refresh/refresh-aggregates';
@@ -10,32 +14,32 @@ import {
   PROVIDER_BLOCK_SCHEMAS,
   REFRESH_STATE_LOOKUP,
 } from '../application/refresh/refresh-read.port';
-import { CommandBus } from '@nestjs/cqrs';
-import type { Config } from '../infrastructure/config/config';
+import { CONFIG, type Config } from '../infrastructure/config/config';
 import { DriftController } from '../infrastructure/http/drift.controller';
 import { ProviderConfigsController } from '../infrastructure/http/provider-configs.controller';
 import { ProviderSchemasController } from '../infrastructure/http/provider-schemas.controller';
 import { RefreshRunsController } from '../infrastructure/http/refresh-runs.controller';
 import { StateRefreshController } from '../infrastructure/http/state-refresh.controller';
-import type { Logger } from '../infrastructure/logging/logger';
-import type { Database } from '../infrastructure/postgres/database';
+import { LOGGER, type Logger } from '../infrastructure/logging/logger';
+import { DATABASE, Database } from '../infrastructure/postgres/database';
 import { PostgresProviderSchemaCache } from '../infrastructure/provider/postgres-provider-schema-cache';
 import { RefreshReadModel } from '../infrastructure/read-models/refresh-read-model';
 import { StateReadModel } from '../infrastructure/read-models/state-read-model';
 import { envAllowPolicy } from '../infrastructure/refresh/env-allow-list';
 import { RefreshScheduler } from '../infrastructure/refresh/refresh-scheduler';
 import { ServerRefreshService } from '../infrastructure/refresh/server-refresh.service';
-import { refreshProjectors } from '../projections/refresh';
-import type { Feature } from './state.feature';
-import { CONFIG, DATABASE, LOGGER } from './tokens';
+import { EventStoreModule } from './event-store.module';
+import { ProjectionsModule } from './projections.module';
+import { RefreshProjectionsModule } from './refresh-projections.module';
+import { StateModule } from './state.module';
 
 /**
  * Refresh runs, drift, provider configs and schemas, server-side and
- * periodic refresh. Its StateRefreshController shares a path prefix with the
- * Terraform backend, so this feature must come before the state feature in
- * FEATURES (Nest matches routes in registration order).
+ * periodic refresh. Reads states through the StateModule's read model and
+ * commits refreshed documents through its CommitStateCommand.
  */
-export const refreshFeature: Feature = {
+@Module({
+  imports: [EventStoreModule, ProjectionsModule, RefreshProjectionsModule, StateModule],
   controllers: [
     StateRefreshController,
     RefreshRunsController,
@@ -105,5 +109,5 @@ export const refreshFeature: Feature = {
       inject: [CONFIG, DATABASE, RefreshReadModel, ServerRefreshService, LOGGER],
     },
   ],
-  projectors: (db) => refreshProjectors(db),
-};
+})
+export class RefreshModule {}

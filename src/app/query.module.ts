@@ -1,12 +1,11 @@
-import type { OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { QueryController } from '../infrastructure/http/query.controller';
 import { StatesApiController } from '../infrastructure/http/states-api.controller';
-import type { Logger } from '../infrastructure/logging/logger';
-import type { Database } from '../infrastructure/postgres/database';
+import { LOGGER, type Logger } from '../infrastructure/logging/logger';
+import { DATABASE, Database } from '../infrastructure/postgres/database';
 import { SqlQueryService } from '../infrastructure/query/sql-query.service';
 import { ResourceReadModel } from '../infrastructure/read-models/resource-read-model';
-import type { Feature } from './state.feature';
-import { DATABASE, LOGGER } from './tokens';
+import { StateModule } from './state.module';
 
 /** Nest owns the reader pool's lifetime: password set at start, pool closed at shutdown. */
 class SqlQueryLifecycle implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -20,7 +19,8 @@ class SqlQueryLifecycle implements OnApplicationBootstrap, OnApplicationShutdown
 }
 
 /** `POST /v1/query` (SQL as kl_reader) and the JSON API `kl` reads states through. */
-export const queryFeature: Feature = {
+@Module({
+  imports: [StateModule],
   controllers: [QueryController, StatesApiController],
   providers: [
     {
@@ -40,8 +40,8 @@ export const queryFeature: Feature = {
       inject: [DATABASE],
     },
   ],
-  projectors: () => [],
-};
+})
+export class QueryModule {}
 
 function databaseUrlOf(db: Database): string {
   const url = (db.pool.options as { connectionString?: string }).connectionString;

@@ -1,4 +1,4 @@
-import type { Provider, Type } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { CLOCK, Clock, IDS, Ids } from '../application/ports/clock.port';
 import { EVENT_STORE, EventStore } from '../application/ports/event-store.port';
 import { READ_MODEL_SYNC, ReadModelSync } from '../application/ports/read-model-sync.port';
@@ -6,25 +6,22 @@ import { SNAPSHOT_STORE, SnapshotStore } from '../application/ports/snapshot-sto
 import { STATE_AGGREGATE, StateAggregateService } from '../application/state/state-aggregate';
 import { STATE_COMMAND_HANDLERS } from '../application/state/state-command.handlers';
 import { TerraformBackendController } from '../infrastructure/http/terraform-backend.controller';
-import type { Database } from '../infrastructure/postgres/database';
+import { DATABASE, Database } from '../infrastructure/postgres/database';
 import { StateReadModel } from '../infrastructure/read-models/state-read-model';
-import { ProjectionRunner } from '../projections/projection-runner';
-import type { Projector } from '../projections/projector';
-import { stateProjectors } from '../projections/state';
-import { DATABASE } from './tokens';
+import { EventStoreModule } from './event-store.module';
+import { ProjectionsModule } from './projections.module';
+import { StateProjectionsModule } from './state-projections.module';
 
-/** A vertical slice: its HTTP controllers, its providers and its projectors. */
-export interface Feature {
-  controllers: Type<unknown>[];
-  providers: Provider[];
-  projectors(db: Database): Projector[];
-}
-
-export const stateFeature: Feature = {
+/**
+ * The State aggregate: Terraform's HTTP backend, the lock/commit/delete
+ * commands, and its read models. Exports the StateReadModel other slices
+ * read states through.
+ */
+@Module({
+  imports: [EventStoreModule, ProjectionsModule, StateProjectionsModule],
   controllers: [TerraformBackendController],
   providers: [
     ...STATE_COMMAND_HANDLERS,
-    { provide: READ_MODEL_SYNC, useExisting: ProjectionRunner },
     {
       provide: STATE_AGGREGATE,
       useFactory: (e: EventStore, s: SnapshotStore, sync: ReadModelSync, c: Clock, i: Ids) =>
@@ -37,5 +34,6 @@ export const stateFeature: Feature = {
       inject: [DATABASE],
     },
   ],
-  projectors: (db) => stateProjectors(db),
-};
+  exports: [StateReadModel],
+})
+export class StateModule {}

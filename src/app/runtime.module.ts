@@ -1,0 +1,40 @@
+import { DynamicModule, Global, Module } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { CLOCK, IDS } from '../application/ports/clock.port';
+import { CONFIG, type Config } from '../infrastructure/config/config';
+import { NOTIFIER, Notifier } from '../infrastructure/event-store/notifier';
+import { LOGGER, type Logger } from '../infrastructure/logging/logger';
+import { DATABASE, Database } from '../infrastructure/postgres/database';
+
+/** What the process owns before Nest starts: config, logger, database, wake-ups. */
+export interface Runtime {
+  config: Config;
+  logger: Logger;
+  db: Database;
+  notifier: Notifier;
+}
+
+/**
+ * The process's own resources, and the clock and ids every command takes.
+ * Global, like a config module: every module uses them and none may bring
+ * its own; everything else a module uses it imports by name.
+ */
+@Global()
+@Module({})
+export class RuntimeModule {
+  static forRoot(runtime: Runtime): DynamicModule {
+    const providers = [
+      { provide: CONFIG, useValue: runtime.config },
+      { provide: LOGGER, useValue: runtime.logger },
+      { provide: DATABASE, useValue: runtime.db },
+      { provide: NOTIFIER, useValue: runtime.notifier },
+      { provide: CLOCK, useValue: { now: () => new Date() } },
+      { provide: IDS, useValue: { uuid: () => randomUUID() } },
+    ];
+    return {
+      module: RuntimeModule,
+      providers,
+      exports: providers.map((p) => p.provide),
+    };
+  }
+}
