@@ -16,14 +16,13 @@ import {
 } from './provider-opener.port';
 import { RefreshOrchestrator } from './refresh-orchestrator';
 import { RefreshOptions } from './refresh-report';
+import type { RefreshResult } from '../../domain/refresh';
+import type { LockInfo } from '../../domain/state';
+import type { FinishedRun, StartedRun } from './refresh-commands';
 import {
-  FinishedRefreshRun,
   FinishRefreshRun,
-  LockInfo,
   LockOutcome,
-  RefreshResourceResult,
   RefreshServerPort,
-  StartedRefreshRun,
   StartRefreshRun,
 } from './refresh-server.port';
 
@@ -39,7 +38,7 @@ class FakeServer implements RefreshServerPort {
   locks: LockInfo[] = [];
   unlocks: LockInfo[] = [];
   started: StartRefreshRun[] = [];
-  results: RefreshResourceResult[][] = [];
+  results: RefreshResult[][] = [];
   finished: FinishRefreshRun[] = [];
   getStateError: Error | null = null;
   finishError: Error | null = null;
@@ -59,14 +58,14 @@ class FakeServer implements RefreshServerPort {
   async unlock(_name: string, info: LockInfo): Promise<void> {
     this.unlocks.push(info);
   }
-  async startRun(request: StartRefreshRun): Promise<StartedRefreshRun> {
+  async startRun(request: StartRefreshRun): Promise<StartedRun> {
     this.started.push(request);
     return { runId: 'run-1', stateId: 'state-1', fromVersion: 4, fromSerial: this.document.serial };
   }
-  async recordResults(_runId: string, results: RefreshResourceResult[]): Promise<void> {
+  async recordResults(_runId: string, results: RefreshResult[]): Promise<void> {
     this.results.push(results);
   }
-  async finishRun(runId: string, request: FinishRefreshRun): Promise<FinishedRefreshRun> {
+  async finishRun(runId: string, request: FinishRefreshRun): Promise<FinishedRun> {
     this.finished.push(request);
     if (this.finishError && request.status !== 'failed') throw this.finishError;
     return {
@@ -76,6 +75,8 @@ class FakeServer implements RefreshServerPort {
       checked: 0,
       changed: 0,
       failed: 0,
+      normalized: 0,
+      skipped: 0,
     };
   }
   async getProviderConfig(
@@ -90,7 +91,7 @@ class FakeServer implements RefreshServerPort {
   }
   async putProviderSchema(): Promise<void> {}
 
-  get allResults(): RefreshResourceResult[] {
+  get allResults(): RefreshResult[] {
     return this.results.flat();
   }
   get committed(): StateDocumentV4 | undefined {

@@ -1,8 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import * as os from 'node:os';
-import { changedPaths } from '../../domain/refresh/changed-paths';
-import { driftPaths } from '../../domain/refresh/drift-paths';
+import {
+  changedPaths,
+  driftPaths,
+  REFRESH_STATE_CHANGED,
+  RefreshResult,
+  RefreshRunStatus,
+} from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
+import type { LockInfo } from '../../domain/state';
 import {
   buildDocument,
   canonicalHash,
@@ -19,14 +25,8 @@ import { groupByProvider, isBuiltInProvider, ProviderGroup } from './provider-gr
 import { ProviderOpener, ProviderState, RefreshProvider } from './provider-opener.port';
 import { RefreshError } from './refresh-error';
 import { RefreshOptions, RefreshReport } from './refresh-report';
-import {
-  LockInfo,
-  REFRESH_STATE_CHANGED,
-  RefreshResourceResult,
-  RefreshRunStatus,
-  RefreshServerPort,
-  StartedRefreshRun,
-} from './refresh-server.port';
+import { RefreshServerPort } from './refresh-server.port';
+import type { StartedRun } from './refresh-commands';
 
 export interface RefreshOrchestratorSettings {
   /** Where `{"env": …}` config values are looked up; default process.env. */
@@ -46,7 +46,7 @@ export interface RefreshOrchestratorSettings {
 class Halted extends Error {}
 
 interface InstanceResult {
-  result: RefreshResourceResult;
+  result: RefreshResult;
   /** The refreshed object; null when gone or failed. */
   instance: InstanceObjectV4 | null;
 }
@@ -56,7 +56,7 @@ class RunContext {
   readonly halt = new AbortController();
   readonly open = new Set<RefreshProvider>();
   readonly outcomes = new Map<FlatInstance, InstanceResult>();
-  private pending: RefreshResourceResult[] = [];
+  private pending: RefreshResult[] = [];
   private flushing: Promise<void> = Promise.resolve();
   private flushError: unknown = null;
   done = 0;
@@ -180,7 +180,7 @@ export class RefreshOrchestrator {
 
   private async refresh(
     stateName: string,
-    run: StartedRefreshRun,
+    run: StartedRun,
     lock: LockInfo,
     options: RefreshOptions,
     signal: AbortSignal,
@@ -431,7 +431,7 @@ export class RefreshOrchestrator {
   }
 
   private async finish(
-    run: StartedRefreshRun,
+    run: StartedRun,
     stateName: string,
     request: Parameters<RefreshServerPort['finishRun']>[1],
   ) {
@@ -450,16 +450,15 @@ export class RefreshOrchestrator {
 
   private summarise(
     stateName: string,
-    run: StartedRefreshRun,
+    run: StartedRun,
     options: RefreshOptions,
     ctx: RunContext,
     startedAt: number,
     warnings: string[],
   ): RefreshReport {
     const results = [...ctx.outcomes.values()].map((o) => o.result);
-    const of = (outcome: RefreshResourceResult['outcome']) =>
-      results.filter((r) => r.outcome === outcome);
-    const sortedAddresses = (rs: RefreshResourceResult[]) => rs.map((r) => r.address).sort();
+    const of = (outcome: RefreshResult['outcome']) => results.filter((r) => r.outcome === outcome);
+    const sortedAddresses = (rs: RefreshResult[]) => rs.map((r) => r.address).sort();
     const drifted = sortedAddresses(of('drifted'));
     const normalized = sortedAddresses(of('normalized'));
     const gone = sortedAddresses(of('gone'));

@@ -1,4 +1,4 @@
-import { RefreshOutcome, RefreshRunStatus } from './refresh-server.port';
+import type { RefreshOutcome, RefreshRunStatus } from '../../domain/refresh';
 
 export interface RefreshProgress {
   /** Instances that have an outcome so far, out of `total` managed instances. */
@@ -60,4 +60,31 @@ export interface RefreshReport {
   durationMs: number;
   /** Things that went wrong after the outcome was decided (e.g. the unlock failed). */
   warnings: string[];
+}
+
+/**
+ * The report as JSON, member names in snake_case: what `kl refresh --format
+ * json` prints and what `POST /v1/states/<name>/refresh` answers, alike.
+ */
+export function toWire(r: RefreshReport) {
+  return {
+    run_id: r.runId,
+    state: r.state,
+    status: r.status,
+    dry_run: r.dryRun,
+    from_version: r.fromVersion,
+    to_version: r.toVersion,
+    checked: r.checked,
+    changed: r.changed,
+    normalized: r.normalized,
+    gone: r.gone,
+    failed: r.failed,
+    skipped: r.skipped,
+    drifted: r.drifted,
+    normalized_addresses: r.normalizedAddresses,
+    gone_addresses: r.goneAddresses,
+    failures: r.failures,
+    duration_ms: r.durationMs,
+    warnings: r.warnings,
+  };
 }

@@ -2,7 +2,7 @@ import { SingleBar } from 'cli-progress';
 import { Command } from 'commander';
 import * as os from 'node:os';
 import { RefreshOrchestrator, oneLine } from '../../application/refresh/refresh-orchestrator';
-import { RefreshProgress, RefreshReport } from '../../application/refresh/refresh-report';
+import { RefreshProgress, RefreshReport, toWire } from '../../application/refresh/refresh-report';
 import { CachedSchemaProviderFactory } from '../../infrastructure/provider/provider-factory';
 import { RestProviderSchemaCache } from '../../infrastructure/provider/rest-provider-schema-cache';
 import {
@@ -130,7 +130,7 @@ async function runRefresh(
     bar?.stop();
     process.stdout.write(
       globals.format === 'json'
-        ? JSON.stringify(toJson(report), null, 2) + '\n'
+        ? JSON.stringify(toWire(report), null, 2) + '\n'
         : renderReport(report),
     );
     for (const w of report.warnings) process.stderr.write(`kl: warning: ${w}\n`);
@@ -194,28 +194,6 @@ export function renderReport(r: RefreshReport): string {
   );
   if (r.drifted.length > LIST_LIMIT) lines.push(`all drift: kl drift ${r.state}`);
   return lines.join('\n') + '\n';
-}
-
-function toJson(r: RefreshReport): Record<string, unknown> {
-  return {
-    run_id: r.runId,
-    state: r.state,
-    status: r.status,
-    dry_run: r.dryRun,
-    checked: r.checked,
-    changed: r.changed,
-    normalized: r.normalized,
-    gone: r.gone,
-    failed: r.failed,
-    skipped: r.skipped,
-    drifted: r.drifted,
-    normalized_addresses: r.normalizedAddresses,
-    gone_addresses: r.goneAddresses,
-    failures: r.failures,
-    from_version: r.fromVersion,
-    to_version: r.toVersion,
-    duration_ms: r.durationMs,
-  };
 }
 
 /** A TTY-only progress bar on stderr, started once the total is known. */

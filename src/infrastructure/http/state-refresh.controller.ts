@@ -1,6 +1,6 @@
 import { Controller, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import type { RefreshReport } from '../../application/refresh/refresh-report';
+import { toWire } from '../../application/refresh/refresh-report';
 import { DomainError } from '../../domain/shared/domain-error';
 import { ServerRefreshService } from '../refresh/server-refresh.service';
 import { callerOf } from './caller';
@@ -40,32 +40,9 @@ export class StateRefreshController {
     };
     res.on('close', onClose);
     try {
-      return wire(await this.refresh.run(name, { dryRun, caller: callerOf(req) }, hangUp.signal));
+      return toWire(await this.refresh.run(name, { dryRun, caller: callerOf(req) }, hangUp.signal));
     } finally {
       res.off('close', onClose);
     }
   }
-}
-
-function wire(r: RefreshReport) {
-  return {
-    run_id: r.runId,
-    state: r.state,
-    status: r.status,
-    dry_run: r.dryRun,
-    from_version: r.fromVersion,
-    to_version: r.toVersion,
-    checked: r.checked,
-    changed: r.changed,
-    normalized: r.normalized,
-    gone: r.gone,
-    failed: r.failed,
-    skipped: r.skipped,
-    drifted: r.drifted,
-    normalized_addresses: r.normalizedAddresses,
-    gone_addresses: r.goneAddresses,
-    failures: r.failures,
-    duration_ms: r.durationMs,
-    warnings: r.warnings,
-  };
 }

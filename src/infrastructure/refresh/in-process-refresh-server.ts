@@ -1,25 +1,24 @@
 import { CommandBus } from '@nestjs/cqrs';
 import type { ProviderSchemaCache } from '../../application/ports/provider-schema-cache.port';
 import {
+  FinishedRun,
   FinishRefreshRunCommand,
   RecordRefreshResultsCommand,
+  StartedRun,
   StartRefreshRunCommand,
 } from '../../application/refresh/refresh-commands';
 import type {
-  FinishedRefreshRun,
   FinishRefreshRun,
-  LockInfo,
   LockOutcome,
-  RefreshResourceResult,
   RefreshServerPort,
-  StartedRefreshRun,
   StartRefreshRun,
 } from '../../application/refresh/refresh-server.port';
 import { LockStateCommand, UnlockStateCommand } from '../../application/state/state-commands';
 import type { Caller } from '../../application/state/state-commands';
 import type { ProviderSchema } from '../../domain/cty/schema';
+import type { RefreshResult } from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
-import { LockInfo as StateLockInfo, STATE_LOCKED, STATE_NOT_FOUND } from '../../domain/state';
+import { LockInfo, STATE_LOCKED, STATE_NOT_FOUND } from '../../domain/state';
 import type { JsonObject } from '../../domain/terraform';
 import { normaliseProviderSource } from '../provider/provider-address';
 import { RefreshReadModel } from '../read-models/refresh-read-model';
@@ -55,7 +54,7 @@ export class InProcessRefreshServer implements RefreshServerPort {
     } catch (err) {
       const holder = err instanceof DomainError ? err.metadata.holder : undefined;
       if (err instanceof DomainError && err.code === STATE_LOCKED && holder) {
-        return { acquired: false, holder: portLockInfo(holder as StateLockInfo) };
+        return { acquired: false, holder: holder as LockInfo };
       }
       throw err;
     }
@@ -65,16 +64,16 @@ export class InProcessRefreshServer implements RefreshServerPort {
     await this.commands.execute(new UnlockStateCommand(name, info.ID, this.caller));
   }
 
-  async startRun(request: StartRefreshRun): Promise<StartedRefreshRun> {
+  async startRun(request: StartRefreshRun): Promise<StartedRun> {
     const caller = { ...this.caller, actor: request.actor ?? this.caller.actor };
     return this.commands.execute(new StartRefreshRunCommand(request.state, request.dryRun, caller));
   }
 
-  async recordResults(runId: string, results: RefreshResourceResult[]): Promise<void> {
+  async recordResults(runId: string, results: RefreshResult[]): Promise<void> {
     await this.commands.execute(new RecordRefreshResultsCommand(runId, results, this.caller));
   }
 
-  finishRun(runId: string, request: FinishRefreshRun): Promise<FinishedRefreshRun> {
+  finishRun(runId: string, request: FinishRefreshRun): Promise<FinishedRun> {
     return this.commands.execute(
       new FinishRefreshRunCommand(
         runId,
@@ -103,16 +102,4 @@ export class InProcessRefreshServer implements RefreshServerPort {
   putProviderSchema(source: string, version: string, schema: ProviderSchema): Promise<void> {
     return this.schemas.put(normaliseProviderSource(source), version, schema);
   }
-}
-
-function portLockInfo(h: StateLockInfo): LockInfo {
-  return {
-    ID: h.ID,
-    Operation: h.Operation ?? '',
-    Info: h.Info ?? '',
-    Who: h.Who ?? '',
-    Version: h.Version ?? '',
-    Created: h.Created ?? '',
-    Path: h.Path ?? '',
-  };
 }

@@ -1,15 +1,14 @@
+import type { FinishedRun, StartedRun } from '../../application/refresh/refresh-commands';
 import {
-  FinishedRefreshRun,
   FinishRefreshRun,
-  LockInfo,
   LockOutcome,
-  RefreshResourceResult,
   RefreshServerPort,
-  StartedRefreshRun,
   StartRefreshRun,
 } from '../../application/refresh/refresh-server.port';
 import { ProviderSchema } from '../../domain/cty/schema';
+import type { RefreshResult } from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
+import { LockInfo, STATE_LOCK_MISMATCH, STATE_NOT_FOUND } from '../../domain/state';
 import { isJsonObject, JsonObject, JsonValue } from '../../domain/terraform';
 import { RestProviderSchemaCache } from '../provider/rest-provider-schema-cache';
 import { errorOf, KldHttpClient, statePath } from '../rest/kld-http-client';
@@ -53,11 +52,13 @@ interface StartedWire {
 
 interface FinishedWire {
   run_id: string;
-  status: FinishedRefreshRun['status'];
+  status: FinishedRun['status'];
   to_version: number | null;
   checked: number;
   changed: number;
   failed: number;
+  normalized: number;
+  skipped: number;
 }
 
 /** `RefreshServerPort` over kld's REST API, as `kl refresh` uses it; plus the provider-config and drift reads `kl` shows. */
@@ -72,15 +73,12 @@ export class RestRefreshServer implements RefreshServerPort {
     const res = await this.http.send('GET', `/v1/states/${statePath(name)}`);
     if (res.status === 404) {
       await res.body?.cancel();
-      throw new DomainError(
-        'STATE.NOT_FOUND',
-        `state "${name}" does not exist on ${this.http.base}`,
-      );
+      throw new DomainError(STATE_NOT_FOUND, `state "${name}" does not exist on ${this.http.base}`);
     }
     if (!res.ok) throw await errorOf(res);
     const text = await res.text();
     if (text.trim() === '') {
-      throw new DomainError('STATE.NOT_FOUND', `state "${name}" has no document yet`);
+      throw new DomainError(STATE_NOT_FOUND, `state "${name}" has no document yet`);
     }
     return text;
   }
@@ -105,14 +103,14 @@ export class RestRefreshServer implements RefreshServerPort {
     const holder = await holderOf(res.clone());
     if (holder) {
       throw new DomainError(
-        'STATE.LOCK_MISMATCH',
+        STATE_LOCK_MISMATCH,
         `lock ${info.ID} is not held: the lock belongs to ${holder.Who || 'someone'} (ID ${holder.ID})`,
       );
     }
     throw await errorOf(res);
   }
 
-  async startRun(request: StartRefreshRun): Promise<StartedRefreshRun> {
+  async startRun(request: StartRefreshRun): Promise<StartedRun> {
     const body = await this.http.json<StartedWire>('POST', '/v1/refresh-runs', {
       json: {
         state: request.state,
@@ -129,7 +127,7 @@ export class RestRefreshServer implements RefreshServerPort {
     };
   }
 
-  async recordResults(runId: string, results: RefreshResourceResult[]): Promise<void> {
+  async recordResults(runId: string, results: RefreshResult[]): Promise<void> {
     await this.http.json<unknown>('POST', `/v1/refresh-runs/${encodeURIComponent(runId)}/results`, {
       json: {
         results: results.map((r) => ({
@@ -145,7 +143,7 @@ export class RestRefreshServer implements RefreshServerPort {
     });
   }
 
-  async finishRun(runId: string, request: FinishRefreshRun): Promise<FinishedRefreshRun> {
+  async finishRun(runId: string, request: FinishRefreshRun): Promise<FinishedRun> {
     const body = await this.http.json<FinishedWire>(
       'POST',
       `/v1/refresh-runs/${encodeURIComponent(runId)}/finish`,
@@ -165,6 +163,8 @@ export class RestRefreshServer implements RefreshServerPort {
       checked: body.checked,
       changed: body.changed,
       failed: body.failed,
+      normalized: body.normalized,
+      skipped: body.skipped,
     };
   }
 
@@ -263,20 +263,11 @@ export class RestRefreshServer implements RefreshServerPort {
   }
 }
 
-/** The holder's LockInfo when the body is one (terraform's conflict answer). */
+/** The holder's LockInfo, as it sent it, when the body is one (terraform's conflict answer). */
 async function holderOf(res: Response): Promise<LockInfo | null> {
   try {
-    const body = (await res.json()) as Partial<LockInfo>;
-    if (!isJsonObject(body) || typeof body.ID !== 'string') return null;
-    return {
-      ID: body.ID,
-      Operation: typeof body.Operation === 'string' ? body.Operation : '',
-      Info: typeof body.Info === 'string' ? body.Info : '',
-      Who: typeof body.Who === 'string' ? body.Who : '',
-      Version: typeof body.Version === 'string' ? body.Version : '',
-      Created: typeof body.Created === 'string' ? body.Created : '',
-      Path: typeof body.Path === 'string' ? body.Path : '',
-    };
+    const body: unknown = await res.json();
+    return isJsonObject(body) && typeof body.ID === 'string' ? (body as LockInfo) : null;
   } catch {
     return null;
   }
