@@ -17,6 +17,7 @@ import {
 import { ProviderClient } from '../../src/infrastructure/provider/provider-client';
 import { CachedSchemaProviderFactory } from '../../src/infrastructure/provider/provider-factory';
 import { RestProviderSchemaCache } from '../../src/infrastructure/provider/rest-provider-schema-cache';
+import { systemRefreshHost } from '../../src/infrastructure/refresh/system-refresh-host';
 import { FactoryProviderOpener } from '../../src/infrastructure/refresh/factory-provider-opener';
 import { RestRefreshServer } from '../../src/infrastructure/refresh/rest-refresh-server';
 import { KldHttpClient } from '../../src/infrastructure/rest/kld-http-client';
@@ -153,6 +154,7 @@ export async function profileRefresh(
   );
   const factory = new CachedSchemaProviderFactory(cache, { shutdownGraceMs: 1_000, env }, launcher);
   const orchestrator = new RefreshOrchestrator(server, new FactoryProviderOpener(factory), {
+    ...systemRefreshHost(),
     env,
   });
   const previous = process.cwd();

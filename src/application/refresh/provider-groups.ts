@@ -63,3 +63,10 @@ export function groupByProvider(instances: readonly FlatInstance[]): ProviderGro
   }
   return [...groups.values()];
 }
+
+/** How messages name a group: `provider <source>`, with its alias when it has one. */
+export function groupLabel(group: ProviderConfigRef): string {
+  return group.alias
+    ? `provider ${group.source} (alias ${group.alias})`
+    : `provider ${group.source}`;
+}

@@ -14,7 +14,8 @@ import {
   ReadOutcome,
   RefreshProvider,
 } from './provider-opener.port';
-import { RefreshOrchestrator } from './refresh-orchestrator';
+import type { RefreshHost } from './refresh-host';
+import { RefreshOrchestrator, RefreshOrchestratorSettings } from './refresh-orchestrator';
 import { RefreshOptions } from './refresh-report';
 import type { RefreshResult } from '../../domain/refresh';
 import type { LockInfo } from '../../domain/state';
@@ -42,6 +43,8 @@ class FakeServer implements RefreshServerPort {
   finished: FinishRefreshRun[] = [];
   getStateError: Error | null = null;
   finishError: Error | null = null;
+  /** Runs as the finish arrives, e.g. to move a test clock. */
+  onFinish: () => void = () => undefined;
 
   constructor(document: StateDocumentV4) {
     this.document = document;
@@ -67,6 +70,7 @@ class FakeServer implements RefreshServerPort {
   }
   async finishRun(runId: string, request: FinishRefreshRun): Promise<FinishedRun> {
     this.finished.push(request);
+    this.onFinish();
     if (this.finishError && request.status !== 'failed') throw this.finishError;
     return {
       runId,
@@ -324,19 +328,33 @@ function options(overrides: Partial<RefreshOptions> = {}): RefreshOptions {
   };
 }
 
+const T0 = Date.parse('2026-11-30T08:00:00.000Z');
+
+/** Time stands still unless a test moves it. */
+class ManualClock {
+  at = T0;
+  now(): Date {
+    return new Date(this.at);
+  }
+}
+
 function setup(
   doc = standardDocument(),
   behaviours = inSync(),
-  settings: ConstructorParameters<typeof RefreshOrchestrator>[2] = {},
+  settings: RefreshOrchestratorSettings & Partial<RefreshHost> = {},
 ) {
   const server = new FakeServer(doc);
   const opener = new FakeOpener(behaviours);
-  const orchestrator = new RefreshOrchestrator(server, opener, {
-    env: {},
-    newId: () => 'lock-1',
-    ...settings,
-  });
-  return { server, opener, orchestrator, behaviours };
+  const manual = new ManualClock();
+  const {
+    clock = manual,
+    env = {},
+    cpuCount = 4,
+    ids = { uuid: () => 'lock-1' },
+    ...rest
+  } = settings;
+  const orchestrator = new RefreshOrchestrator(server, opener, { clock, ids, env, cpuCount }, rest);
+  return { server, opener, orchestrator, behaviours, clock: manual };
 }
 
 const never = new AbortController().signal;
@@ -928,6 +946,37 @@ describe('RefreshOrchestrator', () => {
       'aws_s3_bucket.west',
       'random_id.x',
     ]);
+  });
+
+  it('stamps the lock and times the run with the host clock', async () => {
+    const { server, orchestrator, clock } = setup();
+    server.onFinish = () => (clock.at += 2_500);
+
+    const report = await orchestrator.run('prod', options(), never);
+
+    expect(server.locks[0].Created).toBe('2026-11-30T08:00:00.000Z');
+    expect(report.durationMs).toBe(2_500);
+  });
+
+  it('refreshes as many provider groups at once as the host has CPUs, unless told', async () => {
+    const slow = () => {
+      const b = inSync();
+      for (const source of [AWS, RANDOM]) b[source].readDelayMs = 15;
+      return b;
+    };
+    const unbounded = options({ concurrency: undefined, parallelism: 1 });
+
+    const one = setup(standardDocument(), slow(), { cpuCount: 1 });
+    await one.orchestrator.run('prod', unbounded, never);
+    expect(one.opener.tracker.maxActive).toBe(1);
+
+    const three = setup(standardDocument(), slow(), { cpuCount: 3 });
+    await three.orchestrator.run('prod', unbounded, never);
+    expect(three.opener.tracker.maxActive).toBe(3);
+
+    const told = setup(standardDocument(), slow(), { cpuCount: 3 });
+    await told.orchestrator.run('prod', options({ concurrency: 1, parallelism: 1 }), never);
+    expect(told.opener.tracker.maxActive).toBe(1);
   });
 
   it('reports progress for every instance', async () => {

@@ -1,7 +1,8 @@
 import { SingleBar } from 'cli-progress';
 import { Command } from 'commander';
 import * as os from 'node:os';
-import { RefreshOrchestrator, oneLine } from '../../application/refresh/refresh-orchestrator';
+import { oneLine } from '../../application/refresh/one-line';
+import { RefreshOrchestrator } from '../../application/refresh/refresh-orchestrator';
 import { RefreshProgress, RefreshReport, toWire } from '../../application/refresh/refresh-report';
 import { CachedSchemaProviderFactory } from '../../infrastructure/provider/provider-factory';
 import { RestProviderSchemaCache } from '../../infrastructure/provider/rest-provider-schema-cache';
@@ -12,6 +13,7 @@ import {
 import { FactoryProviderOpener } from '../../infrastructure/refresh/factory-provider-opener';
 import { KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestRefreshServer } from '../../infrastructure/refresh/rest-refresh-server';
+import { systemRefreshHost } from '../../infrastructure/refresh/system-refresh-host';
 import { usage } from './context';
 
 interface RefreshCommandOptions {
@@ -92,7 +94,11 @@ async function runRefresh(
     // Keeps a cancelled refresh inside its 5 s budget even if a provider ignores Shutdown.
     shutdownGraceMs: 1_000,
   });
-  const orchestrator = new RefreshOrchestrator(server, new FactoryProviderOpener(factory));
+  const orchestrator = new RefreshOrchestrator(
+    server,
+    new FactoryProviderOpener(factory),
+    systemRefreshHost(),
+  );
 
   const cancel = new AbortController();
   let signalled: NodeJS.Signals | null = null;

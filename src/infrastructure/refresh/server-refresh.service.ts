@@ -2,6 +2,7 @@ import type { BeforeApplicationShutdown } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { ProviderSchemaCache } from '../../application/ports/provider-schema-cache.port';
 import type { EnvPolicy } from '../../application/refresh/provider-config';
+import type { RefreshHost } from '../../application/refresh/refresh-host';
 import { RefreshOrchestrator } from '../../application/refresh/refresh-orchestrator';
 import type { RefreshReport } from '../../application/refresh/refresh-report';
 import type { Caller } from '../../application/state/state-commands';
@@ -11,6 +12,7 @@ import { RefreshReadModel } from '../read-models/refresh-read-model';
 import { StateReadModel } from '../read-models/state-read-model';
 import { FactoryProviderOpener } from './factory-provider-opener';
 import { InProcessRefreshServer } from './in-process-refresh-server';
+import { systemRefreshHost } from './system-refresh-host';
 
 export interface ServerRefreshOptions {
   dryRun: boolean;
@@ -34,6 +36,7 @@ export class ServerRefreshService implements BeforeApplicationShutdown {
     private readonly schemas: ProviderSchemaCache,
     private readonly envPolicy: EnvPolicy,
     private readonly logger: Logger,
+    private readonly host: RefreshHost = systemRefreshHost(),
   ) {}
 
   async run(
@@ -49,7 +52,7 @@ export class ServerRefreshService implements BeforeApplicationShutdown {
       options.caller,
     );
     const opener = new FactoryProviderOpener(new CachedSchemaProviderFactory(this.schemas));
-    const orchestrator = new RefreshOrchestrator(server, opener, {
+    const orchestrator = new RefreshOrchestrator(server, opener, this.host, {
       clientVersion: 'kld',
       envPolicy: this.envPolicy,
     });
@@ -58,7 +61,7 @@ export class ServerRefreshService implements BeforeApplicationShutdown {
     signal.addEventListener('abort', abort, { once: true });
     if (signal.aborted) local.abort();
     this.active.add(local);
-    const started = Date.now();
+    const started = this.host.clock.now().getTime();
     try {
       const report = await orchestrator.run(
         name,
@@ -86,7 +89,10 @@ export class ServerRefreshService implements BeforeApplicationShutdown {
       );
       return report;
     } catch (err) {
-      this.logger.warn({ state: name, err, durationMs: Date.now() - started }, 'refresh failed');
+      this.logger.warn(
+        { state: name, err, durationMs: this.host.clock.now().getTime() - started },
+        'refresh failed',
+      );
       throw err;
     } finally {
       signal.removeEventListener('abort', abort);
