@@ -1,8 +1,8 @@
-import { DomainError } from '../shared/domain-error';
 import { CommandContext } from '../shared/event';
 import { planFinish } from './finish-plan';
 import { RefreshCommand } from './refresh-run.commands';
-import { decideRefresh, evolveRefresh } from './refresh-run.decider';
+import { deciderSpec } from '../../../test/support/decider-spec';
+import { refreshRunDecider } from './refresh-run.decider';
 import { RefreshEvent, RefreshResult } from './refresh-run.events';
 import { countsOf, initialRefreshRun, RefreshRun, RunFacts } from './refresh-run.model';
 import { refreshRunFromSnapshot, refreshRunToSnapshot } from './refresh-run.snapshot';
@@ -44,27 +44,14 @@ const result = (
   ...(outcome === 'failed' ? { error: 'AccessDenied' } : {}),
 });
 
-function given(...commands: RefreshCommand[]) {
-  let run: RefreshRun = initialRefreshRun();
-  for (const c of commands) run = decideRefresh(c, run).reduce(evolveRefresh, run);
-  return {
-    run,
-    when: (command: RefreshCommand) => ({
-      then: (expected: RefreshEvent[]) => expect(decideRefresh(command, run)).toEqual(expected),
-      events: () => decideRefresh(command, run),
-      thenFails: (code: string) => {
-        let error: unknown;
-        try {
-          decideRefresh(command, run);
-        } catch (e) {
-          error = e;
-        }
-        expect(error).toBeInstanceOf(DomainError);
-        expect((error as DomainError).code).toBe(code);
-      },
-    }),
-  };
-}
+const { given, eventsOf } = deciderSpec(refreshRunDecider);
+
+const started = (dryRun = false): RefreshEvent => ({
+  type: 'RefreshStarted',
+  data: { runId: RUN, stateId: STATE, stateName: 'prod', fromVersion: 3, fromSerial: 7, dryRun },
+});
+const refreshed = (...results: RefreshResult[]): RefreshEvent[] =>
+  results.map((r) => ({ type: 'ResourceRefreshed', data: { runId: RUN, stateId: STATE, ...r } }));
 
 const facts = (run: RefreshRun): RunFacts => {
   if (run.status === 'missing') throw new Error('no run');
@@ -91,7 +78,7 @@ describe('RefreshRun decider', () => {
   });
 
   it('refuses to start a run twice and to touch a run that never started', () => {
-    given(startCmd()).when(startCmd()).thenFails('REFRESH.ALREADY_STARTED');
+    given(started()).when(startCmd()).thenFails('REFRESH.ALREADY_STARTED');
     given()
       .when(recordCmd(result('a', 'unchanged')))
       .thenFails('REFRESH.NOT_FOUND');
@@ -99,7 +86,7 @@ describe('RefreshRun decider', () => {
   });
 
   it('records one event per result, carrying the whole result', () => {
-    const events = given(startCmd())
+    const events = given(started())
       .when(recordCmd(result('a', 'unchanged'), result('b', 'drifted'), result('c', 'failed')))
       .events();
     expect(events.map((e) => e.type)).toEqual([
@@ -114,12 +101,12 @@ describe('RefreshRun decider', () => {
   });
 
   it('counts distinct instances: checked, changed (drifted or gone) and failed', () => {
-    const { run } = given(
-      startCmd(),
-      recordCmd(result('a', 'unchanged'), result('b', 'drifted')),
-      recordCmd(result('c', 'gone'), result('d', 'failed')),
+    const { state } = given(
+      started(),
+      refreshed(result('a', 'unchanged'), result('b', 'drifted')),
+      refreshed(result('c', 'gone'), result('d', 'failed')),
     );
-    expect(countsOf(facts(run))).toEqual({
+    expect(countsOf(facts(state))).toEqual({
       checked: 4,
       changed: 2,
       failed: 1,
@@ -129,12 +116,12 @@ describe('RefreshRun decider', () => {
   });
 
   it('counts normalized reads apart from drift, and skipped built-ins apart from checked ones', () => {
-    const { run } = given(
-      startCmd(),
-      recordCmd(result('a', 'normalized'), result('b', 'drifted'), result('c', 'skipped')),
-      recordCmd(result('d', 'skipped'), result('e', 'unchanged')),
+    const { state } = given(
+      started(),
+      refreshed(result('a', 'normalized'), result('b', 'drifted'), result('c', 'skipped')),
+      refreshed(result('d', 'skipped'), result('e', 'unchanged')),
     );
-    expect(countsOf(facts(run))).toEqual({
+    expect(countsOf(facts(state))).toEqual({
       checked: 3,
       changed: 1,
       failed: 0,
@@ -143,22 +130,24 @@ describe('RefreshRun decider', () => {
     });
     // A later result for an address moves it between counters.
     const later = given(
-      startCmd(),
-      recordCmd(result('a', 'normalized')),
-      recordCmd(result('a', 'drifted')),
+      started(),
+      refreshed(result('a', 'normalized')),
+      refreshed(result('a', 'drifted')),
     );
-    expect(countsOf(facts(later.run))).toMatchObject({ changed: 1, normalized: 0 });
+    expect(countsOf(facts(later.state))).toMatchObject({ changed: 1, normalized: 0 });
   });
 
   it('ignores a batch sent again, and lets a later result for an address replace the earlier', () => {
-    const batch = recordCmd(result('a', 'failed'), result('b', 'drifted'));
-    given(startCmd(), batch).when(batch).then([]);
-    const { run } = given(startCmd(), batch, recordCmd(result('a', 'unchanged')));
-    expect(countsOf(facts(run))).toMatchObject({ checked: 2, changed: 1, failed: 0 });
+    const batch = [result('a', 'failed'), result('b', 'drifted')];
+    given(started(), refreshed(...batch))
+      .when(recordCmd(...batch))
+      .then([]);
+    const { state } = given(started(), refreshed(...batch), refreshed(result('a', 'unchanged')));
+    expect(countsOf(facts(state))).toMatchObject({ checked: 2, changed: 1, failed: 0 });
   });
 
   it('finishes with the counts, and refuses results or a second finish afterwards', () => {
-    const history = [startCmd(), recordCmd(result('a', 'unchanged'), result('b', 'drifted'))];
+    const history = [started(), refreshed(result('a', 'unchanged'), result('b', 'drifted'))];
     given(...history)
       .when(finishCmd('succeeded', 4))
       .then([
@@ -179,7 +168,7 @@ describe('RefreshRun decider', () => {
           },
         },
       ]);
-    const finished = [...history, finishCmd('cancelled')];
+    const finished = [...history, eventsOf(history, finishCmd('cancelled'))];
     given(...finished)
       .when(recordCmd(result('c', 'drifted')))
       .thenFails('REFRESH.FINISHED');
@@ -189,22 +178,23 @@ describe('RefreshRun decider', () => {
   });
 
   it('never records a commit for a dry run or a run with failures', () => {
-    given(startCmd(true)).when(finishCmd('succeeded', 4)).thenFails('REFRESH.INVALID');
-    given(startCmd(), recordCmd(result('a', 'failed')))
+    given(started(true)).when(finishCmd('succeeded', 4)).thenFails('REFRESH.INVALID');
+    given(started(), refreshed(result('a', 'failed')))
       .when(finishCmd('succeeded', 4))
       .thenFails('REFRESH.INVALID');
-    given(startCmd()).when(finishCmd('failed', 4)).thenFails('REFRESH.INVALID');
+    given(started()).when(finishCmd('failed', 4)).thenFails('REFRESH.INVALID');
   });
 
   it('survives a snapshot round trip, counts included', () => {
-    const { run } = given(
-      startCmd(),
-      recordCmd(result('a', 'gone'), result('b', 'failed'), result('c', 'unchanged')),
-      recordCmd(result('d', 'normalized'), result('e', 'skipped')),
-      finishCmd('failed'),
-    );
-    const back = refreshRunFromSnapshot(JSON.parse(JSON.stringify(refreshRunToSnapshot(run))));
-    expect(back).toEqual(run);
+    const history = [
+      started(),
+      refreshed(result('a', 'gone'), result('b', 'failed'), result('c', 'unchanged')),
+      refreshed(result('d', 'normalized'), result('e', 'skipped')),
+    ];
+    const { state } = given(...history, eventsOf(history, finishCmd('failed')));
+    expect(state.status).toBe('finished');
+    const back = refreshRunFromSnapshot(JSON.parse(JSON.stringify(refreshRunToSnapshot(state))));
+    expect(back).toEqual(state);
     expect(refreshRunFromSnapshot(refreshRunToSnapshot(initialRefreshRun()))).toEqual({
       status: 'missing',
     });
@@ -213,7 +203,7 @@ describe('RefreshRun decider', () => {
 
 describe('planFinish', () => {
   const runOf = (dryRun: boolean, ...results: RefreshResult[]) =>
-    facts(given(startCmd(dryRun), recordCmd(...results)).run);
+    facts(given(started(dryRun), refreshed(...results)).state);
   const clean = runOf(false, result('a', 'unchanged'), result('b', 'drifted'));
 
   it('commits a succeeded run with a document and no failures', () => {

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { DomainError } from '../shared/domain-error';
 import { CommandContext } from '../shared/event';
 import { fixtureText } from '../terraform/__fixtures__/fixtures';
 import { parseStateDocument } from '../terraform/parse-state-document';
@@ -7,7 +6,8 @@ import { InstanceObjectV4, StateDocumentV4 } from '../terraform/state-document';
 import { flattenInstances } from '../terraform/state-instances';
 import { LockInfo } from './lock-info';
 import { CommitState, StateCommand } from './state.commands';
-import { decide, evolve, initialState } from './state.decider';
+import { deciderSpec } from '../../../test/support/decider-spec';
+import { decide, evolve, initialState, stateDecider } from './state.decider';
 import { StateEvent, StateEventType } from './state.events';
 import { StateAggregate } from './state.model';
 import { fromSnapshot, toSnapshot } from './state.snapshot';
@@ -89,32 +89,7 @@ const commit = (doc: StateDocumentV4, extra: Partial<CommitState['data']> = {}):
   metadata: ctx,
 });
 
-function given(...history: StateEvent[][]) {
-  const state = history.flat().reduce(evolve, initialState());
-  return {
-    state,
-    when: (command: StateCommand) => ({
-      then: (expected: StateEvent[]) => expect(decide(command, state)).toEqual(expected),
-      thenFails: (code: string, metadata?: Record<string, unknown>) => {
-        let error: unknown;
-        try {
-          decide(command, state);
-        } catch (e) {
-          error = e;
-        }
-        expect(error).toBeInstanceOf(DomainError);
-        expect((error as DomainError).code).toBe(code);
-        if (metadata) expect((error as DomainError).metadata).toEqual(metadata);
-      },
-      events: () => decide(command, state),
-    }),
-  };
-}
-
-/** History helper: the events a command produces on top of the given history. */
-function after(history: StateEvent[][], command: StateCommand): StateEvent[] {
-  return decide(command, history.flat().reduce(evolve, initialState()));
-}
+const { given, eventsOf: after } = deciderSpec(stateDecider);
 
 const created: StateEvent[] = [{ type: 'StateCreated', data: { stateId: ID, name: NAME } }];
 const lockedBy = (id: string): StateEvent[] => [
