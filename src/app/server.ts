@@ -7,6 +7,7 @@ import { Notifier } from '../infrastructure/event-store/notifier';
 import { answerClientErrors, refuseNulInUrl } from '../infrastructure/http/client-errors';
 import { crossSiteGuard } from '../infrastructure/http/cross-site.middleware';
 import { ErrorFilter } from '../infrastructure/http/error.filter';
+import { LosslessJsonInterceptor } from '../infrastructure/http/lossless-json.interceptor';
 import { requestLog } from '../infrastructure/http/request-log.middleware';
 import type { Logger } from '../infrastructure/logging/logger';
 import { NestLogger } from '../infrastructure/logging/nest-logger';
@@ -64,6 +65,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     app.use(crossSiteGuard(config.allowedOrigins));
     app.use(refuseNulInUrl);
     app.useGlobalFilters(new ErrorFilter(logger));
+    app.useGlobalInterceptors(new LosslessJsonInterceptor());
     answerClientErrors(app.getHttpServer());
     await app.listen(config.listen.port, config.listen.host);
   } catch (err) {

@@ -1,4 +1,3 @@
-import { parseJsonLossless } from '../domain/terraform/lossless-json';
 import { STATE_VERSION_HEADER } from '../infrastructure/http/headers';
 import type {
   StateHistory,
@@ -56,10 +55,7 @@ export class KilolockClient {
   }
 
   query(request: QueryRequest): Promise<QueryResponse> {
-    return this.json('POST', '/v1/query', {
-      body: JSON.stringify(request),
-      contentType: 'application/json',
-    });
+    return this.json('POST', '/v1/query', { json: request });
   }
 
   async states(): Promise<StateSummary[]> {
@@ -143,10 +139,8 @@ export class KilolockClient {
       .projectors;
   }
 
-  /** Parsed losslessly: numbers beyond double precision stay exact (see lossless-json). */
-  private async json<T>(method: string, path: string, request: KldRequest = {}): Promise<T> {
-    const res = await this.check(await this.send(method, path, request));
-    return parseJsonLossless(await res.text()) as T;
+  private json<T>(method: string, path: string, request: KldRequest = {}): Promise<T> {
+    return this.http.json(method, path, request);
   }
 
   private send(method: string, path: string, request: KldRequest): Promise<Response> {

@@ -497,6 +497,28 @@ async function lockAs(name: string, who: string): Promise<string> {
   return id;
 }
 
+/** GET on a connection of its own (see lockAs): status, content type and body text. */
+async function get(
+  pathAndQuery: string,
+): Promise<{ status?: number; type?: string; text: string }> {
+  const { hostname, port } = new URL(kld.url);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ hostname, port, path: pathAndQuery, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode,
+          type: res.headers['content-type'],
+          text: Buffer.concat(chunks).toString('utf8'),
+        }),
+      );
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 function writeState(name: string, document: Record<string, unknown> | string): string {
   const file = path.join(dir, name);
   fs.writeFileSync(file, typeof document === 'string' ? document : JSON.stringify(document));
@@ -523,6 +545,95 @@ describe('exact numbers', () => {
     expect(shown).toContain('"value": 12345678901234567890');
     expect(shown).toContain('"value": 0.1000000000000000055511151231257827');
     expect(ok(['show', name])).toMatch(/│ big\s+│ number\s+│ 12345678901234567890\s+│/);
+  });
+});
+
+describe('exact numbers on every read path', () => {
+  const name = `cli-exact-reads/${randomUUID().slice(0, 8)}`;
+  const FRAC = '0.1000000000000000055511151231257827';
+  const BIG1 = '12345678901234567890';
+  // Differs from BIG1 only beyond double precision: as doubles, both are 12345678901234567000.
+  const BIG2 = '12345678901234567891';
+  const ADDRESS = 'terraform_data.n';
+  const exactDoc = (serial: number, big: string): string =>
+    `{"version":4,"terraform_version":"1.11.4","serial":${serial},"lineage":"exact-reads",` +
+    `"outputs":{"big":{"value":${big},"type":"number"},"frac":{"value":${FRAC},"type":"number"}},` +
+    `"resources":[{"mode":"managed","type":"terraform_data","name":"n",` +
+    `"provider":"provider[\\"terraform.io/builtin/terraform\\"]","instances":[{"schema_version":0,` +
+    `"attributes":{"id":"n","input":{"value":{"big":${big},"frac":${FRAC}},` +
+    `"type":["object",{"big":"number","frac":"number"}]},"output":null,"triggers_replace":null},` +
+    `"sensitive_attributes":[]}]}],"check_results":null}`;
+  const api = async (route: string): Promise<string> => {
+    const res = await get(`/v1/api/states/${name}/${route}`);
+    expect(res.status).toBe(200);
+    expect(res.type).toMatch(/^application\/json/);
+    expect(res.text).not.toMatch(/\uF8FE/);
+    return res.text;
+  };
+
+  beforeAll(() => {
+    ok(['import', writeState('exact-1.tfstate', exactDoc(1, BIG1)), '--name', name]);
+    ok(['import', writeState('exact-2.tfstate', exactDoc(2, BIG2)), '--name', name]);
+  });
+
+  it('kl resource shows the attribute digits, now, at a version and across its history', () => {
+    const now = ok(['resource', name, ADDRESS, '--format', 'json']);
+    expect(now).toContain(`"big": ${BIG2}`);
+    expect(now).toContain(`"frac": ${FRAC}`);
+    expect(ok(['resource', name, ADDRESS, '--version', '1', '--format', 'json'])).toContain(
+      `"big": ${BIG1}`,
+    );
+    const history = json(['resource', name, ADDRESS, '--history']);
+    expect(history.map((l: Record<string, unknown>) => l.changed)).toEqual([
+      ['(created)'],
+      ['input.value.big'],
+    ]);
+  });
+
+  it('the REST resource, resource history and resources routes answer the exact digits', async () => {
+    const route = `resources/${encodeURIComponent(ADDRESS)}`;
+    const current = await api(route);
+    expect(current).toContain(`"big":${BIG2}`);
+    expect(current).toContain(`"frac":${FRAC}`);
+    const history = await api(`${route}?history=true`);
+    expect(history).toContain(`"big":${BIG1}`);
+    expect(history).toContain(`"big":${BIG2}`);
+    expect(JSON.parse(await api('resources')).resources).toEqual([
+      expect.objectContaining({ address: ADDRESS, sinceSerial: 2 }),
+    ]);
+    expect(json(['resources', name])).toEqual([expect.objectContaining({ address: ADDRESS })]);
+  });
+
+  it('kl show and kl diff see the digits of each version', () => {
+    const shown = ok(['show', name, '--format', 'json']);
+    expect(shown).toContain(`"value": ${BIG2}`);
+    expect(shown).toContain(`"value": ${FRAC}`);
+    expect(ok(['show', name, '--version', '1', '--format', 'json'])).toContain(`"value": ${BIG1}`);
+    expect(json(['diff', name, '--from-version', '1', '--to-version', '2'])).toEqual([
+      { change: 'changed', address: ADDRESS, paths: ['input.value.big'] },
+    ]);
+  });
+
+  it('kl query answers jsonb and json columns with the exact digits', () => {
+    const sql =
+      "SELECT r.attributes -> 'input' -> 'value' AS attributes, r.instance -> 'attributes' -> 'input' -> 'value' AS instance, o.value AS output FROM current_resources r JOIN outputs o ON o.state_id = r.state_id AND o.name = 'big' AND o.delete_version IS NULL WHERE r.state_name = $1";
+    const out = ok(['query', sql, '-p', name, '--format', 'json']);
+    expect(out.match(new RegExp(BIG2, 'g'))).toHaveLength(3);
+    expect(out.match(new RegExp(FRAC.replace('.', '\\.'), 'g'))).toHaveLength(2);
+    expect(out).not.toMatch(/\uF8FE/);
+  });
+
+  it('a provider config keeps its digits from the file to kl provider get', async () => {
+    const file = path.join(dir, 'exact-config.json');
+    fs.writeFileSync(file, `{"max_retries": ${BIG1}, "ratio": ${FRAC}}`);
+    ok(['provider', 'configure', name, 'hashicorp/aws', '--from-json', file]);
+    const got = ok(['provider', 'get', name, 'hashicorp/aws', '--format', 'json']);
+    expect(got).toContain(`"max_retries": ${BIG1}`);
+    expect(got).toContain(`"ratio": ${FRAC}`);
+    const res = await get(
+      `/v1/provider-configs?state=${encodeURIComponent(name)}&source=hashicorp/aws`,
+    );
+    expect(res.text).toContain(`"max_retries":${BIG1}`);
   });
 });
 

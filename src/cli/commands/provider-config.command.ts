@@ -1,10 +1,10 @@
 import { Command } from 'commander';
 import * as fs from 'node:fs';
-import { isJsonObject, JsonObject } from '../../domain/terraform';
+import { isJsonObject, JsonObject, parseJsonLossless } from '../../domain/terraform';
 import { normaliseProviderSource } from '../../infrastructure/provider/provider-address';
 import { KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestRefreshServer } from '../../infrastructure/refresh/rest-refresh-server';
-import { Format, render, Rows } from '../render';
+import { Format, render, renderJson, Rows } from '../render';
 import { usage } from './context';
 
 interface Globals {
@@ -102,7 +102,7 @@ export function registerProviderConfigCommands(program: Command): void {
       const history = await server.providerConfigHistory(state, normalised, alias);
       const format = command.optsWithGlobals<Globals>().format;
       if (format === 'json') {
-        process.stdout.write(JSON.stringify({ ...stored, history }, null, 2) + '\n');
+        process.stdout.write(renderJson({ ...stored, history }));
         return;
       }
       const changes: Rows = {
@@ -122,7 +122,7 @@ export function registerProviderConfigCommands(program: Command): void {
         return;
       }
       process.stdout.write(
-        `${JSON.stringify(stored.config, null, 2)}\n\nhistory (oldest first):\n${render(changes, 'table')}`,
+        `${renderJson(stored.config)}\nhistory (oldest first):\n${render(changes, 'table')}`,
       );
     });
 
@@ -172,7 +172,8 @@ function readConfig(command: Command, file: string): JsonObject {
   }
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    // Numbers beyond double precision are sent as written.
+    value = parseJsonLossless(text);
   } catch (e) {
     return usage(command, `${file} is not JSON: ${(e as Error).message}`);
   }

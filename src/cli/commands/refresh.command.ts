@@ -14,6 +14,7 @@ import { FactoryProviderOpener } from '../../infrastructure/refresh/factory-prov
 import { KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestRefreshServer } from '../../infrastructure/refresh/rest-refresh-server';
 import { systemRefreshHost } from '../../infrastructure/refresh/system-refresh-host';
+import { renderJson } from '../render';
 import { usage } from './context';
 
 interface RefreshCommandOptions {
@@ -135,9 +136,7 @@ async function runRefresh(
     );
     bar?.stop();
     process.stdout.write(
-      globals.format === 'json'
-        ? JSON.stringify(toWire(report), null, 2) + '\n'
-        : renderReport(report),
+      globals.format === 'json' ? renderJson(toWire(report)) : renderReport(report),
     );
     for (const w of report.warnings) process.stderr.write(`kl: warning: ${w}\n`);
     if (report.status === 'cancelled') return EXIT_ON_SIGNAL[signalled ?? 'SIGINT'] ?? 1;

@@ -1,6 +1,8 @@
 import {
   bigNumberText,
   isBigNumber,
+  numberFromText,
+  parseJsonExact,
   parseJsonLossless,
   sameNumber,
   stringifyJson,
@@ -94,6 +96,26 @@ describe('lossless JSON', () => {
 
   it('refuses documents that contain the marker', () => {
     expect(() => parseJsonLossless('"\uF8FE\uF8FD#1"')).toThrow(/reserved sequence/);
+  });
+
+  it('reads stored text back exactly, without refusing what it holds already marked', () => {
+    const stored = '{"big": 12345678901234567890, "frac": 0.1000000000000000055511151231257827}';
+    const value = parseJsonExact(stored) as Record<string, string>;
+    expect(bigNumberText(value.big)).toBe('12345678901234567890');
+    expect(bigNumberText(value.frac)).toBe('0.1000000000000000055511151231257827');
+    // Text written with plain JSON.stringify from a marked value reads back as that value.
+    expect(parseJsonExact(JSON.stringify(value))).toEqual(value);
+    expect(stringifyJson(parseJsonExact(stored))).toBe(
+      '{"big":12345678901234567890,"frac":0.1000000000000000055511151231257827}',
+    );
+  });
+
+  it('gives a number from other encodings the value a document would give it', () => {
+    for (const text of ['42', '-0.5', '1152921504606846976', '9007199254740993', '1e400']) {
+      expect(numberFromText(text)).toEqual((parseJsonLossless(`[${text}]`) as unknown[])[0]);
+    }
+    expect(numberFromText('42')).toBe(42);
+    expect(isBigNumber(numberFromText('9007199254740993'))).toBe(true);
   });
 
   it('compares decimal texts exactly', () => {

@@ -37,7 +37,7 @@ export function parseJsonLossless(text: string): JsonValue {
   if (text.includes(MARK)) {
     throw new DomainError('STATE.INVALID', 'document contains the reserved sequence U+F8FE U+F8FD');
   }
-  const marked = mayLosePrecision(text) ? markUnsafeNumbers(text) : text;
+  const marked = markedText(text);
   const value = JSON.parse(marked) as JsonValue;
   checkJsonValue(text, value);
   if (marked !== text) {
@@ -45,6 +45,31 @@ export function parseJsonLossless(text: string): JsonValue {
     if (at !== null) throw new JsonLimitError(at, NUMERIC_RANGE_PROBLEM);
   }
   return value;
+}
+
+/**
+ * Parses JSON text that was accepted before (read back from our own store,
+ * or answered by kld) keeping every number exactly, as parseJsonLossless
+ * does, without its checks: they are for what may be stored, and this text
+ * was. A value that already holds marked numbers keeps them.
+ */
+export function parseJsonExact(text: string): JsonValue {
+  return JSON.parse(markedText(text)) as JsonValue;
+}
+
+/**
+ * The value lossless parsing gives the number spelled `text`: a plain
+ * number when a double holds it (as far as JSON can tell), else the marked
+ * text. For numbers that arrive in other encodings (msgpack), so that they
+ * hash and compare like the same number read from a document.
+ */
+export function numberFromText(text: string): number | string {
+  const n = Number(text);
+  return sameNumber(text, String(n)) ? n : MARK + text;
+}
+
+function markedText(text: string): string {
+  return mayLosePrecision(text) ? markUnsafeNumbers(text) : text;
 }
 
 /**

@@ -1,9 +1,29 @@
-import { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg';
+import { Pool, PoolClient, PoolConfig, QueryResultRow, types } from 'pg';
+import { parseJsonExact } from '../../domain/terraform/lossless-json';
 
 /** DI token of the process's Database (the owner's pool). */
 export const DATABASE = Symbol('Database');
 
 export type Queryable = Pick<PoolClient, 'query'>;
+
+const JSONB = 3802;
+
+/**
+ * jsonb numerics are exact, and node-pg's JSON.parse would round those a
+ * double cannot hold; parsed exactly they come back marked, as a document
+ * parsed losslessly holds them (see lossless-json). json columns are left
+ * to JSON.parse: we write them with JSON.stringify, so their big numbers are
+ * already marked strings, and event data is too large to scan twice.
+ */
+export const exactJsonbTypes = {
+  getTypeParser(oid: number, format: 'text' | 'binary' = 'text'): (text: string) => unknown {
+    if (oid === JSONB && format === 'text') return parseJsonExact;
+    return (types.getTypeParser as (oid: number, format: string) => (text: string) => unknown)(
+      oid,
+      format,
+    );
+  },
+};
 
 /**
  * The one way we talk to PostgreSQL: a pool, plain queries, and transactions
@@ -13,7 +33,7 @@ export class Database {
   readonly pool: Pool;
 
   constructor(url: string, options: Partial<PoolConfig> = {}) {
-    this.pool = new Pool({ connectionString: url, max: 20, ...options });
+    this.pool = new Pool({ connectionString: url, max: 20, types: exactJsonbTypes, ...options });
     // An idle client losing its connection must not crash the process.
     this.pool.on('error', () => undefined);
   }

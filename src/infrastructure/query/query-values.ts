@@ -1,11 +1,13 @@
 import { types } from 'pg';
+import { parseJsonExact } from '../../domain/terraform/lossless-json';
 
 /**
  * How result values become JSON. PostgreSQL's int8 and numeric cannot always
  * be JSON numbers without losing digits, so they are numbers when the number
  * reads back exactly as PostgreSQL wrote it, and strings otherwise. Times,
  * dates and intervals stay PostgreSQL's text (microseconds and zones intact);
- * bytea stays its `\x…` hex text; json/jsonb are parsed.
+ * bytea stays its `\x…` hex text; json/jsonb are parsed with every number
+ * exact (and written exactly in the answer: see LosslessJsonInterceptor).
  */
 export function exactNumber(text: string): number | string {
   const n = Number(text);
@@ -29,6 +31,8 @@ const NUMERIC = 1700;
 const INT8_ARRAY = 1016;
 const NUMERIC_ARRAY = 1231;
 const TEXT_ARRAY = 1009;
+const JSON_OID = 114;
+const JSONB = 3802;
 const RAW_TEXT = new Set([
   17, // bytea
   1082, // date
@@ -62,6 +66,7 @@ export const queryTypeParsers = {
       return (text) => mapNested(parseTextArray(text), exactNumber);
     }
     if (RAW_TEXT.has(oid)) return (text) => text;
+    if (oid === JSON_OID || oid === JSONB) return parseJsonExact;
     return defaultParser(oid, 'text');
   },
 };

@@ -9,7 +9,7 @@ import { ProviderSchema } from '../../domain/cty/schema';
 import type { RefreshResult } from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
 import { LockInfo, STATE_LOCK_MISMATCH, STATE_NOT_FOUND } from '../../domain/state';
-import { isJsonObject, JsonObject, JsonValue } from '../../domain/terraform';
+import { isJsonObject, JsonObject, JsonValue, parseJsonExact } from '../../domain/terraform';
 import { RestProviderSchemaCache } from '../provider/rest-provider-schema-cache';
 import { errorOf, KldHttpClient, statePath } from '../rest/kld-http-client';
 
@@ -191,7 +191,7 @@ export class RestRefreshServer implements RefreshServerPort {
       return null;
     }
     if (!res.ok) throw await errorOf(res);
-    return storedConfigOf(await res.json(), source, alias);
+    return storedConfigOf(parseJsonExact(await res.text()), source, alias);
   }
 
   async listProviderConfigs(state: string): Promise<StoredProviderConfig[]> {
@@ -266,7 +266,7 @@ export class RestRefreshServer implements RefreshServerPort {
 /** The holder's LockInfo, as it sent it, when the body is one (terraform's conflict answer). */
 async function holderOf(res: Response): Promise<LockInfo | null> {
   try {
-    const body: unknown = await res.json();
+    const body: unknown = parseJsonExact(await res.text());
     return isJsonObject(body) && typeof body.ID === 'string' ? (body as LockInfo) : null;
   } catch {
     return null;

@@ -1,10 +1,11 @@
 import * as os from 'node:os';
 import { DomainError } from '../../domain/shared/domain-error';
+import { parseJsonExact, stringifyJson } from '../../domain/terraform/lossless-json';
 import { redactUrls } from '../logging/redact';
 
 export interface KldRequest {
   query?: Record<string, string | number | boolean | null | undefined>;
-  /** Serialised as JSON. */
+  /** Serialised as JSON, numbers beyond double precision exactly (see lossless-json). */
   json?: unknown;
   /** Sent verbatim, e.g. a state document streamed from a file; `json` wins if both are set. */
   body?: string | Buffer | ReadableStream<Uint8Array>;
@@ -32,10 +33,11 @@ export class KldHttpClient {
     this.base = server.replace(/\/+$/, '');
   }
 
+  /** The answer parsed with every number exact: those beyond double precision come back marked. */
   async json<T>(method: string, path: string, request: KldRequest = {}): Promise<T> {
     const res = await this.send(method, path, request);
     if (!res.ok) throw await errorOf(res);
-    return (await res.json()) as T;
+    return parseJsonExact(await res.text()) as T;
   }
 
   /** The raw response; the caller decides which statuses are answers. */
@@ -52,7 +54,7 @@ export class KldHttpClient {
     if (request.contentType) headers['Content-Type'] = request.contentType;
     if (request.json !== undefined) {
       headers['Content-Type'] = 'application/json';
-      body = JSON.stringify(request.json);
+      body = stringifyJson(request.json);
     }
     const init: RequestInit & { duplex?: 'half' } = {
       method,
