@@ -62,6 +62,11 @@ provider "kltest" {
   state_dir = "${path.join(root, 'objects')}"
 }
 
+# A number beyond double precision: kept to the digit through the refresh's commit.
+resource "terraform_data" "big" {
+  input = 12345678901234567890
+}
+
 resource "kltest_bucket" "b" {
   name   = "bucket-next-to-builtins"
   size   = 2
@@ -186,14 +191,16 @@ describe('kl refresh and terraform built-in resources', () => {
       status: 'succeeded',
       checked: 1,
       changed: 0,
-      skipped: 3,
+      skipped: 4,
       failed: 0,
     });
     const after = await currentState();
     expect(after.serial).toBe(before.serial + 1);
-    const builtIns = (doc: StateDoc) => doc.resources.find((x) => x.type === 'terraform_data');
+    const builtIns = (doc: StateDoc) => doc.resources.filter((x) => x.type === 'terraform_data');
     expect(builtIns(after)).toEqual(builtIns(before));
-    expect(await lastRun()).toMatchObject({ status: 'succeeded', checked: 1, skipped: 3 });
+    expect(await lastRun()).toMatchObject({ status: 'succeeded', checked: 1, skipped: 4 });
+    const served = await (await fetch(`${kld.url}/v1/states/${STATE}`)).text();
+    expect(served).toMatch(/"value": 12345678901234567890,/);
 
     // The committed state is what terraform itself holds: a plan without refresh plans nothing.
     const plan = await terraform(['plan', '-refresh=false', '-detailed-exitcode']);

@@ -14,6 +14,9 @@ import {
   tupleOf,
 } from './cty-type';
 import { blockType } from './implied-type';
+import { canonicalHash } from '../terraform/canonical-hash';
+import type { JsonValue } from '../terraform/json-value';
+import { numberFromText, parseJsonLossless, stringifyJson } from '../terraform/lossless-json';
 import { SchemaBlock } from './schema';
 
 const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
@@ -90,14 +93,16 @@ describe('cty msgpack codec', () => {
       );
     });
 
-    it('keeps int64 values beyond 2^53 exact, as decimal text in JSON', () => {
+    it('keeps int64 values beyond 2^53 exact, as marked numbers in JSON', () => {
       const big = '9007199254740993'; // 2^53 + 1
       const { encoded, decoded } = roundTrip(NUMBER, big);
       expect(encoded).toBe('cf0020000000000001');
-      expect(decoded).toBe(big);
+      expect(decoded).toBe(numberFromText(big));
+      expect(stringifyJson(decoded)).toBe(big);
+      expect(roundTrip(NUMBER, numberFromText(big)).encoded).toBe('cf0020000000000001');
       expect(roundTrip(NUMBER, '-9223372036854775808')).toEqual({
         encoded: 'd38000000000000000',
-        decoded: '-9223372036854775808',
+        decoded: numberFromText('-9223372036854775808'),
       });
       expect(hex(encodeMsgpack(NUMBER, 2n ** 62n))).toBe('cf4000000000000000');
     });
@@ -105,13 +110,18 @@ describe('cty msgpack codec', () => {
     it('uses float64 when exact beyond int64 and the decimal string form otherwise', () => {
       expect(hex(encodeMsgpack(NUMBER, 2n ** 64n))).toBe('cb43f0000000000000');
       const beyond = '18446744073709551617';
-      expect(roundTrip(NUMBER, beyond)).toEqual({ encoded: 'b4' + ascii(beyond), decoded: beyond });
-      // 0.1 is not exact in binary, so it stays decimal text (a JS number would change its value).
-      expect(roundTrip(NUMBER, '0.1')).toEqual({ encoded: 'a3' + ascii('0.1'), decoded: '0.1' });
+      expect(roundTrip(NUMBER, beyond)).toEqual({
+        encoded: 'b4' + ascii(beyond),
+        decoded: numberFromText(beyond),
+      });
+      // 0.1 is not exact in binary, so it goes as decimal text; it comes back as
+      // the number a document spelling 0.1 holds.
+      expect(hex(encodeMsgpack(NUMBER, '0.1'))).toBe('a3' + ascii('0.1'));
+      expect(decodeMsgpack(NUMBER, bytes('a3' + ascii('0.1')))).toBe(0.1);
       const precise = '3.14159265358979323846264338327950288';
       expect(roundTrip(NUMBER, precise)).toEqual({
         encoded: 'd9' + '25' + ascii(precise),
-        decoded: precise,
+        decoded: numberFromText(precise),
       });
       expect(hex(encodeMsgpack(NUMBER, '2.5e0'))).toBe('cb4004000000000000');
       expect(hex(encodeMsgpack(NUMBER, '1.0'))).toBe('01');
@@ -123,7 +133,29 @@ describe('cty msgpack codec', () => {
       expect(decodeMsgpack(NUMBER, bytes('ca3fc00000'))).toBe(1.5); // float32
       expect(decodeMsgpack(NUMBER, bytes('d00a'))).toBe(10); // int8 holding a positive value
       expect(decodeMsgpack(NUMBER, bytes('a135'))).toBe(5);
-      expect(decodeMsgpack(NUMBER, bytes('cfffffffffffffffff'))).toBe('18446744073709551615');
+      expect(decodeMsgpack(NUMBER, bytes('cfffffffffffffffff'))).toBe(
+        numberFromText('18446744073709551615'),
+      );
+    });
+
+    it('carries numbers of a losslessly parsed document to the provider and back unchanged', () => {
+      const text =
+        '{"big":12345678901234567890,"frac":0.1000000000000000055511151231257827,"id":"x","plain":1.5}';
+      const attributes = parseJsonLossless(text);
+      const type = objectOf({ id: STRING, big: NUMBER, frac: NUMBER, plain: NUMBER });
+      const wire = encodeMsgpack(type, attributes);
+      // Beyond int64 and float64 the numbers go as decimal text, as go-cty writes them.
+      expect(hex(wire)).toContain('b4' + ascii('12345678901234567890'));
+      expect(hex(wire)).toContain('d9' + '24' + ascii('0.1000000000000000055511151231257827'));
+      const back = decodeMsgpack(type, wire) as JsonValue;
+      expect(back).toEqual(attributes);
+      expect(canonicalHash(back)).toBe(canonicalHash(attributes));
+      expect(stringifyJson(back)).toBe(text);
+    });
+
+    it('converts a big number to its digits where a string is expected', () => {
+      const big = numberFromText('98765432109876543210');
+      expect(hex(encodeMsgpack(STRING, big))).toBe('b4' + ascii('98765432109876543210'));
     });
 
     it('refuses values of the wrong type with the path', () => {

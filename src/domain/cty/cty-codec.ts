@@ -3,6 +3,7 @@ import { CtyError } from './cty-error';
 import { compareUtf8, CtyJson, CtyType, ctyTypeJson, parseCtyType } from './cty-type';
 import { MsgpackReader, MsgpackToken } from './msgpack-reader';
 import { MsgpackWriter } from './msgpack-writer';
+import { bigNumberText, isBigNumber, numberFromText } from '../terraform/lossless-json';
 import {
   WireNumber,
   wireNumberFromBigInt,
@@ -15,7 +16,10 @@ import {
  * attributes) and cty msgpack (how DynamicValue carries them to providers).
  * Objects always carry every attribute of their type, keys sorted; a
  * dynamically-typed value travels as `[type JSON bytes, value]` and appears in
- * JSON as `{ "value": …, "type": … }`, as in state files.
+ * JSON as `{ "value": …, "type": … }`, as in state files. A number a double
+ * cannot hold is a marked string on the JSON side, as lossless parsing of a
+ * document gives it (see lossless-json), so a value read back from a
+ * provider hashes and compares like the one the document held.
  */
 export function encodeMsgpack(type: CtyType, value: unknown): Uint8Array {
   const w = new MsgpackWriter();
@@ -72,6 +76,7 @@ function encode(w: MsgpackWriter, type: CtyType, v: unknown, path: PathNode): vo
   switch (type.kind) {
     case 'string':
       // The primitive conversions cty applies to configuration values.
+      if (isBigNumber(v)) return w.string(bigNumberText(v));
       if (typeof v === 'string') return w.string(v);
       if (typeof v === 'boolean') return w.string(v ? 'true' : 'false');
       if (typeof v === 'number' && Number.isFinite(v)) return w.string(String(v));
@@ -85,6 +90,7 @@ function encode(w: MsgpackWriter, type: CtyType, v: unknown, path: PathNode): vo
       let n: WireNumber | null = null;
       if (typeof v === 'number') n = wireNumberFromJs(v);
       else if (typeof v === 'bigint') n = wireNumberFromBigInt(v);
+      else if (isBigNumber(v)) n = wireNumberFromText(bigNumberText(v));
       else if (typeof v === 'string') n = wireNumberFromText(v);
       if (!n) return fail('CTY.TYPE_MISMATCH', `number required, got ${describe(v)}`, path);
       if (n.kind === 'int') return w.int(n.value);
@@ -258,8 +264,8 @@ function decodeNumber(tok: MsgpackToken, path: PathNode): CtyJson {
   switch (tok.t) {
     case 'int': {
       const n = Number(tok.v);
-      // Beyond 2^53 a JS number would lose digits; the decimal text keeps them.
-      return Number.isSafeInteger(n) ? n : tok.v.toString();
+      // Beyond 2^53 a JS number would lose digits; the marked text keeps them.
+      return Number.isSafeInteger(n) ? n : numberFromText(tok.v.toString());
     }
     case 'float':
       if (!Number.isFinite(tok.v)) {
@@ -271,7 +277,7 @@ function decodeNumber(tok: MsgpackToken, path: PathNode): CtyJson {
       if (!n) return fail('CTY.TYPE_MISMATCH', `"${tok.v}" is not a number`, path);
       if (n.kind === 'float') return n.value;
       if (n.kind === 'int' && Number.isSafeInteger(Number(n.value))) return Number(n.value);
-      return n.kind === 'decimal' ? n.value : n.value.toString();
+      return numberFromText(n.kind === 'decimal' ? n.value : n.value.toString());
     }
     default:
       return fail('CTY.TYPE_MISMATCH', `expected number, found msgpack ${tok.t}`, path);

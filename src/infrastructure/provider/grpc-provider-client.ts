@@ -5,6 +5,7 @@ import { CtyJson } from '../../domain/cty/cty-type';
 import { Diagnostic, hasErrors } from '../../domain/cty/diagnostic';
 import { blockType } from '../../domain/cty/implied-type';
 import { ProviderSchema, SchemaBlock } from '../../domain/cty/schema';
+import { stringifyJson } from '../../domain/terraform/lossless-json';
 import { pluginServices } from './plugin-protos';
 import { startPlugin, StartedPlugin, StartPluginOptions } from './plugin-process';
 import { bindingFor, ProtocolBinding } from './protocol-binding';
@@ -205,7 +206,7 @@ class GrpcProviderClient implements ProviderClient {
   ): Promise<{ state: StateValue; diagnostics: Diagnostic[] }> {
     const block = await this.resourceBlock(request.typeName);
     const json =
-      typeof request.rawState === 'string' ? request.rawState : JSON.stringify(request.rawState);
+      typeof request.rawState === 'string' ? request.rawState : stringifyJson(request.rawState);
     const res = await this.call<WireUpgradeResponse>('UpgradeResourceState', {
       type_name: request.typeName,
       version: String(request.version),
