@@ -28,6 +28,7 @@ import { StateReadModel } from '../infrastructure/read-models/state-read-model';
 import { envAllowPolicy } from '../infrastructure/refresh/env-allow-list';
 import { RefreshScheduler } from '../infrastructure/refresh/refresh-scheduler';
 import { ServerRefreshService } from '../infrastructure/refresh/server-refresh.service';
+import { systemRefreshHost } from '../infrastructure/refresh/system-refresh-host';
 import { EventStoreModule } from './event-store.module';
 import { ProjectionsModule } from './projections.module';
 import { RefreshProjectionsModule } from './refresh-projections.module';
@@ -77,6 +78,8 @@ import { StateModule } from './state.module';
         schemas: ProviderSchemaCache,
         config: Config,
         logger: Logger,
+        clock: Clock,
+        ids: Ids,
       ) =>
         new ServerRefreshService(
           commands,
@@ -85,8 +88,18 @@ import { StateModule } from './state.module';
           schemas,
           envAllowPolicy(config.refreshEnvAllow),
           logger,
+          { ...systemRefreshHost(), clock, ids },
         ),
-      inject: [CommandBus, StateReadModel, RefreshReadModel, PROVIDER_SCHEMA_CACHE, CONFIG, LOGGER],
+      inject: [
+        CommandBus,
+        StateReadModel,
+        RefreshReadModel,
+        PROVIDER_SCHEMA_CACHE,
+        CONFIG,
+        LOGGER,
+        CLOCK,
+        IDS,
+      ],
     },
     {
       provide: RefreshScheduler,

@@ -12,7 +12,6 @@ import { RefreshReadModel } from '../read-models/refresh-read-model';
 import { StateReadModel } from '../read-models/state-read-model';
 import { FactoryProviderOpener } from './factory-provider-opener';
 import { InProcessRefreshServer } from './in-process-refresh-server';
-import { systemRefreshHost } from './system-refresh-host';
 
 export interface ServerRefreshOptions {
   dryRun: boolean;
@@ -36,7 +35,7 @@ export class ServerRefreshService implements BeforeApplicationShutdown {
     private readonly schemas: ProviderSchemaCache,
     private readonly envPolicy: EnvPolicy,
     private readonly logger: Logger,
-    private readonly host: RefreshHost = systemRefreshHost(),
+    private readonly host: RefreshHost,
   ) {}
 
   async run(
