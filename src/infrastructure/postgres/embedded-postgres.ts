@@ -74,11 +74,15 @@ export class EmbeddedPostgres {
       '-c',
       'max_connections=200',
     ];
-    // pdeathsig: if kld is killed outright, the postmaster goes with it.
+    // pdeathsig: if kld is killed outright, the postmaster goes with it. Its
+    // own process group keeps a terminal's Ctrl-C (sent to the whole
+    // foreground group) from shutting it down under kld while kld is still
+    // closing; kld stops it last.
     const setpriv = which('setpriv');
     const child = setpriv
       ? spawn(setpriv, ['--pdeathsig', 'TERM', '--', bins.postgres, ...args], {
           stdio: ['ignore', 'pipe', 'pipe'],
+          detached: true,
           ...(owner ?? {}),
         })
       : spawn(bins.postgres, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(owner ?? {}) });
