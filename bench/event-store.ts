@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import pino from 'pino';
 import type { EventStore } from '../src/application/ports/event-store.port';
 import { LOG_START, LogPosition } from '../src/domain/shared/event';
-import { Notifier } from '../src/infrastructure/event-store/notifier';
+import { Notifier } from '../src/infrastructure/postgres/notifier';
 import { PostgresEventStore } from '../src/infrastructure/event-store/postgres-event-store';
 import { Database } from '../src/infrastructure/postgres/database';
 import { BenchDatabase, openBenchDatabase } from './support/bench-database';

@@ -9,8 +9,9 @@ import { migrate, MigrationError } from './infrastructure/postgres/migrator';
 import { ServerRunningError, withoutServer } from './infrastructure/postgres/serving-lock';
 import { redactUrls } from './infrastructure/logging/redact';
 import { openDatabase, openMaintenance, startServer } from './app/server';
-import { Notifier } from './infrastructure/event-store/notifier';
-import { ProjectionHaltedError, ProjectionRunner } from './projections/projection-runner';
+import { Notifier } from './infrastructure/postgres/notifier';
+import { ProjectionHaltedError } from './application/ports/projection-admin.port';
+import type { ProjectionRunner } from './projections/projection-runner';
 import { DomainError } from './domain/shared/domain-error';
 
 const SHUTDOWN_DEADLINE_MS = 9_000;

@@ -1,25 +1,46 @@
-import { Module } from '@nestjs/common';
+import { Inject, Module, OnApplicationShutdown } from '@nestjs/common';
 import { EVENT_STORE } from '../application/ports/event-store.port';
 import { SNAPSHOT_STORE } from '../application/ports/snapshot-store.port';
-import { NOTIFIER, Notifier } from '../infrastructure/event-store/notifier';
 import { PostgresEventStore } from '../infrastructure/event-store/postgres-event-store';
 import { PostgresSnapshotStore } from '../infrastructure/event-store/postgres-snapshot-store';
 import { DATABASE, Database } from '../infrastructure/postgres/database';
+import { NOTIFIER, Notifier } from '../infrastructure/postgres/notifier';
+
+/**
+ * The event store's own pool on the same database. A projection batch holds
+ * a read-model connection while it reads its events through the port: on one
+ * shared pool, batches waiting for their projector's lock could hold every
+ * connection those reads need.
+ */
+const EVENTS_DATABASE = Symbol('EventsDatabase');
 
 /** The event store and aggregate snapshots, bound to their ports. */
 @Module({
   providers: [
     {
+      provide: EVENTS_DATABASE,
+      useFactory: (db: Database) => new Database(db.url, { max: 10 }),
+      inject: [DATABASE],
+    },
+    {
       provide: EVENT_STORE,
       useFactory: (db: Database, n: Notifier) => new PostgresEventStore(db, n),
-      inject: [DATABASE, NOTIFIER],
+      inject: [EVENTS_DATABASE, NOTIFIER],
     },
     {
       provide: SNAPSHOT_STORE,
       useFactory: (db: Database) => new PostgresSnapshotStore(db),
-      inject: [DATABASE],
+      inject: [EVENTS_DATABASE],
     },
   ],
   exports: [EVENT_STORE, SNAPSHOT_STORE],
 })
-export class EventStoreModule {}
+export class EventStoreModule implements OnApplicationShutdown {
+  constructor(@Inject(EVENTS_DATABASE) private readonly db: Database) {}
+
+  // Nest shuts the modules that import this one down first (the runner stops
+  // reading), then this one.
+  onApplicationShutdown(): Promise<void> {
+    return this.db.close();
+  }
+}

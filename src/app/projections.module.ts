@@ -1,33 +1,40 @@
-import { Module, OnModuleInit } from '@nestjs/common';
+import { Module, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
+import { EVENT_STORE, type EventStore } from '../application/ports/event-store.port';
+import { PROJECTION_ADMIN } from '../application/ports/projection-admin.port';
 import { READ_MODEL_SYNC } from '../application/ports/read-model-sync.port';
-import { NOTIFIER, Notifier } from '../infrastructure/event-store/notifier';
+
 import { LOGGER, type Logger } from '../infrastructure/logging/logger';
 import { DATABASE, Database } from '../infrastructure/postgres/database';
+import { NOTIFIER, Notifier } from '../infrastructure/postgres/notifier';
 import { ProjectionRunner } from '../projections/projection-runner';
 import { Projector } from '../projections/projector';
+import { EventStoreModule } from './event-store.module';
 
 /**
  * The projection runner and the read-your-writes wait commands answer
  * after. Slices list their projector classes (marked `@Projector()`) in
  * their own modules; this module registers every one it finds with the
  * runner at module init, before anything runs, the way @nestjs/cqrs
- * registers command handlers with the bus.
+ * registers command handlers with the bus. kld starts the runner once it
+ * listens; it stops when the application shuts down, after the HTTP server
+ * closed and before the event store it reads from does.
  */
 @Module({
-  imports: [DiscoveryModule],
+  imports: [DiscoveryModule, EventStoreModule],
   providers: [
     {
       provide: ProjectionRunner,
-      useFactory: (db: Database, notifier: Notifier, logger: Logger) =>
-        new ProjectionRunner({ db, notifier, logger }),
-      inject: [DATABASE, NOTIFIER, LOGGER],
+      useFactory: (events: EventStore, db: Database, notifier: Notifier, logger: Logger) =>
+        new ProjectionRunner({ events, db, notifier, logger }),
+      inject: [EVENT_STORE, DATABASE, NOTIFIER, LOGGER],
     },
     { provide: READ_MODEL_SYNC, useExisting: ProjectionRunner },
+    { provide: PROJECTION_ADMIN, useExisting: ProjectionRunner },
   ],
-  exports: [ProjectionRunner, READ_MODEL_SYNC],
+  exports: [ProjectionRunner, READ_MODEL_SYNC, PROJECTION_ADMIN],
 })
-export class ProjectionsModule implements OnModuleInit {
+export class ProjectionsModule implements OnModuleInit, OnApplicationShutdown {
   constructor(
     private readonly discovery: DiscoveryService,
     private readonly runner: ProjectionRunner,
@@ -38,5 +45,9 @@ export class ProjectionsModule implements OnModuleInit {
       .getProviders({ metadataKey: Projector.KEY })
       .map((wrapper) => wrapper.instance as Projector | undefined);
     this.runner.register([...new Set(found)].filter((p): p is Projector => p !== undefined));
+  }
+
+  onApplicationShutdown(): Promise<void> {
+    return this.runner.stop();
   }
 }

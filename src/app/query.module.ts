@@ -26,7 +26,7 @@ class SqlQueryLifecycle implements OnApplicationBootstrap, OnApplicationShutdown
     {
       provide: SqlQueryService,
       // The reader pool reaches the same database as the owner's pool.
-      useFactory: (db: Database, logger: Logger) => new SqlQueryService(databaseUrlOf(db), logger),
+      useFactory: (db: Database, logger: Logger) => new SqlQueryService(db.url, logger),
       inject: [DATABASE, LOGGER],
     },
     {
@@ -42,9 +42,3 @@ class SqlQueryLifecycle implements OnApplicationBootstrap, OnApplicationShutdown
   ],
 })
 export class QueryModule {}
-
-function databaseUrlOf(db: Database): string {
-  const url = (db.pool.options as { connectionString?: string }).connectionString;
-  if (!url) throw new Error('the database pool has no connection string');
-  return url;
-}

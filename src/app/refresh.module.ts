@@ -9,6 +9,7 @@ import {
 import { READ_MODEL_SYNC, ReadModelSync } from '../application/ports/read-model-sync.port';
 import { SNAPSHOT_STORE, SnapshotStore } from '../application/ports/snapshot-store.port';
 import { REFRESH_AGGREGATES, RefreshAggregates } from '../application/refresh/refresh-aggregates';
+import { ProviderConfigHistoryHandler } from '../application/refresh/provider-config-history.query';
 import { REFRESH_COMMAND_HANDLERS } from '../application/refresh/refresh-command.handlers';
 import {
   PROVIDER_BLOCK_SCHEMAS,
@@ -50,6 +51,7 @@ import { StateModule } from './state.module';
   ],
   providers: [
     ...REFRESH_COMMAND_HANDLERS,
+    ProviderConfigHistoryHandler,
     {
       provide: REFRESH_AGGREGATES,
       useFactory: (e: EventStore, s: SnapshotStore, sync: ReadModelSync, c: Clock, i: Ids) =>

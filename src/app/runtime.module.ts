@@ -2,7 +2,7 @@ import { DynamicModule, Global, Module } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { CLOCK, IDS } from '../application/ports/clock.port';
 import { CONFIG, type Config } from '../infrastructure/config/config';
-import { NOTIFIER, Notifier } from '../infrastructure/event-store/notifier';
+import { NOTIFIER, Notifier } from '../infrastructure/postgres/notifier';
 import { LOGGER, type Logger } from '../infrastructure/logging/logger';
 import { DATABASE, Database } from '../infrastructure/postgres/database';
 

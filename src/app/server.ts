@@ -3,7 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
 import type { Config } from '../infrastructure/config/config';
-import { Notifier } from '../infrastructure/event-store/notifier';
+import { Notifier } from '../infrastructure/postgres/notifier';
 import { answerClientErrors, refuseNulInUrl } from '../infrastructure/http/client-errors';
 import { crossSiteGuard } from '../infrastructure/http/cross-site.middleware';
 import { ErrorFilter } from '../infrastructure/http/error.filter';
@@ -87,9 +87,8 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     close: () =>
       (closing ??= (async () => {
         // Order matters: stop taking requests and let in-flight ones finish,
-        // then stop projecting, then release the database.
+        // then stop projecting (ProjectionsModule), then release the database.
         await app.close();
-        await runner.stop();
         await releaseStorage();
       })()),
   };

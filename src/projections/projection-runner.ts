@@ -1,9 +1,14 @@
 import { PoolClient } from 'pg';
 import { comparePositions, LogPosition, RecordedEvent } from '../domain/shared/event';
 import { DomainError } from '../domain/shared/domain-error';
-import { readLogAfter } from '../infrastructure/event-store/postgres-event-store';
-import { EVENTS_CHANNEL } from '../infrastructure/event-store/postgres-event-store';
-import { Notifier } from '../infrastructure/event-store/notifier';
+import type { EventStore } from '../application/ports/event-store.port';
+import type { ReadModelSync } from '../application/ports/read-model-sync.port';
+import {
+  ProjectionAdmin,
+  ProjectionHalt,
+  ProjectionHaltedError,
+} from '../application/ports/projection-admin.port';
+import { Notifier } from '../infrastructure/postgres/notifier';
 import type { Logger } from '../infrastructure/logging/logger';
 import { Database } from '../infrastructure/postgres/database';
 import { Projector } from './projector';
@@ -51,30 +56,10 @@ export class ProjectionTimeoutError extends Error {
   }
 }
 
-/** A projector stopped at an event it cannot apply: what `/readyz` reports. */
-export interface ProjectionHalt {
-  projector: string;
-  /** The event's global position (`event_log.position`). */
-  position: number;
-  transactionId: string;
-  stream: string;
-  type: string;
-  /** The error, first line only: never the event's data. */
-  reason: string;
-  since: string;
-}
-
-export class ProjectionHaltedError extends Error {
-  constructor(readonly halt: ProjectionHalt) {
-    super(
-      `projector ${halt.projector} cannot apply event ${halt.position} ` +
-        `(${halt.type} on stream ${halt.stream}): ${halt.reason}`,
-    );
-    this.name = 'ProjectionHaltedError';
-  }
-}
-
 export interface ProjectionRunnerProps {
+  /** Where the events come from. */
+  events: EventStore;
+  /** Where the read models and their checkpoints are. */
   db: Database;
   notifier: Notifier;
   logger: Logger;
@@ -96,7 +81,7 @@ export interface ProjectionRunnerProps {
  * or another replica with a fix applied it). Other projectors keep going;
  * writes answer SERVER.LAGGING until it resumes.
  */
-export class ProjectionRunner {
+export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   private readonly abort = new AbortController();
   private loops: Promise<void>[] = [];
   private readonly kicks = new Set<() => void>();
@@ -106,13 +91,14 @@ export class ProjectionRunner {
   /** The last passing failure logged per projector, so a flapping database logs once. */
   private readonly failing = new Map<string, string>();
   private readonly recheckMs: number;
+  private readonly events: EventStore;
   private readonly db: Database;
   private readonly notifier: Notifier;
   private readonly logger: Logger;
   private projectors: readonly Projector[] = [];
 
   constructor(props: ProjectionRunnerProps) {
-    ({ db: this.db, notifier: this.notifier, logger: this.logger } = props);
+    ({ events: this.events, db: this.db, notifier: this.notifier, logger: this.logger } = props);
     this.recheckMs = props.recheckMs ?? RECHECK_MS;
   }
 
@@ -161,7 +147,9 @@ export class ProjectionRunner {
     let backoff = 0;
     while (!signal.aborted) {
       if (this.halts.has(projector.name)) {
-        await this.idle(signal, MAINTENANCE_CHANNEL, this.recheckMs);
+        await this.idle(signal, (wake) =>
+          this.notifier.wait(MAINTENANCE_CHANNEL, this.recheckMs, wake),
+        );
         if (!signal.aborted) await this.recheck(projector);
         continue;
       }
@@ -186,18 +174,18 @@ export class ProjectionRunner {
         await this.pause(backoff, signal);
         continue;
       }
-      if (applied < BATCH) await this.idle(signal);
+      if (applied < BATCH) await this.idle(signal, (wake) => this.events.waitForAppend(250, wake));
     }
   }
 
-  /** Waits for a notification on `channel`, a kick, the stop or `ms`, whichever comes first. */
-  private idle(signal: AbortSignal, channel = EVENTS_CHANNEL, ms = 250): Promise<void> {
+  /** Waits for `wait` (a wake-up hint or its timeout), a kick or the stop, whichever comes first. */
+  private idle(signal: AbortSignal, wait: (wake: AbortSignal) => Promise<void>): Promise<void> {
     const local = new AbortController();
     const kick = () => local.abort();
     this.kicks.add(kick);
     const onAbort = () => local.abort();
     signal.addEventListener('abort', onAbort, { once: true });
-    return this.notifier.wait(channel, ms, local.signal).finally(() => {
+    return wait(local.signal).finally(() => {
       this.kicks.delete(kick);
       signal.removeEventListener('abort', onAbort);
     });
@@ -284,8 +272,16 @@ export class ProjectionRunner {
     const from = rows.length
       ? { transactionId: BigInt(rows[0].tx), globalPosition: BigInt(rows[0].gp) }
       : { transactionId: 0n, globalPosition: 0n };
-    const [event] = await readLogAfter(this.db.pool, from, 1);
+    const [event] = await this.events.readAll(from, 1);
     if (!event) return err; // nothing left to apply: the failure was not an event's
+    // Skipped since the attempt failed (a recheck racing `skip`): the next
+    // attempt passes over it. Nothing awaits between this look and the halt
+    // below, and `skip` records the skip before it lifts a halt.
+    const skipped = await this.db.query(
+      'SELECT 1 FROM kl_projection_skips WHERE projection = $1 AND global_position = $2',
+      [projector.name, event.position.globalPosition.toString()],
+    );
+    if (skipped.length > 0) return err;
     const halt = haltAt(projector, event, err);
     const previous = this.halts.get(projector.name);
     this.halts.set(projector.name, previous?.position === halt.position ? previous : halt);
@@ -316,11 +312,8 @@ export class ProjectionRunner {
         `no projector named ${projectorName} (one of ${this.projectors.map((p) => p.name).join(', ')})`,
       );
     }
-    const rows = await this.db.query<{ stream_id: string; type: string }>(
-      'SELECT stream_id, type FROM kl_events WHERE global_position = $1',
-      [position.toString()],
-    );
-    if (rows.length === 0) {
+    const event = await this.events.readAt(position);
+    if (event === null) {
       throw new DomainError('REQUEST.NOT_FOUND', `no event at position ${position}`);
     }
     await this.db.query(
@@ -341,8 +334,8 @@ export class ProjectionRunner {
     return {
       projector: projectorName,
       position: Number(position),
-      stream: rows[0].stream_id,
-      type: rows[0].type,
+      stream: event.streamId,
+      type: event.type,
     };
   }
 
@@ -373,6 +366,16 @@ export class ProjectionRunner {
       });
   }
 
+  /**
+   * One batch in `tx`: the projector's rows and its checkpoint commit
+   * together or not at all. The events come through the event-store port,
+   * on a connection of their own, outside `tx`; that is still exact: the
+   * port never returns an event a late commit could put behind one it
+   * returned, so the batch is the log's next events whichever snapshot read
+   * them, and the checkpoint moves only from the position read under the
+   * lock to the batch's last event (compare-and-set), so a batch that another
+   * process applied meanwhile is never applied twice.
+   */
   private async batchIn(
     tx: PoolClient,
     projector: Projector,
@@ -381,7 +384,7 @@ export class ProjectionRunner {
   ): Promise<{ consumed: number; handled: number }> {
     await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, lock]);
     const { position: from, skips } = await readCheckpoint(tx, projector.name);
-    const events = await readLogAfter(tx, from, limit, projector.handles);
+    const events = await this.events.readAll(from, limit, projector.handles);
     if (events.length === 0) return { consumed: 0, handled: 0 };
     const handled = events.filter(
       (e) => projector.handles.includes(e.type) && !skips.has(e.position.globalPosition),
@@ -466,13 +469,8 @@ export class ProjectionRunner {
 
   /** True when no projector has committed events left to apply. */
   async caughtUp(): Promise<boolean> {
-    const rows = await this.db.query<{ tx: string; gp: string }>(
-      `SELECT transaction_id::text AS tx, global_position AS gp FROM kl_events
-        WHERE transaction_id < (SELECT pg_snapshot_xmin(pg_current_snapshot()))
-        ORDER BY transaction_id DESC, global_position DESC LIMIT 1`,
-    );
-    if (rows.length === 0) return true;
-    return this.reached({ transactionId: BigInt(rows[0].tx), globalPosition: BigInt(rows[0].gp) });
+    const last = await this.events.lastPosition();
+    return last === null || this.reached(last);
   }
 
   /**
@@ -584,11 +582,11 @@ export class ProjectionRunner {
     live: string,
     err: unknown,
   ): Promise<unknown> {
-    const [event] = await this.db.transaction(async (tx) => {
+    const { position } = await this.db.transaction(async (tx) => {
       await useShadowTables(tx, live);
-      const { position } = await readCheckpoint(tx, projector.name);
-      return readLogAfter(tx, position, 1);
+      return readCheckpoint(tx, projector.name);
     });
+    const [event] = await this.events.readAll(position, 1);
     return event ? new ProjectionHaltedError(haltAt(projector, event, err)) : err;
   }
 

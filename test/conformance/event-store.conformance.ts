@@ -284,6 +284,70 @@ export function describeEventStoreConformance(
       expect(comparePositions(mine[4].position, r.position)).toBe(0);
     });
 
+    it('readAll with types leaves out the data of other types, not their positions', async () => {
+      const s = stream();
+      await store.appendToStream(s, [event('Kept', { k: 1 }), event('Other', { o: 2 })], {
+        expectedRevision: 'no_stream',
+      });
+      const [first] = await store.readStream(s, { maxCount: 1 });
+      const before = { ...first.position, globalPosition: first.position.globalPosition - 1n };
+      const deadline = Date.now() + 15_000;
+      let mine: RecordedEvent[] = [];
+      while (mine.length < 2 && Date.now() < deadline) {
+        const page = await store.readAll(before, 1000, ['Kept']);
+        mine = page.filter((e) => e.streamId === s);
+        if (mine.length < 2) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(mine.map((e) => [e.type, e.data])).toEqual([
+        ['Kept', { k: 1 }],
+        ['Other', null],
+      ]);
+    });
+
+    it('reads one event by its global position, and the last position of the log', async () => {
+      const s = stream();
+      const r = await store.appendToStream(s, [event('Found', { f: 1 })], {
+        expectedRevision: 'no_stream',
+      });
+      const deadline = Date.now() + 15_000;
+      let last = await store.lastPosition();
+      while ((!last || comparePositions(last, r.position) < 0) && Date.now() < deadline) {
+        await new Promise((res) => setTimeout(res, 50));
+        last = await store.lastPosition();
+      }
+      expect(comparePositions(last!, r.position)).toBeGreaterThanOrEqual(0);
+      expect(await store.readAt(r.position.globalPosition)).toMatchObject({
+        streamId: s,
+        type: 'Found',
+        data: { f: 1 },
+        position: r.position,
+      });
+      expect(await store.readAt(r.position.globalPosition + 1_000_000n)).toBeNull();
+    });
+
+    it('wakes a waiter for appends when another writer appends, before its timeout', async () => {
+      const started = Date.now();
+      const woken = store.waitForAppend(10_000);
+      // The wait may still be setting up: append until it wakes.
+      for (let i = 0; i < 50 && Date.now() - started < 5_000; i++) {
+        await store.appendToStream(stream(), [event('Wake', {})], {
+          expectedRevision: 'no_stream',
+        });
+        const done = await Promise.race([
+          woken.then(() => true),
+          new Promise((r) => setTimeout(r, 100, false)),
+        ]);
+        if (done) break;
+      }
+      await woken;
+      expect(Date.now() - started).toBeLessThan(5_000);
+      const aborted = new AbortController();
+      const waiting = store.waitForAppend(10_000, aborted.signal);
+      aborted.abort();
+      await waiting;
+      expect(Date.now() - started).toBeLessThan(5_000);
+    });
+
     it('appends 20,000 events atomically in one call', async () => {
       const s = stream();
       const r = await store.appendToStream(s, events(20_000, 'Bulk', { pad: 'x'.repeat(100) }), {

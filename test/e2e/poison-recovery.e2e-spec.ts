@@ -4,7 +4,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { initialState, LockInfo, StateCommand, stateDecider } from '../../src/domain/state';
 import type { StateAggregate } from '../../src/domain/state';
 import { EVENT_SCHEMA_VERSION } from '../../src/domain/shared/event';
-import { Notifier } from '../../src/infrastructure/event-store/notifier';
+import { Notifier } from '../../src/infrastructure/postgres/notifier';
 import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
 import { KL, KLD, KldProcess, startKld } from '../support/kld-process';
 import { testDocument } from '../support/state-harness';

@@ -4,7 +4,7 @@ import { startServer, KldServer } from '../../src/app/server';
 import { initialState, StateCommand, stateDecider } from '../../src/domain/state';
 import { loadConfig } from '../../src/infrastructure/config/config';
 import { EVENT_SCHEMA_VERSION } from '../../src/domain/shared/event';
-import { Notifier } from '../../src/infrastructure/event-store/notifier';
+import { Notifier } from '../../src/infrastructure/postgres/notifier';
 import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
 import { createTestDatabase, quietLogger, TestDatabase } from '../support/test-database';
 import { testDocument } from '../support/state-harness';

@@ -4,7 +4,8 @@ import request from 'supertest';
 import { KilolockModule, SLICES } from '../../src/app/kilolock.module';
 import { openMaintenance } from '../../src/app/server';
 import { loadConfig } from '../../src/infrastructure/config/config';
-import { Notifier } from '../../src/infrastructure/event-store/notifier';
+import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
+import { Notifier } from '../../src/infrastructure/postgres/notifier';
 import { ErrorFilter } from '../../src/infrastructure/http/error.filter';
 import { ProjectionRunner } from '../../src/projections/projection-runner';
 import { allProjectors } from '../support/all-projectors';
@@ -94,7 +95,7 @@ describe('kld modules', () => {
     const nest = await app(SLICES);
     const maintenance = await openMaintenance(runtime());
     try {
-      const expected = allProjectors()
+      const expected = allProjectors(new PostgresEventStore(t.db, notifier))
         .map((p) => p.name)
         .sort();
       expect(expected.length).toBeGreaterThanOrEqual(5);

@@ -3,8 +3,8 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import type { LockInfo } from '../../src/domain/state';
 import { StateDocumentV4 } from '../../src/domain/terraform';
-import { readLogAfter } from '../../src/infrastructure/event-store/postgres-event-store';
-import { ProjectionHaltedError, ProjectionRunner } from '../../src/projections/projection-runner';
+import { ProjectionHaltedError } from '../../src/application/ports/projection-admin.port';
+import { ProjectionRunner } from '../../src/projections/projection-runner';
 import { stateProjectors } from '../../src/projections/state';
 import { LOG_START, RecordedEvent } from '../../src/domain/shared/event';
 import type { Projector } from '../../src/projections/projector';
@@ -96,6 +96,7 @@ describe('events no read model could hold, written by older versions', () => {
     beforeAll(async () => {
       log = capturingLogger();
       runner = new ProjectionRunner({
+        events: h.events,
         db: h.db,
         notifier: h.notifier,
         logger: log.logger,
@@ -162,6 +163,7 @@ describe('events no read model could hold, written by older versions', () => {
     it('makes a rebuild fail naming the event, and changes nothing', async () => {
       const before = await snapshotTables(h.db);
       const rebuilding = new ProjectionRunner({
+        events: h.events,
         db: h.db,
         notifier: h.notifier,
         logger: log.logger,
@@ -184,7 +186,7 @@ describe('events no read model could hold, written by older versions', () => {
         'no projector named nope',
       );
       await runner.skip('state-resource-lifecycles', BigInt(poisonPosition), 'name too long');
-      const head = (await readLogAfter(h.db.pool, LOG_START, 100_000)).at(-1)!.position;
+      const head = (await h.events.readAll(LOG_START, 100_000)).at(-1)!.position;
       await runner.waitForPosition(head);
       expect(runner.halted()).toEqual([]);
       expect(log.lines.filter((l) => l.msg === 'projection will skip an event')).toEqual([
@@ -197,11 +199,12 @@ describe('events no read model could hold, written by older versions', () => {
 
       const live = await snapshotTables(h.db);
       const report = await new ProjectionRunner({
+        events: h.events,
         db: h.db,
         notifier: h.notifier,
         logger: log.logger,
       })
-        .register(stateProjectors())
+        .register(stateProjectors(h.events))
         .rebuild();
       expect(report.map((r) => r.projector)).toEqual([
         'state-catalog',
@@ -231,6 +234,7 @@ describe('events no read model could hold, written by older versions', () => {
       flaky.failure = Object.assign(new Error('could not serialize access'), { code: '40001' });
       const log = capturingLogger();
       const runner = new ProjectionRunner({
+        events: h.events,
         db: h.db,
         notifier: h.notifier,
         logger: log.logger,
@@ -243,9 +247,7 @@ describe('events no read model could hold, written by older versions', () => {
         // Logged once, however often it was retried.
         expect(log.lines.filter((l) => l.msg.includes('retrying'))).toHaveLength(1);
         flaky.failure = null;
-        await runner.waitForPosition(
-          (await readLogAfter(h.db.pool, LOG_START, 100_000)).at(-1)!.position,
-        );
+        await runner.waitForPosition((await h.events.readAll(LOG_START, 100_000)).at(-1)!.position);
       } finally {
         await runner.stop();
       }
@@ -256,6 +258,7 @@ describe('events no read model could hold, written by older versions', () => {
       flaky.failure = new TypeError('cannot read properties of undefined');
       const log = capturingLogger();
       const runner = new ProjectionRunner({
+        events: h.events,
         db: h.db,
         notifier: h.notifier,
         logger: log.logger,

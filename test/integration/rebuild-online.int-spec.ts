@@ -10,9 +10,9 @@ import {
   stateStreamId,
 } from '../../src/domain/state';
 import { KldServer, startServer } from '../../src/app/server';
-import { allProjectors } from '../support/all-projectors';
+import { allProjectors, readModelTables } from '../support/all-projectors';
 import { loadConfig } from '../../src/infrastructure/config/config';
-import { Notifier } from '../../src/infrastructure/event-store/notifier';
+import { Notifier } from '../../src/infrastructure/postgres/notifier';
 import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
 import type { Database } from '../../src/infrastructure/postgres/database';
 import { ProjectionRunner } from '../../src/projections/projection-runner';
@@ -63,9 +63,12 @@ describe('rebuilding the read models while kld serves', () => {
       logger.info = ((_: unknown, msg?: string) => {
         if (msg?.includes('swap later')) retries.push(msg);
       }) as typeof logger.info;
-      const runner = new ProjectionRunner({ db: k.db, notifier: k.notifier, logger }).register(
-        allProjectors(),
-      );
+      const runner = new ProjectionRunner({
+        events: k.events,
+        db: k.db,
+        notifier: k.notifier,
+        logger,
+      }).register(allProjectors(k.events));
       const rebuilt = runner.rebuild();
       rebuilt.catch(() => undefined);
       expect(await until(() => retries.length >= 2, 60_000)).toBe(true);
@@ -118,9 +121,12 @@ describe(`rebuilding ${INSTANCES} instances × ${VERSIONS} versions while terraf
         expectedRevision = result.nextExpectedRevision;
         seeded = result.position;
       }
-      const runner = new ProjectionRunner({ db: t.db, notifier, logger: quietLogger }).register(
-        allProjectors(),
-      );
+      const runner = new ProjectionRunner({
+        events,
+        db: t.db,
+        notifier,
+        logger: quietLogger,
+      }).register(allProjectors(events));
       await runner.waitForPosition(seeded, 120_000);
     } finally {
       await notifier.close();
@@ -255,6 +261,11 @@ class Kld {
     return this.t.db;
   }
 
+  /** The event store as another process would open it. */
+  get events(): PostgresEventStore {
+    return new PostgresEventStore(this.t.db, this.notifier);
+  }
+
   async close(): Promise<void> {
     await this.notifier.close();
     await this.server.close();
@@ -272,7 +283,7 @@ class Kld {
     const paused = new Promise<void>((r) => (reached = r));
     const resumed = new Promise<void>((r) => (release = r));
     let held = false;
-    const projectors = allProjectors().map((p): Projector => {
+    const projectors = allProjectors(this.events).map((p): Projector => {
       if (p.name !== 'state-raw' || holdAt === undefined) return p;
       return {
         name: p.name,
@@ -292,6 +303,7 @@ class Kld {
       };
     });
     const runner = new ProjectionRunner({
+      events: this.events,
       db: this.db,
       notifier: this.notifier,
       logger: quietLogger,
@@ -337,7 +349,7 @@ async function rowsExcept(db: Database, name: string): Promise<Record<string, st
     [name],
   );
   const out: Record<string, string[]> = {};
-  for (const table of allProjectors().flatMap((p) => p.tables)) {
+  for (const table of readModelTables()) {
     const rows = await db.query<{ r: string }>(
       `SELECT to_jsonb(t)::text AS r FROM ${table} t
         WHERE to_jsonb(t) ->> 'state_id' IS DISTINCT FROM $1 ORDER BY 1`,

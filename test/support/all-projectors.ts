@@ -1,3 +1,4 @@
+import type { EventStore } from '../../src/application/ports/event-store.port';
 import type { Projector } from '../../src/projections/projector';
 import { refreshProjectors } from '../../src/projections/refresh';
 import { stateProjectors } from '../../src/projections/state';
@@ -6,6 +7,16 @@ import { stateProjectors } from '../../src/projections/state';
  * Every projector kld registers, for runners built outside Nest
  * (test/integration/modules.int-spec.ts checks that kld registers exactly these).
  */
-export function allProjectors(): Projector[] {
-  return [...stateProjectors(), ...refreshProjectors()];
+export function allProjectors(events: EventStore): Projector[] {
+  return [...stateProjectors(events), ...refreshProjectors()];
+}
+
+/** The tables of every read model. */
+export function readModelTables(): string[] {
+  const reading = new Proxy({} as EventStore, {
+    get: () => {
+      throw new Error('only the tables are asked for');
+    },
+  });
+  return allProjectors(reading).flatMap((p) => p.tables);
 }

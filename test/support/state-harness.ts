@@ -14,7 +14,7 @@ import {
   toSnapshot,
 } from '../../src/domain/state';
 import type { StateDocumentV4 } from '../../src/domain/terraform';
-import { Notifier } from '../../src/infrastructure/event-store/notifier';
+import { Notifier } from '../../src/infrastructure/postgres/notifier';
 import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
 import { PostgresSnapshotStore } from '../../src/infrastructure/event-store/postgres-snapshot-store';
 import type { Database } from '../../src/infrastructure/postgres/database';
@@ -72,10 +72,13 @@ export class StateHarness {
       fromSnapshot,
       snapshotEvery: 7,
     });
-    this.projectors = stateProjectors();
-    this.runner = new ProjectionRunner({ db: t.db, notifier, logger: quietLogger }).register(
-      this.projectors,
-    );
+    this.projectors = stateProjectors(this.events);
+    this.runner = new ProjectionRunner({
+      events: this.events,
+      db: t.db,
+      notifier,
+      logger: quietLogger,
+    }).register(this.projectors);
     this.readModel = new StateReadModel(t.db);
   }
 

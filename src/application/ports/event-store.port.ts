@@ -63,8 +63,24 @@ export interface EventStore {
     options: { expectedRevision: ExpectedRevision },
   ): Promise<AppendResult>;
   readStream(streamId: string, options?: ReadStreamOptions): Promise<RecordedEvent[]>;
-  /** Events strictly after `from` in log order, committed ones only. */
-  readAll(from: LogPosition, limit: number): Promise<RecordedEvent[]>;
+  /**
+   * Up to `limit` events strictly after `from`, in log order, committed ones
+   * only, and never one that a concurrent writer could still commit behind
+   * a position already returned: a reader that goes on from the last event
+   * it got skips nothing. With `types`, events of other types come without
+   * their data (`data` null), so a reader still moves past them.
+   */
+  readAll(from: LogPosition, limit: number, types?: readonly string[]): Promise<RecordedEvent[]>;
+  /** The event at this global position (`event_log.position`), or null. */
+  readAt(globalPosition: bigint): Promise<RecordedEvent | null>;
+  /** Position of the last event `readAll` would return now; null for an empty log. */
+  lastPosition(): Promise<LogPosition | null>;
+  /**
+   * Resolves when events may have been appended (by any process), after
+   * `timeoutMs` at the latest, or when `signal` aborts: a hint to read
+   * again, never a promise that there is something new.
+   */
+  waitForAppend(timeoutMs: number, signal?: AbortSignal): Promise<void>;
   /** Catch-up from `from`, then live. Ends when `signal` aborts. */
   subscribe(from: LogPosition, signal: AbortSignal): AsyncIterable<RecordedEvent>;
 }

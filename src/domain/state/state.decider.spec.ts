@@ -226,6 +226,7 @@ describe('State decider', () => {
           source: 'http',
           terraformVersion: '1.11.4',
           outputs: { out: { value: 1, type: 'number' } },
+          outputChanges: { closed: [], opened: ['out'] },
           checkResults: null,
           extra: {},
           checksum: checksumOf(doc1),
@@ -430,6 +431,57 @@ describe('State decider', () => {
       expect(events[0]).toMatchObject({ data: { version: 2, serial: 18, instanceCount: 16 } });
       expect(events[1]).toMatchObject({ data: { address: 'terraform_data.changeable' } });
       expect(events[2]).toMatchObject({ data: { address: 'terraform_data.changeable' } });
+    });
+
+    it('names the outputs a version closed and opened: a changed one is both', () => {
+      const withOutputs = (serial: number, outputs: StateDocumentV4['outputs']) => ({
+        ...document(serial, { a: [instance('a')] }),
+        outputs,
+      });
+      const first = after(
+        [],
+        commit(
+          withOutputs(1, {
+            kept: { value: { x: 1, y: [2] }, type: ['object', {}] },
+            changed: { value: 'a', type: 'string' },
+            gone: { value: true, type: 'bool' },
+            hidden: { value: 's', type: 'string' },
+          }),
+        ),
+      );
+      const [applied] = given(first)
+        .when(
+          commit(
+            withOutputs(2, {
+              // The same value spelled in another key order is the same output.
+              kept: { type: ['object', {}], value: { y: [2], x: 1 } },
+              changed: { value: 'b', type: 'string' },
+              added: { value: 2, type: 'number' },
+              hidden: { value: 's', type: 'string', sensitive: true },
+            }),
+          ),
+        )
+        .events();
+      expect(applied).toMatchObject({
+        type: 'ApplyCommitted',
+        data: {
+          outputChanges: {
+            closed: ['changed', 'gone', 'hidden'],
+            opened: ['changed', 'added', 'hidden'],
+          },
+        },
+      });
+    });
+
+    it('decides output changes on a history written before it named them', () => {
+      const older = committed1.map((e) => {
+        if (e.type !== 'ApplyCommitted') return e;
+        const { outputChanges: _named, ...data } = e.data;
+        return { ...e, data };
+      });
+      const doc2 = { ...document(2, { a: [instance('a')] }), outputs: doc1.outputs };
+      const [applied] = given(created, older).when(commit(doc2)).events();
+      expect(applied).toMatchObject({ data: { outputChanges: { closed: [], opened: [] } } });
     });
 
     it('commits a document based on the current version', () => {

@@ -3,6 +3,7 @@ import { DomainError } from '../shared/domain-error';
 import { documentMeta } from '../terraform/build-document';
 import { canonicalJson } from '../terraform/canonical-json';
 import { diffInstances } from '../terraform/diff-instances';
+import { diffOutputs, outputHashes } from '../terraform/diff-outputs';
 import { flattenInstances } from '../terraform/state-instances';
 import { LockInfo } from './lock-info';
 import {
@@ -161,6 +162,7 @@ function commit(command: CommitState, state: StateAggregate): StateEvent[] {
   const instances = flattenInstances(document, hashInstance);
   const delta = diffInstances(active.instances, instances);
   const meta = documentMeta(document);
+  const outputChanges = diffOutputs(active.outputs, outputHashes(meta.outputs));
 
   const events: StateEvent[] = [
     ...created,
@@ -177,6 +179,7 @@ function commit(command: CommitState, state: StateAggregate): StateEvent[] {
         source,
         terraformVersion: meta.terraformVersion,
         outputs: meta.outputs,
+        outputChanges,
         checkResults: meta.checkResults,
         extra: meta.extra,
         checksum,
@@ -273,6 +276,7 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
         serial: null,
         lineage: null,
         instances: new Map(),
+        outputs: new Map(),
         head: null,
       };
     case 'LockAcquired':
@@ -287,6 +291,7 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
         serial: event.data.serial,
         lineage: event.data.lineage,
         instances: new Map(state.instances),
+        outputs: outputHashes(event.data.outputs),
         head: {
           checksum: event.data.checksum,
           source: event.data.source,

@@ -1,5 +1,6 @@
 import { DomainEvent } from '../shared/event';
 import { JsonObject, JsonValue } from '../terraform/json-value';
+import { OutputDelta } from '../terraform/diff-outputs';
 import { InstanceObjectV4, OutputV4 } from '../terraform/state-document';
 import { ResourceDescriptor } from '../terraform/state-instances';
 import { CommitSource } from './state.commands';
@@ -44,6 +45,12 @@ export type ApplyCommitted = DomainEvent<
     source: CommitSource;
     terraformVersion: string;
     outputs: Record<string, OutputV4>;
+    /**
+     * The outputs this version closed and opened (changed ones are both).
+     * Absent in events written before the decider made this decision: a
+     * reader of those compares the outputs with the previous version's.
+     */
+    outputChanges?: OutputDelta;
     checkResults: JsonValue;
     /** Unknown top-level members of the document. */
     extra: JsonObject;

@@ -22,6 +22,8 @@ export interface ActiveState {
   lineage: string | null;
   /** address → canonical hash of every current instance; size = instance count. */
   instances: Map<string, string>;
+  /** name → hash of every current output (outputHashes). */
+  outputs: Map<string, string>;
   /** The last commit, to tell a retried request from a new one; null before the first. */
   head: CommitHead | null;
 }

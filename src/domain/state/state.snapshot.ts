@@ -5,7 +5,7 @@ import { CommitSource } from './state.commands';
 import { CommitHead, StateAggregate } from './state.model';
 
 /** Bump when the snapshot shape changes; older snapshots are then ignored and the stream replayed. */
-export const STATE_SNAPSHOT_SCHEMA = 'state/1';
+export const STATE_SNAPSHOT_SCHEMA = 'state/2';
 
 export type StateSnapshot =
   | { status: 'missing' }
@@ -19,6 +19,8 @@ export type StateSnapshot =
       lineage: string | null;
       /** [address, hash] pairs, in the aggregate's order. */
       instances: [string, string][];
+      /** [name, hash] pairs of the current outputs. */
+      outputs: [string, string][];
       /** Absent in snapshots written before it existed. */
       head?: CommitHead | null;
     }
@@ -40,6 +42,7 @@ export function toSnapshot(state: StateAggregate): StateSnapshot {
         serial: state.serial,
         lineage: state.lineage,
         instances: [...state.instances],
+        outputs: [...state.outputs],
         head: state.head,
       };
     default: {
@@ -69,6 +72,16 @@ function commitHead(json: unknown): CommitHead | null {
   };
 }
 
+function pairs(json: unknown, what: string): Map<string, string> {
+  if (!Array.isArray(json)) return bad(`${what}s`);
+  const map = new Map<string, string>();
+  for (const pair of json) {
+    if (!Array.isArray(pair) || pair.length !== 2) return bad(`${what}s`);
+    map.set(str(pair[0], `${what} key`), str(pair[1], `${what} hash`));
+  }
+  return map;
+}
+
 export function fromSnapshot(json: unknown): StateAggregate {
   if (!isJsonObject(json)) return bad('not an object');
   switch (json.status) {
@@ -81,12 +94,6 @@ export function fromSnapshot(json: unknown): StateAggregate {
         name: str(json.name, 'name'),
       };
     case 'active': {
-      if (!Array.isArray(json.instances)) return bad('instances');
-      const instances = new Map<string, string>();
-      for (const pair of json.instances) {
-        if (!Array.isArray(pair) || pair.length !== 2) return bad('instances');
-        instances.set(str(pair[0], 'instance address'), str(pair[1], 'instance hash'));
-      }
       return {
         status: 'active',
         stateId: str(json.stateId, 'stateId'),
@@ -95,7 +102,8 @@ export function fromSnapshot(json: unknown): StateAggregate {
         version: int(json.version, 'version'),
         serial: json.serial === null ? null : int(json.serial, 'serial'),
         lineage: json.lineage === null ? null : str(json.lineage, 'lineage'),
-        instances,
+        instances: pairs(json.instances, 'instance'),
+        outputs: pairs(json.outputs, 'output'),
         head: commitHead(json.head),
       };
     }

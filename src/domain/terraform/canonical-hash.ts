@@ -10,3 +10,8 @@ import { JsonValue } from './json-value';
 export function canonicalHash(value: JsonValue): string {
   return createHash('sha256').update(canonicalJson(value), 'utf8').digest('hex');
 }
+
+/** Base64 MD5 of the UTF-8 bytes: the Content-MD5 header terraform checks. */
+export function contentMd5(body: string | Buffer): string {
+  return createHash('md5').update(body).digest('base64');
+}

@@ -3,7 +3,7 @@ import { Client } from 'pg';
 import { describeEventStoreConformance } from '../../../test/conformance/event-store.conformance';
 import { createTestDatabase, TestDatabase } from '../../../test/support/test-database';
 import { LOG_START } from '../../domain/shared/event';
-import { Notifier } from './notifier';
+import { Notifier } from '../postgres/notifier';
 import { PostgresEventStore } from './postgres-event-store';
 
 describeEventStoreConformance('PostgreSQL', async () => {

@@ -12,9 +12,9 @@ import {
 } from '../../domain/shared/concurrency-error';
 import { EventMetadata, LogPosition, RecordedEvent } from '../../domain/shared/event';
 import { Database, Queryable } from '../postgres/database';
-import { Notifier } from './notifier';
+import { Notifier } from '../postgres/notifier';
 
-export const EVENTS_CHANNEL = 'kl_events';
+const EVENTS_CHANNEL = 'kl_events';
 
 // Rows per INSERT statement: keeps memory per statement bounded while the
 // whole append stays one transaction.
@@ -36,11 +36,18 @@ interface EventRow {
   metadata: EventMetadata;
 }
 
-export const EVENT_COLUMNS =
+const EVENT_COLUMNS =
   'global_position, transaction_id::text AS txid, event_id, stream_id, stream_revision, type, ' +
   'schema_version, data, metadata';
 
-export function toRecordedEvent(row: EventRow): RecordedEvent {
+// Only transactions older than every transaction still running are visible
+// (`pg_snapshot_xmin`), so an event can never appear behind a position a
+// reader has already passed. The horizon is taken once per query (a scalar
+// subquery, i.e. an InitPlan): evaluated per row it moves during the scan and
+// lets a late row through ahead of an earlier one.
+const COMMITTED = 'transaction_id < (SELECT pg_snapshot_xmin(pg_current_snapshot()))';
+
+function toRecordedEvent(row: EventRow): RecordedEvent {
   return {
     eventId: row.event_id,
     type: row.type,
@@ -56,15 +63,8 @@ export function toRecordedEvent(row: EventRow): RecordedEvent {
   };
 }
 
-/**
- * Reads events after `from` in log order. Only transactions older than every
- * transaction still running are visible (`pg_snapshot_xmin`), so an event can
- * never appear behind a position a reader has already passed. The horizon is
- * taken once per query (a scalar subquery, i.e. an InitPlan): evaluated per
- * row it moves during the scan and lets a late row through ahead of an
- * earlier one.
- */
-export async function readLogAfter(
+/** Events after `from` in log order (EventStore.readAll). */
+async function readLogAfter(
   q: Queryable,
   from: LogPosition,
   limit: number,
@@ -77,8 +77,7 @@ export async function readLogAfter(
     `SELECT global_position, transaction_id::text AS txid, event_id, stream_id, stream_revision,
             type, schema_version, ${dataColumn}, metadata
        FROM kl_events
-      WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
-        AND transaction_id < (SELECT pg_snapshot_xmin(pg_current_snapshot()))
+      WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint) AND ${COMMITTED}
       ORDER BY kl_events.transaction_id, kl_events.global_position
       LIMIT $3`,
     params,
@@ -222,8 +221,32 @@ export class PostgresEventStore implements EventStore {
     return rows.map(toRecordedEvent);
   }
 
-  readAll(from: LogPosition, limit: number): Promise<RecordedEvent[]> {
-    return readLogAfter(this.db.pool, from, limit);
+  readAll(from: LogPosition, limit: number, types?: readonly string[]): Promise<RecordedEvent[]> {
+    return readLogAfter(this.db.pool, from, limit, types);
+  }
+
+  async readAt(globalPosition: bigint): Promise<RecordedEvent | null> {
+    const { rows } = await this.db.pool.query<EventRow>(
+      `SELECT ${EVENT_COLUMNS} FROM kl_events WHERE global_position = $1 AND ${COMMITTED}`,
+      [globalPosition.toString()],
+    );
+    return rows.length ? toRecordedEvent(rows[0]) : null;
+  }
+
+  async lastPosition(): Promise<LogPosition | null> {
+    const { rows } = await this.db.pool.query<{ txid: string; global_position: string }>(
+      `SELECT transaction_id::text AS txid, global_position FROM kl_events WHERE ${COMMITTED}
+        ORDER BY transaction_id DESC, global_position DESC LIMIT 1`,
+    );
+    if (rows.length === 0) return null;
+    return {
+      transactionId: BigInt(rows[0].txid),
+      globalPosition: BigInt(rows[0].global_position),
+    };
+  }
+
+  waitForAppend(timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    return this.notifier.wait(EVENTS_CHANNEL, timeoutMs, signal);
   }
 
   async *subscribe(from: LogPosition, signal: AbortSignal): AsyncIterable<RecordedEvent> {
@@ -236,7 +259,7 @@ export class PostgresEventStore implements EventStore {
         yield event;
         position = event.position;
       }
-      if (batch.length < batchSize) await this.notifier.wait(EVENTS_CHANNEL, 250, signal);
+      if (batch.length < batchSize) await this.waitForAppend(250, signal);
     }
   }
 }

@@ -1,15 +1,19 @@
-import { Controller, HttpCode, Post, Req } from '@nestjs/common';
+import { Controller, HttpCode, Inject, Post, Req } from '@nestjs/common';
 import type { Request } from 'express';
 import { DomainError } from '../../domain/shared/domain-error';
 import { textProblem } from '../../domain/shared/storable-text';
-import { ProjectionHaltedError, ProjectionRunner } from '../../projections/projection-runner';
+import {
+  PROJECTION_ADMIN,
+  ProjectionAdmin,
+  ProjectionHaltedError,
+} from '../../application/ports/projection-admin.port';
 import { parseJson, readBody } from './read-body';
 
 @Controller('v1/admin')
 export class AdminController {
-  constructor(private readonly runner: ProjectionRunner) {}
+  constructor(@Inject(PROJECTION_ADMIN) private readonly runner: ProjectionAdmin) {}
 
-  /** Replays the event log into fresh read models and swaps them in (ProjectionRunner.rebuild). */
+  /** Replays the event log into fresh read models and swaps them in (ProjectionAdmin.rebuild). */
   @Post('projections/rebuild')
   @HttpCode(200)
   async rebuild(): Promise<{ projectors: { projector: string; events: number }[] }> {

@@ -1,8 +1,8 @@
 import { Controller, Get, Inject, Res } from '@nestjs/common';
 import type { Response } from 'express';
+import { PROJECTION_ADMIN, ProjectionAdmin } from '../../application/ports/projection-admin.port';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { ProjectionRunner } from '../../projections/projection-runner';
 import { DATABASE, Database } from '../postgres/database';
 import { packageRoot } from '../package-root';
 import { migrationsCurrent } from '../postgres/migrator';
@@ -15,7 +15,7 @@ const { version: KLD_VERSION } = JSON.parse(
 export class HealthController {
   constructor(
     @Inject(DATABASE) private readonly db: Database,
-    private readonly runner: ProjectionRunner,
+    @Inject(PROJECTION_ADMIN) private readonly runner: ProjectionAdmin,
   ) {}
 
   /** The process is up; says nothing about its dependencies. */

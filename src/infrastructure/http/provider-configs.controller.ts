@@ -1,22 +1,13 @@
-import { Controller, Delete, Get, HttpCode, Inject, Put, Query, Req } from '@nestjs/common';
-import { CommandBus } from '@nestjs/cqrs';
+import { Controller, Delete, Get, HttpCode, Put, Query, Req } from '@nestjs/common';
+import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { Request } from 'express';
 import {
   ConfigureProviderCommand,
   RemoveProviderConfigCommand,
 } from '../../application/refresh/refresh-commands';
-import { EVENT_STORE, EventStore } from '../../application/ports/event-store.port';
-import {
-  isProviderConfigEvent,
-  PROVIDER_CONFIG_NOT_FOUND,
-  ProviderConfigChange,
-  ProviderConfigEvent,
-  providerConfigHistory,
-  providerConfigsStreamId,
-} from '../../domain/refresh';
+import { ProviderConfigHistoryQuery } from '../../application/refresh/provider-config-history.query';
+import { PROVIDER_CONFIG_NOT_FOUND, ProviderConfigChange } from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
-import type { RecordedEvent } from '../../domain/shared/event';
-import { STATE_NOT_FOUND } from '../../domain/state';
 import { normaliseProviderSource } from '../provider/provider-address';
 import { RefreshReadModel, StoredProviderConfig } from '../read-models/refresh-read-model';
 import { callerOf } from './caller';
@@ -61,8 +52,8 @@ export type StoredProviderConfigAnswer = StoredProviderConfig & {
 export class ProviderConfigsController {
   constructor(
     private readonly commands: CommandBus,
+    private readonly queries: QueryBus,
     private readonly read: RefreshReadModel,
-    @Inject(EVENT_STORE) private readonly events: EventStore,
   ) {}
 
   @Put()
@@ -91,20 +82,17 @@ export class ProviderConfigsController {
   }
 
   /**
-   * Who set or removed which config and when, oldest first, from the
-   * configs' event stream; one config's with `source` (and `alias`).
+   * Who set or removed which config and when, oldest first; one config's
+   * with `source` (and `alias`).
    */
   @Get('history')
   async history(@Query() q: ConfigQuery): Promise<{ history: ProviderConfigChangeWire[] }> {
-    const state = stateNameFrom(q.state);
-    const recorded = await this.events.readStream(providerConfigsStreamId(state));
-    const events = recorded.filter((e): e is RecordedEvent & ProviderConfigEvent =>
-      isProviderConfigEvent(e),
+    const history = await this.queries.execute(
+      new ProviderConfigHistoryQuery({
+        state: stateNameFrom(q.state),
+        ...(q.source === undefined ? {} : { config: key(q) }),
+      }),
     );
-    if (events.length === 0 && !(await this.read.stateExists(state))) {
-      throw new DomainError(STATE_NOT_FOUND, `state ${state} does not exist`);
-    }
-    const history = providerConfigHistory(events, q.source === undefined ? undefined : key(q));
     return {
       history: history.map((h) => ({
         at: h.at,

@@ -32,7 +32,11 @@ export const exactJsonbTypes = {
 export class Database {
   readonly pool: Pool;
 
-  constructor(url: string, options: Partial<PoolConfig> = {}) {
+  constructor(
+    /** The connection string: secret, never for logs or errors. */
+    readonly url: string,
+    options: Partial<PoolConfig> = {},
+  ) {
     this.pool = new Pool({ connectionString: url, max: 20, types: exactJsonbTypes, ...options });
     // An idle client losing its connection must not crash the process.
     this.pool.on('error', () => undefined);

@@ -2,14 +2,15 @@ import { DomainError } from '../../domain/shared/domain-error';
 import type { LockInfo } from '../../domain/state';
 import {
   buildDocument,
+  contentMd5,
   InstanceObjectV4,
   JsonObject,
   JsonValue,
   OutputV4,
   ResourceDescriptor,
   ResourceMode,
+  stateDocumentText,
 } from '../../domain/terraform';
-import { contentMd5, stateDocumentText } from '../../projections/state/state-document-text';
 import type { Database } from '../postgres/database';
 
 export interface CurrentDocument {

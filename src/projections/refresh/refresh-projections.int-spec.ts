@@ -6,7 +6,6 @@ import { LOG_START } from '../../domain/shared/event';
 import { StateCommand, stateStreamId } from '../../domain/state';
 import { StateDocumentV4 } from '../../domain/terraform';
 import { PostgresSnapshotStore } from '../../infrastructure/event-store/postgres-snapshot-store';
-import { readLogAfter } from '../../infrastructure/event-store/postgres-event-store';
 import { ProjectionRunner } from '../projection-runner';
 import { stateProjectors } from '../state';
 import { refreshProjectors } from '.';
@@ -44,9 +43,12 @@ describe('Refresh read models (projected from the real write path)', () => {
 
   beforeAll(async () => {
     h = await StateHarness.create();
-    runner = new ProjectionRunner({ db: h.db, notifier: h.notifier, logger: quietLogger }).register(
-      [...stateProjectors(), ...refreshProjectors()],
-    );
+    runner = new ProjectionRunner({
+      events: h.events,
+      db: h.db,
+      notifier: h.notifier,
+      logger: quietLogger,
+    }).register([...stateProjectors(h.events), ...refreshProjectors()]);
     let clock = Date.parse('2026-06-01T00:00:00.000Z');
     refresh = new RefreshAggregates(
       h.events,
@@ -287,7 +289,7 @@ describe('Refresh read models (projected from the real write path)', () => {
 
   it('changes nothing when a batch is applied again, and a rebuild yields the same rows', async () => {
     const projectors = refreshProjectors();
-    const log = await readLogAfter(h.db.pool, LOG_START, 100_000);
+    const log = await h.events.readAll(LOG_START, 100_000);
     const before = await snapshotTables(h.db, REFRESH_TABLES);
     for (const projector of projectors) {
       const handled = log.filter((e) => projector.handles.includes(e.type));

@@ -1,3 +1,4 @@
+import type { EventStore } from '../../application/ports/event-store.port';
 import type { Projector } from '../projector';
 import { RawStateProjector } from './raw-state.projector';
 import { ResourceLifecyclesProjector } from './resource-lifecycles.projector';
@@ -17,6 +18,10 @@ export const STATE_PROJECTORS = [
 ] as const;
 
 /** New instances, for a runner built outside Nest (tests). */
-export function stateProjectors(): Projector[] {
-  return STATE_PROJECTORS.map((P) => new P());
+export function stateProjectors(events: EventStore): Projector[] {
+  return [
+    new StateCatalogProjector(),
+    new ResourceLifecyclesProjector(),
+    new RawStateProjector(events),
+  ];
 }

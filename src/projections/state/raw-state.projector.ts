@@ -1,3 +1,5 @@
+import { Inject } from '@nestjs/common';
+import { EVENT_STORE, type EventStore } from '../../application/ports/event-store.port';
 import type { RecordedEvent } from '../../domain/shared/event';
 import {
   ApplyCommitted,
@@ -7,18 +9,20 @@ import {
 } from '../../domain/state';
 import {
   buildDocument,
+  contentMd5,
   formatInstanceAddress,
   InstanceObjectV4,
+  instanceObjectText,
   parseModulePath,
   parseStateDocument,
   resourceDescriptor,
+  stateDocumentBytes,
   StateDocumentMeta,
 } from '../../domain/terraform';
 import type { Queryable } from '../../infrastructure/postgres/database';
 import { Projector } from '../projector';
 import { CurrentDocument, DocumentCache, PlacedInstance } from './document-cache';
 import { asStateEvent } from './state-event';
-import { contentMd5, instanceObjectText, stateDocumentBytes } from './state-document-text';
 
 /** Instances held in memory: cached documents, and commits not yet written in a batch. */
 const CACHE_INSTANCES = 200_000;
@@ -54,7 +58,7 @@ type LifecycleEvent = LifecycleOpened | LifecycleClosed;
  *
  * A row is only ever written with a whole commit applied, never half of one,
  * because GET serves it. So the projector takes only ApplyCommitted from
- * its batches and reads that commit's lifecycle events from the log itself
+ * its batches and reads that commit's lifecycle events from its stream itself
  * (they were appended in the same transaction, right after it): a commit is
  * applied whole wherever batches end, and a first commit of a big state is
  * read once rather than once more in every batch it spans.
@@ -92,6 +96,8 @@ export class RawStateProjector implements Projector {
 
   private readonly maxUnwritten = CACHE_INSTANCES;
 
+  constructor(@Inject(EVENT_STORE) private readonly events: EventStore) {}
+
   async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
     // Commits applied in memory whose row is written at the end of the batch.
     const unwritten = new Map<string, OpenCommit>();
@@ -114,7 +120,7 @@ export class RawStateProjector implements Projector {
             ? follow(previous, recorded, event.data)
             : await this.begin(tx, recorded, event.data);
           if (open) {
-            await this.readLifecycles(tx, open);
+            await this.readLifecycles(open);
             checkCount(open);
             unwritten.set(open.stateId, open);
             if (!previous && held(unwritten) > this.maxUnwritten) {
@@ -199,23 +205,23 @@ export class RawStateProjector implements Projector {
     return { version, meta: metaOf(null), instances };
   }
 
-  /** Applies the commit's lifecycle events, read from the log. */
-  private async readLifecycles(tx: Queryable, open: OpenCommit): Promise<void> {
+  /** Applies the commit's lifecycle events, read from its stream. */
+  private async readLifecycles(open: OpenCommit): Promise<void> {
     for (;;) {
-      const { rows } = await tx.query<{ rev: string; type: string; data: LifecycleEvent['data'] }>(
-        `SELECT stream_revision AS rev, type, data FROM kl_events
-          WHERE stream_id = $1 AND stream_revision > $2 AND stream_revision <= $2 + $3
-            AND transaction_id = $4::xid8
-          ORDER BY stream_revision`,
-        [open.streamId, open.revision.toString(), READ_AHEAD, open.transactionId.toString()],
-      );
-      for (const row of rows) {
-        if (row.type !== 'LifecycleOpened' && row.type !== 'LifecycleClosed') return;
-        if (row.data.stateId !== open.stateId || row.data.version !== open.version) return;
-        applyLifecycle(open.doc, { type: row.type, data: row.data } as LifecycleEvent);
-        open.revision = BigInt(row.rev);
+      const events = await this.events.readStream(open.streamId, {
+        fromRevision: open.revision + 1n,
+        maxCount: READ_AHEAD,
+      });
+      for (const recorded of events) {
+        // The commit's own events were appended with it, in one transaction.
+        if (recorded.position.transactionId !== open.transactionId) return;
+        const event = asStateEvent(recorded);
+        if (event?.type !== 'LifecycleOpened' && event?.type !== 'LifecycleClosed') return;
+        if (event.data.stateId !== open.stateId || event.data.version !== open.version) return;
+        applyLifecycle(open.doc, event);
+        open.revision = recorded.streamRevision;
       }
-      if (rows.length < READ_AHEAD) return;
+      if (events.length < READ_AHEAD) return;
     }
   }
 

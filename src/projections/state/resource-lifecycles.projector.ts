@@ -4,7 +4,7 @@ import type { Queryable } from '../../infrastructure/postgres/database';
 import { Projector } from '../projector';
 import { ResourceAddresses, ResourceRow, resourceRow } from './lifecycle-row';
 import { asStateEvent } from './state-event';
-import { jsonbText } from '../../infrastructure/postgres/jsonb-text';
+import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
 
 const RESOURCE_COLUMNS = `state_id uuid, address text, resource_address text, mode text, type text,
   name text, module_path text, index_key text, deposed_key text, provider text, each_mode text,
@@ -169,13 +169,42 @@ export class ResourceLifecyclesProjector implements Projector {
   }
 
   /**
-   * Outputs carry no lifecycle events of their own: each commit's outputs are
-   * compared with the open rows. An output whose value, type or sensitivity
-   * differs (or that is gone) is closed; one without an open row is opened.
-   * A commit older than what the rows already record is a redelivery and is
-   * skipped, so it can never reopen superseded values.
+   * The decider names the outputs each version closed and opened: closes
+   * touch only rows still open and created before the version, opens ignore
+   * an existing (name, version), so a redelivered commit changes nothing.
    */
   private async projectOutputs(tx: Queryable, d: ApplyCommitted['data']): Promise<void> {
+    if (d.outputChanges === undefined) return this.compareOutputs(tx, d);
+    const { closed, opened } = d.outputChanges;
+    if (closed.length) {
+      await tx.query(
+        `UPDATE outputs SET delete_version = $3, delete_serial = $4
+          WHERE state_id = $1 AND name = ANY($2) AND delete_version IS NULL
+            AND create_version < $3`,
+        [d.stateId, closed.map(textParam), d.version, d.serial],
+      );
+    }
+    if (opened.length) {
+      await tx.query(
+        `INSERT INTO outputs (state_id, name, value, type, sensitive, create_version, create_serial)
+         SELECT $1, key, value -> 'value', value -> 'type',
+                coalesce((value ->> 'sensitive')::boolean, false), $4, $5
+           FROM jsonb_each($2::jsonb) WHERE key = ANY($3)
+         ON CONFLICT (state_id, name, create_version) DO NOTHING`,
+        [d.stateId, jsonbText(d.outputs), opened.map(textParam), d.version, d.serial],
+      );
+    }
+  }
+
+  /**
+   * ApplyCommitted events written before the decider named the changed
+   * outputs: each commit's outputs are compared with the open rows. An
+   * output whose value, type or sensitivity differs (or that is gone) is
+   * closed; one without an open row is opened. A commit older than what the
+   * rows already record is a redelivery and is skipped, so it can never
+   * reopen superseded values.
+   */
+  private async compareOutputs(tx: Queryable, d: ApplyCommitted['data']): Promise<void> {
     const { rows } = await tx.query<{ newer: boolean }>(
       `SELECT EXISTS (SELECT 1 FROM outputs WHERE state_id = $1
                  AND (create_version > $2 OR delete_version > $2)) AS newer`,

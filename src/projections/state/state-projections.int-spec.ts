@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import {
   lockInfo,
   snapshotTables,
@@ -9,7 +9,6 @@ import { quietLogger } from '../../../test/support/test-database';
 import { LOG_START } from '../../domain/shared/event';
 import { fixtureLines, fixtureText } from '../../domain/terraform/__fixtures__/fixtures';
 import { parseStateDocument, StateDocumentV4 } from '../../domain/terraform';
-import { readLogAfter } from '../../infrastructure/event-store/postgres-event-store';
 import { ProjectionRunner } from '../projection-runner';
 import { stateProjectors } from '.';
 
@@ -312,10 +311,11 @@ describe('State read models (projected from the real write path)', () => {
 
   it('continues on another replica whose cache is cold, from its own raw_state row', async () => {
     const replica = new ProjectionRunner({
+      events: h.events,
       db: h.db,
       notifier: h.notifier,
       logger: quietLogger,
-    }).register(stateProjectors());
+    }).register(stateProjectors(h.events));
     await h.commit('prod', v2, {}, replica);
     const served = (await h.readModel.current('prod'))!;
     expect(parseStateDocument(served.document)).toEqual(v2);
@@ -416,7 +416,7 @@ describe('State read models (projected from the real write path)', () => {
   });
 
   it('changes nothing when a batch is applied a second time', async () => {
-    const log = await readLogAfter(h.db.pool, LOG_START, 100_000);
+    const log = await h.events.readAll(LOG_START, 100_000);
     for (const projector of h.projectors) {
       const before = await snapshotTables(h.db, projector.tables);
       expect(Object.values(before).some((rows) => rows.length > 0)).toBe(true);
@@ -426,5 +426,51 @@ describe('State read models (projected from the real write path)', () => {
       await h.db.transaction((tx) => projector.apply(handled.slice(-3), tx));
       expect(await snapshotTables(h.db, projector.tables)).toEqual(before);
     }
+  });
+
+  it('projects the outputs of events written before the decider named their changes alike', async () => {
+    for (const doc of [v1, v2, v3(), v1]) await h.commit('named', doc);
+    // The same history as an older kld wrote it: no outputChanges.
+    const legacyId = '00000000-0000-4000-8000-00000000a1de';
+    const named = await h.events.readStream('state-named');
+    const namedId = (named[0].data as { stateId: string }).stateId;
+    const position = (
+      await h.events.appendToStream(
+        'state-legacy',
+        named.map((e) => {
+          const { outputChanges: _named, ...data } = e.data as Record<string, unknown>;
+          return {
+            eventId: randomUUID(),
+            type: e.type,
+            schemaVersion: e.schemaVersion,
+            data: {
+              ...data,
+              stateId: legacyId,
+              ...(e.type === 'StateCreated' ? { name: 'legacy' } : {}),
+            },
+            metadata: e.metadata,
+          };
+        }),
+        { expectedRevision: 'no_stream' },
+      )
+    ).position;
+    await h.runner.waitForPosition(position);
+    const outputs = (stateId: string) =>
+      q(
+        `SELECT name, value, type, sensitive, create_version, create_serial, delete_version,
+                delete_serial FROM outputs WHERE state_id = $1 ORDER BY name, create_version`,
+        [stateId],
+      );
+    const expected = await outputs(namedId);
+    expect(expected.map((o) => [o.name, o.create_version, o.delete_version])).toEqual([
+      ['added', 3, 4],
+      ['plain', 1, 3],
+      ['plain', 3, 4],
+      ['plain', 4, null],
+      ['secret', 1, null],
+      ['structured', 1, 3],
+      ['structured', 4, null],
+    ]);
+    expect(await outputs(legacyId)).toEqual(expected);
   });
 });

@@ -1,11 +1,6 @@
-import { createHash } from 'node:crypto';
-import {
-  InstanceObjectV4,
-  JsonValue,
-  ResourceV4,
-  StateDocumentV4,
-  stringifyJson,
-} from '../../domain/terraform';
+import { JsonValue } from './json-value';
+import { stringifyJson } from './lossless-json';
+import { InstanceObjectV4, ResourceV4, StateDocumentV4 } from './state-document';
 
 /** Nesting of an instance object in a document: root, resources[], resource, instances[]. */
 const INSTANCE_INDENT = ' '.repeat(8);
@@ -50,11 +45,6 @@ export function stateDocumentBytes(
 /** An instance object exactly as a served document spells it. */
 export function instanceObjectText(instance: InstanceObjectV4): string {
   return nested(instance, INSTANCE_INDENT);
-}
-
-/** Base64 MD5 of the UTF-8 bytes: the Content-MD5 header terraform checks. */
-export function contentMd5(body: string | Buffer): string {
-  return createHash('md5').update(body).digest('base64');
 }
 
 /**

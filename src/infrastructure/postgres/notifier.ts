@@ -20,6 +20,8 @@ export class Notifier {
   async wait(channel: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
     if (this.closed || signal?.aborted) return;
     await this.ensureListening(channel).catch(() => undefined);
+    // Aborted while the LISTEN was set up: its event has fired already.
+    if (signal?.aborted) return;
     await new Promise<void>((resolve) => {
       const set = this.waiters.get(channel) ?? new Set();
       this.waiters.set(channel, set);

@@ -1,19 +1,15 @@
-import { fixtureText } from '../../domain/terraform/__fixtures__/fixtures';
+import { fixtureText } from './__fixtures__/fixtures';
 import {
   buildDocument,
+  contentMd5,
   documentMeta,
   flattenInstances,
   InstanceObjectV4,
   parseStateDocument,
   StateDocumentV4,
   stringifyJson,
-} from '../../domain/terraform';
-import {
-  contentMd5,
-  instanceObjectText,
-  stateDocumentBytes,
-  stateDocumentText,
-} from './state-document-text';
+} from '.';
+import { instanceObjectText, stateDocumentBytes, stateDocumentText } from './state-document-text';
 
 const FIXTURES = [
   'modules.v1.tfstate.txt',
