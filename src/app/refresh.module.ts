@@ -1,14 +1,10 @@
 import { Module } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
-import { CLOCK, Clock, IDS, Ids } from '../application/ports/clock.port';
-import { EVENT_STORE, EventStore } from '../application/ports/event-store.port';
+import { CLOCK, type Clock, IDS, type Ids } from '../application/ports/clock.port';
 import {
   PROVIDER_SCHEMA_CACHE,
   type ProviderSchemaCache,
 } from '../application/ports/provider-schema-cache.port';
-import { READ_MODEL_SYNC, ReadModelSync } from '../application/ports/read-model-sync.port';
-import { SNAPSHOT_STORE, SnapshotStore } from '../application/ports/snapshot-store.port';
-import { REFRESH_AGGREGATES, RefreshAggregates } from '../application/refresh/refresh-aggregates';
 import { ProviderConfigHistoryHandler } from '../application/refresh/provider-config-history.query';
 import { REFRESH_COMMAND_HANDLERS } from '../application/refresh/refresh-command.handlers';
 import {
@@ -30,8 +26,8 @@ import { envAllowPolicy } from '../infrastructure/refresh/env-allow-list';
 import { RefreshScheduler } from '../infrastructure/refresh/refresh-scheduler';
 import { ServerRefreshService } from '../infrastructure/refresh/server-refresh.service';
 import { systemRefreshHost } from '../infrastructure/refresh/system-refresh-host';
+import { DeciderModule } from './decider.module';
 import { EventStoreModule } from './event-store.module';
-import { ProjectionsModule } from './projections.module';
 import { RefreshProjectionsModule } from './refresh-projections.module';
 import { StateModule } from './state.module';
 
@@ -41,7 +37,7 @@ import { StateModule } from './state.module';
  * commits refreshed documents through its CommitStateCommand.
  */
 @Module({
-  imports: [EventStoreModule, ProjectionsModule, RefreshProjectionsModule, StateModule],
+  imports: [DeciderModule, EventStoreModule, RefreshProjectionsModule, StateModule],
   controllers: [
     StateRefreshController,
     RefreshRunsController,
@@ -52,12 +48,6 @@ import { StateModule } from './state.module';
   providers: [
     ...REFRESH_COMMAND_HANDLERS,
     ProviderConfigHistoryHandler,
-    {
-      provide: REFRESH_AGGREGATES,
-      useFactory: (e: EventStore, s: SnapshotStore, sync: ReadModelSync, c: Clock, i: Ids) =>
-        new RefreshAggregates(e, s, sync, c, i),
-      inject: [EVENT_STORE, SNAPSHOT_STORE, READ_MODEL_SYNC, CLOCK, IDS],
-    },
     {
       provide: RefreshReadModel,
       useFactory: (db: Database) => new RefreshReadModel(db),
@@ -83,15 +73,15 @@ import { StateModule } from './state.module';
         clock: Clock,
         ids: Ids,
       ) =>
-        new ServerRefreshService(
+        new ServerRefreshService({
           commands,
           states,
           refresh,
           schemas,
-          envAllowPolicy(config.refreshEnvAllow),
+          envPolicy: envAllowPolicy(config.refreshEnvAllow),
           logger,
-          { ...systemRefreshHost(), clock, ids },
-        ),
+          host: { ...systemRefreshHost(), clock, ids },
+        }),
       inject: [
         CommandBus,
         StateReadModel,

@@ -4,6 +4,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { initialState, LockInfo, StateCommand, stateDecider } from '../../src/domain/state';
 import type { StateAggregate } from '../../src/domain/state';
 import { EVENT_SCHEMA_VERSION } from '../../src/domain/shared/event';
+import { flattenInstances } from '../../src/domain/terraform';
 import { Notifier } from '../../src/infrastructure/postgres/notifier';
 import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
 import { KL, KLD, KldProcess, startKld } from '../support/kld-process';
@@ -116,12 +117,14 @@ beforeAll(async () => {
     metadata,
   });
   const name = `n${randomBytes(4000).toString('hex')}`;
+  const document = testDocument(1, [{ name, input: 'x' }]);
   poisonPosition = await appendAsOldVersion(events, {
     type: 'CommitState',
     data: {
       name: 'legacy/long',
       newStateId: randomUUID(),
-      document: testDocument(1, [{ name, input: 'x' }]),
+      document,
+      instances: flattenInstances(document),
       source: 'http',
       checksum: 'old',
     },

@@ -22,17 +22,11 @@ describe('statistics after a bulk commit', () => {
       input: `v${i}`,
       dependsOn: ['terraform_data.leader'],
     }));
-    await h.run({
-      type: 'CommitState',
-      data: {
-        name: 'bulk',
-        newStateId: h.newStateId(),
-        document: testDocument(1, [{ name: 'leader', input: 'l' }, ...instances]),
+    await h.run(
+      h.commitCommand('bulk', testDocument(1, [{ name: 'leader', input: 'l' }, ...instances]), {
         source: 'import',
-        checksum: 'c',
-      },
-      metadata: h.context(),
-    });
+      }),
+    );
 
     const deadline = Date.now() + 15_000;
     while ((await analyzed()) < 2 && Date.now() < deadline) {

@@ -4,6 +4,7 @@ import { startServer, KldServer } from '../../src/app/server';
 import { initialState, StateCommand, stateDecider } from '../../src/domain/state';
 import { loadConfig } from '../../src/infrastructure/config/config';
 import { EVENT_SCHEMA_VERSION } from '../../src/domain/shared/event';
+import { flattenInstances } from '../../src/domain/terraform';
 import { Notifier } from '../../src/infrastructure/postgres/notifier';
 import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
 import { createTestDatabase, quietLogger, TestDatabase } from '../support/test-database';
@@ -480,7 +481,14 @@ describe('a write the read models cannot follow (a halted projector)', () => {
     ]);
     const command: StateCommand = {
       type: 'CommitState',
-      data: { name: 'poisoned', newStateId: randomUUID(), document, source: 'http', checksum: 'c' },
+      data: {
+        name: 'poisoned',
+        newStateId: randomUUID(),
+        document,
+        instances: flattenInstances(document),
+        source: 'http',
+        checksum: 'c',
+      },
       metadata: { actor: 'old', correlationId: 'c', now: new Date().toISOString() },
     };
     const decided = stateDecider.decide(command, initialState());

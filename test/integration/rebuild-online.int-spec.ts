@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import type { ExpectedRevision } from '../../src/application/ports/event-store.port';
 import { LogPosition, metadataFor } from '../../src/domain/shared/event';
+import { flattenInstances } from '../../src/domain/terraform';
 import {
   CommitState,
   LifecycleOpened,
@@ -379,22 +380,26 @@ async function until(done: () => boolean, ms: number): Promise<boolean> {
 function bigStateCommits(count: number, versions: number, changed: number): StateEvent[][] {
   const hash = (address: string, input: string) => `${address}=${input}`;
   const inputs = Array.from({ length: count }, () => 'v1');
-  const command = (version: number): CommitState => ({
-    type: 'CommitState',
-    data: {
-      name: 'big',
-      newStateId: '00000000-0000-4000-8000-00000000b1c0',
-      document: testDocument(
-        version,
-        inputs.map((input, key) => ({ name: 'node', key, input })),
-      ),
-      source: 'http',
-      checksum: `seed-${version}`,
-      hashInstance: (address, _resource, instance) =>
-        hash(address, (instance.attributes as { input: { value: string } }).input.value),
-    },
-    metadata: { actor: SEED.actor, correlationId: SEED.correlationId, now: SEED.occurredAt },
-  });
+  const command = (version: number): CommitState => {
+    const document = testDocument(
+      version,
+      inputs.map((input, key) => ({ name: 'node', key, input })),
+    );
+    return {
+      type: 'CommitState',
+      data: {
+        name: 'big',
+        newStateId: '00000000-0000-4000-8000-00000000b1c0',
+        document,
+        source: 'http',
+        checksum: `seed-${version}`,
+        instances: flattenInstances(document, (address, _resource, instance) =>
+          hash(address, (instance.attributes as { input: { value: string } }).input.value),
+        ),
+      },
+      metadata: { actor: SEED.actor, correlationId: SEED.correlationId, now: SEED.occurredAt },
+    };
+  };
 
   const first = stateDecider.decide(command(1), stateDecider.initialState());
   const committed = first.find((e) => e.type === 'ApplyCommitted')!;

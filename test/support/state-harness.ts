@@ -13,7 +13,7 @@ import {
   stateStreamId,
   toSnapshot,
 } from '../../src/domain/state';
-import type { StateDocumentV4 } from '../../src/domain/terraform';
+import { flattenInstances, type StateDocumentV4 } from '../../src/domain/terraform';
 import { Notifier } from '../../src/infrastructure/postgres/notifier';
 import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
 import { PostgresSnapshotStore } from '../../src/infrastructure/event-store/postgres-snapshot-store';
@@ -152,6 +152,7 @@ export class StateHarness {
         name,
         newStateId: this.newStateId(),
         document,
+        instances: flattenInstances(document),
         lockId: options.lockId,
         source: options.source ?? 'http',
         checksum: `sum-${document.serial}-${this.clock}`,

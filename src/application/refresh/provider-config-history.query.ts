@@ -1,5 +1,5 @@
 import { Inject } from '@nestjs/common';
-import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
+import { IQueryHandler, QueryHandler } from '@nestjs/cqrs';
 import {
   isProviderConfigEvent,
   ProviderConfigChange,
@@ -11,6 +11,7 @@ import { DomainError } from '../../domain/shared/domain-error';
 import type { RecordedEvent } from '../../domain/shared/event';
 import { STATE_NOT_FOUND } from '../../domain/state';
 import { EVENT_STORE, EventStore } from '../ports/event-store.port';
+import { QueryWith } from '../props-message';
 import { REFRESH_STATE_LOOKUP, RefreshStateLookup } from './refresh-read.port';
 
 export interface ProviderConfigHistoryProps {
@@ -20,11 +21,10 @@ export interface ProviderConfigHistoryProps {
 }
 
 /** Who set or removed which provider config of a state and when, oldest first. */
-export class ProviderConfigHistoryQuery extends Query<ProviderConfigChange[]> {
-  constructor(readonly props: ProviderConfigHistoryProps) {
-    super();
-  }
-}
+export class ProviderConfigHistoryQuery extends QueryWith<
+  ProviderConfigHistoryProps,
+  ProviderConfigChange[]
+>() {}
 
 /**
  * Read from the configs' event stream rather than a read model: the history
@@ -37,14 +37,14 @@ export class ProviderConfigHistoryHandler implements IQueryHandler<ProviderConfi
     @Inject(REFRESH_STATE_LOOKUP) private readonly states: RefreshStateLookup,
   ) {}
 
-  async execute({ props }: ProviderConfigHistoryQuery): Promise<ProviderConfigChange[]> {
-    const recorded = await this.events.readStream(providerConfigsStreamId(props.state));
+  async execute(q: ProviderConfigHistoryQuery): Promise<ProviderConfigChange[]> {
+    const recorded = await this.events.readStream(providerConfigsStreamId(q.state));
     const events = recorded.filter((e): e is RecordedEvent & ProviderConfigEvent =>
       isProviderConfigEvent(e),
     );
-    if (events.length === 0 && !(await this.states.stateExists(props.state))) {
-      throw new DomainError(STATE_NOT_FOUND, `state ${props.state} does not exist`);
+    if (events.length === 0 && !(await this.states.stateExists(q.state))) {
+      throw new DomainError(STATE_NOT_FOUND, `state ${q.state} does not exist`);
     }
-    return providerConfigHistory(events, props.config);
+    return providerConfigHistory(events, q.config);
   }
 }

@@ -6,13 +6,15 @@ import {
   planFinish,
   PROVIDER_CONFIG_INVALID,
   REFRESH_STATE_CHANGED,
+  refreshStreamId,
   requireRunning,
 } from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
 import { STATE_NOT_FOUND, STATE_VERSION_CONFLICT } from '../../domain/state';
 import { SERVER_LAGGING } from '../ports/read-model-sync.port';
 import { CommitStateCommand } from '../state/state-commands';
-import { REFRESH_AGGREGATES, RefreshAggregates } from './refresh-aggregates';
+import { DeciderService } from '../decider.service';
+import { PROVIDER_CONFIGS, REFRESH_RUN } from './refresh-aggregates';
 import {
   ConfigureProviderCommand,
   FinishedRun,
@@ -34,7 +36,7 @@ import {
 @CommandHandler(StartRefreshRunCommand)
 export class StartRefreshRunHandler implements ICommandHandler<StartRefreshRunCommand> {
   constructor(
-    @Inject(REFRESH_AGGREGATES) private readonly aggregates: RefreshAggregates,
+    private readonly deciders: DeciderService,
     @Inject(REFRESH_STATE_LOOKUP) private readonly states: RefreshStateLookup,
   ) {}
 
@@ -46,8 +48,8 @@ export class StartRefreshRunHandler implements ICommandHandler<StartRefreshRunCo
         `state ${c.stateName} does not exist or has nothing committed to refresh`,
       );
     }
-    const runId = this.aggregates.newRunId();
-    await this.aggregates.executeRun({
+    const runId = this.deciders.newId();
+    await this.deciders.execute(REFRESH_RUN, {
       type: 'StartRefresh',
       data: {
         runId,
@@ -57,7 +59,7 @@ export class StartRefreshRunHandler implements ICommandHandler<StartRefreshRunCo
         fromSerial: current.serial,
         dryRun: c.dryRun,
       },
-      metadata: this.aggregates.context(c.caller),
+      metadata: this.deciders.context(c.caller),
     });
     return {
       runId,
@@ -70,13 +72,13 @@ export class StartRefreshRunHandler implements ICommandHandler<StartRefreshRunCo
 
 @CommandHandler(RecordRefreshResultsCommand)
 export class RecordRefreshResultsHandler implements ICommandHandler<RecordRefreshResultsCommand> {
-  constructor(@Inject(REFRESH_AGGREGATES) private readonly aggregates: RefreshAggregates) {}
+  constructor(private readonly deciders: DeciderService) {}
 
   async execute(c: RecordRefreshResultsCommand): Promise<{ recorded: number }> {
-    await this.aggregates.executeRun({
+    await this.deciders.execute(REFRESH_RUN, {
       type: 'RecordRefreshResults',
       data: { runId: c.runId, results: c.results },
-      metadata: this.aggregates.context(c.caller),
+      metadata: this.deciders.context(c.caller),
     });
     // A repeated result is recorded already; the caller counts what it sent.
     return { recorded: c.results.length };
@@ -92,12 +94,15 @@ export class RecordRefreshResultsHandler implements ICommandHandler<RecordRefres
 @CommandHandler(FinishRefreshRunCommand)
 export class FinishRefreshRunHandler implements ICommandHandler<FinishRefreshRunCommand> {
   constructor(
-    @Inject(REFRESH_AGGREGATES) private readonly aggregates: RefreshAggregates,
+    private readonly deciders: DeciderService,
     private readonly commands: CommandBus,
   ) {}
 
   async execute(c: FinishRefreshRunCommand): Promise<FinishedRun> {
-    const run = requireRunning(await this.aggregates.run(c.runId), c.runId);
+    const run = requireRunning(
+      await this.deciders.state(REFRESH_RUN, refreshStreamId(c.runId)),
+      c.runId,
+    );
     const plan = planFinish(run, {
       status: c.status,
       errorSummary: c.errorSummary,
@@ -111,15 +116,15 @@ export class FinishRefreshRunHandler implements ICommandHandler<FinishRefreshRun
       try {
         const checksum = createHash('sha256').update(JSON.stringify(c.document)).digest('hex');
         const { version } = await this.commands.execute(
-          new CommitStateCommand(
-            run.stateName,
-            c.document,
+          new CommitStateCommand({
+            name: run.stateName,
+            document: c.document,
             checksum,
-            c.lockId,
-            'refresh',
-            c.caller,
-            run.fromVersion,
-          ),
+            lockId: c.lockId,
+            source: 'refresh',
+            caller: c.caller,
+            baseVersion: run.fromVersion,
+          }),
         );
         toVersion = version;
         toSerial = version === null ? null : c.document.serial;
@@ -133,10 +138,10 @@ export class FinishRefreshRunHandler implements ICommandHandler<FinishRefreshRun
         errorSummary = refusal.message;
       }
     }
-    const { run: finished } = await this.aggregates.executeRun({
+    const { state: finished } = await this.deciders.execute(REFRESH_RUN, {
       type: 'FinishRefresh',
       data: { runId: c.runId, status, errorSummary, toVersion, toSerial },
-      metadata: this.aggregates.context(c.caller),
+      metadata: this.deciders.context(c.caller),
     });
     if (refusal) throw refusal;
     const counts = finished.status === 'missing' ? countsOf(run) : countsOf(finished);
@@ -164,7 +169,7 @@ function stateChanged(err: DomainError, from: number): DomainError | null {
 @CommandHandler(ConfigureProviderCommand)
 export class ConfigureProviderHandler implements ICommandHandler<ConfigureProviderCommand> {
   constructor(
-    @Inject(REFRESH_AGGREGATES) private readonly aggregates: RefreshAggregates,
+    private readonly deciders: DeciderService,
     @Inject(REFRESH_STATE_LOOKUP) private readonly states: RefreshStateLookup,
     @Inject(PROVIDER_BLOCK_SCHEMAS) private readonly schemas: ProviderBlockSchemas,
   ) {}
@@ -176,11 +181,11 @@ export class ConfigureProviderHandler implements ICommandHandler<ConfigureProvid
         `state ${c.stateName} does not exist: provider configs belong to a state, so create it first (terraform apply through the http backend, or kl import)`,
       );
     }
-    if (c.checkSchema) await this.checkAgainstSchemas(c);
-    await this.aggregates.executeConfig({
+    if (c.checkSchema ?? true) await this.checkAgainstSchemas(c);
+    await this.deciders.execute(PROVIDER_CONFIGS, {
       type: 'ConfigureProvider',
       data: { state: c.stateName, source: c.source, alias: c.alias, config: c.config },
-      metadata: this.aggregates.context(c.caller),
+      metadata: this.deciders.context(c.caller),
     });
   }
 
@@ -207,13 +212,13 @@ export class ConfigureProviderHandler implements ICommandHandler<ConfigureProvid
 
 @CommandHandler(RemoveProviderConfigCommand)
 export class RemoveProviderConfigHandler implements ICommandHandler<RemoveProviderConfigCommand> {
-  constructor(@Inject(REFRESH_AGGREGATES) private readonly aggregates: RefreshAggregates) {}
+  constructor(private readonly deciders: DeciderService) {}
 
   async execute(c: RemoveProviderConfigCommand): Promise<void> {
-    await this.aggregates.executeConfig({
+    await this.deciders.execute(PROVIDER_CONFIGS, {
       type: 'RemoveProviderConfig',
       data: { state: c.stateName, source: c.source, alias: c.alias },
-      metadata: this.aggregates.context(c.caller),
+      metadata: this.deciders.context(c.caller),
     });
   }
 }

@@ -1,7 +1,7 @@
-import { Command } from '@nestjs/cqrs';
 import type { RefreshResult, RefreshRunStatus } from '../../domain/refresh';
 import type { JsonObject, StateDocumentV4 } from '../../domain/terraform';
-import type { Caller } from '../state/state-commands';
+import type { Caller } from '../command-context';
+import { CommandWith } from '../props-message';
 
 export interface StartedRun {
   runId: string;
@@ -21,65 +21,47 @@ export interface FinishedRun {
   skipped: number;
 }
 
-export class StartRefreshRunCommand extends Command<StartedRun> {
-  constructor(
-    public readonly stateName: string,
-    public readonly dryRun: boolean,
-    public readonly caller: Caller,
-  ) {
-    super();
-  }
-}
+export class StartRefreshRunCommand extends CommandWith<
+  { stateName: string; dryRun: boolean; caller: Caller },
+  StartedRun
+>() {}
 
-export class RecordRefreshResultsCommand extends Command<{ recorded: number }> {
-  constructor(
-    public readonly runId: string,
-    public readonly results: RefreshResult[],
-    public readonly caller: Caller,
-  ) {
-    super();
-  }
-}
+export class RecordRefreshResultsCommand extends CommandWith<
+  { runId: string; results: RefreshResult[]; caller: Caller },
+  { recorded: number }
+>() {}
 
 /** `document` is committed only when the run may commit (see planFinish). */
-export class FinishRefreshRunCommand extends Command<FinishedRun> {
-  constructor(
-    public readonly runId: string,
-    public readonly status: RefreshRunStatus,
-    public readonly errorSummary: string | null,
-    public readonly document: StateDocumentV4 | null,
-    public readonly lockId: string | null,
-    public readonly caller: Caller,
-  ) {
-    super();
-  }
-}
+export class FinishRefreshRunCommand extends CommandWith<
+  {
+    runId: string;
+    status: RefreshRunStatus;
+    errorSummary: string | null;
+    document: StateDocumentV4 | null;
+    lockId: string | null;
+    caller: Caller;
+  },
+  FinishedRun
+>() {}
 
 /**
  * `source` normalised by the caller; `alias` null for the default
- * configuration. `checkSchema` checks the config's keys against the
- * provider schemas kld has cached (when it has any).
+ * configuration. `checkSchema` (default true) checks the config's keys
+ * against the provider schemas kld has cached (when it has any).
  */
-export class ConfigureProviderCommand extends Command<void> {
-  constructor(
-    public readonly stateName: string,
-    public readonly source: string,
-    public readonly alias: string | null,
-    public readonly config: JsonObject,
-    public readonly caller: Caller,
-    public readonly checkSchema = true,
-  ) {
-    super();
-  }
-}
+export class ConfigureProviderCommand extends CommandWith<
+  {
+    stateName: string;
+    source: string;
+    alias: string | null;
+    config: JsonObject;
+    checkSchema?: boolean;
+    caller: Caller;
+  },
+  void
+>() {}
 
-export class RemoveProviderConfigCommand extends Command<void> {
-  constructor(
-    public readonly stateName: string,
-    public readonly source: string,
-    public readonly alias: string | null,
-    public readonly caller: Caller,
-  ) {
-    super();
-  }
-}
+export class RemoveProviderConfigCommand extends CommandWith<
+  { stateName: string; source: string; alias: string | null; caller: Caller },
+  void
+>() {}

@@ -1,6 +1,9 @@
-import { Inject } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import { STATE_AGGREGATE, StateAggregateService } from './state-aggregate';
+import { stateStreamId } from '../../domain/state';
+import { flattenInstances } from '../../domain/terraform';
+import { DeciderService } from '../decider.service';
+import { InstanceHashMemo } from './instance-hash-memo';
+import { STATE } from './state-aggregate';
 import {
   CommitStateCommand,
   DeleteStateCommand,
@@ -10,25 +13,25 @@ import {
 
 @CommandHandler(LockStateCommand)
 export class LockStateHandler implements ICommandHandler<LockStateCommand> {
-  constructor(@Inject(STATE_AGGREGATE) private readonly states: StateAggregateService) {}
+  constructor(private readonly deciders: DeciderService) {}
 
   async execute(c: LockStateCommand): Promise<void> {
-    await this.states.execute(c.name, {
+    await this.deciders.execute(STATE, {
       type: 'LockState',
-      data: { name: c.name, newStateId: this.states.newStateId(), lockInfo: c.lockInfo },
-      metadata: this.states.context(c.caller),
+      data: { name: c.name, newStateId: this.deciders.newId(), lockInfo: c.lockInfo },
+      metadata: this.deciders.context(c.caller),
     });
   }
 }
 
 @CommandHandler(UnlockStateCommand)
 export class UnlockStateHandler implements ICommandHandler<UnlockStateCommand> {
-  constructor(@Inject(STATE_AGGREGATE) private readonly states: StateAggregateService) {}
+  constructor(private readonly deciders: DeciderService) {}
 
   async execute(c: UnlockStateCommand): Promise<{ released: string | null }> {
-    const metadata = this.states.context(c.caller);
-    const { events } = await this.states.execute(
-      c.name,
+    const metadata = this.deciders.context(c.caller);
+    const { events } = await this.deciders.execute(
+      STATE,
       c.forced || c.lockId === null
         ? {
             type: 'ForceUnlockState',
@@ -42,39 +45,54 @@ export class UnlockStateHandler implements ICommandHandler<UnlockStateCommand> {
   }
 }
 
+/**
+ * The decider takes the document's instances with their canonical hashes;
+ * they are computed here, answering unchanged instances from the memo of
+ * the state's last commit, so a one-instance change to a big state does not
+ * re-hash all of it.
+ */
 @CommandHandler(CommitStateCommand)
 export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
-  constructor(@Inject(STATE_AGGREGATE) private readonly states: StateAggregateService) {}
+  constructor(
+    private readonly deciders: DeciderService,
+    private readonly hashes: InstanceHashMemo,
+  ) {}
 
   async execute(c: CommitStateCommand): Promise<{ version: number | null }> {
-    const { state } = await this.states.execute(c.name, {
-      type: 'CommitState',
-      data: {
-        name: c.name,
-        newStateId: this.states.newStateId(),
-        document: c.document,
-        ...(c.lockId !== null ? { lockId: c.lockId } : {}),
-        source: c.source,
-        checksum: c.checksum,
-        ...(c.baseVersion !== undefined ? { baseVersion: c.baseVersion } : {}),
-        ...(c.checkContinuity ? { checkContinuity: true } : {}),
-      },
-      metadata: this.states.context(c.caller),
-    });
-    // A retried commit appends nothing: its version is the current one.
-    return { version: state.status === 'active' && state.version > 0 ? state.version : null };
+    const memo = this.hashes.open(stateStreamId(c.name));
+    try {
+      const { state } = await this.deciders.execute(STATE, {
+        type: 'CommitState',
+        data: {
+          name: c.name,
+          newStateId: this.deciders.newId(),
+          document: c.document,
+          instances: flattenInstances(c.document, memo.hash),
+          ...(c.lockId !== null ? { lockId: c.lockId } : {}),
+          source: c.source,
+          checksum: c.checksum,
+          ...(c.baseVersion !== undefined ? { baseVersion: c.baseVersion } : {}),
+          ...(c.checkContinuity ? { checkContinuity: true } : {}),
+        },
+        metadata: this.deciders.context(c.caller),
+      });
+      // A retried commit appends nothing: its version is the current one.
+      return { version: state.status === 'active' && state.version > 0 ? state.version : null };
+    } finally {
+      memo.done();
+    }
   }
 }
 
 @CommandHandler(DeleteStateCommand)
 export class DeleteStateHandler implements ICommandHandler<DeleteStateCommand> {
-  constructor(@Inject(STATE_AGGREGATE) private readonly states: StateAggregateService) {}
+  constructor(private readonly deciders: DeciderService) {}
 
   async execute(c: DeleteStateCommand): Promise<void> {
-    await this.states.execute(c.name, {
+    await this.deciders.execute(STATE, {
       type: 'DeleteState',
       data: { name: c.name },
-      metadata: this.states.context(c.caller),
+      metadata: this.deciders.context(c.caller),
     });
   }
 }

@@ -1,20 +1,14 @@
-import { Command } from '@nestjs/cqrs';
 import type { CommitSource, LockInfo } from '../../domain/state';
 import type { StateDocumentV4 } from '../../domain/terraform';
-
 import type { Caller } from '../command-context';
+import { CommandWith } from '../props-message';
 
 export type { Caller };
 
-export class LockStateCommand extends Command<void> {
-  constructor(
-    public readonly name: string,
-    public readonly lockInfo: LockInfo,
-    public readonly caller: Caller,
-  ) {
-    super();
-  }
-}
+export class LockStateCommand extends CommandWith<
+  { name: string; lockInfo: LockInfo; caller: Caller },
+  void
+>() {}
 
 /**
  * `lockId` null: a force unlock of whoever holds the lock (what `terraform
@@ -22,39 +16,29 @@ export class LockStateCommand extends Command<void> {
  * that lock (`kl force-unlock` after the operator saw the holder).
  * Answers the lock ID released, null when there was none.
  */
-export class UnlockStateCommand extends Command<{ released: string | null }> {
-  constructor(
-    public readonly name: string,
-    public readonly lockId: string | null,
-    public readonly caller: Caller,
-    public readonly forced: boolean = lockId === null,
-  ) {
-    super();
-  }
+export class UnlockStateCommand extends CommandWith<
+  { name: string; lockId: string | null; forced?: boolean; caller: Caller },
+  { released: string | null }
+>() {}
+
+export interface CommitStateProps {
+  name: string;
+  document: StateDocumentV4;
+  /** Of the bytes as received. */
+  checksum: string;
+  lockId: string | null;
+  source: CommitSource;
+  caller: Caller;
+  /** Refuse (STATE.VERSION_CONFLICT) unless the state is still at this version. */
+  baseVersion?: number;
+  /** Refuse another lineage or an older serial than the current version (an unforced import). */
+  checkContinuity?: boolean;
 }
 
-export class CommitStateCommand extends Command<{ version: number | null }> {
-  constructor(
-    public readonly name: string,
-    public readonly document: StateDocumentV4,
-    public readonly checksum: string,
-    public readonly lockId: string | null,
-    public readonly source: CommitSource,
-    public readonly caller: Caller,
-    /** Refuse (STATE.VERSION_CONFLICT) unless the state is still at this version. */
-    public readonly baseVersion?: number,
-    /** Refuse another lineage or an older serial than the current version (an unforced import). */
-    public readonly checkContinuity = false,
-  ) {
-    super();
-  }
-}
+/** Answers the version written; for a retried commit, the version it wrote then. */
+export class CommitStateCommand extends CommandWith<
+  CommitStateProps,
+  { version: number | null }
+>() {}
 
-export class DeleteStateCommand extends Command<void> {
-  constructor(
-    public readonly name: string,
-    public readonly caller: Caller,
-  ) {
-    super();
-  }
-}
+export class DeleteStateCommand extends CommandWith<{ name: string; caller: Caller }, void>() {}

@@ -1,6 +1,6 @@
 import { CommandContext } from '../shared/event';
 import { StateDocumentV4 } from '../terraform/state-document';
-import { InstanceHasher } from '../terraform/state-instances';
+import { FlatInstance } from '../terraform/state-instances';
 import { LockInfo } from './lock-info';
 
 export type CommitSource = 'http' | 'import' | 'refresh' | 'apply' | 'state-engine' | 'rollback';
@@ -38,6 +38,12 @@ export type CommitState = StateCommandOf<
     name: string;
     newStateId: string;
     document: StateDocumentV4;
+    /**
+     * The document's instances with their canonical hashes, as
+     * `flattenInstances(document)` gives them: computed by the caller, who
+     * may answer unchanged instances from a memo.
+     */
+    instances: FlatInstance[];
     lockId?: string;
     source: CommitSource;
     /** Of the bytes as received; computed by the transport, opaque here. */
@@ -55,12 +61,6 @@ export type CommitState = StateCommandOf<
      * must be able to replace a lineage.
      */
     checkContinuity?: boolean;
-    /**
-     * Hashes the document's instances; canonical hashing of every instance
-     * when absent. Lets the caller answer unchanged instances from a memo,
-     * so a one-instance change to a big state does not re-hash all of it.
-     */
-    hashInstance?: InstanceHasher;
   }
 >;
 

@@ -82,6 +82,7 @@ const commit = (doc: StateDocumentV4, extra: Partial<CommitState['data']> = {}):
     name: NAME,
     newStateId: ID,
     document: doc,
+    instances: flattenInstances(doc),
     source: 'http',
     checksum: checksumOf(doc),
     ...extra,
@@ -284,22 +285,14 @@ describe('State decider', () => {
       expect(events[0]).toMatchObject({ type: 'ApplyCommitted', data: { version: 2, serial: 2 } });
     });
 
-    it('decides the delta on the hashes the caller supplies', () => {
+    it('decides the delta on the hashes the command carries', () => {
       const doc2 = document(2, { a: [instance('a')], b: [instance('b0', 0), instance('B1', 1)] });
-      const asked: string[] = [];
-      // A memo that answers b[0] wrongly: the decider must use it, not re-hash.
+      // Hashes from a memo that answers b[0] wrongly: the decider must use them, not re-hash.
       const known = new Map(flattenInstances(doc1).map((i) => [i.address, i.hash]));
-      const events = given(created, committed1)
-        .when(
-          commit(doc2, {
-            hashInstance: (address) => {
-              asked.push(address);
-              return address === 'terraform_data.b[0]' ? 'memo' : known.get(address)!;
-            },
-          }),
-        )
-        .events();
-      expect(asked).toEqual(['terraform_data.a', 'terraform_data.b[0]', 'terraform_data.b[1]']);
+      const instances = flattenInstances(doc2, (address) =>
+        address === 'terraform_data.b[0]' ? 'memo' : known.get(address)!,
+      );
+      const events = given(created, committed1).when(commit(doc2, { instances })).events();
       expect(events.map((e) => [e.type, 'address' in e.data ? e.data.address : null])).toEqual([
         ['ApplyCommitted', null],
         ['LifecycleClosed', 'terraform_data.b[0]'],
@@ -640,6 +633,12 @@ describe('State decider', () => {
       expect(() => fromSnapshot({ status: 'active', stateId: 1 })).toThrow(
         expect.objectContaining({ code: 'STATE.SNAPSHOT_INVALID' }),
       );
+    });
+
+    it('takes commands of plain data', () => {
+      for (const command of [commit(doc1, { lockId: 'L1', baseVersion: 1 }), lock('L1'), del]) {
+        expect(JSON.parse(JSON.stringify(command))).toStrictEqual(command);
+      }
     });
 
     it('emits plain JSON events with literal type names', () => {

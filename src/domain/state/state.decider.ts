@@ -4,7 +4,6 @@ import { documentMeta } from '../terraform/build-document';
 import { canonicalJson } from '../terraform/canonical-json';
 import { diffInstances } from '../terraform/diff-instances';
 import { diffOutputs, outputHashes } from '../terraform/diff-outputs';
-import { flattenInstances } from '../terraform/state-instances';
 import { LockInfo } from './lock-info';
 import {
   CommitState,
@@ -135,7 +134,7 @@ function commit(command: CommitState, state: StateAggregate): StateEvent[] {
     checksum,
     baseVersion,
     checkContinuity,
-    hashInstance,
+    instances,
   } = command.data;
   if (isRetryOfHead(command, state)) return [];
   // A write based on a version must never bring a deleted state back.
@@ -159,7 +158,6 @@ function commit(command: CommitState, state: StateAggregate): StateEvent[] {
   if (checkContinuity) assertContinues(name, active, serial, lineage);
   const { stateId } = active;
   const version = active.version + 1;
-  const instances = flattenInstances(document, hashInstance);
   const delta = diffInstances(active.instances, instances);
   const meta = documentMeta(document);
   const outputChanges = diffOutputs(active.outputs, outputHashes(meta.outputs));

@@ -63,14 +63,14 @@ export class ProviderConfigsController {
     const source = normaliseProviderSource(body.source);
     const before = await this.read.providerConfig(body.state, source, body.alias);
     await this.commands.execute(
-      new ConfigureProviderCommand(
-        body.state,
+      new ConfigureProviderCommand({
+        stateName: body.state,
         source,
-        body.alias,
-        body.config,
-        callerOf(req),
-        body.checkSchema,
-      ),
+        alias: body.alias,
+        config: body.config,
+        checkSchema: body.checkSchema,
+        caller: callerOf(req),
+      }),
     );
     const stored = await this.read.providerConfig(body.state, source, body.alias);
     if (!stored) return null;
@@ -124,7 +124,7 @@ export class ProviderConfigsController {
     const state = stateNameFrom(q.state);
     const { source, alias } = key(q);
     await this.commands.execute(
-      new RemoveProviderConfigCommand(state, source, alias, callerOf(req)),
+      new RemoveProviderConfigCommand({ stateName: state, source, alias, caller: callerOf(req) }),
     );
     return { removed: true };
   }

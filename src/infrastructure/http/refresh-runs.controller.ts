@@ -39,9 +39,10 @@ export class RefreshRunsController {
     const body = parseStartRun(jsonBody(await readBody(req, SMALL_BODY)));
     const caller = callerOf(req);
     const started = await this.commands.execute(
-      new StartRefreshRunCommand(body.state, body.dryRun, {
-        ...caller,
-        actor: body.actor ?? caller.actor,
+      new StartRefreshRunCommand({
+        stateName: body.state,
+        dryRun: body.dryRun,
+        caller: { ...caller, actor: body.actor ?? caller.actor },
       }),
     );
     return {
@@ -57,7 +58,11 @@ export class RefreshRunsController {
   async results(@Param('runId') runId: string, @Req() req: Req_) {
     const body = jsonBody(await readBody(req, this.config.maxStateBytes, 'refresh results'));
     return this.commands.execute(
-      new RecordRefreshResultsCommand(runId, parseResults(body), callerOf(req)),
+      new RecordRefreshResultsCommand({
+        runId,
+        results: parseResults(body),
+        caller: callerOf(req),
+      }),
     );
   }
 
@@ -68,14 +73,14 @@ export class RefreshRunsController {
       jsonBody(await readBody(req, this.config.maxStateBytes, 'refresh finish')),
     );
     const finished = await this.commands.execute(
-      new FinishRefreshRunCommand(
+      new FinishRefreshRunCommand({
         runId,
-        body.status,
-        body.errorSummary,
-        body.document,
-        body.lockId,
-        callerOf(req),
-      ),
+        status: body.status,
+        errorSummary: body.errorSummary,
+        document: body.document,
+        lockId: body.lockId,
+        caller: callerOf(req),
+      }),
     );
     return {
       run_id: finished.runId,

@@ -113,7 +113,7 @@ export class StatesApiController {
       const body = await readBody(req, this.config.maxLockBytes, 'force-unlock request');
       const lockId = forceUnlockId(body);
       const { released } = await this.commands.execute(
-        new UnlockStateCommand(state, lockId, callerOf(req), true),
+        new UnlockStateCommand({ name: state, lockId, forced: true, caller: callerOf(req) }),
       );
       return { state, released };
     }
@@ -124,16 +124,15 @@ export class StatesApiController {
     );
     const { version } = await this.commands
       .execute(
-        new CommitStateCommand(
-          state,
+        new CommitStateCommand({
+          name: state,
           document,
           checksum,
-          lockId ?? null,
-          'import',
-          callerOf(req),
-          undefined,
-          !force,
-        ),
+          lockId: lockId ?? null,
+          source: 'import',
+          caller: callerOf(req),
+          checkContinuity: !force,
+        }),
       )
       .catch((err: unknown) => {
         throw withForceHint(err);

@@ -123,7 +123,14 @@ export class TerraformBackendController {
     );
     await this.answerLockConflicts(res, () =>
       this.commands.execute(
-        new CommitStateCommand(name, document, checksum, lockId, 'http', callerOf(req)),
+        new CommitStateCommand({
+          name,
+          document,
+          checksum,
+          lockId,
+          source: 'http',
+          caller: callerOf(req),
+        }),
       ),
     );
   }
@@ -132,7 +139,7 @@ export class TerraformBackendController {
   async delete(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {
     const name = stateNameFrom(param);
     await this.answerLockConflicts(res, () =>
-      this.commands.execute(new DeleteStateCommand(name, callerOf(req))),
+      this.commands.execute(new DeleteStateCommand({ name, caller: callerOf(req) })),
     );
   }
 
@@ -161,7 +168,7 @@ export class TerraformBackendController {
     const body = await readBody(req, this.config.maxLockBytes, 'lock info');
     const info = parseLockInfo(parseJson(body, 'STATE.INVALID', 'lock info'));
     await this.answerLockConflicts(res, () =>
-      this.commands.execute(new LockStateCommand(name, info, callerOf(req))),
+      this.commands.execute(new LockStateCommand({ name, lockInfo: info, caller: callerOf(req) })),
     );
   }
 
@@ -174,7 +181,7 @@ export class TerraformBackendController {
         ? null
         : parseLockInfo(parseJson(body, 'STATE.INVALID', 'lock info')).ID;
     await this.answerLockConflicts(res, () =>
-      this.commands.execute(new UnlockStateCommand(name, lockId, callerOf(req))),
+      this.commands.execute(new UnlockStateCommand({ name, lockId, caller: callerOf(req) })),
     );
   }
 

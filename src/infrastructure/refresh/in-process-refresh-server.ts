@@ -49,7 +49,9 @@ export class InProcessRefreshServer implements RefreshServerPort {
 
   async lock(name: string, info: LockInfo): Promise<LockOutcome> {
     try {
-      await this.commands.execute(new LockStateCommand(name, { ...info }, this.caller));
+      await this.commands.execute(
+        new LockStateCommand({ name, lockInfo: { ...info }, caller: this.caller }),
+      );
       return { acquired: true };
     } catch (err) {
       const holder = err instanceof DomainError ? err.metadata.holder : undefined;
@@ -61,28 +63,34 @@ export class InProcessRefreshServer implements RefreshServerPort {
   }
 
   async unlock(name: string, info: LockInfo): Promise<void> {
-    await this.commands.execute(new UnlockStateCommand(name, info.ID, this.caller));
+    await this.commands.execute(
+      new UnlockStateCommand({ name, lockId: info.ID, caller: this.caller }),
+    );
   }
 
   async startRun(request: StartRefreshRun): Promise<StartedRun> {
     const caller = { ...this.caller, actor: request.actor ?? this.caller.actor };
-    return this.commands.execute(new StartRefreshRunCommand(request.state, request.dryRun, caller));
+    return this.commands.execute(
+      new StartRefreshRunCommand({ stateName: request.state, dryRun: request.dryRun, caller }),
+    );
   }
 
   async recordResults(runId: string, results: RefreshResult[]): Promise<void> {
-    await this.commands.execute(new RecordRefreshResultsCommand(runId, results, this.caller));
+    await this.commands.execute(
+      new RecordRefreshResultsCommand({ runId, results, caller: this.caller }),
+    );
   }
 
   finishRun(runId: string, request: FinishRefreshRun): Promise<FinishedRun> {
     return this.commands.execute(
-      new FinishRefreshRunCommand(
+      new FinishRefreshRunCommand({
         runId,
-        request.status,
-        request.errorSummary ?? null,
-        request.document ?? null,
-        request.lockId ?? null,
-        this.caller,
-      ),
+        status: request.status,
+        errorSummary: request.errorSummary ?? null,
+        document: request.document ?? null,
+        lockId: request.lockId ?? null,
+        caller: this.caller,
+      }),
     );
   }
 

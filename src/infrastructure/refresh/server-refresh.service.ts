@@ -13,6 +13,18 @@ import { StateReadModel } from '../read-models/state-read-model';
 import { FactoryProviderOpener } from './factory-provider-opener';
 import { InProcessRefreshServer } from './in-process-refresh-server';
 
+export interface ServerRefreshProps {
+  commands: CommandBus;
+  states: StateReadModel;
+  refresh: RefreshReadModel;
+  schemas: ProviderSchemaCache;
+  /** Which `{"env": …}` names a run may read (KL_REFRESH_ENV_ALLOW). */
+  envPolicy: EnvPolicy;
+  logger: Logger;
+  /** Clock, ids, environment and CPU count of the kld host. */
+  host: RefreshHost;
+}
+
 export interface ServerRefreshOptions {
   dryRun: boolean;
   caller: Caller;
@@ -28,32 +40,25 @@ export interface ServerRefreshOptions {
 export class ServerRefreshService implements BeforeApplicationShutdown {
   private readonly active = new Set<AbortController>();
 
-  constructor(
-    private readonly commands: CommandBus,
-    private readonly states: StateReadModel,
-    private readonly refresh: RefreshReadModel,
-    private readonly schemas: ProviderSchemaCache,
-    private readonly envPolicy: EnvPolicy,
-    private readonly logger: Logger,
-    private readonly host: RefreshHost,
-  ) {}
+  private readonly logger: Logger;
+  private readonly host: RefreshHost;
+
+  constructor(private readonly props: ServerRefreshProps) {
+    this.logger = props.logger;
+    this.host = props.host;
+  }
 
   async run(
     name: string,
     options: ServerRefreshOptions,
     signal: AbortSignal,
   ): Promise<RefreshReport> {
-    const server = new InProcessRefreshServer(
-      this.commands,
-      this.states,
-      this.refresh,
-      this.schemas,
-      options.caller,
-    );
-    const opener = new FactoryProviderOpener(new CachedSchemaProviderFactory(this.schemas));
+    const { commands, states, refresh, schemas, envPolicy } = this.props;
+    const server = new InProcessRefreshServer(commands, states, refresh, schemas, options.caller);
+    const opener = new FactoryProviderOpener(new CachedSchemaProviderFactory(schemas));
     const orchestrator = new RefreshOrchestrator(server, opener, this.host, {
       clientVersion: 'kld',
-      envPolicy: this.envPolicy,
+      envPolicy,
     });
     const local = new AbortController();
     const abort = () => local.abort();

@@ -1,6 +1,7 @@
 import { snapshotTables, StateHarness, testDocument } from '../../../test/support/state-harness';
 import { quietLogger } from '../../../test/support/test-database';
-import { RefreshAggregates } from '../../application/refresh/refresh-aggregates';
+import { DeciderService } from '../../application/decider.service';
+import { PROVIDER_CONFIGS, REFRESH_RUN } from '../../application/refresh/refresh-aggregates';
 import { RefreshResult } from '../../domain/refresh';
 import { LOG_START } from '../../domain/shared/event';
 import { StateCommand, stateStreamId } from '../../domain/state';
@@ -36,7 +37,7 @@ const result = (
 describe('Refresh read models (projected from the real write path)', () => {
   let h: StateHarness;
   let runner: ProjectionRunner;
-  let refresh: RefreshAggregates;
+  let deciders: DeciderService;
   let stateId: string;
   let runId: string;
   let ids = 0;
@@ -50,13 +51,13 @@ describe('Refresh read models (projected from the real write path)', () => {
       logger: quietLogger,
     }).register([...stateProjectors(h.events), ...refreshProjectors()]);
     let clock = Date.parse('2026-06-01T00:00:00.000Z');
-    refresh = new RefreshAggregates(
-      h.events,
-      new PostgresSnapshotStore(h.db),
-      runner,
-      { now: () => new Date((clock += 1000)) },
-      { uuid: () => `00000000-0000-4000-9000-${(++ids).toString(16).padStart(12, '0')}` },
-    );
+    deciders = new DeciderService({
+      events: h.events,
+      snapshots: new PostgresSnapshotStore(h.db),
+      sync: runner,
+      clock: { now: () => new Date((clock += 1000)) },
+      ids: { uuid: () => `00000000-0000-4000-9000-${(++ids).toString(16).padStart(12, '0')}` },
+    });
   });
   afterAll(async () => {
     await h.close();
@@ -78,11 +79,11 @@ describe('Refresh read models (projected from the real write path)', () => {
   };
 
   const start = async (dryRun: boolean, fromVersion: number, fromSerial: number) => {
-    const id = refresh.newRunId();
-    await refresh.executeRun({
+    const id = deciders.newId();
+    await deciders.execute(REFRESH_RUN, {
       type: 'StartRefresh',
       data: { runId: id, stateId, stateName: 'prod', fromVersion, fromSerial, dryRun },
-      metadata: refresh.context(caller),
+      metadata: deciders.context(caller),
     });
     return id;
   };
@@ -101,10 +102,10 @@ describe('Refresh read models (projected from the real write path)', () => {
       result('terraform_data.web[0]', 'drifted', ['input.value']),
       result('terraform_data.web[1]', 'failed'),
     ];
-    await refresh.executeRun({
+    await deciders.execute(REFRESH_RUN, {
       type: 'RecordRefreshResults',
       data: { runId, results: batch },
-      metadata: refresh.context(caller),
+      metadata: deciders.context(caller),
     });
     // The same batch again (a retry), then a better answer for web[1], then web[2].
     for (const results of [
@@ -112,10 +113,10 @@ describe('Refresh read models (projected from the real write path)', () => {
       [result('terraform_data.web[1]', 'unchanged')],
       [result('terraform_data.web[2]', 'drifted', ['input.value'])],
     ]) {
-      await refresh.executeRun({
+      await deciders.execute(REFRESH_RUN, {
         type: 'RecordRefreshResults',
         data: { runId, results },
-        metadata: refresh.context(caller),
+        metadata: deciders.context(caller),
       });
     }
     expect(await q('SELECT checked, changed, failed FROM refresh_runs')).toEqual([
@@ -132,10 +133,10 @@ describe('Refresh read models (projected from the real write path)', () => {
 
   it('shows exactly the instances a refresh commit changed in current_resource_drift', async () => {
     await refreshCommit(docOf(2, ['A', 'b', 'C']), 1);
-    await refresh.executeRun({
+    await deciders.execute(REFRESH_RUN, {
       type: 'FinishRefresh',
       data: { runId, status: 'succeeded', errorSummary: null, toVersion: 2, toSerial: 2 },
-      metadata: refresh.context(caller),
+      metadata: deciders.context(caller),
     });
     expect(
       await q(
@@ -179,7 +180,7 @@ describe('Refresh read models (projected from the real write path)', () => {
 
   it('keeps the drift through later refreshes, and computes paths when no run result exists', async () => {
     const dry = await start(true, 2, 2);
-    await refresh.executeRun({
+    await deciders.execute(REFRESH_RUN, {
       type: 'FinishRefresh',
       data: {
         runId: dry,
@@ -188,7 +189,7 @@ describe('Refresh read models (projected from the real write path)', () => {
         toVersion: null,
         toSerial: null,
       },
-      metadata: refresh.context(caller),
+      metadata: deciders.context(caller),
     });
     // A refresh-sourced write without a finished run (e.g. an import of refreshed state).
     await refreshCommit(docOf(3, ['A', 'B', 'C']), 2);
@@ -222,7 +223,7 @@ describe('Refresh read models (projected from the real write path)', () => {
 
   it('leaves normalized reads out of the drift, and counts them and skipped built-ins apart', async () => {
     const run = await start(false, 4, 4);
-    await refresh.executeRun({
+    await deciders.execute(REFRESH_RUN, {
       type: 'RecordRefreshResults',
       data: {
         runId: run,
@@ -232,7 +233,7 @@ describe('Refresh read models (projected from the real write path)', () => {
           { ...result('terraform_data.web[2]', 'skipped'), afterHash: 'before-web-2' },
         ],
       },
-      metadata: refresh.context(caller),
+      metadata: deciders.context(caller),
     });
     const counts = 'SELECT checked, changed, failed, normalized, skipped FROM refresh_runs';
     const expected = [{ checked: 2, changed: 1, failed: 0, normalized: 1, skipped: 1 }];
@@ -240,10 +241,10 @@ describe('Refresh read models (projected from the real write path)', () => {
 
     // The commit opens new lifecycles for both read-back instances.
     await refreshCommit(docOf(5, ['A.', 'B.', 'C']), 4);
-    await refresh.executeRun({
+    await deciders.execute(REFRESH_RUN, {
       type: 'FinishRefresh',
       data: { runId: run, status: 'succeeded', errorSummary: null, toVersion: 5, toSerial: 5 },
-      metadata: refresh.context(caller),
+      metadata: deciders.context(caller),
     });
     expect(await q(`${counts} WHERE run_id = $1`, [run])).toEqual(expected);
     expect(
@@ -263,16 +264,16 @@ describe('Refresh read models (projected from the real write path)', () => {
       ['east', { region: 'us-east-1' }],
       [null, { ...config, region: 'eu-central-1' }],
     ] as const) {
-      await refresh.executeConfig({
+      await deciders.execute(PROVIDER_CONFIGS, {
         type: 'ConfigureProvider',
         data: { state: 'prod', source: AWS, alias, config: c },
-        metadata: refresh.context({ actor: 'ops', correlationId: 'c' }),
+        metadata: deciders.context({ actor: 'ops', correlationId: 'c' }),
       });
     }
-    await refresh.executeConfig({
+    await deciders.execute(PROVIDER_CONFIGS, {
       type: 'RemoveProviderConfig',
       data: { state: 'prod', source: AWS, alias: 'east' },
-      metadata: refresh.context({ actor: 'ops', correlationId: 'c' }),
+      metadata: deciders.context({ actor: 'ops', correlationId: 'c' }),
     });
     expect(
       await q('SELECT state_name, source, alias, config, updated_by FROM provider_configs'),

@@ -1,0 +1,28 @@
+import { Module } from '@nestjs/common';
+import { DeciderService } from '../application/decider.service';
+import { CLOCK, Clock, IDS, Ids } from '../application/ports/clock.port';
+import { EVENT_STORE, EventStore } from '../application/ports/event-store.port';
+import { READ_MODEL_SYNC, ReadModelSync } from '../application/ports/read-model-sync.port';
+import { SNAPSHOT_STORE, SnapshotStore } from '../application/ports/snapshot-store.port';
+import { EventStoreModule } from './event-store.module';
+import { ProjectionsModule } from './projections.module';
+
+/** The one service every command handler decides and appends through. */
+@Module({
+  imports: [EventStoreModule, ProjectionsModule],
+  providers: [
+    {
+      provide: DeciderService,
+      useFactory: (
+        events: EventStore,
+        snapshots: SnapshotStore,
+        sync: ReadModelSync,
+        clock: Clock,
+        ids: Ids,
+      ) => new DeciderService({ events, snapshots, sync, clock, ids }),
+      inject: [EVENT_STORE, SNAPSHOT_STORE, READ_MODEL_SYNC, CLOCK, IDS],
+    },
+  ],
+  exports: [DeciderService],
+})
+export class DeciderModule {}

@@ -1,0 +1,96 @@
+import type { Decider } from '../domain/shared/decider';
+import type { CommandContext, DomainEvent } from '../domain/shared/event';
+import { AggregateStore } from './aggregate-store';
+import { Caller, commandContext } from './command-context';
+import type { Clock, Ids } from './ports/clock.port';
+import type { EventStore } from './ports/event-store.port';
+import { awaitReadModels, ReadModelSync } from './ports/read-model-sync.port';
+import type { SnapshotStore } from './ports/snapshot-store.port';
+
+/** What the DeciderService needs to know of one aggregate. */
+export interface AggregateSpec<C extends { metadata: CommandContext }, S, E extends DomainEvent> {
+  decider: Decider<C, S, E>;
+  /** The stream a command decides on. */
+  streamOf(command: C): string;
+  snapshots: {
+    /** Shape id; bump it when the state's shape changes. */
+    schema: string;
+    to(state: S): unknown;
+    from(json: unknown): S;
+    /** Events between snapshots (default 200). */
+    every?: number;
+  };
+  /** Streams kept warm in memory (default 500). */
+  cacheSize?: number;
+  /** What a command did, for an answer whose read models lag (it is durable by then). */
+  done(command: C, state: S): string;
+}
+
+export interface DeciderServiceProps {
+  events: EventStore;
+  snapshots: SnapshotStore;
+  sync: ReadModelSync;
+  clock: Clock;
+  ids: Ids;
+}
+
+/**
+ * Runs a command of any aggregate end to end: decide on its stream, append,
+ * then wait until the read models include the new events, so the next
+ * request (on any replica) reads what this one wrote.
+ */
+export class DeciderService {
+  // Keyed by spec: one store (and one warm cache) per aggregate.
+  private readonly stores = new Map<object, AggregateStore<never, unknown, DomainEvent>>();
+
+  constructor(private readonly props: DeciderServiceProps) {}
+
+  /** Who asks, and now: the metadata every command carries. */
+  context(caller: Caller): CommandContext {
+    return commandContext(caller, this.props.clock);
+  }
+
+  /** A fresh id for what a command may create (a state, a run). */
+  newId(): string {
+    return this.props.ids.uuid();
+  }
+
+  async execute<C extends { metadata: CommandContext }, S, E extends DomainEvent>(
+    spec: AggregateSpec<C, S, E>,
+    command: C,
+  ): Promise<{ events: E[]; state: S }> {
+    const { events, state, readAt } = await this.storeOf(spec).handle(
+      spec.streamOf(command),
+      command,
+      command.metadata,
+    );
+    await awaitReadModels(this.props.sync, readAt, () => spec.done(command, state));
+    return { events, state };
+  }
+
+  /** The aggregate's current state, deciding nothing. */
+  state<C extends { metadata: CommandContext }, S, E extends DomainEvent>(
+    spec: AggregateSpec<C, S, E>,
+    streamId: string,
+  ): Promise<S> {
+    return this.storeOf(spec).state(streamId);
+  }
+
+  private storeOf<C extends { metadata: CommandContext }, S, E extends DomainEvent>(
+    spec: AggregateSpec<C, S, E>,
+  ): AggregateStore<C, S, E> {
+    let store = this.stores.get(spec) as AggregateStore<C, S, E> | undefined;
+    if (!store) {
+      store = new AggregateStore(this.props.events, this.props.snapshots, spec.decider, {
+        ids: this.props.ids,
+        snapshotSchema: spec.snapshots.schema,
+        toSnapshot: spec.snapshots.to,
+        fromSnapshot: spec.snapshots.from,
+        snapshotEvery: spec.snapshots.every,
+        cacheSize: spec.cacheSize,
+      });
+      this.stores.set(spec, store as unknown as AggregateStore<never, unknown, DomainEvent>);
+    }
+    return store;
+  }
+}
