@@ -1,16 +1,15 @@
 #!/usr/bin/env node
 import 'reflect-metadata';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { Config, ConfigError, loadConfig } from './infrastructure/config/config';
+import { Config, loadConfig } from './infrastructure/config/config';
 import { createLogger, Logger } from './infrastructure/logging/logger';
 import { Database } from './infrastructure/postgres/database';
 import { EmbeddedPostgresInUseError } from './infrastructure/postgres/embedded-postgres';
-import { migrate, MigrationError } from './infrastructure/postgres/migrator';
+import { migrate } from './infrastructure/postgres/migrator';
 import { ServerRunningError, withoutServer } from './infrastructure/postgres/serving-lock';
 import { redactUrls } from './infrastructure/logging/redact';
 import { openDatabase, openMaintenance, startServer } from './app/server';
 import { Notifier } from './infrastructure/postgres/notifier';
-import { ProjectionHaltedError } from './application/ports/projection-admin.port';
 import type { ProjectionRunner } from './projections/projection-runner';
 import { DomainError } from './domain/shared/domain-error';
 
@@ -199,13 +198,8 @@ function loggerFor(config: Config): Logger {
 
 main(process.argv).catch((err: unknown) => {
   if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
-  const known =
-    err instanceof ConfigError ||
-    err instanceof MigrationError ||
-    err instanceof ServerRunningError ||
-    err instanceof EmbeddedPostgresInUseError ||
-    err instanceof DomainError ||
-    err instanceof ProjectionHaltedError;
+  // Ours (a bad variable, a migration, a server in the way…): exit 2 and no stack.
+  const known = err instanceof DomainError;
   const message = err instanceof Error ? err.message : String(err);
   process.stderr.write(`kld: ${redactUrls(message)}\n`);
   if (!known && process.env.KL_DEBUG) {

@@ -16,7 +16,7 @@ const counter: Decider<Add, { total: number }, Added> = {
   initialState: () => ({ total: 0 }),
   evolve: (s, e) => ({ total: s.total + e.data.n }),
   decide: (c, s) => {
-    if (s.total + c.n > c.limit) throw new DomainError('COUNTER.FULL', 'full');
+    if (s.total + c.n > c.limit) throw new DomainError('REQUEST.INVALID', 'full');
     return [{ type: 'Added', data: { n: c.n } }];
   },
 };
@@ -83,7 +83,7 @@ describe('AggregateStore on PostgreSQL', () => {
     await b.handle(stream, { n: 5, limit: 10 }, ctx());
     // a's cache is stale (total 5); the tail read brings it to 10 and it refuses.
     await expect(a.handle(stream, { n: 1, limit: 10 }, ctx())).rejects.toMatchObject({
-      code: 'COUNTER.FULL',
+      code: 'REQUEST.INVALID',
     });
   });
 
@@ -99,7 +99,7 @@ describe('AggregateStore on PostgreSQL', () => {
     expect(
       results
         .filter((r): r is PromiseRejectedResult => r.status === 'rejected')
-        .every((r) => (r.reason as DomainError).code === 'COUNTER.FULL'),
+        .every((r) => (r.reason as DomainError).code === 'REQUEST.INVALID'),
     ).toBe(true);
     expect(await events.readStream(stream)).toHaveLength(20);
   });
@@ -178,6 +178,28 @@ describe('AggregateStore on PostgreSQL', () => {
       });
     }
     expect(await events.readStream(stream)).toHaveLength(3);
+  });
+
+  it('replays the stream when its snapshot cannot be read, and writes a good one', async () => {
+    const stream = `counter-${randomUUID()}`;
+    const snapshots = new PostgresSnapshotStore(t.db);
+    for (let i = 0; i < 12; i++) await store().handle(stream, { n: 1, limit: 1000 }, ctx());
+    await snapshots.save(stream, { revision: 11n, schema: 'counter/1', state: 'garbled' });
+    const strict = new AggregateStore(spy, snapshots, counter, {
+      ids: { uuid: randomUUID },
+      snapshotSchema: 'counter/1',
+      toSnapshot: (s) => s,
+      fromSnapshot: (j) => {
+        if (typeof (j as { total?: unknown }).total !== 'number') {
+          throw new DomainError('SNAPSHOT.INVALID', 'counter snapshot: total');
+        }
+        return j as { total: number };
+      },
+      snapshotEvery: 10,
+    });
+    const r = await strict.handle(stream, { n: 1, limit: 1000 }, ctx());
+    expect(r.state.total).toBe(13);
+    expect(await snapshots.load(stream)).toMatchObject({ revision: 12n, state: { total: 13 } });
   });
 
   it('gives a command that changes nothing the position of the stream it confirms', async () => {

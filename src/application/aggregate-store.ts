@@ -174,15 +174,11 @@ export class AggregateStore<C, S, E extends DomainEvent> {
   private async load(streamId: string): Promise<Loaded<S>> {
     let base = this.cache.get(streamId);
     if (!base) {
-      const snap = await this.snapshots.load(streamId);
-      base =
-        snap && snap.schema === this.options.snapshotSchema
-          ? {
-              state: this.options.fromSnapshot(snap.state),
-              revision: snap.revision,
-              snapshotRevision: snap.revision,
-            }
-          : { state: this.decider.initialState(), revision: null, snapshotRevision: null };
+      base = (await this.fromSnapshot(streamId)) ?? {
+        state: this.decider.initialState(),
+        revision: null,
+        snapshotRevision: null,
+      };
     }
     const fromRevision = base.revision === null ? 0n : base.revision + 1n;
     const tail = await this.events.readStream(streamId, { fromRevision });
@@ -196,6 +192,23 @@ export class AggregateStore<C, S, E extends DomainEvent> {
     };
     this.remember(streamId, loaded);
     return loaded;
+  }
+
+  /**
+   * The stream's snapshot, or null without a usable one: a snapshot is only
+   * a shortcut, so one of another shape or one that cannot be read
+   * (SNAPSHOT.INVALID) means replaying the stream from its start.
+   */
+  private async fromSnapshot(streamId: string): Promise<Loaded<S> | null> {
+    const snap = await this.snapshots.load(streamId);
+    if (!snap || snap.schema !== this.options.snapshotSchema) return null;
+    try {
+      const state = this.options.fromSnapshot(snap.state);
+      return { state, revision: snap.revision, snapshotRevision: snap.revision };
+    } catch (err) {
+      if (err instanceof DomainError && err.code === 'SNAPSHOT.INVALID') return null;
+      throw err;
+    }
   }
 
   private remember(streamId: string, loaded: Loaded<S>): void {

@@ -49,9 +49,13 @@ const SWAP_PATIENCE_MS = 10 * 60_000;
 const RECHECK_MS = 30_000;
 const MAX_BACKOFF_MS = 30_000;
 
-export class ProjectionTimeoutError extends Error {
+/** The read models lag: what a write answers as SERVER.LAGGING (awaitReadModels). */
+export class ProjectionTimeoutError extends DomainError {
   constructor(position: LogPosition, timeoutMs: number) {
-    super(`read models did not reach position ${position.globalPosition} within ${timeoutMs} ms`);
+    super(
+      'SERVER.LAGGING',
+      `read models did not reach position ${position.globalPosition} within ${timeoutMs} ms`,
+    );
     this.name = 'ProjectionTimeoutError';
   }
 }

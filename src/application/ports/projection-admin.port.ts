@@ -1,3 +1,5 @@
+import { DomainError } from '../../domain/shared/domain-error';
+
 export const PROJECTION_ADMIN = Symbol('ProjectionAdmin');
 
 /** A projector stopped at an event it cannot apply: what `/readyz` reports. */
@@ -13,11 +15,13 @@ export interface ProjectionHalt {
   since: string;
 }
 
-export class ProjectionHaltedError extends Error {
+export class ProjectionHaltedError extends DomainError {
   constructor(readonly halt: ProjectionHalt) {
     super(
+      'PROJECTIONS.CANNOT_APPLY',
       `projector ${halt.projector} cannot apply event ${halt.position} ` +
         `(${halt.type} on stream ${halt.stream}): ${halt.reason}`,
+      { projector: halt.projector, position: halt.position },
     );
     this.name = 'ProjectionHaltedError';
   }

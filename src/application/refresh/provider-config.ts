@@ -86,7 +86,7 @@ function shapeBlock(block: SchemaBlock, value: JsonObject, label: string, at: st
   for (const key of Object.keys(value)) {
     if (!known.has(key) && value[key] !== undefined) {
       throw new RefreshError(
-        'REFRESH.CONFIG_INVALID',
+        'PROVIDER_CONFIG.INVALID',
         `${label}: ${at} has no attribute "${key}" in the provider's schema`,
       );
     }
@@ -112,7 +112,7 @@ function shapeNested(
 ): JsonValue {
   const element = (v: JsonValue, where: string): JsonObject => {
     if (!isJsonObject(v)) {
-      throw new RefreshError('REFRESH.CONFIG_INVALID', `${label}: ${where} must be an object`);
+      throw new RefreshError('PROVIDER_CONFIG.INVALID', `${label}: ${where} must be an object`);
     }
     return shapeBlock(nested.block, v, label, where);
   };
@@ -130,7 +130,7 @@ function shapeNested(
     case 'map': {
       if (value === null) return {};
       if (!isJsonObject(value)) {
-        throw new RefreshError('REFRESH.CONFIG_INVALID', `${label}: ${at} must be an object`);
+        throw new RefreshError('PROVIDER_CONFIG.INVALID', `${label}: ${at} must be an object`);
       }
       const out: JsonObject = {};
       for (const [k, v] of Object.entries(value)) {

@@ -1,3 +1,4 @@
+import { DomainError } from '../../domain/shared/domain-error';
 import { FlatInstance } from '../../domain/terraform';
 
 export interface ProviderConfigRef {
@@ -26,7 +27,8 @@ export function parseProviderConfigRef(provider: string): ProviderConfigRef {
   if (quoted) return { source: normaliseSource(quoted[1]), alias: quoted[2] ?? null };
   const legacy = LEGACY.exec(provider);
   if (legacy) return { source: normaliseSource(legacy[1]), alias: legacy[2] ?? null };
-  throw new Error(`"${provider}" is not a provider configuration address`);
+  // The document parser takes any provider string; refresh needs one it can resolve.
+  throw new DomainError('STATE.INVALID', `"${provider}" is not a provider configuration address`);
 }
 
 function normaliseSource(source: string): string {

@@ -1,12 +1,7 @@
 import { DomainError } from '../../domain/shared/domain-error';
+import type { ErrorCode } from '../../domain/shared/error-codes';
 
-export type RefreshErrorCode =
-  | 'REFRESH.LOCKED'
-  | 'REFRESH.CONFIG_ENV_MISSING'
-  | 'REFRESH.CONFIG_ENV_REFUSED'
-  | 'REFRESH.CONFIG_INVALID'
-  | 'REFRESH.STATE_CHANGED'
-  | 'REFRESH.STATE_EMPTY';
+export type RefreshErrorCode = Extract<ErrorCode, `REFRESH.${string}`> | 'PROVIDER_CONFIG.INVALID';
 
 /** A run-level failure: the whole refresh stops and nothing is committed. */
 export class RefreshError extends DomainError {

@@ -79,11 +79,11 @@ export async function selectedVersion(
   if (serial === undefined) return version;
   const history = await client.history(state);
   if (history.deletedAt !== null) {
-    throw new KlError(`state "${state}" was deleted at ${history.deletedAt}`);
+    throw new KlError('STATE.NOT_FOUND', `state "${state}" was deleted at ${history.deletedAt}`);
   }
   const carrying = history.versions.filter((v) => v.serial === serial).map((v) => v.version);
   if (carrying.length === 0) {
-    throw new KlError(`state "${state}" has no version with serial ${serial}`);
+    throw new KlError('VERSION.NOT_FOUND', `state "${state}" has no version with serial ${serial}`);
   }
   const chosen = carrying[carrying.length - 1];
   if (carrying.length > 1) {

@@ -22,7 +22,8 @@ export function registerForceUnlockCommand(program: Command): void {
       if (!held) {
         // Nothing to release; a missing or deleted state is still an error.
         const { deletedAt } = await client.history(state);
-        if (deletedAt !== null) throw new KlError(`state "${state}" was deleted at ${deletedAt}`);
+        if (deletedAt !== null)
+          throw new KlError('STATE.NOT_FOUND', `state "${state}" was deleted at ${deletedAt}`);
         print({ columns, rows: [[state, null, null]] });
         return;
       }
@@ -31,10 +32,10 @@ export function registerForceUnlockCommand(program: Command): void {
       if (!mine && !options.yes) {
         const what = `lock ${held.lockId} on ${state}, held by ${who} since ${held.acquiredAt}${held.operation ? ` (${held.operation})` : ''}`;
         if (!process.stdin.isTTY) {
-          throw new KlError(`${what}: not yours; pass --yes to release it`);
+          throw new KlError('CLI.ABORTED', `${what}: not yours; pass --yes to release it`);
         }
         if (!(await confirm(`Release the ${what}? [y/N] `))) {
-          throw new KlError('not released');
+          throw new KlError('CLI.ABORTED', 'not released');
         }
       }
       const { released } = await client.forceUnlock(state, held.lockId);

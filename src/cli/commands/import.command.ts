@@ -35,7 +35,7 @@ export function registerImportCommand(program: Command): void {
         );
       } catch (err) {
         const why = err instanceof DomainError ? err.message : String(err);
-        throw new KlError(`${file} is not a valid terraform state: ${why}`);
+        throw new KlError('STATE.INVALID', `${file} is not a valid terraform state: ${why}`);
       }
       const { client, print } = contextOf(command);
       const bar = process.stderr.isTTY

@@ -5,6 +5,7 @@ import { normaliseProviderSource } from '../../infrastructure/provider/provider-
 import { KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestRefreshServer } from '../../infrastructure/refresh/rest-refresh-server';
 import { Format, render, renderJson, Rows } from '../render';
+import { KlError } from '../cli-error';
 import { usage } from './context';
 
 interface Globals {
@@ -95,7 +96,8 @@ export function registerProviderConfigCommands(program: Command): void {
       const server = serverOf(command);
       const stored = await server.providerConfig(state, normalised, alias);
       if (!stored) {
-        throw new Error(
+        throw new KlError(
+          'PROVIDER_CONFIG.NOT_FOUND',
           `no config stored for ${describe(normalised, options.alias)} of state ${state}`,
         );
       }

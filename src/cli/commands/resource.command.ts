@@ -58,7 +58,7 @@ export function registerResourceCommand(program: Command): void {
         return;
       }
       const r = answer.current;
-      if (!r) throw new KlError(`state "${state}" no longer has ${address}`);
+      if (!r) throw new KlError('RESOURCE.NOT_FOUND', `state "${state}" no longer has ${address}`);
       const attributes = (r.attributes ?? {}) as Record<string, JsonValue>;
       const shown = options.showSensitive
         ? attributes

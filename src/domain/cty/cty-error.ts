@@ -1,11 +1,7 @@
 import { DomainError } from '../shared/domain-error';
+import type { ErrorCode } from '../shared/error-codes';
 
-export type CtyErrorCode =
-  | 'CTY.TYPE_MISMATCH'
-  | 'CTY.UNSUPPORTED_ATTRIBUTE'
-  | 'CTY.UNKNOWN_VALUE'
-  | 'CTY.INVALID_TYPE'
-  | 'CTY.MALFORMED_MSGPACK';
+export type CtyErrorCode = Extract<ErrorCode, `CTY.${string}`>;
 
 /** A value or type that does not fit its schema; `path` is rendered like `tags["env"]`. */
 export class CtyError extends DomainError {

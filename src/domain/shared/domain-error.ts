@@ -1,10 +1,13 @@
+import type { ErrorCode } from './error-codes';
+
 /**
- * The one error hierarchy. `code` is stable and public (clients match on it);
- * the message is for humans. Transports map codes to statuses in one place.
+ * The one error hierarchy. `code` is one of ERROR_CODES, stable and public
+ * (clients match on it); the message is for humans. Transports map codes to
+ * statuses in one place.
  */
 export class DomainError extends Error {
   constructor(
-    public readonly code: string,
+    public readonly code: ErrorCode,
     message: string,
     public readonly metadata: Record<string, unknown> = {},
     options?: { cause?: unknown },
@@ -13,7 +16,7 @@ export class DomainError extends Error {
     this.name = 'DomainError';
   }
 
-  toJSON(): { code: string; message: string } {
+  toJSON(): { code: ErrorCode; message: string } {
     return { code: this.code, message: this.message };
   }
 }

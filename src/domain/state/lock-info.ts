@@ -50,7 +50,7 @@ export function parseLockInfo(value: unknown): LockInfo {
 /** A LockInfo read back from our own store (a snapshot): only its shape is checked. */
 export function storedLockInfo(value: unknown): LockInfo {
   if (!isJsonObject(value) || typeof value.ID !== 'string') {
-    throw new DomainError('STATE.SNAPSHOT_INVALID', 'state snapshot: lock');
+    throw new DomainError('SNAPSHOT.INVALID', 'state snapshot: lock');
   }
   return value as JsonObject as LockInfo;
 }

@@ -631,7 +631,7 @@ describe('State decider', () => {
 
     it('rejects a malformed snapshot', () => {
       expect(() => fromSnapshot({ status: 'active', stateId: 1 })).toThrow(
-        expect.objectContaining({ code: 'STATE.SNAPSHOT_INVALID' }),
+        expect.objectContaining({ code: 'SNAPSHOT.INVALID' }),
       );
     });
 

@@ -52,10 +52,8 @@ export function toSnapshot(state: StateAggregate): StateSnapshot {
   }
 }
 
-const SNAPSHOT_INVALID = 'STATE.SNAPSHOT_INVALID';
-
 function bad(what: string): never {
-  throw new DomainError(SNAPSHOT_INVALID, `state snapshot: ${what}`);
+  throw new DomainError('SNAPSHOT.INVALID', `state snapshot: ${what}`);
 }
 
 const str = (v: unknown, what: string): string => (typeof v === 'string' ? v : bad(what));

@@ -2,6 +2,7 @@ import * as net from 'node:net';
 import * as path from 'node:path';
 import { redactUrls } from '../logging/redact';
 import { stateNameFrom } from '../http/state-name';
+import { DomainError } from '../../domain/shared/domain-error';
 
 /** DI token of the process's Config. */
 export const CONFIG = Symbol('Config');
@@ -28,9 +29,10 @@ export interface Config {
   refreshEnvAllow: string[];
 }
 
-export class ConfigError extends Error {
+/** A bad variable: kld stops with one line naming it (exit status 2). */
+export class ConfigError extends DomainError {
   constructor(message: string) {
-    super(message);
+    super('CONFIG.INVALID', message);
     this.name = 'ConfigError';
   }
 }

@@ -2,11 +2,7 @@ import { Controller, HttpCode, Inject, Post, Req } from '@nestjs/common';
 import type { Request } from 'express';
 import { DomainError } from '../../domain/shared/domain-error';
 import { textProblem } from '../../domain/shared/storable-text';
-import {
-  PROJECTION_ADMIN,
-  ProjectionAdmin,
-  ProjectionHaltedError,
-} from '../../application/ports/projection-admin.port';
+import { PROJECTION_ADMIN, ProjectionAdmin } from '../../application/ports/projection-admin.port';
 import { parseJson, readBody } from './read-body';
 
 @Controller('v1/admin')
@@ -17,18 +13,8 @@ export class AdminController {
   @Post('projections/rebuild')
   @HttpCode(200)
   async rebuild(): Promise<{ projectors: { projector: string; events: number }[] }> {
-    try {
-      return { projectors: await this.runner.rebuild() };
-    } catch (err) {
-      // An event the log holds and a projector cannot apply: the operator's to skip.
-      if (err instanceof ProjectionHaltedError) {
-        throw new DomainError('PROJECTIONS.CANNOT_APPLY', err.message, {
-          projector: err.halt.projector,
-          position: err.halt.position,
-        });
-      }
-      throw err;
-    }
+    // An event a projector cannot apply is PROJECTIONS.CANNOT_APPLY: the operator's to skip.
+    return { projectors: await this.runner.rebuild() };
   }
 
   /**

@@ -1,6 +1,8 @@
 import * as net from 'node:net';
 import type { NextFunction, Request, Response } from 'express';
-import { errorBody, statusFor } from './error.filter';
+import type { ErrorCode } from '../../domain/shared/error-codes';
+import { errorBody } from './error.filter';
+import { HTTP_STATUS_BY_CODE } from './error-status';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
@@ -32,12 +34,12 @@ export function crossSiteGuard(allowedOrigins: readonly string[]) {
       fetchSiteRefusal(req) ??
       contentTypeRefusal(req);
     if (refusal === null) return next();
-    res.status(statusFor(refusal.code)).json(errorBody(refusal.code, refusal.message));
+    res.status(HTTP_STATUS_BY_CODE[refusal.code]).json(errorBody(refusal.code, refusal.message));
   };
 }
 
 interface Refusal {
-  code: string;
+  code: Extract<ErrorCode, `REQUEST.${string}`>;
   message: string;
 }
 

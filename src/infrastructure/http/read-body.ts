@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { Request } from 'express';
 import { DomainError } from '../../domain/shared/domain-error';
+import type { ErrorCode } from '../../domain/shared/error-codes';
 import { checkJsonValue, JsonLimitError } from '../../domain/terraform';
 
 /**
@@ -33,7 +34,7 @@ export async function readBody(
  * would silently turn a bad byte into U+FFFD, and what was stored would no
  * longer be what was sent.
  */
-export function utf8Text(body: Buffer, code: string, what: string): string {
+export function utf8Text(body: Buffer, code: ErrorCode, what: string): string {
   if (!isUtf8(body)) {
     throw new DomainError(
       code,
@@ -87,7 +88,7 @@ export function invalidUtf8At(bytes: Uint8Array): number {
  * Parses a JSON body or refuses it with a clear 400: not JSON, nested too
  * deep, or holding a string PostgreSQL could not store (json-limits).
  */
-export function parseJson(body: Buffer, code: string, what: string): unknown {
+export function parseJson(body: Buffer, code: ErrorCode, what: string): unknown {
   const text = utf8Text(body, code, what);
   let value: unknown;
   try {
@@ -105,7 +106,7 @@ export function parseJson(body: Buffer, code: string, what: string): unknown {
 }
 
 /** "lock info Who holds an unpaired UTF-16 surrogate" */
-export function limitError(code: string, what: string, err: JsonLimitError): DomainError {
+export function limitError(code: ErrorCode, what: string, err: JsonLimitError): DomainError {
   const where = err.path === '' ? what : `${what} ${err.path}`;
   return new DomainError(code, `${where} ${err.problem}`, { path: err.path });
 }

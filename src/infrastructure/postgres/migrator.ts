@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { Client } from 'pg';
 import type { Logger } from '../logging/logger';
 import { packageRoot } from '../package-root';
+import { DomainError } from '../../domain/shared/domain-error';
 
 export interface Migration {
   id: number;
@@ -12,9 +13,9 @@ export interface Migration {
   checksum: string;
 }
 
-export class MigrationError extends Error {
+export class MigrationError extends DomainError {
   constructor(message: string) {
-    super(message);
+    super('MIGRATION.FAILED', message);
     this.name = 'MigrationError';
   }
 }

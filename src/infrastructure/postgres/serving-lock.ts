@@ -1,5 +1,6 @@
 import { Client } from 'pg';
 import type { Logger } from '../logging/logger';
+import { DomainError } from '../../domain/shared/domain-error';
 
 // Session advisory lock (namespace, key). Every serving kld holds it shared;
 // an offline tool that must not run under a live server takes it exclusively.
@@ -8,9 +9,9 @@ const LOCK_NAMESPACE = 7_300_424;
 const LOCK_KEY = 1;
 const RECONNECT_MS = 2_000;
 
-export class ServerRunningError extends Error {
+export class ServerRunningError extends DomainError {
   constructor(message: string) {
-    super(message);
+    super('SERVER.RUNNING', message);
     this.name = 'ServerRunningError';
   }
 }

@@ -1,16 +1,8 @@
 import { DomainError } from '../../domain/shared/domain-error';
+import type { ErrorCode } from '../../domain/shared/error-codes';
 import { Diagnostic, renderDiagnostic } from '../../domain/cty/diagnostic';
 
-export type ProviderErrorCode =
-  | 'PROVIDER.NOT_FOUND'
-  | 'PROVIDER.START_FAILED'
-  | 'PROVIDER.CRASHED'
-  | 'PROVIDER.TIMEOUT'
-  | 'PROVIDER.RPC_FAILED'
-  | 'PROVIDER.CLOSED'
-  | 'PROVIDER.DIAGNOSTICS'
-  | 'PROVIDER.INVALID_SOURCE'
-  | 'PROVIDER.UNKNOWN_TYPE';
+export type ProviderErrorCode = Extract<ErrorCode, `PROVIDER.${string}`>;
 
 export class ProviderError extends DomainError {
   constructor(

@@ -1,5 +1,6 @@
 import * as os from 'node:os';
 import { DomainError } from '../../domain/shared/domain-error';
+import { isErrorCode } from '../../domain/shared/error-codes';
 import { parseJsonExact, stringifyJson } from '../../domain/terraform/lossless-json';
 import { redactUrls } from '../logging/redact';
 
@@ -95,17 +96,21 @@ export async function errorOf(res: Response): Promise<DomainError> {
       });
     }
     if (body.error && typeof body.error.message === 'string') {
-      const code = typeof body.error.code === 'string' ? body.error.code : `HTTP.${res.status}`;
-      return new DomainError(code, firstLine(body.error.message), {
-        status: res.status,
-      });
+      const { code } = body.error;
+      // A newer kld may send a code this kl does not know: keep its message.
+      return isErrorCode(code)
+        ? new DomainError(code, firstLine(body.error.message), { status: res.status })
+        : new DomainError('SERVER.UNEXPECTED_ANSWER', firstLine(body.error.message), {
+            status: res.status,
+            serverCode: typeof code === 'string' ? code : null,
+          });
     }
   } catch {
     // not our JSON error body
   }
   const detail = firstLine(text).slice(0, 200);
   return new DomainError(
-    `HTTP.${res.status}`,
+    'SERVER.UNEXPECTED_ANSWER',
     `kld answered ${res.status} ${res.statusText}${detail ? `: ${detail}` : ''}`.trim(),
     { status: res.status },
   );
