@@ -4,6 +4,7 @@ import { CLOCK, Clock, IDS, Ids } from '../application/ports/clock.port';
 import { EVENT_STORE, EventStore } from '../application/ports/event-store.port';
 import { READ_MODEL_SYNC, ReadModelSync } from '../application/ports/read-model-sync.port';
 import { SNAPSHOT_STORE, SnapshotStore } from '../application/ports/snapshot-store.port';
+import { CONFIG, type Config } from '../infrastructure/config/config';
 import { EventStoreModule } from './event-store.module';
 import { ProjectionsModule } from './projections.module';
 
@@ -19,8 +20,9 @@ import { ProjectionsModule } from './projections.module';
         sync: ReadModelSync,
         clock: Clock,
         ids: Ids,
-      ) => new DeciderService({ events, snapshots, sync, clock, ids }),
-      inject: [EVENT_STORE, SNAPSHOT_STORE, READ_MODEL_SYNC, CLOCK, IDS],
+        config: Config,
+      ) => new DeciderService({ events, snapshots, sync, clock, ids, cache: config.cache }),
+      inject: [EVENT_STORE, SNAPSHOT_STORE, READ_MODEL_SYNC, CLOCK, IDS, CONFIG],
     },
   ],
   exports: [DeciderService],

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { InstanceHashMemo } from '../application/state/instance-hash-memo';
 import { STATE_COMMAND_HANDLERS } from '../application/state/state-command.handlers';
+import { CONFIG, type Config } from '../infrastructure/config/config';
 import { TerraformBackendController } from '../infrastructure/http/terraform-backend.controller';
 import { DATABASE, Database } from '../infrastructure/postgres/database';
 import { StateReadModel } from '../infrastructure/read-models/state-read-model';
@@ -17,11 +18,17 @@ import { StateProjectionsModule } from './state-projections.module';
   controllers: [TerraformBackendController],
   providers: [
     ...STATE_COMMAND_HANDLERS,
-    { provide: InstanceHashMemo, useFactory: () => new InstanceHashMemo() },
+    {
+      provide: InstanceHashMemo,
+      useFactory: (config: Config) =>
+        new InstanceHashMemo({ maxInstances: config.cache.hashInstances }),
+      inject: [CONFIG],
+    },
     {
       provide: StateReadModel,
-      useFactory: (db: Database) => new StateReadModel(db),
-      inject: [DATABASE],
+      useFactory: (db: Database, config: Config) =>
+        new StateReadModel(db, { cacheBytes: config.cache.servedBytes }),
+      inject: [DATABASE, CONFIG],
     },
   ],
   exports: [StateReadModel],

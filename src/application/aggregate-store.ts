@@ -1,3 +1,4 @@
+import type { LRUCache } from 'lru-cache';
 import {
   CommandContext,
   DomainEvent,
@@ -16,6 +17,7 @@ import type {
   ExpectedRevision,
 } from './ports/event-store.port';
 import type { SnapshotStore } from './ports/snapshot-store.port';
+import { boundedCache, DEFAULT_CACHE_BUDGETS } from './bounded-cache';
 
 export interface AggregateOptions<S> {
   /** Event ids: one per decided event, kept if the same append is sent again. */
@@ -26,7 +28,7 @@ export interface AggregateOptions<S> {
   fromSnapshot(json: unknown): S;
   /** Write a snapshot once this many events have accumulated past the last one. */
   snapshotEvery?: number;
-  /** How many streams to keep warm in memory. */
+  /** How many streams to keep warm in memory (CacheBudgets). */
   cacheSize?: number;
   /** Attempts on a concurrent write before giving up. */
   maxAttempts?: number;
@@ -58,7 +60,7 @@ interface Loaded<S> {
  * again, so the loser sees the winner's events (e.g. the lock it now holds).
  */
 export class AggregateStore<C, S, E extends DomainEvent> {
-  private readonly cache = new Map<string, Loaded<S>>();
+  private readonly cache: LRUCache<string, Loaded<S>>;
   /** Tail of the queue of commands per stream in this process. */
   private readonly queues = new Map<string, Promise<unknown>>();
 
@@ -67,7 +69,9 @@ export class AggregateStore<C, S, E extends DomainEvent> {
     private readonly snapshots: SnapshotStore,
     private readonly decider: Decider<C, S, E>,
     private readonly options: AggregateOptions<S>,
-  ) {}
+  ) {
+    this.cache = boundedCache<Loaded<S>>(options.cacheSize ?? DEFAULT_CACHE_BUDGETS.streams);
+  }
 
   /**
    * Commands for one stream run one at a time in this process (they would
@@ -212,11 +216,7 @@ export class AggregateStore<C, S, E extends DomainEvent> {
   }
 
   private remember(streamId: string, loaded: Loaded<S>): void {
-    // Map preserves insertion order: re-inserting makes this the most recent.
-    this.cache.delete(streamId);
     this.cache.set(streamId, loaded);
-    const max = this.options.cacheSize ?? 500;
-    while (this.cache.size > max) this.cache.delete(this.cache.keys().next().value as string);
   }
 
   private async maybeSnapshot(streamId: string, loaded: Loaded<S>): Promise<void> {

@@ -1,6 +1,7 @@
 import type { Decider } from '../domain/shared/decider';
 import type { CommandContext, DomainEvent } from '../domain/shared/event';
 import { AggregateStore } from './aggregate-store';
+import { CacheBudgets, DEFAULT_CACHE_BUDGETS } from './bounded-cache';
 import { Caller, commandContext } from './command-context';
 import type { Clock, Ids } from './ports/clock.port';
 import type { EventStore } from './ports/event-store.port';
@@ -20,8 +21,8 @@ export interface AggregateSpec<C extends { metadata: CommandContext }, S, E exte
     /** Events between snapshots (default 200). */
     every?: number;
   };
-  /** Streams kept warm in memory (default 500). */
-  cacheSize?: number;
+  /** Which budget bounds the streams kept warm in memory (default `streams`). */
+  cacheBudget?: 'streams' | 'refreshRuns';
   /** What a command did, for an answer whose read models lag (it is durable by then). */
   done(command: C, state: S): string;
 }
@@ -32,6 +33,8 @@ export interface DeciderServiceProps {
   sync: ReadModelSync;
   clock: Clock;
   ids: Ids;
+  /** Streams kept warm per aggregate (KL_CACHE_STREAMS, KL_CACHE_REFRESH_RUNS). */
+  cache?: Pick<CacheBudgets, 'streams' | 'refreshRuns'>;
 }
 
 /**
@@ -87,7 +90,7 @@ export class DeciderService {
         toSnapshot: spec.snapshots.to,
         fromSnapshot: spec.snapshots.from,
         snapshotEvery: spec.snapshots.every,
-        cacheSize: spec.cacheSize,
+        cacheSize: (this.props.cache ?? DEFAULT_CACHE_BUDGETS)[spec.cacheBudget ?? 'streams'],
       });
       this.stores.set(spec, store as unknown as AggregateStore<never, unknown, DomainEvent>);
     }

@@ -29,7 +29,7 @@ export const REFRESH_RUN: AggregateSpec<RefreshCommand, RefreshRun, RefreshEvent
     // A snapshot holds every address of the run: rarer than the State's.
     every: 2000,
   },
-  cacheSize: 100,
+  cacheBudget: 'refreshRuns',
   done: (command) => `refresh run ${command.data.runId} recorded`,
 };
 

@@ -74,4 +74,14 @@ describe('InstanceHashMemo', () => {
     expect(commit('s', doc('x'))).toEqual(['a:x', 'b:b']);
     expect(commit('s', doc('x'))).toEqual([]);
   });
+
+  it('keeps no memo of a state larger than its bound, and drops the one it had', () => {
+    const commit = counting(2);
+    commit('s', doc('x'));
+    expect(commit('s', doc('x'))).toEqual([]);
+    const big = doc('x');
+    big.resources.push({ ...big.resources[1], name: 'c' });
+    commit('s', big);
+    expect(commit('s', doc('x'))).toEqual(['a:x', 'b:b']);
+  });
 });

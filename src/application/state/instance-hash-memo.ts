@@ -1,3 +1,4 @@
+import type { LRUCache } from 'lru-cache';
 import {
   instanceHash,
   InstanceHasher,
@@ -5,6 +6,7 @@ import {
   ResourceDescriptor,
   sameJson,
 } from '../../domain/terraform';
+import { boundedCache, DEFAULT_CACHE_BUDGETS } from '../bounded-cache';
 
 interface Remembered {
   resource: ResourceDescriptor;
@@ -26,18 +28,19 @@ type Hash = (resource: ResourceDescriptor, instance: InstanceObjectV4) => string
  * hash.
  *
  * Holds the parsed objects of the last document (treated as immutable, like
- * every parsed document), bounded by instances held (100,000 by default, a
- * few hundred MB for big AWS instances), least recently committed state
- * first out.
+ * every parsed document), bounded by instances held (CacheBudgets
+ * `hashInstances`, a few hundred MB for 100,000 big AWS instances), least
+ * recently committed state first out.
  */
 export class InstanceHashMemo {
-  private readonly states = new Map<string, Memo>();
-  private held = 0;
-  private readonly maxInstances: number;
+  private readonly states: LRUCache<string, Memo>;
   private readonly hashOf: Hash;
 
   constructor(options: { maxInstances?: number; hash?: Hash } = {}) {
-    this.maxInstances = options.maxInstances ?? 100_000;
+    this.states = boundedCache<Memo>(
+      options.maxInstances ?? DEFAULT_CACHE_BUDGETS.hashInstances,
+      (memo) => memo.size,
+    );
     this.hashOf = options.hash ?? instanceHash;
   }
 
@@ -47,7 +50,8 @@ export class InstanceHashMemo {
    * one, so the memo holds one document per state.
    */
   open(key: string): { hash: InstanceHasher; done(): void } {
-    const previous = this.states.get(key);
+    // peek: a state's place in line is its last commit, not its last look.
+    const previous = this.states.peek(key);
     const next: Memo = new Map();
     // Instances of one resource share their descriptor: compare it once.
     const sameResource = new Map<ResourceDescriptor, Set<ResourceDescriptor>>();
@@ -69,25 +73,12 @@ export class InstanceHashMemo {
       next.set(address, { resource, instance, hash: value });
       return value;
     };
-    return { hash, done: () => this.keep(key, next) };
-  }
-
-  private keep(key: string, memo: Memo): void {
-    this.forget(key);
-    if (memo.size === 0 || memo.size > this.maxInstances) return;
-    this.states.set(key, memo);
-    this.held += memo.size;
-    for (const [oldest, entries] of this.states) {
-      if (this.held <= this.maxInstances) break;
-      this.states.delete(oldest);
-      this.held -= entries.size;
-    }
-  }
-
-  private forget(key: string): void {
-    const memo = this.states.get(key);
-    if (!memo) return;
-    this.states.delete(key);
-    this.held -= memo.size;
+    return {
+      hash,
+      done: () => {
+        if (next.size === 0) this.states.delete(key);
+        else this.states.set(key, next);
+      },
+    };
   }
 }

@@ -142,3 +142,49 @@ describe('KL_REFRESH_ENV_ALLOW', () => {
     }
   });
 });
+
+describe('KL_CACHE_*', () => {
+  it('defaults every budget', () => {
+    expect(loadConfig({}).cache).toEqual({
+      streams: 500,
+      refreshRuns: 100,
+      hashInstances: 100_000,
+      documentInstances: 200_000,
+      servedBytes: 256 * 1024 * 1024,
+    });
+  });
+
+  it('takes counts and a byte size', () => {
+    expect(
+      loadConfig({
+        KL_CACHE_STREAMS: '50',
+        KL_CACHE_REFRESH_RUNS: ' 7 ',
+        KL_CACHE_HASH_INSTANCES: '1000',
+        KL_CACHE_DOCUMENT_INSTANCES: '2000',
+        KL_CACHE_SERVED_BYTES: '1GiB',
+      }).cache,
+    ).toEqual({
+      streams: 50,
+      refreshRuns: 7,
+      hashInstances: 1000,
+      documentInstances: 2000,
+      servedBytes: 1024 ** 3,
+    });
+  });
+
+  it('stops the start on a value out of range or not a number, naming the variable', () => {
+    for (const [name, bad] of [
+      ['KL_CACHE_STREAMS', '0'],
+      ['KL_CACHE_STREAMS', '-5'],
+      ['KL_CACHE_REFRESH_RUNS', '1e3'],
+      ['KL_CACHE_HASH_INSTANCES', 'lots'],
+      ['KL_CACHE_DOCUMENT_INSTANCES', '100000001'],
+      ['KL_CACHE_SERVED_BYTES', '12 parsecs'],
+      ['KL_CACHE_SERVED_BYTES', '10'],
+    ]) {
+      const error = errorOf({ [name]: bad });
+      expect(error.message).toMatch(new RegExp(`^${name}: expected `));
+      expect(error.code).toBe('CONFIG.INVALID');
+    }
+  });
+});

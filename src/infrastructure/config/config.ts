@@ -2,6 +2,7 @@ import * as net from 'node:net';
 import * as path from 'node:path';
 import { redactUrls } from '../logging/redact';
 import { stateNameFrom } from '../http/state-name';
+import { CacheBudgets, DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { DomainError } from '../../domain/shared/domain-error';
 
 /** DI token of the process's Config. */
@@ -27,6 +28,8 @@ export interface Config {
   allowedOrigins: string[];
   /** KL_REFRESH_ENV_ALLOW: globs of the `{"env": …}` names a server-side refresh may read. */
   refreshEnvAllow: string[];
+  /** KL_CACHE_*: what each in-process cache may hold. */
+  cache: CacheBudgets;
 }
 
 /** A bad variable: kld stops with one line naming it (exit status 2). */
@@ -246,6 +249,58 @@ function refreshEnvAllowFrom(raw: string | undefined): string[] {
   return [...new Set(globs)];
 }
 
+/** A whole number within [min, max], or the default when unset or blank. */
+function countFrom(
+  raw: string | undefined,
+  name: string,
+  fallback: number,
+  bounds: { min: number; max: number },
+): number {
+  const value = raw?.trim() ?? '';
+  if (value === '') return fallback;
+  const n = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
+  if (!(n >= bounds.min && n <= bounds.max)) {
+    throw new ConfigError(
+      `${name}: expected a whole number from ${bounds.min} to ${bounds.max}, got "${shown(value)}"`,
+    );
+  }
+  return n;
+}
+
+/** The cache budgets (README, Configuration); each defaults to DEFAULT_CACHE_BUDGETS. */
+function cacheBudgetsFrom(env: NodeJS.ProcessEnv): CacheBudgets {
+  const d = DEFAULT_CACHE_BUDGETS;
+  return {
+    streams: countFrom(env.KL_CACHE_STREAMS, 'KL_CACHE_STREAMS', d.streams, {
+      min: 1,
+      max: 1_000_000,
+    }),
+    refreshRuns: countFrom(env.KL_CACHE_REFRESH_RUNS, 'KL_CACHE_REFRESH_RUNS', d.refreshRuns, {
+      min: 1,
+      max: 100_000,
+    }),
+    hashInstances: countFrom(
+      env.KL_CACHE_HASH_INSTANCES,
+      'KL_CACHE_HASH_INSTANCES',
+      d.hashInstances,
+      { min: 1, max: 100_000_000 },
+    ),
+    documentInstances: countFrom(
+      env.KL_CACHE_DOCUMENT_INSTANCES,
+      'KL_CACHE_DOCUMENT_INSTANCES',
+      d.documentInstances,
+      { min: 1, max: 100_000_000 },
+    ),
+    servedBytes:
+      env.KL_CACHE_SERVED_BYTES === undefined || env.KL_CACHE_SERVED_BYTES.trim() === ''
+        ? d.servedBytes
+        : parseBytes(env.KL_CACHE_SERVED_BYTES, 'KL_CACHE_SERVED_BYTES', {
+            min: KIB,
+            max: 64 * 1024 * MIB,
+          }),
+  };
+}
+
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
   overrides: { listen?: string } = {},
@@ -270,5 +325,6 @@ export function loadConfig(
     ...refreshSchedule(env),
     allowedOrigins: allowedOriginsFrom(env.KL_ALLOWED_ORIGINS),
     refreshEnvAllow: refreshEnvAllowFrom(env.KL_REFRESH_ENV_ALLOW),
+    cache: cacheBudgetsFrom(env),
   };
 }

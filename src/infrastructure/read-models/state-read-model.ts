@@ -1,3 +1,5 @@
+import type { LRUCache } from 'lru-cache';
+import { boundedCache, DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { DomainError } from '../../domain/shared/domain-error';
 import type { LockInfo } from '../../domain/state';
 import {
@@ -30,8 +32,6 @@ export interface ServedDocument {
   /** Base64 MD5 of `body`, for Content-MD5. */
   md5: string;
 }
-
-const DEFAULT_CACHE_BYTES = 256 * 2 ** 20;
 
 export interface StateSummary {
   stateId: string;
@@ -107,13 +107,17 @@ const VERSION_COLUMNS = `sv.state_id, sv.version, sv.serial, sv.lineage, sv.terr
 
 /** The queries behind terraform's GET and the state listings; live states only. */
 export class StateReadModel {
-  private readonly served: ServedCache;
+  /** The last served version of each state, least recently used out, bounded by bytes. */
+  private readonly served: LRUCache<string, ServedDocument>;
 
   constructor(
     private readonly db: Database,
     options: { cacheBytes?: number } = {},
   ) {
-    this.served = new ServedCache(options.cacheBytes ?? DEFAULT_CACHE_BYTES);
+    this.served = boundedCache<ServedDocument>(
+      options.cacheBytes ?? DEFAULT_CACHE_BUDGETS.servedBytes,
+      (entry) => entry.body.length,
+    );
   }
 
   /** The current document: one row, however large the state. Null before the first commit. */
@@ -154,7 +158,7 @@ export class StateReadModel {
       body,
       md5: rows[0].md5 ?? contentMd5(body),
     };
-    this.served.put(served);
+    this.served.set(stateId, served);
     return served;
   }
 
@@ -354,37 +358,4 @@ function descriptor(r: InstanceRow): ResourceDescriptor {
   };
   if (r.resource_extra !== null) d.extra = r.resource_extra;
   return d;
-}
-
-/** The last served version of each state, least recently used out, bounded by bytes. */
-class ServedCache {
-  private readonly entries = new Map<string, ServedDocument>();
-  private held = 0;
-
-  constructor(private readonly maxBytes: number) {}
-
-  get(stateId: string): ServedDocument | undefined {
-    const entry = this.entries.get(stateId);
-    if (entry) {
-      this.entries.delete(stateId);
-      this.entries.set(stateId, entry);
-    }
-    return entry;
-  }
-
-  put(entry: ServedDocument): void {
-    const old = this.entries.get(entry.stateId);
-    if (old) {
-      this.entries.delete(entry.stateId);
-      this.held -= old.body.length;
-    }
-    if (entry.body.length > this.maxBytes) return;
-    this.entries.set(entry.stateId, entry);
-    this.held += entry.body.length;
-    for (const [id, oldest] of this.entries) {
-      if (this.held <= this.maxBytes) break;
-      this.entries.delete(id);
-      this.held -= oldest.body.length;
-    }
-  }
 }

@@ -1,3 +1,5 @@
+import type { LRUCache } from 'lru-cache';
+import { boundedCache } from '../../application/bounded-cache';
 import type { StateDocumentMeta } from '../../domain/terraform';
 import type { InstanceObjectV4, ResourceDescriptor } from '../../domain/terraform';
 
@@ -16,14 +18,14 @@ export interface CurrentDocument {
 
 /**
  * Least-recently-used documents, bounded by the number of instances held
- * rather than of states: one 20,000-instance state weighs as much as a
- * thousand small ones.
+ * rather than of states (CacheBudgets `documentInstances`).
  */
 export class DocumentCache {
-  private readonly entries = new Map<string, CurrentDocument>();
-  private held = 0;
+  private readonly entries: LRUCache<string, CurrentDocument>;
 
-  constructor(private readonly maxInstances: number) {}
+  constructor(maxInstances: number) {
+    this.entries = boundedCache<CurrentDocument>(maxInstances, (doc) => doc.instances.size);
+  }
 
   /**
    * Removes and returns the entry: the caller mutates it while applying a
@@ -32,26 +34,15 @@ export class DocumentCache {
    */
   take(stateId: string): CurrentDocument | undefined {
     const doc = this.entries.get(stateId);
-    if (doc) this.remove(stateId);
+    if (doc) this.entries.delete(stateId);
     return doc;
   }
 
   put(stateId: string, doc: CurrentDocument): void {
-    this.remove(stateId);
-    if (doc.instances.size > this.maxInstances) return;
     this.entries.set(stateId, doc);
-    this.held += doc.instances.size;
-    for (const [id, oldest] of this.entries) {
-      if (this.held <= this.maxInstances) break;
-      this.entries.delete(id);
-      this.held -= oldest.instances.size;
-    }
   }
 
   remove(stateId: string): void {
-    const doc = this.entries.get(stateId);
-    if (!doc) return;
     this.entries.delete(stateId);
-    this.held -= doc.instances.size;
   }
 }

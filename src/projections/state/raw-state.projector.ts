@@ -1,4 +1,4 @@
-import { Inject } from '@nestjs/common';
+import { Inject, Optional } from '@nestjs/common';
 import { EVENT_STORE, type EventStore } from '../../application/ports/event-store.port';
 import type { RecordedEvent } from '../../domain/shared/event';
 import {
@@ -19,13 +19,13 @@ import {
   stateDocumentBytes,
   StateDocumentMeta,
 } from '../../domain/terraform';
+import { CONFIG, type Config } from '../../infrastructure/config/config';
 import type { Queryable } from '../../infrastructure/postgres/database';
 import { Projector } from '../projector';
 import { CurrentDocument, DocumentCache, PlacedInstance } from './document-cache';
+import { DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { asStateEvent } from './state-event';
 
-/** Instances held in memory: cached documents, and commits not yet written in a batch. */
-const CACHE_INSTANCES = 200_000;
 // Lifecycle events read per query.
 const READ_AHEAD = 5000;
 
@@ -78,7 +78,7 @@ export class RawStateProjector implements Projector {
   ];
   readonly tables = ['raw_state'];
 
-  private readonly cache = new DocumentCache(CACHE_INSTANCES);
+  private readonly cache: DocumentCache;
   /**
    * Each instance object as served (UTF-8). Cached documents keep their
    * instance objects from commit to commit, so a commit re-serialises only
@@ -94,9 +94,17 @@ export class RawStateProjector implements Projector {
     return bytes;
   };
 
-  private readonly maxUnwritten = CACHE_INSTANCES;
+  /** Instances held in memory: cached documents, and commits not yet written in a batch. */
+  private readonly maxUnwritten: number;
 
-  constructor(@Inject(EVENT_STORE) private readonly events: EventStore) {}
+  // Built by Nest with kld's Config (KL_CACHE_DOCUMENT_INSTANCES); without one, the default.
+  constructor(
+    @Inject(EVENT_STORE) private readonly events: EventStore,
+    @Optional() @Inject(CONFIG) config?: Pick<Config, 'cache'>,
+  ) {
+    this.maxUnwritten = (config?.cache ?? DEFAULT_CACHE_BUDGETS).documentInstances;
+    this.cache = new DocumentCache(this.maxUnwritten);
+  }
 
   async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
     // Commits applied in memory whose row is written at the end of the batch.
