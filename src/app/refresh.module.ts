@@ -21,7 +21,7 @@ import { LOGGER, type Logger } from '../infrastructure/logging/logger';
 import { DATABASE, Database } from '../infrastructure/postgres/database';
 import { PostgresProviderSchemaCache } from '../infrastructure/provider/postgres-provider-schema-cache';
 import { RefreshReadModel } from '../infrastructure/read-models/refresh-read-model';
-import { StateReadModel } from '../infrastructure/read-models/state-read-model';
+import { StateDocumentReadModel } from '../infrastructure/read-models/state-document-read-model';
 import { envAllowPolicy } from '../infrastructure/refresh/env-allow-list';
 import { RefreshScheduler } from '../infrastructure/refresh/refresh-scheduler';
 import { ServerRefreshService } from '../infrastructure/refresh/server-refresh.service';
@@ -65,7 +65,7 @@ import { StateModule } from './state.module';
       provide: ServerRefreshService,
       useFactory: (
         commands: CommandBus,
-        states: StateReadModel,
+        states: StateDocumentReadModel,
         refresh: RefreshReadModel,
         schemas: ProviderSchemaCache,
         config: Config,
@@ -84,7 +84,7 @@ import { StateModule } from './state.module';
         }),
       inject: [
         CommandBus,
-        StateReadModel,
+        StateDocumentReadModel,
         RefreshReadModel,
         PROVIDER_SCHEMA_CACHE,
         CONFIG,

@@ -4,14 +4,15 @@ import { STATE_COMMAND_HANDLERS } from '../application/state/state-command.handl
 import { CONFIG, type Config } from '../infrastructure/config/config';
 import { TerraformBackendController } from '../infrastructure/http/terraform-backend.controller';
 import { DATABASE, Database } from '../infrastructure/postgres/database';
-import { StateReadModel } from '../infrastructure/read-models/state-read-model';
+import { StateCatalogReadModel } from '../infrastructure/read-models/state-catalog-read-model';
+import { StateDocumentReadModel } from '../infrastructure/read-models/state-document-read-model';
 import { DeciderModule } from './decider.module';
 import { StateProjectionsModule } from './state-projections.module';
 
 /**
  * The State aggregate: Terraform's HTTP backend, the lock/commit/delete
- * commands, and its read models. Exports the StateReadModel other slices
- * read states through.
+ * commands, and its read models. Exports the document and catalog read
+ * models other slices read states through.
  */
 @Module({
   imports: [DeciderModule, StateProjectionsModule],
@@ -25,12 +26,17 @@ import { StateProjectionsModule } from './state-projections.module';
       inject: [CONFIG],
     },
     {
-      provide: StateReadModel,
+      provide: StateDocumentReadModel,
       useFactory: (db: Database, config: Config) =>
-        new StateReadModel(db, { cacheBytes: config.cache.servedBytes }),
+        new StateDocumentReadModel(db, { cacheBytes: config.cache.servedBytes }),
       inject: [DATABASE, CONFIG],
     },
+    {
+      provide: StateCatalogReadModel,
+      useFactory: (db: Database) => new StateCatalogReadModel(db),
+      inject: [DATABASE],
+    },
   ],
-  exports: [StateReadModel],
+  exports: [StateDocumentReadModel, StateCatalogReadModel],
 })
 export class StateModule {}

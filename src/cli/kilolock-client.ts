@@ -2,8 +2,8 @@ import { STATE_VERSION_HEADER } from '../infrastructure/http/headers';
 import type {
   StateHistory,
   StateSummary,
-  VersionSelector,
-} from '../infrastructure/read-models/state-read-model';
+} from '../infrastructure/read-models/state-catalog-read-model';
+import type { VersionSelector } from '../infrastructure/read-models/state-document-read-model';
 import type {
   LockSummary,
   ResourceDetail,
@@ -37,8 +37,8 @@ export type {
   StateHistory,
   StateSummary,
   StateVersionSummary as VersionSummary,
-  VersionSelector,
-} from '../infrastructure/read-models/state-read-model';
+} from '../infrastructure/read-models/state-catalog-read-model';
+export type { VersionSelector } from '../infrastructure/read-models/state-document-read-model';
 export type {
   LockSummary,
   ResourceDetail,

@@ -82,7 +82,7 @@ describe('events no read model could hold, written by older versions', () => {
       { lineage: 'lin\uFFFDeage', terraform_version: '1.11\uFFFD' },
     ]);
     // The document terraform reads back is exact.
-    const served = await h.readModel.current('legacy');
+    const served = await h.documents.current('legacy');
     expect(JSON.parse(served!.document).lineage).toBe('lin\u0000eage');
     await h.forceUnlock('legacy');
     expect(await h.db.query('SELECT count(*)::int AS n FROM state_locks')).toEqual([{ n: 0 }]);
@@ -148,7 +148,7 @@ describe('events no read model could hold, written by older versions', () => {
       for (const name of ['state-catalog', 'state-raw']) {
         expect(reached.get(name)!.globalPosition).toBeGreaterThanOrEqual(next!.globalPosition);
       }
-      expect(await h.readModel.lock('other')).toEqual(lockInfo('L2'));
+      expect(await h.catalog.lock('other')).toEqual(lockInfo('L2'));
     });
 
     it('logs the halt once, not at every recheck', async () => {

@@ -147,7 +147,7 @@ describe('rebuilding the read models from the log', () => {
     await commit('big', big, 2);
 
     for (const [name, model] of models) {
-      const served = await h.readModel.current(name);
+      const served = await h.documents.current(name);
       if (model.last === null) continue;
       expect(parseStateDocument(served!.document)).toEqual(inWriterOrder(model.last));
     }
@@ -167,7 +167,7 @@ describe('rebuilding the read models from the log', () => {
     // The live projectors go on from the rebuilt rows (their caches are now stale).
     big.instances.set('18', { name: 'many', key: 18, input: 'after-rebuild' });
     await commit('big', big, 3);
-    expect(parseStateDocument((await h.readModel.current('big'))!.document)).toEqual(
+    expect(parseStateDocument((await h.documents.current('big'))!.document)).toEqual(
       inWriterOrder(big.last),
     );
   });

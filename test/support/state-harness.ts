@@ -18,7 +18,8 @@ import { Notifier } from '../../src/infrastructure/postgres/notifier';
 import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
 import { PostgresSnapshotStore } from '../../src/infrastructure/event-store/postgres-snapshot-store';
 import type { Database } from '../../src/infrastructure/postgres/database';
-import { StateReadModel } from '../../src/infrastructure/read-models/state-read-model';
+import { StateCatalogReadModel } from '../../src/infrastructure/read-models/state-catalog-read-model';
+import { StateDocumentReadModel } from '../../src/infrastructure/read-models/state-document-read-model';
 import { ProjectionRunner } from '../../src/projections/projection-runner';
 import type { Projector } from '../../src/projections/projector';
 import { stateProjectors } from '../../src/projections/state';
@@ -56,7 +57,8 @@ export class StateHarness {
   readonly store: AggregateStore<StateCommand, StateAggregate, StateEvent>;
   readonly projectors: Projector[];
   readonly runner: ProjectionRunner;
-  readonly readModel: StateReadModel;
+  readonly documents: StateDocumentReadModel;
+  readonly catalog: StateCatalogReadModel;
   private clock = Date.parse('2026-01-01T00:00:00.000Z');
   private ids = 0;
 
@@ -79,7 +81,8 @@ export class StateHarness {
       notifier,
       logger: quietLogger,
     }).register(this.projectors);
-    this.readModel = new StateReadModel(t.db);
+    this.documents = new StateDocumentReadModel(t.db);
+    this.catalog = new StateCatalogReadModel(t.db);
   }
 
   static async create(): Promise<StateHarness> {

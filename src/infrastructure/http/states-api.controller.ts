@@ -7,7 +7,8 @@ import { STATE_LINEAGE_CONFLICT, STATE_SERIAL_CONFLICT } from '../../domain/stat
 import { isJsonObject } from '../../domain/terraform';
 import { CONFIG, type Config } from '../config/config';
 import { LockSummary, ResourceReadModel } from '../read-models/resource-read-model';
-import { StateReadModel, StateSummary, VersionSelector } from '../read-models/state-read-model';
+import { StateCatalogReadModel, StateSummary } from '../read-models/state-catalog-read-model';
+import type { VersionSelector } from '../read-models/state-document-read-model';
 import { callerOf } from './caller';
 import { parseJson, readBody } from './read-body';
 import { receiveStateDocument } from './receive-state-document';
@@ -29,7 +30,7 @@ type Route =
 export class StatesApiController {
   constructor(
     private readonly commands: CommandBus,
-    private readonly states: StateReadModel,
+    private readonly states: StateCatalogReadModel,
     private readonly resources: ResourceReadModel,
     @Inject(CONFIG) private readonly config: Config,
   ) {}

@@ -28,7 +28,8 @@ import {
   STATE_NOT_FOUND,
 } from '../../domain/state';
 import { CONFIG, type Config } from '../config/config';
-import { StateReadModel } from '../read-models/state-read-model';
+import { StateCatalogReadModel } from '../read-models/state-catalog-read-model';
+import { StateDocumentReadModel } from '../read-models/state-document-read-model';
 import { callerOf } from './caller';
 import { STATE_VERSION_HEADER } from './headers';
 import { parseJson, readBody } from './read-body';
@@ -48,7 +49,8 @@ type Req_ = Request & { id?: string };
 export class TerraformBackendController {
   constructor(
     private readonly commands: CommandBus,
-    private readonly states: StateReadModel,
+    private readonly documents: StateDocumentReadModel,
+    private readonly catalog: StateCatalogReadModel,
     @Inject(CONFIG) private readonly config: Config,
   ) {}
 
@@ -72,10 +74,10 @@ export class TerraformBackendController {
     }
     const served =
       serial !== null
-        ? await this.states.version(name, { serial })
+        ? await this.documents.version(name, { serial })
         : version !== null
-          ? await this.states.version(name, { version })
-          : await this.states.currentBody(name);
+          ? await this.documents.version(name, { version })
+          : await this.documents.currentBody(name);
     if (served === null) throw await this.missing(name, serial, version);
     res
       .status(200)
@@ -91,7 +93,7 @@ export class TerraformBackendController {
     serial: number | null,
     version: number | null,
   ): Promise<DomainError> {
-    const live = await this.states.live(name);
+    const live = await this.catalog.live(name);
     if (live === null) return new DomainError(STATE_NOT_FOUND, `no state named "${name}"`);
     const which =
       serial !== null

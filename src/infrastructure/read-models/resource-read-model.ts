@@ -2,7 +2,7 @@ import { DomainError } from '../../domain/shared/domain-error';
 import { changedPaths } from '../../domain/terraform/changed-paths';
 import type { JsonObject, JsonValue } from '../../domain/terraform';
 import type { Database } from '../postgres/database';
-import type { VersionSelector } from './state-read-model';
+import type { VersionSelector } from './state-document-read-model';
 
 export interface ResourceSummary {
   address: string;

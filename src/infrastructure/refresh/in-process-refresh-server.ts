@@ -22,7 +22,7 @@ import { LockInfo, STATE_LOCKED, STATE_NOT_FOUND } from '../../domain/state';
 import type { JsonObject } from '../../domain/terraform';
 import { normaliseProviderSource } from '../provider/provider-address';
 import { RefreshReadModel } from '../read-models/refresh-read-model';
-import { StateReadModel } from '../read-models/state-read-model';
+import { StateDocumentReadModel } from '../read-models/state-document-read-model';
 
 /**
  * The refresh server port inside kld: the same commands and read models the
@@ -33,7 +33,7 @@ import { StateReadModel } from '../read-models/state-read-model';
 export class InProcessRefreshServer implements RefreshServerPort {
   constructor(
     private readonly commands: CommandBus,
-    private readonly states: StateReadModel,
+    private readonly states: StateDocumentReadModel,
     private readonly refresh: RefreshReadModel,
     private readonly schemas: ProviderSchemaCache,
     private readonly caller: Caller,

@@ -9,13 +9,13 @@ import type { Caller } from '../../application/state/state-commands';
 import type { Logger } from '../logging/logger';
 import { CachedSchemaProviderFactory } from '../provider/provider-factory';
 import { RefreshReadModel } from '../read-models/refresh-read-model';
-import { StateReadModel } from '../read-models/state-read-model';
+import { StateDocumentReadModel } from '../read-models/state-document-read-model';
 import { FactoryProviderOpener } from './factory-provider-opener';
 import { InProcessRefreshServer } from './in-process-refresh-server';
 
 export interface ServerRefreshProps {
   commands: CommandBus;
-  states: StateReadModel;
+  states: StateDocumentReadModel;
   refresh: RefreshReadModel;
   schemas: ProviderSchemaCache;
   /** Which `{"env": …}` names a run may read (KL_REFRESH_ENV_ALLOW). */

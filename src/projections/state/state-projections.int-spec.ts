@@ -60,10 +60,10 @@ describe('State read models (projected from the real write path)', () => {
         acquired_by: 'ci-bot',
       },
     ]);
-    expect(await h.readModel.lock('prod')).toEqual(lockInfo('L1'));
+    expect(await h.catalog.lock('prod')).toEqual(lockInfo('L1'));
     // Created by the lock, but nothing committed: terraform's GET gets a 404.
-    expect(await h.readModel.current('prod')).toBeNull();
-    const [listed] = await h.readModel.listStates();
+    expect(await h.documents.current('prod')).toBeNull();
+    const [listed] = await h.catalog.listStates();
     expect(listed).toMatchObject({ name: 'prod', version: 0, serial: null, lock: { id: 'L1' } });
   });
 
@@ -71,7 +71,7 @@ describe('State read models (projected from the real write path)', () => {
     await h.commit('prod', v1, { lockId: 'L1' });
     await h.unlock('prod', 'L1');
     expect(await q('SELECT * FROM state_locks')).toEqual([]);
-    expect(await h.readModel.lock('prod')).toBeNull();
+    expect(await h.catalog.lock('prod')).toBeNull();
 
     const current = await q<{ address: string; state_name: string }>(
       'SELECT address, state_name FROM current_resources ORDER BY address',
@@ -181,7 +181,7 @@ describe('State read models (projected from the real write path)', () => {
       })),
     );
 
-    const served = await h.readModel.current('prod');
+    const served = await h.documents.current('prod');
     expect(served).not.toBeNull();
     expect(served!.stateId).toBe(await h.stateId('prod'));
     expect(parseStateDocument(served!.document)).toEqual(v1);
@@ -224,12 +224,12 @@ describe('State read models (projected from the real write path)', () => {
     ]);
     expect(await q('SELECT count(*)::int AS n FROM outputs')).toEqual([{ n: 3 }]);
 
-    const served = await h.readModel.current('prod');
+    const served = await h.documents.current('prod');
     expect(parseStateDocument(served!.document)).toEqual(v2);
-    expect(await h.readModel.atSerial('prod', 16)).toBe(v1Text);
-    expect(await h.readModel.atVersion('prod', 1)).toBe(v1Text);
-    expect(await h.readModel.atSerial('prod', 18)).toBe(served!.document);
-    expect(await h.readModel.atSerial('prod', 17)).toBeNull();
+    expect(await h.documents.atSerial('prod', 16)).toBe(v1Text);
+    expect(await h.documents.atVersion('prod', 1)).toBe(v1Text);
+    expect(await h.documents.atSerial('prod', 18)).toBe(served!.document);
+    expect(await h.documents.atSerial('prod', 17)).toBeNull();
   });
 
   it('gives outputs and dependency edges lifecycles of their own', async () => {
@@ -285,28 +285,26 @@ describe('State read models (projected from the real write path)', () => {
       { from_address: 'terraform_data.counted[1]', create_version: 1, delete_version: 3 },
       { from_address: 'terraform_data.counted[2]', create_version: 1, delete_version: null },
     ]);
-    expect(parseStateDocument((await h.readModel.current('prod'))!.document)).toEqual(v3());
+    expect(parseStateDocument((await h.documents.current('prod'))!.document)).toEqual(v3());
   });
 
   it('keeps a commit with a lower serial as a new version, and serves the newest of a serial', async () => {
     await h.commit('prod', v1);
-    const served = (await h.readModel.current('prod'))!;
+    const served = (await h.documents.current('prod'))!;
     // Same instances, same outputs as version 1: the very same bytes.
     expect(served.document).toBe(v1Text);
     expect(await q('SELECT current_version, current_serial FROM states')).toEqual([
       { current_version: 4, current_serial: '16' },
     ]);
-    expect((await h.readModel.history('prod'))!.versions.map((v) => [v.version, v.serial])).toEqual(
-      [
-        [1, 16],
-        [2, 18],
-        [3, 19],
-        [4, 16],
-      ],
-    );
-    expect(await h.readModel.atSerial('prod', 16)).toBe(v1Text);
-    expect(parseStateDocument((await h.readModel.atVersion('prod', 3))!)).toEqual(v3());
-    expect(parseStateDocument((await h.readModel.atSerial('prod', 18))!)).toEqual(v2);
+    expect((await h.catalog.history('prod'))!.versions.map((v) => [v.version, v.serial])).toEqual([
+      [1, 16],
+      [2, 18],
+      [3, 19],
+      [4, 16],
+    ]);
+    expect(await h.documents.atSerial('prod', 16)).toBe(v1Text);
+    expect(parseStateDocument((await h.documents.atVersion('prod', 3))!)).toEqual(v3());
+    expect(parseStateDocument((await h.documents.atSerial('prod', 18))!)).toEqual(v2);
   });
 
   it('continues on another replica whose cache is cold, from its own raw_state row', async () => {
@@ -317,14 +315,14 @@ describe('State read models (projected from the real write path)', () => {
       logger: quietLogger,
     }).register(stateProjectors(h.events));
     await h.commit('prod', v2, {}, replica);
-    const served = (await h.readModel.current('prod'))!;
+    const served = (await h.documents.current('prod'))!;
     expect(parseStateDocument(served.document)).toEqual(v2);
-    expect(await h.readModel.atVersion('prod', 5)).toBe(served.document);
+    expect(await h.documents.atVersion('prod', 5)).toBe(served.document);
     // And the first replica, whose cache is now one version behind, notices.
     await h.commit('prod', v3());
-    expect(parseStateDocument((await h.readModel.current('prod'))!.document)).toEqual(v3());
-    expect(await h.readModel.atVersion('prod', 6)).toBe(
-      (await h.readModel.current('prod'))!.document,
+    expect(parseStateDocument((await h.documents.current('prod'))!.document)).toEqual(v3());
+    expect(await h.documents.atVersion('prod', 6)).toBe(
+      (await h.documents.current('prod'))!.document,
     );
   });
 
@@ -335,24 +333,24 @@ describe('State read models (projected from the real write path)', () => {
     const raw = byName('state-raw');
     // StateCreated, ApplyCommitted and the first of 16 LifecycleOpened.
     expect(await h.runner.runBatch(raw, 3)).toBe(3);
-    const served = (await h.readModel.current('split'))!;
+    const served = (await h.documents.current('split'))!;
     expect(served).not.toBeNull();
     expect(parseStateDocument(served.document)).toEqual(v1);
     await h.runner.waitForPosition(position!);
-    expect((await h.readModel.current('split'))!.document).toBe(served.document);
+    expect((await h.documents.current('split'))!.document).toBe(served.document);
   });
 
   it('deletes a state without losing its history, and lets its name be used again', async () => {
     oldStateId = await h.stateId('prod');
     await h.delete('prod');
-    expect(await h.readModel.current('prod')).toBeNull();
+    expect(await h.documents.current('prod')).toBeNull();
     // The history stays readable under the name, marked deleted.
-    const gone = (await h.readModel.history('prod'))!;
+    const gone = (await h.catalog.history('prod'))!;
     expect(gone.stateId).toBe(oldStateId);
     expect(gone.deletedAt).toEqual(expect.any(String));
     expect(gone.versions).toHaveLength(6);
-    expect(await h.readModel.history('never-used')).toBeNull();
-    expect(await h.readModel.atVersion('prod', 1)).toBeNull();
+    expect(await h.catalog.history('never-used')).toBeNull();
+    expect(await h.documents.atVersion('prod', 1)).toBeNull();
     expect(
       await q('SELECT count(*)::int AS n FROM current_resources WHERE state_name = $1', ['prod']),
     ).toEqual([{ n: 0 }]);
@@ -369,21 +367,21 @@ describe('State read models (projected from the real write path)', () => {
     await h.commit('prod', small, { lockId: 'L9' });
     const newId = await h.stateId('prod');
     expect(newId).not.toBe(oldStateId);
-    expect(await h.readModel.lock('prod')).toEqual(lockInfo('L9'));
-    expect(parseStateDocument((await h.readModel.current('prod'))!.document)).toEqual(small);
-    expect((await h.readModel.history('prod'))!).toMatchObject({ stateId: newId, deletedAt: null });
-    expect((await h.readModel.history('prod'))!.versions.map((v) => v.version)).toEqual([1]);
-    expect(await h.readModel.atSerial('prod', 16)).toBeNull();
+    expect(await h.catalog.lock('prod')).toEqual(lockInfo('L9'));
+    expect(parseStateDocument((await h.documents.current('prod'))!.document)).toEqual(small);
+    expect((await h.catalog.history('prod'))!).toMatchObject({ stateId: newId, deletedAt: null });
+    expect((await h.catalog.history('prod'))!.versions.map((v) => v.version)).toEqual([1]);
+    expect(await h.documents.atSerial('prod', 16)).toBeNull();
     expect(
       await q('SELECT address FROM current_resources WHERE state_name = $1', ['prod']),
     ).toEqual([{ address: 'terraform_data.fresh' }]);
-    const names = (await h.readModel.listStates()).map((s) => [s.name, s.stateId]);
+    const names = (await h.catalog.listStates()).map((s) => [s.name, s.stateId]);
     expect(names).toEqual([
       ['prod', newId],
       ['split', await h.stateId('split')],
     ]);
     await h.forceUnlock('prod');
-    expect(await h.readModel.lock('prod')).toBeNull();
+    expect(await h.catalog.lock('prod')).toBeNull();
   });
 
   it('records on the version the lineage a forced push replaced', async () => {
@@ -401,13 +399,15 @@ describe('State read models (projected from the real write path)', () => {
       { version: 2, lineage: 'lineage-a', lineage_changed_from: null },
       { version: 3, lineage: 'lineage-b', lineage_changed_from: 'lineage-a' },
     ]);
-    expect(
-      (await h.readModel.history('pushed'))!.versions.map((v) => v.lineageChangedFrom),
-    ).toEqual([null, null, 'lineage-a']);
+    expect((await h.catalog.history('pushed'))!.versions.map((v) => v.lineageChangedFrom)).toEqual([
+      null,
+      null,
+      'lineage-a',
+    ]);
   });
 
   it('lists a name that was never written only while it is locked', async () => {
-    const listed = async () => (await h.readModel.listStates()).map((s) => s.name);
+    const listed = async () => (await h.catalog.listStates()).map((s) => s.name);
     await h.lock('probe', 'P1');
     expect(await listed()).toContain('probe');
     await h.unlock('probe', 'P1');

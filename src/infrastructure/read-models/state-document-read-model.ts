@@ -1,7 +1,6 @@
 import type { LRUCache } from 'lru-cache';
 import { boundedCache, DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { DomainError } from '../../domain/shared/domain-error';
-import type { LockInfo } from '../../domain/state';
 import {
   buildDocument,
   contentMd5,
@@ -33,34 +32,15 @@ export interface ServedDocument {
   md5: string;
 }
 
-export interface StateSummary {
-  stateId: string;
-  name: string;
-  createdAt: string;
-  updatedAt: string;
+/** A version as terraform's GET serves it. */
+export interface ServedVersion {
   version: number;
-  serial: number | null;
-  lineage: string | null;
-  terraformVersion: string | null;
-  instanceCount: number;
-  resourceCount: number;
-  lock: { id: string; who: string | null; operation: string | null; since: string } | null;
+  body: Buffer;
+  md5: string;
 }
 
-export interface StateVersionSummary {
-  version: number;
-  serial: number;
-  lineage: string;
-  /** The previous version's lineage when this version changed it (`state push -force`); else null. */
-  lineageChangedFrom: string | null;
-  source: string;
-  actor: string;
-  terraformVersion: string;
-  instanceCount: number;
-  resourceCount: number;
-  checksum: string;
-  createdAt: string;
-}
+/** Which version of a state to read: ours, or the newest carrying a terraform serial. */
+export type VersionSelector = { version: number } | { serial: number };
 
 interface VersionRow {
   state_id: string;
@@ -85,28 +65,15 @@ interface InstanceRow {
   instance: InstanceObjectV4;
 }
 
-/** A state's versions, oldest first; `deletedAt` set when the state was deleted. */
-export interface StateHistory {
-  stateId: string;
-  deletedAt: string | null;
-  versions: StateVersionSummary[];
-}
-
-/** A version as terraform's GET serves it. */
-export interface ServedVersion {
-  version: number;
-  body: Buffer;
-  md5: string;
-}
-
-/** Which version of a state to read: ours, or the newest carrying a terraform serial. */
-export type VersionSelector = { version: number } | { serial: number };
-
 const VERSION_COLUMNS = `sv.state_id, sv.version, sv.serial, sv.lineage, sv.terraform_version,
   sv.instance_count, sv.outputs, sv.check_results, sv.extra`;
 
-/** The queries behind terraform's GET and the state listings; live states only. */
-export class StateReadModel {
+/**
+ * The documents of live states as terraform's GET serves them: the current
+ * one from `raw_state` (one row, however large the state, its bytes kept in
+ * memory once served), past ones rebuilt from their lifecycles.
+ */
+export class StateDocumentReadModel {
   /** The last served version of each state, least recently used out, bounded by bytes. */
   private readonly served: LRUCache<string, ServedDocument>;
 
@@ -188,127 +155,6 @@ export class StateReadModel {
     if (rows.length === 0) return null;
     const body = Buffer.from(await this.rebuild(rows[0]), 'utf8');
     return { version: rows[0].version, body, md5: contentMd5(body) };
-  }
-
-  /** The live state called `name` and its current version (0 before the first write); null if none. */
-  async live(name: string): Promise<{ stateId: string; version: number } | null> {
-    const rows = await this.db.query<{ state_id: string; current_version: number }>(
-      'SELECT state_id, current_version FROM states WHERE name = $1 AND deleted_at IS NULL',
-      [name],
-    );
-    return rows.length ? { stateId: rows[0].state_id, version: rows[0].current_version } : null;
-  }
-
-  /** The LockInfo exactly as the holder sent it; null when unlocked or missing. */
-  async lock(name: string): Promise<LockInfo | null> {
-    const rows = await this.db.query<{ info: LockInfo }>(
-      `SELECT l.info FROM state_locks l
-         JOIN states s ON s.state_id = l.state_id AND s.deleted_at IS NULL
-        WHERE s.name = $1`,
-      [name],
-    );
-    return rows.length ? rows[0].info : null;
-  }
-
-  /**
-   * Every live state that has a version, or is locked now. A name that was
-   * only locked and unlocked (a probe) was never written: terraform's GET
-   * answers 404 for it, so it is not listed either.
-   */
-  async listStates(): Promise<StateSummary[]> {
-    const rows = await this.db.query<{
-      state_id: string;
-      name: string;
-      created_at: Date;
-      updated_at: Date;
-      current_version: number;
-      current_serial: string | null;
-      lineage: string | null;
-      terraform_version: string | null;
-      instance_count: number;
-      resource_count: number;
-      lock_id: string | null;
-      who: string | null;
-      operation: string | null;
-      acquired_at: Date | null;
-    }>(
-      `SELECT s.state_id, s.name, s.created_at, s.updated_at, s.current_version,
-              s.current_serial, s.lineage, s.terraform_version, s.instance_count,
-              s.resource_count, l.lock_id, l.who, l.operation, l.acquired_at
-         FROM states s LEFT JOIN state_locks l ON l.state_id = s.state_id
-        WHERE s.deleted_at IS NULL AND (s.current_version > 0 OR l.lock_id IS NOT NULL)
-        ORDER BY s.name`,
-    );
-    return rows.map((r) => ({
-      stateId: r.state_id,
-      name: r.name,
-      createdAt: r.created_at.toISOString(),
-      updatedAt: r.updated_at.toISOString(),
-      version: r.current_version,
-      serial: r.current_serial === null ? null : Number(r.current_serial),
-      lineage: r.lineage,
-      terraformVersion: r.terraform_version,
-      instanceCount: r.instance_count,
-      resourceCount: r.resource_count,
-      lock:
-        r.lock_id === null || r.acquired_at === null
-          ? null
-          : {
-              id: r.lock_id,
-              who: r.who,
-              operation: r.operation,
-              since: r.acquired_at.toISOString(),
-            },
-    }));
-  }
-
-  /**
-   * Every version of the state called `name`, oldest first: the live one, or
-   * when there is none the one deleted last. Null when the name was never used.
-   */
-  async history(name: string): Promise<StateHistory | null> {
-    const states = await this.db.query<{ state_id: string; deleted_at: Date | null }>(
-      `SELECT state_id, deleted_at FROM states WHERE name = $1
-        ORDER BY deleted_at IS NULL DESC, deleted_at DESC LIMIT 1`,
-      [name],
-    );
-    if (states.length === 0) return null;
-    const { state_id: stateId, deleted_at: deletedAt } = states[0];
-    const rows = await this.db.query<{
-      version: number;
-      serial: string;
-      lineage: string;
-      lineage_changed_from: string | null;
-      source: string;
-      actor: string;
-      terraform_version: string;
-      instance_count: number;
-      resource_count: number;
-      checksum: string;
-      created_at: Date;
-    }>(
-      `SELECT version, serial, lineage, lineage_changed_from, source, actor, terraform_version,
-              instance_count, resource_count, checksum, created_at
-         FROM state_versions WHERE state_id = $1 ORDER BY version`,
-      [stateId],
-    );
-    return {
-      stateId,
-      deletedAt: deletedAt?.toISOString() ?? null,
-      versions: rows.map((r) => ({
-        version: r.version,
-        serial: Number(r.serial),
-        lineage: r.lineage,
-        lineageChangedFrom: r.lineage_changed_from,
-        source: r.source,
-        actor: r.actor,
-        terraformVersion: r.terraform_version,
-        instanceCount: r.instance_count,
-        resourceCount: r.resource_count,
-        checksum: r.checksum,
-        createdAt: r.created_at.toISOString(),
-      })),
-    };
   }
 
   /**
