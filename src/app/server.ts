@@ -9,6 +9,7 @@ import { crossSiteGuard } from '../infrastructure/http/cross-site.middleware';
 import { ErrorFilter } from '../infrastructure/http/error.filter';
 import { LosslessJsonInterceptor } from '../infrastructure/http/lossless-json.interceptor';
 import { requestLog } from '../infrastructure/http/request-log.middleware';
+import { requestValidationPipe } from '../infrastructure/http/request-validation';
 import type { Logger } from '../infrastructure/logging/logger';
 import { NestLogger } from '../infrastructure/logging/nest-logger';
 import { Database } from '../infrastructure/postgres/database';
@@ -66,6 +67,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     app.use(refuseNulInUrl);
     app.useGlobalFilters(new ErrorFilter(logger));
     app.useGlobalInterceptors(new LosslessJsonInterceptor());
+    app.useGlobalPipes(requestValidationPipe());
     answerClientErrors(app.getHttpServer());
     await app.listen(config.listen.port, config.listen.host);
   } catch (err) {

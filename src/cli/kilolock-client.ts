@@ -1,3 +1,5 @@
+import type { QueryDto } from '../infrastructure/http/dto/query.dto';
+import type { ForceUnlockDto } from '../infrastructure/http/dto/states-api.dto';
 import { STATE_VERSION_HEADER } from '../infrastructure/http/headers';
 import type {
   StateHistory,
@@ -19,12 +21,8 @@ import {
   statePath,
 } from '../infrastructure/rest/kld-http-client';
 
-export interface QueryRequest {
-  sql: string;
-  params?: unknown[];
-  max_rows?: number;
-  timeout_ms?: number;
-}
+/** The body of `POST /v1/query`: the server's own DTO. */
+export type QueryRequest = QueryDto;
 
 export interface QueryResponse {
   columns: { name: string; type: string }[];
@@ -125,7 +123,7 @@ export class KilolockClient {
   /** Releases the lock; with `lockId`, only that lock (STATE.LOCK_MISMATCH if another holds it). */
   forceUnlock(state: string, lockId?: string): Promise<{ released: string | null }> {
     return this.json('POST', `/v1/api/states/${statePath(state)}/force-unlock`, {
-      json: lockId === undefined ? {} : { lock_id: lockId },
+      json: (lockId === undefined ? {} : { lock_id: lockId }) satisfies ForceUnlockDto,
     });
   }
 

@@ -355,7 +355,7 @@ describe('refused at the boundary, naming the field, storing nothing', () => {
             '"\\ud800"',
           ),
         ),
-      'request body config.region holds an unpaired UTF-16 surrogate',
+      'provider config config.region holds an unpaired UTF-16 surrogate',
     ],
     [
       'a provider config alias with a NUL (looked up before it is stored)',

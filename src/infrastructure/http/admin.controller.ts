@@ -1,9 +1,7 @@
-import { Controller, HttpCode, Inject, Post, Req } from '@nestjs/common';
-import type { Request } from 'express';
-import { DomainError } from '../../domain/shared/domain-error';
-import { textProblem } from '../../domain/shared/storable-text';
+import { Body, Controller, HttpCode, Inject, Post } from '@nestjs/common';
 import { PROJECTION_ADMIN, ProjectionAdmin } from '../../application/ports/projection-admin.port';
-import { parseJson, readBody } from './read-body';
+import { SkipEventDto } from './dto/admin.dto';
+import { JsonBody } from './json-body';
 
 @Controller('v1/admin')
 export class AdminController {
@@ -23,20 +21,8 @@ export class AdminController {
    */
   @Post('projections/skip')
   @HttpCode(200)
-  async skip(@Req() req: Request) {
-    const body = parseJson(await readBody(req, 64 * 1024, 'skip'), 'REQUEST.INVALID', 'skip');
-    const { projector, position, reason } = (body ?? {}) as Record<string, unknown>;
-    if (typeof projector !== 'string') throw invalid('projector must be a string');
-    if (typeof position !== 'number' || !Number.isSafeInteger(position) || position < 1) {
-      throw invalid('position must be a positive integer (event_log.position)');
-    }
-    if (typeof reason !== 'string' || reason.trim() === '' || textProblem(reason) !== null) {
-      throw invalid('reason must be a non-empty string: say why the event is skipped');
-    }
-    return this.runner.skip(projector, BigInt(position), reason);
+  @JsonBody({ what: 'skip', limit: 64 * 1024 })
+  skip(@Body() body: SkipEventDto) {
+    return this.runner.skip(body.projector, BigInt(body.position), body.reason);
   }
-}
-
-function invalid(message: string): DomainError {
-  return new DomainError('REQUEST.INVALID', message);
 }

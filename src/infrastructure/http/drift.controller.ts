@@ -2,7 +2,7 @@ import { Controller, Get, Query } from '@nestjs/common';
 import { DomainError } from '../../domain/shared/domain-error';
 import { STATE_NOT_FOUND } from '../../domain/state';
 import { DriftEntry, RefreshReadModel } from '../read-models/refresh-read-model';
-import { stateNameFrom } from './state-name';
+import { DriftQueryDto } from './dto/refresh-run.dto';
 
 /** `current_resource_drift` of one state, over REST (`kl drift`). */
 @Controller('v1/drift')
@@ -10,8 +10,8 @@ export class DriftController {
   constructor(private readonly read: RefreshReadModel) {}
 
   @Get()
-  async drift(@Query('state') state: string | undefined): Promise<{ drift: DriftEntry[] }> {
-    const name = stateNameFrom(state);
+  async drift(@Query() query: DriftQueryDto): Promise<{ drift: DriftEntry[] }> {
+    const name = query.state;
     // An empty list must mean "no drift", never "no such state".
     if (!(await this.read.stateExists(name))) {
       throw new DomainError(STATE_NOT_FOUND, `state ${name} does not exist`);

@@ -1,4 +1,4 @@
-import { Controller, Delete, Get, HttpCode, Put, Query, Req } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Put, Query, Req } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { Request } from 'express';
 import {
@@ -11,19 +11,10 @@ import { DomainError } from '../../domain/shared/domain-error';
 import { normaliseProviderSource } from '../provider/provider-address';
 import { RefreshReadModel, StoredProviderConfig } from '../read-models/refresh-read-model';
 import { callerOf } from './caller';
-import { readBody } from './read-body';
-import { jsonBody, parseProviderConfig } from './refresh-requests';
-import { stateNameFrom } from './state-name';
+import { ProviderConfigQueryDto, PutProviderConfigDto } from './dto/provider-config.dto';
+import { JsonBody } from './json-body';
 
 type Req_ = Request & { id?: string };
-
-const CONFIG_BODY = 1024 * 1024;
-
-interface ConfigQuery {
-  state?: string;
-  source?: string;
-  alias?: string;
-}
 
 /** One change as the API returns it. */
 export interface ProviderConfigChangeWire {
@@ -58,21 +49,25 @@ export class ProviderConfigsController {
 
   @Put()
   @HttpCode(200)
-  async put(@Req() req: Req_): Promise<StoredProviderConfigAnswer | null> {
-    const body = parseProviderConfig(jsonBody(await readBody(req, CONFIG_BODY, 'provider config')));
+  @JsonBody({ what: 'provider config', limit: 1024 * 1024, lossless: true })
+  async put(
+    @Body() body: PutProviderConfigDto,
+    @Req() req: Req_,
+  ): Promise<StoredProviderConfigAnswer | null> {
     const source = normaliseProviderSource(body.source);
-    const before = await this.read.providerConfig(body.state, source, body.alias);
+    const alias = body.alias || null;
+    const before = await this.read.providerConfig(body.state, source, alias);
     await this.commands.execute(
       new ConfigureProviderCommand({
         stateName: body.state,
         source,
-        alias: body.alias,
+        alias,
         config: body.config,
-        checkSchema: body.checkSchema,
+        checkSchema: !body.skip_schema_check,
         caller: callerOf(req),
       }),
     );
-    const stored = await this.read.providerConfig(body.state, source, body.alias);
+    const stored = await this.read.providerConfig(body.state, source, alias);
     if (!stored) return null;
     const changed = before && before.updated_at !== stored.updated_at;
     return {
@@ -86,10 +81,12 @@ export class ProviderConfigsController {
    * with `source` (and `alias`).
    */
   @Get('history')
-  async history(@Query() q: ConfigQuery): Promise<{ history: ProviderConfigChangeWire[] }> {
+  async history(
+    @Query() q: ProviderConfigQueryDto,
+  ): Promise<{ history: ProviderConfigChangeWire[] }> {
     const history = await this.queries.execute(
       new ProviderConfigHistoryQuery({
-        state: stateNameFrom(q.state),
+        state: q.state,
         ...(q.source === undefined ? {} : { config: key(q) }),
       }),
     );
@@ -108,9 +105,9 @@ export class ProviderConfigsController {
 
   @Get()
   async get(
-    @Query() q: ConfigQuery,
+    @Query() q: ProviderConfigQueryDto,
   ): Promise<{ configs: StoredProviderConfig[] } | StoredProviderConfig> {
-    const state = stateNameFrom(q.state);
+    const { state } = q;
     if (q.source === undefined) return { configs: await this.read.providerConfigs(state) };
     const { source, alias } = key(q);
     const found = await this.read.providerConfig(state, source, alias);
@@ -120,8 +117,8 @@ export class ProviderConfigsController {
 
   @Delete()
   @HttpCode(200)
-  async remove(@Query() q: ConfigQuery, @Req() req: Req_): Promise<{ removed: true }> {
-    const state = stateNameFrom(q.state);
+  async remove(@Query() q: ProviderConfigQueryDto, @Req() req: Req_): Promise<{ removed: true }> {
+    const { state } = q;
     const { source, alias } = key(q);
     await this.commands.execute(
       new RemoveProviderConfigCommand({ stateName: state, source, alias, caller: callerOf(req) }),
@@ -130,13 +127,8 @@ export class ProviderConfigsController {
   }
 }
 
-function key(q: ConfigQuery): { source: string; alias: string | null } {
-  if (typeof q.source !== 'string' || q.source === '') {
-    throw new DomainError('REQUEST.INVALID', 'source is required');
-  }
-  if (q.alias !== undefined && typeof q.alias !== 'string') {
-    throw new DomainError('REQUEST.INVALID', 'alias must be given once');
-  }
+function key(q: ProviderConfigQueryDto): { source: string; alias: string | null } {
+  if (q.source === undefined) throw new DomainError('REQUEST.INVALID', 'source is required');
   return { source: normaliseProviderSource(q.source), alias: q.alias || null };
 }
 

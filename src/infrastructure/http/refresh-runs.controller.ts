@@ -1,4 +1,4 @@
-import { Controller, Get, HttpCode, Inject, Param, Post, Query, Req } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Req } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { Request } from 'express';
 import {
@@ -9,16 +9,18 @@ import {
 import { REFRESH_NOT_FOUND } from '../../domain/refresh';
 import { STATE_NOT_FOUND } from '../../domain/state';
 import { DomainError } from '../../domain/shared/domain-error';
-import { CONFIG, type Config } from '../config/config';
 import { RefreshReadModel, RefreshRunSummary } from '../read-models/refresh-read-model';
 import { callerOf } from './caller';
-import { readBody } from './read-body';
-import { jsonBody, parseFinish, parseResults, parseStartRun } from './refresh-requests';
-import { stateNameFrom } from './state-name';
+import {
+  FinishRefreshRunDto,
+  RefreshResultsDto,
+  RefreshRunsQueryDto,
+  StartRefreshRunDto,
+} from './dto/refresh-run.dto';
+import { JsonBody } from './json-body';
+import { finishedDocumentOf, refreshResultsOf } from './refresh-requests';
 
 type Req_ = Request & { id?: string };
-
-const SMALL_BODY = 64 * 1024;
 
 /**
  * The refresh run API `kl refresh` drives: start, send results in batches,
@@ -30,18 +32,17 @@ export class RefreshRunsController {
   constructor(
     private readonly commands: CommandBus,
     private readonly runs: RefreshReadModel,
-    @Inject(CONFIG) private readonly config: Config,
   ) {}
 
   @Post()
   @HttpCode(201)
-  async start(@Req() req: Req_) {
-    const body = parseStartRun(jsonBody(await readBody(req, SMALL_BODY)));
+  @JsonBody({ what: 'refresh run', limit: 64 * 1024, lossless: true })
+  async start(@Body() body: StartRefreshRunDto, @Req() req: Req_) {
     const caller = callerOf(req);
     const started = await this.commands.execute(
       new StartRefreshRunCommand({
         stateName: body.state,
-        dryRun: body.dryRun,
+        dryRun: body.dry_run ?? false,
         caller: { ...caller, actor: body.actor ?? caller.actor },
       }),
     );
@@ -55,12 +56,12 @@ export class RefreshRunsController {
 
   @Post(':runId/results')
   @HttpCode(200)
-  async results(@Param('runId') runId: string, @Req() req: Req_) {
-    const body = jsonBody(await readBody(req, this.config.maxStateBytes, 'refresh results'));
+  @JsonBody({ what: 'refresh results', limit: 'maxStateBytes', lossless: true })
+  async results(@Param('runId') runId: string, @Body() body: RefreshResultsDto, @Req() req: Req_) {
     return this.commands.execute(
       new RecordRefreshResultsCommand({
         runId,
-        results: parseResults(body),
+        results: refreshResultsOf(body),
         caller: callerOf(req),
       }),
     );
@@ -68,17 +69,15 @@ export class RefreshRunsController {
 
   @Post(':runId/finish')
   @HttpCode(200)
-  async finish(@Param('runId') runId: string, @Req() req: Req_) {
-    const body = parseFinish(
-      jsonBody(await readBody(req, this.config.maxStateBytes, 'refresh finish')),
-    );
+  @JsonBody({ what: 'refresh finish', limit: 'maxStateBytes', lossless: true })
+  async finish(@Param('runId') runId: string, @Body() body: FinishRefreshRunDto, @Req() req: Req_) {
     const finished = await this.commands.execute(
       new FinishRefreshRunCommand({
         runId,
         status: body.status,
-        errorSummary: body.errorSummary,
-        document: body.document,
-        lockId: body.lockId,
+        errorSummary: body.error_summary ?? null,
+        document: finishedDocumentOf(body),
+        lockId: body.lock_id || null,
         caller: callerOf(req),
       }),
     );
@@ -102,16 +101,9 @@ export class RefreshRunsController {
   }
 
   @Get()
-  async list(
-    @Query('state') state: string | undefined,
-    @Query('limit') limitParam: string | undefined,
-  ): Promise<{ runs: RefreshRunSummary[] }> {
-    const limit = limitParam === undefined ? 50 : Number(limitParam);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
-      throw new DomainError('REQUEST.INVALID', 'limit must be an integer from 1 to 1000');
-    }
-    const name = state === undefined ? null : stateNameFrom(state);
-    const runs = await this.runs.runs(name, limit);
+  async list(@Query() query: RefreshRunsQueryDto): Promise<{ runs: RefreshRunSummary[] }> {
+    const name = query.state ?? null;
+    const runs = await this.runs.runs(name, query.limit ?? 50);
     if (name !== null && runs.length === 0 && !(await this.runs.stateExists(name))) {
       throw new DomainError(STATE_NOT_FOUND, `state ${name} does not exist`);
     }

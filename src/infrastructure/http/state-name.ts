@@ -34,20 +34,21 @@ export function stateNameFrom(param: string | string[] | undefined): string {
     );
   }
   const name = Array.isArray(param) ? param.join('/') : (param ?? '');
+  const problem = stateNameProblem(name);
+  if (problem !== null) throw new DomainError('REQUEST.INVALID', `invalid state name ${problem}`);
+  return name;
+}
+
+/** Why `name` is not a state name, after the words "invalid state name"; null when it is one. */
+export function stateNameProblem(name: string): string | null {
   const segments = name.split('/');
   if (!name || name.length > 512 || !segments.every((s) => SEGMENT.test(s))) {
-    throw new DomainError(
-      'REQUEST.INVALID',
-      `invalid state name "${name.slice(0, 100)}": use segments of letters, digits and . _ @ + = - separated by /`,
-    );
+    return `"${name.slice(0, 100)}": use segments of letters, digits and . _ @ + = - separated by /`;
   }
   const last = segments[segments.length - 1];
   // Routes match case-insensitively, so `…/Refresh` would be taken as the action too.
   if (RESERVED_LAST_SEGMENTS.includes(last.toLowerCase())) {
-    throw new DomainError(
-      'REQUEST.INVALID',
-      `invalid state name "${name.slice(0, 100)}": a last segment "${last}" is reserved (POST /v1/states/<name>/${last})`,
-    );
+    return `"${name.slice(0, 100)}": a last segment "${last}" is reserved (POST /v1/states/<name>/${last})`;
   }
-  return name;
+  return null;
 }

@@ -1,11 +1,10 @@
-import { Controller, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
+import { Body, Controller, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { toWire } from '../../application/refresh/refresh-report';
-import { DomainError } from '../../domain/shared/domain-error';
 import { ServerRefreshService } from '../refresh/server-refresh.service';
 import { callerOf } from './caller';
-import { readBody } from './read-body';
-import { jsonBody } from './refresh-requests';
+import { StateRefreshDto } from './dto/refresh-run.dto';
+import { JsonBody } from './json-body';
 import { stateNameFrom } from './state-name';
 
 /**
@@ -21,18 +20,15 @@ export class StateRefreshController {
 
   @Post('v1/states/*name/refresh')
   @HttpCode(200)
+  @JsonBody({ what: 'refresh request', limit: 64 * 1024, lossless: true, emptyIsObject: true })
   async run(
     @Param('name') param: string[],
+    @Body() body: StateRefreshDto,
     @Req() req: Request & { id?: string },
     @Res({ passthrough: true }) res: Response,
   ) {
     const name = stateNameFrom(param);
-    const raw = await readBody(req, 64 * 1024);
-    const body = raw.toString('utf8').trim() === '' ? {} : jsonBody(raw);
     const dryRun = body.dry_run ?? false;
-    if (typeof dryRun !== 'boolean') {
-      throw new DomainError('REQUEST.INVALID', 'dry_run must be a boolean');
-    }
     const hangUp = new AbortController();
     // 'close' on the response before it finished: the client went away.
     const onClose = () => {

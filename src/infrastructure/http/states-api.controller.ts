@@ -1,16 +1,17 @@
-import { Controller, Get, HttpCode, Inject, Param, Post, Query, Req } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, Req } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { Request } from 'express';
 import { CommitStateCommand, UnlockStateCommand } from '../../application/state/state-commands';
 import { DomainError } from '../../domain/shared/domain-error';
 import { STATE_LINEAGE_CONFLICT, STATE_SERIAL_CONFLICT } from '../../domain/state';
-import { isJsonObject } from '../../domain/terraform';
 import { CONFIG, type Config } from '../config/config';
 import { LockSummary, ResourceReadModel } from '../read-models/resource-read-model';
 import { StateCatalogReadModel, StateSummary } from '../read-models/state-catalog-read-model';
 import type { VersionSelector } from '../read-models/state-document-read-model';
 import { callerOf } from './caller';
-import { parseJson, readBody } from './read-body';
+import { ForceUnlockDto, ImportQueryDto, StatesApiQueryDto } from './dto/states-api.dto';
+import { JsonBody } from './json-body';
+import { readBody } from './read-body';
 import { receiveStateDocument } from './receive-state-document';
 import { stateNameFrom } from './state-name';
 
@@ -46,10 +47,7 @@ export class StatesApiController {
   }
 
   @Get('states/*path')
-  async get(
-    @Param('path') path: string[],
-    @Query() query: Record<string, unknown>,
-  ): Promise<unknown> {
+  async get(@Param('path') path: string[], @Query() query: StatesApiQueryDto): Promise<unknown> {
     const route = parseRoute(path);
     switch (route.kind) {
       case 'history': {
@@ -62,8 +60,8 @@ export class StatesApiController {
           state: route.state,
           resources: await this.resources.resources(
             route.state,
-            optionalString(query.address_glob, 'address_glob'),
-            integerParam(query.version, 'version') ?? undefined,
+            query.address_glob || undefined,
+            query.version,
           ),
         };
       case 'resource':
@@ -73,8 +71,8 @@ export class StatesApiController {
           ...(await this.resources.resource(
             route.state,
             route.address,
-            query.history === 'true',
-            integerParam(query.version, 'version') ?? undefined,
+            query.history ?? false,
+            query.version,
           )),
         };
       case 'diff': {
@@ -89,37 +87,43 @@ export class StatesApiController {
   }
 
   /**
-   * `<name>/import` (`kl import`): a terraform POST recorded with source
-   * `import`, refused (409) if its lineage differs from the current
-   * version's or its serial is older, unless `?force=true`.
    * `<name>/force-unlock` (`kl force-unlock`): releases the lock, or with
    * `{"lock_id": …}` only that lock (409 with the holder if another holds it).
    */
-  @Post('states/*path')
+  @Post('states/*path/force-unlock')
   @HttpCode(200)
-  async post(
+  @JsonBody({ what: 'force-unlock request', limit: 'maxLockBytes', emptyIsObject: true })
+  async forceUnlock(
     @Param('path') path: string[],
-    @Query() query: Record<string, unknown>,
+    @Body() body: ForceUnlockDto,
     @Req() req: Request & { id?: string },
-  ): Promise<unknown> {
-    const action = path.length >= 2 ? path[path.length - 1] : '';
-    if (action !== 'import' && action !== 'force-unlock') {
-      throw new DomainError(
-        'REQUEST.NOT_FOUND',
-        'no such endpoint: POST <name>/import or <name>/force-unlock',
-      );
-    }
-    const state = stateNameFrom(path.slice(0, -1));
-    if (action === 'force-unlock') {
-      const body = await readBody(req, this.config.maxLockBytes, 'force-unlock request');
-      const lockId = forceUnlockId(body);
-      const { released } = await this.commands.execute(
-        new UnlockStateCommand({ name: state, lockId, forced: true, caller: callerOf(req) }),
-      );
-      return { state, released };
-    }
-    const force = booleanParam(query.force, 'force');
-    const lockId = optionalString(query.lock_id, 'lock_id');
+  ): Promise<{ state: string; released: string | null }> {
+    const state = stateNameFrom(path);
+    const { released } = await this.commands.execute(
+      new UnlockStateCommand({
+        name: state,
+        lockId: body.lock_id ?? null,
+        forced: true,
+        caller: callerOf(req),
+      }),
+    );
+    return { state, released };
+  }
+
+  /**
+   * `<name>/import` (`kl import`): a terraform POST recorded with source
+   * `import`, refused (409) if its lineage differs from the current
+   * version's or its serial is older, unless `?force=true`. The body is a
+   * state document, read raw like terraform's.
+   */
+  @Post('states/*path/import')
+  @HttpCode(200)
+  async import(
+    @Param('path') path: string[],
+    @Query() query: ImportQueryDto,
+    @Req() req: Request & { id?: string },
+  ): Promise<{ state: string; version: number | null }> {
+    const state = stateNameFrom(path);
     const { document, checksum } = await receiveStateDocument(
       await readBody(req, this.config.maxStateBytes, 'state'),
     );
@@ -129,16 +133,24 @@ export class StatesApiController {
           name: state,
           document,
           checksum,
-          lockId: lockId ?? null,
+          lockId: query.lock_id || null,
           source: 'import',
           caller: callerOf(req),
-          checkContinuity: !force,
+          checkContinuity: !query.force,
         }),
       )
       .catch((err: unknown) => {
         throw withForceHint(err);
       });
     return { state, version };
+  }
+
+  @Post('states/*path')
+  notFound(): never {
+    throw new DomainError(
+      'REQUEST.NOT_FOUND',
+      'no such endpoint: POST <name>/import or <name>/force-unlock',
+    );
   }
 }
 
@@ -171,48 +183,14 @@ function parseRoute(path: string[]): Route {
   );
 }
 
-function integerParam(value: unknown, name: string): number | null {
-  if (value === undefined || value === '') return null;
-  if (typeof value !== 'string' || !/^\d{1,15}$/.test(value)) {
-    throw invalid(`${name} must be a non-negative integer`);
-  }
-  return Number(value);
-}
-
 /** `<side>` (a terraform serial) or `<side>_version` (ours), not both. */
-function selector(query: Record<string, unknown>, side: 'from' | 'to'): VersionSelector | null {
-  const serial = integerParam(query[side], side);
-  const version = integerParam(query[`${side}_version`], `${side}_version`);
-  if (serial !== null && version !== null) {
+function selector(query: StatesApiQueryDto, side: 'from' | 'to'): VersionSelector | null {
+  const serial = query[side];
+  const version = query[`${side}_version`];
+  if (serial !== undefined && version !== undefined) {
     throw invalid(`give ${side} or ${side}_version, not both`);
   }
-  return serial !== null ? { serial } : version !== null ? { version } : null;
-}
-
-function booleanParam(value: unknown, name: string): boolean {
-  if (value === undefined || value === 'false') return false;
-  if (value === 'true') return true;
-  throw invalid(`${name} must be true or false`);
-}
-
-/** An empty body, or `{"lock_id": "<id>"}`. */
-function forceUnlockId(body: Buffer): string | null {
-  if (body.toString('utf8').trim() === '') return null;
-  const json = parseJson(body, 'REQUEST.INVALID', 'force-unlock request');
-  if (!isJsonObject(json) || Object.keys(json).some((k) => k !== 'lock_id')) {
-    throw invalid('force-unlock request must be {"lock_id": "<id>"} or empty');
-  }
-  if (json.lock_id === undefined) return null;
-  if (typeof json.lock_id !== 'string' || json.lock_id === '') {
-    throw invalid('lock_id must be a non-empty string');
-  }
-  return json.lock_id;
-}
-
-function optionalString(value: unknown, name: string): string | undefined {
-  if (value === undefined || value === '') return undefined;
-  if (typeof value !== 'string') throw invalid(`${name} must be given once`);
-  return value;
+  return serial !== undefined ? { serial } : version !== undefined ? { version } : null;
 }
 
 function invalid(message: string): DomainError {

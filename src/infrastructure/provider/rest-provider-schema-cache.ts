@@ -1,5 +1,6 @@
 import { ProviderSchemaCache } from '../../application/ports/provider-schema-cache.port';
 import { ProviderSchema } from '../../domain/cty/schema';
+import type { PutProviderSchemaDto } from '../http/dto/provider-schema.dto';
 import { KldHttpClient } from '../rest/kld-http-client';
 
 /**
@@ -34,7 +35,7 @@ export class RestProviderSchemaCache implements ProviderSchemaCache {
   async put(source: string, version: string, schema: ProviderSchema): Promise<void> {
     try {
       const res = await this.http.send('PUT', '/v1/provider-schemas', {
-        json: { source, version, schema },
+        json: { source, version, schema } satisfies PutProviderSchemaDto,
       });
       if (!res.ok) this.onError(`schema cache store answered ${res.status}`);
       await res.body?.cancel();

@@ -10,6 +10,12 @@ import type { RefreshResult } from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
 import { LockInfo, STATE_LOCK_MISMATCH, STATE_NOT_FOUND } from '../../domain/state';
 import { isJsonObject, JsonObject, JsonValue, parseJsonExact } from '../../domain/terraform';
+import type { PutProviderConfigDto } from '../http/dto/provider-config.dto';
+import type {
+  FinishRefreshRunDto,
+  RefreshResultsDto,
+  StartRefreshRunDto,
+} from '../http/dto/refresh-run.dto';
 import { RestProviderSchemaCache } from '../provider/rest-provider-schema-cache';
 import { errorOf, KldHttpClient, statePath } from '../rest/kld-http-client';
 
@@ -117,7 +123,7 @@ export class RestRefreshServer implements RefreshServerPort {
         dry_run: request.dryRun,
         actor: request.actor,
         lock_id: request.lockId,
-      },
+      } satisfies StartRefreshRunDto,
     });
     return {
       runId: body.run_id,
@@ -139,7 +145,7 @@ export class RestRefreshServer implements RefreshServerPort {
           changed_paths: r.changedPaths,
           ...(r.error === undefined ? {} : { error: r.error }),
         })),
-      },
+      } satisfies RefreshResultsDto,
     });
   }
 
@@ -153,7 +159,7 @@ export class RestRefreshServer implements RefreshServerPort {
           error_summary: request.errorSummary,
           document: request.document,
           lock_id: request.lockId,
-        },
+        } satisfies FinishRefreshRunDto,
       },
     );
     return {
@@ -219,7 +225,7 @@ export class RestRefreshServer implements RefreshServerPort {
           ...(alias === null ? {} : { alias }),
           config,
           ...(options.checkSchema === false ? { skip_schema_check: true } : {}),
-        },
+        } satisfies PutProviderConfigDto,
       },
     );
     return { replaced: body?.replaced ?? null };
