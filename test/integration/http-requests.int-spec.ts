@@ -92,16 +92,23 @@ describe('kld request validation', () => {
     await get('/v1/api/states/team/app/resources?version=1').expect(200);
   });
 
-  it('stores a provider config verbatim, keys named constructor and prototype included', async () => {
+  it('stores a provider config verbatim: keys named constructor, exact numbers', async () => {
     const config = {
       region: 'eu-west-1',
       default_tags: [{ tags: { constructor: 'team-a', prototype: 'p' } }],
+      max_retries: 7,
     };
-    const body = { state: 'team/app', source: 'hashicorp/aws', config, skip_schema_check: true };
-    await json('put', '/v1/provider-configs', JSON.stringify(body)).expect(200);
+    const body = JSON.stringify({
+      state: 'team/app',
+      source: 'hashicorp/aws',
+      config,
+      skip_schema_check: true,
+    }).replace('"max_retries":7', '"max_retries":12345678901234567890');
+    await json('put', '/v1/provider-configs', body).expect(200);
     const got = await request(http())
       .get('/v1/provider-configs?state=team/app&source=hashicorp/aws')
       .expect(200);
-    expect(got.body.config).toEqual(config);
+    expect(got.body.config.default_tags).toEqual(config.default_tags);
+    expect(got.text).toContain('"max_retries":12345678901234567890');
   });
 });
