@@ -62,6 +62,12 @@ describe('kld request validation', () => {
       await json('post', `/v1/refresh-runs/${randomUUID()}/results`, JSON.stringify({ results })),
     );
     expect(message).toMatch(/^results\[1\]\.outcome must be one of the following values: /);
+    results[1] = { ...results[0], changed_paths: 'tags' } as never;
+    expect(
+      refused(
+        await json('post', `/v1/refresh-runs/${randomUUID()}/results`, JSON.stringify({ results })),
+      ),
+    ).toBe('results[1].changed_paths must be an array');
   });
 
   it('refuses a body that is not an object, and a member of the wrong type', async () => {

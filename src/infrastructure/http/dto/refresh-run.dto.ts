@@ -64,6 +64,7 @@ export class RefreshResultDto {
 
   // Kept exactly (NUL-safe where projected).
   @IsOptional()
+  @IsArray()
   @IsString({ each: true })
   changed_paths?: string[];
 
