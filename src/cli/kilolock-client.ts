@@ -1,5 +1,9 @@
 import type { QueryDto } from '../infrastructure/http/dto/query.dto';
-import type { ForceUnlockDto } from '../infrastructure/http/dto/states-api.dto';
+import type {
+  ForceUnlockDto,
+  ImportQueryDto,
+  StatesApiQueryDto,
+} from '../infrastructure/http/dto/states-api.dto';
 import { STATE_VERSION_HEADER } from '../infrastructure/http/headers';
 import type {
   StateHistory,
@@ -71,7 +75,7 @@ export class KilolockClient {
     version?: number,
   ): Promise<ResourceSummary[]> {
     const path = `/v1/api/states/${statePath(state)}/resources`;
-    const query = { address_glob: addressGlob, version };
+    const query = { address_glob: addressGlob, version } satisfies StatesApiQueryDto;
     return (await this.json<{ resources: ResourceSummary[] }>('GET', path, { query })).resources;
   }
 
@@ -83,12 +87,17 @@ export class KilolockClient {
   ): Promise<{ current: ResourceDetail | null; history?: ResourceLifecycle[] }> {
     // One segment: instance keys may contain slashes.
     const path = `/v1/api/states/${statePath(state)}/resources/${encodeURIComponent(address)}`;
-    return this.json('GET', path, { query: { history: history || undefined, version } });
+    return this.json('GET', path, {
+      query: { history: history || undefined, version } satisfies StatesApiQueryDto,
+    });
   }
 
   diff(state: string, from: VersionSelector, to?: VersionSelector): Promise<StateDiff> {
     return this.json('GET', `/v1/api/states/${statePath(state)}/diff`, {
-      query: { ...selectorQuery('from', from), ...(to ? selectorQuery('to', to) : {}) },
+      query: {
+        ...selectorQuery('from', from),
+        ...(to ? selectorQuery('to', to) : {}),
+      } satisfies StatesApiQueryDto,
     });
   }
 
@@ -116,7 +125,7 @@ export class KilolockClient {
     return this.json('POST', `/v1/api/states/${statePath(state)}/import`, {
       body,
       contentType: 'application/json',
-      query: { force: force || undefined },
+      query: { force: force || undefined } satisfies ImportQueryDto,
     });
   }
 
@@ -151,6 +160,8 @@ export class KilolockClient {
   }
 }
 
-function selectorQuery(side: 'from' | 'to', at: VersionSelector): Record<string, number> {
+type SelectorQuery = Pick<StatesApiQueryDto, 'from' | 'to' | 'from_version' | 'to_version'>;
+
+function selectorQuery(side: 'from' | 'to', at: VersionSelector): SelectorQuery {
   return 'version' in at ? { [`${side}_version`]: at.version } : { [side]: at.serial };
 }

@@ -907,7 +907,7 @@ describe('RefreshOrchestrator', () => {
     await expect(failure).rejects.toThrow(
       'state "prod" is locked by bob@ci (lock ID abc-123, operation OperationTypeApply)',
     );
-    await expect(failure).rejects.toMatchObject({ code: 'REFRESH.LOCKED' });
+    await expect(failure).rejects.toMatchObject({ code: 'STATE.LOCKED' });
     expect(opener.opened).toEqual([]);
     expect(server.unlocks).toEqual([]);
     expect(server.finished).toEqual([expect.objectContaining({ status: 'failed' })]);

@@ -82,7 +82,7 @@ export class RefreshOrchestrator {
       if (!outcome.acquired) {
         const h = outcome.holder;
         throw new RefreshError(
-          'REFRESH.LOCKED',
+          'STATE.LOCKED',
           `state "${stateName}" is locked by ${h.Who || 'someone'} (lock ID ${h.ID}, operation ${h.Operation || 'unknown'}${h.Info ? `, ${h.Info}` : ''})`,
           { holder: h },
         );

@@ -35,7 +35,6 @@ export const HTTP_STATUS_BY_CODE = {
   'REFRESH.ALREADY_STARTED': 409,
   'REFRESH.FINISHED': 409,
   'REFRESH.STATE_CHANGED': 409,
-  'REFRESH.LOCKED': 423,
   'REFRESH.CONFIG_ENV_MISSING': 400,
   // The server's policy, not the caller's request, forbids reading that variable.
   'REFRESH.CONFIG_ENV_REFUSED': 403,

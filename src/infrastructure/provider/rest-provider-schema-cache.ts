@@ -1,6 +1,6 @@
 import { ProviderSchemaCache } from '../../application/ports/provider-schema-cache.port';
 import { ProviderSchema } from '../../domain/cty/schema';
-import type { PutProviderSchemaDto } from '../http/dto/provider-schema.dto';
+import type { ProviderSchemaKeyDto, PutProviderSchemaDto } from '../http/dto/provider-schema.dto';
 import { KldHttpClient } from '../rest/kld-http-client';
 
 /**
@@ -17,7 +17,7 @@ export class RestProviderSchemaCache implements ProviderSchemaCache {
   async get(source: string, version: string): Promise<ProviderSchema | null> {
     try {
       const res = await this.http.send('GET', '/v1/provider-schemas', {
-        query: { source, version },
+        query: { source, version } satisfies ProviderSchemaKeyDto,
       });
       if (!res.ok) {
         if (res.status !== 404) this.onError(`schema cache lookup answered ${res.status}`);

@@ -10,8 +10,9 @@ import type { RefreshResult } from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
 import { LockInfo, STATE_LOCK_MISMATCH, STATE_NOT_FOUND } from '../../domain/state';
 import { isJsonObject, JsonObject, JsonValue, parseJsonExact } from '../../domain/terraform';
-import type { PutProviderConfigDto } from '../http/dto/provider-config.dto';
+import type { ProviderConfigQueryDto, PutProviderConfigDto } from '../http/dto/provider-config.dto';
 import type {
+  DriftQueryDto,
   FinishRefreshRunDto,
   RefreshResultsDto,
   StartRefreshRunDto,
@@ -190,7 +191,7 @@ export class RestRefreshServer implements RefreshServerPort {
     alias: string | null,
   ): Promise<StoredProviderConfig | null> {
     const res = await this.http.send('GET', '/v1/provider-configs', {
-      query: { state, source, alias },
+      query: configQuery(state, source, alias),
     });
     if (res.status === 404) {
       await res.body?.cancel();
@@ -202,7 +203,7 @@ export class RestRefreshServer implements RefreshServerPort {
 
   async listProviderConfigs(state: string): Promise<StoredProviderConfig[]> {
     const body = await this.http.json<{ configs?: unknown[] }>('GET', '/v1/provider-configs', {
-      query: { state },
+      query: { state } satisfies ProviderConfigQueryDto,
     });
     return (body.configs ?? []).map((c) => storedConfigOf(c, '', null));
   }
@@ -240,14 +241,14 @@ export class RestRefreshServer implements RefreshServerPort {
     const body = await this.http.json<{ history?: ProviderConfigChangeEntry[] }>(
       'GET',
       '/v1/provider-configs/history',
-      { query: { state, source, alias } },
+      { query: configQuery(state, source, alias) },
     );
     return body.history ?? [];
   }
 
   async removeProviderConfig(state: string, source: string, alias: string | null): Promise<void> {
     const res = await this.http.send('DELETE', '/v1/provider-configs', {
-      query: { state, source, alias },
+      query: configQuery(state, source, alias),
     });
     if (!res.ok) throw await errorOf(res);
     await res.body?.cancel();
@@ -255,7 +256,7 @@ export class RestRefreshServer implements RefreshServerPort {
 
   async drift(state: string): Promise<DriftEntry[]> {
     const body = await this.http.json<{ drift?: DriftEntry[] }>('GET', '/v1/drift', {
-      query: { state },
+      query: { state } satisfies DriftQueryDto,
     });
     return body.drift ?? [];
   }
@@ -267,6 +268,11 @@ export class RestRefreshServer implements RefreshServerPort {
   putProviderSchema(source: string, version: string, schema: ProviderSchema): Promise<void> {
     return this.schemas.put(source, version, schema);
   }
+}
+
+/** `?state=&source=&alias=`; no alias is the default configuration. */
+function configQuery(state: string, source: string, alias: string | null) {
+  return { state, source, ...(alias === null ? {} : { alias }) } satisfies ProviderConfigQueryDto;
 }
 
 /** The holder's LockInfo, as it sent it, when the body is one (terraform's conflict answer). */

@@ -111,7 +111,7 @@ export async function errorOf(res: Response): Promise<DomainError> {
   const detail = firstLine(text).slice(0, 200);
   return new DomainError(
     'SERVER.UNEXPECTED_ANSWER',
-    `kld answered ${res.status} ${res.statusText}${detail ? `: ${detail}` : ''}`.trim(),
+    `kld answered ${`${res.status} ${res.statusText}`.trim()}${detail ? `: ${detail}` : ''}`,
     { status: res.status },
   );
 }
