@@ -7,6 +7,7 @@ import { Notifier } from '../infrastructure/postgres/notifier';
 import { PostgresEventStore } from '../infrastructure/event-store/postgres-event-store';
 import { PostgresSnapshotStore } from '../infrastructure/event-store/postgres-snapshot-store';
 import { AggregateStore } from './aggregate-store';
+import { AggregateSpec, DeciderService } from './decider.service';
 import type { EventStore, ReadStreamOptions } from './ports/event-store.port';
 
 /** A counter that refuses to go past a limit: enough to see rehydration at work. */
@@ -222,5 +223,41 @@ describe('AggregateStore on PostgreSQL', () => {
       fromSnapshot: (j) => j as { total: number },
     }).handle(`counter-${randomUUID()}`, { n: 1, limit: 1 }, ctx());
     expect(missing.readAt).toBeNull();
+  });
+
+  it("keeps as many streams warm as the DeciderService's budget for the aggregate", async () => {
+    type Command = Add & { stream: string; metadata: CommandContext };
+    const spec = (cacheBudget?: 'streams' | 'refreshRuns') =>
+      ({
+        decider: {
+          ...counter,
+          decide: (c: Command, s: { total: number }) => counter.decide(c, s),
+        },
+        streamOf: (c: Command) => c.stream,
+        snapshots: { schema: 'counter/1', to: (s) => s, from: (j) => j as { total: number } },
+        cacheBudget,
+        done: () => 'added',
+      }) satisfies AggregateSpec<Command, { total: number }, Added>;
+    const service = new DeciderService({
+      events: spy,
+      snapshots: new PostgresSnapshotStore(t.db),
+      sync: { waitForPosition: () => Promise.resolve() },
+      clock: { now: () => new Date('2026-01-01T00:00:00Z') },
+      ids: { uuid: randomUUID },
+      cache: { streams: 1, refreshRuns: 2 },
+    });
+    // Where each command on stream a began to read: 0 is cold (the whole stream).
+    const readsOfA = async (aggregate: ReturnType<typeof spec>) => {
+      const [a, b] = [`counter-${randomUUID()}`, `counter-${randomUUID()}`];
+      const add = (stream: string) =>
+        service.execute(aggregate, { stream, n: 1, limit: 10, metadata: ctx() });
+      reads.length = 0;
+      for (const stream of [a, b, a]) await add(stream);
+      return reads.filter((r) => r.stream === a).map((r) => r.from);
+    };
+    // One stream warm: b pushed a out, so a is read whole again.
+    expect(await readsOfA(spec())).toEqual([0n, 0n]);
+    // Two: a stayed warm, only its tail is read.
+    expect(await readsOfA(spec('refreshRuns'))).toEqual([0n, 1n]);
   });
 });
