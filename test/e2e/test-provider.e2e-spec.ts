@@ -357,7 +357,8 @@ resource "kltest_item" "bad" {
   });
 
   it('cancels a slow refresh through StopProvider when terraform is interrupted', async () => {
-    const readDelayMs = 60_000;
+    // Long enough that only a cancelled read ends in half of it, even on a loaded machine.
+    const readDelayMs = 120_000;
     const started = Date.now();
     let interrupted = false;
     const run = await terraform(['plan', '-input=false'], workDir, {
