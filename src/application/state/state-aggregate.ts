@@ -33,6 +33,16 @@ function whatWasDone(command: StateCommand, state: StateAggregate): string {
         : `written to state ${name}`;
     case 'DeleteState':
       return `state ${name} deleted`;
+    case 'AcquireReservations':
+      return `reservations of run ${command.data.runId} acquired on state ${name}`;
+    case 'RenewReservations':
+      return `reservations of run ${command.data.runId} renewed on state ${name}`;
+    case 'ReleaseReservations':
+      return `reservations of run ${command.data.runId} released on state ${name}`;
+    case 'CommitDelta':
+      return state.status === 'active'
+        ? `committed as version ${state.version} of state ${name}`
+        : `committed to state ${name}`;
     default: {
       const never: never = command;
       return String(never);

@@ -1,7 +1,10 @@
+import { ReservationMode } from '../reservations/address-glob';
 import { CommandContext } from '../shared/event';
-import { StateDocumentV4 } from '../terraform/state-document';
-import { FlatInstance } from '../terraform/state-instances';
+import { JsonObject } from '../terraform/json-value';
+import { InstanceObjectV4, OutputV4, StateDocumentV4 } from '../terraform/state-document';
+import { FlatInstance, ResourceDescriptor } from '../terraform/state-instances';
 import { LockInfo } from './lock-info';
+import { ReleaseReason } from './state.events';
 
 export type CommitSource = 'http' | 'import' | 'refresh' | 'apply' | 'state-engine' | 'rollback';
 
@@ -66,4 +69,82 @@ export type CommitState = StateCommandOf<
 
 export type DeleteState = StateCommandOf<'DeleteState', { name: string }>;
 
-export type StateCommand = LockState | UnlockState | ForceUnlockState | CommitState | DeleteState;
+/**
+ * An apply run asks for its reservations, all or nothing. `writeSet` and
+ * `readSet` are the addresses its plan writes and reads (globs allowed):
+ * if any changed after `baseVersion`, the plan is stale.
+ */
+export type AcquireReservations = StateCommandOf<
+  'AcquireReservations',
+  {
+    name: string;
+    runId: string;
+    /** The use case's ids for the reservations, one per request, in order. */
+    reservationIds: string[];
+    requests: { glob: string; mode: ReservationMode }[];
+    leaseSeconds: number;
+    info: JsonObject;
+    baseVersion: number;
+    writeSet: string[];
+    readSet: string[];
+  }
+>;
+
+/** The run's heartbeat. */
+export type RenewReservations = StateCommandOf<
+  'RenewReservations',
+  { name: string; runId: string; leaseSeconds: number }
+>;
+
+export type ReleaseReservations = StateCommandOf<
+  'ReleaseReservations',
+  { name: string; runId: string; reason: ReleaseReason }
+>;
+
+/** One instance object to put into the state, with the resource fields it carries. */
+export interface DeltaUpsert {
+  address: string;
+  resource: ResourceDescriptor;
+  instance: InstanceObjectV4;
+}
+
+/**
+ * A row-level change to the current version: these instances put or
+ * removed, these outputs set or removed, everything else as it is now. One
+ * new version (serial + 1, same lineage) whatever was committed since
+ * `baseVersion`, unless a touched address changed after it (stale).
+ *
+ * The writer is an apply run (`runId`: every touched address must be under
+ * its write reservations), or the holder of the terraform lock (`lockId`),
+ * or nobody, when no one else holds anything the change touches.
+ */
+export type CommitDelta = StateCommandOf<
+  'CommitDelta',
+  {
+    name: string;
+    source: CommitSource;
+    runId?: string;
+    lockId?: string;
+    baseVersion: number;
+    /** Of the request as received; computed by the transport, opaque here. */
+    checksum: string;
+    /** The terraform that produced the change; the current version's when absent. */
+    terraformVersion?: string;
+    upserts: DeltaUpsert[];
+    deletes: string[];
+    outputs: { set: Record<string, OutputV4>; remove: string[] };
+    /** Release the run's reservations in the same append. */
+    release?: boolean;
+  }
+>;
+
+export type StateCommand =
+  | LockState
+  | UnlockState
+  | ForceUnlockState
+  | CommitState
+  | DeleteState
+  | AcquireReservations
+  | RenewReservations
+  | ReleaseReservations
+  | CommitDelta;

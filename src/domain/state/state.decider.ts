@@ -1,10 +1,14 @@
+import { ALL_ADDRESSES } from '../reservations/address-glob';
 import { Decider } from '../shared/decider';
 import { DomainError } from '../shared/domain-error';
 import { documentMeta } from '../terraform/build-document';
 import { canonicalJson } from '../terraform/canonical-json';
 import { diffInstances } from '../terraform/diff-instances';
 import { diffOutputs, outputHashes } from '../terraform/diff-outputs';
+import { commitDelta } from './commit-delta';
+import { conflictsWith, lockMode, reclaim } from './holders';
 import { LockInfo } from './lock-info';
+import { acquireReservations, releaseReservations, renewReservations } from './reserve';
 import {
   CommitState,
   DeleteState,
@@ -22,13 +26,14 @@ import {
   STATE_VERSION_CONFLICT,
 } from './state.errors';
 import { StateCreated, StateEvent } from './state.events';
+import { evolve } from './state.evolve';
 import { ActiveState, initialState, StateAggregate } from './state.model';
 
 function assertNever(value: never): never {
   throw new Error(`unexpected ${JSON.stringify(value)}`);
 }
 
-function locked(name: string, holder: LockInfo): DomainError {
+export function locked(name: string, holder: LockInfo): DomainError {
   return new DomainError(STATE_LOCKED, `state ${name} is locked by ${holder.ID}`, { holder });
 }
 
@@ -40,7 +45,7 @@ function mismatch(name: string, holder: LockInfo, lockId: string): DomainError {
   );
 }
 
-function notFound(name: string): DomainError {
+export function notFound(name: string): DomainError {
   return new DomainError(STATE_NOT_FOUND, `state ${name} does not exist`);
 }
 
@@ -56,6 +61,22 @@ function ensureActive(
   return { active: evolve(state, created) as ActiveState, created: [created] };
 }
 
+/** The write lock, if one is held (there is at most one); else the oldest lock. */
+function mainLock(state: ActiveState): LockInfo | null {
+  let first: LockInfo | null = null;
+  for (const lock of state.locks.values()) {
+    if (lock.mode === 'write') return lock.info;
+    first ??= lock.info;
+  }
+  return first;
+}
+
+/**
+ * A terraform LOCK is a reservation of every address: to write, or, for a
+ * plan, to read (shared with other plans). It waits for whoever holds
+ * anything that conflicts: a write lock, any lock for a writer, an apply
+ * run's reservations. A run whose lease ran out is reclaimed instead.
+ */
 function lock(command: LockState, state: StateAggregate): StateEvent[] {
   const { name, newStateId, lockInfo } = command.data;
   const { active, created } = ensureActive(state, name, newStateId);
@@ -65,15 +86,21 @@ function lock(command: LockState, state: StateAggregate): StateEvent[] {
   // lock already. One that only repeats the ID is another process reusing
   // it; granting it would let two processes share one lock, so it is refused
   // with the holder, and terraform's own retry loop (-lock-timeout) copes.
-  if (active.lock !== null) {
-    if (sameLockInfo(active.lock, lockInfo)) return [];
-    throw locked(name, active.lock);
+  const held = active.locks.get(lockInfo.ID);
+  if (held) {
+    if (sameLockInfo(held.info, lockInfo)) return [];
+    throw locked(name, held.info);
   }
+  const mode = lockMode(lockInfo);
+  const now = command.metadata.now;
+  const { live, expired } = conflictsWith(active, [{ glob: ALL_ADDRESSES, mode }], {}, now);
+  if (live.length > 0) throw locked(name, live[0].lockInfo);
   return [
     ...created,
+    ...reclaim(active, expired, lockInfo.ID),
     {
       type: 'LockAcquired',
-      data: { stateId: active.stateId, lockId: lockInfo.ID, info: lockInfo },
+      data: { stateId: active.stateId, lockId: lockInfo.ID, info: lockInfo, mode, acquiredAt: now },
     },
   ];
 }
@@ -81,26 +108,48 @@ function lock(command: LockState, state: StateAggregate): StateEvent[] {
 function unlock(command: UnlockState, state: StateAggregate): StateEvent[] {
   const { name, lockId } = command.data;
   if (state.status !== 'active') throw notFound(name);
-  if (state.lock === null) return []; // already unlocked: a retried UNLOCK succeeds
-  if (state.lock.ID !== lockId) throw mismatch(name, state.lock, lockId);
-  return [{ type: 'LockReleased', data: { stateId: state.stateId, lockId, forced: false } }];
+  if (state.locks.has(lockId)) {
+    return [{ type: 'LockReleased', data: { stateId: state.stateId, lockId, forced: false } }];
+  }
+  // Not held: a retried UNLOCK, or one for a lock long gone. Only another
+  // process's write lock makes that worth refusing; plans of others stay.
+  const writer = [...state.locks.values()].find((l) => l.mode === 'write');
+  if (writer) throw mismatch(name, writer.info, lockId);
+  return [];
 }
 
+/**
+ * Without an ID (`terraform force-unlock`, whose UNLOCK carries no body)
+ * every terraform lock goes; with one, only that lock. Apply runs are not
+ * terraform's to release: `kl apply abort` ends them.
+ */
 function forceUnlock(command: ForceUnlockState, state: StateAggregate): StateEvent[] {
   const { name, lockId } = command.data;
   if (state.status !== 'active') throw notFound(name);
-  if (state.lock === null) return [];
-  if (lockId !== undefined && state.lock.ID !== lockId) throw mismatch(name, state.lock, lockId);
-  return [
-    {
+  const { stateId } = state;
+  if (lockId === undefined) {
+    return [...state.locks.keys()].map((id) => ({
       type: 'LockReleased',
-      data: { stateId: state.stateId, lockId: state.lock.ID, forced: true },
-    },
-  ];
+      data: { stateId, lockId: id, forced: true },
+    }));
+  }
+  if (state.locks.has(lockId)) {
+    return [{ type: 'LockReleased', data: { stateId, lockId, forced: true } }];
+  }
+  const holder = mainLock(state);
+  if (holder !== null) throw mismatch(name, holder, lockId);
+  return [];
 }
 
 function sameLockInfo(a: LockInfo, b: LockInfo): boolean {
   return canonicalJson(a) === canonicalJson(b);
+}
+
+/** The one terraform lock held, null when none is, undefined when several are. */
+function soleLock(state: ActiveState): string | null | undefined {
+  if (state.locks.size === 0) return null;
+  if (state.locks.size > 1) return undefined;
+  return state.locks.keys().next().value as string;
 }
 
 /**
@@ -114,11 +163,13 @@ function isRetryOfHead(command: CommitState, state: StateAggregate): boolean {
   if (state.status !== 'active' || state.head === null) return false;
   const { checksum, source, baseVersion, lockId } = command.data;
   const { head } = state;
-  const heldNow = state.lock?.ID ?? null;
+  const heldNow = soleLock(state);
   return (
     head.checksum === checksum &&
     head.source === source &&
+    (head.runId ?? null) === null &&
     (baseVersion === undefined || baseVersion === state.version - 1) &&
+    heldNow !== undefined &&
     head.lockId === heldNow &&
     (heldNow === null || lockId === heldNow)
   );
@@ -148,11 +199,22 @@ function commit(command: CommitState, state: StateAggregate): StateEvent[] {
     );
   }
   // Without a lock anyone may write (terraform runs with -lock=false do);
-  // with one, only its holder may.
-  if (active.lock !== null) {
-    if (lockId === undefined) throw locked(name, active.lock);
-    if (lockId !== active.lock.ID) throw mismatch(name, active.lock, lockId);
+  // with one, only its holder may. A whole document rewrites every address,
+  // so any other holder (a plan, an apply run) is in the way.
+  const held = mainLock(active);
+  if (held !== null) {
+    if (lockId === undefined) throw locked(name, held);
+    if (!active.locks.has(lockId)) throw mismatch(name, held, lockId);
   }
+  const now = command.metadata.now;
+  const asker = lockId === undefined ? {} : { lockId };
+  const { live, expired } = conflictsWith(
+    active,
+    [{ glob: ALL_ADDRESSES, mode: 'write' }],
+    asker,
+    now,
+  );
+  if (live.length > 0) throw locked(name, live[0].lockInfo);
 
   const { serial, lineage } = document;
   if (checkContinuity) assertContinues(name, active, serial, lineage);
@@ -164,6 +226,7 @@ function commit(command: CommitState, state: StateAggregate): StateEvent[] {
 
   const events: StateEvent[] = [
     ...created,
+    ...reclaim(active, expired, lockId ?? `version ${version}`),
     {
       type: 'ApplyCommitted',
       data: {
@@ -232,8 +295,17 @@ function assertContinues(name: string, active: ActiveState, serial: number, line
 function deleteState(command: DeleteState, state: StateAggregate): StateEvent[] {
   const { name } = command.data;
   if (state.status !== 'active') throw notFound(name);
-  if (state.lock !== null) throw locked(name, state.lock);
-  return [{ type: 'StateDeleted', data: { stateId: state.stateId } }];
+  const { live, expired } = conflictsWith(
+    state,
+    [{ glob: ALL_ADDRESSES, mode: 'write' }],
+    {},
+    command.metadata.now,
+  );
+  if (live.length > 0) throw locked(name, live[0].lockInfo);
+  return [
+    ...reclaim(state, expired, 'delete'),
+    { type: 'StateDeleted', data: { stateId: state.stateId } },
+  ];
 }
 
 export function decide(command: StateCommand, state: StateAggregate): StateEvent[] {
@@ -248,71 +320,20 @@ export function decide(command: StateCommand, state: StateAggregate): StateEvent
       return commit(command, state);
     case 'DeleteState':
       return deleteState(command, state);
+    case 'AcquireReservations':
+      return acquireReservations(command, state);
+    case 'RenewReservations':
+      return renewReservations(command, state);
+    case 'ReleaseReservations':
+      return releaseReservations(command, state);
+    case 'CommitDelta':
+      return commitDelta(command, state);
     default:
       return assertNever(command);
   }
 }
 
-/**
- * Events that cannot follow the current status (only a corrupt history has
- * them) leave the state unchanged rather than making the stream unloadable.
- *
- * The instance map is copied once per commit, on ApplyCommitted, and that
- * commit's lifecycle events then update the copy in place: a copy per
- * lifecycle event would make a 10k-instance first commit quadratic. States
- * from before the commit never see the change.
- */
-export function evolve(state: StateAggregate, event: StateEvent): StateAggregate {
-  switch (event.type) {
-    case 'StateCreated':
-      return {
-        status: 'active',
-        stateId: event.data.stateId,
-        name: event.data.name,
-        lock: null,
-        version: 0,
-        serial: null,
-        lineage: null,
-        instances: new Map(),
-        outputs: new Map(),
-        head: null,
-      };
-    case 'LockAcquired':
-      return state.status === 'active' ? { ...state, lock: event.data.info } : state;
-    case 'LockReleased':
-      return state.status === 'active' ? { ...state, lock: null } : state;
-    case 'ApplyCommitted':
-      if (state.status !== 'active') return state;
-      return {
-        ...state,
-        version: event.data.version,
-        serial: event.data.serial,
-        lineage: event.data.lineage,
-        instances: new Map(state.instances),
-        outputs: outputHashes(event.data.outputs),
-        head: {
-          checksum: event.data.checksum,
-          source: event.data.source,
-          lockId: state.lock?.ID ?? null,
-        },
-      };
-    case 'LifecycleOpened':
-      if (state.status !== 'active') return state;
-      state.instances.set(event.data.address, event.data.hash);
-      return { ...state };
-    case 'LifecycleClosed':
-      if (state.status !== 'active') return state;
-      state.instances.delete(event.data.address);
-      return { ...state };
-    case 'StateDeleted':
-      if (state.status !== 'active') return state;
-      return { status: 'deleted', stateId: state.stateId, name: state.name };
-    default:
-      return assertNever(event);
-  }
-}
-
-export { initialState };
+export { evolve, initialState };
 
 export const stateDecider: Decider<StateCommand, StateAggregate, StateEvent> = {
   decide,

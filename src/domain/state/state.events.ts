@@ -1,3 +1,4 @@
+import { ReservationMode } from '../reservations/address-glob';
 import { DomainEvent } from '../shared/event';
 import { JsonObject, JsonValue } from '../terraform/json-value';
 import { OutputDelta } from '../terraform/diff-outputs';
@@ -15,15 +16,24 @@ export const StateEventType = {
   LifecycleOpened: 'LifecycleOpened',
   LifecycleClosed: 'LifecycleClosed',
   StateDeleted: 'StateDeleted',
+  ReservationAcquired: 'ReservationAcquired',
+  ReservationRenewed: 'ReservationRenewed',
+  ReservationReleased: 'ReservationReleased',
+  ReservationExpired: 'ReservationExpired',
 } as const;
 
 export const STATE_EVENT_TYPES: readonly string[] = Object.values(StateEventType);
 
 export type StateCreated = DomainEvent<'StateCreated', { stateId: string; name: string }>;
 
+/**
+ * `mode` read: a plan's lock, shared with other plans. `mode` and
+ * `acquiredAt` are absent in events written before plans shared (every lock
+ * was exclusive then).
+ */
 export type LockAcquired = DomainEvent<
   'LockAcquired',
-  { stateId: string; lockId: string; info: LockInfo }
+  { stateId: string; lockId: string; info: LockInfo; mode?: ReservationMode; acquiredAt?: string }
 >;
 
 export type LockReleased = DomainEvent<
@@ -43,6 +53,8 @@ export type ApplyCommitted = DomainEvent<
     /** Present only when this version's lineage differs from the previous version's. */
     lineageChanged?: { from: string; to: string };
     source: CommitSource;
+    /** The apply run that committed this version (source apply). */
+    runId?: string;
     terraformVersion: string;
     outputs: Record<string, OutputV4>;
     /**
@@ -80,6 +92,54 @@ export type LifecycleClosed = DomainEvent<
 
 export type StateDeleted = DomainEvent<'StateDeleted', { stateId: string }>;
 
+/** One per glob an apply run reserved; a run's reservations share one lease. */
+export type ReservationAcquired = DomainEvent<
+  'ReservationAcquired',
+  {
+    stateId: string;
+    reservationId: string;
+    runId: string;
+    glob: string;
+    mode: ReservationMode;
+    holder: string;
+    info: JsonObject;
+    acquiredAt: string;
+    expiresAt: string;
+  }
+>;
+
+/** The run's heartbeat: every reservation of the run now lasts until `expiresAt`. */
+export type ReservationRenewed = DomainEvent<
+  'ReservationRenewed',
+  { stateId: string; runId: string; reservationIds: string[]; expiresAt: string }
+>;
+
+/**
+ * Why a run's reservations ended: it committed, it finished without a
+ * commit (failed, conflict), or it was aborted (by itself or an operator).
+ */
+export type ReleaseReason = 'committed' | 'failed' | 'conflict' | 'aborted';
+
+export type ReservationReleased = DomainEvent<
+  'ReservationReleased',
+  { stateId: string; runId: string; reservationIds: string[]; reason: ReleaseReason }
+>;
+
+/**
+ * A run whose lease ran out, reclaimed by the acquire (or write) that
+ * needed its addresses: `reclaimedBy` names that run or terraform lock.
+ */
+export type ReservationExpired = DomainEvent<
+  'ReservationExpired',
+  {
+    stateId: string;
+    runId: string;
+    reservationIds: string[];
+    expiresAt: string;
+    reclaimedBy: string;
+  }
+>;
+
 export type StateEvent =
   | StateCreated
   | LockAcquired
@@ -87,7 +147,11 @@ export type StateEvent =
   | ApplyCommitted
   | LifecycleOpened
   | LifecycleClosed
-  | StateDeleted;
+  | StateDeleted
+  | ReservationAcquired
+  | ReservationRenewed
+  | ReservationReleased
+  | ReservationExpired;
 
 export function isStateEvent(event: DomainEvent): event is StateEvent {
   return STATE_EVENT_TYPES.includes(event.type);

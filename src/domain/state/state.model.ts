@@ -1,3 +1,6 @@
+import { ReservationMode } from '../reservations/address-glob';
+import { JsonObject, JsonValue } from '../terraform/json-value';
+import { OutputV4 } from '../terraform/state-document';
 import { LockInfo } from './lock-info';
 import { CommitSource } from './state.commands';
 
@@ -15,7 +18,13 @@ export interface ActiveState {
   status: 'active';
   stateId: string;
   name: string;
-  lock: LockInfo | null;
+  /**
+   * Terraform's locks by lock ID, oldest first: one write lock, or any
+   * number of plan locks (a shared read of everything).
+   */
+  locks: Map<string, HeldLock>;
+  /** Reservations of apply runs by reservation id, oldest first. */
+  reservations: Map<string, Reservation>;
   /** Last committed version; 0 before the first commit. */
   version: number;
   serial: number | null;
@@ -24,15 +33,61 @@ export interface ActiveState {
   instances: Map<string, string>;
   /** name → hash of every current output (outputHashes). */
   outputs: Map<string, string>;
+  /**
+   * address → the version that last opened or closed it, removed addresses
+   * included: a plan based on an older version is stale for that address.
+   */
+  changedIn: Map<string, number>;
+  /** resource address → what its instances share; only resources with instances. */
+  resources: Map<string, ResourceEntry>;
+  /** The last version's document members other than its instances; null before the first. */
+  meta: CommitMeta | null;
   /** The last commit, to tell a retried request from a new one; null before the first. */
   head: CommitHead | null;
+}
+
+/** A terraform lock: its LockInfo verbatim, and whether it is shared (a plan's). */
+export interface HeldLock {
+  info: LockInfo;
+  mode: ReservationMode;
+  /** Null for locks taken before this was recorded. */
+  acquiredAt: string | null;
+}
+
+/** A lease on the addresses a glob covers, held by an apply run. */
+export interface Reservation {
+  id: string;
+  runId: string;
+  /** In its one spelling (formatAddressGlob). */
+  glob: string;
+  mode: ReservationMode;
+  /** The actor who acquired it. */
+  holder: string;
+  info: JsonObject;
+  acquiredAt: string;
+  expiresAt: string;
+}
+
+export interface ResourceEntry {
+  /** The resource-level fields (provider, each, unknown members) as one string. */
+  fields: string;
+  instances: number;
+}
+
+export interface CommitMeta {
+  terraformVersion: string;
+  outputs: Record<string, OutputV4>;
+  checkResults: JsonValue;
+  extra: JsonObject;
 }
 
 export interface CommitHead {
   checksum: string;
   source: CommitSource;
-  /** The lock held when it was committed. */
+  /** The lock held when it was committed (the only one held then). */
   lockId: string | null;
+  /** The apply run that committed it. */
+  runId?: string | null;
 }
 
 export interface DeletedState {

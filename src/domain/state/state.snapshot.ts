@@ -1,11 +1,19 @@
 import { DomainError } from '../shared/domain-error';
-import { isJsonObject } from '../terraform/json-value';
-import { LockInfo, storedLockInfo } from './lock-info';
+import { isJsonObject, JsonObject, JsonValue } from '../terraform/json-value';
+import { OutputV4 } from '../terraform/state-document';
+import { storedLockInfo } from './lock-info';
 import { CommitSource } from './state.commands';
-import { CommitHead, StateAggregate } from './state.model';
+import {
+  CommitHead,
+  CommitMeta,
+  HeldLock,
+  Reservation,
+  ResourceEntry,
+  StateAggregate,
+} from './state.model';
 
 /** Bump when the snapshot shape changes; older snapshots are then ignored and the stream replayed. */
-export const STATE_SNAPSHOT_SCHEMA = 'state/2';
+export const STATE_SNAPSHOT_SCHEMA = 'state/3';
 
 export type StateSnapshot =
   | { status: 'missing' }
@@ -13,7 +21,8 @@ export type StateSnapshot =
       status: 'active';
       stateId: string;
       name: string;
-      lock: LockInfo | null;
+      locks: HeldLock[];
+      reservations: Reservation[];
       version: number;
       serial: number | null;
       lineage: string | null;
@@ -21,8 +30,12 @@ export type StateSnapshot =
       instances: [string, string][];
       /** [name, hash] pairs of the current outputs. */
       outputs: [string, string][];
-      /** Absent in snapshots written before it existed. */
-      head?: CommitHead | null;
+      /** [address, version] pairs. */
+      changedIn: [string, number][];
+      /** [resource address, fields, instance count] triples. */
+      resources: [string, string, number][];
+      meta: CommitMeta | null;
+      head: CommitHead | null;
     }
   | { status: 'deleted'; stateId: string; name: string };
 
@@ -37,12 +50,16 @@ export function toSnapshot(state: StateAggregate): StateSnapshot {
         status: 'active',
         stateId: state.stateId,
         name: state.name,
-        lock: state.lock,
+        locks: [...state.locks.values()],
+        reservations: [...state.reservations.values()],
         version: state.version,
         serial: state.serial,
         lineage: state.lineage,
         instances: [...state.instances],
         outputs: [...state.outputs],
+        changedIn: [...state.changedIn],
+        resources: [...state.resources].map(([a, e]) => [a, e.fields, e.instances]),
+        meta: state.meta,
         head: state.head,
       };
     default: {
@@ -59,14 +76,58 @@ function bad(what: string): never {
 const str = (v: unknown, what: string): string => (typeof v === 'string' ? v : bad(what));
 const int = (v: unknown, what: string): number =>
   typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : bad(what);
+const obj = (v: unknown, what: string): JsonObject => (isJsonObject(v) ? v : bad(what));
+const mode = (v: unknown, what: string): 'read' | 'write' =>
+  v === 'read' || v === 'write' ? v : bad(what);
+const arr = (v: unknown, what: string): unknown[] => (Array.isArray(v) ? v : bad(what));
 
-/** A snapshot without a head only means a retry of its last commit becomes a new version. */
+function tuple(v: unknown, length: number, what: string): unknown[] {
+  const t = arr(v, what);
+  return t.length === length ? t : bad(what);
+}
+
 function commitHead(json: unknown): CommitHead | null {
-  if (!isJsonObject(json)) return null;
+  if (json === null) return null;
+  const h = obj(json, 'head');
   return {
-    checksum: str(json.checksum, 'head checksum'),
-    source: str(json.source, 'head source') as CommitSource,
-    lockId: json.lockId === null ? null : str(json.lockId, 'head lock id'),
+    checksum: str(h.checksum, 'head checksum'),
+    source: str(h.source, 'head source') as CommitSource,
+    lockId: h.lockId === null ? null : str(h.lockId, 'head lock id'),
+    runId: h.runId === null || h.runId === undefined ? null : str(h.runId, 'head run id'),
+  };
+}
+
+function commitMeta(json: unknown): CommitMeta | null {
+  if (json === null) return null;
+  const m = obj(json, 'meta');
+  return {
+    terraformVersion: str(m.terraformVersion, 'meta terraform version'),
+    outputs: obj(m.outputs, 'meta outputs') as Record<string, OutputV4>,
+    checkResults: (m.checkResults ?? null) as JsonValue,
+    extra: obj(m.extra, 'meta extra'),
+  };
+}
+
+function heldLock(json: unknown): HeldLock {
+  const l = obj(json, 'lock');
+  return {
+    info: storedLockInfo(l.info),
+    mode: mode(l.mode, 'lock mode'),
+    acquiredAt: l.acquiredAt === null ? null : str(l.acquiredAt, 'lock acquired at'),
+  };
+}
+
+function reservation(json: unknown): Reservation {
+  const r = obj(json, 'reservation');
+  return {
+    id: str(r.id, 'reservation id'),
+    runId: str(r.runId, 'reservation run id'),
+    glob: str(r.glob, 'reservation glob'),
+    mode: mode(r.mode, 'reservation mode'),
+    holder: str(r.holder, 'reservation holder'),
+    info: obj(r.info, 'reservation info'),
+    acquiredAt: str(r.acquiredAt, 'reservation acquired at'),
+    expiresAt: str(r.expiresAt, 'reservation expires at'),
   };
 }
 
@@ -81,31 +142,58 @@ function pairs(json: unknown, what: string): Map<string, string> {
 }
 
 export function fromSnapshot(json: unknown): StateAggregate {
-  if (!isJsonObject(json)) return bad('not an object');
-  switch (json.status) {
+  const s = obj(json, 'not an object');
+  switch (s.status) {
     case 'missing':
       return { status: 'missing' };
     case 'deleted':
       return {
         status: 'deleted',
-        stateId: str(json.stateId, 'stateId'),
-        name: str(json.name, 'name'),
+        stateId: str(s.stateId, 'stateId'),
+        name: str(s.name, 'name'),
       };
     case 'active': {
+      const changedIn = new Map<string, number>();
+      for (const pair of arr(s.changedIn, 'changedIn')) {
+        const [address, version] = tuple(pair, 2, 'changedIn');
+        changedIn.set(str(address, 'changed address'), int(version, 'changed version'));
+      }
+      const resources = new Map<string, ResourceEntry>();
+      for (const triple of arr(s.resources, 'resources')) {
+        const [address, fields, count] = tuple(triple, 3, 'resources');
+        resources.set(str(address, 'resource address'), {
+          fields: str(fields, 'resource fields'),
+          instances: int(count, 'resource instances'),
+        });
+      }
+      const locks = new Map<string, HeldLock>();
+      for (const l of arr(s.locks, 'locks')) {
+        const lock = heldLock(l);
+        locks.set(lock.info.ID, lock);
+      }
+      const reservations = new Map<string, Reservation>();
+      for (const r of arr(s.reservations, 'reservations')) {
+        const res = reservation(r);
+        reservations.set(res.id, res);
+      }
       return {
         status: 'active',
-        stateId: str(json.stateId, 'stateId'),
-        name: str(json.name, 'name'),
-        lock: json.lock === null ? null : storedLockInfo(json.lock),
-        version: int(json.version, 'version'),
-        serial: json.serial === null ? null : int(json.serial, 'serial'),
-        lineage: json.lineage === null ? null : str(json.lineage, 'lineage'),
-        instances: pairs(json.instances, 'instance'),
-        outputs: pairs(json.outputs, 'output'),
-        head: commitHead(json.head),
+        stateId: str(s.stateId, 'stateId'),
+        name: str(s.name, 'name'),
+        locks,
+        reservations,
+        version: int(s.version, 'version'),
+        serial: s.serial === null ? null : int(s.serial, 'serial'),
+        lineage: s.lineage === null ? null : str(s.lineage, 'lineage'),
+        instances: pairs(s.instances, 'instance'),
+        outputs: pairs(s.outputs, 'output'),
+        changedIn,
+        resources,
+        meta: commitMeta(s.meta),
+        head: commitHead(s.head),
       };
     }
     default:
-      return bad(`unknown status ${JSON.stringify(json.status)}`);
+      return bad(`unknown status ${JSON.stringify(s.status)}`);
   }
 }

@@ -1,0 +1,238 @@
+import {
+  AddressGlob,
+  globCovers,
+  normalizeAddressGlob,
+  parseAddressGlob,
+  ReservationMode,
+} from '../reservations/address-glob';
+import { DomainError } from '../shared/domain-error';
+import { parseInstanceAddress } from '../terraform/instance-address';
+import { conflictsWith, Holder, leaseEnd, reclaim, reservationsOf } from './holders';
+import { AcquireReservations, ReleaseReservations, RenewReservations } from './state.commands';
+import {
+  APPLY_ALREADY_STARTED,
+  APPLY_INVALID,
+  APPLY_NO_VERSION,
+  APPLY_STALE,
+  RESERVATION_CONFLICT,
+  RESERVATION_EXPIRED,
+  STATE_NOT_FOUND,
+} from './state.errors';
+import { StateEvent } from './state.events';
+import { ActiveState, StateAggregate } from './state.model';
+
+/** A lease shorter than a heartbeat round trip, or longer than a day, is a mistake. */
+export const MIN_LEASE_SECONDS = 5;
+export const MAX_LEASE_SECONDS = 24 * 60 * 60;
+export const DEFAULT_LEASE_SECONDS = 15 * 60;
+
+function active(state: StateAggregate, name: string): ActiveState {
+  if (state.status !== 'active') {
+    throw new DomainError(STATE_NOT_FOUND, `state ${name} does not exist`);
+  }
+  return state;
+}
+
+function checkLease(seconds: number): void {
+  if (
+    !Number.isSafeInteger(seconds) ||
+    seconds < MIN_LEASE_SECONDS ||
+    seconds > MAX_LEASE_SECONDS
+  ) {
+    throw new DomainError(
+      APPLY_INVALID,
+      `a lease must be ${MIN_LEASE_SECONDS} to ${MAX_LEASE_SECONDS} seconds, got ${seconds}`,
+    );
+  }
+}
+
+/** "module.web.* (write) held by alice, run 4f2a…" */
+function describe(holder: Holder): string {
+  const who = holder.actor ?? 'someone';
+  return holder.runId !== null
+    ? `${holder.glob} (${holder.mode}) held by ${who}, run ${holder.runId}`
+    : `the terraform ${holder.kind === 'terraform-plan' ? 'plan ' : ''}lock ${holder.lockId} held by ${who}`;
+}
+
+export function conflictError(name: string, holders: Holder[]): DomainError {
+  return new DomainError(
+    RESERVATION_CONFLICT,
+    `state ${name}: ${holders.map(describe).join('; ')}`,
+    { holders },
+  );
+}
+
+/** An address that changed after the base version, and the version that changed it. */
+export interface StaleAddress {
+  address: string;
+  changedInVersion: number;
+}
+
+/**
+ * The addresses, among those `globs` cover, that a version after `base`
+ * changed (opened, replaced or removed). Only the addresses changed since
+ * are looked at: usually few, however large the state.
+ */
+export function changedSince(
+  state: ActiveState,
+  base: number,
+  globs: AddressGlob[],
+): StaleAddress[] {
+  const stale: StaleAddress[] = [];
+  for (const [address, version] of state.changedIn) {
+    if (version <= base) continue;
+    const parsed = parseInstanceAddress(address);
+    if (globs.some((g) => globCovers(g, parsed))) {
+      stale.push({ address, changedInVersion: version });
+    }
+  }
+  return stale;
+}
+
+export function staleError(name: string, base: number, stale: StaleAddress[]): DomainError {
+  const shown = stale
+    .slice(0, 5)
+    .map((s) => `${s.address} (version ${s.changedInVersion})`)
+    .join(', ');
+  const more = stale.length > 5 ? ` and ${stale.length - 5} more` : '';
+  return new DomainError(
+    APPLY_STALE,
+    `state ${name} changed after version ${base} at ${shown}${more}: re-plan`,
+    { addresses: stale },
+  );
+}
+
+function checkBase(name: string, state: ActiveState, base: number): void {
+  if (state.version === 0) {
+    throw new DomainError(
+      APPLY_NO_VERSION,
+      `state ${name} has no version yet: write its first version with terraform`,
+    );
+  }
+  if (!Number.isSafeInteger(base) || base < 1 || base > state.version) {
+    throw new DomainError(
+      APPLY_INVALID,
+      `base version ${base} is not a version of state ${name} (1 to ${state.version})`,
+    );
+  }
+}
+
+/**
+ * All or nothing: every requested glob is granted, or none is. Refused
+ * while anyone live holds a conflicting reservation or terraform lock
+ * (all of them are named), or when the plan is stale. Runs whose lease ran
+ * out are reclaimed on the way.
+ */
+export function acquireReservations(
+  command: AcquireReservations,
+  state: StateAggregate,
+): StateEvent[] {
+  const d = command.data;
+  const { now, actor } = command.metadata;
+  const s = active(state, d.name);
+  checkBase(d.name, s, d.baseVersion);
+  checkLease(d.leaseSeconds);
+  if (d.requests.length === 0) throw new DomainError(APPLY_INVALID, 'no reservations asked for');
+  if (d.reservationIds.length !== d.requests.length) {
+    throw new Error('one reservation id per request');
+  }
+  // One spelling per glob; the same glob and mode twice is asked once.
+  const wanted: { id: string; text: string; glob: AddressGlob; mode: ReservationMode }[] = [];
+  d.requests.forEach((r, i) => {
+    const text = normalizeAddressGlob(r.glob);
+    if (wanted.some((w) => w.text === text && w.mode === r.mode)) return;
+    wanted.push({ id: d.reservationIds[i], text, glob: parseAddressGlob(text), mode: r.mode });
+  });
+
+  const held = reservationsOf(s, d.runId);
+  if (held.length > 0) {
+    const same =
+      held.length === wanted.length &&
+      wanted.every((w) => held.some((h) => h.glob === w.text && h.mode === w.mode));
+    if (same) return []; // a retry: the run holds exactly these
+    throw new DomainError(
+      APPLY_ALREADY_STARTED,
+      `run ${d.runId} already holds other reservations on state ${d.name}`,
+    );
+  }
+
+  const { live, expired } = conflictsWith(s, wanted, { runId: d.runId }, now);
+  if (live.length > 0) throw conflictError(d.name, live);
+
+  const planned = [...d.writeSet, ...d.readSet].map(parseAddressGlob);
+  const stale = changedSince(s, d.baseVersion, planned);
+  if (stale.length > 0) throw staleError(d.name, d.baseVersion, stale);
+
+  const expiresAt = leaseEnd(now, d.leaseSeconds);
+  return [
+    ...reclaim(s, expired, d.runId),
+    ...wanted.map((w): StateEvent => ({
+      type: 'ReservationAcquired',
+      data: {
+        stateId: s.stateId,
+        reservationId: w.id,
+        runId: d.runId,
+        glob: w.text,
+        mode: w.mode,
+        holder: actor,
+        info: d.info,
+        acquiredAt: now,
+        expiresAt,
+      },
+    })),
+  ];
+}
+
+export function expiredError(name: string, runId: string): DomainError {
+  return new DomainError(
+    RESERVATION_EXPIRED,
+    `run ${runId} holds no reservations on state ${name}: they were released, or reclaimed ` +
+      'after its lease ran out',
+    { runId },
+  );
+}
+
+/**
+ * The heartbeat. A lease that ran out but that nobody reclaimed is renewed
+ * too: nothing conflicting was granted meanwhile (that would have reclaimed it).
+ */
+export function renewReservations(command: RenewReservations, state: StateAggregate): StateEvent[] {
+  const d = command.data;
+  const s = active(state, d.name);
+  checkLease(d.leaseSeconds);
+  const held = reservationsOf(s, d.runId);
+  if (held.length === 0) throw expiredError(d.name, d.runId);
+  return [
+    {
+      type: 'ReservationRenewed',
+      data: {
+        stateId: s.stateId,
+        runId: d.runId,
+        reservationIds: held.map((r) => r.id),
+        expiresAt: leaseEnd(command.metadata.now, d.leaseSeconds),
+      },
+    },
+  ];
+}
+
+/** Releasing what a run no longer holds is done already. */
+export function releaseReservations(
+  command: ReleaseReservations,
+  state: StateAggregate,
+): StateEvent[] {
+  const d = command.data;
+  const s = active(state, d.name);
+  const held = reservationsOf(s, d.runId);
+  if (held.length === 0) return [];
+  return [
+    {
+      type: 'ReservationReleased',
+      data: {
+        stateId: s.stateId,
+        runId: d.runId,
+        reservationIds: held.map((r) => r.id),
+        reason: d.reason,
+      },
+    },
+  ];
+}

@@ -1,0 +1,194 @@
+import { canonicalJson } from '../terraform/canonical-json';
+import { outputHashes } from '../terraform/diff-outputs';
+import {
+  formatIndexKey,
+  formatResourceAddress,
+  parseInstanceAddress,
+} from '../terraform/instance-address';
+import { ResourceDescriptor } from '../terraform/state-instances';
+import { StateEvent } from './state.events';
+import { ActiveState, Reservation, ResourceEntry, StateAggregate } from './state.model';
+
+function assertNever(value: never): never {
+  throw new Error(`unexpected ${JSON.stringify(value)}`);
+}
+
+/** The resource-level fields instances of one resource must share, as one comparable string. */
+export function resourceFields(resource: ResourceDescriptor): string {
+  return JSON.stringify([
+    resource.provider,
+    resource.each,
+    resource.extra === undefined ? null : canonicalJson(resource.extra),
+  ]);
+}
+
+/**
+ * The resource address of an instance address whose key and deposed key
+ * are known: the address without them (cheaper than parsing it).
+ */
+export function resourceAddressOf(
+  address: string,
+  key: string | number | undefined,
+  deposed: string | undefined,
+): string {
+  let cut = deposed === undefined ? 0 : ` (deposed object ${deposed})`.length;
+  if (key !== undefined) cut += formatIndexKey(key).length;
+  return cut === 0 ? address : address.slice(0, address.length - cut);
+}
+
+function resourceAddressOfClosed(address: string): string {
+  return formatResourceAddress(parseInstanceAddress(address));
+}
+
+function withResource(
+  resources: Map<string, ResourceEntry>,
+  address: string,
+  fields: string,
+  change: 1 | -1,
+): void {
+  const entry = resources.get(address);
+  const instances = (entry?.instances ?? 0) + change;
+  // Entries are replaced, never changed: a copied map shares them with the state before.
+  if (instances <= 0) resources.delete(address);
+  else
+    resources.set(address, { fields: change > 0 ? fields : (entry?.fields ?? fields), instances });
+}
+
+function withReservations(
+  state: ActiveState,
+  change: (reservations: Map<string, Reservation>) => void,
+): ActiveState {
+  const reservations = new Map(state.reservations);
+  change(reservations);
+  return { ...state, reservations };
+}
+
+/**
+ * Events that cannot follow the current status (only a corrupt history has
+ * them) leave the state unchanged rather than making the stream unloadable.
+ *
+ * The instance maps are copied once per commit, on ApplyCommitted, and that
+ * commit's lifecycle events then update the copies in place: a copy per
+ * lifecycle event would make a 10k-instance first commit quadratic. States
+ * from before the commit never see the change.
+ */
+export function evolve(state: StateAggregate, event: StateEvent): StateAggregate {
+  switch (event.type) {
+    case 'StateCreated':
+      return {
+        status: 'active',
+        stateId: event.data.stateId,
+        name: event.data.name,
+        locks: new Map(),
+        reservations: new Map(),
+        version: 0,
+        serial: null,
+        lineage: null,
+        instances: new Map(),
+        outputs: new Map(),
+        changedIn: new Map(),
+        resources: new Map(),
+        meta: null,
+        head: null,
+      };
+    case 'LockAcquired': {
+      if (state.status !== 'active') return state;
+      const locks = new Map(state.locks);
+      const { info, mode, acquiredAt } = event.data;
+      locks.set(event.data.lockId, { info, mode: mode ?? 'write', acquiredAt: acquiredAt ?? null });
+      return { ...state, locks };
+    }
+    case 'LockReleased': {
+      if (state.status !== 'active') return state;
+      const locks = new Map(state.locks);
+      locks.delete(event.data.lockId);
+      return { ...state, locks };
+    }
+    case 'ApplyCommitted': {
+      if (state.status !== 'active') return state;
+      const d = event.data;
+      return {
+        ...state,
+        version: d.version,
+        serial: d.serial,
+        lineage: d.lineage,
+        instances: new Map(state.instances),
+        outputs: outputHashes(d.outputs),
+        changedIn: new Map(state.changedIn),
+        resources: new Map(state.resources),
+        meta: {
+          terraformVersion: d.terraformVersion,
+          outputs: d.outputs,
+          checkResults: d.checkResults,
+          extra: d.extra,
+        },
+        head: {
+          checksum: d.checksum,
+          source: d.source,
+          lockId: state.locks.size === 1 ? (state.locks.keys().next().value as string) : null,
+          runId: d.runId ?? null,
+        },
+      };
+    }
+    case 'LifecycleOpened': {
+      if (state.status !== 'active') return state;
+      const { address, hash, resource, instance, version } = event.data;
+      const replaced = state.instances.has(address);
+      state.instances.set(address, hash);
+      state.changedIn.set(address, version);
+      if (!replaced) {
+        const at = resourceAddressOf(address, instance.index_key, instance.deposed);
+        withResource(state.resources, at, resourceFields(resource), 1);
+      }
+      return { ...state };
+    }
+    case 'LifecycleClosed': {
+      if (state.status !== 'active') return state;
+      const { address, version } = event.data;
+      state.changedIn.set(address, version);
+      if (state.instances.delete(address)) {
+        withResource(state.resources, resourceAddressOfClosed(address), '', -1);
+      }
+      return { ...state };
+    }
+    case 'StateDeleted':
+      if (state.status !== 'active') return state;
+      return { status: 'deleted', stateId: state.stateId, name: state.name };
+    case 'ReservationAcquired': {
+      if (state.status !== 'active') return state;
+      const d = event.data;
+      return withReservations(state, (rs) =>
+        rs.set(d.reservationId, {
+          id: d.reservationId,
+          runId: d.runId,
+          glob: d.glob,
+          mode: d.mode,
+          holder: d.holder,
+          info: d.info,
+          acquiredAt: d.acquiredAt,
+          expiresAt: d.expiresAt,
+        }),
+      );
+    }
+    case 'ReservationRenewed': {
+      if (state.status !== 'active') return state;
+      const { reservationIds, expiresAt } = event.data;
+      return withReservations(state, (rs) => {
+        for (const id of reservationIds) {
+          const r = rs.get(id);
+          if (r) rs.set(id, { ...r, expiresAt });
+        }
+      });
+    }
+    case 'ReservationReleased':
+    case 'ReservationExpired': {
+      if (state.status !== 'active') return state;
+      const { reservationIds } = event.data;
+      return withReservations(state, (rs) => {
+        for (const id of reservationIds) rs.delete(id);
+      });
+    }
+    default:
+      return assertNever(event);
+  }
+}
