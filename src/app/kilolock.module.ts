@@ -1,5 +1,7 @@
 import { DynamicModule, Module, Type } from '@nestjs/common';
 import { CqrsModule } from '@nestjs/cqrs';
+import { ApplyProjectionsModule } from './apply-projections.module';
+import { ApplyModule } from './apply.module';
 import { OperationsModule } from './operations.module';
 import { ProjectionsModule } from './projections.module';
 import { QueryModule } from './query.module';
@@ -16,10 +18,14 @@ export type { Runtime };
  * answer the same route (TerraformBackendController passes `POST
  * <name>/refresh` on to the refresh slice).
  */
-export const SLICES: readonly Type[] = [StateModule, RefreshModule, QueryModule];
+export const SLICES: readonly Type[] = [StateModule, RefreshModule, QueryModule, ApplyModule];
 
 /** Every slice's read models: what `kld projections …` loads, with nothing served. */
-export const READ_MODELS: readonly Type[] = [StateProjectionsModule, RefreshProjectionsModule];
+export const READ_MODELS: readonly Type[] = [
+  StateProjectionsModule,
+  RefreshProjectionsModule,
+  ApplyProjectionsModule,
+];
 
 /** kld serving: every slice, plus health and projection maintenance. */
 @Module({})

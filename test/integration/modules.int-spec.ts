@@ -89,6 +89,31 @@ describe('kld modules', () => {
       expect(reserved.body.error.code).toBe('REQUEST.INVALID');
       expect(reserved.body.error.message).toMatch(/reserved/);
     });
+
+    it('routes <name>/reservations and apply runs to the apply slice, <name>/history to the API', async () => {
+      const http = nest.getHttpServer();
+      const name = `team/routes-${slices[0].name}`;
+      await request(http)
+        .post(`/v1/states/${name}`)
+        .set('Content-Type', 'application/json')
+        .send(DOCUMENT)
+        .expect(200);
+      const held = await request(http).get(`/v1/api/states/${name}/reservations`).expect(200);
+      expect(held.body).toEqual({ state: name, reservations: [] });
+      const history = await request(http).get(`/v1/api/states/${name}/history`).expect(200);
+      expect(history.body).toMatchObject({ state: name });
+      const runs = await request(http).get(`/v1/api/apply-runs?state=${name}`).expect(200);
+      expect(runs.body).toEqual({ runs: [] });
+      const started = await request(http)
+        .post(`/v1/api/states/${name}/apply-runs`)
+        .set('Content-Type', 'application/json')
+        .send('{"base_version": 1, "write": ["*"]}')
+        .expect(201);
+      expect(started.body).toMatchObject({
+        state: name,
+        reservations: [{ glob: '*', mode: 'write' }],
+      });
+    });
   });
 
   it('registers every projector with kld and with the maintenance commands', async () => {

@@ -210,6 +210,7 @@ describe('events no read model could hold, written by older versions', () => {
         'state-catalog',
         'state-resource-lifecycles',
         'state-raw',
+        'resource-reservations',
       ]);
       expect(await snapshotTables(h.db)).toEqual(live);
     });

@@ -1,10 +1,13 @@
+import { globCovers, parseAddressGlob } from '../../src/domain/reservations';
 import {
   buildDocument,
   documentMeta,
   flattenInstances,
+  parseInstanceAddress,
   parseStateDocument,
   StateDocumentV4,
 } from '../../src/domain/terraform';
+import { ApplyHarness } from '../support/apply-harness';
 import {
   READ_MODEL_TABLES,
   snapshotTables,
@@ -39,8 +42,10 @@ const idOf = (i: TestInstance) => JSON.stringify([i.module ?? '', i.name, i.key 
 
 describe('rebuilding the read models from the log', () => {
   let h: StateHarness;
+  let a: ApplyHarness;
   beforeAll(async () => {
     h = await StateHarness.create();
+    a = new ApplyHarness(h);
   });
   afterAll(async () => {
     await h.close();
@@ -103,6 +108,96 @@ describe('rebuilding the read models from the log', () => {
       if (rnd() < 0.1) model.outputs = {};
     };
 
+    const currentVersion = async (name: string) =>
+      (
+        await h.db.query<{ current_version: number }>(
+          'SELECT current_version FROM states WHERE name = $1 AND deleted_at IS NULL',
+          [name],
+        )
+      )[0].current_version;
+    const addressOf = (i: TestInstance) => flattenInstances(testDocument(0, [i]))[0].address;
+
+    /**
+     * A kl apply run on part of the state: its reservations, maybe a
+     * heartbeat, then a row-level commit of the instances under its glob
+     * (changed, removed, added), a failure that keeps terraform's output,
+     * or an abort.
+     */
+    const applyRun = async (name: string, model: Model, step: number) => {
+      const target = pick(['module.net.*', 'module.app["blue"]', 'terraform_data.web']);
+      const run = await a.start(
+        name,
+        {
+          baseVersion: await currentVersion(name),
+          reservations: [
+            { glob: target, mode: 'write' },
+            ...(rnd() < 0.5 ? [{ glob: 'terraform_data.cache', mode: 'read' as const }] : []),
+          ],
+          writeSet: [target],
+        },
+        pick(['alice', 'bob', 'ci']),
+      );
+      if (rnd() < 0.3) await a.heartbeat(name, run.runId);
+      const roll = rnd();
+      if (roll < 0.65) {
+        const glob = parseAddressGlob(target);
+        const covered = [...model.instances].filter(([, i]) =>
+          globCovers(glob, parseInstanceAddress(addressOf(i))),
+        );
+        const next = new Map(model.instances);
+        const touched = new Set<string>();
+        const deletes: string[] = [];
+        for (const [id, i] of covered) {
+          const r = rnd();
+          if (r < 0.4) {
+            next.set(id, { ...i, input: `${i.input}*` });
+            touched.add(id);
+          } else if (r < 0.6) {
+            next.delete(id);
+            deletes.push(addressOf(i));
+          }
+        }
+        if (target !== 'terraform_data.web') {
+          const added = newInstance();
+          added.module = target === 'module.net.*' ? 'module.net' : 'module.app["blue"]';
+          next.set(idOf(added), added);
+          touched.add(idOf(added));
+        }
+        const outputs =
+          rnd() < 0.4
+            ? { ...model.outputs, endpoint: { value: `apply-${step}`, type: 'string' } }
+            : model.outputs;
+        const serial = model.last!.serial + 1;
+        const doc = testDocument(serial, [...next.values()], outputs);
+        const upserts = flattenInstances(doc)
+          .filter((f) => [...touched].some((id) => addressOf(next.get(id)!) === f.address))
+          .map((f) => ({ address: f.address, resource: f.resource, instance: f.instance }));
+        await a.commit(name, run.runId, {
+          baseVersion: await currentVersion(name),
+          upserts,
+          deletes,
+          outputs: {
+            set: outputs === model.outputs ? {} : { endpoint: outputs.endpoint },
+            remove: [],
+          },
+          counters: { add: 0, change: touched.size, destroy: deletes.length },
+          checksum: `delta-${step}`,
+        });
+        model.instances = next;
+        model.outputs = outputs;
+        model.last = doc;
+        model.serial = Math.max(model.serial, serial);
+      } else if (roll < 0.85) {
+        await a.finish(name, run.runId, 'failed', `step ${step} failed`, {
+          version: 4,
+          serial: 1234567,
+          resources: [],
+        });
+      } else {
+        await a.abort(rnd() < 0.5 ? name : null, run.runId);
+      }
+    };
+
     for (let step = 0; step < 60; step++) {
       const name = pick(['alpha', 'beta', 'gamma', 'delta']);
       const model = models.get(name) ?? fresh();
@@ -122,14 +217,43 @@ describe('rebuilding the read models from the log', () => {
       } else if (roll < 0.42 && model.last) {
         await h.delete(name);
         models.set(name, fresh()); // the next use of the name starts a new state
+      } else if (roll < 0.6 && model.last) {
+        await applyRun(name, model, step);
+      } else if (roll < 0.65 && model.last) {
+        // Plans read side by side, and end.
+        await h.lock(name, `plan-${step}-a`, 'carol', 'OperationTypePlan');
+        await h.lock(name, `plan-${step}-b`, 'dave', 'OperationTypePlan');
+        await h.unlock(name, `plan-${step}-a`);
+        await h.forceUnlock(name);
       } else {
         mutate(model);
         model.serial += 1;
         await commit(name, model, model.serial);
       }
     }
-    // A state left locked, one deleted and one reused for certain.
+    // A state left locked, one deleted and one reused for certain; plans
+    // and a run still holding on.
     await h.lock('gamma', 'held', 'bob');
+    const alpha = models.get('alpha')!;
+    if (!alpha.last) {
+      alpha.serial += 1;
+      await commit('alpha', alpha, alpha.serial);
+    }
+    await a.start('alpha', {
+      baseVersion: await currentVersion('alpha'),
+      reservations: [
+        { glob: 'module.net.*', mode: 'write' },
+        { glob: 'terraform_data.web', mode: 'read' },
+      ],
+    });
+    const delta = models.get('delta') ?? fresh();
+    models.set('delta', delta);
+    if (!delta.last) {
+      delta.serial += 1;
+      await commit('delta', delta, delta.serial);
+    }
+    await h.lock('delta', 'plan-left-1', 'erin', 'OperationTypePlan');
+    await h.lock('delta', 'plan-left-2', 'frank', 'OperationTypePlan');
     await commit('beta', models.get('beta')!, 1000);
     await h.delete('beta');
     const reused = fresh();
@@ -156,6 +280,13 @@ describe('rebuilding the read models from the log', () => {
     for (const table of READ_MODEL_TABLES) expect(live[table].length).toBeGreaterThan(0);
     const deleted = await h.db.query('SELECT 1 FROM states WHERE deleted_at IS NOT NULL');
     expect(deleted.length).toBeGreaterThanOrEqual(2);
+    // The workload did what it is meant to: every ending of a run, and delta commits.
+    const endings = await h.db.query<{ status: string }>(
+      'SELECT DISTINCT status FROM apply_runs ORDER BY 1',
+    );
+    expect(endings.map((r) => r.status)).toEqual(['aborted', 'committed', 'failed', 'running']);
+    const deltas = await h.db.query("SELECT 1 FROM state_versions WHERE source = 'apply'");
+    expect(deltas.length).toBeGreaterThanOrEqual(3);
 
     const report = await h.runner.rebuild();
     expect(report.map((r) => r.events).every((n) => n > 5200)).toBe(true);

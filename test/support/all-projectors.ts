@@ -1,4 +1,5 @@
 import type { EventStore } from '../../src/application/ports/event-store.port';
+import { applyProjectors } from '../../src/projections/apply';
 import type { Projector } from '../../src/projections/projector';
 import { refreshProjectors } from '../../src/projections/refresh';
 import { stateProjectors } from '../../src/projections/state';
@@ -8,7 +9,7 @@ import { stateProjectors } from '../../src/projections/state';
  * (test/integration/modules.int-spec.ts checks that kld registers exactly these).
  */
 export function allProjectors(events: EventStore): Projector[] {
-  return [...stateProjectors(events), ...refreshProjectors()];
+  return [...stateProjectors(events), ...refreshProjectors(), ...applyProjectors()];
 }
 
 /** The tables of every read model. */

@@ -22,6 +22,7 @@ import { StateCatalogReadModel } from '../../src/infrastructure/read-models/stat
 import { StateDocumentReadModel } from '../../src/infrastructure/read-models/state-document-read-model';
 import { ProjectionRunner } from '../../src/projections/projection-runner';
 import type { Projector } from '../../src/projections/projector';
+import { applyProjectors } from '../../src/projections/apply';
 import { stateProjectors } from '../../src/projections/state';
 import { createTestDatabase, quietLogger, TestDatabase } from './test-database';
 
@@ -33,12 +34,18 @@ export const READ_MODEL_TABLES = [
   'resource_dependencies',
   'outputs',
   'raw_state',
+  'resource_reservations',
+  'apply_runs',
 ] as const;
 
-export function lockInfo(id: string, who = 'alice@laptop'): LockInfo {
+export function lockInfo(
+  id: string,
+  who = 'alice@laptop',
+  operation = 'OperationTypeApply',
+): LockInfo {
   return {
     ID: id,
-    Operation: 'OperationTypeApply',
+    Operation: operation,
     Info: '',
     Who: who,
     Version: '1.11.4',
@@ -74,7 +81,7 @@ export class StateHarness {
       fromSnapshot,
       snapshotEvery: 7,
     });
-    this.projectors = stateProjectors(this.events);
+    this.projectors = [...stateProjectors(this.events), ...applyProjectors()];
     this.runner = new ProjectionRunner({
       events: this.events,
       db: t.db,
@@ -97,6 +104,14 @@ export class StateHarness {
   async close(): Promise<void> {
     await this.notifier.close();
     await this.t.drop();
+  }
+
+  /** The harness's clock, as the Clock port of the use cases. */
+  readonly clockPort = { now: () => new Date(this.clock) };
+
+  /** Moves the clock on (a lease running out). */
+  advance(seconds: number): void {
+    this.clock += seconds * 1000;
   }
 
   context(actor = 'alice'): CommandContext {
@@ -128,10 +143,10 @@ export class StateHarness {
     if (position) await runner.waitForPosition(position);
   }
 
-  lock(name: string, id: string, actor = 'alice'): Promise<void> {
+  lock(name: string, id: string, actor = 'alice', operation?: string): Promise<void> {
     return this.run({
       type: 'LockState',
-      data: { name, newStateId: this.newStateId(), lockInfo: lockInfo(id) },
+      data: { name, newStateId: this.newStateId(), lockInfo: lockInfo(id, undefined, operation) },
       metadata: this.context(actor),
     });
   }

@@ -6,3 +6,6 @@ export * from './state.errors';
 export * from './state.events';
 export * from './state.model';
 export * from './state.snapshot';
+export * from './holders';
+export * from './reserve';
+export * from './state.evolve';

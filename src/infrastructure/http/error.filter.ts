@@ -5,11 +5,28 @@ import type { ErrorCode } from '../../domain/shared/error-codes';
 import type { Logger } from '../logging/logger';
 import { statusFor } from './error-status';
 
+/**
+ * `details`: members a route adds to the error for clients to act on (the
+ * holders of a conflict, the addresses of a stale plan), in wire form.
+ */
 export function errorBody(
   code: ErrorCode,
   message: string,
+  details: Record<string, unknown> = {},
 ): { error: { code: ErrorCode; message: string } } {
-  return { error: { code, message } };
+  return { error: { ...details, code, message } };
+}
+
+/** A DomainError a route gave public details to (see errorBody). */
+export function withDetails(err: DomainError, details: Record<string, unknown>): DomainError {
+  return new DomainError(err.code, err.message, { ...err.metadata, details }, { cause: err });
+}
+
+function detailsOf(err: DomainError): Record<string, unknown> {
+  const details = err.metadata.details;
+  return details !== null && typeof details === 'object'
+    ? (details as Record<string, unknown>)
+    : {};
 }
 
 /**
@@ -30,7 +47,7 @@ export class ErrorFilter implements ExceptionFilter {
       if (status !== null && status !== 500) {
         // Clients retry a 503 (terraform does, with the same request): not at once.
         if (status === 503) res.setHeader('Retry-After', '1');
-        res.status(status).json(errorBody(err.code, err.message));
+        res.status(status).json(errorBody(err.code, err.message, detailsOf(err)));
         return;
       }
       // A code no answer may carry, or the server's own fault: as unexpected as a bug.

@@ -15,17 +15,10 @@ import { readBody } from './read-body';
 import { receiveStateDocument } from './receive-state-document';
 import { stateNameFrom } from './state-name';
 
-type Route =
-  | { kind: 'history'; state: string }
-  | { kind: 'resources'; state: string }
-  | { kind: 'resource'; state: string; address: string }
-  | { kind: 'diff'; state: string };
-
 /**
- * The JSON API behind `kl`. State names contain slashes, so the route is
- * parsed from the end: `<name>/history`, `<name>/diff`, `<name>/resources`,
- * `<name>/resources/<address>` (the address percent-encoded as one segment:
- * instance keys may contain slashes).
+ * The JSON API behind `kl`: `<name>/history`, `<name>/diff`,
+ * `<name>/resources[/<address>]`, `<name>/import`, `<name>/force-unlock`.
+ * A path no route takes is Nest's 404 (REQUEST.NOT_FOUND).
  */
 @Controller('v1/api')
 export class StatesApiController {
@@ -46,44 +39,56 @@ export class StatesApiController {
     return { locks: await this.resources.locks() };
   }
 
-  @Get('states/*path')
-  async get(@Param('path') path: string[], @Query() query: StatesApiQueryDto): Promise<unknown> {
-    const route = parseRoute(path);
-    switch (route.kind) {
-      case 'history': {
-        const history = await this.states.history(route.state);
-        if (!history) throw notFound(route.state);
-        return { state: route.state, ...history };
-      }
-      case 'resources':
-        return {
-          state: route.state,
-          resources: await this.resources.resources(
-            route.state,
-            query.address_glob || undefined,
-            query.version,
-          ),
-        };
-      case 'resource':
-        return {
-          state: route.state,
-          address: route.address,
-          ...(await this.resources.resource(
-            route.state,
-            route.address,
-            query.history ?? false,
-            query.version,
-          )),
-        };
-      case 'diff': {
-        const from = selector(query, 'from');
-        if (from === null) throw invalid('from (a serial) or from_version is required');
-        return {
-          state: route.state,
-          ...(await this.resources.diff(route.state, from, selector(query, 'to'))),
-        };
-      }
-    }
+  /**
+   * Routes under `<name>/` name their action last (state names contain
+   * slashes), each its own route so that other controllers' routes under
+   * `states/` (apply runs, reservations) are never shadowed.
+   */
+  @Get('states/*path/history')
+  async history(@Param('path') path: string[]): Promise<unknown> {
+    const state = stateNameFrom(path);
+    const history = await this.states.history(state);
+    if (!history) throw notFound(state);
+    return { state, ...history };
+  }
+
+  @Get('states/*path/resources')
+  async resourceList(
+    @Param('path') path: string[],
+    @Query() query: StatesApiQueryDto,
+  ): Promise<unknown> {
+    const state = stateNameFrom(path);
+    return {
+      state,
+      resources: await this.resources.resources(
+        state,
+        query.address_glob || undefined,
+        query.version,
+      ),
+    };
+  }
+
+  /** The address is percent-encoded as one segment: instance keys may contain slashes. */
+  @Get('states/*path/resources/:address')
+  async resource(
+    @Param('path') path: string[],
+    @Param('address') address: string,
+    @Query() query: StatesApiQueryDto,
+  ): Promise<unknown> {
+    const state = stateNameFrom(path);
+    return {
+      state,
+      address,
+      ...(await this.resources.resource(state, address, query.history ?? false, query.version)),
+    };
+  }
+
+  @Get('states/*path/diff')
+  async diff(@Param('path') path: string[], @Query() query: StatesApiQueryDto): Promise<unknown> {
+    const state = stateNameFrom(path);
+    const from = selector(query, 'from');
+    if (from === null) throw invalid('from (a serial) or from_version is required');
+    return { state, ...(await this.resources.diff(state, from, selector(query, 'to'))) };
   }
 
   /**
@@ -144,14 +149,6 @@ export class StatesApiController {
       });
     return { state, version };
   }
-
-  @Post('states/*path')
-  notFound(): never {
-    throw new DomainError(
-      'REQUEST.NOT_FOUND',
-      'no such endpoint: POST <name>/import or <name>/force-unlock',
-    );
-  }
 }
 
 /** A lineage or serial refusal says how to import anyway, from kl and over HTTP. */
@@ -166,20 +163,6 @@ function withForceHint(err: unknown): unknown {
     err.code,
     `${err.message}; nothing imported (kl import --force, or ?force=true, imports it anyway)`,
     err.metadata,
-  );
-}
-
-function parseRoute(path: string[]): Route {
-  const last = path[path.length - 1];
-  if (path.length >= 2 && (last === 'history' || last === 'resources' || last === 'diff')) {
-    return { kind: last, state: stateNameFrom(path.slice(0, -1)) };
-  }
-  if (path.length >= 3 && path[path.length - 2] === 'resources') {
-    return { kind: 'resource', state: stateNameFrom(path.slice(0, -2)), address: last };
-  }
-  throw new DomainError(
-    'REQUEST.NOT_FOUND',
-    'no such endpoint: use <name>/history, <name>/resources[/<address>] or <name>/diff',
   );
 }
 

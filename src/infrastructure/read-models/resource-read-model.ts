@@ -50,6 +50,8 @@ export interface StateDiff {
 export interface LockSummary {
   name: string;
   lockId: string;
+  /** read: a plan's lock, shared with other plans; write: exclusive. */
+  mode: 'read' | 'write';
   operation: string | null;
   who: string | null;
   acquiredAt: string;
@@ -225,19 +227,21 @@ export class ResourceReadModel {
     const rows = await this.db.query<{
       name: string;
       lock_id: string;
+      mode: 'read' | 'write';
       operation: string | null;
       who: string | null;
       acquired_at: Date;
       acquired_by: string;
       info: JsonObject;
     }>(
-      `SELECT l.name, l.lock_id, l.operation, l.who, l.acquired_at, l.acquired_by, l.info
+      `SELECT l.name, l.lock_id, l.mode, l.operation, l.who, l.acquired_at, l.acquired_by, l.info
          FROM state_locks l JOIN states s ON s.state_id = l.state_id AND s.deleted_at IS NULL
-        ORDER BY l.name`,
+        ORDER BY l.name, l.acquired_at, l.lock_id`,
     );
     return rows.map((r) => ({
       name: r.name,
       lockId: r.lock_id,
+      mode: r.mode,
       operation: r.operation,
       who: r.who,
       acquiredAt: r.acquired_at.toISOString(),

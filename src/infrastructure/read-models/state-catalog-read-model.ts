@@ -50,12 +50,14 @@ export class StateCatalogReadModel {
     return rows.length ? { stateId: rows[0].state_id, version: rows[0].current_version } : null;
   }
 
-  /** The LockInfo exactly as the holder sent it; null when unlocked or missing. */
+  /** The LockInfo exactly as the holder sent it (a writer's before plans'); null when unlocked or missing. */
   async lock(name: string): Promise<LockInfo | null> {
     const rows = await this.db.query<{ info: LockInfo }>(
       `SELECT l.info FROM state_locks l
          JOIN states s ON s.state_id = l.state_id AND s.deleted_at IS NULL
-        WHERE s.name = $1`,
+        WHERE s.name = $1
+        ORDER BY l.mode = 'write' DESC, l.acquired_at, l.lock_id
+        LIMIT 1`,
       [name],
     );
     return rows.length ? rows[0].info : null;
@@ -86,7 +88,12 @@ export class StateCatalogReadModel {
       `SELECT s.state_id, s.name, s.created_at, s.updated_at, s.current_version,
               s.current_serial, s.lineage, s.terraform_version, s.instance_count,
               s.resource_count, l.lock_id, l.who, l.operation, l.acquired_at
-         FROM states s LEFT JOIN state_locks l ON l.state_id = s.state_id
+         FROM states s
+         -- plans share a state: one lock is shown, a writer's first
+         LEFT JOIN LATERAL (SELECT lock_id, who, operation, acquired_at FROM state_locks sl
+                             WHERE sl.state_id = s.state_id
+                             ORDER BY sl.mode = 'write' DESC, sl.acquired_at, sl.lock_id
+                             LIMIT 1) l ON true
         WHERE s.deleted_at IS NULL AND (s.current_version > 0 OR l.lock_id IS NOT NULL)
         ORDER BY s.name`,
     );

@@ -1,10 +1,16 @@
 import type { EventStore } from '../../application/ports/event-store.port';
 import type { Projector } from '../projector';
 import { RawStateProjector } from './raw-state.projector';
+import { ReservationsProjector } from './reservations.projector';
 import { ResourceLifecyclesProjector } from './resource-lifecycles.projector';
 import { StateCatalogProjector } from './state-catalog.projector';
 
-export { RawStateProjector, ResourceLifecyclesProjector, StateCatalogProjector };
+export {
+  RawStateProjector,
+  ReservationsProjector,
+  ResourceLifecyclesProjector,
+  StateCatalogProjector,
+};
 
 /**
  * The State aggregate's read models. Each projector owns its tables and
@@ -15,6 +21,7 @@ export const STATE_PROJECTORS = [
   StateCatalogProjector,
   ResourceLifecyclesProjector,
   RawStateProjector,
+  ReservationsProjector,
 ] as const;
 
 /** New instances, for a runner built outside Nest (tests). */
@@ -23,5 +30,6 @@ export function stateProjectors(events: EventStore): Projector[] {
     new StateCatalogProjector(),
     new ResourceLifecyclesProjector(),
     new RawStateProjector(events),
+    new ReservationsProjector(),
   ];
 }

@@ -6,7 +6,8 @@ import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
 import { asStateEvent } from './state-event';
 
 /**
- * `states`, `state_versions` and `state_locks`: one statement per event, each
+ * `states`, `state_versions` and `state_locks` (a row per terraform lock: a
+ * plan's locks are shared): one statement per event, each
  * guarded so that applying an event a second time changes nothing (versions
  * only move forward, inserts ignore conflicts, deletes match the lock id).
  */
@@ -40,8 +41,8 @@ export class StateCatalogProjector implements Projector {
           await tx.query(
             `INSERT INTO state_versions (state_id, version, serial, lineage, source, actor,
                terraform_version, instance_count, resource_count, checksum, outputs,
-               check_results, extra, created_at, lineage_changed_from)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+               check_results, extra, created_at, lineage_changed_from, run_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
              ON CONFLICT (state_id, version) DO NOTHING`,
             [
               d.stateId,
@@ -59,6 +60,7 @@ export class StateCatalogProjector implements Projector {
               Object.keys(d.extra).length === 0 ? null : JSON.stringify(d.extra),
               at,
               textParam(d.lineageChanged?.from ?? null),
+              textParam(d.runId ?? null),
             ],
           );
           await tx.query(
@@ -80,12 +82,13 @@ export class StateCatalogProjector implements Projector {
           break;
         }
         case 'LockAcquired': {
-          const { stateId, lockId, info } = event.data;
+          const { stateId, lockId, info, mode } = event.data;
           await tx.query(
             `INSERT INTO state_locks (state_id, name, lock_id, operation, who, info, acquired_at,
-               acquired_by)
-             SELECT s.state_id, s.name, $2, $3, $4, $5, $6, $7 FROM states s WHERE s.state_id = $1
-             ON CONFLICT (state_id) DO NOTHING`,
+               acquired_by, mode)
+             SELECT s.state_id, s.name, $2, $3, $4, $5, $6, $7, $8 FROM states s
+              WHERE s.state_id = $1
+             ON CONFLICT (state_id, lock_id) DO NOTHING`,
             [
               stateId,
               textParam(lockId),
@@ -94,6 +97,7 @@ export class StateCatalogProjector implements Projector {
               jsonbText(info),
               at,
               textParam(recorded.metadata.actor),
+              mode ?? 'write',
             ],
           );
           break;

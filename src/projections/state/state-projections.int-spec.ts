@@ -7,6 +7,7 @@ import {
 } from '../../../test/support/state-harness';
 import { quietLogger } from '../../../test/support/test-database';
 import { LOG_START } from '../../domain/shared/event';
+import { STATE_EVENT_TYPES } from '../../domain/state';
 import { fixtureLines, fixtureText } from '../../domain/terraform/__fixtures__/fixtures';
 import { parseStateDocument, StateDocumentV4 } from '../../domain/terraform';
 import { ProjectionRunner } from '../projection-runner';
@@ -416,8 +417,43 @@ describe('State read models (projected from the real write path)', () => {
   });
 
   it('changes nothing when a batch is applied a second time', async () => {
+    // Reservations too: one run released, one renewed and held, a plan lock held.
+    const reserve = (runId: string) =>
+      h.run({
+        type: 'AcquireReservations',
+        data: {
+          name: 'pushed',
+          runId,
+          reservationIds: [`${runId}-0`],
+          requests: [{ glob: 'module.a.*', mode: 'read' }],
+          leaseSeconds: 600,
+          info: {},
+          baseVersion: 1,
+          writeSet: [],
+          readSet: [],
+        },
+        metadata: h.context('ci'),
+      });
+    await reserve('run-1');
+    await h.run({
+      type: 'ReleaseReservations',
+      data: { name: 'pushed', runId: 'run-1', reason: 'aborted' },
+      metadata: h.context(),
+    });
+    await reserve('run-2');
+    await h.run({
+      type: 'RenewReservations',
+      data: { name: 'pushed', runId: 'run-2', leaseSeconds: 900 },
+      metadata: h.context(),
+    });
+    await h.lock('pushed', 'kept-plan', 'zed', 'OperationTypePlan');
     const log = await h.events.readAll(LOG_START, 100_000);
-    for (const projector of h.projectors) {
+    // The State aggregate's read models (apply runs are test/integration/apply-runs').
+    const ofState = h.projectors.filter((p) =>
+      p.handles.some((t) => STATE_EVENT_TYPES.includes(t)),
+    );
+    expect(ofState).toHaveLength(4);
+    for (const projector of ofState) {
       const before = await snapshotTables(h.db, projector.tables);
       expect(Object.values(before).some((rows) => rows.length > 0)).toBe(true);
       const handled = log.filter((e) => projector.handles.includes(e.type));

@@ -1,0 +1,179 @@
+import type { ApplyRunLookup } from '../../application/apply-runs/apply-run-read.port';
+import type { JsonObject } from '../../domain/terraform';
+import type { Database } from '../postgres/database';
+
+/** A live `resource_reservations` row as the REST API returns it. */
+export interface ReservationRow {
+  id: string;
+  state: string;
+  kind: 'apply' | 'terraform-lock' | 'terraform-plan';
+  run_id: string | null;
+  glob: string;
+  mode: 'read' | 'write';
+  actor: string;
+  /** The run's info, or the terraform lock's LockInfo. */
+  info: JsonObject;
+  acquired_at: string;
+  /** null for terraform locks: they last until unlocked. */
+  expires_at: string | null;
+}
+
+/** An `apply_runs` row as the REST API returns it. */
+export interface ApplyRunSummary {
+  run_id: string;
+  state: string;
+  actor: string;
+  status: string;
+  lane: string;
+  base_version: number;
+  write_set: string[];
+  read_set: string[];
+  reservations: { id: string; glob: string; mode: string }[];
+  info: JsonObject;
+  started_at: string;
+  finished_at: string | null;
+  finished_by: string | null;
+  counters: { add: number; change: number; destroy: number } | null;
+  committed_version: number | null;
+  committed_serial: number | null;
+  error_summary: string | null;
+  /** Where the state document terraform left is served, when the run kept one. */
+  output_state: string | null;
+}
+
+interface RunRow {
+  run_id: string;
+  state_name: string;
+  actor: string;
+  status: string;
+  lane: string;
+  base_version: number;
+  write_set: string[];
+  read_set: string[];
+  reservations: { id: string; glob: string; mode: string }[];
+  info: JsonObject;
+  started_at: Date;
+  finished_at: Date | null;
+  finished_by: string | null;
+  added: number | null;
+  changed: number | null;
+  destroyed: number | null;
+  committed_version: number | null;
+  committed_serial: string | null;
+  error_summary: string | null;
+  has_output_state: boolean;
+}
+
+const RUN_COLUMNS = `run_id, state_name, actor, status, lane, base_version, write_set, read_set,
+  reservations, info, started_at, finished_at, finished_by, added, changed, destroyed,
+  committed_version, committed_serial, error_summary, output_state IS NOT NULL AS has_output_state`;
+
+export function outputStatePath(state: string, runId: string): string {
+  return `/v1/api/states/${state}/apply-runs/${runId}/output-state`;
+}
+
+function runOf(r: RunRow): ApplyRunSummary {
+  return {
+    run_id: r.run_id,
+    state: r.state_name,
+    actor: r.actor,
+    status: r.status,
+    lane: r.lane,
+    base_version: r.base_version,
+    write_set: r.write_set,
+    read_set: r.read_set,
+    reservations: r.reservations,
+    info: r.info,
+    started_at: r.started_at.toISOString(),
+    finished_at: r.finished_at?.toISOString() ?? null,
+    finished_by: r.finished_by,
+    counters:
+      r.added === null && r.changed === null && r.destroyed === null
+        ? null
+        : { add: r.added ?? 0, change: r.changed ?? 0, destroy: r.destroyed ?? 0 },
+    committed_version: r.committed_version,
+    committed_serial: r.committed_serial === null ? null : Number(r.committed_serial),
+    error_summary: r.error_summary,
+    output_state: r.has_output_state ? outputStatePath(r.state_name, r.run_id) : null,
+  };
+}
+
+/** The queries behind the reservations and apply-run routes, `kl reservations` and `kl runs`. */
+export class ApplyReadModel implements ApplyRunLookup {
+  constructor(private readonly db: Database) {}
+
+  /** Reservations held at `now` (a run whose lease ran out holds nothing), oldest first. */
+  async reservations(now: Date, state?: string): Promise<ReservationRow[]> {
+    const rows = await this.db.query<{
+      id: string;
+      state_name: string;
+      kind: ReservationRow['kind'];
+      run_id: string | null;
+      address_glob: string;
+      mode: ReservationRow['mode'];
+      holder: string;
+      info: JsonObject;
+      acquired_at: Date;
+      expires_at: Date | null;
+    }>(
+      `SELECT id, state_name, kind, run_id, address_glob, mode, holder, info, acquired_at,
+              expires_at
+         FROM resource_reservations
+        WHERE ($1::text IS NULL OR state_name = $1)
+          AND (expires_at IS NULL OR expires_at > $2)
+        ORDER BY state_name, acquired_at, run_id, address_glob, id`,
+      [state ?? null, now],
+    );
+    return rows.map((r) => ({
+      id: r.id,
+      state: r.state_name,
+      kind: r.kind,
+      run_id: r.run_id,
+      glob: r.address_glob,
+      mode: r.mode,
+      actor: r.holder,
+      info: r.info,
+      acquired_at: r.acquired_at.toISOString(),
+      expires_at: r.expires_at?.toISOString() ?? null,
+    }));
+  }
+
+  /** Runs, newest first; of one state when named. */
+  async runs(state?: string, limit = 100): Promise<ApplyRunSummary[]> {
+    const rows = await this.db.query<RunRow>(
+      `SELECT ${RUN_COLUMNS} FROM apply_runs
+        WHERE ($1::text IS NULL OR state_name = $1)
+        ORDER BY started_at DESC, run_id LIMIT $2`,
+      [state ?? null, limit],
+    );
+    return rows.map(runOf);
+  }
+
+  async run(runId: string): Promise<ApplyRunSummary | null> {
+    const rows = await this.db.query<RunRow>(
+      `SELECT ${RUN_COLUMNS} FROM apply_runs WHERE run_id = $1`,
+      [runId],
+    );
+    return rows.length ? runOf(rows[0]) : null;
+  }
+
+  /** The document a run that did not commit kept, as the JSON text it was stored as. */
+  async outputState(runId: string): Promise<string | null> {
+    const rows = await this.db.query<{ output_state: string | null }>(
+      'SELECT output_state::text AS output_state FROM apply_runs WHERE run_id = $1',
+      [runId],
+    );
+    return rows[0]?.output_state ?? null;
+  }
+
+  async stateOfRun(runId: string): Promise<string | null> {
+    const rows = await this.db.query<{ state_name: string }>(
+      `SELECT state_name FROM apply_runs WHERE run_id = $1
+       UNION ALL
+       SELECT state_name FROM resource_reservations WHERE run_id = $1
+       LIMIT 1`,
+      [runId],
+    );
+    return rows[0]?.state_name ?? null;
+  }
+}

@@ -1,0 +1,114 @@
+import type { RecordedEvent } from '../../domain/shared/event';
+import { StateEventType } from '../../domain/state';
+import type { Queryable } from '../../infrastructure/postgres/database';
+import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
+import { Projector } from '../projector';
+import { asStateEvent } from './state-event';
+
+const STREAM_PREFIX = 'state-';
+
+/**
+ * `resource_reservations`: apply runs' reservations, and terraform locks as
+ * the `*` reservations they are, so one table answers "who holds what".
+ * The state's name is its stream's (`state-<name>`), so this projector
+ * reads no other's tables. Idempotent: inserts ignore a row already there,
+ * renewals set a value, releases delete.
+ */
+@Projector()
+export class ReservationsProjector implements Projector {
+  readonly name = 'resource-reservations';
+  readonly handles = [
+    StateEventType.LockAcquired,
+    StateEventType.LockReleased,
+    StateEventType.ReservationAcquired,
+    StateEventType.ReservationRenewed,
+    StateEventType.ReservationReleased,
+    StateEventType.ReservationExpired,
+    StateEventType.StateDeleted,
+  ];
+  readonly tables = ['resource_reservations'];
+
+  async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
+    for (const recorded of events) {
+      const event = asStateEvent(recorded);
+      if (event === null) continue;
+      const name = recorded.streamId.slice(STREAM_PREFIX.length);
+      const at = recorded.metadata.occurredAt;
+      switch (event.type) {
+        case 'LockAcquired': {
+          const { stateId, lockId, info } = event.data;
+          // Events from before plans shared carry no mode: every lock was exclusive.
+          const mode = event.data.mode ?? 'write';
+          await tx.query(
+            `INSERT INTO resource_reservations (state_id, state_name, id, kind, run_id,
+               address_glob, mode, holder, info, acquired_at, expires_at)
+             VALUES ($1, $2, $3, $4, NULL, '*', $5, $6, $7, $8, NULL)
+             ON CONFLICT (state_id, kind, id) DO NOTHING`,
+            [
+              stateId,
+              textParam(name),
+              textParam(lockId),
+              mode === 'read' ? 'terraform-plan' : 'terraform-lock',
+              mode,
+              textParam(typeof info.Who === 'string' ? info.Who : recorded.metadata.actor),
+              jsonbText(info),
+              event.data.acquiredAt ?? at,
+            ],
+          );
+          break;
+        }
+        case 'LockReleased':
+          await tx.query(
+            `DELETE FROM resource_reservations
+              WHERE state_id = $1 AND id = $2 AND kind <> 'apply'`,
+            [event.data.stateId, textParam(event.data.lockId)],
+          );
+          break;
+        case 'ReservationAcquired': {
+          const d = event.data;
+          await tx.query(
+            `INSERT INTO resource_reservations (state_id, state_name, id, kind, run_id,
+               address_glob, mode, holder, info, acquired_at, expires_at)
+             VALUES ($1, $2, $3, 'apply', $4, $5, $6, $7, $8, $9, $10)
+             ON CONFLICT (state_id, kind, id) DO NOTHING`,
+            [
+              d.stateId,
+              textParam(name),
+              textParam(d.reservationId),
+              textParam(d.runId),
+              textParam(d.glob),
+              d.mode,
+              textParam(d.holder),
+              jsonbText(d.info),
+              d.acquiredAt,
+              d.expiresAt,
+            ],
+          );
+          break;
+        }
+        case 'ReservationRenewed':
+          await tx.query(
+            `UPDATE resource_reservations SET expires_at = $3
+              WHERE state_id = $1 AND kind = 'apply' AND id = ANY($2::text[])`,
+            [event.data.stateId, event.data.reservationIds.map(textParam), event.data.expiresAt],
+          );
+          break;
+        case 'ReservationReleased':
+        case 'ReservationExpired':
+          await tx.query(
+            `DELETE FROM resource_reservations
+              WHERE state_id = $1 AND kind = 'apply' AND id = ANY($2::text[])`,
+            [event.data.stateId, event.data.reservationIds.map(textParam)],
+          );
+          break;
+        case 'StateDeleted':
+          await tx.query('DELETE FROM resource_reservations WHERE state_id = $1', [
+            event.data.stateId,
+          ]);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+}
