@@ -17,6 +17,10 @@ import type {
   ResourceSummary,
   StateDiff,
 } from '../infrastructure/read-models/resource-read-model';
+import type {
+  ApplyRunSummary,
+  ReservationRow,
+} from '../infrastructure/read-models/apply-read-model';
 
 import {
   errorOf,
@@ -48,6 +52,19 @@ export type {
   ResourceSummary,
   StateDiff,
 } from '../infrastructure/read-models/resource-read-model';
+export type {
+  ApplyRunSummary,
+  ReservationRow,
+} from '../infrastructure/read-models/apply-read-model';
+
+/** What `kl apply abort` got back. */
+export interface AbortedRun {
+  run_id: string;
+  state: string;
+  status: string | null;
+  released: number;
+}
+
 /** kld's REST API as `kl` uses it. Every failure is an error with a one-line message. */
 export class KilolockClient {
   private readonly http: KldHttpClient;
@@ -99,6 +116,31 @@ export class KilolockClient {
         ...(to ? selectorQuery('to', to) : {}),
       } satisfies StatesApiQueryDto,
     });
+  }
+
+  /** Reservations held now: of one state, or of every state. */
+  async reservations(state?: string): Promise<ReservationRow[]> {
+    const path =
+      state === undefined
+        ? '/v1/api/reservations'
+        : `/v1/api/states/${statePath(state)}/reservations`;
+    return (await this.json<{ reservations: ReservationRow[] }>('GET', path)).reservations;
+  }
+
+  /** Apply runs, newest first: of one state, or of every state. */
+  async runs(state?: string): Promise<ApplyRunSummary[]> {
+    const query = state === undefined ? '' : `?state=${encodeURIComponent(state)}`;
+    return (await this.json<{ runs: ApplyRunSummary[] }>('GET', `/v1/api/apply-runs${query}`)).runs;
+  }
+
+  /** Ends a dead run: its reservations are released. Without a state, kld looks it up. */
+  abortRun(runId: string, state?: string): Promise<AbortedRun> {
+    const run = encodeURIComponent(runId);
+    const path =
+      state === undefined
+        ? `/v1/api/apply-runs/${run}/abort`
+        : `/v1/api/states/${statePath(state)}/apply-runs/${run}/abort`;
+    return this.json('POST', path, { body: '{}', contentType: 'application/json' });
   }
 
   async locks(): Promise<LockSummary[]> {

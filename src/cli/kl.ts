@@ -2,6 +2,7 @@
 import 'reflect-metadata';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { registerStateCommands } from './commands';
+import { registerApplyAbortCommand } from './commands/apply-abort.command';
 import { registerDriftCommand } from './commands/drift.command';
 import { registerProviderConfigCommands } from './commands/provider-config.command';
 import { registerRefreshCommand } from './commands/refresh.command';
@@ -45,6 +46,8 @@ export function buildProgram(): Command {
   registerProviderConfigCommands(program);
   registerRefreshCommand(program);
   registerDriftCommand(program);
+  // After `kl apply` itself: abort is one of its subcommands.
+  registerApplyAbortCommand(program);
   return program;
 }
 

@@ -8,7 +8,8 @@ import { contextOf } from './context';
  * `kl force-unlock <state>`: releases the lock, like `terraform
  * force-unlock`. Another person's lock is released only after a yes on the
  * terminal, or with --yes; and only the lock that was shown is released, so
- * a lock taken meanwhile by someone else is left alone.
+ * a lock taken meanwhile by someone else is left alone. Several plans may
+ * hold a state at once: then --lock-id picks the one to release.
  */
 export function registerForceUnlockCommand(program: Command): void {
   program
@@ -16,31 +17,48 @@ export function registerForceUnlockCommand(program: Command): void {
     .description("release the lock on a state (asks first if it is someone else's)")
     .argument('<state>', 'state name')
     .option('-y, --yes', "release someone else's lock without asking")
-    .action(async (state: string, options: { yes?: boolean }, command: Command) => {
-      const { client, print } = contextOf(command);
-      const held = (await client.locks()).find((l) => l.name === state);
-      if (!held) {
-        // Nothing to release; a missing or deleted state is still an error.
-        const { deletedAt } = await client.history(state);
-        if (deletedAt !== null)
-          throw new KlError('STATE.NOT_FOUND', `state "${state}" was deleted at ${deletedAt}`);
-        print({ columns, rows: [[state, null, null]] });
-        return;
-      }
-      const who = held.who ?? held.acquiredBy;
-      const mine = who === defaultActor();
-      if (!mine && !options.yes) {
-        const what = `lock ${held.lockId} on ${state}, held by ${who} since ${held.acquiredAt}${held.operation ? ` (${held.operation})` : ''}`;
-        if (!process.stdin.isTTY) {
-          throw new KlError('CLI.ABORTED', `${what}: not yours; pass --yes to release it`);
+    .option('--lock-id <id>', 'the lock to release, when several plans hold the state')
+    .action(
+      async (state: string, options: { yes?: boolean; lockId?: string }, command: Command) => {
+        const { client, print } = contextOf(command);
+        const locks = (await client.locks()).filter((l) => l.name === state);
+        if (options.lockId !== undefined && !locks.some((l) => l.lockId === options.lockId)) {
+          throw new KlError(
+            'STATE.LOCK_MISMATCH',
+            `state "${state}" holds no lock ${options.lockId}` +
+              (locks.length ? ` (held: ${locks.map((l) => l.lockId).join(', ')})` : ''),
+          );
         }
-        if (!(await confirm(`Release the ${what}? [y/N] `))) {
-          throw new KlError('CLI.ABORTED', 'not released');
+        if (options.lockId === undefined && locks.length > 1) {
+          throw new KlError(
+            'CLI.ABORTED',
+            `state "${state}" is held by ${locks.length} locks (${locks.map((l) => `${l.lockId} of ${l.who ?? l.acquiredBy}`).join(', ')}): pick one with --lock-id`,
+          );
         }
-      }
-      const { released } = await client.forceUnlock(state, held.lockId);
-      print({ columns, rows: [[state, released, released === null ? null : who]] });
-    });
+        const held = locks.find((l) => options.lockId === undefined || l.lockId === options.lockId);
+        if (!held) {
+          // Nothing to release; a missing or deleted state is still an error.
+          const { deletedAt } = await client.history(state);
+          if (deletedAt !== null)
+            throw new KlError('STATE.NOT_FOUND', `state "${state}" was deleted at ${deletedAt}`);
+          print({ columns, rows: [[state, null, null]] });
+          return;
+        }
+        const who = held.who ?? held.acquiredBy;
+        const mine = who === defaultActor();
+        if (!mine && !options.yes) {
+          const what = `lock ${held.lockId} on ${state}, held by ${who} since ${held.acquiredAt}${held.operation ? ` (${held.operation})` : ''}`;
+          if (!process.stdin.isTTY) {
+            throw new KlError('CLI.ABORTED', `${what}: not yours; pass --yes to release it`);
+          }
+          if (!(await confirm(`Release the ${what}? [y/N] `))) {
+            throw new KlError('CLI.ABORTED', 'not released');
+          }
+        }
+        const { released } = await client.forceUnlock(state, held.lockId);
+        print({ columns, rows: [[state, released, released === null ? null : who]] });
+      },
+    );
 }
 
 const columns = ['state', 'released_lock_id', 'held_by'];

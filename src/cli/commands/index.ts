@@ -7,8 +7,10 @@ import { registerImportCommand } from './import.command';
 import { registerLocksCommand } from './locks.command';
 import { registerProjectionsCommand } from './projections.command';
 import { registerQueryCommand } from './query.command';
+import { registerReservationsCommand } from './reservations.command';
 import { registerResourceCommand } from './resource.command';
 import { registerResourcesCommand } from './resources.command';
+import { registerRunsCommand } from './runs.command';
 import { registerShowCommand } from './show.command';
 import { registerStatesCommand } from './states.command';
 
@@ -25,5 +27,7 @@ export function registerStateCommands(program: Command): void {
   registerExportCommand(program);
   registerLocksCommand(program);
   registerForceUnlockCommand(program);
+  registerReservationsCommand(program);
+  registerRunsCommand(program);
   registerProjectionsCommand(program);
 }

@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { contextOf } from './context';
 
-/** `kl locks`: every lock held now. */
+/** `kl locks`: every terraform lock held now (a plan's are shared: mode read). */
 export function registerLocksCommand(program: Command): void {
   program
     .command('locks')
@@ -10,8 +10,16 @@ export function registerLocksCommand(program: Command): void {
       const { client, print } = contextOf(command);
       const locks = await client.locks();
       print({
-        columns: ['state', 'lock_id', 'who', 'operation', 'acquired_at', 'acquired_by'],
-        rows: locks.map((l) => [l.name, l.lockId, l.who, l.operation, l.acquiredAt, l.acquiredBy]),
+        columns: ['state', 'lock_id', 'mode', 'who', 'operation', 'acquired_at', 'acquired_by'],
+        rows: locks.map((l) => [
+          l.name,
+          l.lockId,
+          l.mode,
+          l.who,
+          l.operation,
+          l.acquiredAt,
+          l.acquiredBy,
+        ]),
       });
     });
 }

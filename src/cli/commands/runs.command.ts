@@ -1,0 +1,50 @@
+import { Command } from 'commander';
+import { contextOf } from './context';
+
+/** `kl runs [state]`: kl apply runs, newest first, with what they reserved and committed. */
+export function registerRunsCommand(program: Command): void {
+  program
+    .command('runs')
+    .description('list kl apply runs, newest first')
+    .argument('[state]', 'only this state')
+    .action(async (state: string | undefined, _options: unknown, command: Command) => {
+      const { client, print } = contextOf(command);
+      const runs = await client.runs(state);
+      print({
+        columns: [
+          'run_id',
+          'state',
+          'actor',
+          'status',
+          'lane',
+          'write',
+          'read',
+          'started_at',
+          'finished_at',
+          'changes',
+          'version',
+          'serial',
+          'error',
+          'output_state',
+        ],
+        rows: runs.map((r) => [
+          r.run_id,
+          r.state,
+          r.actor,
+          r.status,
+          r.lane,
+          r.reservations.filter((g) => g.mode === 'write').map((g) => g.glob),
+          r.reservations.filter((g) => g.mode === 'read').map((g) => g.glob),
+          r.started_at,
+          r.finished_at,
+          r.counters === null
+            ? null
+            : `+${r.counters.add} ~${r.counters.change} -${r.counters.destroy}`,
+          r.committed_version,
+          r.committed_serial,
+          r.error_summary === null ? null : r.error_summary.split('\n')[0],
+          r.output_state,
+        ]),
+      });
+    });
+}
