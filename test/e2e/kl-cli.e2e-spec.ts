@@ -339,6 +339,8 @@ describe('locks', () => {
       {
         state,
         lock_id: id,
+        // Not a plan's lock: it holds the state alone.
+        mode: 'write',
         who: 'alice@host',
         operation: 'OperationTypeApply',
         acquired_at: expect.any(String),
