@@ -135,7 +135,7 @@ describe('apply runs through the read models', () => {
   });
 
   it('serves exactly the document terraform would write: the instance as sent, the rest as it was', async () => {
-    const served = await h.readModel.current('prod');
+    const served = await h.documents.current('prod');
     const expected: StateDocumentV4 = buildDocument(
       {
         ...documentMeta(base(6)),
@@ -175,7 +175,7 @@ describe('apply runs through the read models', () => {
       { baseVersion: 2, reservations: [{ glob: 'module.db.*', mode: 'write' }] },
       'bob',
     );
-    const trunk = parseStateDocument((await h.readModel.current('prod'))!.document);
+    const trunk = parseStateDocument((await h.documents.current('prod'))!.document);
     await a.commit('prod', db.runId, {
       baseVersion: 2,
       deletes: ['module.db.terraform_data.main'],
@@ -187,7 +187,7 @@ describe('apply runs through the read models', () => {
       checksum: 'web',
     });
     expect(webDone).toEqual({ version: 4, serial: 8 });
-    const doc = parseStateDocument((await h.readModel.current('prod'))!.document);
+    const doc = parseStateDocument((await h.documents.current('prod'))!.document);
     expect(flattenInstances(doc).map((i) => i.address)).toEqual([
       'terraform_data.vpc',
       `${WEB}[0]`,

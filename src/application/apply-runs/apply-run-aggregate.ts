@@ -19,8 +19,6 @@ export const APPLY_RUN: AggregateSpec<ApplyCommand, ApplyRun, ApplyEvent> = {
     to: applyRunToSnapshot,
     from: applyRunFromSnapshot,
   },
-  // Runs are short-lived: few are worth keeping warm.
-  cacheSize: 100,
   done: (command) =>
     command.type === 'StartApply'
       ? `apply run ${command.data.runId} started`

@@ -13,7 +13,7 @@ export function applyRunToSnapshot(run: ApplyRun): unknown {
 
 export function applyRunFromSnapshot(json: unknown): ApplyRun {
   const bad = (): never => {
-    throw new DomainError('STATE.SNAPSHOT_INVALID', 'apply run snapshot');
+    throw new DomainError('SNAPSHOT.INVALID', 'apply run snapshot');
   };
   if (!isJsonObject(json)) return bad();
   if (json.status === 'missing') return { status: 'missing' };

@@ -10,13 +10,16 @@ import {
   UNCOMMITTED_STATUSES,
 } from '../../domain/apply';
 import { DomainError } from '../../domain/shared/domain-error';
+import { limitError, utf8Text } from './read-body';
 import { keyProblem, textProblem } from '../../domain/shared/storable-text';
 import { DEFAULT_LEASE_SECONDS, DeltaUpsert } from '../../domain/state';
 import {
   isJsonObject,
+  JsonLimitError,
   JsonObject,
   JsonValue,
   OutputV4,
+  parseJsonLossless,
   parseStateDocument,
   resourceDescriptor,
   ResourceV4,
@@ -26,6 +29,22 @@ import {
 /** The JSON bodies of the apply-run API (snake_case, docs/api.md), checked member by member. */
 
 const invalid = (message: string) => new DomainError('REQUEST.INVALID', message);
+
+/**
+ * A request body as a JSON object, parsed losslessly: a commit and a finish
+ * carry instances and documents whose numbers may exceed a double.
+ */
+export function jsonBody(body: Buffer): JsonObject {
+  let value: unknown;
+  try {
+    value = parseJsonLossless(utf8Text(body, 'REQUEST.INVALID', 'request body'));
+  } catch (err) {
+    if (err instanceof JsonLimitError) throw limitError('REQUEST.INVALID', 'request body', err);
+    throw invalid(`request body is not valid JSON: ${(err as Error).message}`);
+  }
+  if (!isJsonObject(value)) throw invalid('request body must be a JSON object');
+  return value;
+}
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

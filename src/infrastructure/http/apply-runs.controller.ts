@@ -22,18 +22,18 @@ import {
 } from '../../domain/state';
 import { CONFIG, type Config } from '../config/config';
 import { ApplyReadModel } from '../read-models/apply-read-model';
-import { StateReadModel } from '../read-models/state-read-model';
+import { StateCatalogReadModel } from '../read-models/state-catalog-read-model';
 import {
   parseCommit,
   parseFinishApplyRun,
   parseHeartbeat,
+  jsonBody,
   parseStartApplyRun,
   runIdFrom,
 } from './apply-run-requests';
 import { callerOf } from './caller';
 import { withDetails } from './error.filter';
 import { readBody } from './read-body';
-import { jsonBody } from './refresh-requests';
 import { stateNameFrom } from './state-name';
 
 type Req_ = Request & { id?: string };
@@ -96,7 +96,7 @@ export class ApplyRunsController {
   constructor(
     private readonly commands: CommandBus,
     private readonly runs: ApplyReadModel,
-    private readonly states: StateReadModel,
+    private readonly states: StateCatalogReadModel,
     @Inject(CONFIG) private readonly config: Config,
     @Inject(CLOCK) private readonly clock: Clock,
   ) {}
