@@ -361,7 +361,7 @@ describe('locks', () => {
       { state, released_lock_id: id, held_by: 'alice@host' },
     ]);
     expect(ok(['locks', '--format', 'csv'])).toBe(
-      'state,lock_id,who,operation,acquired_at,acquired_by\r\n',
+      'state,lock_id,mode,who,operation,acquired_at,acquired_by\r\n',
     );
   });
 });
