@@ -2,6 +2,7 @@ import { DynamicModule, Module, Type } from '@nestjs/common';
 import { CqrsModule } from '@nestjs/cqrs';
 import { ApplyProjectionsModule } from './apply-projections.module';
 import { ApplyModule } from './apply.module';
+import { EventsModule } from './events.module';
 import { OperationsModule } from './operations.module';
 import { ProjectionsModule } from './projections.module';
 import { QueryModule } from './query.module';
@@ -18,7 +19,13 @@ export type { Runtime };
  * answer the same route (TerraformBackendController passes `POST
  * <name>/refresh` on to the refresh slice).
  */
-export const SLICES: readonly Type[] = [StateModule, RefreshModule, QueryModule, ApplyModule];
+export const SLICES: readonly Type[] = [
+  StateModule,
+  RefreshModule,
+  QueryModule,
+  ApplyModule,
+  EventsModule,
+];
 
 /** Every slice's read models: what `kld projections …` loads, with nothing served. */
 export const READ_MODELS: readonly Type[] = [

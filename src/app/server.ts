@@ -17,12 +17,15 @@ import { defaultDataDir, EmbeddedPostgres } from '../infrastructure/postgres/emb
 import { migrate } from '../infrastructure/postgres/migrator';
 import { ServingLock } from '../infrastructure/postgres/serving-lock';
 import { ProjectionRunner } from '../projections/projection-runner';
+import { EventsGrpcLifecycle } from './events.module';
 import { KilolockModule, MaintenanceModule, Runtime } from './kilolock.module';
 
 export interface KldServer {
   app: NestExpressApplication;
   /** Base URL the HTTP server listens on. */
   url: string;
+  /** host:port of the gRPC event service; null when KL_GRPC_LISTEN is off. */
+  grpcAddress: string | null;
   databaseUrl: string;
   close(): Promise<void>;
 }
@@ -80,11 +83,13 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
   const url = `http://${host}:${address.port}`;
   logger.info({ url }, 'kld listening');
+  const grpcAddress = grpcAddressOf(app);
 
   let closing: Promise<void> | null = null;
   return {
     app,
     url,
+    grpcAddress,
     databaseUrl,
     close: () =>
       (closing ??= (async () => {
@@ -108,6 +113,15 @@ export async function openMaintenance(
     { logger: new NestLogger(runtime.logger), abortOnError: false },
   );
   return { runner: context.get(ProjectionRunner), close: () => context.close() };
+}
+
+/** Where the gRPC event service listens, if it is served (the EventsModule may not be). */
+function grpcAddressOf(app: NestExpressApplication): string | null {
+  try {
+    return app.get(EventsGrpcLifecycle, { strict: false }).address;
+  } catch {
+    return null;
+  }
 }
 
 async function ensureDatabase(serverUrl: string, name: string): Promise<string> {

@@ -21,6 +21,7 @@ describe('cross-site requests to kld', () => {
       loadConfig({
         KL_DATABASE_URL: t.url,
         KL_LISTEN: '127.0.0.1:0',
+        KL_GRPC_LISTEN: 'off',
         KL_ALLOWED_ORIGINS: `${ALLOWED}, http://localhost:3000`,
       }),
       quietLogger,

@@ -30,7 +30,7 @@ let server: KldServer;
 beforeAll(async () => {
   t = await createTestDatabase('kl_storable');
   server = await startServer(
-    loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0' }),
+    loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0', KL_GRPC_LISTEN: 'off' }),
     quietLogger,
   );
 });

@@ -26,7 +26,7 @@ describe('kld modules', () => {
   let t: TestDatabase;
   let notifier: Notifier;
   const runtime = () => ({
-    config: loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0' }),
+    config: loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0', KL_GRPC_LISTEN: 'off' }),
     logger: quietLogger,
     db: t.db,
     notifier,

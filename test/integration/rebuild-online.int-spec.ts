@@ -252,7 +252,7 @@ class Kld {
   static async start(database?: TestDatabase): Promise<Kld> {
     const t = database ?? (await createTestDatabase());
     const server = await startServer(
-      loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0' }),
+      loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0', KL_GRPC_LISTEN: 'off' }),
       quietLogger,
     );
     return new Kld(t, server, new Notifier(t.url));

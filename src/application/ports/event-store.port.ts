@@ -81,6 +81,8 @@ export interface EventStore {
    * again, never a promise that there is something new.
    */
   waitForAppend(timeoutMs: number, signal?: AbortSignal): Promise<void>;
+  /** Whether an event of this log sits at `position` (a cursor from elsewhere does not). */
+  contains(position: LogPosition): Promise<boolean>;
   /** Catch-up from `from`, then live. Ends when `signal` aborts. */
   subscribe(from: LogPosition, signal: AbortSignal): AsyncIterable<RecordedEvent>;
 }

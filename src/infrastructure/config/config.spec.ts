@@ -28,7 +28,7 @@ describe('loadConfig', () => {
       { listen: { host: 'kld.internal', port: 80 } },
     ],
     ['all interfaces', { KL_LISTEN: '0.0.0.0:8080' }, { listen: { host: '0.0.0.0', port: 8080 } }],
-    ['a bare port', { KL_LISTEN: ':8081' }, { listen: { host: '127.0.0.1', port: 8081 } }],
+    ['a bare port', { KL_LISTEN: ':8082' }, { listen: { host: '127.0.0.1', port: 8082 } }],
     ['an ephemeral port', { KL_LISTEN: '127.0.0.1:0' }, { listen: { host: '127.0.0.1', port: 0 } }],
     ['log level in capitals', { KL_LOG_LEVEL: 'DEBUG' }, { logLevel: 'debug' }],
     ['json logs', { KL_LOG_FORMAT: 'json' }, { logFormat: 'json' }],
@@ -96,6 +96,21 @@ describe('loadConfig', () => {
     [{ KL_REFRESH_EVERY: '15m', KL_REFRESH_STATES: 'ok,../etc' }, /^KL_REFRESH_STATES: invalid/],
   ])('refuses the refresh schedule %j', (env, message) => {
     expect(errorOf(env).message).toMatch(message);
+  });
+
+  it('serves gRPC events on 127.0.0.1:8081 unless KL_GRPC_LISTEN says where, or off', () => {
+    expect(loadConfig({}).grpcListen).toEqual({ host: '127.0.0.1', port: 8081 });
+    expect(loadConfig({ KL_GRPC_LISTEN: '[::1]:9090' }).grpcListen).toEqual({
+      host: '::1',
+      port: 9090,
+    });
+    expect(loadConfig({ KL_GRPC_LISTEN: 'OFF' }).grpcListen).toBeNull();
+    expect(errorOf({ KL_GRPC_LISTEN: 'grpc.example' }).message).toMatch(
+      /^KL_GRPC_LISTEN: expected host:port/,
+    );
+    expect(errorOf({ KL_LISTEN: '127.0.0.1:9000', KL_GRPC_LISTEN: ':9000' }).message).toMatch(
+      /^KL_GRPC_LISTEN: port 9000 is the HTTP port/,
+    );
   });
 
   it('never shows a database password, however the URL is broken', () => {

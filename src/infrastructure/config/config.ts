@@ -11,6 +11,8 @@ export const CONFIG = Symbol('Config');
 /** Everything kld reads from its environment, validated once at start. */
 export interface Config {
   listen: { host: string; port: number };
+  /** KL_GRPC_LISTEN: where the gRPC event service listens; null when `off`. */
+  grpcListen: { host: string; port: number } | null;
   databaseUrl: string | null;
   dataDir: string;
   /** KL_DATA_DIR was given; otherwise dataDir is the default, which kld may move (server.ts). */
@@ -301,14 +303,32 @@ function cacheBudgetsFrom(env: NodeJS.ProcessEnv): CacheBudgets {
   };
 }
 
+/** KL_GRPC_LISTEN: host:port like KL_LISTEN, or `off`; never KL_LISTEN's own port. */
+function grpcListenFrom(
+  raw: string | undefined,
+  http: { host: string; port: number },
+): Config['grpcListen'] {
+  const value = raw?.trim() || '127.0.0.1:8081';
+  if (value.toLowerCase() === 'off') return null;
+  const listen = parseListen(value, 'KL_GRPC_LISTEN');
+  if (listen.port !== 0 && listen.port === http.port) {
+    throw new ConfigError(
+      `KL_GRPC_LISTEN: port ${listen.port} is the HTTP port (KL_LISTEN); pick another, or off`,
+    );
+  }
+  return listen;
+}
+
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
   overrides: { listen?: string } = {},
 ): Config {
   const listenRaw = overrides.listen ?? env.KL_LISTEN ?? '127.0.0.1:8080';
   const databaseUrl = databaseUrlFrom(env.KL_DATABASE_URL);
+  const listen = parseListen(listenRaw, overrides.listen ? '--listen' : 'KL_LISTEN');
   return {
-    listen: parseListen(listenRaw, overrides.listen ? '--listen' : 'KL_LISTEN'),
+    listen,
+    grpcListen: grpcListenFrom(env.KL_GRPC_LISTEN, listen),
     databaseUrl,
     dataDir: path.resolve(env.KL_DATA_DIR ?? '.kilolock'),
     dataDirExplicit: env.KL_DATA_DIR !== undefined,

@@ -41,11 +41,12 @@ const EVENT_COLUMNS =
   'schema_version, data, metadata';
 
 // Only transactions older than every transaction still running are visible
-// (`pg_snapshot_xmin`), so an event can never appear behind a position a
-// reader has already passed. The horizon is taken once per query (a scalar
-// subquery, i.e. an InitPlan): evaluated per row it moves during the scan and
-// lets a late row through ahead of an earlier one.
-const COMMITTED = 'transaction_id < (SELECT pg_snapshot_xmin(pg_current_snapshot()))';
+// (`kl_log_horizon`, from `pg_snapshot_xmin`), so an event can never appear
+// behind a position a reader has already passed. The horizon is taken once
+// per query (a scalar subquery, i.e. an InitPlan): evaluated per row it moves
+// during the scan and lets a late row through ahead of an earlier one.
+// Transaction ids carry the log's epoch (migrations/012_log_epochs.sql).
+const COMMITTED = 'transaction_id < (SELECT kl_log_horizon())';
 
 function toRecordedEvent(row: EventRow): RecordedEvent {
   return {
@@ -249,6 +250,14 @@ export class PostgresEventStore implements EventStore {
     return this.notifier.wait(EVENTS_CHANNEL, timeoutMs, signal);
   }
 
+  async contains(position: LogPosition): Promise<boolean> {
+    const { rows } = await this.db.pool.query(
+      'SELECT 1 FROM kl_events WHERE global_position = $1 AND transaction_id = $2::xid8',
+      [position.globalPosition.toString(), position.transactionId.toString()],
+    );
+    return rows.length === 1;
+  }
+
   async *subscribe(from: LogPosition, signal: AbortSignal): AsyncIterable<RecordedEvent> {
     let position = from;
     const batchSize = 1000;
@@ -280,13 +289,14 @@ async function insertEvents(
     // JSON.stringify never writes a raw newline, and PostgreSQL splits the
     // lines in C, where a text[] parameter would have node-pg escape every
     // quote of every event. `data` is cast to json, which keeps the text
-    // exactly as written, \u0000 escapes included.
+    // exactly as written, \u0000 escapes included. The transaction's log key
+    // (kl_log_xact: its id in the log's epoch) is taken once per statement.
     const { rows } = await tx.query<{ global_position: string; txid: string }>(
       `WITH appended AS (
          INSERT INTO kl_events (event_id, stream_id, stream_revision, type, schema_version,
-                                data, metadata)
+                                data, metadata, transaction_id)
          SELECT u.event_id, $1, $2::bigint + u.ord - 1, u.type, u.schema_version, u.data::json,
-                u.metadata::jsonb
+                u.metadata::jsonb, (SELECT kl_log_xact())
            FROM unnest($3::uuid[], $4::text[], $5::int[],
                        string_to_array($6, chr(10)), string_to_array($7, chr(10)))
                 WITH ORDINALITY AS u(event_id, type, schema_version, data, metadata, ord)

@@ -83,10 +83,33 @@ export async function migrate(
       logger.info({ migration: m.name }, 'migration applied');
       done.push(m.name);
     }
+    await openLogEpochIfBehind(client, logger);
     return { applied: done };
   } finally {
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => null);
     await client.end();
+  }
+}
+
+/**
+ * A database restored into a cluster whose transaction ids are behind its log
+ * gets the log's next epoch now, before anything reads it: until then the
+ * stored events would sit above the readers' horizon. Appends check the same
+ * themselves (migrations/012_log_epochs.sql).
+ */
+async function openLogEpochIfBehind(client: Client, logger: Logger): Promise<void> {
+  const { rows } = await client.query<{ ok: boolean }>(
+    "SELECT to_regproc('kl_log_writable_epoch') IS NOT NULL AS ok",
+  );
+  if (!rows[0].ok) return;
+  const before = await client.query<{ epoch: number }>('SELECT kl_log_epoch() AS epoch');
+  const after = await client.query<{ epoch: number }>('SELECT kl_log_writable_epoch() AS epoch');
+  if (after.rows[0].epoch !== before.rows[0].epoch) {
+    logger.warn(
+      { epoch: after.rows[0].epoch },
+      "this cluster's transaction ids are behind the event log (restored from a dump?): " +
+        'new events are written in a new log epoch, after every stored one',
+    );
   }
 }
 

@@ -1,0 +1,88 @@
+import {
+  Inject,
+  Injectable,
+  Module,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+  OnModuleDestroy,
+} from '@nestjs/common';
+import { EVENT_FEED, EventFeed } from '../application/events/event-feed';
+import { EVENT_STORE, EventStore } from '../application/ports/event-store.port';
+import { CONFIG, type Config } from '../infrastructure/config/config';
+import { EventsGrpcServer } from '../infrastructure/grpc/events-grpc.server';
+import { EventsController } from '../infrastructure/http/events.controller';
+import { LOGGER, type Logger } from '../infrastructure/logging/logger';
+import { EventStoreModule } from './event-store.module';
+
+/** The gRPC service's lifetime: listening once Nest is up, closed before the feed. */
+@Injectable()
+export class EventsGrpcLifecycle implements OnApplicationBootstrap, OnModuleDestroy {
+  /** host:port bound, once listening; null when KL_GRPC_LISTEN is off. */
+  address: string | null = null;
+
+  constructor(
+    private readonly server: EventsGrpcServer,
+    @Inject(CONFIG) private readonly config: Config,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    const listen = this.config.grpcListen;
+    if (!listen) return;
+    try {
+      this.address = await this.server.listen(listen.host, listen.port);
+    } catch (err) {
+      throw new Error(
+        `cannot listen for gRPC on ${listen.host}:${listen.port} (KL_GRPC_LISTEN; off to disable): ${(err as Error).message}`,
+      );
+    }
+    this.logger.info({ grpc: this.address }, 'kld gRPC events listening');
+  }
+
+  onModuleDestroy(): Promise<void> {
+    return this.server.close();
+  }
+}
+
+/** Ends the live tail last, once no transport reads the feed. */
+class EventFeedLifecycle implements OnApplicationShutdown {
+  constructor(private readonly feed: EventFeed) {}
+  onApplicationShutdown(): Promise<void> {
+    return this.feed.close();
+  }
+}
+
+/**
+ * The event log for audit and integration consumers: `GET /v1/events` (SSE)
+ * and kilolock.v1.Events over gRPC, both reading one EventFeed.
+ */
+@Module({
+  imports: [EventStoreModule],
+  controllers: [EventsController],
+  providers: [
+    {
+      provide: EVENT_FEED,
+      useFactory: (store: EventStore, logger: Logger) =>
+        new EventFeed(store, {
+          onFallBehind: (position) =>
+            logger.debug(
+              { position: position.globalPosition.toString() },
+              'a live event consumer fell behind; it reads the log until it catches up',
+            ),
+        }),
+      inject: [EVENT_STORE, LOGGER],
+    },
+    {
+      provide: EventFeedLifecycle,
+      useFactory: (feed: EventFeed) => new EventFeedLifecycle(feed),
+      inject: [EVENT_FEED],
+    },
+    {
+      provide: EventsGrpcServer,
+      useFactory: (feed: EventFeed, logger: Logger) => new EventsGrpcServer(feed, logger),
+      inject: [EVENT_FEED, LOGGER],
+    },
+    EventsGrpcLifecycle,
+  ],
+})
+export class EventsModule {}

@@ -1,0 +1,390 @@
+import { stateNameOf, stateOfStreamId } from '../../domain/events/event-catalogue';
+import { DomainError } from '../../domain/shared/domain-error';
+import { comparePositions, LOG_START, LogPosition, RecordedEvent } from '../../domain/shared/event';
+import { EVENTS_INVALID_POSITION, formatCursor } from '../../domain/shared/log-cursor';
+import type { EventStore } from '../ports/event-store.port';
+import { EventFilter } from './event-filter';
+
+export const EVENT_FEED = Symbol('EventFeed');
+
+export type FeedItem =
+  | { kind: 'event'; event: RecordedEvent }
+  /** Every event up to `position` was delivered; from here on events come live. */
+  | { kind: 'caught-up'; position: LogPosition }
+  /** Events up to `position` did not match the filter: resume from here. */
+  | { kind: 'checkpoint'; position: LogPosition };
+
+export interface FeedRequest {
+  /** Exclusive: the first event delivered is the one after it. */
+  from: LogPosition | 'start' | 'end';
+  filter: EventFilter;
+  /** Keep going live after catching up (Subscribe), or end there (Read). */
+  follow: boolean;
+  /** Filtered feeds send a checkpoint at most this often when they passed over events. */
+  checkpointEveryMs?: number;
+  /** At most this many events, then the feed ends. */
+  limit?: number;
+}
+
+export interface EventFeedOptions {
+  /** Events read from the log per query while catching up. */
+  pageSize?: number;
+  /** Events a live subscriber may have waiting before it falls back to reading the log. */
+  liveBuffer?: number;
+  /** Called when a live subscriber fell behind and went back to reading the log. */
+  onFallBehind?: (position: LogPosition) => void;
+}
+
+export const DEFAULT_CHECKPOINT_MS = 5000;
+const STREAM_STATES_KEPT = 10_000;
+
+/**
+ * The event log, delivered to any number of consumers (gRPC, SSE) from any
+ * position, each event once, in log order, through the same EventStore port
+ * the projectors read.
+ *
+ * A consumer first catches up by reading the log page by page, only as fast
+ * as it takes them. At the head it joins the live tail: one reader of the
+ * log for the whole process, which hands every new event to each live
+ * consumer's buffer. A buffer that fills (a consumer slower than the
+ * writers) is dropped, and that consumer goes back to reading the log from
+ * the last event it took, until it reaches the head again. So memory stays
+ * bounded per consumer and nobody misses an event.
+ */
+export class EventFeed {
+  private readonly pageSize: number;
+  private readonly liveBuffer: number;
+  private readonly tail: LiveTail;
+  private readonly streamStates = new Map<string, string | null>();
+  private fellBehind = 0;
+  private maxBuffered = 0;
+
+  constructor(
+    private readonly store: EventStore,
+    private readonly options: EventFeedOptions = {},
+  ) {
+    this.pageSize = options.pageSize ?? 1000;
+    this.liveBuffer = options.liveBuffer ?? 10_000;
+    this.tail = new LiveTail(store);
+  }
+
+  /**
+   * Checks the request (a position must name an event of this log) before
+   * anything is sent, so a transport can still refuse it; the events come
+   * when the result is iterated. Aborting `signal` ends the iteration.
+   */
+  async open(request: FeedRequest, signal: AbortSignal): Promise<AsyncIterable<FeedItem>> {
+    const start = await this.startOf(request.from);
+    return {
+      [Symbol.asyncIterator]: () => this.run(start, request, signal)[Symbol.asyncIterator](),
+    };
+  }
+
+  /** How the live tail has been doing: for tests, benchmarks and logs. */
+  stats(): { live: number; fellBehind: number; maxBuffered: number } {
+    return {
+      live: this.tail.size,
+      fellBehind: this.fellBehind,
+      maxBuffered: this.maxBuffered,
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.tail.stop();
+  }
+
+  private async startOf(from: FeedRequest['from']): Promise<LogPosition> {
+    if (from === 'start') return LOG_START;
+    if (from === 'end') return (await this.store.lastPosition()) ?? LOG_START;
+    if (comparePositions(from, LOG_START) === 0) return LOG_START;
+    if (!(await this.store.contains(from))) {
+      throw new DomainError(
+        EVENTS_INVALID_POSITION,
+        `position ${formatCursor(from)} is not in this log: it comes from another Kilolock, ` +
+          'or from events lost when this database was restored from an older backup; ' +
+          'read from the start, or from a position this log gave you',
+      );
+    }
+    return from;
+  }
+
+  private async *run(
+    start: LogPosition,
+    request: FeedRequest,
+    signal: AbortSignal,
+  ): AsyncGenerator<FeedItem> {
+    const { filter, follow } = request;
+    const checkpointMs = request.checkpointEveryMs ?? DEFAULT_CHECKPOINT_MS;
+    const limit = request.limit ?? Infinity;
+    let position = start;
+    // The last position the consumer was told about, and when.
+    let told = start;
+    let toldAt = Date.now();
+    let sent = 0;
+    let caughtUp = false;
+    let live: LiveSubscriber | null = null;
+
+    const consider = async (event: RecordedEvent): Promise<boolean> => {
+      position = event.position;
+      return this.matches(event, filter);
+    };
+    const checkpointDue = (): boolean =>
+      filter.filters && comparePositions(position, told) > 0 && Date.now() - toldAt >= checkpointMs;
+    const tell = (at: LogPosition) => {
+      told = at;
+      toldAt = Date.now();
+    };
+
+    try {
+      while (!signal.aborted) {
+        if (live === null) {
+          const page = await this.store.readAll(position, this.pageSize);
+          for (const event of page) {
+            if (signal.aborted) return;
+            if (!(await consider(event))) continue;
+            tell(event.position);
+            yield { kind: 'event', event };
+            if (++sent >= limit) return;
+          }
+          if (page.length === this.pageSize) {
+            if (checkpointDue()) {
+              tell(position);
+              yield { kind: 'checkpoint', position };
+            }
+            continue;
+          }
+          // At the head, as of that read.
+          if (!caughtUp) {
+            caughtUp = true;
+            tell(position);
+            yield { kind: 'caught-up', position };
+          } else if (checkpointDue()) {
+            tell(position);
+            yield { kind: 'checkpoint', position };
+          }
+          if (!follow) return;
+          live = new LiveSubscriber(this.liveBuffer);
+          const joinedAt = this.tail.join(live, position);
+          // The tail hands over what follows `joinedAt`; what lies between
+          // here and there comes from the log.
+          while (comparePositions(position, joinedAt) < 0 && !signal.aborted) {
+            const gap = await this.store.readAll(position, this.pageSize);
+            // The tail read up to there, so the log has it: only a moment's wait.
+            if (gap.length === 0) await new Promise((r) => setTimeout(r, 20));
+            for (const event of gap) {
+              if (!(await consider(event))) continue;
+              tell(event.position);
+              yield { kind: 'event', event };
+              if (++sent >= limit) return;
+            }
+          }
+          continue;
+        }
+
+        const wait =
+          filter.filters && comparePositions(position, told) > 0
+            ? Math.max(0, checkpointMs - (Date.now() - toldAt))
+            : null;
+        const next = await live.take(wait, signal);
+        if (next === 'overflow') {
+          this.fellBehind++;
+          this.options.onFallBehind?.(position);
+          this.tail.leave(live);
+          live = null;
+          continue;
+        }
+        if (next === null) {
+          if (checkpointDue()) {
+            tell(position);
+            yield { kind: 'checkpoint', position };
+          }
+          continue;
+        }
+        this.maxBuffered = Math.max(this.maxBuffered, live.highWater);
+        // Already delivered from the log while joining.
+        if (comparePositions(next.position, position) <= 0) continue;
+        if (!(await consider(next))) {
+          if (checkpointDue()) {
+            tell(position);
+            yield { kind: 'checkpoint', position };
+          }
+          continue;
+        }
+        tell(next.position);
+        yield { kind: 'event', event: next };
+        if (++sent >= limit) return;
+      }
+    } finally {
+      if (live) this.tail.leave(live);
+    }
+  }
+
+  private async matches(event: RecordedEvent, filter: EventFilter): Promise<boolean> {
+    // A run stream names its state in its first event: remember it when it passes.
+    if (event.streamRevision === 0n && stateOfStreamId(event.streamId) === undefined) {
+      this.remember(event.streamId, stateNameOf(event.data));
+    }
+    if (!filter.matchesEvent(event)) return false;
+    if (!filter.needsState) return true;
+    return filter.matchesState(await this.stateOf(event.streamId));
+  }
+
+  private async stateOf(streamId: string): Promise<string | null> {
+    const inId = stateOfStreamId(streamId);
+    if (inId !== undefined) return inId;
+    const known = this.streamStates.get(streamId);
+    if (known !== undefined) return known;
+    const [first] = await this.store.readStream(streamId, { maxCount: 1 });
+    const state = first ? stateNameOf(first.data) : null;
+    this.remember(streamId, state);
+    return state;
+  }
+
+  private remember(streamId: string, state: string | null): void {
+    this.streamStates.delete(streamId);
+    this.streamStates.set(streamId, state);
+    if (this.streamStates.size > STREAM_STATES_KEPT) {
+      this.streamStates.delete(this.streamStates.keys().next().value as string);
+    }
+  }
+}
+
+/** One live consumer's buffer of events the tail handed over. */
+class LiveSubscriber {
+  private queue: RecordedEvent[] = [];
+  private head = 0;
+  private wake: (() => void) | null = null;
+  overflowed = false;
+  /** Most events ever waiting at once. */
+  highWater = 0;
+
+  constructor(private readonly capacity: number) {}
+
+  /** From the tail. Returns false when the buffer is full: the tail drops this subscriber. */
+  push(event: RecordedEvent): boolean {
+    if (this.overflowed) return false;
+    if (this.queue.length - this.head >= this.capacity) {
+      this.drop();
+      return false;
+    }
+    this.queue.push(event);
+    this.highWater = Math.max(this.highWater, this.queue.length - this.head);
+    this.wake?.();
+    return true;
+  }
+
+  /** Sends the subscriber back to reading the log, freeing what it buffered. */
+  drop(): void {
+    this.overflowed = true;
+    this.queue = [];
+    this.head = 0;
+    this.wake?.();
+  }
+
+  /**
+   * The next event; 'overflow' once the buffer overflowed; null when `waitMs`
+   * passed (or the signal aborted) with nothing new.
+   */
+  async take(
+    waitMs: number | null,
+    signal: AbortSignal,
+  ): Promise<RecordedEvent | 'overflow' | null> {
+    for (;;) {
+      if (this.overflowed) return 'overflow';
+      if (this.head < this.queue.length) {
+        const event = this.queue[this.head++];
+        // Compact now and then rather than shift() every time.
+        if (this.head > 1024 && this.head * 2 > this.queue.length) {
+          this.queue = this.queue.slice(this.head);
+          this.head = 0;
+        }
+        return event;
+      }
+      if (signal.aborted) return null;
+      const woke = await new Promise<boolean>((resolve) => {
+        const done = (value: boolean) => {
+          if (timer) clearTimeout(timer);
+          signal.removeEventListener('abort', onAbort);
+          this.wake = null;
+          resolve(value);
+        };
+        const onAbort = () => done(false);
+        const timer = waitMs === null ? null : setTimeout(() => done(false), waitMs);
+        this.wake = () => done(true);
+        signal.addEventListener('abort', onAbort, { once: true });
+      });
+      if (!woke) return null;
+    }
+  }
+}
+
+/**
+ * The one live reader of the log per process (EventStore.subscribe, as the
+ * projectors read it), running while anyone is live.
+ */
+class LiveTail {
+  private readonly subscribers = new Set<LiveSubscriber>();
+  private position: LogPosition | null = null;
+  private abort: AbortController | null = null;
+  private running: Promise<void> | null = null;
+
+  constructor(private readonly store: EventStore) {}
+
+  get size(): number {
+    return this.subscribers.size;
+  }
+
+  /**
+   * Adds a subscriber that has read the log up to `from`, and returns the
+   * position after which the tail hands it events (the subscriber reads the
+   * log up to there itself).
+   */
+  join(subscriber: LiveSubscriber, from: LogPosition): LogPosition {
+    this.subscribers.add(subscriber);
+    if (this.position === null) {
+      this.position = from;
+      this.start(from);
+    }
+    return this.position;
+  }
+
+  leave(subscriber: LiveSubscriber): void {
+    this.subscribers.delete(subscriber);
+    if (this.subscribers.size === 0) void this.stop();
+  }
+
+  async stop(): Promise<void> {
+    this.abort?.abort();
+    this.abort = null;
+    this.position = null;
+    await this.running;
+  }
+
+  private start(from: LogPosition): void {
+    const abort = new AbortController();
+    this.abort = abort;
+    const previous = this.running ?? Promise.resolve();
+    this.running = previous.then(async () => {
+      try {
+        for await (const event of this.store.subscribe(from, abort.signal)) {
+          if (abort.signal.aborted) break;
+          this.position = event.position;
+          for (const s of [...this.subscribers]) {
+            if (!s.push(event)) this.subscribers.delete(s);
+          }
+        }
+      } catch {
+        // The log could not be read (the database went away): every live
+        // subscriber goes back to reading the log itself, and fails there
+        // if the database is still away.
+        for (const s of this.subscribers) s.drop();
+        this.subscribers.clear();
+      } finally {
+        if (this.abort === abort) {
+          this.abort = null;
+          this.position = null;
+        }
+      }
+    });
+  }
+}

@@ -1,0 +1,183 @@
+import { once } from 'node:events';
+import * as path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { EventFeed, FeedItem, FeedRequest } from '../../application/events/event-feed';
+import { EventAccess, EventFilter } from '../../application/events/event-filter';
+import { DomainError } from '../../domain/shared/domain-error';
+import { formatCursor, parseCursor } from '../../domain/shared/log-cursor';
+import { eventMessage } from '../events/event-json';
+import type { Logger } from '../logging/logger';
+import { protoDir } from '../provider/plugin-protos';
+
+interface StartFields {
+  start?: 'from' | 'origin';
+  from?: string;
+  origin?: 'ORIGIN_UNSPECIFIED' | 'ORIGIN_START' | 'ORIGIN_END';
+  filter?: { states?: string[]; stream_prefixes?: string[]; types?: string[] } | null;
+}
+type SubscribeRequest = StartFields & { checkpoint_interval_ms?: number };
+type ReadRequest = StartFields & { limit?: number };
+
+const MIN_CHECKPOINT_MS = 100;
+
+/** The service definition of kilolock.v1.Events, loaded once. */
+export function eventsServiceDefinition(): grpc.ServiceDefinition {
+  const dir = protoDir();
+  const definition = protoLoader.loadSync(path.join(dir, 'kilolock/v1/events.proto'), {
+    includeDirs: [dir],
+    keepCase: true,
+    longs: String,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  });
+  const pkg = grpc.loadPackageDefinition(definition).kilolock as grpc.GrpcObject;
+  const v1 = pkg.v1 as grpc.GrpcObject;
+  return (v1.Events as grpc.ServiceClientConstructor).service;
+}
+
+/**
+ * kilolock.v1.Events over gRPC (KL_GRPC_LISTEN): the same feed SSE serves.
+ * A refused request ends with INVALID_ARGUMENT before any message; a
+ * consumer slower than the writers is slowed by the transport's flow
+ * control, and the feed behind it falls back to reading the log.
+ */
+export class EventsGrpcServer {
+  private server: grpc.Server | null = null;
+  private readonly calls = new Set<AbortController>();
+
+  constructor(
+    private readonly feed: EventFeed,
+    private readonly logger: Logger,
+    /** Who may see which state; per caller once there are callers (issue 12). */
+    private readonly access: (
+      call: grpc.ServerWritableStream<unknown, unknown>,
+    ) => EventAccess = () => () => true,
+  ) {}
+
+  /** Listens on host:port (port 0: any free one); returns the address bound. */
+  async listen(host: string, port: number): Promise<string> {
+    const server = new grpc.Server();
+    server.addService(eventsServiceDefinition(), {
+      Subscribe: (call: grpc.ServerWritableStream<SubscribeRequest, unknown>) =>
+        void this.serve(call, (r) => subscribeRequest(r)),
+      Read: (call: grpc.ServerWritableStream<ReadRequest, unknown>) =>
+        void this.serve(call, (r) => readRequest(r)),
+    });
+    const bindHost = host.includes(':') ? `[${host}]` : host;
+    const bound = await new Promise<number>((resolve, reject) =>
+      server.bindAsync(`${bindHost}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) =>
+        err ? reject(err) : resolve(p),
+      ),
+    );
+    this.server = server;
+    return `${bindHost}:${bound}`;
+  }
+
+  /** Ends every subscription, then stops listening. */
+  async close(): Promise<void> {
+    for (const c of this.calls) c.abort();
+    const server = this.server;
+    this.server = null;
+    if (!server) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        server.forceShutdown();
+        resolve();
+      }, 2000);
+      server.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  private async serve<R extends StartFields>(
+    call: grpc.ServerWritableStream<R, unknown>,
+    parse: (request: R) => Omit<FeedRequest, 'filter'>,
+  ): Promise<void> {
+    const abort = new AbortController();
+    this.calls.add(abort);
+    call.on('cancelled', () => abort.abort());
+    call.on('close', () => abort.abort());
+    try {
+      const request = call.request;
+      const filter = EventFilter.compile(
+        {
+          states: request.filter?.states,
+          streamPrefixes: request.filter?.stream_prefixes,
+          types: request.filter?.types,
+        },
+        this.access(call as grpc.ServerWritableStream<unknown, unknown>),
+      );
+      const feed = await this.feed.open({ ...parse(request), filter }, abort.signal);
+      for await (const item of feed) {
+        if (abort.signal.aborted) break;
+        if (!call.write(message(item))) {
+          await Promise.race([once(call, 'drain'), once(abort.signal, 'abort')]);
+        }
+      }
+      if (!abort.signal.aborted) call.end();
+    } catch (err) {
+      if (abort.signal.aborted) return;
+      call.emit('error', this.status(err));
+    } finally {
+      this.calls.delete(abort);
+    }
+  }
+
+  private status(err: unknown): Partial<grpc.StatusObject> {
+    if (err instanceof DomainError) {
+      const invalid = err.code.startsWith('EVENTS.') || err.code === 'REQUEST.INVALID';
+      return {
+        code: invalid ? grpc.status.INVALID_ARGUMENT : grpc.status.FAILED_PRECONDITION,
+        details: `${err.code}: ${err.message}`,
+      };
+    }
+    this.logger.warn({ err }, 'event subscription failed');
+    return {
+      code: grpc.status.UNAVAILABLE,
+      details: 'the event log cannot be read now; resume from your last position',
+    };
+  }
+}
+
+function startOf(request: StartFields): FeedRequest['from'] {
+  if (request.start === 'from') {
+    if (!request.from) throw invalid('from is empty: give a position, or an origin');
+    return parseCursor(request.from);
+  }
+  return request.origin === 'ORIGIN_END' ? 'end' : 'start';
+}
+
+function subscribeRequest(request: SubscribeRequest): Omit<FeedRequest, 'filter'> {
+  const ms = request.checkpoint_interval_ms ?? 0;
+  if (ms !== 0 && ms < MIN_CHECKPOINT_MS) {
+    throw invalid(`checkpoint_interval_ms is at least ${MIN_CHECKPOINT_MS} (0 for the default)`);
+  }
+  return { from: startOf(request), follow: true, ...(ms ? { checkpointEveryMs: ms } : {}) };
+}
+
+function readRequest(request: ReadRequest): Omit<FeedRequest, 'filter'> {
+  return {
+    from: startOf(request),
+    follow: false,
+    ...(request.limit ? { limit: request.limit } : {}),
+  };
+}
+
+function message(item: FeedItem): Record<string, unknown> {
+  switch (item.kind) {
+    case 'event':
+      return { event: eventMessage(item.event) };
+    case 'caught-up':
+      return { caught_up: { position: formatCursor(item.position) } };
+    case 'checkpoint':
+      return { checkpoint: { position: formatCursor(item.position) } };
+  }
+}
+
+function invalid(message: string): DomainError {
+  return new DomainError('REQUEST.INVALID', message);
+}

@@ -1,0 +1,141 @@
+import { once } from 'node:events';
+import { Controller, Get, Inject, OnModuleDestroy, Query, Req, Res } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { EVENT_FEED, EventFeed, FeedItem } from '../../application/events/event-feed';
+import { EventFilter } from '../../application/events/event-filter';
+import { DomainError } from '../../domain/shared/domain-error';
+import { formatCursor, parseCursor } from '../../domain/shared/log-cursor';
+import { eventJson } from '../events/event-json';
+import { LOGGER, type Logger } from '../logging/logger';
+
+const HEARTBEAT_S = 15;
+
+/**
+ * `GET /v1/events`: the event log as Server-Sent Events, for consumers
+ * without gRPC. Each event is a `message` whose `id:` is its position, so an
+ * EventSource that reconnects resumes after the last one it got
+ * (Last-Event-ID); `caught-up` and `checkpoint` events carry a position too.
+ * Comment lines keep idle connections (and proxies) alive.
+ */
+@Controller('v1/events')
+export class EventsController implements OnModuleDestroy {
+  private readonly shutdown = new AbortController();
+
+  constructor(
+    @Inject(EVENT_FEED) private readonly feed: EventFeed,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  onModuleDestroy(): void {
+    this.shutdown.abort();
+  }
+
+  @Get()
+  async stream(
+    @Query() query: Record<string, unknown>,
+    @Req() req: Request,
+    @Res() res: Response,
+  ): Promise<void> {
+    const from = text(query.from, 'from') ?? req.header('last-event-id') ?? null;
+    const follow = flag(query.follow, 'follow') ?? true;
+    const limit = integer(query.limit, 'limit', 1, 1_000_000_000);
+    const checkpointMs = integer(query.checkpoint_ms, 'checkpoint_ms', 100, 3_600_000);
+    const heartbeatS = integer(query.heartbeat, 'heartbeat', 1, 300) ?? HEARTBEAT_S;
+    const filter = EventFilter.compile({
+      states: list(query.state, 'state'),
+      streamPrefixes: list(query.stream, 'stream'),
+      types: list(query.type, 'type'),
+    });
+    const abort = new AbortController();
+    const stop = () => abort.abort();
+    this.shutdown.signal.addEventListener('abort', stop, { once: true });
+    res.on('close', stop);
+    try {
+      // Refusals happen here, before the 200: the error filter answers them.
+      const items = await this.feed.open(
+        {
+          from: from === null || from === '' ? 'start' : from === 'end' ? 'end' : parseCursor(from),
+          filter,
+          follow,
+          ...(limit !== null ? { limit } : {}),
+          ...(checkpointMs !== null ? { checkpointEveryMs: checkpointMs } : {}),
+        },
+        abort.signal,
+      );
+      res.writeHead(200, {
+        'Content-Type': 'text/event-stream; charset=utf-8',
+        'Cache-Control': 'no-store',
+        'X-Accel-Buffering': 'no',
+      });
+      res.flushHeaders();
+      const heartbeat = setInterval(() => res.write(': heartbeat\n\n'), heartbeatS * 1000);
+      try {
+        for await (const item of items) {
+          if (abort.signal.aborted) break;
+          if (!res.write(frame(item))) {
+            await Promise.race([once(res, 'drain'), once(abort.signal, 'abort')]);
+          }
+        }
+      } catch (err) {
+        // Too late for a status: say so in the stream, then end it.
+        this.logger.warn({ err }, 'event stream failed');
+        res.write(
+          `event: error\ndata: ${JSON.stringify({ code: 'SERVER.UNAVAILABLE', message: 'the event log cannot be read now; reconnect to resume' })}\n\n`,
+        );
+      } finally {
+        clearInterval(heartbeat);
+      }
+      res.end();
+    } finally {
+      this.shutdown.signal.removeEventListener('abort', stop);
+    }
+  }
+}
+
+function frame(item: FeedItem): string {
+  switch (item.kind) {
+    case 'event':
+      return `id: ${formatCursor(item.event.position)}\ndata: ${eventJson(item.event)}\n\n`;
+    case 'caught-up':
+    case 'checkpoint': {
+      const position = formatCursor(item.position);
+      return `id: ${position}\nevent: ${item.kind}\ndata: ${JSON.stringify({ position })}\n\n`;
+    }
+  }
+}
+
+function invalid(message: string): DomainError {
+  return new DomainError('REQUEST.INVALID', message);
+}
+
+function text(value: unknown, name: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw invalid(`${name} may be given once`);
+  return value;
+}
+
+/** Repeated (`type=A&type=B`) or comma-separated (`type=A,B`). */
+function list(value: unknown, name: string): string[] {
+  if (value === undefined) return [];
+  const items = Array.isArray(value) ? value : [value];
+  if (!items.every((v) => typeof v === 'string')) throw invalid(`${name} must be text`);
+  return (items as string[]).flatMap((v) => v.split(',')).map((v) => v.trim());
+}
+
+function flag(value: unknown, name: string): boolean | null {
+  const v = text(value, name);
+  if (v === undefined) return null;
+  if (v === 'true' || v === '1') return true;
+  if (v === 'false' || v === '0') return false;
+  throw invalid(`${name} must be true or false`);
+}
+
+function integer(value: unknown, name: string, min: number, max: number): number | null {
+  const v = text(value, name);
+  if (v === undefined) return null;
+  const n = Number(v);
+  if (!/^\d+$/.test(v) || n < min || n > max) {
+    throw invalid(`${name} must be a whole number from ${min} to ${max}`);
+  }
+  return n;
+}
