@@ -469,6 +469,7 @@ async function startKld(databaseUrl: string, tmp: string): Promise<Kld> {
       KL_DATA_DIR: path.join(tmp, 'kld'),
       KL_LOG_LEVEL: 'warn',
       KL_LOG_FORMAT: 'json',
+      KL_GRPC_LISTEN: 'off',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -106,6 +106,7 @@ export async function startKld(kldJs: string, databaseUrl: string, dataDir: stri
       KL_DATA_DIR: path.join(dataDir),
       KL_LOG_LEVEL: 'warn',
       KL_LOG_FORMAT: 'json',
+      KL_GRPC_LISTEN: 'off',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,3 +1,5 @@
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
+import { DomainError } from '../domain/shared/domain-error';
 import type { QueryDto } from '../infrastructure/http/dto/query.dto';
 import type {
   ForceUnlockDto,
@@ -31,6 +33,16 @@ import {
 
 /** The body of `POST /v1/query`: the server's own DTO. */
 export type QueryRequest = QueryDto;
+
+/** What `GET /v1/events` takes (docs/api.md). */
+export interface EventsQuery {
+  from?: string;
+  state?: string[];
+  type?: string[];
+  stream?: string[];
+  follow?: boolean;
+  limit?: number;
+}
 
 export interface QueryResponse {
   columns: { name: string; type: string }[];
@@ -176,6 +188,43 @@ export class KilolockClient {
     return this.json('POST', `/v1/api/states/${statePath(state)}/force-unlock`, {
       json: (lockId === undefined ? {} : { lock_id: lockId }) satisfies ForceUnlockDto,
     });
+  }
+
+  /**
+   * The event log as kld streams it (Server-Sent Events), message by message;
+   * ends when kld ends the stream (`follow: false` at the head) or `signal` aborts.
+   */
+  async *events(query: EventsQuery, signal?: AbortSignal): AsyncGenerator<EventSourceMessage> {
+    const list = (values?: string[]) => (values?.length ? values.join(',') : undefined);
+    const res = await this.check(
+      await this.send('GET', '/v1/events', {
+        query: {
+          from: query.from,
+          state: list(query.state),
+          type: list(query.type),
+          stream: list(query.stream),
+          follow: query.follow,
+          limit: query.limit,
+        },
+        signal,
+      }),
+    );
+    if (!res.body) return;
+    const ready: EventSourceMessage[] = [];
+    const parser = createParser({ onEvent: (message) => ready.push(message) });
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of res.body) {
+        parser.feed(decoder.decode(chunk, { stream: true }));
+        yield* ready.splice(0);
+      }
+    } catch (err) {
+      if (signal?.aborted) return;
+      throw new DomainError(
+        'SERVER.UNREACHABLE',
+        `the event stream broke off: ${(err as Error).message}`,
+      );
+    }
   }
 
   serverVersion(): Promise<{ version: string }> {

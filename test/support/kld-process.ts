@@ -9,6 +9,8 @@ export const KL = path.join(ROOT, 'dist/src/cli/kl.js');
 
 export interface KldProcess {
   url: string;
+  /** host:port of its gRPC event service (KL_GRPC_LISTEN). */
+  grpc: string;
   child: ChildProcess;
   output(): string;
   /** SIGTERM and wait; resolves with the exit code and how long it took. */
@@ -26,8 +28,15 @@ export async function startKld(
   options: { cwd?: string; waitFor?: 'readyz' | 'healthz' } = {},
 ): Promise<KldProcess> {
   const port = await freePort();
+  const grpc = env.KL_GRPC_LISTEN ?? `127.0.0.1:${await freePort()}`;
   const child = spawn(process.execPath, [KLD, 'serve', '--listen', `127.0.0.1:${port}`], {
-    env: { ...process.env, KL_LOG_FORMAT: 'json', KL_LOG_LEVEL: 'info', ...env },
+    env: {
+      ...process.env,
+      KL_LOG_FORMAT: 'json',
+      KL_LOG_LEVEL: 'info',
+      ...env,
+      KL_GRPC_LISTEN: grpc,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
     cwd: options.cwd,
   });
@@ -53,6 +62,7 @@ export async function startKld(
   }
   return {
     url,
+    grpc,
     child,
     output: () => out,
     stop: (signal = 'SIGTERM') =>

@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { registerDiffCommand } from './diff.command';
+import { registerEventsCommand } from './events.command';
 import { registerExportCommand } from './export.command';
 import { registerForceUnlockCommand } from './force-unlock.command';
 import { registerHistoryCommand } from './history.command';
@@ -30,4 +31,5 @@ export function registerStateCommands(program: Command): void {
   registerReservationsCommand(program);
   registerRunsCommand(program);
   registerProjectionsCommand(program);
+  registerEventsCommand(program);
 }

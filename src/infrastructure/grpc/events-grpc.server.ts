@@ -115,7 +115,8 @@ export class EventsGrpcServer {
       for await (const item of feed) {
         if (abort.signal.aborted) break;
         if (!call.write(message(item))) {
-          await Promise.race([once(call, 'drain'), once(abort.signal, 'abort')]);
+          // Flow control: wait for the client to take more (or to leave).
+          await once(call, 'drain', { signal: abort.signal }).catch(() => undefined);
         }
       }
       if (!abort.signal.aborted) call.end();

@@ -73,7 +73,7 @@ export class EventsController implements OnModuleDestroy {
         for await (const item of items) {
           if (abort.signal.aborted) break;
           if (!res.write(frame(item))) {
-            await Promise.race([once(res, 'drain'), once(abort.signal, 'abort')]);
+            await once(res, 'drain', { signal: abort.signal }).catch(() => undefined);
           }
         }
       } catch (err) {

@@ -1,0 +1,295 @@
+import { randomUUID } from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import { Client } from 'pg';
+import { KldServer, startServer } from '../../src/app/server';
+import { KilolockClient } from '../../src/cli/kilolock-client';
+import { loadConfig } from '../../src/infrastructure/config/config';
+import { Notifier } from '../../src/infrastructure/postgres/notifier';
+import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
+import {
+  collectGrpc,
+  collectSse,
+  grpcEventsClient,
+  GrpcMessage,
+  SseMessage,
+} from '../support/event-clients';
+import { createTestDatabase, quietLogger, TestDatabase } from '../support/test-database';
+
+const document = (serial: number, lineage = 'lineage-1') =>
+  JSON.stringify({
+    version: 4,
+    terraform_version: '1.11.4',
+    serial,
+    lineage,
+    outputs: { n: { value: serial, type: 'number' } },
+    resources: [],
+  });
+
+async function waitFor(what: string, ok: () => boolean, ms = 60_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+const BIG = '123456789012345678901234567890';
+
+const grpcEvents = (ms: GrpcMessage[]) => ms.filter((m) => m.kind === 'event');
+const sseEvents = (ms: SseMessage[]) => ms.filter((m) => m.event === undefined);
+
+describe('event subscriptions over gRPC and SSE', () => {
+  let t: TestDatabase;
+  let server: KldServer;
+  let kl: KilolockClient;
+  let rpc: ReturnType<typeof grpcEventsClient>;
+  let notifier: Notifier;
+  let store: PostgresEventStore;
+  /** Every event of the log as gRPC delivered it: `<position> <event id>`. */
+  let viaGrpc: string[] = [];
+
+  beforeAll(async () => {
+    t = await createTestDatabase();
+    server = await startServer(
+      loadConfig({
+        KL_DATABASE_URL: t.url,
+        KL_LISTEN: '127.0.0.1:0',
+        KL_GRPC_LISTEN: '127.0.0.1:0',
+      }),
+      quietLogger,
+    );
+    kl = new KilolockClient(server.url);
+    rpc = grpcEventsClient(server.grpcAddress!);
+    notifier = new Notifier(t.url);
+    store = new PostgresEventStore(t.db, notifier);
+  });
+  afterAll(async () => {
+    rpc?.close();
+    await server?.close();
+    await notifier?.close();
+    await t.drop();
+  });
+
+  const post = (state: string, body: string) =>
+    fetch(`${server.url}/v1/states/${state}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Authorization: `Basic ${btoa('ci:')}` },
+      body,
+    }).then((r) => expect(r.status).toBe(200));
+
+  /** What `kl query` lists: every event of the log, in cursor order. */
+  async function listed(): Promise<string[]> {
+    const { rows } = await kl.query({
+      sql: 'SELECT cursor, event_id FROM event_log ORDER BY cursor',
+      max_rows: 100_000,
+    });
+    return rows.map((r) => `${r[0]} ${r[1]}`);
+  }
+
+  it('both deliver exactly what event_log lists, in its order, under concurrent writers and late commits', async () => {
+    const grpcLive = collectGrpc(rpc.Subscribe({ origin: 'ORIGIN_START' }));
+    const sseLive = collectSse(server.url, { follow: true });
+    await waitFor(
+      'both caught up',
+      () =>
+        grpcLive.messages.some((m) => m.kind === 'caught_up') &&
+        sseLive.messages.some((m) => m.event === 'caught-up'),
+    );
+
+    const late = new Client({ connectionString: t.url });
+    const doomed = new Client({ connectionString: t.url });
+    await late.connect();
+    await doomed.connect();
+    const insert = (stream: string) =>
+      `INSERT INTO kl_events (event_id, stream_id, stream_revision, type, schema_version, data, metadata)
+       VALUES (gen_random_uuid(), '${stream}', 0, 'BulkTick', 1, '{}', '{"actor":"held"}')`;
+    try {
+      await late.query('BEGIN');
+      await late.query(insert('bulk-late'));
+      await doomed.query('BEGIN');
+      await doomed.query(insert('bulk-doomed'));
+      await Promise.all([
+        ...Array.from({ length: 16 }, async (_, w) => {
+          let expected: bigint | 'no_stream' = 'no_stream';
+          for (let batch = 0; batch < 10; batch++) {
+            const r = await store.appendToStream(
+              `bulk-${w}`,
+              Array.from({ length: 50 }, (_, i) => ({
+                eventId: randomUUID(),
+                type: 'BulkTick',
+                schemaVersion: 1,
+                data: { w, n: batch * 50 + i, big: 12345678901234567890 },
+                metadata: {
+                  actor: `writer-${w}`,
+                  correlationId: randomUUID(),
+                  causationId: null,
+                  occurredAt: new Date().toISOString(),
+                },
+              })),
+              { expectedRevision: expected },
+            );
+            expected = r.nextExpectedRevision;
+          }
+        }),
+      ]);
+      await doomed.query('ROLLBACK');
+      await late.query('COMMIT');
+    } finally {
+      await late.end();
+      await doomed.end();
+    }
+    // And the product's own events, through terraform's HTTP backend; one
+    // number a double cannot hold.
+    await post(
+      'team/a',
+      document(1).replace('"outputs":{', `"outputs":{"big":{"value":${BIG},"type":"number"},`),
+    );
+    for (let serial = 2; serial <= 3; serial++) await post('team/a', document(serial));
+
+    const log = await listed();
+    expect(log.length).toBeGreaterThan(16 * 500);
+    await waitFor(
+      'gRPC to deliver the log',
+      () => grpcEvents(grpcLive.messages).length >= log.length,
+    );
+    await waitFor('SSE to deliver the log', () => sseEvents(sseLive.messages).length >= log.length);
+    await new Promise((r) => setTimeout(r, 300)); // nothing more may come
+    viaGrpc = grpcEvents(grpcLive.messages).map((m) => `${m.position} ${m.event!.event_id}`);
+    const viaSse = sseEvents(sseLive.messages).map((m) => {
+      const e = JSON.parse(m.data) as { position: string; eventId: string };
+      expect(m.id).toBe(e.position);
+      return `${e.position} ${e.eventId}`;
+    });
+    expect(viaGrpc).toEqual(log);
+    expect(viaSse).toEqual(log);
+    expect(log.filter((l) => l.includes('bulk-doomed'))).toEqual([]);
+    // Numbers arrive as written, not as doubles.
+    const committed = (ms: { data: string }[]) => ms.find((m) => m.data.includes(BIG))?.data;
+    expect(committed(sseEvents(sseLive.messages))).toContain(`"value":${BIG}`);
+    const first = grpcEvents(grpcLive.messages).find((m) => m.event!.type === 'ApplyCommitted')!;
+    expect(String(first.event!.data_json)).toContain(`"value":${BIG}`);
+    expect(first.event).toMatchObject({
+      stream_id: 'state-team/a',
+      actor: 'ci',
+      schema_version: 1,
+    });
+    await grpcLive.stop();
+    await sseLive.stop();
+  });
+
+  it('a consumer restarted from its last position gets exactly the rest (gRPC from, SSE Last-Event-ID)', async () => {
+    const saved = viaGrpc[4000].split(' ')[0];
+    const rest = collectGrpc(rpc.Read({ from: saved }));
+    await rest.done;
+    expect(grpcEvents(rest.messages).map((m) => `${m.position} ${m.event!.event_id}`)).toEqual(
+      viaGrpc.slice(4001),
+    );
+    expect(rest.messages.at(-1)).toEqual({
+      kind: 'caught_up',
+      position: viaGrpc.at(-1)!.split(' ')[0],
+    });
+
+    const res = await fetch(`${server.url}/v1/events?follow=false`, {
+      headers: { 'Last-Event-ID': saved },
+    });
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const ids = [...(await res.text()).matchAll(/^id: (.*)$/gm)].map((m) => m[1]);
+    // The events, then the caught-up marker at the last of them.
+    const positions = viaGrpc.slice(4001).map((l) => l.split(' ')[0]);
+    expect(ids).toEqual([...positions, positions.at(-1)]);
+  });
+
+  it('filters by state and type, marks the switch to live, and checkpoints while nothing matches', async () => {
+    const sub = collectGrpc(
+      rpc.Subscribe({
+        origin: 'ORIGIN_START',
+        filter: { states: ['team/*'], types: ['ApplyCommitted'] },
+        checkpoint_interval_ms: 100,
+      }),
+      (ms) => ms.at(-1)!.kind === 'checkpoint' && ms.some((m) => m.kind === 'caught_up'),
+    );
+    await waitFor('caught up', () => sub.messages.some((m) => m.kind === 'caught_up'));
+    await store.appendToStream(
+      'bulk-after',
+      [
+        {
+          eventId: randomUUID(),
+          type: 'BulkTick',
+          schemaVersion: 1,
+          data: {},
+          metadata: {
+            actor: 'x',
+            correlationId: 'c',
+            causationId: null,
+            occurredAt: '2026-01-01T00:00:00Z',
+          },
+        },
+      ],
+      { expectedRevision: 'no_stream' },
+    );
+    await sub.done;
+    // Catching up passes over thousands of other events: checkpoints may come
+    // before the caught-up marker too, never out of order.
+    const kinds = sub.messages.map((m) => m.kind);
+    expect(kinds.filter((k) => k !== 'checkpoint')).toEqual([
+      'event',
+      'event',
+      'event',
+      'caught_up',
+    ]);
+    const positions = sub.messages.map((m) => m.position);
+    expect([...positions].sort()).toEqual(positions);
+    expect(sub.messages.filter((m) => m.kind === 'event').map((m) => m.event!.type)).toEqual([
+      'ApplyCommitted',
+      'ApplyCommitted',
+      'ApplyCommitted',
+    ]);
+    const [head] = await listed().then((l) => l.slice(-1));
+    expect(sub.messages.at(-1)!.position).toBe(head.split(' ')[0]);
+
+    // SSE: the same filter, as query parameters.
+    const res = await fetch(
+      `${server.url}/v1/events?follow=false&state=team/a&type=ApplyCommitted,StateCreated`,
+    );
+    const types = [...(await res.text()).matchAll(/^data: (.*)$/gm)]
+      .map((m) => JSON.parse(m[1]) as { type?: string })
+      .flatMap((d) => (d.type ? [d.type] : []));
+    expect(types).toEqual(['StateCreated', 'ApplyCommitted', 'ApplyCommitted', 'ApplyCommitted']);
+  });
+
+  it('refuses bad positions and unknown filters: INVALID_ARGUMENT over gRPC, 400 over HTTP', async () => {
+    const refusal = async (request: object, read = false) => {
+      const call = read ? rpc.Read(request) : rpc.Subscribe(request);
+      const err = await collectGrpc(call).done.then(
+        () => null,
+        (e: grpc.ServiceError) => e,
+      );
+      return err && `${grpc.status[err.code]} ${err.details}`;
+    };
+    expect(await refusal({ from: 'yesterday' })).toMatch(
+      /^INVALID_ARGUMENT EVENTS.INVALID_POSITION: "yesterday" is not a position/,
+    );
+    expect(
+      await refusal({ from: `${'0'.repeat(15)}1-${'0'.repeat(15)}1`.replace(/^0/, '7') }, true),
+    ).toMatch(
+      /^INVALID_ARGUMENT EVENTS.INVALID_POSITION: position 7000000000000001-0000000000000001 is not in this log/,
+    );
+    expect(await refusal({ filter: { types: ['ApplyComitted'] } })).toMatch(
+      /^INVALID_ARGUMENT EVENTS.INVALID_FILTER: unknown event type "ApplyComitted"/,
+    );
+    expect(await refusal({ checkpoint_interval_ms: 5 })).toMatch(
+      /^INVALID_ARGUMENT REQUEST.INVALID: checkpoint_interval_ms is at least 100/,
+    );
+
+    for (const [query, code] of [
+      ['from=yesterday', 'EVENTS.INVALID_POSITION'],
+      ['type=ApplyComitted', 'EVENTS.INVALID_FILTER'],
+      ['stream=nope-', 'EVENTS.INVALID_FILTER'],
+      ['limit=0', 'REQUEST.INVALID'],
+    ]) {
+      const res = await fetch(`${server.url}/v1/events?${query}`);
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe(code);
+    }
+  });
+});
