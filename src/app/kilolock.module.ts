@@ -2,6 +2,7 @@ import { DynamicModule, Module, Type } from '@nestjs/common';
 import { CqrsModule } from '@nestjs/cqrs';
 import { ApplyProjectionsModule } from './apply-projections.module';
 import { ApplyModule } from './apply.module';
+import { ArchiveModule } from './archive.module';
 import { EventsModule } from './events.module';
 import { OperationsModule } from './operations.module';
 import { ProjectionsModule } from './projections.module';
@@ -25,6 +26,7 @@ export const SLICES: readonly Type[] = [
   QueryModule,
   ApplyModule,
   EventsModule,
+  ArchiveModule,
 ];
 
 /** Every slice's read models: what `kld projections …` loads, with nothing served. */

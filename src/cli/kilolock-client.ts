@@ -227,6 +227,25 @@ export class KilolockClient {
     }
   }
 
+  /** The state's whole history as an archive (NDJSON), streamed. */
+  async exportArchive(state: string): Promise<ReadableStream<Uint8Array>> {
+    const res = await this.check(await this.send('GET', `/v1/archives/${statePath(state)}`, {}));
+    if (!res.body) throw new DomainError('SERVER.ERROR', 'kld sent an empty archive');
+    return res.body;
+  }
+
+  /** Recreates an archived history under its own name or `name`; refused if that name has one. */
+  importArchive(
+    body: Buffer,
+    name?: string,
+  ): Promise<{ state: string; events: number; versions: number }> {
+    return this.json('POST', '/v1/archives', {
+      body,
+      contentType: 'application/x-ndjson',
+      query: { name },
+    });
+  }
+
   serverVersion(): Promise<{ version: string }> {
     return this.json('GET', '/v1/version');
   }

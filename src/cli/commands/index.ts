@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { registerArchiveCommand } from './archive.command';
 import { registerDiffCommand } from './diff.command';
 import { registerEventsCommand } from './events.command';
 import { registerExportCommand } from './export.command';
@@ -32,4 +33,5 @@ export function registerStateCommands(program: Command): void {
   registerRunsCommand(program);
   registerProjectionsCommand(program);
   registerEventsCommand(program);
+  registerArchiveCommand(program);
 }

@@ -8,6 +8,22 @@ export interface EventMetadata {
   correlationId: string;
   causationId: string | null;
   occurredAt: string; // ISO-8601, taken from the command, never from a clock here
+  /** Only on events an archive import recreated: where they came from. */
+  imported?: ImportProvenance;
+}
+
+/**
+ * An imported event keeps the original's actor and time (its history); this
+ * says which event it recreates (the first original, through repeated
+ * imports), and who imported it when, from which archive.
+ */
+export interface ImportProvenance {
+  eventId: string;
+  stream: string;
+  position: string;
+  archive: string;
+  importedAt: string;
+  importedBy: string;
 }
 
 export interface DomainEvent<Type extends string = string, Data = unknown> {

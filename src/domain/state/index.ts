@@ -9,3 +9,4 @@ export * from './state.snapshot';
 export * from './holders';
 export * from './reserve';
 export * from './state.evolve';
+export * from './state-history-replay';

@@ -5,7 +5,9 @@ import { errorBody } from './error.filter';
 import { HTTP_STATUS_BY_CODE } from './error-status';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
-const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+// JSON, or JSON lines (an archive import): neither is a type a page may send
+// cross-site without a preflight.
+const JSON_TYPE = /^application\/(?:(?:[\w.+-]+\+)?json|x-ndjson)\s*(?:;|$)/i;
 
 /**
  * Keeps web pages from using a kld they can reach (a developer's
@@ -21,7 +23,7 @@ const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
  * - On a loopback socket the Host header must be a loopback name (or an
  *   allowed origin's host): a page whose DNS name was rebound to 127.0.0.1
  *   would otherwise be same-origin with kld and read every state.
- * - A request body must be JSON (every body kld accepts is).
+ * - A request body must be JSON or JSON lines (every body kld accepts is).
  * A refusal is answered here, before any route runs, and changes nothing.
  */
 export function crossSiteGuard(allowedOrigins: readonly string[]) {
@@ -85,7 +87,7 @@ function contentTypeRefusal(req: Request): Refusal | null {
   if (!hasBody || (type !== undefined && JSON_TYPE.test(type))) return null;
   return {
     code: 'REQUEST.UNSUPPORTED_MEDIA_TYPE',
-    message: `request body must be JSON with Content-Type: application/json, got ${
+    message: `request body must be JSON with Content-Type: application/json (or JSON lines, application/x-ndjson), got ${
       type === undefined ? 'no Content-Type' : `"${shorten(type)}"`
     }`,
   };

@@ -1,0 +1,23 @@
+import { Module } from '@nestjs/common';
+import { STATE_ARCHIVES, StateArchives } from '../application/archive/state-archive';
+import { CLOCK, Clock, IDS, Ids } from '../application/ports/clock.port';
+import { EVENT_STORE, EventStore } from '../application/ports/event-store.port';
+import { READ_MODEL_SYNC, ReadModelSync } from '../application/ports/read-model-sync.port';
+import { ArchivesController } from '../infrastructure/http/archives.controller';
+import { EventStoreModule } from './event-store.module';
+import { ProjectionsModule } from './projections.module';
+
+/** `kl archive export|import`: a state's whole history out and back in. */
+@Module({
+  imports: [EventStoreModule, ProjectionsModule],
+  controllers: [ArchivesController],
+  providers: [
+    {
+      provide: STATE_ARCHIVES,
+      useFactory: (e: EventStore, sync: ReadModelSync, c: Clock, i: Ids) =>
+        new StateArchives(e, sync, c, i),
+      inject: [EVENT_STORE, READ_MODEL_SYNC, CLOCK, IDS],
+    },
+  ],
+})
+export class ArchiveModule {}

@@ -1,0 +1,61 @@
+import { once } from 'node:events';
+import { Controller, Get, HttpCode, Inject, Param, Post, Query, Req, Res } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { STATE_ARCHIVES, StateArchives } from '../../application/archive/state-archive';
+import { DomainError } from '../../domain/shared/domain-error';
+import { CONFIG, type Config } from '../config/config';
+import { callerOf } from './caller';
+import { readBody, utf8Text } from './read-body';
+import { stateNameFrom } from './state-name';
+
+/**
+ * `GET /v1/archives/<name>`: the state's whole history as NDJSON
+ * (`kl archive export`). `POST /v1/archives[?name=NEW]` with such an
+ * archive (`application/x-ndjson`) recreates that history under the
+ * archive's name or NEW, refused if the name has a history already.
+ */
+@Controller('v1/archives')
+export class ArchivesController {
+  constructor(
+    @Inject(STATE_ARCHIVES) private readonly archives: StateArchives,
+    @Inject(CONFIG) private readonly config: Config,
+  ) {}
+
+  @Get('*path')
+  async export(@Param('path') path: string[], @Res() res: Response): Promise<void> {
+    const name = stateNameFrom(path);
+    const lines = this.archives.export(name)[Symbol.asyncIterator]();
+    // The first line comes only once the history was read: a missing state
+    // is still a JSON 404.
+    const first = await lines.next();
+    res.writeHead(200, {
+      'Content-Type': 'application/x-ndjson; charset=utf-8',
+      'Content-Disposition': `attachment; filename="${name.replace(/[^\w.-]+/g, '_')}.kla"`,
+    });
+    try {
+      if (!first.done) res.write(first.value);
+      for (let next = await lines.next(); !next.done; next = await lines.next()) {
+        if (!res.write(next.value)) await once(res, 'drain');
+      }
+      res.end();
+    } catch (err) {
+      // Too late for a status: cut the stream, and the checksum tells the reader.
+      res.destroy(err as Error);
+    }
+  }
+
+  @Post()
+  @HttpCode(200)
+  async import(
+    @Query('name') name: unknown,
+    @Req() req: Request & { id?: string },
+  ): Promise<{ state: string; events: number; versions: number }> {
+    if (name !== undefined && typeof name !== 'string') {
+      throw new DomainError('REQUEST.INVALID', 'name may be given once');
+    }
+    const target = name === undefined ? null : stateNameFrom(name);
+    const body = await readBody(req, this.config.maxStateBytes, 'archive');
+    const text = utf8Text(body, 'ARCHIVE.INVALID', 'archive');
+    return this.archives.import(text, target, callerOf(req), (n) => stateNameFrom(n));
+  }
+}
