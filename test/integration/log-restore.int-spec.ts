@@ -6,7 +6,7 @@ import { KldServer, startServer } from '../../src/app/server';
 import { DomainError } from '../../src/domain/shared/domain-error';
 import { epochOf, formatCursor, parseCursor } from '../../src/domain/shared/log-cursor';
 import { loadConfig } from '../../src/infrastructure/config/config';
-import { Notifier } from '../../src/infrastructure/event-store/notifier';
+import { Notifier } from '../../src/infrastructure/postgres/notifier';
 import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
 import { Database } from '../../src/infrastructure/postgres/database';
 import {

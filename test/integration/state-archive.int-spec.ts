@@ -150,7 +150,7 @@ describe('archive export and import', () => {
     const before = await snapshotTables(t.db, READ_MODEL_TABLES, ['updated_at']);
     await call('POST', '/v1/admin/projections/rebuild', '{}');
     expect(await snapshotTables(t.db, READ_MODEL_TABLES, ['updated_at'])).toEqual(before);
-  });
+  }, 240_000); // ~160 requests, each waiting for the read models: a minute alone on 2 cores
 
   it('refuses a name that has a history, a changed archive, and a history the state could not have written', async () => {
     const archive = await archiveOf('team/original');

@@ -4,7 +4,12 @@ import { canonicalJson } from '../terraform/canonical-json';
 import { isJsonObject, JsonObject, JsonValue, sameJson } from '../terraform/json-value';
 import { parseStateDocument } from '../terraform/parse-state-document';
 import { InstanceObjectV4 } from '../terraform/state-document';
-import { instanceHash, InstanceHasher, ResourceDescriptor } from '../terraform/state-instances';
+import {
+  flattenInstances,
+  instanceHash,
+  InstanceHasher,
+  ResourceDescriptor,
+} from '../terraform/state-instances';
 import { parseLockInfo } from './lock-info';
 import { CommitSource, StateCommand } from './state.commands';
 import { decide, evolve } from './state.decider';
@@ -175,12 +180,12 @@ function commandFor(
             name,
             newStateId,
             document,
+            instances: flattenInstances(document, hashInstance),
             ...(state.status === 'active' && state.lock ? { lockId: state.lock.ID } : {}),
             source: d.source,
             checksum: d.checksum,
             // Never a retry of the version before, as the original was not.
             ...(state.status === 'active' ? { baseVersion: state.version } : {}),
-            hashInstance,
           },
           metadata,
         },
@@ -247,16 +252,21 @@ function remap(
  * rebuilt document's: resources without instances are not in the lifecycles.
  */
 function difference(decided: StateEvent[], archived: StateEvent[]): string | null {
-  const key = (e: StateEvent, commitResources?: number) =>
-    canonicalJson({
-      type: e.type,
-      data:
-        e.type === 'ApplyCommitted' && commitResources !== undefined
-          ? ({ ...e.data, resourceCount: commitResources } as ApplyCommitted['data'])
-          : e.data,
-    } as unknown as JsonValue);
   const archivedCommit = archived.find((e) => e.type === 'ApplyCommitted') as
     ApplyCommitted | undefined;
+  // Commits written before the decider recorded outputChanges have none
+  // (readers compare outputs then): such an archive is compared without them.
+  const withoutOutputChanges =
+    archivedCommit !== undefined && !('outputChanges' in archivedCommit.data);
+  const key = (e: StateEvent, commitResources?: number) => {
+    if (e.type !== 'ApplyCommitted') {
+      return canonicalJson({ type: e.type, data: e.data } as unknown as JsonValue);
+    }
+    const data: Partial<ApplyCommitted['data']> = { ...e.data };
+    if (commitResources !== undefined) data.resourceCount = commitResources;
+    if (withoutOutputChanges) delete data.outputChanges;
+    return canonicalJson({ type: e.type, data } as unknown as JsonValue);
+  };
   const decidedCommit = decided.find((e) => e.type === 'ApplyCommitted') as
     ApplyCommitted | undefined;
   let resources: number | undefined;
