@@ -7,6 +7,11 @@ import {
   OnModuleDestroy,
 } from '@nestjs/common';
 import { EVENT_FEED, EventFeed } from '../application/events/event-feed';
+import {
+  EVENT_ACCESS_POLICY,
+  EventAccessPolicy,
+  OPEN_ACCESS,
+} from '../application/events/event-filter';
 import { EVENT_STORE, EventStore } from '../application/ports/event-store.port';
 import { CONFIG, type Config } from '../infrastructure/config/config';
 import { EventsGrpcServer } from '../infrastructure/grpc/events-grpc.server';
@@ -77,10 +82,14 @@ class EventFeedLifecycle implements OnApplicationShutdown {
       useFactory: (feed: EventFeed) => new EventFeedLifecycle(feed),
       inject: [EVENT_FEED],
     },
+    // Who may see which state's events: everyone, until authentication
+    // (issue 12) provides its own policy here.
+    { provide: EVENT_ACCESS_POLICY, useValue: OPEN_ACCESS },
     {
       provide: EventsGrpcServer,
-      useFactory: (feed: EventFeed, logger: Logger) => new EventsGrpcServer(feed, logger),
-      inject: [EVENT_FEED, LOGGER],
+      useFactory: (feed: EventFeed, logger: Logger, access: EventAccessPolicy) =>
+        new EventsGrpcServer(feed, logger, access),
+      inject: [EVENT_FEED, LOGGER, EVENT_ACCESS_POLICY],
     },
     EventsGrpcLifecycle,
   ],

@@ -22,6 +22,21 @@ export interface EventFilterSpec {
 export type EventAccess = (state: string | null) => boolean;
 export const ALLOW_ALL: EventAccess = () => true;
 
+/**
+ * The one place a subscriber's access is decided: given the request's headers
+ * (HTTP headers, or gRPC metadata, names lower-case), what this caller may
+ * see. Both transports (SSE and gRPC) ask it for every subscription and
+ * compile its answer into the filter, so a consumer never gets an event of a
+ * state it may not see, and its checkpoints still move past them.
+ * EventsModule provides OPEN_ACCESS until authentication (issue 12) provides
+ * a policy of its own under EVENT_ACCESS_POLICY.
+ */
+export type EventAccessPolicy = (
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+) => EventAccess;
+export const EVENT_ACCESS_POLICY = Symbol('EventAccessPolicy');
+export const OPEN_ACCESS: EventAccessPolicy = () => ALLOW_ALL;
+
 const MAX_VALUES = 100;
 const MAX_LENGTH = 512;
 // State-name characters (state-name.ts) and glob syntax.

@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { EventFeed, FeedItem, FeedRequest } from '../../application/events/event-feed';
-import { EventAccess, EventFilter } from '../../application/events/event-filter';
+import { EventAccessPolicy, EventFilter, OPEN_ACCESS } from '../../application/events/event-filter';
 import { DomainError } from '../../domain/shared/domain-error';
 import { formatCursor, parseCursor } from '../../domain/shared/log-cursor';
 import { eventMessage } from '../events/event-json';
@@ -50,10 +50,8 @@ export class EventsGrpcServer {
   constructor(
     private readonly feed: EventFeed,
     private readonly logger: Logger,
-    /** Who may see which state; per caller once there are callers (issue 12). */
-    private readonly access: (
-      call: grpc.ServerWritableStream<unknown, unknown>,
-    ) => EventAccess = () => () => true,
+    /** Who may see which state, from the call's metadata (EVENT_ACCESS_POLICY). */
+    private readonly access: EventAccessPolicy = OPEN_ACCESS,
   ) {}
 
   /** Listens on host:port (port 0: any free one); returns the address bound. */
@@ -109,7 +107,7 @@ export class EventsGrpcServer {
           streamPrefixes: request.filter?.stream_prefixes,
           types: request.filter?.types,
         },
-        this.access(call as grpc.ServerWritableStream<unknown, unknown>),
+        this.access(metadataHeaders(call.metadata)),
       );
       const feed = await this.feed.open({ ...parse(request), filter }, abort.signal);
       for await (const item of feed) {
@@ -181,4 +179,15 @@ function message(item: FeedItem): Record<string, unknown> {
 
 function invalid(message: string): DomainError {
   return new DomainError('REQUEST.INVALID', message);
+}
+
+/** gRPC metadata as headers: text values only (binary `-bin` keys are left out). */
+function metadataHeaders(metadata: grpc.Metadata): Record<string, string | string[]> {
+  const headers: Record<string, string | string[]> = {};
+  for (const [key, values] of Object.entries(metadata.toJSON())) {
+    if (key.endsWith('-bin')) continue;
+    const text = values.map((v) => (typeof v === 'string' ? v : v.toString('utf8')));
+    headers[key] = text.length === 1 ? text[0] : text;
+  }
+  return headers;
 }

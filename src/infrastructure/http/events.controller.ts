@@ -2,7 +2,11 @@ import { once } from 'node:events';
 import { Controller, Get, Inject, OnModuleDestroy, Query, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { EVENT_FEED, EventFeed, FeedItem } from '../../application/events/event-feed';
-import { EventFilter } from '../../application/events/event-filter';
+import {
+  EVENT_ACCESS_POLICY,
+  EventAccessPolicy,
+  EventFilter,
+} from '../../application/events/event-filter';
 import { DomainError } from '../../domain/shared/domain-error';
 import { formatCursor, parseCursor } from '../../domain/shared/log-cursor';
 import { eventJson } from '../events/event-json';
@@ -24,6 +28,7 @@ export class EventsController implements OnModuleDestroy {
   constructor(
     @Inject(EVENT_FEED) private readonly feed: EventFeed,
     @Inject(LOGGER) private readonly logger: Logger,
+    @Inject(EVENT_ACCESS_POLICY) private readonly access: EventAccessPolicy,
   ) {}
 
   onModuleDestroy(): void {
@@ -41,11 +46,14 @@ export class EventsController implements OnModuleDestroy {
     const limit = integer(query.limit, 'limit', 1, 1_000_000_000);
     const checkpointMs = integer(query.checkpoint_ms, 'checkpoint_ms', 100, 3_600_000);
     const heartbeatS = integer(query.heartbeat, 'heartbeat', 1, 300) ?? HEARTBEAT_S;
-    const filter = EventFilter.compile({
-      states: list(query.state, 'state'),
-      streamPrefixes: list(query.stream, 'stream'),
-      types: list(query.type, 'type'),
-    });
+    const filter = EventFilter.compile(
+      {
+        states: list(query.state, 'state'),
+        streamPrefixes: list(query.stream, 'stream'),
+        types: list(query.type, 'type'),
+      },
+      this.access(req.headers),
+    );
     const abort = new AbortController();
     const stop = () => abort.abort();
     this.shutdown.signal.addEventListener('abort', stop, { once: true });
