@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -876,5 +876,100 @@ describe('version and server', () => {
       /--server <url>' value 'nope' from env 'KL_SERVER_URL' is invalid/,
       'nope',
     );
+  });
+});
+
+describe('events and archives', () => {
+  const name = `cli-events/${randomUUID().slice(0, 8)}`;
+  const listed = async () =>
+    (
+      await t.db.query<{ cursor: string; type: string }>(
+        'SELECT cursor, type FROM event_log WHERE stream = $1 ORDER BY cursor',
+        [`state-${name}`],
+      )
+    ).map((r) => `${r.cursor} ${r.type}`);
+  const printed = (ndjson: string) =>
+    ndjson
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { position: string; type: string; actor: string })
+      .map((e) => `${e.position} ${e.type}`);
+
+  beforeAll(() => {
+    ok(['import', path.join(dir, 'v1.tfstate'), '--name', name]);
+    ok(['import', path.join(dir, 'v2.tfstate'), '--name', name]);
+  });
+
+  it('prints the events of a state as NDJSON, in log order, and resumes after a position', async () => {
+    const all = await listed();
+    expect(all.length).toBeGreaterThan(4);
+    const out = ok(['events', '--state', name, '--format', 'json']);
+    expect(printed(out)).toEqual(all);
+    expect((JSON.parse(out.split('\n')[0]) as { actor: string }).actor).toBe('cli-tester');
+    const from = all[1].split(' ')[0];
+    expect(printed(ok(['events', '--state', name, '--from', from, '--format', 'json']))).toEqual(
+      all.slice(2),
+    );
+    const table = ok(['events', '--state', name, '--type', 'ApplyCommitted']).trimEnd().split('\n');
+    expect(table[0].split(/\s+/)).toEqual([
+      'position',
+      'occurred_at',
+      'actor',
+      'stream',
+      'revision',
+      'type',
+    ]);
+    expect(table.slice(1).map((l) => l.split(/\s+/).at(-1))).toEqual([
+      'ApplyCommitted',
+      'ApplyCommitted',
+    ]);
+  });
+
+  it('follows new events until interrupted', async () => {
+    const child = spawn(
+      process.execPath,
+      [KL, 'events', '--follow', '--from', 'end', '--state', name, '--format', 'json'],
+      { env: { ...process.env, KL_SERVER_URL: kld.url, KL_ACTOR: 'cli-tester' } },
+    );
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    try {
+      // Subscribed once kld holds the stream open; then a new version follows.
+      await new Promise((r) => setTimeout(r, 1500));
+      ok(['import', writeState('v3.tfstate', doc(3, { a: 'uno' })), '--name', name]);
+      for (let i = 0; i < 100 && !out.includes('"ApplyCommitted"'); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(printed(out).map((l) => l.split(' ')[1])).toContain('ApplyCommitted');
+      expect(printed(out)).toEqual((await listed()).slice(-printed(out).length));
+    } finally {
+      child.kill('SIGINT');
+    }
+    expect(await exited).toBe(0);
+  });
+
+  it('refuses a position that is not one and a type no event has, as one line', () => {
+    fails(['events', '--from', 'yesterday'], 1, /"yesterday" is not a position/);
+    fails(['events', '--from', '0000000000000001-00000000000fffff'], 1, /is not in this log/);
+    fails(['events', '--type', 'ApplyCommited'], 1, /unknown event type "ApplyCommited"/);
+  });
+
+  it('exports a history to a file and imports it under a new name with every version', () => {
+    const file = path.join(dir, 'events.kla');
+    ok(['archive', 'export', name, '-o', file]);
+    const [header] = fs.readFileSync(file, 'utf8').split('\n');
+    expect(JSON.parse(header)).toMatchObject({
+      format: 'kilolock-state-archive',
+      version: 1,
+      state: name,
+    });
+    const copy = `${name}-copy`;
+    ok(['archive', 'import', file, '--name', copy]);
+    // Every version, serial, lineage, source, actor and time, as the original's.
+    const original = ok(['history', name, '--format', 'csv']);
+    expect(original.trimEnd().split('\r\n')).toHaveLength(4);
+    expect(ok(['history', copy, '--format', 'csv'])).toBe(original);
+    fails(['archive', 'import', file, '--name', copy], 1, /already/);
   });
 });
