@@ -32,7 +32,10 @@ export function registerArchiveCommand(program: Command): void {
         await pipeline(Readable.fromWeb(body as never), out);
       } catch (err) {
         if (partial) fs.rmSync(partial, { force: true });
-        throw new KlError(`export of ${state} broke off: ${(err as Error).message}`);
+        throw new KlError(
+          'SERVER.UNREACHABLE',
+          `export of ${state} broke off: ${(err as Error).message}`,
+        );
       }
       if (partial) fs.renameSync(partial, options.output!);
     });

@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { isErrorCode } from '../../domain/shared/error-codes';
 import { KlError } from '../cli-error';
 import { contextOf, integerOption, usage } from './context';
 
@@ -60,7 +61,7 @@ export function registerEventsCommand(program: Command): void {
           },
           abort.signal,
         )) {
-          if (message.event === 'error') throw new KlError(errorText(message.data));
+          if (message.event === 'error') throw streamError(message.data);
           if (message.event !== undefined) continue; // caught-up, checkpoint
           if (format === 'json') {
             write(`${message.data}\n`);
@@ -94,11 +95,13 @@ function line(cells: string[], format: string): string {
   return cells.join('  ') + '\n';
 }
 
-function errorText(data: string): string {
+/** The `event: error` kld sends when the stream cannot go on: its code and message. */
+function streamError(data: string): KlError {
   try {
-    const e = JSON.parse(data) as { code?: string; message?: string };
-    return `${e.code ?? 'SERVER.ERROR'}: ${e.message ?? data}`;
+    const e = JSON.parse(data) as { code?: unknown; message?: unknown };
+    const code = isErrorCode(e.code) ? e.code : 'SERVER.ERROR';
+    return new KlError(code, `${String(e.code)}: ${String(e.message ?? data)}`);
   } catch {
-    return data;
+    return new KlError('SERVER.UNEXPECTED_ANSWER', data);
   }
 }
