@@ -1,3 +1,4 @@
+import { APPLY_EVENT_TYPES } from '../apply/apply-run.events';
 import { PROVIDER_CONFIG_EVENT_TYPES } from '../refresh/provider-configs';
 import { REFRESH_EVENT_TYPES } from '../refresh/refresh-run.events';
 import { STATE_EVENT_TYPES } from '../state/state.events';
@@ -18,6 +19,7 @@ export const STREAM_KINDS: readonly StreamKind[] = [
   { prefix: 'state-', state: 'in-id', types: STATE_EVENT_TYPES },
   { prefix: 'refresh-', state: 'first-event', types: REFRESH_EVENT_TYPES },
   { prefix: 'provider-configs-', state: 'in-id', types: PROVIDER_CONFIG_EVENT_TYPES },
+  { prefix: 'apply-', state: 'first-event', types: APPLY_EVENT_TYPES },
   // A new aggregate adds its stream kind here (and its events to docs/events.md).
 ];
 
