@@ -46,6 +46,13 @@ describe('archive export and import', () => {
   };
   const lockInfo = (id: string) =>
     JSON.stringify({ ID: id, Operation: 'OperationTypeApply', Who: 'alice@ci', Version: '1.11.4' });
+  const planLockInfo = (id: string) =>
+    JSON.stringify({
+      ID: id,
+      Operation: 'OperationTypePlan',
+      Who: 'dave@laptop',
+      Version: '1.11.4',
+    });
   const docText = (serial: number, instances: TestInstance[], lineage: string) =>
     stringifyJson(
       testDocument(serial, instances, { n: { value: serial, type: 'number' } }, lineage),
@@ -62,6 +69,15 @@ describe('archive export and import', () => {
     for (let v = 1; v <= 50; v++) {
       const lock = `lock-${name}-${v}`;
       const actor = v % 2 ? 'alice' : 'bob';
+      if (v % 10 === 5) {
+        // Two plans share the state for a while before the next apply locks it.
+        for (const plan of ['plan-a', 'plan-b']) {
+          await call('POST', `/v1/state-lock/${name}`, planLockInfo(`${plan}-${v}`), 'dave');
+        }
+        for (const plan of ['plan-a', 'plan-b']) {
+          await call('POST', `/v1/state-unlock/${name}`, planLockInfo(`${plan}-${v}`), 'dave');
+        }
+      }
       await call('POST', `/v1/state-lock/${name}`, lockInfo(lock), actor);
       await call('POST', `/v1/states/${name}?ID=${lock}`, docText(v, instances(v), 'first'), actor);
       // Once, the run dies holding its lock and an operator releases it.
@@ -155,10 +171,11 @@ describe('archive export and import', () => {
   it('refuses a name that has a history, a changed archive, and a history the state could not have written', async () => {
     const archive = await archiveOf('team/original');
     const refusal = async (body: string, name?: string) => {
-      const res = await fetch(
-        `${server.url}/v1/archives${name ? `?name=${encodeURIComponent(name)}` : ''}`,
-        { method: 'POST', headers: { 'Content-Type': 'application/x-ndjson' }, body },
-      );
+      const res = await fetch(`${server.url}/v1/archives${name ? `?name=${name}` : ''}`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/x-ndjson' },
+        body,
+      });
       return { status: res.status, ...((await res.json()) as { error: object }).error };
     };
     const count = async () => (await t.db.query('SELECT count(*)::int AS n FROM kl_events'))[0];
@@ -194,5 +211,32 @@ describe('archive export and import', () => {
     });
     expect(await refusal('{"format":"something"}\n', 'team/x')).toMatchObject({ status: 400 });
     expect(await count()).toEqual(before);
+  });
+
+  it('refuses, naming why, a history with kl apply runs, which it cannot recreate yet', async () => {
+    const name = 'team/with-run';
+    await call('POST', `/v1/states/${name}`, docText(1, [{ name: 'a', input: 'x' }], 'runs'));
+    const started = await fetch(`${server.url}/v1/api/states/${name}/apply-runs`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ base_version: 1, write: ['terraform_data.a'], read: [] }),
+    });
+    const answer = (await started.json()) as { run_id: string };
+    expect(started.status).toBe(201);
+    const runId = answer.run_id;
+    await call('POST', `/v1/api/states/${name}/apply-runs/${runId}/abort`, '{}');
+
+    const before = (await t.db.query('SELECT count(*)::int AS n FROM kl_events'))[0];
+    const res = await fetch(`${server.url}/v1/archives?name=team/with-run-copy`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/x-ndjson' },
+      body: await archiveOf(name),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: object }).error).toMatchObject({
+      code: 'ARCHIVE.INVALID',
+      message: expect.stringContaining('histories with kl apply runs cannot be recreated'),
+    });
+    expect((await t.db.query('SELECT count(*)::int AS n FROM kl_events'))[0]).toEqual(before);
   });
 });

@@ -13,8 +13,8 @@ import {
 import { parseLockInfo } from './lock-info';
 import { CommitSource, StateCommand } from './state.commands';
 import { decide, evolve } from './state.decider';
-import { ApplyCommitted, StateEvent, STATE_EVENT_TYPES } from './state.events';
-import { initialState, StateAggregate } from './state.model';
+import { ApplyCommitted, LockAcquired, StateEvent, STATE_EVENT_TYPES } from './state.events';
+import { HeldLock, initialState, StateAggregate } from './state.model';
 
 /** An archive whose history is not one the State aggregate could have written. */
 export const ARCHIVE_INVALID = 'ARCHIVE.INVALID';
@@ -136,7 +136,8 @@ function commandFor(
         command: {
           type: 'LockState',
           data: { name, newStateId, lockInfo: parseLockInfo(main.data.info) },
-          metadata,
+          // The decider records when a lock was taken: the archived time, where it has one.
+          metadata: main.data.acquiredAt ? { ...metadata, now: main.data.acquiredAt } : metadata,
         },
         next: instances,
       };
@@ -181,7 +182,7 @@ function commandFor(
             newStateId,
             document,
             instances: flattenInstances(document, hashInstance),
-            ...(state.status === 'active' && state.lock ? { lockId: state.lock.ID } : {}),
+            ...(state.status === 'active' ? committerLock(state.locks) : {}),
             source: d.source,
             checksum: d.checksum,
             // Never a retry of the version before, as the original was not.
@@ -192,11 +193,25 @@ function commandFor(
         next,
       };
     }
+    case 'ReservationAcquired':
+    case 'ReservationRenewed':
+    case 'ReservationReleased':
+    case 'ReservationExpired':
+      throw new Error(
+        'histories with kl apply runs cannot be recreated from an archive yet ' +
+          '(their reservations and row-level commits are not replayed)',
+      );
     default:
       throw new Error(
         created && !main ? 'a state is created by a lock or a commit' : 'it cannot start a command',
       );
   }
+}
+
+/** The lock a commit was made under: the write lock, when one is held. */
+function committerLock(locks: ReadonlyMap<string, HeldLock>): { lockId?: string } {
+  for (const [id, lock] of locks) if (lock.mode === 'write') return { lockId: id };
+  return {};
 }
 
 /** The instance as a one-instance document would carry it, checked like a POST. */
@@ -258,7 +273,15 @@ function difference(decided: StateEvent[], archived: StateEvent[]): string | nul
   // (readers compare outputs then): such an archive is compared without them.
   const withoutOutputChanges =
     archivedCommit !== undefined && !('outputChanges' in archivedCommit.data);
+  // Locks written before plans shared carry neither mode nor acquiredAt.
+  const lockBeforeModes = archived.some((e) => e.type === 'LockAcquired' && !('mode' in e.data));
   const key = (e: StateEvent, commitResources?: number) => {
+    if (e.type === 'LockAcquired' && lockBeforeModes) {
+      const data: Partial<LockAcquired['data']> = { ...e.data };
+      delete data.mode;
+      delete data.acquiredAt;
+      return canonicalJson({ type: e.type, data } as unknown as JsonValue);
+    }
     if (e.type !== 'ApplyCommitted') {
       return canonicalJson({ type: e.type, data: e.data } as unknown as JsonValue);
     }
