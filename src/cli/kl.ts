@@ -6,6 +6,8 @@ import { registerApplyAbortCommand } from './commands/apply-abort.command';
 import { registerDriftCommand } from './commands/drift.command';
 import { registerProviderConfigCommands } from './commands/provider-config.command';
 import { registerRefreshCommand } from './commands/refresh.command';
+import { registerPlanCommand } from './commands/plan.command';
+import { registerApplyCommand } from './commands/apply.command';
 import { registerProviderSchemaCommand } from './commands/provider-schema.command';
 import { registerVersionCommand } from './commands/version.command';
 
@@ -46,6 +48,8 @@ export function buildProgram(): Command {
   registerProviderConfigCommands(program);
   registerRefreshCommand(program);
   registerDriftCommand(program);
+  registerPlanCommand(program);
+  registerApplyCommand(program);
   // After `kl apply` itself: abort is one of its subcommands.
   registerApplyAbortCommand(program);
   return program;
@@ -71,8 +75,9 @@ async function main(argv: string[]): Promise<void> {
 
 main(process.argv).catch((err: unknown) => {
   if (err instanceof CommanderError) {
-    // Commander already printed the message; help and version exit 0.
-    process.exit(err.exitCode === 0 ? 0 : 2);
+    // Commander already printed the message; help and version exit 0;
+    // `kl plan`/`kl apply` usage errors exit 3 (ADR 0007), every other 2.
+    process.exit(err.exitCode === 0 ? 0 : err.exitCode === 3 ? 3 : 2);
   }
   // One line, never a stack: the first line of the message is the message.
   const message = err instanceof Error ? err.message : String(err);

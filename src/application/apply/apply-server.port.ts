@@ -1,0 +1,85 @@
+import { InstanceUpsert } from '../../domain/apply/state-slice';
+import { JsonObject, OutputV4, StateDocumentV4 } from '../../domain/terraform';
+
+export const APPLY_SERVER = Symbol('ApplyServer');
+
+/** The current document of a state and the version that served it. */
+export interface Trunk {
+  document: StateDocumentV4;
+  version: number;
+}
+
+export interface AcquireRequest {
+  runId: string;
+  baseVersion: number;
+  write: string[];
+  read: string[];
+  writeSet: string[];
+  readSet: string[];
+  leaseSeconds: number;
+  info: JsonObject;
+}
+
+export interface Reservation {
+  id: string;
+  glob: string;
+  mode: 'read' | 'write';
+  expiresAt: string;
+}
+
+/** A reservation (or Terraform lock) standing in the way. */
+export interface Holder {
+  glob: string;
+  mode: 'read' | 'write';
+  actor: string;
+  runId: string;
+  kind: 'apply' | 'terraform-lock' | 'terraform-plan';
+  acquiredAt: string;
+  /** null for a Terraform lock, which has no lease. */
+  expiresAt: string | null;
+  lockInfo?: JsonObject;
+}
+
+export type AcquireOutcome =
+  | { status: 'acquired'; runId: string; reservations: Reservation[]; expiresAt: string }
+  | { status: 'conflict'; holders: Holder[] }
+  | { status: 'stale'; addresses: { address: string; changedInVersion: number }[] };
+
+export interface CommitRequest {
+  baseVersion: number;
+  terraformVersion: string;
+  upserts: InstanceUpsert[];
+  deletes: string[];
+  outputs: { set: Record<string, OutputV4>; remove: string[] };
+  counters: { add: number; change: number; destroy: number };
+}
+
+export interface FinishRequest {
+  status: 'failed' | 'aborted' | 'conflict';
+  errorSummary?: string;
+  /** Terraform's resulting state, kept so that nothing it did is lost. */
+  outputState?: string;
+}
+
+/** Codes the port raises (as DomainErrors) that the apply use case reacts to. */
+export const RESERVATION_EXPIRED = 'RESERVATION.EXPIRED';
+export const RESERVATION_NOT_HELD = 'RESERVATION.NOT_HELD';
+export const APPLY_STALE = 'APPLY.STALE';
+
+/**
+ * Everything `kl apply` needs from kld (docs/api.md, "apply runs"). A
+ * conflict or a stale plan is an answer of `acquire`, not a failure.
+ */
+export interface ApplyServerPort {
+  /** Raises STATE.NOT_FOUND when the state has no document. */
+  trunk(state: string): Promise<Trunk>;
+  acquire(state: string, request: AcquireRequest): Promise<AcquireOutcome>;
+  /** Raises RESERVATION.EXPIRED when the run's reservations were reclaimed. */
+  heartbeat(state: string, runId: string, leaseSeconds: number): Promise<{ expiresAt: string }>;
+  commit(
+    state: string,
+    runId: string,
+    request: CommitRequest,
+  ): Promise<{ version: number; serial: number }>;
+  finish(state: string, runId: string, request: FinishRequest): Promise<void>;
+}

@@ -1,0 +1,133 @@
+import { configAddressOf } from '../../domain/apply/addresses';
+import { applySets } from '../../domain/apply/apply-sets';
+import { describeCounts, KL_PLAN_FORMAT, KlPlan } from '../../domain/apply/kl-plan';
+import { countChanges, isWrite, parsePlanJson, PLAN_INVALID } from '../../domain/apply/plan-json';
+import { sliceOf } from '../../domain/apply/state-slice';
+import { DomainError } from '../../domain/shared/domain-error';
+import { parseInstanceAddress } from '../../domain/terraform';
+import { ApplyServerPort } from './apply-server.port';
+import { ConfigReader, TerraformWorkspaces } from './terraform-workspace.port';
+import { prepareConfiguration, workspaceLocals } from './workspace-config';
+
+export interface PlanRequest {
+  server: string;
+  state: string;
+  configDir: string;
+  files: string[] | null;
+  targets: string[];
+  refresh: boolean;
+}
+
+export interface PlanOutcome {
+  plan: KlPlan;
+  warnings: string[];
+  /** Seconds spent in terraform (init, plan, show). */
+  terraformSeconds: number;
+}
+
+/**
+ * `kl plan`: the preflight plan of ADR 0007's revised model. Terraform plans
+ * in a private directory against the trunk (or, with `-f`, the part of it the
+ * scoped configuration describes); kl turns the result into write and read
+ * sets and the reservations `kl apply` will ask for.
+ */
+export class PlanOrchestrator {
+  constructor(
+    private readonly server: ApplyServerPort,
+    private readonly reader: ConfigReader,
+    private readonly workspaces: TerraformWorkspaces,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  async plan(request: PlanRequest, signal?: AbortSignal): Promise<PlanOutcome> {
+    const config = await prepareConfiguration(this.reader, request.configDir, request.files);
+    const trunk = await this.server.trunk(request.state);
+    const slice = sliceOf(trunk.document, config.footprint);
+    const workspace = await this.workspaces.open({
+      configDir: request.configDir,
+      rootFiles: config.rootFiles,
+      state: slice,
+    });
+    const started = Date.now();
+    try {
+      await workspace.init(signal);
+      const raw = await workspace.plan(
+        { targets: request.targets, refresh: request.refresh },
+        signal,
+      );
+      const terraformSeconds = (Date.now() - started) / 1000;
+      const plan = parsePlanJson(raw);
+      if (plan.errored) throw new DomainError(PLAN_INVALID, 'terraform reported an errored plan');
+      const locals = await workspaceLocals(this.reader, workspace);
+      const sets = applySets(plan, slice, locals, { scoped: config.footprint !== null });
+      const writes = plan.changes.filter((c) => isWrite(c.kind));
+      const counts = countChanges(writes);
+      const warnings = [...config.warnings, ...this.warnings(plan.drift, sets, config.footprint)];
+      const summary =
+        writes.length === 0 && sets.outputWrites.length === 0
+          ? 'No changes.'
+          : `${describeCounts(counts)}.`;
+      return {
+        terraformSeconds,
+        warnings,
+        plan: {
+          format: KL_PLAN_FORMAT,
+          createdAt: this.now().toISOString(),
+          server: request.server,
+          state: request.state,
+          baseVersion: trunk.version,
+          baseSerial: trunk.document.serial,
+          lineage: trunk.document.lineage,
+          terraformVersion: plan.terraformVersion,
+          configDir: request.configDir,
+          files: request.files,
+          targets: request.targets,
+          refresh: request.refresh,
+          variables: plan.variables,
+          changes: writes.map((c) => ({ address: c.address, action: c.kind })),
+          writeSet: sets.writeSet,
+          readSet: sets.readSet,
+          outputWrites: sets.outputWrites,
+          footprint: config.footprint,
+          reservations: sets.reservations,
+          counts,
+          summary,
+        },
+      };
+    } finally {
+      await workspace.dispose();
+    }
+  }
+
+  private warnings(
+    drift: string[],
+    sets: { writeSet: string[]; readSet: string[] },
+    footprint: string[] | null,
+  ): string[] {
+    const out: string[] = [];
+    const writes = new Set(sets.writeSet);
+    const drifted = drift.filter((a) => !writes.has(a) && !a.startsWith('data.'));
+    if (drifted.length > 0) {
+      out.push(
+        `terraform saw drift on ${list(drifted)}, outside the write set: kl apply will refuse to commit it; run kl refresh first`,
+      );
+    }
+    if (footprint !== null) {
+      const outside = sets.readSet.filter((a) => {
+        const config = configAddressOf(parseInstanceAddress(a));
+        return !footprint.some((f) => config === f || config.startsWith(f + '.'));
+      });
+      if (outside.length > 0) {
+        out.push(
+          `${list(outside)} ${outside.length === 1 ? 'depends' : 'depend'} on this change but ${outside.length === 1 ? 'is' : 'are'} outside the -f files and not planned: plan them after this apply`,
+        );
+      }
+    }
+    return out;
+  }
+}
+
+function list(addresses: string[]): string {
+  const shown = addresses.slice(0, 5).join(', ');
+  return addresses.length > 5 ? `${shown} and ${addresses.length - 5} more` : shown;
+}

@@ -1,0 +1,69 @@
+import { HclFile, ScopedFile } from '../../domain/apply/config-scope';
+import { JsonValue, StateDocumentV4 } from '../../domain/terraform';
+
+export const TERRAFORM_WORKSPACES = Symbol('TerraformWorkspaces');
+export const CONFIG_READER = Symbol('ConfigReader');
+
+/** A module's configuration as read from its directory. */
+export interface ModuleSource {
+  /** `.tf` files, parsed. */
+  hcl: HclFile[];
+  /** `.tf.json` files: name → text. */
+  json: Map<string, string>;
+}
+
+export interface ConfigReader {
+  /** Raises PLAN.CONFIG_INVALID naming the file and line when a `.tf` file cannot be parsed. */
+  readModule(dir: string): Promise<ModuleSource>;
+}
+
+/** How kl's private directory is laid out. */
+export interface WorkspaceSpec {
+  /** The user's configuration directory (copied, minus its `.terraform` and state files). */
+  configDir: string;
+  /** The root module's `.tf`/`.tf.json` files as terraform must see them; no other root configuration file is copied. */
+  rootFiles: ScopedFile[];
+  /** Written as the local backend's `terraform.tfstate`. */
+  state: StateDocumentV4;
+  /** Root input variables to pin (a `*.auto.tfvars.json` that wins over the user's). */
+  variables?: Record<string, JsonValue>;
+}
+
+export interface TerraformFailure {
+  /** The command that failed, e.g. `terraform plan`. */
+  command: string;
+  /** Exit code, null when terraform died of a signal. */
+  code: number | null;
+  /** Terraform's combined output, colour codes removed. */
+  output: string;
+}
+
+export type ApplyResult =
+  { ok: true; output: string } | ({ ok: false; interrupted: boolean } & TerraformFailure);
+
+/**
+ * A private directory with a local backend where terraform plans and
+ * applies on kl's behalf (ADR 0007 addendum). Every command takes an abort
+ * signal: terraform gets SIGINT and is waited for, so it can stop
+ * gracefully and write the state it reached.
+ */
+export interface TerraformWorkspace {
+  readonly dir: string;
+  init(signal?: AbortSignal): Promise<void>;
+  /** `terraform plan -out` then `terraform show -json` of that plan: the parsed JSON. */
+  plan(options: { targets: string[]; refresh: boolean }, signal?: AbortSignal): Promise<unknown>;
+  /** Applies the saved plan of the last `plan()` call. */
+  apply(signal?: AbortSignal, onOutput?: (line: string) => void): Promise<ApplyResult>;
+  /** The local state as terraform left it; null when there is none. */
+  stateText(): Promise<string | null>;
+  /** Module call key (`''`, `web`, `web.inner`) → its directory, as `terraform init` installed them. */
+  moduleDirs(): Promise<Map<string, string>>;
+  dispose(): Promise<void>;
+}
+
+export interface TerraformWorkspaces {
+  open(spec: WorkspaceSpec): Promise<TerraformWorkspace>;
+}
+
+/** A terraform command failed; the message carries terraform's own last error lines. */
+export const TERRAFORM_FAILED = 'TERRAFORM.FAILED';

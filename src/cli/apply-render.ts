@@ -1,0 +1,76 @@
+import { Holder } from '../application/apply/apply-server.port';
+import { KlPlan } from '../domain/apply/kl-plan';
+
+/** `12s`, `14m48s`, `2h5m` — how long ago or how long until. */
+export function formatDuration(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m${s % 60}s`;
+  return `${Math.floor(m / 60)}h${m % 60}m`;
+}
+
+/**
+ * `held by alice (run 4f2a…, acquired 12s ago, expires in 14m48s)`; a
+ * Terraform lock is named with its LockInfo.
+ */
+export function describeHolder(h: Holder, now: number): string {
+  const acquired = Date.parse(h.acquiredAt);
+  const age = Number.isNaN(acquired) ? '' : `, acquired ${formatDuration(now - acquired)} ago`;
+  const expires = h.expiresAt === null ? NaN : Date.parse(h.expiresAt);
+  const left = Number.isNaN(expires)
+    ? ''
+    : expires > now
+      ? `, expires in ${formatDuration(expires - now)}`
+      : ', lease expired';
+  if (h.kind === 'apply') return `held by ${h.actor || 'someone'} (run ${h.runId}${age}${left})`;
+  const info = h.lockInfo ?? {};
+  const who = typeof info.Who === 'string' && info.Who !== '' ? info.Who : h.actor || 'someone';
+  const op =
+    typeof info.Operation === 'string' && info.Operation !== '' ? `, ${info.Operation}` : '';
+  const what = h.kind === 'terraform-plan' ? 'a terraform plan' : 'a Terraform lock';
+  return `held by ${what} of ${who} (lock ${h.runId}${op}${age})`;
+}
+
+/** The ADR's conflict message: one block per contested glob. */
+export function describeConflict(holders: Holder[], now = Date.now()): string {
+  if (holders.length === 0) return 'reservation conflict (the server named no holder)';
+  return holders
+    .map((h) => `reservation conflict on ${h.glob}:\n  ${describeHolder(h, now)}`)
+    .join('\n');
+}
+
+/** `write: a, b; read: c` */
+export function describeReservations(r: { write: string[]; read: string[] }): string {
+  const list = (globs: string[]) => (globs.length === 0 ? 'none' : globs.join(', '));
+  return `write: ${list(r.write)}; read: ${list(r.read)}`;
+}
+
+const SYMBOL: Record<string, string> = {
+  create: '+',
+  update: '~',
+  replace: '-/+',
+  delete: '-',
+  forget: '.',
+};
+
+/** What `kl plan` prints. */
+export function renderPlan(plan: KlPlan, file: string): string {
+  const lines = [
+    `kl plan of ${plan.state} at version ${plan.baseVersion} (serial ${plan.baseSerial})` +
+      (plan.files ? `, scoped to ${plan.files.join(', ')}` : '') +
+      (plan.targets.length > 0 ? `, targets ${plan.targets.join(', ')}` : ''),
+    '',
+  ];
+  for (const c of plan.changes)
+    lines.push(`  ${SYMBOL[c.action] ?? '?'} ${c.address} (${c.action})`);
+  for (const o of plan.outputWrites) lines.push(`  ~ output.${o}`);
+  if (plan.changes.length > 0 || plan.outputWrites.length > 0) lines.push('');
+  lines.push(`Plan: ${plan.summary}`);
+  lines.push('Reservations:');
+  for (const g of plan.reservations.write) lines.push(`  write ${g}`);
+  for (const g of plan.reservations.read) lines.push(`  read  ${g}`);
+  if (plan.reservations.write.length + plan.reservations.read.length === 0) lines.push('  none');
+  lines.push(`Base serial ${plan.baseSerial}. Saved ${file}; apply it with: kl apply ${file}`);
+  return lines.join('\n') + '\n';
+}

@@ -1,0 +1,143 @@
+import { Command } from 'commander';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { PlanOrchestrator } from '../../application/apply/plan-orchestrator';
+import { klPlanToJson } from '../../domain/apply/kl-plan';
+import { stringifyJson } from '../../domain/terraform';
+import { discoverHttpBackend } from '../../infrastructure/terraform/backend-discovery';
+import { HclConfigReader } from '../../infrastructure/terraform/hcl-reader';
+import { TempWorkspaces } from '../../infrastructure/terraform/temp-workspace';
+import { defaultActor, KldHttpClient } from '../../infrastructure/rest/kld-http-client';
+import { RestApplyServer } from '../../infrastructure/rest/rest-apply-server';
+import { renderPlan } from '../apply-render';
+import { APPLY_EXIT, exitCodeOf, onceSignalled, usageExit3, UsageError } from './apply-cli';
+
+interface PlanOptions {
+  file: string[];
+  target: string[];
+  out: string;
+  state?: string;
+  refresh: boolean;
+}
+
+interface Globals {
+  server: string;
+  token?: string;
+  format: 'table' | 'json' | 'csv';
+}
+
+const collect = (value: string, all: string[]) => [...all, value];
+
+/** `kl plan [DIR]`: the preflight plan of a parallel apply, saved as kl-plan.json. */
+export function registerPlanCommand(program: Command): void {
+  const command = program
+    .command('plan')
+    .description(
+      'plan a change in a private directory against the trunk and save the reservations kl apply will take (kl-plan.json)',
+    )
+    .argument('[dir]', 'terraform configuration directory', '.')
+    .option(
+      '-f, --file <file>',
+      'plan only this .tf file and what it needs (repeatable)',
+      collect,
+      [],
+    )
+    .option(
+      '--target <address>',
+      "narrow the plan like terraform's -target (repeatable)",
+      collect,
+      [],
+    )
+    .option('-o, --out <file>', 'where to save the plan', 'kl-plan.json')
+    .option(
+      '--state <name>',
+      'state name (default: the directory\'s backend "http" address, as terraform init recorded it)',
+    )
+    .option('--no-refresh', 'plan without refreshing (terraform -refresh=false)')
+    .addHelpText(
+      'after',
+      '\nExit status: 0 planned, 1 terraform failed, 3 usage or configuration, 130/143 interrupted.' +
+        '\nSee docs/usage/parallel-apply.md.',
+    );
+  usageExit3(command).action(async (dir: string, options: PlanOptions, cmd: Command) => {
+    process.exitCode = await runPlan(dir, options, cmd);
+  });
+}
+
+export interface Target {
+  server: string;
+  state: string;
+}
+
+/** `--state`/`--server` (or KL_SERVER_URL) first, then what `terraform init` recorded. */
+export async function resolveTarget(
+  cmd: Command,
+  configDir: string,
+  stateFlag: string | undefined,
+): Promise<Target> {
+  const globals = cmd.optsWithGlobals<Globals>();
+  const source = cmd.parent?.getOptionValueSource('server');
+  const explicit = source === 'cli' || source === 'env' ? globals.server : null;
+  const backend = await discoverHttpBackend(configDir);
+  const state = stateFlag ?? backend?.state;
+  if (!state) {
+    throw new UsageError(
+      `no state to plan against: pass --state <name>, or run kl plan in a directory whose backend "http" points at kld (after terraform init)`,
+    );
+  }
+  return { state, server: explicit ?? backend?.server ?? globals.server };
+}
+
+async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise<number> {
+  const signals = onceSignalled();
+  try {
+    const configDir = path.resolve(dir);
+    if (!fs.statSync(configDir, { throwIfNoEntry: false })?.isDirectory()) {
+      throw new UsageError(`${dir} is not a directory`);
+    }
+    const files = options.file.map((f) => {
+      const abs = path.resolve(f);
+      const inDir = path.relative(configDir, fs.existsSync(abs) ? abs : path.resolve(configDir, f));
+      if (inDir.startsWith('..') || inDir.includes(path.sep)) {
+        throw new UsageError(`-f ${f}: only .tf files of ${configDir} itself can be selected`);
+      }
+      if (!inDir.endsWith('.tf')) throw new UsageError(`-f ${f}: not a .tf file`);
+      return inDir;
+    });
+    const target = await resolveTarget(cmd, configDir, options.state);
+    const globals = cmd.optsWithGlobals<Globals>();
+    const http = new KldHttpClient(target.server, { token: globals.token, actor: defaultActor() });
+    const orchestrator = new PlanOrchestrator(
+      new RestApplyServer(http),
+      new HclConfigReader(),
+      new TempWorkspaces(),
+    );
+    const outcome = await orchestrator.plan(
+      {
+        server: target.server,
+        state: target.state,
+        configDir,
+        files: files.length > 0 ? [...new Set(files)].sort() : null,
+        targets: options.target,
+        refresh: options.refresh,
+      },
+      signals.signal,
+    );
+    if (signals.received) return APPLY_EXIT.signal(signals.received);
+    const text = stringifyJson(klPlanToJson(outcome.plan), 2) + '\n';
+    // It holds the input variables' values: readable by its owner only.
+    fs.writeFileSync(options.out, text, { mode: 0o600 });
+    fs.chmodSync(options.out, 0o600);
+    for (const w of outcome.warnings) process.stderr.write(`kl: warning: ${w}\n`);
+    process.stdout.write(globals.format === 'json' ? text : renderPlan(outcome.plan, options.out));
+    return 0;
+  } catch (e) {
+    if (signals.received) return APPLY_EXIT.signal(signals.received);
+    process.stderr.write(
+      `kl: plan failed: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`,
+    );
+    return exitCodeOf(e);
+  } finally {
+    signals.dispose();
+  }
+}

@@ -1,0 +1,152 @@
+import { DomainError } from '../shared/domain-error';
+import { isJsonObject, JsonObject, JsonValue } from '../terraform/json-value';
+import { ChangeCounts, ChangeKind } from './plan-json';
+
+export const KL_PLAN_FORMAT = 'kl-plan/1';
+export const KL_PLAN_INVALID = 'PLAN.FILE_INVALID';
+
+/**
+ * `kl-plan.json`: what `kl plan` predicted and `kl apply` holds terraform to.
+ * It is kl's own descriptor, not terraform's plan file: `kl apply` re-plans
+ * in its own directory and refuses to apply anything else. It holds the
+ * root input variables terraform planned with, so it is as secret as a
+ * terraform plan file.
+ */
+export interface KlPlan {
+  format: typeof KL_PLAN_FORMAT;
+  createdAt: string;
+  server: string;
+  state: string;
+  baseVersion: number;
+  baseSerial: number;
+  lineage: string;
+  terraformVersion: string;
+  /** Absolute path of the configuration directory. */
+  configDir: string;
+  /** `-f` files (relative to configDir); null = the whole configuration. */
+  files: string[] | null;
+  targets: string[];
+  refresh: boolean;
+  variables: Record<string, JsonValue>;
+  changes: { address: string; action: ChangeKind }[];
+  writeSet: string[];
+  readSet: string[];
+  outputWrites: string[];
+  /** Root resources and module calls the scoped configuration declares; null when unscoped. */
+  footprint: string[] | null;
+  reservations: { write: string[]; read: string[] };
+  counts: ChangeCounts;
+  summary: string;
+}
+
+function fail(what: string): never {
+  throw new DomainError(KL_PLAN_INVALID, `not a kl plan file: ${what}`);
+}
+
+function str(o: JsonObject, k: string): string {
+  if (typeof o[k] !== 'string') fail(`${k} must be a string`);
+  return o[k] as string;
+}
+
+function int(o: JsonObject, k: string): number {
+  const v = o[k];
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
+    fail(`${k} must be a non-negative integer`);
+  }
+  return v;
+}
+
+function list(o: JsonObject, k: string): string[] {
+  const v = o[k];
+  if (!Array.isArray(v) || !v.every((x) => typeof x === 'string')) {
+    fail(`${k} must be a list of strings`);
+  }
+  return v as string[];
+}
+
+/** The file as written on disk (snake_case like the rest of kl's JSON). */
+export function klPlanToJson(p: KlPlan): JsonObject {
+  return {
+    format: p.format,
+    created_at: p.createdAt,
+    server: p.server,
+    state: p.state,
+    base_version: p.baseVersion,
+    base_serial: p.baseSerial,
+    lineage: p.lineage,
+    terraform_version: p.terraformVersion,
+    config_dir: p.configDir,
+    files: p.files,
+    targets: p.targets,
+    refresh: p.refresh,
+    summary: p.summary,
+    counts: { ...p.counts },
+    reservations: { write: p.reservations.write, read: p.reservations.read },
+    changes: p.changes.map((c) => ({ address: c.address, action: c.action })),
+    write_set: p.writeSet,
+    read_set: p.readSet,
+    output_writes: p.outputWrites,
+    footprint: p.footprint,
+    variables: p.variables,
+  };
+}
+
+const KINDS: readonly ChangeKind[] = ['create', 'update', 'replace', 'delete', 'forget'];
+
+/** Parses and checks a kl plan file's JSON value. */
+export function klPlanFromJson(raw: unknown): KlPlan {
+  if (!isJsonObject(raw)) fail('not a JSON object');
+  if (raw.format !== KL_PLAN_FORMAT) fail(`format must be "${KL_PLAN_FORMAT}"`);
+  const reservations = isJsonObject(raw.reservations) ? raw.reservations : fail('no reservations');
+  const counts = isJsonObject(raw.counts) ? raw.counts : fail('no counts');
+  const changes = Array.isArray(raw.changes) ? raw.changes : fail('changes must be a list');
+  const variables = isJsonObject(raw.variables) ? raw.variables : fail('no variables');
+  const files = raw.files === null ? null : list(raw, 'files');
+  const footprint = raw.footprint === null ? null : list(raw, 'footprint');
+  if (typeof raw.refresh !== 'boolean') fail('refresh must be true or false');
+  return {
+    format: KL_PLAN_FORMAT,
+    createdAt: str(raw, 'created_at'),
+    server: str(raw, 'server'),
+    state: str(raw, 'state'),
+    baseVersion: int(raw, 'base_version'),
+    baseSerial: int(raw, 'base_serial'),
+    lineage: str(raw, 'lineage'),
+    terraformVersion: str(raw, 'terraform_version'),
+    configDir: str(raw, 'config_dir'),
+    files,
+    targets: list(raw, 'targets'),
+    refresh: raw.refresh,
+    variables: variables as Record<string, JsonValue>,
+    changes: changes.map((c) => {
+      if (!isJsonObject(c) || typeof c.address !== 'string') fail('a change has no address');
+      if (!KINDS.includes(c.action as ChangeKind)) fail(`${c.address}: unknown action`);
+      return { address: c.address, action: c.action as ChangeKind };
+    }),
+    writeSet: list(raw, 'write_set'),
+    readSet: list(raw, 'read_set'),
+    outputWrites: list(raw, 'output_writes'),
+    footprint,
+    reservations: { write: list(reservations, 'write'), read: list(reservations, 'read') },
+    counts: {
+      create: int(counts, 'create'),
+      update: int(counts, 'update'),
+      replace: int(counts, 'replace'),
+      delete: int(counts, 'delete'),
+      forget: int(counts, 'forget'),
+    },
+    summary: str(raw, 'summary'),
+  };
+}
+
+/** `1 to create, 0 to update, 1 to replace, 0 to delete` (forget only when there is any). */
+export function describeCounts(c: ChangeCounts): string {
+  const parts = [
+    `${c.create} to create`,
+    `${c.update} to update`,
+    `${c.replace} to replace`,
+    `${c.delete} to delete`,
+  ];
+  if (c.forget > 0) parts.push(`${c.forget} to forget`);
+  return parts.join(', ');
+}

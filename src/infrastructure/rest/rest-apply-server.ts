@@ -1,0 +1,208 @@
+import {
+  AcquireOutcome,
+  AcquireRequest,
+  ApplyServerPort,
+  CommitRequest,
+  FinishRequest,
+  Holder,
+  Trunk,
+} from '../../application/apply/apply-server.port';
+import { DomainError } from '../../domain/shared/domain-error';
+import {
+  isJsonObject,
+  JsonObject,
+  parseStateDocument,
+  stringifyJson,
+} from '../../domain/terraform';
+import { errorOf, KldHttpClient, statePath } from './kld-http-client';
+
+function asString(v: unknown): string {
+  return typeof v === 'string' ? v : '';
+}
+
+function holderOf(raw: unknown): Holder | null {
+  if (!isJsonObject(raw) || typeof raw.glob !== 'string') return null;
+  const kind = raw.kind === 'terraform-lock' || raw.kind === 'terraform-plan' ? raw.kind : 'apply';
+  return {
+    glob: raw.glob,
+    mode: raw.mode === 'read' ? 'read' : 'write',
+    actor: asString(raw.actor),
+    runId: asString(raw.run_id),
+    kind,
+    acquiredAt: asString(raw.acquired_at),
+    expiresAt: typeof raw.expires_at === 'string' ? raw.expires_at : null,
+    ...(isJsonObject(raw.lock_info) ? { lockInfo: raw.lock_info } : {}),
+  };
+}
+
+/** The `{error:{…}}` body of a refusal, with its extra members (`holders`, `addresses`). */
+async function refusal(res: Response): Promise<JsonObject | null> {
+  try {
+    const body = (await res.clone().json()) as unknown;
+    if (isJsonObject(body) && isJsonObject(body.error)) return { ...body, ...body.error };
+  } catch {
+    // not JSON
+  }
+  return null;
+}
+
+/** `ApplyServerPort` over kld's REST API (docs/api.md, "apply runs"). */
+export class RestApplyServer implements ApplyServerPort {
+  constructor(private readonly http: KldHttpClient) {}
+
+  private runPath(state: string, runId?: string, action?: string): string {
+    let p = `/v1/api/states/${statePath(state)}/apply-runs`;
+    if (runId !== undefined) p += `/${encodeURIComponent(runId)}`;
+    if (action !== undefined) p += `/${action}`;
+    return p;
+  }
+
+  async trunk(state: string): Promise<Trunk> {
+    const res = await this.http.send('GET', `/v1/states/${statePath(state)}`);
+    if (res.status === 404) {
+      await res.body?.cancel();
+      throw new DomainError(
+        'STATE.NOT_FOUND',
+        `state "${state}" does not exist on ${this.http.base}`,
+      );
+    }
+    if (!res.ok) throw await errorOf(res);
+    const version = Number(res.headers.get('x-kilolock-state-version'));
+    const text = await res.text();
+    if (text.trim() === '') {
+      throw new DomainError('STATE.NOT_FOUND', `state "${state}" has no document yet`);
+    }
+    if (!Number.isSafeInteger(version) || version < 1) {
+      throw new DomainError(
+        'SERVER.INVALID_ANSWER',
+        `${this.http.base} sent the state without an X-Kilolock-State-Version header`,
+      );
+    }
+    return { document: parseStateDocument(text), version };
+  }
+
+  async acquire(state: string, request: AcquireRequest): Promise<AcquireOutcome> {
+    const res = await this.http.send('POST', this.runPath(state), {
+      json: {
+        run_id: request.runId,
+        base_version: request.baseVersion,
+        write: request.write,
+        read: request.read,
+        write_set: request.writeSet,
+        read_set: request.readSet,
+        lease_seconds: request.leaseSeconds,
+        info: request.info,
+        lane: 'full',
+      },
+    });
+    if (res.ok) {
+      const body = (await res.json()) as JsonObject;
+      const reservations = Array.isArray(body.reservations) ? body.reservations : [];
+      return {
+        status: 'acquired',
+        runId: asString(body.run_id) || request.runId,
+        expiresAt: asString(body.expires_at),
+        reservations: reservations.filter(isJsonObject).map((r) => ({
+          id: asString(r.id),
+          glob: asString(r.glob),
+          mode: r.mode === 'read' ? 'read' : 'write',
+          expiresAt: asString(r.expires_at),
+        })),
+      };
+    }
+    const body = await refusal(res);
+    if (res.status === 409 && body?.code === 'RESERVATION.CONFLICT') {
+      await res.body?.cancel();
+      const holders = (Array.isArray(body.holders) ? body.holders : [])
+        .map(holderOf)
+        .filter((h): h is Holder => h !== null);
+      return { status: 'conflict', holders };
+    }
+    if (res.status === 409 && body?.code === 'APPLY.STALE') {
+      await res.body?.cancel();
+      const addresses = (Array.isArray(body.addresses) ? body.addresses : [])
+        .filter(isJsonObject)
+        .map((a) => ({
+          address: asString(a.address),
+          changedInVersion: typeof a.changed_in_version === 'number' ? a.changed_in_version : 0,
+        }));
+      return { status: 'stale', addresses };
+    }
+    throw await errorOf(res);
+  }
+
+  async heartbeat(
+    state: string,
+    runId: string,
+    leaseSeconds: number,
+  ): Promise<{ expiresAt: string }> {
+    const body = await this.http.json<JsonObject>('POST', this.runPath(state, runId, 'heartbeat'), {
+      json: { lease_seconds: leaseSeconds },
+    });
+    return { expiresAt: asString(body.expires_at) };
+  }
+
+  async commit(
+    state: string,
+    runId: string,
+    request: CommitRequest,
+  ): Promise<{ version: number; serial: number }> {
+    const body = {
+      base_version: request.baseVersion,
+      terraform_version: request.terraformVersion,
+      upserts: request.upserts.map((u) => ({
+        address: u.address,
+        resource: {
+          module: u.resource.module,
+          mode: u.resource.mode,
+          type: u.resource.type,
+          name: u.resource.name,
+          provider: u.resource.provider,
+          each: u.resource.each,
+        },
+        instance: u.instance,
+      })),
+      deletes: request.deletes,
+      outputs: request.outputs,
+      counters: request.counters,
+    };
+    // stringifyJson: numbers beyond double precision go out exactly as terraform wrote them.
+    const res = await this.http.send('POST', this.runPath(state, runId, 'commit'), {
+      body: stringifyJson(body),
+      contentType: 'application/json',
+    });
+    if (!res.ok) throw await errorOf(res);
+    const answer = (await res.json()) as JsonObject;
+    if (typeof answer.version !== 'number' || typeof answer.serial !== 'number') {
+      throw new DomainError('SERVER.INVALID_ANSWER', 'the commit answer has no version and serial');
+    }
+    return { version: answer.version, serial: answer.serial };
+  }
+
+  async finish(state: string, runId: string, request: FinishRequest): Promise<void> {
+    const head = JSON.stringify({
+      status: request.status,
+      ...(request.errorSummary === undefined ? {} : { error_summary: request.errorSummary }),
+    });
+    let text = head;
+    if (request.outputState !== undefined && isJsonText(request.outputState)) {
+      // The document travels as terraform wrote it, byte for byte.
+      text = `${head.slice(0, -1)},"output_state":${request.outputState.trim()}}`;
+    }
+    const res = await this.http.send('POST', this.runPath(state, runId, 'finish'), {
+      body: text,
+      contentType: 'application/json',
+    });
+    if (!res.ok) throw await errorOf(res);
+    await res.body?.cancel();
+  }
+}
+
+function isJsonText(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}

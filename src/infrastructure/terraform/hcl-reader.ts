@@ -1,0 +1,187 @@
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import { Language, Node, Parser } from 'web-tree-sitter';
+import { ConfigReader, ModuleSource } from '../../application/apply/terraform-workspace.port';
+import { HclFile, HclRange, HclUnit, HclUnitKind } from '../../domain/apply/config-scope';
+import { DomainError } from '../../domain/shared/domain-error';
+
+export const CONFIG_INVALID = 'PLAN.CONFIG_INVALID';
+
+/**
+ * Reads a module directory's HCL with tree-sitter's Terraform grammar
+ * (web-tree-sitter runs it as WebAssembly: no native build). It is a
+ * concrete syntax tree with exact source ranges, which is what scoping needs
+ * to copy blocks verbatim; the JSON-producing HCL converters on npm lose the
+ * ranges, and terraform itself offers no parser of its own to call.
+ */
+
+let language: Promise<Language> | null = null;
+
+function terraformLanguage(): Promise<Language> {
+  language ??= (async () => {
+    await Parser.init();
+    const wasm =
+      require.resolve('@tree-sitter-grammars/tree-sitter-hcl/tree-sitter-terraform.wasm');
+    return Language.load(await fs.readFile(wasm));
+  })();
+  return language;
+}
+
+const KINDS: Record<string, HclUnitKind> = {
+  resource: 'resource',
+  data: 'data',
+  module: 'module',
+  variable: 'variable',
+  output: 'output',
+  provider: 'provider',
+  terraform: 'terraform',
+  moved: 'moved',
+  import: 'import',
+  removed: 'removed',
+  check: 'check',
+};
+
+const range = (n: Node): HclRange => ({ start: n.startIndex, end: n.endIndex });
+
+function named(n: Node): Node[] {
+  return n.namedChildren.filter((c): c is Node => c !== null);
+}
+
+/** `var.x`, `aws_vpc.main.id`, `module.net` — every traversal that starts at a variable. */
+function references(n: Node): string[] {
+  const out: string[] = [];
+  for (const v of n.descendantsOfType('variable_expr')) {
+    if (!v) continue;
+    let ref = v.text;
+    for (let s = v.nextNamedSibling; s && s.type === 'get_attr'; s = s.nextNamedSibling) {
+      const id = named(s).find((c) => c.type === 'identifier');
+      if (!id) break;
+      ref += `.${id.text}`;
+    }
+    out.push(ref);
+  }
+  return out;
+}
+
+function label(n: Node): string {
+  return n.type === 'string_lit' ? n.text.slice(1, -1) : n.text;
+}
+
+function unitsOf(body: Node): HclUnit[] {
+  const units: HclUnit[] = [];
+  let localsBlock = 0;
+  for (const child of named(body)) {
+    if (child.type !== 'block') continue;
+    const parts = named(child);
+    const type = parts[0]?.text ?? '';
+    const labels = parts
+      .slice(1)
+      .filter((p) => p.type === 'string_lit' || p.type === 'identifier')
+      .map(label);
+    const inner = parts.find((p) => p.type === 'body');
+    if (type === 'locals') {
+      localsBlock++;
+      for (const attr of inner ? named(inner) : []) {
+        if (attr.type !== 'attribute') continue;
+        const name = named(attr)[0]?.text ?? '';
+        units.push({
+          kind: 'local',
+          key: `local.${name}`,
+          range: range(attr),
+          references: references(attr),
+          cut: [],
+          block: localsBlock,
+        });
+      }
+      continue;
+    }
+    const kind = KINDS[type] ?? 'other';
+    const key =
+      kind === 'resource' && labels.length >= 2
+        ? `${labels[0]}.${labels[1]}`
+        : kind === 'data' && labels.length >= 2
+          ? `data.${labels[0]}.${labels[1]}`
+          : kind === 'module' && labels[0]
+            ? `module.${labels[0]}`
+            : kind === 'variable' && labels[0]
+              ? `var.${labels[0]}`
+              : kind === 'output' && labels[0]
+                ? `output.${labels[0]}`
+                : kind === 'provider' && labels[0]
+                  ? `provider.${labels[0]}`
+                  : '';
+    const cut =
+      kind === 'terraform' && inner
+        ? named(inner)
+            .filter(
+              (b) => b.type === 'block' && ['backend', 'cloud'].includes(named(b)[0]?.text ?? ''),
+            )
+            .map(range)
+        : [];
+    units.push({ kind, key, range: range(child), references: references(child), cut });
+  }
+  return units;
+}
+
+function firstError(n: Node): Node | null {
+  if (n.isError || n.isMissing) return n;
+  for (const c of n.children) {
+    if (c && c.hasError) return firstError(c) ?? c;
+    if (c && (c.isError || c.isMissing)) return c;
+  }
+  return null;
+}
+
+/** Parses one file's text. */
+export async function parseHcl(name: string, text: string): Promise<HclFile> {
+  const parser = new Parser();
+  try {
+    parser.setLanguage(await terraformLanguage());
+    const tree = parser.parse(text);
+    if (!tree) throw new DomainError(CONFIG_INVALID, `${name}: cannot be parsed`);
+    try {
+      const root = tree.rootNode;
+      if (root.hasError) {
+        const at = firstError(root) ?? root;
+        throw new DomainError(
+          CONFIG_INVALID,
+          `${name}:${at.startPosition.row + 1}: not valid HCL near ${JSON.stringify(at.text.slice(0, 40))}`,
+        );
+      }
+      const body = named(root).find((c) => c.type === 'body');
+      return { name, text, units: body ? unitsOf(body) : [] };
+    } finally {
+      tree.delete();
+    }
+  } finally {
+    parser.delete();
+  }
+}
+
+/** `ConfigReader` over the file system. */
+export class HclConfigReader implements ConfigReader {
+  async readModule(dir: string): Promise<ModuleSource> {
+    let entries: string[];
+    try {
+      entries = (await fs.readdir(dir, { withFileTypes: true }))
+        .filter((e) => e.isFile())
+        .map((e) => e.name)
+        .sort();
+    } catch (e) {
+      throw new DomainError(
+        CONFIG_INVALID,
+        `cannot read the configuration directory ${dir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+      );
+    }
+    const hcl: HclFile[] = [];
+    const json = new Map<string, string>();
+    for (const name of entries) {
+      if (name.endsWith('.tf')) {
+        hcl.push(await parseHcl(name, await fs.readFile(path.join(dir, name), 'utf8')));
+      } else if (name.endsWith('.tf.json')) {
+        json.set(name, await fs.readFile(path.join(dir, name), 'utf8'));
+      }
+    }
+    return { hcl, json };
+  }
+}
