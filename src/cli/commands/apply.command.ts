@@ -26,7 +26,6 @@ interface Globals {
   token?: string;
 }
 
-const DEFAULT_LEASE_SECONDS = 15 * 60;
 const DEFAULT_WAIT_SECONDS = 60 * 60;
 
 /** `90`, `90s`, `15m`, `1h30m` → seconds; null when it is none of these. */
