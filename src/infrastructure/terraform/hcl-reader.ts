@@ -134,9 +134,10 @@ function firstError(n: Node): Node | null {
 
 /** Parses one file's text. */
 export async function parseHcl(name: string, text: string): Promise<HclFile> {
+  const lang = await terraformLanguage();
   const parser = new Parser();
   try {
-    parser.setLanguage(await terraformLanguage());
+    parser.setLanguage(lang);
     const tree = parser.parse(text);
     if (!tree) throw new DomainError(CONFIG_INVALID, `${name}: cannot be parsed`);
     try {

@@ -1,0 +1,16 @@
+variable "subnet_id" { type = string }
+variable "replicas" { type = number }
+variable "image" {
+  type    = string
+  default = "web:1"
+}
+resource "terraform_data" "server" {
+  count = var.replicas
+  input = { subnet = var.subnet_id, image = var.image, n = count.index }
+}
+resource "terraform_data" "lb" {
+  input = [for s in terraform_data.server : s.id]
+}
+output "url" {
+  value = "http://${terraform_data.lb.id}"
+}

@@ -1,0 +1,14 @@
+variable "slow_a_version" {
+  type    = string
+  default = "v1"
+}
+resource "terraform_data" "slow_a" {
+  input            = "${local.prefix}-a-${var.slow_a_version}"
+  triggers_replace = [var.slow_a_version]
+  provisioner "local-exec" {
+    command = "true"
+  }
+}
+output "slow_a" {
+  value = terraform_data.slow_a.output
+}

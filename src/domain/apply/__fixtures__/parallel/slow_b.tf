@@ -1,0 +1,11 @@
+variable "slow_b_version" {
+  type    = string
+  default = "v1"
+}
+resource "terraform_data" "slow_b" {
+  input            = "${local.prefix}-b-${var.slow_b_version}"
+  triggers_replace = [var.slow_b_version]
+  provisioner "local-exec" {
+    command = "true"
+  }
+}
