@@ -24,6 +24,7 @@ interface ApplyCommandOptions {
 interface Globals {
   server: string;
   token?: string;
+  format: 'table' | 'json' | 'csv';
 }
 
 const DEFAULT_WAIT_SECONDS = 60 * 60;
@@ -117,7 +118,9 @@ async function runApply(file: string, options: ApplyCommandOptions, cmd: Command
     new HclConfigReader(),
     new TempWorkspaces(),
   );
-  const out = (line: string) => process.stdout.write(line + '\n');
+  // With --format json, stdout carries only the outcome object.
+  const progress = globals.format === 'json' ? process.stderr : process.stdout;
+  const out = (line: string) => progress.write(line + '\n');
   const err = (line: string) => process.stderr.write(line + '\n');
   const signals = onceSignalled();
   const started = Date.now();
@@ -170,9 +173,14 @@ async function runApply(file: string, options: ApplyCommandOptions, cmd: Command
   }
   signals.dispose();
   const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  if (globals.format === 'json') {
+    // For scripts and the bench: the outcome as one JSON object; messages still go to stderr.
+    process.stdout.write(JSON.stringify(outcomeJson(outcome, Date.now() - started)) + '\n');
+  }
 
   switch (outcome.status) {
     case 'committed': {
+      if (globals.format === 'json') return APPLY_EXIT.ok;
       const c = plan.counts;
       out(
         `apply complete: ${c.create} created, ${c.update} updated, ${c.replace} replaced, ${c.delete} destroyed (${seconds}s)`,
@@ -231,5 +239,32 @@ async function runApply(file: string, options: ApplyCommandOptions, cmd: Command
       if (outcome.status === 'aborted') return APPLY_EXIT.signal(signals.received ?? 'SIGINT');
       return APPLY_EXIT.failed;
     }
+  }
+}
+
+function outcomeJson(o: ApplyOutcome, wallMs: number): Record<string, unknown> {
+  switch (o.status) {
+    case 'committed':
+      return {
+        status: o.status,
+        run_id: o.runId,
+        version: o.version,
+        serial: o.serial,
+        upserts: o.upserts,
+        deletes: o.deletes,
+        wall_ms: wallMs,
+        acquire_ms: o.timings.acquireMs,
+        slice_ms: o.timings.sliceMs,
+        terraform_ms: o.timings.terraformMs,
+        commit_ms: o.timings.commitMs,
+      };
+    case 'conflict':
+      return { status: o.status, holders: o.holders, wall_ms: wallMs };
+    case 'stale':
+      return { status: o.status, addresses: o.addresses, wall_ms: wallMs };
+    case 'mismatch':
+      return { status: o.status, run_id: o.runId, message: o.message, wall_ms: wallMs };
+    default:
+      return { status: o.status, run_id: o.runId, message: o.message, wall_ms: wallMs };
   }
 }
