@@ -1,0 +1,365 @@
+import { KL_PLAN_FORMAT, KlPlan } from '../../domain/apply/kl-plan';
+import { DomainError } from '../../domain/shared/domain-error';
+import { StateDocumentV4 } from '../../domain/terraform';
+import { ApplyEvent, ApplyOrchestrator } from './apply-orchestrator';
+import {
+  AcquireOutcome,
+  ApplyServerPort,
+  CommitRequest,
+  FinishRequest,
+  Holder,
+  RESERVATION_EXPIRED,
+} from './apply-server.port';
+import {
+  ApplyResult,
+  ConfigReader,
+  TerraformWorkspace,
+  TerraformWorkspaces,
+  WorkspaceSpec,
+} from './terraform-workspace.port';
+
+const trunk: StateDocumentV4 = {
+  version: 4,
+  terraform_version: '1.11.4',
+  serial: 5,
+  lineage: 'L',
+  outputs: { a: { value: 'a-v1', type: 'string' } },
+  resources: [
+    {
+      mode: 'managed',
+      type: 'terraform_data',
+      name: 'a',
+      provider: 'provider["terraform.io/builtin/terraform"]',
+      instances: [{ schema_version: 0, attributes: { id: '1', input: 'a-v1' } }],
+    },
+    {
+      mode: 'managed',
+      type: 'terraform_data',
+      name: 'b',
+      provider: 'provider["terraform.io/builtin/terraform"]',
+      instances: [{ schema_version: 0, attributes: { id: '2', input: 'b-v1' } }],
+    },
+  ],
+};
+
+function withA(input: string, extra: (d: StateDocumentV4) => void = () => undefined): string {
+  const d = JSON.parse(JSON.stringify(trunk)) as StateDocumentV4;
+  d.serial += 1;
+  d.resources[0].instances[0].attributes = { id: '9', input };
+  d.outputs.a = { value: input, type: 'string' };
+  extra(d);
+  return JSON.stringify(d);
+}
+
+const plan: KlPlan = {
+  format: KL_PLAN_FORMAT,
+  createdAt: '2026-11-30T12:00:00Z',
+  server: 'http://kld',
+  state: 's',
+  baseVersion: 3,
+  baseSerial: 5,
+  lineage: 'L',
+  terraformVersion: '1.11.4',
+  configDir: '/cfg',
+  files: null,
+  targets: [],
+  refresh: true,
+  variables: {},
+  changes: [{ address: 'terraform_data.a', action: 'replace' }],
+  writeSet: ['terraform_data.a'],
+  readSet: [],
+  outputWrites: ['a'],
+  footprint: null,
+  reservations: { write: ['terraform_data.a', 'output.a'], read: [] },
+  counts: { create: 0, update: 0, replace: 1, delete: 0, forget: 0 },
+  summary: '0 to create, 0 to update, 1 to replace, 0 to delete.',
+};
+
+const replanOf = (changes: [string, string[]][]) => ({
+  format_version: '1.2',
+  terraform_version: '1.11.4',
+  resource_changes: changes.map(([address, actions]) => ({
+    address,
+    mode: 'managed',
+    change: { actions },
+  })),
+  configuration: { root_module: {} },
+});
+
+const holder: Holder = {
+  glob: 'terraform_data.a',
+  mode: 'write',
+  actor: 'alice',
+  runId: 'r0',
+  kind: 'apply',
+  acquiredAt: '2026-11-30T12:00:00Z',
+  expiresAt: '2026-11-30T12:15:00Z',
+};
+
+class FakeServer implements ApplyServerPort {
+  acquisitions: AcquireOutcome[] = [];
+  commits: CommitRequest[] = [];
+  finishes: FinishRequest[] = [];
+  heartbeats = 0;
+  heartbeatError: DomainError | null = null;
+
+  async trunk() {
+    return { document: trunk, version: 4 };
+  }
+  async acquire(): Promise<AcquireOutcome> {
+    return (
+      this.acquisitions.shift() ?? {
+        status: 'acquired',
+        runId: 'run-1',
+        reservations: [],
+        expiresAt: '2026-11-30T12:15:00Z',
+      }
+    );
+  }
+  async heartbeat() {
+    this.heartbeats++;
+    if (this.heartbeatError) throw this.heartbeatError;
+    return { expiresAt: '' };
+  }
+  async commit(_state: string, _run: string, request: CommitRequest) {
+    this.commits.push(request);
+    return { version: 5, serial: 6 };
+  }
+  async finish(_state: string, _run: string, request: FinishRequest) {
+    this.finishes.push(request);
+  }
+}
+
+class FakeWorkspace implements TerraformWorkspace {
+  readonly dir = '/tmp/fake';
+  applied = false;
+  disposed = false;
+  constructor(
+    private readonly replan: unknown,
+    private readonly result: { ok: boolean; state: string | null; waitForAbort?: boolean },
+  ) {}
+  async init() {}
+  async plan() {
+    return this.replan;
+  }
+  async apply(signal?: AbortSignal): Promise<ApplyResult> {
+    this.applied = true;
+    if (this.result.waitForAbort) {
+      await new Promise<void>((resolve) => signal?.addEventListener('abort', () => resolve()));
+      return {
+        ok: false,
+        interrupted: true,
+        command: 'terraform apply',
+        code: 1,
+        output: 'Interrupt received',
+      };
+    }
+    return this.result.ok
+      ? { ok: true, output: '' }
+      : {
+          ok: false,
+          interrupted: false,
+          command: 'terraform apply',
+          code: 1,
+          output: '│ Error: local-exec provisioner error\n│ \n│ exit status 3\n',
+        };
+  }
+  async stateText() {
+    return this.result.state;
+  }
+  async moduleDirs() {
+    return new Map<string, string>();
+  }
+  async dispose() {
+    this.disposed = true;
+  }
+}
+
+const reader: ConfigReader = { readModule: async () => ({ hcl: [], json: new Map() }) };
+
+function setup(workspace: FakeWorkspace) {
+  const server = new FakeServer();
+  const opened: WorkspaceSpec[] = [];
+  const workspaces: TerraformWorkspaces = {
+    open: async (spec) => {
+      opened.push(spec);
+      return workspace;
+    },
+  };
+  const events: ApplyEvent[] = [];
+  const orchestrator = new ApplyOrchestrator(server, reader, workspaces, () => 'run-1');
+  const run = (
+    options: { waitMs?: number | null; leaseSeconds?: number } = {},
+    signal = new AbortController().signal,
+  ) =>
+    orchestrator.apply(
+      plan,
+      {
+        leaseSeconds: options.leaseSeconds ?? 900,
+        waitMs: options.waitMs ?? null,
+        waitPollMs: 5,
+        waitStatusEveryMs: 0,
+        onEvent: (e) => events.push(e),
+      },
+      signal,
+    );
+  return { server, opened, events, run };
+}
+
+describe('ApplyOrchestrator', () => {
+  it('commits only the write set and the outputs it may change, on a slice with the planned variables', async () => {
+    const ws = new FakeWorkspace(
+      replanOf([
+        ['terraform_data.a', ['delete', 'create']],
+        ['terraform_data.b', ['no-op']],
+      ]),
+      {
+        ok: true,
+        state: withA('a-v2'),
+      },
+    );
+    const { server, opened, run } = setup(ws);
+    const outcome = await run();
+    expect(outcome).toMatchObject({ status: 'committed', runId: 'run-1', version: 5, serial: 6 });
+    expect(opened[0]).toMatchObject({ configDir: '/cfg', variables: {}, state: trunk });
+    expect(server.commits).toHaveLength(1);
+    const commit = server.commits[0];
+    expect(commit.upserts.map((u) => u.address)).toEqual(['terraform_data.a']);
+    expect(commit.upserts[0].instance.attributes).toEqual({ id: '9', input: 'a-v2' });
+    expect(commit.outputs).toEqual({ set: { a: { value: 'a-v2', type: 'string' } }, remove: [] });
+    expect(commit).toMatchObject({ baseVersion: 3, counters: { add: 1, change: 0, destroy: 1 } });
+    expect(server.finishes).toEqual([]);
+    expect(ws.disposed).toBe(true);
+  });
+
+  it('ends at once on a conflict without --wait, before any terraform runs', async () => {
+    const ws = new FakeWorkspace(replanOf([]), { ok: true, state: null });
+    const { server, opened, run } = setup(ws);
+    server.acquisitions.push({ status: 'conflict', holders: [holder] });
+    expect(await run()).toEqual({ status: 'conflict', holders: [holder] });
+    expect(opened).toHaveLength(0);
+  });
+
+  it('with --wait reports the holder and proceeds once the reservations are free', async () => {
+    const ws = new FakeWorkspace(replanOf([['terraform_data.a', ['delete', 'create']]]), {
+      ok: true,
+      state: withA('a-v2'),
+    });
+    const { server, events, run } = setup(ws);
+    server.acquisitions.push(
+      { status: 'conflict', holders: [holder] },
+      { status: 'conflict', holders: [holder] },
+    );
+    const outcome = await run({ waitMs: 10_000 });
+    expect(outcome.status).toBe('committed');
+    expect(events.filter((e) => e.type === 'waiting')).toHaveLength(2);
+    expect(events.find((e) => e.type === 'waiting')).toMatchObject({ holders: [holder] });
+  });
+
+  it('passes a stale answer on, before any terraform runs', async () => {
+    const ws = new FakeWorkspace(replanOf([]), { ok: true, state: null });
+    const { server, opened, run } = setup(ws);
+    server.acquisitions.push({
+      status: 'stale',
+      addresses: [{ address: 'terraform_data.a', changedInVersion: 4 }],
+    });
+    expect(await run({ waitMs: 10_000 })).toMatchObject({ status: 'stale' });
+    expect(opened).toHaveLength(0);
+  });
+
+  it('stops before applying when the re-plan writes anything else, and ends the run', async () => {
+    const ws = new FakeWorkspace(
+      replanOf([
+        ['terraform_data.a', ['delete', 'create']],
+        ['terraform_data.b', ['update']],
+      ]),
+      { ok: true, state: null },
+    );
+    const { server, run } = setup(ws);
+    const outcome = await run();
+    expect(outcome).toMatchObject({ status: 'mismatch' });
+    expect(outcome.status === 'mismatch' && outcome.message).toContain(
+      'terraform_data.b would update, not planned',
+    );
+    expect(ws.applied).toBe(false);
+    expect(server.commits).toEqual([]);
+    expect(server.finishes).toEqual([expect.objectContaining({ status: 'failed' })]);
+  });
+
+  it('commits nothing when terraform changed anything outside the write set, and keeps its state', async () => {
+    const state = withA('a-v2', (d) => {
+      d.resources[1].instances[0].attributes = { id: '2', input: 'b-drifted' };
+    });
+    const ws = new FakeWorkspace(replanOf([['terraform_data.a', ['delete', 'create']]]), {
+      ok: true,
+      state,
+    });
+    const { server, run } = setup(ws);
+    const outcome = await run();
+    expect(outcome).toMatchObject({ status: 'failed', outputState: state, keptOnServer: true });
+    expect(outcome.status === 'failed' && outcome.message).toContain(
+      'terraform_data.b (changed outside the write set)',
+    );
+    expect(server.commits).toEqual([]);
+    expect(server.finishes).toEqual([
+      { status: 'failed', errorSummary: expect.any(String), outputState: state },
+    ]);
+  });
+
+  it('commits nothing when terraform apply fails, and keeps what terraform wrote with the run', async () => {
+    const state = withA('a-partial');
+    const ws = new FakeWorkspace(replanOf([['terraform_data.a', ['delete', 'create']]]), {
+      ok: false,
+      state,
+    });
+    const { server, run } = setup(ws);
+    const outcome = await run();
+    expect(outcome).toMatchObject({ status: 'failed', outputState: state, keptOnServer: true });
+    expect(outcome.status === 'failed' && outcome.message).toBe(
+      'terraform apply failed: Error: local-exec provisioner error exit status 3',
+    );
+    expect(server.commits).toEqual([]);
+    expect(server.finishes[0]).toMatchObject({ status: 'failed', outputState: state });
+  });
+
+  it('ends the run aborted when the caller aborts mid-apply', async () => {
+    const ws = new FakeWorkspace(replanOf([['terraform_data.a', ['delete', 'create']]]), {
+      ok: false,
+      state: withA('a-partial'),
+      waitForAbort: true,
+    });
+    const { server, run, events } = setup(ws);
+    const abort = new AbortController();
+    const pending = run({}, abort.signal);
+    while (!events.some((e) => e.type === 'applying')) await new Promise((r) => setTimeout(r, 5));
+    abort.abort();
+    expect(await pending).toMatchObject({ status: 'aborted', runId: 'run-1' });
+    expect(server.finishes[0]).toMatchObject({ status: 'aborted' });
+    expect(server.commits).toEqual([]);
+  });
+
+  it('stops terraform and commits nothing when the heartbeat learns the reservations were lost', async () => {
+    jest.useFakeTimers({ doNotFake: ['setImmediate', 'nextTick'] });
+    try {
+      const ws = new FakeWorkspace(replanOf([['terraform_data.a', ['delete', 'create']]]), {
+        ok: false,
+        state: withA('a-partial'),
+        waitForAbort: true,
+      });
+      const { server, run, events } = setup(ws);
+      server.heartbeatError = new DomainError(RESERVATION_EXPIRED, 'reclaimed by bob');
+      const pending = run({ leaseSeconds: 3 });
+      while (!events.some((e) => e.type === 'applying')) await jest.advanceTimersByTimeAsync(10);
+      await jest.advanceTimersByTimeAsync(1_100);
+      const outcome = await pending;
+      expect(outcome).toMatchObject({ status: 'failed' });
+      expect(outcome.status === 'failed' && outcome.message).toContain(
+        "the run's reservations were lost",
+      );
+      expect(server.heartbeats).toBe(1);
+      expect(server.commits).toEqual([]);
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+});
