@@ -232,6 +232,33 @@ describe('ApplyOrchestrator', () => {
     expect(ws.disposed).toBe(true);
   });
 
+  it('reserves and runs nothing for a plan without changes', async () => {
+    const ws = new FakeWorkspace(replanOf([]), { ok: true, state: null });
+    const server = new FakeServer();
+    let opened = 0;
+    const orchestrator = new ApplyOrchestrator(server, reader, {
+      open: async () => {
+        opened++;
+        return ws;
+      },
+    });
+    const outcome = await orchestrator.apply(
+      {
+        ...plan,
+        changes: [],
+        writeSet: [],
+        outputWrites: [],
+        reservations: { write: [], read: [] },
+      },
+      { leaseSeconds: 60, waitMs: null },
+      new AbortController().signal,
+    );
+    expect(outcome).toEqual({ status: 'unchanged' });
+    expect(opened).toBe(0);
+    server.acquisitions.push({ status: 'conflict', holders: [] });
+    expect(server.acquisitions).toHaveLength(1); // never asked
+  });
+
   it('ends at once on a conflict without --wait, before any terraform runs', async () => {
     const ws = new FakeWorkspace(replanOf([]), { ok: true, state: null });
     const { server, opened, run } = setup(ws);

@@ -45,6 +45,7 @@ export type ApplyOutcome =
       deletes: number;
       timings: ApplyTimings;
     }
+  | { status: 'unchanged' }
   | { status: 'conflict'; holders: Holder[] }
   | { status: 'stale'; addresses: { address: string; changedInVersion: number }[] }
   | { status: 'mismatch'; runId: string; message: string }
@@ -93,6 +94,9 @@ export class ApplyOrchestrator {
     // The configuration is read before anything is reserved: a broken one costs nobody a wait.
     const config = await prepareConfiguration(this.reader, plan.configDir, plan.files);
     for (const w of config.warnings) emit({ type: 'warning', message: w });
+
+    if (plan.writeSet.length === 0 && plan.outputWrites.length === 0)
+      return { status: 'unchanged' };
 
     const runId = this.newId();
     const acquireStarted = Date.now();

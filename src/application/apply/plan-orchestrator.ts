@@ -106,7 +106,9 @@ export class PlanOrchestrator {
   ): string[] {
     const out: string[] = [];
     const writes = new Set(sets.writeSet);
-    const drifted = drift.filter((a) => !writes.has(a) && !a.startsWith('data.'));
+    const drifted = drift.filter(
+      (a) => !writes.has(a) && parseInstanceAddress(a).mode === 'managed',
+    );
     if (drifted.length > 0) {
       out.push(
         `terraform saw drift on ${list(drifted)}, outside the write set: kl apply will refuse to commit it; run kl refresh first`,
@@ -119,7 +121,7 @@ export class PlanOrchestrator {
       });
       if (outside.length > 0) {
         out.push(
-          `${list(outside)} ${outside.length === 1 ? 'depends' : 'depend'} on this change but ${outside.length === 1 ? 'is' : 'are'} outside the -f files and not planned: plan them after this apply`,
+          `${list(outside)} ${outside.length === 1 ? 'is' : 'are'} linked to this change by dependencies but outside the -f files, so not planned with it: plan ${outside.length === 1 ? 'it' : 'them'} after this apply`,
         );
       }
     }

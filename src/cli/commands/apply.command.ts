@@ -190,6 +190,9 @@ async function runApply(file: string, options: ApplyCommandOptions, cmd: Command
       );
       return APPLY_EXIT.ok;
     }
+    case 'unchanged':
+      out('No changes: the plan writes nothing, so there is nothing to apply.');
+      return APPLY_EXIT.ok;
     case 'conflict':
       err(`kl: ${describeConflict(outcome.holders)}`);
       err(options.wait === undefined ? 'kl: retry later, or pass --wait' : 'kl: gave up waiting');
@@ -258,6 +261,8 @@ function outcomeJson(o: ApplyOutcome, wallMs: number): Record<string, unknown> {
         terraform_ms: o.timings.terraformMs,
         commit_ms: o.timings.commitMs,
       };
+    case 'unchanged':
+      return { status: o.status, wall_ms: wallMs };
     case 'conflict':
       return { status: o.status, holders: o.holders, wall_ms: wallMs };
     case 'stale':

@@ -78,7 +78,13 @@ export async function resolveTarget(
   const globals = cmd.optsWithGlobals<Globals>();
   const source = cmd.parent?.getOptionValueSource('server');
   const explicit = source === 'cli' || source === 'env' ? globals.server : null;
-  const backend = await discoverHttpBackend(configDir);
+  let backend: Awaited<ReturnType<typeof discoverHttpBackend>> = null;
+  try {
+    backend = await discoverHttpBackend(configDir);
+  } catch (e) {
+    // Another backend does not matter when the flags say everything.
+    if (!(stateFlag && explicit)) throw e;
+  }
   const state = stateFlag ?? backend?.state;
   if (!state) {
     throw new UsageError(
