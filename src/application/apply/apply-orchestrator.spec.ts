@@ -175,6 +175,7 @@ class FakeWorkspace implements TerraformWorkspace {
   }
 }
 
+const clock = { now: () => new Date() };
 const reader: ConfigReader = { readModule: async () => ({ hcl: [], json: new Map() }) };
 
 function setup(workspace: FakeWorkspace) {
@@ -187,7 +188,9 @@ function setup(workspace: FakeWorkspace) {
     },
   };
   const events: ApplyEvent[] = [];
-  const orchestrator = new ApplyOrchestrator(server, reader, workspaces, () => 'run-1');
+  const orchestrator = new ApplyOrchestrator(server, reader, workspaces, clock, {
+    uuid: () => 'run-1',
+  });
   const run = (
     options: { waitMs?: number | null; leaseSeconds?: number } = {},
     signal = new AbortController().signal,
@@ -236,12 +239,18 @@ describe('ApplyOrchestrator', () => {
     const ws = new FakeWorkspace(replanOf([]), { ok: true, state: null });
     const server = new FakeServer();
     let opened = 0;
-    const orchestrator = new ApplyOrchestrator(server, reader, {
-      open: async () => {
-        opened++;
-        return ws;
+    const orchestrator = new ApplyOrchestrator(
+      server,
+      reader,
+      {
+        open: async () => {
+          opened++;
+          return ws;
+        },
       },
-    });
+      clock,
+      { uuid: () => 'run-1' },
+    );
     const outcome = await orchestrator.apply(
       {
         ...plan,

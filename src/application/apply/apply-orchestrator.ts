@@ -1,10 +1,10 @@
-import { randomUUID } from 'node:crypto';
 import { KlPlan } from '../../domain/apply/kl-plan';
 import { ChangeKind, isWrite, parsePlanJson } from '../../domain/apply/plan-json';
 import { applyDelta, sliceOf } from '../../domain/apply/state-slice';
 import { DomainError } from '../../domain/shared/domain-error';
 import { parseStateDocument, StateDocumentV4 } from '../../domain/terraform';
 import { ApplyServerPort, Holder, Reservation, RESERVATION_EXPIRED } from './apply-server.port';
+import { Clock, Ids } from '../ports/clock.port';
 import { ConfigReader, TerraformWorkspace, TerraformWorkspaces } from './terraform-workspace.port';
 import { lastError } from './terraform-output';
 import { prepareConfiguration } from './workspace-config';
@@ -86,8 +86,13 @@ export class ApplyOrchestrator {
     private readonly server: ApplyServerPort,
     private readonly reader: ConfigReader,
     private readonly workspaces: TerraformWorkspaces,
-    private readonly newId: () => string = randomUUID,
+    private readonly clock: Clock,
+    private readonly ids: Ids,
   ) {}
+
+  private ms(): number {
+    return this.clock.now().getTime();
+  }
 
   async apply(plan: KlPlan, options: ApplyOptions, signal: AbortSignal): Promise<ApplyOutcome> {
     const emit = options.onEvent ?? (() => undefined);
@@ -98,11 +103,11 @@ export class ApplyOrchestrator {
     if (plan.writeSet.length === 0 && plan.outputWrites.length === 0)
       return { status: 'unchanged' };
 
-    const runId = this.newId();
-    const acquireStarted = Date.now();
+    const runId = this.ids.uuid();
+    const acquireStarted = this.ms();
     const acquired = await this.acquire(plan, runId, options, signal, emit);
     if (acquired !== null) return acquired;
-    const acquireMs = Date.now() - acquireStarted;
+    const acquireMs = this.ms() - acquireStarted;
 
     // Terraform stops when the caller aborts or when the reservations are lost.
     const stop = new AbortController();
@@ -144,7 +149,7 @@ export class ApplyOrchestrator {
     };
 
     try {
-      const sliceStarted = Date.now();
+      const sliceStarted = this.ms();
       const trunk = await this.server.trunk(plan.state);
       const slice = sliceOf(trunk.document, config.footprint);
       workspace = await this.workspaces.open({
@@ -153,9 +158,9 @@ export class ApplyOrchestrator {
         state: slice,
         variables: plan.variables,
       });
-      const sliceMs = Date.now() - sliceStarted;
+      const sliceMs = this.ms() - sliceStarted;
 
-      const terraformStarted = Date.now();
+      const terraformStarted = this.ms();
       await workspace.init(stop.signal);
       const replanned = parsePlanJson(
         await workspace.plan({ targets: plan.targets, refresh: plan.refresh }, stop.signal),
@@ -183,7 +188,7 @@ export class ApplyOrchestrator {
       const result = await workspace.apply(stop.signal, (line) =>
         emit({ type: 'terraform', line }),
       );
-      const terraformMs = Date.now() - terraformStarted;
+      const terraformMs = this.ms() - terraformStarted;
       outputState = await workspace.stateText();
       const late = interrupted();
       if (late) return await late;
@@ -210,7 +215,7 @@ export class ApplyOrchestrator {
           `terraform wrote outside the planned write set: ${delta.violations.slice(0, 5).join(', ')}${delta.violations.length > 5 ? ` and ${delta.violations.length - 5} more` : ''}; nothing committed`,
         );
       }
-      const commitStarted = Date.now();
+      const commitStarted = this.ms();
       const committed = await this.server.commit(plan.state, runId, {
         baseVersion: plan.baseVersion,
         terraformVersion: after.terraform_version,
@@ -230,7 +235,7 @@ export class ApplyOrchestrator {
         serial: committed.serial,
         upserts: delta.upserts.length,
         deletes: delta.deletes.length,
-        timings: { acquireMs, sliceMs, terraformMs, commitMs: Date.now() - commitStarted },
+        timings: { acquireMs, sliceMs, terraformMs, commitMs: this.ms() - commitStarted },
       };
     } catch (e) {
       const late = interrupted();
@@ -251,7 +256,7 @@ export class ApplyOrchestrator {
     signal: AbortSignal,
     emit: (e: ApplyEvent) => void,
   ): Promise<ApplyOutcome | null> {
-    const started = Date.now();
+    const started = this.ms();
     const statusEvery = options.waitStatusEveryMs ?? 5_000;
     const poll = options.waitPollMs ?? 1_000;
     let lastStatus = -Infinity;
@@ -290,11 +295,11 @@ export class ApplyOrchestrator {
         return null;
       }
       if (outcome.status === 'stale') return outcome;
-      const waited = Date.now() - started;
+      const waited = this.ms() - started;
       if (options.waitMs === null || waited >= options.waitMs) return outcome;
-      if (Date.now() - lastStatus >= statusEvery) {
+      if (this.ms() - lastStatus >= statusEvery) {
         emit({ type: 'waiting', holders: outcome.holders, waitedMs: waited });
-        lastStatus = Date.now();
+        lastStatus = this.ms();
       }
       await sleep(Math.min(poll, options.waitMs - waited), signal);
     }

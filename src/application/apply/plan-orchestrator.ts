@@ -5,6 +5,7 @@ import { countChanges, isWrite, parsePlanJson, PLAN_INVALID } from '../../domain
 import { sliceOf } from '../../domain/apply/state-slice';
 import { DomainError } from '../../domain/shared/domain-error';
 import { parseInstanceAddress } from '../../domain/terraform';
+import { Clock } from '../ports/clock.port';
 import { ApplyServerPort } from './apply-server.port';
 import { ConfigReader, TerraformWorkspaces } from './terraform-workspace.port';
 import { prepareConfiguration, workspaceLocals } from './workspace-config';
@@ -36,7 +37,7 @@ export class PlanOrchestrator {
     private readonly server: ApplyServerPort,
     private readonly reader: ConfigReader,
     private readonly workspaces: TerraformWorkspaces,
-    private readonly now: () => Date = () => new Date(),
+    private readonly clock: Clock,
   ) {}
 
   async plan(request: PlanRequest, signal?: AbortSignal): Promise<PlanOutcome> {
@@ -48,14 +49,14 @@ export class PlanOrchestrator {
       rootFiles: config.rootFiles,
       state: slice,
     });
-    const started = Date.now();
+    const started = this.clock.now().getTime();
     try {
       await workspace.init(signal);
       const raw = await workspace.plan(
         { targets: request.targets, refresh: request.refresh },
         signal,
       );
-      const terraformSeconds = (Date.now() - started) / 1000;
+      const terraformSeconds = (this.clock.now().getTime() - started) / 1000;
       const plan = parsePlanJson(raw);
       if (plan.errored) throw new DomainError(PLAN_INVALID, 'terraform reported an errored plan');
       const locals = await workspaceLocals(this.reader, workspace);
@@ -72,7 +73,7 @@ export class PlanOrchestrator {
         warnings,
         plan: {
           format: KL_PLAN_FORMAT,
-          createdAt: this.now().toISOString(),
+          createdAt: this.clock.now().toISOString(),
           server: request.server,
           state: request.state,
           baseVersion: trunk.version,

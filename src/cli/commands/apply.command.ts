@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Command } from 'commander';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -117,6 +118,8 @@ async function runApply(file: string, options: ApplyCommandOptions, cmd: Command
     new RestApplyServer(http),
     new HclConfigReader(),
     new TempWorkspaces(),
+    { now: () => new Date() },
+    { uuid: randomUUID },
   );
   // With --format json, stdout carries only the outcome object.
   const progress = globals.format === 'json' ? process.stderr : process.stdout;

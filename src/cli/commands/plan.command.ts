@@ -117,6 +117,7 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
       new RestApplyServer(http),
       new HclConfigReader(),
       new TempWorkspaces(),
+      { now: () => new Date() },
     );
     const outcome = await orchestrator.plan(
       {
