@@ -41,9 +41,8 @@ case "$mode" in
     rm -rf "$tmp"
     echo
     echo "apply_runs of $KL_STATE, newest first:"
-    kl query "SELECT r.actor, r.status, r.started_at, r.finished_at, r.committed_version
-                FROM apply_runs r JOIN states s ON s.state_id = r.state_id
-               WHERE s.name = '$KL_STATE' ORDER BY r.started_at DESC LIMIT 2"
+    kl query "SELECT actor, status, started_at, finished_at, committed_version
+                FROM apply_runs WHERE state_name = '$KL_STATE' ORDER BY started_at DESC LIMIT 2"
     [ "$a" = 0 ] && [ "$b" = 0 ]
     ;;
   *)

@@ -276,7 +276,7 @@ it('two disjoint kl apply at once both commit, in overlapping windows', async ()
     status: string;
   }>(
     `SELECT r.actor, r.status, r.started_at, r.finished_at FROM apply_runs r
-      WHERE r.id = ANY($1::uuid[])`,
+      WHERE r.run_id = ANY($1::text[])`,
     [[runIdOf(ra.stdout), runIdOf(rb.stdout)]],
   );
   expect(runs.map((r) => [r.actor, r.status]).sort()).toEqual([
@@ -383,7 +383,7 @@ it('fails loud and commits nothing when terraform would write outside the planne
     expect(run.stderr).toContain('nothing applied; re-plan');
     expect((await versions()).length).toBe(count);
     const status = await t.db.query<{ status: string }>(
-      'SELECT status FROM apply_runs WHERE id = $1',
+      'SELECT status FROM apply_runs WHERE run_id = $1',
       [runIdOf(run.stdout)],
     );
     expect(status[0]?.status).toBe('failed');
@@ -425,7 +425,7 @@ it('SIGTERM interrupts terraform, ends the run aborted, releases its reservation
   expect((await versions()).length).toBe(count);
   expect(await instanceInput('terraform_data.slow_a')).toEqual(previous);
   const status = await t.db.query<{ status: string }>(
-    'SELECT status FROM apply_runs WHERE id = $1',
+    'SELECT status FROM apply_runs WHERE run_id = $1',
     [runIdOf(run.stdout)],
   );
   expect(status[0]?.status).toBe('aborted');
