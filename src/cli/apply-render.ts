@@ -29,7 +29,7 @@ export function describeHolder(h: Holder, now: number): string {
   const op =
     typeof info.Operation === 'string' && info.Operation !== '' ? `, ${info.Operation}` : '';
   const what = h.kind === 'terraform-plan' ? 'a terraform plan' : 'a Terraform lock';
-  return `held by ${what} of ${who} (lock ${h.runId}${op}${age})`;
+  return `held by ${what} of ${who} (lock ${h.lockId || h.runId}${op}${age})`;
 }
 
 /** The ADR's conflict message: one block per contested glob. */

@@ -91,6 +91,7 @@ const holder: Holder = {
   mode: 'write',
   actor: 'alice',
   runId: 'r0',
+  lockId: '',
   kind: 'apply',
   acquiredAt: '2026-11-30T12:00:00Z',
   expiresAt: '2026-11-30T12:15:00Z',

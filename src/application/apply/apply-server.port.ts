@@ -32,7 +32,10 @@ export interface Holder {
   glob: string;
   mode: 'read' | 'write';
   actor: string;
+  /** The holding run; '' for a Terraform lock. */
   runId: string;
+  /** The Terraform lock's ID; '' for a run. */
+  lockId: string;
   kind: 'apply' | 'terraform-lock' | 'terraform-plan';
   acquiredAt: string;
   /** null for a Terraform lock, which has no lease. */

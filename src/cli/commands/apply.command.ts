@@ -4,6 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ApplyOrchestrator, ApplyOutcome } from '../../application/apply/apply-orchestrator';
 import { klPlanFromJson, KlPlan } from '../../domain/apply/kl-plan';
+import { MAX_LEASE_SECONDS, MIN_LEASE_SECONDS } from '../../domain/state/reserve';
 import { HclConfigReader } from '../../infrastructure/terraform/hcl-reader';
 import { TempWorkspaces } from '../../infrastructure/terraform/temp-workspace';
 import { defaultActor, KldHttpClient } from '../../infrastructure/rest/kld-http-client';
@@ -93,9 +94,13 @@ function readPlan(file: string): KlPlan {
 
 async function runApply(file: string, options: ApplyCommandOptions, cmd: Command): Promise<number> {
   const leaseSeconds = parseDuration(options.lease);
-  if (leaseSeconds === null || leaseSeconds < 2 || leaseSeconds > 24 * 3600) {
+  if (
+    leaseSeconds === null ||
+    leaseSeconds < MIN_LEASE_SECONDS ||
+    leaseSeconds > MAX_LEASE_SECONDS
+  ) {
     throw new UsageError(
-      `--lease must be a duration from 2s to 24h, such as 90s or 15m; got "${options.lease}"`,
+      `--lease must be a duration from ${MIN_LEASE_SECONDS}s to 24h, such as 90s or 15m; got "${options.lease}"`,
     );
   }
   let waitMs: number | null = null;

@@ -28,6 +28,7 @@ function holderOf(raw: unknown): Holder | null {
     mode: raw.mode === 'read' ? 'read' : 'write',
     actor: asString(raw.actor),
     runId: asString(raw.run_id),
+    lockId: asString(raw.lock_id),
     kind,
     acquiredAt: asString(raw.acquired_at),
     expiresAt: typeof raw.expires_at === 'string' ? raw.expires_at : null,
