@@ -9,7 +9,9 @@ import { createTestDatabase, TestDatabase } from '../support/test-database';
  * `kl plan` / `kl apply` (ADR 0007, revised model) with the real terraform
  * 1.11 against one `kld`, on the examples/parallel-apply configuration
  * (terraform_data and local-exec only: offline). Each slow resource sleeps
- * SLEEP seconds while it is replaced, which is the window the tests play in.
+ * SLEEP seconds while it is replaced; where a test needs an apply to be
+ * still running while something else happens, it applies terraform_data.gate,
+ * whose creation waits until the test opens its gate (a file).
  */
 
 jest.setTimeout(180_000);
@@ -158,6 +160,18 @@ async function instanceInput(address: string): Promise<unknown> {
   return rows[0]?.input;
 }
 
+let gates = 0;
+
+/**
+ * A file that terraform_data.gate's creation waits for: an apply of the gate
+ * holds its reservations (or its lock) until the test opens it, so what
+ * happens meanwhile does not depend on how fast this machine is.
+ */
+function gate(): { file: string; open(): void } {
+  const file = path.join(root, `gate-${++gates}`);
+  return { file, open: () => fs.writeFileSync(file, '') };
+}
+
 const runIdOf = (out: string) => /run ([0-9a-f-]{36})/.exec(out)?.[1];
 
 beforeAll(async () => {
@@ -213,6 +227,28 @@ beforeAll(async () => {
       '',
     ].join('\n'),
   );
+  fs.writeFileSync(
+    path.join(dir, 'gate.tf'),
+    [
+      'variable "gate_version" {',
+      '  type    = string',
+      '  default = "v1"',
+      '}',
+      'variable "gate_file" {',
+      '  type    = string',
+      '  default = ""',
+      '}',
+      '# Creating it waits (at most 120 s) until the test creates gate_file.',
+      'resource "terraform_data" "gate" {',
+      '  input            = var.gate_version',
+      '  triggers_replace = [var.gate_version]',
+      '  provisioner "local-exec" {',
+      `    command = var.gate_file == "" ? "true" : "i=0; while [ ! -e '\${var.gate_file}' ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; [ -e '\${var.gate_file}' ]"`,
+      '  }',
+      '}',
+      '',
+    ].join('\n'),
+  );
   setVar('sleep_seconds', SLEEP);
   await ok(tf('init', '-input=false', '-no-color'));
   await ok(tf('apply', '-auto-approve', '-input=false', '-no-color'));
@@ -253,21 +289,21 @@ it('kl plan in an initialised directory needs no flags and predicts the reservat
 });
 
 it('two disjoint kl apply at once both commit, in overlapping windows', async () => {
+  const g = gate();
   const a = fresh();
   const b = fresh();
-  await plan('slow_a.tf', 'a.json', { slow_a_version: a });
+  await plan('gate.tf', 'a.json', { gate_version: a, gate_file: g.file });
   await plan('slow_b.tf', 'b.json', { slow_b_version: b });
   const before = (await versions()).length;
-  const started = Date.now();
-  const [ra, rb] = await Promise.all([
-    ok(kl('apply', 'a.json', '--actor', 'alice')),
-    ok(kl('apply', 'b.json', '--actor', 'bob')),
-  ]);
-  const wall = Date.now() - started;
+  const first = kl('apply', 'a.json', '--actor', 'alice');
+  await first.seen(/terraform_data\.gate: Creating/);
+  // bob applies his part from start to commit while alice's terraform is still running.
+  const rb = await ok(kl('apply', 'b.json', '--actor', 'bob'));
+  expect(first.child.exitCode).toBeNull();
+  g.open();
+  const ra = await ok(first);
   expect(ra.stdout).toMatch(/committed version \d+ at serial \d+ \(source=apply, run=/);
   expect(rb.stdout).toMatch(/committed version \d+ at serial \d+ \(source=apply, run=/);
-  // Both sleeps ran at once: far less than two in a row.
-  expect(wall).toBeLessThan(2 * SLEEP * 1000 + 8_000);
 
   const runs = await t.db.query<{
     actor: string;
@@ -276,31 +312,31 @@ it('two disjoint kl apply at once both commit, in overlapping windows', async ()
     status: string;
   }>(
     `SELECT r.actor, r.status, r.started_at, r.finished_at FROM apply_runs r
-      WHERE r.run_id = ANY($1::text[])`,
+      WHERE r.run_id = ANY($1::text[]) ORDER BY r.actor`,
     [[runIdOf(ra.stdout), runIdOf(rb.stdout)]],
   );
-  expect(runs.map((r) => [r.actor, r.status]).sort()).toEqual([
+  expect(runs.map((r) => [r.actor, r.status])).toEqual([
     ['alice', 'committed'],
     ['bob', 'committed'],
   ]);
-  const [x, y] = runs;
-  expect(x.started_at.getTime()).toBeLessThan(y.finished_at.getTime());
-  expect(y.started_at.getTime()).toBeLessThan(x.finished_at.getTime());
+  // bob's run lies inside alice's.
+  const [alice, bob] = runs;
+  expect(alice.started_at.getTime()).toBeLessThan(bob.started_at.getTime());
+  expect(bob.finished_at.getTime()).toBeLessThan(alice.finished_at.getTime());
 
   expect((await versions()).length).toBe(before + 2);
-  expect(await instanceInput('terraform_data.slow_a')).toBe(`kl-demo-a-${a}`);
+  expect(await instanceInput('terraform_data.gate')).toBe(a);
   expect(await instanceInput('terraform_data.slow_b')).toBe(`kl-demo-b-${b}`);
   const { doc } = await document();
-  expect(doc.outputs.slow_a.value).toBe(`kl-demo-a-${a}`);
   expect(doc.outputs.slow_b.value).toBe(`kl-demo-b-${b}`);
 });
 
 it('a second apply of the same address exits 2 naming the holder; plain terraform is refused; --wait then asks to re-plan', async () => {
-  // A longer window for the first apply: two refusals are checked while it runs.
-  await plan('slow_a.tf', 'first.json', { slow_a_version: fresh(), sleep_seconds: '8' });
-  await plan('slow_a.tf', 'second.json', { slow_a_version: fresh(), sleep_seconds: String(SLEEP) });
+  const g = gate();
+  await plan('gate.tf', 'first.json', { gate_version: fresh(), gate_file: g.file });
+  await plan('gate.tf', 'second.json', { gate_version: fresh() });
   const first = kl('apply', 'first.json', '--actor', 'alice');
-  await first.seen(/terraform_data\.slow_a: Creating/);
+  await first.seen(/terraform_data\.gate: Creating/);
   const holder = runIdOf(first.output())!;
 
   const [refused, plain] = await Promise.all([
@@ -310,7 +346,7 @@ it('a second apply of the same address exits 2 naming the holder; plain terrafor
       1,
     ),
   ]);
-  expect(refused.stderr).toContain('reservation conflict on terraform_data.slow_a:');
+  expect(refused.stderr).toContain('reservation conflict on terraform_data.gate:');
   expect(refused.stderr).toMatch(
     new RegExp(`held by alice \\(run ${holder}, acquired \\d+s ago, expires in \\d+m\\d+s\\)`),
   );
@@ -320,40 +356,44 @@ it('a second apply of the same address exits 2 naming the holder; plain terrafor
   expect(plain.stderr).toMatch(new RegExp(`HTTP remote state already locked:\\s+ID=${holder}`));
 
   const waiting = kl('apply', 'second.json', '--actor', 'bob', '--wait', '60s');
+  await waiting.seen(/waiting \d+s: terraform_data\.gate held by alice/);
+  g.open();
   await ok(first);
   const waited = await ok(waiting, 2);
-  expect(waited.stderr).toMatch(/waiting \d+s: terraform_data\.slow_a held by alice/);
   expect(waited.stderr).toMatch(
-    /the plan is stale: terraform_data\.slow_a changed in version \d+ .*re-plan/,
+    /the plan is stale: terraform_data\.gate changed in version \d+ .*re-plan/,
   );
 
   // Re-planned, it goes through.
-  const again = await plan('slow_a.tf', 'second.json', {});
-  expect(again.stdout).toContain('terraform_data.slow_a (replace)');
+  const again = await plan('gate.tf', 'second.json', {});
+  expect(again.stdout).toContain('terraform_data.gate (replace)');
   await ok(kl('apply', 'second.json', '--actor', 'bob'));
 });
 
 it('kl apply during a plain terraform apply exits 2 naming the Terraform lock, and with --wait commits after it', async () => {
   await plan('slow_a.tf', 'c.json', { slow_a_version: fresh() });
-  setVar('slow_b_version', fresh());
+  const g = gate();
+  setVar('gate_version', fresh());
+  setVar('gate_file', g.file);
   const plain = tf(
     'apply',
     '-auto-approve',
     '-input=false',
     '-no-color',
-    '-target=terraform_data.slow_b',
-    '-var=sleep_seconds=6',
+    '-target=terraform_data.gate',
   );
-  await plain.seen(/terraform_data\.slow_b: (Destroying|Creating)/);
+  await plain.seen(/terraform_data\.gate: Creating/);
+  // Both start while terraform holds its lock: one gives up, one waits.
+  const waiting = kl('apply', 'c.json', '--actor', 'carol', '--wait', '60s');
   const refused = await ok(kl('apply', 'c.json', '--actor', 'carol'), 2);
   expect(refused.stderr).toMatch(
     /reservation conflict on \*:\n {2}held by a Terraform lock of \S+ \(lock [0-9a-f-]{36}, OperationTypeApply, acquired \d+s ago\)/,
   );
+  await waiting.seen(/waiting \d+s: \* held by a Terraform lock/);
 
-  const waiting = kl('apply', 'c.json', '--actor', 'carol', '--wait', '60s');
+  g.open();
   await ok(plain);
   const committed = await ok(waiting);
-  expect(committed.stderr).toMatch(/waiting \d+s: \* held by a Terraform lock/);
   expect(committed.stdout).toContain('committed version');
 });
 
@@ -436,7 +476,8 @@ it('SIGTERM interrupts terraform, ends the run aborted, releases its reservation
 });
 
 it('after SIGKILL the lease expires and frees the addresses; kl apply abort frees them at once', async () => {
-  await plan('slow_a.tf', 'k.json', { slow_a_version: fresh() });
+  const g = gate();
+  await plan('gate.tf', 'k.json', { gate_version: fresh(), gate_file: g.file });
   const dead = start(
     process.execPath,
     [KL, 'apply', 'k.json', '--actor', 'hank', '--lease', '5s'],
@@ -444,30 +485,37 @@ it('after SIGKILL the lease expires and frees the addresses; kl apply abort free
       detached: true,
     },
   );
-  await dead.seen(/terraform_data\.slow_a: (Destroying|Creating)/);
+  await dead.seen(/terraform_data\.gate: Creating/);
   const deadRun = runIdOf(dead.output())!;
   process.kill(-dead.child.pid!, 'SIGKILL'); // kl and its terraform, like a lost machine
   await dead.done;
-  const blocked = await ok(kl('apply', 'k.json', '--actor', 'ivy'), 2);
-  expect(blocked.stderr).toContain(`held by hank (run ${deadRun}`);
-  await ok(kl('apply', 'k.json', '--actor', 'ivy', '--wait', '30s'));
+  g.open();
+  // Nothing renews the lease: once it runs out, the next apply reclaims the addresses.
+  const taken = await ok(kl('apply', 'k.json', '--actor', 'ivy', '--wait', '30s'));
+  const reclaimed = await t.db.query<{ by: string }>(
+    `SELECT data->>'reclaimedBy' AS by FROM kl_events
+      WHERE type = 'ReservationExpired' AND data->>'runId' = $1`,
+    [deadRun],
+  );
+  expect(reclaimed).toEqual([{ by: runIdOf(taken.stdout) }]);
 
-  await plan('slow_a.tf', 'k2.json', { slow_a_version: fresh() });
+  const g2 = gate();
+  await plan('gate.tf', 'k2.json', { gate_version: fresh(), gate_file: g2.file });
   const dead2 = start(process.execPath, [KL, 'apply', 'k2.json', '--actor', 'hank'], {
     detached: true,
   });
-  await dead2.seen(/terraform_data\.slow_a: (Destroying|Creating)/);
+  await dead2.seen(/terraform_data\.gate: Creating/);
   const deadRun2 = runIdOf(dead2.output())!;
   process.kill(-dead2.child.pid!, 'SIGKILL');
   await dead2.done;
-  await ok(kl('apply', 'k2.json', '--actor', 'ivy'), 2);
-  // The operator's escape hatch (`kl apply abort <run-id>` over this route).
-  const aborted = await fetch(`${kld.url}/v1/api/states/${STATE}/apply-runs/${deadRun2}/abort`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: '{}',
-  });
-  expect(aborted.status).toBe(200);
+  g2.open();
+  const blocked = await ok(kl('apply', 'k2.json', '--actor', 'ivy'), 2);
+  expect(blocked.stderr).toContain(`held by hank (run ${deadRun2}`);
+  // The operator's escape hatch; kld finds the run's state by itself.
+  const aborted = await ok(kl('--server', kld.url, '--format', 'json', 'apply', 'abort', deadRun2));
+  expect(JSON.parse(aborted.stdout)).toMatchObject([
+    { run_id: deadRun2, state: STATE, status: 'aborted' },
+  ]);
   await ok(kl('apply', 'k2.json', '--actor', 'ivy'));
 });
 
