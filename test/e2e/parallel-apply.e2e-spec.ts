@@ -1,5 +1,7 @@
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as http from 'node:http';
+import { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { KL, KldProcess, ROOT, startKld } from '../support/kld-process';
@@ -44,10 +46,14 @@ let t: TestDatabase;
 let kld: KldProcess;
 const running = new Set<ChildProcess>();
 
-function start(command: string, args: string[], options: { detached?: boolean } = {}): Running {
+function start(
+  command: string,
+  args: string[],
+  options: { detached?: boolean; cwd?: string } = {},
+): Running {
   const startedAt = Date.now();
   const child = spawn(command, args, {
-    cwd: dir,
+    cwd: options.cwd ?? dir,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: options.detached,
@@ -171,6 +177,16 @@ function gate(): { file: string; open(): void } {
   const file = path.join(root, `gate-${++gates}`);
   return { file, open: () => fs.writeFileSync(file, '') };
 }
+
+/** What the remote_state server in the plans test answers: an empty state. */
+const EMPTY_STATE = JSON.stringify({
+  version: 4,
+  terraform_version: '1.11.4',
+  serial: 1,
+  lineage: 'b3d1c0de-0000-4000-8000-000000000001',
+  outputs: {},
+  resources: [],
+});
 
 const runIdOf = (out: string) => /run ([0-9a-f-]{36})/.exec(out)?.[1];
 
@@ -517,6 +533,57 @@ it('after SIGKILL the lease expires and frees the addresses; kl apply abort free
     { run_id: deadRun2, state: STATE, status: 'aborted' },
   ]);
   await ok(kl('apply', 'k2.json', '--actor', 'ivy'));
+});
+
+it('five plain terraform plans hold the state at once; kl apply waits for them, naming one', async () => {
+  // Each plan reads a terraform_remote_state that a local server answers only
+  // when the test lets it: all five plans are inside their lock together.
+  let pending: http.ServerResponse[] = [];
+  let released = false;
+  const remote = http.createServer((_req, res) => {
+    if (released) res.end(EMPTY_STATE);
+    else pending.push(res);
+  });
+  await new Promise<void>((resolve) => remote.listen(0, '127.0.0.1', resolve));
+  try {
+    const peek = path.join(root, 'peek');
+    fs.mkdirSync(peek);
+    fs.copyFileSync(path.join(dir, 'backend.tf'), path.join(peek, 'backend.tf'));
+    fs.writeFileSync(
+      path.join(peek, 'main.tf'),
+      `data "terraform_remote_state" "held" {\n  backend = "http"\n  config = {\n` +
+        `    address = "http://127.0.0.1:${(remote.address() as AddressInfo).port}/held"\n  }\n}\n`,
+    );
+    await ok(start(TERRAFORM, ['init', '-input=false', '-no-color'], { cwd: peek }));
+    await plan('slow_a.tf', 'p.json', { slow_a_version: fresh() });
+
+    const plans = [1, 2, 3, 4, 5].map(() =>
+      start(TERRAFORM, ['plan', '-input=false', '-no-color', '-lock-timeout=0s'], { cwd: peek }),
+    );
+    for (let i = 0; i < 600 && pending.length < 5; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(pending).toHaveLength(5);
+    const held = await ok(kl('--server', kld.url, '--format', 'json', 'reservations', STATE));
+    const holders = JSON.parse(held.stdout) as { kind: string; mode: string; glob: string }[];
+    expect(holders.map((h) => [h.kind, h.mode, h.glob])).toEqual(
+      Array(5).fill(['terraform-plan', 'read', '*']),
+    );
+    const refused = await ok(kl('apply', 'p.json', '--actor', 'carol'), 2);
+    expect(refused.stderr).toMatch(
+      /reservation conflict on \*:\n {2}held by a terraform plan of \S+ \(lock [0-9a-f-]{36}, OperationTypePlan/,
+    );
+
+    released = true;
+    for (const res of pending) res.end(EMPTY_STATE);
+    pending = [];
+    for (const p of plans) await ok(p);
+    await ok(kl('apply', 'p.json', '--actor', 'carol'));
+  } finally {
+    released = true;
+    for (const res of pending) res.end(EMPTY_STATE);
+    await new Promise((resolve) => remote.close(resolve));
+  }
 });
 
 it('afterwards plain terraform sees exactly what kl committed: state pull, a no-op plan, history with actors', async () => {
