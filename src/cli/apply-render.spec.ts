@@ -1,6 +1,7 @@
 import { Holder } from '../application/apply/apply-server.port';
 import { parseDuration } from './commands/apply.command';
-import { describeConflict, formatDuration } from './apply-render';
+import { describeConflict } from './apply-render';
+import { formatDuration } from './durations';
 
 describe('apply rendering', () => {
   const now = Date.parse('2026-11-30T12:00:00Z');

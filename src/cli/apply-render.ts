@@ -1,14 +1,6 @@
 import { Holder } from '../application/apply/apply-server.port';
 import { KlPlan } from '../domain/apply/kl-plan';
-
-/** `12s`, `14m48s`, `2h5m` — how long ago or how long until. */
-export function formatDuration(ms: number): string {
-  const s = Math.max(0, Math.round(ms / 1000));
-  if (s < 60) return `${s}s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m}m${s % 60}s`;
-  return `${Math.floor(m / 60)}h${m % 60}m`;
-}
+import { formatDuration } from './durations';
 
 /**
  * `held by alice (run 4f2a…, acquired 12s ago, expires in 14m48s)`; a

@@ -9,12 +9,8 @@ import { HclConfigReader } from '../../infrastructure/terraform/hcl-reader';
 import { TempWorkspaces } from '../../infrastructure/terraform/temp-workspace';
 import { defaultActor, KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestApplyServer } from '../../infrastructure/rest/rest-apply-server';
-import {
-  describeConflict,
-  describeHolder,
-  describeReservations,
-  formatDuration,
-} from '../apply-render';
+import { describeConflict, describeHolder, describeReservations } from '../apply-render';
+import { formatDuration } from '../durations';
 import { APPLY_EXIT, exitCodeOf, onceSignalled, usageExit3, UsageError } from './apply-cli';
 
 interface ApplyCommandOptions {
