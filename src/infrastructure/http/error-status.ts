@@ -93,6 +93,13 @@ export const HTTP_STATUS_BY_CODE = {
   'SERVER.UNREACHABLE': null,
   'SERVER.UNEXPECTED_ANSWER': null,
   'CLI.ABORTED': null,
+  'PLAN.INVALID': null,
+  'PLAN.FILE_INVALID': null,
+  'PLAN.SCOPE_INVALID': null,
+  'PLAN.CONFIG_INVALID': null,
+  'PLAN.BACKEND_UNKNOWN': null,
+  'TERRAFORM.FAILED': null,
+  'APPLY.INTERRUPTED': null,
 } as const satisfies Record<ErrorCode, number | null>;
 
 /**

@@ -75,7 +75,7 @@ export class RestApplyServer implements ApplyServerPort {
     }
     if (!Number.isSafeInteger(version) || version < 1) {
       throw new DomainError(
-        'SERVER.INVALID_ANSWER',
+        'SERVER.UNEXPECTED_ANSWER',
         `${this.http.base} sent the state without an X-Kilolock-State-Version header`,
       );
     }
@@ -175,7 +175,10 @@ export class RestApplyServer implements ApplyServerPort {
     if (!res.ok) throw await errorOf(res);
     const answer = (await res.json()) as JsonObject;
     if (typeof answer.version !== 'number' || typeof answer.serial !== 'number') {
-      throw new DomainError('SERVER.INVALID_ANSWER', 'the commit answer has no version and serial');
+      throw new DomainError(
+        'SERVER.UNEXPECTED_ANSWER',
+        'the commit answer has no version and serial',
+      );
     }
     return { version: answer.version, serial: answer.serial };
   }
