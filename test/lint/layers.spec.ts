@@ -107,6 +107,9 @@ describe('lint keeps the layers apart', () => {
         /ports/,
       ],
       [{ file: 'src/app/x.module.ts', code: use('../infrastructure/postgres/database') }, null],
+      [{ file: 'src/ui/pages/x.tsx', code: use('../../infrastructure/http/caller') }, /HTTP only/],
+      [{ file: 'src/ui/x.ts', code: use('node:fs', 'readFileSync') }, /browser/],
+      [{ file: 'src/ui/x.ts', code: use('../domain/cty/mask-sensitive', 'maskSensitive') }, null],
       // Tests wire real adapters.
       [{ file: 'src/domain/state/x.spec.ts', code: use('pg', 'Pool') }, null],
     ];

@@ -1,5 +1,5 @@
 import { attr, index, key, toStatePath } from './attribute-path';
-import { maskSensitive, SENSITIVE_MASK } from './mask-sensitive';
+import { maskSensitive, SENSITIVE_MASK, touchesSensitive } from './mask-sensitive';
 
 const attributes = {
   id: 'db-1',
@@ -61,5 +61,25 @@ describe('maskSensitive', () => {
     ];
     expect(maskSensitive(attributes, [odd]).tags).toBe(SENSITIVE_MASK);
     expect(maskSensitive(attributes, [{ not: 'a path' }])).toBe(SENSITIVE_MASK);
+  });
+});
+
+describe('touchesSensitive', () => {
+  const marks = [sp('password'), sp('tags', { key: 'token' }), sp('rule', 1, 'secret')];
+
+  it('is true at a marked path, below it, and above it (a value holding a marked one)', () => {
+    expect(touchesSensitive(attr([], 'password'), marks)).toBe(true);
+    expect(touchesSensitive(attr(attr([], 'password'), 'x'), marks)).toBe(true);
+    expect(touchesSensitive(attr([], 'tags'), marks)).toBe(true);
+    // State JSON does not tell a map from an object: tags.token is tags["token"].
+    expect(touchesSensitive(attr(attr([], 'tags'), 'token'), marks)).toBe(true);
+    expect(touchesSensitive(index(attr([], 'rule'), 1), marks)).toBe(true);
+  });
+
+  it('is false beside a marked path, and when nothing is marked', () => {
+    expect(touchesSensitive(attr([], 'id'), marks)).toBe(false);
+    expect(touchesSensitive(key(attr([], 'tags'), 'env'), marks)).toBe(false);
+    expect(touchesSensitive(attr(index(attr([], 'rule'), 0), 'secret'), marks)).toBe(false);
+    expect(touchesSensitive(attr([], 'password'), null)).toBe(false);
   });
 });

@@ -36,3 +36,26 @@ function maskAt(value: Json, path: AttributePath): Json {
   }
   return { ...value, [member]: maskAt(value[member] as Json, rest) };
 }
+
+/**
+ * Whether the value at `path` is, or holds, a value terraform marked
+ * sensitive (`sensitiveAttributes` as in `maskSensitive`): the dashboard
+ * masks such a value whole. Unreadable marks make every path sensitive.
+ */
+export function touchesSensitive(path: AttributePath, sensitiveAttributes: unknown): boolean {
+  if (!Array.isArray(sensitiveAttributes)) return false;
+  return (sensitiveAttributes as unknown[]).some((raw) => {
+    const marked = fromStatePath(raw);
+    const n = Math.min(marked.length, path.length);
+    for (let i = 0; i < n; i++) if (!sameStep(marked[i], path[i])) return false;
+    return true;
+  });
+}
+
+function sameStep(a: AttributePath[number], b: AttributePath[number]): boolean {
+  if (a.kind === 'index' || b.kind === 'index') {
+    return a.kind === 'index' && b.kind === 'index' && a.index === b.index;
+  }
+  // State JSON does not say map from object: `tags.Name` and `tags["Name"]` are one place.
+  return (a.kind === 'attribute' ? a.name : a.key) === (b.kind === 'attribute' ? b.name : b.key);
+}

@@ -1,4 +1,4 @@
-import { changedPaths } from './changed-paths';
+import { changedPaths, changedValues } from './changed-paths';
 
 describe('changedPaths', () => {
   it('names nothing for equal values, whatever the key order', () => {
@@ -28,5 +28,35 @@ describe('changedPaths', () => {
   it('treats undefined members as absent', () => {
     expect(changedPaths({ a: 1, b: undefined }, { a: 1 })).toEqual([]);
     expect(changedPaths(null, { a: 1 })).toEqual(['(whole value)']);
+  });
+});
+
+describe('changedValues', () => {
+  it('gives each changed path with the value either side, absent as undefined', () => {
+    expect(
+      changedValues({ input: { value: 'a' }, gone: 1 }, { input: { value: 'b' }, new: [1] }),
+    ).toEqual([
+      {
+        path: [{ kind: 'attribute', name: 'gone' }],
+        rendered: 'gone',
+        before: 1,
+        after: undefined,
+      },
+      {
+        path: [
+          { kind: 'attribute', name: 'input' },
+          { kind: 'attribute', name: 'value' },
+        ],
+        rendered: 'input.value',
+        before: 'a',
+        after: 'b',
+      },
+      {
+        path: [{ kind: 'attribute', name: 'new' }],
+        rendered: 'new',
+        before: undefined,
+        after: [1],
+      },
+    ]);
   });
 });

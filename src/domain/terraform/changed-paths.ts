@@ -15,7 +15,24 @@ export function changedPaths(
   before: JsonValue | undefined,
   after: JsonValue | undefined,
 ): string[] {
-  const out: string[] = [];
+  return changedValues(before, after).map((c) => c.rendered);
+}
+
+/** One place two JSON values differ, with the value on each side (undefined when absent). */
+export interface ValueChange {
+  path: AttributePath;
+  /** As `changedPaths` renders it. */
+  rendered: string;
+  before: JsonValue | undefined;
+  after: JsonValue | undefined;
+}
+
+/** `changedPaths` with the values either side of each path (the dashboard's diff shows them). */
+export function changedValues(
+  before: JsonValue | undefined,
+  after: JsonValue | undefined,
+): ValueChange[] {
+  const out: ValueChange[] = [];
   walk(before, after, [], out);
   return out;
 }
@@ -24,7 +41,7 @@ function walk(
   a: JsonValue | undefined,
   b: JsonValue | undefined,
   path: AttributePath,
-  out: string[],
+  out: ValueChange[],
 ): void {
   if (isJsonObject(a) && isJsonObject(b)) {
     const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
@@ -40,7 +57,14 @@ function walk(
     a.forEach((v, i) => walk(v, b[i], [...path, { kind: 'index', index: i }], out));
     return;
   }
-  if (!sameJson(a, b)) out.push(path.length ? renderPath(path) : '(whole value)');
+  if (!sameJson(a, b)) {
+    out.push({
+      path,
+      rendered: path.length ? renderPath(path) : '(whole value)',
+      before: a,
+      after: b,
+    });
+  }
 }
 
 function sameJson(a: JsonValue | undefined, b: JsonValue | undefined): boolean {
