@@ -110,6 +110,17 @@ export default tseslint.config(
     ],
   ),
   layer(['src/cli/**/*.ts'], [NO_PROJECTIONS, NO_APP]),
+  // The dashboard runs in the browser: it reaches kld over HTTP only, and
+  // shares nothing with the server but the pure domain (masking, paths).
+  layer(
+    ['src/ui/**/*.{ts,tsx}'],
+    [
+      [dir('(application|infrastructure|projections)'), 'src/ui talks to kld over HTTP only.'],
+      NO_APP,
+      NO_CLI,
+      ['^node:', 'src/ui runs in the browser.'],
+    ],
+  ),
   {
     files: [
       '**/*.spec.ts',

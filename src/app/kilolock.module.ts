@@ -4,6 +4,7 @@ import { ApplyProjectionsModule } from './apply-projections.module';
 import { ApplyModule } from './apply.module';
 import { ArchiveModule } from './archive.module';
 import { EventsModule } from './events.module';
+import { DashboardModule } from './dashboard.module';
 import { OperationsModule } from './operations.module';
 import { ProjectionsModule } from './projections.module';
 import { QueryModule } from './query.module';
@@ -27,6 +28,7 @@ export const SLICES: readonly Type[] = [
   ApplyModule,
   EventsModule,
   ArchiveModule,
+  DashboardModule,
 ];
 
 /** Every slice's read models: what `kld projections …` loads, with nothing served. */

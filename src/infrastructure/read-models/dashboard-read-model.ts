@@ -1,0 +1,346 @@
+import { DomainError } from '../../domain/shared/domain-error';
+import type { JsonValue } from '../../domain/terraform';
+import type { Database } from '../postgres/database';
+import { globToLike } from './resource-read-model';
+
+/** One row of the dashboard's States page. */
+export interface DashboardState {
+  name: string;
+  version: number;
+  serial: number | null;
+  terraformVersion: string | null;
+  instanceCount: number;
+  resourceCount: number;
+  updatedAt: string;
+  /** Who wrote the current version, how and when; null before the first write. */
+  lastWrite: { actor: string; source: string; at: string } | null;
+  lock: {
+    id: string;
+    who: string | null;
+    operation: string | null;
+    since: string;
+    by: string;
+  } | null;
+  driftCount: number;
+}
+
+/** Instances added, changed and removed by one version. */
+export interface VersionChanges {
+  version: number;
+  added: number;
+  changed: number;
+  removed: number;
+}
+
+export interface ResourceFilter {
+  type?: string;
+  module?: string;
+  provider?: string;
+  addressGlob?: string;
+}
+
+export interface ResourcePage {
+  total: number;
+  offset: number;
+  rows: {
+    address: string;
+    resourceAddress: string;
+    mode: string;
+    type: string;
+    module: string;
+    provider: string;
+    status: string | null;
+    sinceVersion: number;
+  }[];
+  /** Every value the filters can take in the current state, with instance counts. */
+  facets: { types: Facet[]; modules: Facet[]; providers: Facet[] };
+}
+
+export interface Facet {
+  value: string;
+  count: number;
+}
+
+/** What an instance depends on (resource addresses) and which instances depend on its resource. */
+export interface Neighbours {
+  resourceAddress: string;
+  dependsOn: { resourceAddress: string; instances: number }[];
+  dependents: string[];
+  dependentsTotal: number;
+}
+
+export interface DriftRow {
+  state: string;
+  address: string;
+  type: string;
+  module: string;
+  changedPaths: JsonValue;
+  previousAttributes: JsonValue;
+  currentAttributes: JsonValue;
+  /** The current lifecycle's `sensitive_attributes`, so the page can mask. */
+  sensitiveAttributes: JsonValue;
+  detectedVersion: number;
+  refreshRunId: string | null;
+}
+
+const MAX_DEPENDENTS = 200;
+const MAX_DRIFT_ROWS = 5000;
+
+/**
+ * The aggregates the web dashboard shows that no `kl` route answers in one
+ * request: per-state drift counts and last writers, per-version change
+ * counts, filtered pages of a large state's resources, dependency edges.
+ */
+export class DashboardReadModel {
+  constructor(private readonly db: Database) {}
+
+  async states(): Promise<DashboardState[]> {
+    const rows = await this.db.query<{
+      name: string;
+      current_version: number;
+      current_serial: string | null;
+      terraform_version: string | null;
+      instance_count: number;
+      resource_count: number;
+      updated_at: Date;
+      actor: string | null;
+      source: string | null;
+      written_at: Date | null;
+      lock_id: string | null;
+      who: string | null;
+      operation: string | null;
+      acquired_at: Date | null;
+      acquired_by: string | null;
+      drift_count: number | null;
+    }>(
+      `SELECT s.name, s.current_version, s.current_serial, s.terraform_version, s.instance_count,
+              s.resource_count, s.updated_at, v.actor, v.source, v.created_at AS written_at,
+              l.lock_id, l.who, l.operation, l.acquired_at, l.acquired_by, d.drift_count
+         FROM states s
+         LEFT JOIN state_versions v ON v.state_id = s.state_id AND v.version = s.current_version
+         LEFT JOIN state_locks l ON l.state_id = s.state_id
+         LEFT JOIN (SELECT state_id, count(*)::int AS drift_count
+                      FROM current_resource_drift GROUP BY state_id) d ON d.state_id = s.state_id
+        WHERE s.deleted_at IS NULL AND (s.current_version > 0 OR l.lock_id IS NOT NULL)
+        ORDER BY s.name`,
+    );
+    return rows.map((r) => ({
+      name: r.name,
+      version: r.current_version,
+      serial: r.current_serial === null ? null : Number(r.current_serial),
+      terraformVersion: r.terraform_version,
+      instanceCount: r.instance_count,
+      resourceCount: r.resource_count,
+      updatedAt: r.updated_at.toISOString(),
+      lastWrite:
+        r.actor === null || r.source === null || r.written_at === null
+          ? null
+          : { actor: r.actor, source: r.source, at: r.written_at.toISOString() },
+      lock:
+        r.lock_id === null || r.acquired_at === null
+          ? null
+          : {
+              id: r.lock_id,
+              who: r.who,
+              operation: r.operation,
+              since: r.acquired_at.toISOString(),
+              by: r.acquired_by ?? '',
+            },
+      driftCount: r.drift_count ?? 0,
+    }));
+  }
+
+  /**
+   * Per version, the addresses whose lifecycle only opened (added), opened
+   * and closed (changed) or only closed (removed) in that version.
+   */
+  async changes(state: string): Promise<VersionChanges[]> {
+    const stateId = await this.stateId(state);
+    const rows = await this.db.query<VersionChanges>(
+      `WITH opened AS (SELECT create_version AS v, address FROM resources WHERE state_id = $1),
+            closed AS (SELECT delete_version AS v, address FROM resources
+                        WHERE state_id = $1 AND delete_version IS NOT NULL)
+       SELECT coalesce(o.v, c.v) AS version,
+              count(*) FILTER (WHERE c.v IS NULL)::int AS added,
+              count(*) FILTER (WHERE o.v IS NOT NULL AND c.v IS NOT NULL)::int AS changed,
+              count(*) FILTER (WHERE o.v IS NULL)::int AS removed
+         FROM opened o FULL JOIN closed c ON c.v = o.v AND c.address = o.address
+        GROUP BY 1 ORDER BY 1`,
+      [stateId],
+    );
+    return rows;
+  }
+
+  async resources(
+    state: string,
+    filter: ResourceFilter,
+    offset: number,
+    limit: number,
+  ): Promise<ResourcePage> {
+    const stateId = await this.stateId(state);
+    const rows = await this.db.query<{
+      address: string;
+      resource_address: string;
+      mode: string;
+      type: string;
+      module_path: string;
+      provider: string;
+      status: string | null;
+      create_version: number;
+      total: string;
+    }>(
+      `SELECT address, resource_address, mode, type, module_path, provider, status, create_version,
+              count(*) OVER () AS total
+         FROM resources
+        WHERE state_id = $1 AND delete_version IS NULL
+          AND ($2::text IS NULL OR type = $2) AND ($3::text IS NULL OR module_path = $3)
+          AND ($4::text IS NULL OR provider = $4)
+          AND ($5::text IS NULL OR address LIKE $5 ESCAPE '\\')
+        ORDER BY address LIMIT $6 OFFSET $7`,
+      [
+        stateId,
+        filter.type ?? null,
+        filter.module ?? null,
+        filter.provider ?? null,
+        filter.addressGlob ? globToLike(filter.addressGlob) : null,
+        limit,
+        offset,
+      ],
+    );
+    const combos = await this.db.query<{
+      type: string;
+      module_path: string;
+      provider: string;
+      n: number;
+    }>(
+      `SELECT type, module_path, provider, count(*)::int AS n FROM resources
+        WHERE state_id = $1 AND delete_version IS NULL GROUP BY 1, 2, 3`,
+      [stateId],
+    );
+    const facet = (key: 'type' | 'module_path' | 'provider'): Facet[] => {
+      const counts = new Map<string, number>();
+      for (const c of combos) counts.set(c[key], (counts.get(c[key]) ?? 0) + c.n);
+      return [...counts]
+        .map(([value, count]) => ({ value, count }))
+        .sort((a, b) => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0));
+    };
+    return {
+      // Past the last page the window function has no row to ride on.
+      total: rows.length > 0 ? Number(rows[0].total) : await this.count(stateId, filter),
+      offset,
+      rows: rows.map((r) => ({
+        address: r.address,
+        resourceAddress: r.resource_address,
+        mode: r.mode,
+        type: r.type,
+        module: r.module_path,
+        provider: r.provider,
+        status: r.status,
+        sinceVersion: r.create_version,
+      })),
+      facets: { types: facet('type'), modules: facet('module_path'), providers: facet('provider') },
+    };
+  }
+
+  async neighbours(state: string, address: string): Promise<Neighbours> {
+    const stateId = await this.stateId(state);
+    const self = await this.db.query<{ resource_address: string; dependencies: JsonValue }>(
+      `SELECT resource_address, dependencies FROM resources
+        WHERE state_id = $1 AND address = $2 AND delete_version IS NULL`,
+      [stateId, address],
+    );
+    if (self.length === 0) {
+      throw new DomainError('RESOURCE.NOT_FOUND', `state "${state}" has no resource ${address}`);
+    }
+    const { resource_address: resourceAddress, dependencies } = self[0];
+    const targets = Array.isArray(dependencies)
+      ? [...new Set(dependencies.filter((d): d is string => typeof d === 'string'))].sort()
+      : [];
+    const alive = await this.db.query<{ resource_address: string; n: number }>(
+      `SELECT resource_address, count(*)::int AS n FROM resources
+        WHERE state_id = $1 AND delete_version IS NULL AND resource_address = ANY($2::text[])
+        GROUP BY 1`,
+      [stateId, targets],
+    );
+    const counts = new Map(alive.map((a) => [a.resource_address, a.n]));
+    const dependents = await this.db.query<{ from_address: string; total: string }>(
+      `SELECT from_address, count(*) OVER () AS total FROM resource_dependencies
+        WHERE state_id = $1 AND to_address = $2 AND delete_version IS NULL
+        ORDER BY from_address LIMIT ${MAX_DEPENDENTS}`,
+      [stateId, resourceAddress],
+    );
+    return {
+      resourceAddress,
+      dependsOn: targets.map((t) => ({ resourceAddress: t, instances: counts.get(t) ?? 0 })),
+      dependents: dependents.map((d) => d.from_address),
+      dependentsTotal: dependents.length > 0 ? Number(dependents[0].total) : 0,
+    };
+  }
+
+  /** `current_resource_drift` of every live state, with the module of each instance. */
+  async drift(): Promise<{ rows: DriftRow[]; truncated: boolean }> {
+    const rows = await this.db.query<{
+      state_name: string;
+      address: string;
+      type: string;
+      module_path: string | null;
+      changed_paths: JsonValue;
+      previous_attributes: JsonValue;
+      current_attributes: JsonValue;
+      sensitive_attributes: JsonValue;
+      detected_version: number;
+      refresh_run_id: string | null;
+    }>(
+      `SELECT d.state_name, d.address, d.type, r.module_path, d.changed_paths,
+              d.previous_attributes, d.current_attributes, r.sensitive_attributes,
+              d.detected_version, d.refresh_run_id
+         FROM current_resource_drift d
+         LEFT JOIN resources r
+           ON r.state_id = d.state_id AND r.address = d.address AND r.delete_version IS NULL
+        ORDER BY d.state_name, d.type, r.module_path, d.address
+        LIMIT ${MAX_DRIFT_ROWS + 1}`,
+    );
+    return {
+      truncated: rows.length > MAX_DRIFT_ROWS,
+      rows: rows.slice(0, MAX_DRIFT_ROWS).map((r) => ({
+        state: r.state_name,
+        address: r.address,
+        type: r.type,
+        module: r.module_path ?? '',
+        changedPaths: r.changed_paths,
+        previousAttributes: r.previous_attributes,
+        currentAttributes: r.current_attributes,
+        sensitiveAttributes: r.sensitive_attributes,
+        detectedVersion: r.detected_version,
+        refreshRunId: r.refresh_run_id,
+      })),
+    };
+  }
+
+  private async count(stateId: string, filter: ResourceFilter): Promise<number> {
+    const rows = await this.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM resources
+        WHERE state_id = $1 AND delete_version IS NULL
+          AND ($2::text IS NULL OR type = $2) AND ($3::text IS NULL OR module_path = $3)
+          AND ($4::text IS NULL OR provider = $4)
+          AND ($5::text IS NULL OR address LIKE $5 ESCAPE '\\')`,
+      [
+        stateId,
+        filter.type ?? null,
+        filter.module ?? null,
+        filter.provider ?? null,
+        filter.addressGlob ? globToLike(filter.addressGlob) : null,
+      ],
+    );
+    return rows[0].n;
+  }
+
+  private async stateId(name: string): Promise<string> {
+    const rows = await this.db.query<{ state_id: string }>(
+      'SELECT state_id FROM states WHERE name = $1 AND deleted_at IS NULL',
+      [name],
+    );
+    if (rows.length === 0) throw new DomainError('STATE.NOT_FOUND', `no state named "${name}"`);
+    return rows[0].state_id;
+  }
+}

@@ -1,0 +1,692 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { launchChromium } from '../support/browser';
+import { KldProcess, startKld } from '../support/kld-process';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+/**
+ * The dashboard at /ui in Debian's chromium, against one kld seeded by real
+ * terraform applies (terraform_data only: nothing to install), a refresh run
+ * that records drift, and a terraform lock left behind by a killed apply.
+ * Screenshots go to KL_UI_SCREENSHOTS (docs/ui when refreshing the README's
+ * pictures), else to a temporary folder.
+ */
+
+jest.setTimeout(180_000);
+
+const TERRAFORM = process.env.KL_TEST_TERRAFORM ?? 'terraform';
+const APP = 'ui/app';
+const LOCKED = 'ui/locked';
+
+let t: TestDatabase;
+let kld: KldProcess;
+let root: string;
+let shots: string;
+let tfEnv: NodeJS.ProcessEnv;
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+const running = new Set<ChildProcess>();
+
+interface Run {
+  code: number | null;
+  out: string;
+}
+
+function tf(dir: string, args: string[], timeoutMs = 90_000): Promise<Run> {
+  return new Promise((resolve) => {
+    // Its own process group, so a kill reaches local-exec's children too.
+    const child = spawn(TERRAFORM, args, { cwd: dir, env: tfEnv, detached: true });
+    running.add(child);
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+    const timer = setTimeout(() => kill(child), timeoutMs);
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      running.delete(child);
+      resolve({ code: null, out: `${out}\nspawn failed: ${err.message}` });
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      running.delete(child);
+      resolve({ code, out });
+    });
+  });
+}
+
+function kill(child: ChildProcess): void {
+  try {
+    process.kill(-child.pid!, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
+
+async function ok(pending: Promise<Run>, what: string): Promise<void> {
+  const r = await pending;
+  if (r.code !== 0) throw new Error(`${what} failed (${r.code}):\n${r.out}`);
+}
+
+function backend(name: string): string {
+  const address = `${kld.url}/v1/states/${name}`;
+  return `terraform {
+  backend "http" {
+    address        = "${address}"
+    lock_address   = "${address}"
+    unlock_address = "${address}"
+  }
+}
+`;
+}
+
+async function api<T>(method: string, route: string, body?: unknown): Promise<T> {
+  const res = await fetch(`${kld.url}${route}`, {
+    method,
+    headers: {
+      'X-Kilolock-Actor': 'nightly-refresh',
+      ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!res.ok) throw new Error(`${method} ${route}: ${res.status} ${await res.text()}`);
+  return (await res.json()) as T;
+}
+
+const appDir = () => path.join(root, 'app');
+const lockedDir = () => path.join(root, 'locked');
+
+function applyApp(greeting: string, password: string, tags: string[]): Promise<void> {
+  return ok(
+    tf(appDir(), [
+      'apply',
+      '-auto-approve',
+      '-input=false',
+      `-var=greeting=${greeting}`,
+      `-var=password=${password}`,
+      `-var=tags=${JSON.stringify(tags)}`,
+    ]),
+    `apply ${greeting}`,
+  );
+}
+
+/**
+ * A refresh run over the REST protocol `kl refresh` drives, finding the
+ * leader drifted (every request of `api` names the actor nightly-refresh).
+ */
+async function recordDrift(): Promise<void> {
+  const current = await api<{
+    serial: number;
+    resources: {
+      type: string;
+      name: string;
+      instances: { attributes: Record<string, unknown> }[];
+    }[];
+  }>('GET', `/v1/states/${APP}`);
+  const leader = current.resources.find((r) => r.type === 'terraform_data' && r.name === 'leader')!;
+  const attrs = leader.instances[0].attributes;
+  attrs.input = { value: 'changed-by-hand', type: 'string' };
+  attrs.output = { value: 'changed-by-hand', type: 'string' };
+  const run = await api<{ run_id: string }>('POST', '/v1/refresh-runs', { state: APP });
+  await api('POST', `/v1/refresh-runs/${run.run_id}/results`, {
+    results: [
+      {
+        address: 'terraform_data.leader',
+        provider: 'provider["terraform.io/builtin/terraform"]',
+        outcome: 'drifted',
+        before_hash: 'before',
+        after_hash: 'after',
+        changed_paths: ['input', 'output'],
+      },
+    ],
+  });
+  await api('POST', `/v1/refresh-runs/${run.run_id}/finish`, {
+    status: 'succeeded',
+    document: { ...current, serial: current.serial + 1 },
+  });
+}
+
+/** An apply killed while it holds the lock: the stale lock an operator has to clear. */
+async function leaveStaleLock(): Promise<void> {
+  const apply = tf(lockedDir(), ['apply', '-auto-approve', '-input=false'], 120_000);
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const { locks } = await api<{ locks: { name: string }[] }>('GET', '/v1/api/locks');
+    if (locks.some((l) => l.name === LOCKED)) break;
+    if (Date.now() > deadline) throw new Error(`terraform never locked ${LOCKED}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  for (const child of running) kill(child);
+  await apply;
+}
+
+/** Polls `read` until it equals `expected` (the page re-renders after each input). */
+async function eventually<T>(read: () => Promise<T>, expected: unknown, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    try {
+      expect(value).toEqual(expected);
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function shot(name: string): Promise<void> {
+  const file = path.join(shots, `${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  expect(fs.statSync(file).size).toBeGreaterThan(10_000);
+}
+
+async function open(hash: string): Promise<void> {
+  await page.goto(`${kld.url}/ui/${hash}`);
+}
+
+beforeAll(async () => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-ui-e2e-'));
+  shots = process.env.KL_UI_SCREENSHOTS ?? path.join(root, 'screenshots');
+  fs.mkdirSync(shots, { recursive: true });
+  const tfrc = path.join(root, 'terraformrc.hcl');
+  fs.writeFileSync(tfrc, 'disable_checkpoint = true\n');
+  tfEnv = {
+    ...Object.fromEntries(
+      Object.entries(process.env).filter(([k]) => !k.startsWith('TF_') && !k.startsWith('KL_')),
+    ),
+    TF_CLI_CONFIG_FILE: tfrc,
+    CHECKPOINT_DISABLE: '1',
+    TF_IN_AUTOMATION: '1',
+    TF_INPUT: '0',
+    TF_HTTP_USERNAME: 'alice',
+  };
+  t = await createTestDatabase('kl_ui');
+  [kld, browser] = await Promise.all([startKld({ KL_DATABASE_URL: t.url }), launchChromium()]);
+
+  fs.mkdirSync(path.join(appDir(), 'herd'), { recursive: true });
+  fs.writeFileSync(
+    path.join(appDir(), 'main.tf'),
+    `${backend(APP)}
+variable "greeting" { type = string }
+variable "password" {
+  type      = string
+  sensitive = true
+}
+variable "tags" { type = set(string) }
+resource "terraform_data" "leader" { input = var.greeting }
+resource "terraform_data" "secret" { input = var.password }
+module "herd" {
+  source = "./herd"
+  tags   = var.tags
+  leader = terraform_data.leader.output
+}
+`,
+  );
+  fs.writeFileSync(
+    path.join(appDir(), 'herd', 'main.tf'),
+    `variable "tags" { type = set(string) }
+variable "leader" { type = string }
+resource "terraform_data" "tag" {
+  for_each = var.tags
+  input    = "\${var.leader}-\${each.key}"
+}
+`,
+  );
+  fs.mkdirSync(lockedDir());
+  fs.writeFileSync(
+    path.join(lockedDir(), 'main.tf'),
+    `${backend(LOCKED)}
+resource "terraform_data" "slow" {
+  provisioner "local-exec" { command = "sleep 60" }
+}
+`,
+  );
+  await Promise.all([
+    ok(tf(appDir(), ['init', '-input=false']), 'init app'),
+    ok(tf(lockedDir(), ['init', '-input=false']), 'init locked'),
+  ]);
+  await applyApp('hello', 's3cret-one', ['a', 'b']);
+  await applyApp('bonjour', 's3cret-two', ['a', 'b', 'c']);
+  await recordDrift();
+  await leaveStaleLock();
+
+  context = await browser.newContext({
+    viewport: { width: 1280, height: 900 },
+    acceptDownloads: true,
+  });
+  page = await context.newPage();
+});
+
+afterAll(async () => {
+  for (const child of running) kill(child);
+  await context?.close();
+  await browser?.close();
+  await kld?.stop();
+  await t?.drop();
+  if (root) fs.rmSync(root, { recursive: true, force: true });
+});
+
+describe('States', () => {
+  it('lists every state with version, instances, last writer, lock holder and drift', async () => {
+    await open('#/states');
+    const app = page.getByRole('row').filter({ has: page.getByRole('link', { name: APP }) });
+    await expect(app.locator('td[data-label="Version"]').textContent()).resolves.toBe('3');
+    await expect(app.locator('td[data-label="Instances"]').textContent()).resolves.toBe('5');
+    await expect(app.locator('td[data-label="Last write"]').textContent()).resolves.toMatch(
+      /^nightly-refresh \(refresh\)/,
+    );
+    await expect(app.locator('td[data-label="Drift"]').textContent()).resolves.toBe('1 drifted');
+    const locked = page.getByRole('row').filter({ has: page.getByRole('link', { name: LOCKED }) });
+    await expect(locked.locator('td[data-label="Lock"]').textContent()).resolves.toMatch(
+      /^locked by \S+ (just now|\d+ s ago)$/,
+    );
+    await expect(locked.locator('td[data-label="Last write"]').textContent()).resolves.toBe(
+      'never written',
+    );
+    await shot('states');
+  });
+
+  it('filters by a name glob and sorts by a column', async () => {
+    await open('#/states');
+    await page.getByRole('link', { name: APP }).waitFor();
+    const names = () => page.locator('tbody td[data-label="State"]').allTextContents();
+    await page.getByLabel('Name glob').fill('ui/l*');
+    await eventually(names, [LOCKED]);
+    await page.getByLabel('Name glob').fill('');
+    await eventually(names, [APP, LOCKED]);
+    await page.getByRole('button', { name: 'Instances' }).click();
+    await page.getByRole('button', { name: 'Instances' }).click();
+    await eventually(() => page.locator('th[aria-sort="descending"]').textContent(), 'Instances ▾');
+    await eventually(names, [APP, LOCKED]);
+    await page.getByRole('button', { name: 'State', exact: true }).click();
+    await eventually(names, [APP, LOCKED]);
+    await page.getByRole('button', { name: 'State', exact: true }).click();
+    await eventually(names, [LOCKED, APP]);
+    await page.getByLabel('Name glob').fill('nothing/*');
+    await page.getByText('No state name matches “nothing/*”.').waitFor();
+  });
+
+  it('fits a phone screen, and the keyboard reaches the navigation first', async () => {
+    const phone = await context.newPage();
+    await phone.setViewportSize({ width: 390, height: 844 });
+    await phone.goto(`${kld.url}/ui/#/states`);
+    await phone.getByRole('link', { name: APP }).waitFor();
+    const width = await phone.evaluate(() => document.documentElement.scrollWidth);
+    expect(width).toBeLessThanOrEqual(390);
+    await phone.keyboard.press('Tab');
+    await expect(phone.evaluate(() => document.activeElement?.textContent)).resolves.toBe(
+      'Skip to content',
+    );
+    await phone.keyboard.press('Tab');
+    await phone.keyboard.press('Tab');
+    await expect(phone.evaluate(() => document.activeElement?.textContent)).resolves.toBe('States');
+    await phone.screenshot({ path: path.join(shots, 'states-phone.png'), fullPage: true });
+    await phone.close();
+  });
+});
+
+describe('State', () => {
+  it('shows the history timeline with instance changes and the count chart', async () => {
+    await open(`#/state/${APP}`);
+    const rows = page.locator('table.timeline tbody tr');
+    await rows.first().waitFor();
+    await expect(rows.count()).resolves.toBe(3);
+    const cells = async (i: number) =>
+      (await rows.nth(i).locator('td').allTextContents()).slice(0, 6).join(' | ');
+    // Newest first: the refresh changed the leader; apply 2 changed the leader, the secret and
+    // both tags (their input follows the leader) and added tag c; apply 1 created everything.
+    await expect(cells(0)).resolves.toMatch(
+      /^3 \| 3 \| refresh \| nightly-refresh \| .* \| \+0 ~1 −0 \(5\)$/,
+    );
+    await expect(cells(1)).resolves.toMatch(/^2 \| 2 \| http \| alice \| .* \| \+1 ~4 −0 \(5\)$/);
+    await expect(cells(2)).resolves.toMatch(/^1 \| 1 \| http \| alice \| .* \| \+4 ~0 −0 \(4\)$/);
+    await expect(page.locator('.chart circle').count()).resolves.toBe(3);
+    await shot('state');
+  });
+
+  it('diffs two versions down to the changed attribute, sensitive values masked until revealed', async () => {
+    await open(`#/state/${APP}`);
+    const rows = page.locator('table.timeline tbody tr');
+    await rows.nth(2).getByLabel('A', { exact: true }).check();
+    await rows.nth(1).getByLabel('B', { exact: true }).check();
+    await page.getByText('Changes from version 1 (A) to version 2 (B)').waitFor();
+    await eventually(
+      () => page.locator('.diff-list li.add').allTextContents(),
+      ['+ module.herd.terraform_data.tag["c"]'],
+    );
+    await page.getByText('~ terraform_data.leader').click();
+    const leader = page.locator('li.chg', { hasText: '~ terraform_data.leader' });
+    await eventually(
+      () =>
+        leader
+          .getByRole('row', { name: /^input/ })
+          .locator('td')
+          .allTextContents(),
+      ['"hello"', '"bonjour"'],
+    );
+    await page.getByText('~ terraform_data.secret').click();
+    const secret = page.locator('li.chg', { hasText: '~ terraform_data.secret' });
+    await eventually(
+      () =>
+        secret
+          .getByRole('row', { name: /^input/ })
+          .locator('td')
+          .allTextContents(),
+      ['(sensitive value)', '(sensitive value)'],
+    );
+    // Terraform marks only `input` of terraform_data sensitive (not the `output` it copies):
+    // the page masks what terraform marked, as `terraform state show` does.
+    await expect(
+      secret
+        .getByRole('row', { name: /^output/ })
+        .locator('td')
+        .allTextContents(),
+    ).resolves.toEqual(['"s3cret-one"', '"s3cret-two"']);
+    await shot('state-diff');
+    await page.getByRole('button', { name: 'Reveal sensitive values' }).click();
+    await eventually(
+      () =>
+        secret
+          .getByRole('row', { name: /^input/ })
+          .locator('td')
+          .allTextContents(),
+      ['"s3cret-one"', '"s3cret-two"'],
+    );
+  });
+
+  it('downloads any version’s raw document', async () => {
+    await open(`#/state/${APP}`);
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByRole('button', { name: 'Download version 1' }).click(),
+    ]);
+    expect(download.suggestedFilename()).toBe('ui_app.v1.tfstate');
+    const doc = JSON.parse(fs.readFileSync(await download.path(), 'utf8'));
+    expect(doc.serial).toBe(1);
+    const leader = doc.resources.find((r: { name: string }) => r.name === 'leader');
+    expect(leader.instances[0].attributes.input.value).toBe('hello');
+  });
+});
+
+describe('Resources', () => {
+  it('lists the current instances with type, module and address filters', async () => {
+    await open(`#/resources/${APP}`);
+    await page.getByText('5 instances').waitFor();
+    await page.getByLabel('Module').selectOption('module.herd');
+    await page.getByText('3 instances').waitFor();
+    await eventually(
+      () => page.locator('tbody td[data-label="Address"]').allTextContents(),
+      [
+        'module.herd.terraform_data.tag["a"]',
+        'module.herd.terraform_data.tag["b"]',
+        'module.herd.terraform_data.tag["c"]',
+      ],
+    );
+    await page.getByLabel('Module').selectOption('');
+    await page.getByText('2 instances').waitFor();
+    await page.getByLabel('Address glob').fill('*secret');
+    await page.getByText('1 instance', { exact: true }).waitFor();
+    await page.getByLabel('Address glob').fill('nothing*');
+    await page.getByText('No instance matches these filters.').waitFor();
+    await page.getByLabel('Address glob').fill('');
+    await page.getByLabel('Module').selectOption('*');
+    await page.getByText('5 instances').waitFor();
+    await shot('resources');
+  });
+
+  it('shows an instance with its attributes, lifecycle and dependents', async () => {
+    await open(`#/resources/${APP}`);
+    await page.getByRole('link', { name: 'terraform_data.leader' }).click();
+    await page.getByRole('heading', { name: 'terraform_data.leader' }).waitFor();
+    await expect(page.locator('table.attributes').textContent()).resolves.toContain(
+      'changed-by-hand',
+    );
+    const lifecycles = page.locator('table', { has: page.getByText('Lifecycles, oldest first') });
+    await expect(lifecycles.locator('tbody tr td:first-child').allTextContents()).resolves.toEqual([
+      'v1 → v2',
+      'v2 → v3',
+      'v3 → now',
+    ]);
+    await page.getByRole('heading', { name: 'Depended on by (3)' }).waitFor();
+    await expect(page.locator('.columns li').allTextContents()).resolves.toEqual([
+      'module.herd.terraform_data.tag["a"]',
+      'module.herd.terraform_data.tag["b"]',
+      'module.herd.terraform_data.tag["c"]',
+    ]);
+    await expect(page.locator('.graph line').count()).resolves.toBe(3);
+    await shot('instance');
+    await page.getByRole('link', { name: 'module.herd.terraform_data.tag["b"]' }).click();
+    await page.getByRole('heading', { name: 'Depends on (1)' }).waitFor();
+    await expect(page.locator('.columns li').first().textContent()).resolves.toBe(
+      'terraform_data.leader (1 instances)',
+    );
+  });
+
+  it('masks sensitive attributes until revealed', async () => {
+    await open(`#/instance/${APP}?address=terraform_data.secret`);
+    const input = page.locator('table.attributes tr', { hasText: 'input' });
+    await expect(input.locator('td').textContent()).resolves.toBe('(sensitive value)');
+    await page.getByRole('button', { name: 'Reveal sensitive values' }).click();
+    await expect(input.locator('td').textContent()).resolves.toContain('s3cret-two');
+  });
+});
+
+describe('Drift', () => {
+  it('groups drift by type and module with before/after values and the run that found it', async () => {
+    await open('#/drift');
+    await page.getByRole('heading', { name: 'terraform_data · (root) (1)' }).waitFor();
+    const row = page.locator('.drift-list li').first();
+    await expect(row.locator('p').textContent()).resolves.toMatch(
+      /^terraform_data\.leader in ui\/app, found in version 3 by refresh run [0-9a-f]{8}$/,
+    );
+    await expect(
+      row
+        .getByRole('row', { name: /^input/ })
+        .locator('td')
+        .allTextContents(),
+    ).resolves.toEqual(['"bonjour"', '"changed-by-hand"']);
+    await expect(
+      page.locator('section', { hasText: 'Refresh runs that found drift' }).last().textContent(),
+    ).resolves.toMatch(/on ui\/app: 1 changed of 1 checked, succeeded, by nightly-refresh/);
+    await shot('drift');
+  });
+});
+
+describe('Runs and locks', () => {
+  it('lists refresh runs and force-unlocks a real terraform lock after a confirmation', async () => {
+    await open('#/runs');
+    const run = page.locator('tbody tr', { hasText: 'nightly-refresh' });
+    await expect(run.locator('td[data-label="Status"]').textContent()).resolves.toBe('succeeded');
+    await expect(run.locator('td[data-label="Versions"]').textContent()).resolves.toBe('v2 → v3');
+    const lock = page.locator('tbody tr', { hasText: LOCKED });
+    await expect(lock.locator('td[data-label="Operation"]').textContent()).resolves.toBe(
+      'OperationTypeApply',
+    );
+    await shot('runs');
+    await lock.getByRole('button', { name: 'Force unlock…' }).click();
+    const dialog = page.getByRole('dialog', { name: `Force-unlock ${LOCKED}?` });
+    await dialog.waitFor();
+    await shot('runs-unlock');
+    // Cancel changes nothing.
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    expect((await api<{ locks: unknown[] }>('GET', '/v1/api/locks')).locks).toHaveLength(1);
+    await lock.getByRole('button', { name: 'Force unlock…' }).click();
+    await dialog.getByRole('button', { name: 'Release this lock' }).click();
+    await page.getByText(/^Released lock [0-9a-f-]+ on ui\/locked\.$/).waitFor();
+    await page.getByText('No state is locked.').waitFor();
+    expect((await api<{ locks: unknown[] }>('GET', '/v1/api/locks')).locks).toEqual([]);
+    // Terraform can take the lock again.
+    const plan = await tf(lockedDir(), ['plan', '-input=false', '-detailed-exitcode']);
+    expect({ code: plan.code, out: plan.out }).toEqual({ code: 2, out: expect.any(String) });
+  });
+});
+
+describe('Query', () => {
+  it('runs an example query from docs/sql.md and downloads the result as CSV', async () => {
+    await open('#/query');
+    await page.getByRole('button', { name: 'What drifted, and where' }).click();
+    await expect(page.getByLabel('SQL').inputValue()).resolves.toMatch(
+      /FROM current_resource_drift/,
+    );
+    await page.getByRole('button', { name: /^Run/ }).click();
+    await page.getByText('1 rows').waitFor();
+    await expect(page.locator('table.result tbody td').allTextContents()).resolves.toEqual([
+      APP,
+      'terraform_data.leader',
+      '["input","output"]',
+    ]);
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByRole('button', { name: 'Download CSV' }).click(),
+    ]);
+    expect(fs.readFileSync(await download.path(), 'utf8')).toBe(
+      'state_name,address,changed_paths\r\nui/app,terraform_data.leader,"[""input"",""output""]"\r\n',
+    );
+    await shot('query');
+  });
+
+  it('shows the database’s refusal of a write', async () => {
+    await open('#/query');
+    await page.getByLabel('SQL').fill('DELETE FROM states');
+    await page.getByLabel('SQL').press('Control+Enter');
+    await expect(page.getByRole('alert').textContent()).resolves.toMatch(/QUERY\.FORBIDDEN/);
+  });
+});
+
+describe('Tokens, errors and live updates', () => {
+  it('asks for a token on 401 and sends it as a bearer token from then on', async () => {
+    const tab = await context.newPage();
+    const seen: (string | undefined)[] = [];
+    await tab.route('**/v1/dashboard/states', async (route) => {
+      const auth = route.request().headers().authorization;
+      seen.push(auth);
+      if (auth === 'Bearer kl_test_token') return route.continue();
+      await route.fulfill({
+        status: 401,
+        contentType: 'application/json',
+        body: JSON.stringify({ error: { code: 'AUTH.REQUIRED', message: 'a token is required' } }),
+      });
+    });
+    await tab.goto(`${kld.url}/ui/#/states`);
+    const dialog = tab.getByRole('dialog', { name: 'kld wants a token' });
+    await dialog.waitFor();
+    await dialog.getByLabel('Token').fill('kl_test_token');
+    await dialog.getByRole('button', { name: 'Use token' }).click();
+    await tab.getByRole('link', { name: APP }).waitFor();
+    expect(seen[0]).toBeUndefined();
+    expect(seen[seen.length - 1]).toBe('Bearer kl_test_token');
+    await expect(tab.evaluate(() => sessionStorage.getItem('kilolock.token'))).resolves.toBe(
+      'kl_test_token',
+    );
+    await tab.close();
+  });
+
+  it('says so when kld fails, and offers to try again', async () => {
+    const tab = await context.newPage();
+    await tab.route('**/v1/dashboard/states', (route) =>
+      route.fulfill({
+        status: 503,
+        contentType: 'application/json',
+        body: JSON.stringify({ error: { code: 'SERVER.UNAVAILABLE', message: 'database down' } }),
+      }),
+    );
+    await tab.goto(`${kld.url}/ui/#/states`);
+    await expect(tab.getByRole('alert').textContent()).resolves.toBe(
+      'Error 503 SERVER.UNAVAILABLE: database downTry again',
+    );
+    await tab.unroute('**/v1/dashboard/states');
+    await tab.getByRole('button', { name: 'Try again' }).click();
+    await tab.getByRole('link', { name: APP }).waitFor();
+    await tab.close();
+  });
+
+  it('shows a new terraform write without a reload', async () => {
+    await open(`#/state/${APP}`);
+    await page.locator('table.timeline tbody tr').nth(2).waitFor();
+    await applyApp('hola', 's3cret-two', ['a', 'b', 'c']);
+    await page.locator('table.timeline tbody tr').nth(3).waitFor({ timeout: 15_000 });
+    await expect(
+      page.locator('table.timeline tbody tr').first().locator('td').first().textContent(),
+    ).resolves.toBe('4');
+  });
+});
+
+describe('kld serving /ui', () => {
+  it('serves only the built files, with a policy that allows nothing from elsewhere', async () => {
+    const index = await fetch(`${kld.url}/ui`);
+    expect(index.status).toBe(200);
+    expect(index.headers.get('content-security-policy')).toMatch(
+      /default-src 'none'; script-src 'self'/,
+    );
+    const other = await fetch(`${kld.url}/ui/..%2Fpackage.json`);
+    expect(other.status).toBe(404);
+    expect(await other.json()).toEqual({
+      error: {
+        code: 'REQUEST.NOT_FOUND',
+        message: expect.stringMatching(/^no such dashboard file/),
+      },
+    });
+  });
+});
+
+describe('the dashboard routes', () => {
+  const get = async (route: string) => {
+    const res = await fetch(`${kld.url}${route}`);
+    return { status: res.status, body: await res.json() };
+  };
+
+  it('page a state’s resources with the total and the values each filter can take', async () => {
+    const page2 = await get(`/v1/dashboard/resources?state=${APP}&limit=2&offset=2`);
+    expect(page2.status).toBe(200);
+    expect(page2.body.total).toBe(5);
+    expect(page2.body.rows.map((r: { address: string }) => r.address)).toEqual([
+      'module.herd.terraform_data.tag["c"]',
+      'terraform_data.leader',
+    ]);
+    expect(page2.body.facets.modules).toEqual([
+      { value: '', count: 2 },
+      { value: 'module.herd', count: 3 },
+    ]);
+    const past = await get(`/v1/dashboard/resources?state=${APP}&offset=50`);
+    expect(past.body).toMatchObject({ total: 5, rows: [] });
+  });
+
+  it('refuse bad parameters and unknown states with an error and no data', async () => {
+    const invalid = (message: RegExp) => ({
+      status: 400,
+      body: { error: { code: 'REQUEST.INVALID', message: expect.stringMatching(message) } },
+    });
+    expect(await get(`/v1/dashboard/resources?state=${APP}&limit=0`)).toEqual(
+      invalid(/limit must be an integer from 1 to 500/),
+    );
+    expect(await get(`/v1/dashboard/resources?state=${APP}&offset=-1`)).toEqual(
+      invalid(/offset must be an integer/),
+    );
+    expect(await get(`/v1/dashboard/resources?state=${APP}&type=a&type=b`)).toEqual(
+      invalid(/type must be given once/),
+    );
+    expect(await get(`/v1/dashboard/dependencies?state=${APP}`)).toEqual(
+      invalid(/address is required/),
+    );
+    expect(await get('/v1/dashboard/changes')).toEqual(invalid(/state name/));
+    expect(await get('/v1/dashboard/changes?state=no/such')).toEqual({
+      status: 404,
+      body: { error: { code: 'STATE.NOT_FOUND', message: 'no state named "no/such"' } },
+    });
+    expect(
+      await get(`/v1/dashboard/dependencies?state=${APP}&address=terraform_data.nope`),
+    ).toEqual({
+      status: 404,
+      body: {
+        error: {
+          code: 'RESOURCE.NOT_FOUND',
+          message: 'state "ui/app" has no resource terraform_data.nope',
+        },
+      },
+    });
+  });
+});
