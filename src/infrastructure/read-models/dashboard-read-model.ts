@@ -84,6 +84,20 @@ export interface DriftRow {
 }
 
 const MAX_DEPENDENTS = 200;
+
+/** The Resources page's filters, as $2…$5 after the state id (filterParams). */
+const FILTERS = `($2::text IS NULL OR type = $2) AND ($3::text IS NULL OR module_path = $3)
+  AND ($4::text IS NULL OR provider = $4) AND ($5::text IS NULL OR address LIKE $5 ESCAPE '\\')`;
+
+function filterParams(stateId: string, filter: ResourceFilter): (string | null)[] {
+  return [
+    stateId,
+    filter.type ?? null,
+    filter.module ?? null,
+    filter.provider ?? null,
+    filter.addressGlob ? globToLike(filter.addressGlob) : null,
+  ];
+}
 const MAX_DRIFT_ROWS = 5000;
 
 /**
@@ -178,45 +192,32 @@ export class DashboardReadModel {
     limit: number,
   ): Promise<ResourcePage> {
     const stateId = await this.stateId(state);
-    const rows = await this.db.query<{
-      address: string;
-      resource_address: string;
-      mode: string;
-      type: string;
-      module_path: string;
-      provider: string;
-      status: string | null;
-      create_version: number;
-      total: string;
-    }>(
-      `SELECT address, resource_address, mode, type, module_path, provider, status, create_version,
-              count(*) OVER () AS total
-         FROM resources
-        WHERE state_id = $1 AND delete_version IS NULL
-          AND ($2::text IS NULL OR type = $2) AND ($3::text IS NULL OR module_path = $3)
-          AND ($4::text IS NULL OR provider = $4)
-          AND ($5::text IS NULL OR address LIKE $5 ESCAPE '\\')
-        ORDER BY address LIMIT $6 OFFSET $7`,
-      [
-        stateId,
-        filter.type ?? null,
-        filter.module ?? null,
-        filter.provider ?? null,
-        filter.addressGlob ? globToLike(filter.addressGlob) : null,
-        limit,
-        offset,
-      ],
-    );
-    const combos = await this.db.query<{
-      type: string;
-      module_path: string;
-      provider: string;
-      n: number;
-    }>(
-      `SELECT type, module_path, provider, count(*)::int AS n FROM resources
-        WHERE state_id = $1 AND delete_version IS NULL GROUP BY 1, 2, 3`,
-      [stateId],
-    );
+    // The page and the count apart: a window count would read and sort every row first,
+    // where the page alone walks the live-address index and stops after `limit`.
+    const [rows, total, combos] = await Promise.all([
+      this.db.query<{
+        address: string;
+        resource_address: string;
+        mode: string;
+        type: string;
+        module_path: string;
+        provider: string;
+        status: string | null;
+        create_version: number;
+      }>(
+        `SELECT address, resource_address, mode, type, module_path, provider, status, create_version
+           FROM resources
+          WHERE state_id = $1 AND delete_version IS NULL AND ${FILTERS}
+          ORDER BY address LIMIT $6 OFFSET $7`,
+        [...filterParams(stateId, filter), limit, offset],
+      ),
+      this.count(stateId, filter),
+      this.db.query<{ type: string; module_path: string; provider: string; n: number }>(
+        `SELECT type, module_path, provider, count(*)::int AS n FROM resources
+          WHERE state_id = $1 AND delete_version IS NULL GROUP BY 1, 2, 3`,
+        [stateId],
+      ),
+    ]);
     const facet = (key: 'type' | 'module_path' | 'provider'): Facet[] => {
       const counts = new Map<string, number>();
       for (const c of combos) counts.set(c[key], (counts.get(c[key]) ?? 0) + c.n);
@@ -225,8 +226,7 @@ export class DashboardReadModel {
         .sort((a, b) => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0));
     };
     return {
-      // Past the last page the window function has no row to ride on.
-      total: rows.length > 0 ? Number(rows[0].total) : await this.count(stateId, filter),
+      total,
       offset,
       rows: rows.map((r) => ({
         address: r.address,
@@ -320,17 +320,8 @@ export class DashboardReadModel {
   private async count(stateId: string, filter: ResourceFilter): Promise<number> {
     const rows = await this.db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM resources
-        WHERE state_id = $1 AND delete_version IS NULL
-          AND ($2::text IS NULL OR type = $2) AND ($3::text IS NULL OR module_path = $3)
-          AND ($4::text IS NULL OR provider = $4)
-          AND ($5::text IS NULL OR address LIKE $5 ESCAPE '\\')`,
-      [
-        stateId,
-        filter.type ?? null,
-        filter.module ?? null,
-        filter.provider ?? null,
-        filter.addressGlob ? globToLike(filter.addressGlob) : null,
-      ],
+        WHERE state_id = $1 AND delete_version IS NULL AND ${FILTERS}`,
+      filterParams(stateId, filter),
     );
     return rows[0].n;
   }
