@@ -13,9 +13,11 @@ export interface Loaded<T> {
 
 /**
  * GETs `path` (null: nothing to load), keeps the last answer while asking
- * again, and asks again every POLL_MS while the tab is visible.
+ * again, and asks again every POLL_MS while the tab is visible. With
+ * `keep`, the answer for the previous path stays shown until the new one
+ * arrives (another page of the same list, not another list).
  */
-export function useApi<T>(path: string | null, poll = true): Loaded<T> {
+export function useApi<T>(path: string | null, poll = true, keep = false): Loaded<T> {
   const [state, setState] = useState<{
     data: T | null;
     error: ApiError | null;
@@ -34,7 +36,9 @@ export function useApi<T>(path: string | null, poll = true): Loaded<T> {
     }
     let cancelled = false;
     setState((s) =>
-      s.path === path ? { ...s, loading: true } : { data: null, error: null, loading: true, path },
+      s.path === path || keep
+        ? { ...s, loading: true }
+        : { data: null, error: null, loading: true, path },
     );
     getJson<T>(path).then(
       (data) => !cancelled && setState({ data, error: null, loading: false, path }),
@@ -50,7 +54,7 @@ export function useApi<T>(path: string | null, poll = true): Loaded<T> {
     return () => {
       cancelled = true;
     };
-  }, [path, tick]);
+  }, [path, tick, keep]);
 
   useEffect(() => {
     if (!poll || path === null) return;
@@ -60,7 +64,7 @@ export function useApi<T>(path: string | null, poll = true): Loaded<T> {
     return () => clearInterval(timer);
   }, [path, poll]);
 
-  const fresh = state.path === path;
+  const fresh = state.path === path || (keep && state.data !== null && path !== null);
   return {
     data: fresh ? state.data : null,
     error: fresh ? state.error : null,

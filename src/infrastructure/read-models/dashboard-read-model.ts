@@ -132,7 +132,10 @@ export class DashboardReadModel {
               l.lock_id, l.who, l.operation, l.acquired_at, l.acquired_by, d.drift_count
          FROM states s
          LEFT JOIN state_versions v ON v.state_id = s.state_id AND v.version = s.current_version
-         LEFT JOIN state_locks l ON l.state_id = s.state_id
+         -- The oldest holder when several share a state (plans lock it together).
+         LEFT JOIN LATERAL (SELECT lock_id, who, operation, acquired_at, acquired_by
+                              FROM state_locks WHERE state_id = s.state_id
+                             ORDER BY acquired_at, lock_id LIMIT 1) l ON true
          LEFT JOIN (SELECT state_id, count(*)::int AS drift_count
                       FROM current_resource_drift GROUP BY state_id) d ON d.state_id = s.state_id
         WHERE s.deleted_at IS NULL AND (s.current_version > 0 OR l.lock_id IS NOT NULL)

@@ -23,6 +23,8 @@ export function ResourcesPage({ name, route }: { name: string; route: Route }) {
           limit: PAGE,
         })}${p.get('module') === ROOT ? '&module=' : ''}`
       : null,
+    true,
+    true,
   );
   const set = (params: Record<string, string | undefined>) =>
     replaceParams(route, { ...params, offset: undefined });

@@ -180,7 +180,7 @@ function LockTable({
           </thead>
           <tbody>
             {locks.map((l) => (
-              <tr key={l.name}>
+              <tr key={`${l.name} ${l.lockId}`}>
                 <td data-label="State">
                   <a href={href(['state', l.name])}>{l.name}</a>
                 </td>
