@@ -661,18 +661,21 @@ describe('the dashboard routes', () => {
       body: { error: { code: 'REQUEST.INVALID', message: expect.stringMatching(message) } },
     });
     expect(await get(`/v1/dashboard/resources?state=${APP}&limit=0`)).toEqual(
-      invalid(/limit must be an integer from 1 to 500/),
+      invalid(/^limit must be an integer from 1 to 500$/),
     );
     expect(await get(`/v1/dashboard/resources?state=${APP}&offset=-1`)).toEqual(
-      invalid(/offset must be an integer/),
+      invalid(/^offset must be a non-negative integer$/),
     );
     expect(await get(`/v1/dashboard/resources?state=${APP}&type=a&type=b`)).toEqual(
-      invalid(/type must be given once/),
+      invalid(/^type must be a string$/),
     );
     expect(await get(`/v1/dashboard/dependencies?state=${APP}`)).toEqual(
-      invalid(/address is required/),
+      invalid(/^address must be a string$/),
     );
-    expect(await get('/v1/dashboard/changes')).toEqual(invalid(/state name/));
+    expect(await get('/v1/dashboard/changes')).toEqual(invalid(/^state must be a state name$/));
+    expect(await get(`/v1/dashboard/resources?state=${APP}&sort=address`)).toEqual(
+      invalid(/^sort is not a known member$/),
+    );
     expect(await get('/v1/dashboard/changes?state=no/such')).toEqual({
       status: 404,
       body: { error: { code: 'STATE.NOT_FOUND', message: 'no state named "no/such"' } },

@@ -1,5 +1,4 @@
 import { Controller, Get, Query } from '@nestjs/common';
-import { DomainError } from '../../domain/shared/domain-error';
 import {
   DashboardReadModel,
   DashboardState,
@@ -8,9 +7,11 @@ import {
   ResourcePage,
   VersionChanges,
 } from '../read-models/dashboard-read-model';
-import { stateNameFrom } from './state-name';
-
-const MAX_PAGE = 500;
+import {
+  DashboardDependenciesQueryDto,
+  DashboardResourcesQueryDto,
+  DashboardStateQueryDto,
+} from './dto/dashboard.dto';
 
 /** The read routes only the web dashboard (`/ui`) needs; see docs/api.md. */
 @Controller('v1/dashboard')
@@ -23,31 +24,29 @@ export class DashboardController {
   }
 
   @Get('changes')
-  async changes(@Query() query: Record<string, unknown>): Promise<{ changes: VersionChanges[] }> {
-    return { changes: await this.read.changes(stateNameFrom(one(query, 'state'))) };
+  async changes(@Query() query: DashboardStateQueryDto): Promise<{ changes: VersionChanges[] }> {
+    return { changes: await this.read.changes(query.state) };
   }
 
   @Get('resources')
-  async resources(@Query() query: Record<string, unknown>): Promise<ResourcePage> {
+  async resources(@Query() query: DashboardResourcesQueryDto): Promise<ResourcePage> {
     return this.read.resources(
-      stateNameFrom(one(query, 'state')),
+      query.state,
       {
-        type: one(query, 'type'),
-        // `module=` (empty) is the root module's path.
-        module: query.module === '' ? '' : one(query, 'module'),
-        provider: one(query, 'provider'),
-        addressGlob: one(query, 'address_glob'),
+        // An empty filter is no filter, except `module=`: the root module's path is ''.
+        type: query.type || undefined,
+        module: query.module,
+        provider: query.provider || undefined,
+        addressGlob: query.address_glob || undefined,
       },
-      integer(query, 'offset', 0, Number.MAX_SAFE_INTEGER) ?? 0,
-      integer(query, 'limit', 1, MAX_PAGE) ?? 100,
+      query.offset ?? 0,
+      query.limit ?? 100,
     );
   }
 
   @Get('dependencies')
-  async dependencies(@Query() query: Record<string, unknown>): Promise<Neighbours> {
-    const address = one(query, 'address');
-    if (address === undefined) throw invalid('address is required');
-    return this.read.neighbours(stateNameFrom(one(query, 'state')), address);
+  async dependencies(@Query() query: DashboardDependenciesQueryDto): Promise<Neighbours> {
+    return this.read.neighbours(query.state, query.address);
   }
 
   @Get('drift')
@@ -55,29 +54,4 @@ export class DashboardController {
     const { rows, truncated } = await this.read.drift();
     return { drift: rows, truncated };
   }
-}
-
-/** A query parameter given at most once; `''` counts as absent (an empty filter). */
-function one(query: Record<string, unknown>, name: string): string | undefined {
-  const value = query[name];
-  if (value === undefined || value === '') return undefined;
-  if (typeof value !== 'string') throw invalid(`${name} must be given once`);
-  return value;
-}
-
-function integer(
-  query: Record<string, unknown>,
-  name: string,
-  min: number,
-  max: number,
-): number | undefined {
-  const value = one(query, name);
-  if (value === undefined) return undefined;
-  const n = /^\d{1,16}$/.test(value) ? Number(value) : NaN;
-  if (!(n >= min && n <= max)) throw invalid(`${name} must be an integer from ${min} to ${max}`);
-  return n;
-}
-
-function invalid(message: string): DomainError {
-  return new DomainError('REQUEST.INVALID', message);
 }
