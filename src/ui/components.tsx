@@ -223,3 +223,8 @@ export function globMatcher(glob: string): (s: string) => boolean {
   );
   return (s) => re.test(s);
 }
+
+/** `1 instance`, `2 instances`, `1,000 states`. */
+export function plural(n: number, word: string): string {
+  return `${n.toLocaleString('en')} ${word}${n === 1 ? '' : 's'}`;
+}

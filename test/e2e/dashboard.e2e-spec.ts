@@ -533,7 +533,7 @@ describe('Query', () => {
       /FROM current_resource_drift/,
     );
     await page.getByRole('button', { name: /^Run/ }).click();
-    await page.getByText('1 rows').waitFor();
+    await page.getByText('1 row', { exact: true }).waitFor();
     await expect(page.locator('table.result tbody td').allTextContents()).resolves.toEqual([
       APP,
       'terraform_data.leader',

@@ -1,7 +1,7 @@
 import { touchesSensitive } from '../../domain/cty/mask-sensitive';
 import { changedValues } from '../../domain/terraform/changed-paths';
 import type { JsonValue } from '../../domain/terraform/json-value';
-import { Empty, Guard, Reveal, useToggle, Value, When } from '../components';
+import { Empty, Guard, plural, Reveal, useToggle, Value, When } from '../components';
 import { href, replaceParams, Route, useApi } from '../hooks';
 import type { DashboardState, DriftRow, RefreshRun } from '../types';
 
@@ -52,7 +52,7 @@ export function DriftPage({ route }: { route: Route }) {
           return (
             <>
               <p class="summary">
-                {rows.length} drifted instances in {groups.size} groups
+                {plural(rows.length, 'drifted instance')} in {plural(groups.size, 'group')}
                 {truncated && ' (the first 5,000)'}
               </p>
               {[...groups].map(([key, items]) => (

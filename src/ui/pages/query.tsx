@@ -56,7 +56,7 @@ export function QueryPage() {
           />
           <div class="actions">
             <button type="button" class="primary" onClick={() => void run()} disabled={running}>
-              Run <span class="muted">(Ctrl+Enter)</span>
+              Run <span class="hint">(Ctrl+Enter)</span>
             </button>
             {result && (
               <button
@@ -101,7 +101,8 @@ function ResultTable({ result }: { result: QueryResult }) {
   return (
     <>
       <p class="summary" role="status">
-        {result.rows.length} rows{result.truncated && ` (truncated at ${MAX_ROWS})`}
+        {result.rows.length} row{result.rows.length === 1 ? '' : 's'}
+        {result.truncated && ` (truncated at ${MAX_ROWS})`}
       </p>
       <div class="table-wrap">
         <table class="result">
