@@ -16,6 +16,7 @@ export interface DashboardState {
     since: string;
     by: string;
   } | null;
+  applyRuns: { count: number; holders: string[] };
   driftCount: number;
 }
 
@@ -151,6 +152,35 @@ export interface Lock {
   acquiredAt: string;
   acquiredBy: string;
   info: Record<string, unknown>;
+  /** `read` for a plan's shared lock. */
+  mode?: string;
+}
+
+export interface Reservation {
+  id: string;
+  state: string;
+  kind: 'apply' | 'terraform-lock' | 'terraform-plan';
+  run_id: string | null;
+  glob: string;
+  mode: 'read' | 'write';
+  actor: string;
+  acquired_at: string;
+  expires_at: string | null;
+}
+
+export interface ApplyRun {
+  run_id: string;
+  state: string;
+  actor: string;
+  status: string;
+  lane: string;
+  base_version: number;
+  write_set: string[];
+  started_at: string;
+  finished_at: string | null;
+  counters: { add: number; change: number; destroy: number } | null;
+  committed_version: number | null;
+  error_summary: string | null;
 }
 
 export interface QueryResult {

@@ -29,6 +29,7 @@ let tfEnv: NodeJS.ProcessEnv;
 let browser: Browser;
 let context: BrowserContext;
 let page: Page;
+let runningApply: string;
 const running = new Set<ChildProcess>();
 
 interface Run {
@@ -149,6 +150,33 @@ async function recordDrift(): Promise<void> {
   });
 }
 
+/**
+ * Two `kl apply` runs over the apply-run API: one failed, one still running
+ * and holding reservations (aborted by the Runs test, before the last apply).
+ */
+async function startApplyRuns(): Promise<string> {
+  const { versions } = await api<{ versions: { version: number }[] }>(
+    'GET',
+    `/v1/api/states/${APP}/history`,
+  );
+  const base = versions[versions.length - 1].version;
+  const failed = await api<{ run_id: string }>('POST', `/v1/api/states/${APP}/apply-runs`, {
+    base_version: base,
+    write: ['terraform_data.secret'],
+  });
+  await api('POST', `/v1/api/states/${APP}/apply-runs/${failed.run_id}/finish`, {
+    status: 'failed',
+    error_summary: 'terraform apply failed',
+  });
+  const running = await api<{ run_id: string }>('POST', `/v1/api/states/${APP}/apply-runs`, {
+    base_version: base,
+    write: ['module.herd.*'],
+    read: ['terraform_data.leader'],
+    lease_seconds: 900,
+  });
+  return running.run_id;
+}
+
 /** An apply killed while it holds the lock: the stale lock an operator has to clear. */
 async function leaveStaleLock(): Promise<void> {
   const apply = tf(lockedDir(), ['apply', '-auto-approve', '-input=false'], 120_000);
@@ -252,6 +280,7 @@ resource "terraform_data" "slow" {
   await applyApp('hello', 's3cret-one', ['a', 'b']);
   await applyApp('bonjour', 's3cret-two', ['a', 'b', 'c']);
   await recordDrift();
+  runningApply = await startApplyRuns();
   await leaveStaleLock();
 
   context = await browser.newContext({
@@ -280,9 +309,12 @@ describe('States', () => {
       /^nightly-refresh \(refresh\)/,
     );
     await expect(app.locator('td[data-label="Drift"]').textContent()).resolves.toBe('1 drifted');
+    await expect(app.locator('td[data-label="Lock / runs"]').textContent()).resolves.toBe(
+      ' 1 apply run: nightly-refresh',
+    );
     const locked = page.getByRole('row').filter({ has: page.getByRole('link', { name: LOCKED }) });
-    await expect(locked.locator('td[data-label="Lock"]').textContent()).resolves.toMatch(
-      /^locked by \S+ (just now|\d+ s ago)$/,
+    await expect(locked.locator('td[data-label="Lock / runs"]').textContent()).resolves.toMatch(
+      /^locked by \S+ (just now|\d+ s ago) $/,
     );
     await expect(locked.locator('td[data-label="Last write"]').textContent()).resolves.toBe(
       'never written',
@@ -496,13 +528,46 @@ describe('Drift', () => {
   });
 });
 
+const table = (caption: string) =>
+  page.locator('table', { has: page.locator('caption', { hasText: caption }) });
+
 describe('Runs and locks', () => {
+  it('lists apply runs and the reservations a running one holds, until it ends', async () => {
+    await open('#/runs');
+    const runs = table('Apply runs');
+    await runs.locator('tbody tr').first().waitFor();
+    await expect(runs.locator('td[data-label="Status"]').allTextContents()).resolves.toEqual([
+      'running',
+      'failed terraform apply failed',
+    ]);
+    const reservations = table('Reservations held by apply runs');
+    await expect(
+      reservations.locator('tbody tr').evaluateAll((rows) =>
+        rows.map((r) =>
+          [...r.querySelectorAll('td')]
+            .slice(0, 5)
+            .map((td) => td.textContent)
+            .join(' | '),
+        ),
+      ),
+    ).resolves.toEqual([
+      `${APP} | module.herd.* | write | ${runningApply.slice(0, 8)} | nightly-refresh`,
+      `${APP} | terraform_data.leader | read | ${runningApply.slice(0, 8)} | nightly-refresh`,
+    ]);
+    await api('POST', `/v1/api/apply-runs/${runningApply}/abort`, {});
+    await page.getByText('No apply run holds a reservation.').waitFor({ timeout: 15_000 });
+    await eventually(
+      () => runs.locator('td[data-label="Status"]').allTextContents(),
+      ['aborted aborted by nightly-refresh', 'failed terraform apply failed'],
+    );
+  });
+
   it('lists refresh runs and force-unlocks a real terraform lock after a confirmation', async () => {
     await open('#/runs');
-    const run = page.locator('tbody tr', { hasText: 'nightly-refresh' });
+    const run = table('Refresh runs').locator('tbody tr', { hasText: 'nightly-refresh' });
     await expect(run.locator('td[data-label="Status"]').textContent()).resolves.toBe('succeeded');
     await expect(run.locator('td[data-label="Versions"]').textContent()).resolves.toBe('v2 → v3');
-    const lock = page.locator('tbody tr', { hasText: LOCKED });
+    const lock = table('Locks held now').locator('tbody tr', { hasText: LOCKED });
     await expect(lock.locator('td[data-label="Operation"]').textContent()).resolves.toBe(
       'OperationTypeApply',
     );
@@ -532,7 +597,7 @@ describe('Query', () => {
     await expect(page.getByLabel('SQL').inputValue()).resolves.toMatch(
       /FROM current_resource_drift/,
     );
-    await page.getByRole('button', { name: /^Run/ }).click();
+    await page.getByRole('button', { name: 'Run (Ctrl+Enter)' }).click();
     await page.getByText('1 row', { exact: true }).waitFor();
     await expect(page.locator('table.result tbody td').allTextContents()).resolves.toEqual([
       APP,

@@ -126,10 +126,13 @@ export class DashboardReadModel {
       acquired_at: Date | null;
       acquired_by: string | null;
       drift_count: number | null;
+      run_count: number | null;
+      run_holders: string[] | null;
     }>(
       `SELECT s.name, s.current_version, s.current_serial, s.terraform_version, s.instance_count,
               s.resource_count, s.updated_at, v.actor, v.source, v.created_at AS written_at,
-              l.lock_id, l.who, l.operation, l.acquired_at, l.acquired_by, d.drift_count
+              l.lock_id, l.who, l.operation, l.acquired_at, l.acquired_by, d.drift_count,
+              a.run_count, a.run_holders
          FROM states s
          LEFT JOIN state_versions v ON v.state_id = s.state_id AND v.version = s.current_version
          -- The oldest holder when several share a state (plans lock it together).
@@ -138,6 +141,11 @@ export class DashboardReadModel {
                              ORDER BY acquired_at, lock_id LIMIT 1) l ON true
          LEFT JOIN (SELECT state_id, count(*)::int AS drift_count
                       FROM current_resource_drift GROUP BY state_id) d ON d.state_id = s.state_id
+         LEFT JOIN (SELECT state_id, count(DISTINCT run_id)::int AS run_count,
+                           array_agg(DISTINCT holder ORDER BY holder) AS run_holders
+                      FROM resource_reservations
+                     WHERE kind = 'apply' AND (expires_at IS NULL OR expires_at > now())
+                     GROUP BY state_id) a ON a.state_id = s.state_id
         WHERE s.deleted_at IS NULL AND (s.current_version > 0 OR l.lock_id IS NOT NULL)
         ORDER BY s.name`,
     );
@@ -163,6 +171,7 @@ export class DashboardReadModel {
               since: r.acquired_at.toISOString(),
               by: r.acquired_by ?? '',
             },
+      applyRuns: { count: r.run_count ?? 0, holders: r.run_holders ?? [] },
       driftCount: r.drift_count ?? 0,
     }));
   }

@@ -3,6 +3,7 @@ import { ApiError, postJson, stateApi } from '../api';
 import { ago, duration, Empty, Failure, Guard, When } from '../components';
 import { href, useApi } from '../hooks';
 import type { Lock, RefreshRun } from '../types';
+import { ApplyRuns, Reservations } from './apply';
 
 export function RunsPage() {
   const locks = useApi<{ locks: Lock[] }>('/v1/api/locks');
@@ -32,6 +33,10 @@ export function RunsPage() {
           )
         }
       </Guard>
+      <h2>Apply runs</h2>
+      <ApplyRuns />
+      <h2>Reservations of apply runs</h2>
+      <Reservations />
       <h2>Refresh runs</h2>
       <Guard loaded={runs} what="refresh runs">
         {({ runs: list }) =>
@@ -187,7 +192,10 @@ function LockTable({
                 <td data-label="Held by">
                   {l.who ?? '—'} <span class="muted">({l.acquiredBy})</span>
                 </td>
-                <td data-label="Operation">{l.operation ?? '—'}</td>
+                <td data-label="Operation">
+                  {l.operation ?? '—'}
+                  {l.mode === 'read' && <span class="muted"> (shared with other plans)</span>}
+                </td>
                 <td data-label="Age">
                   <When at={l.acquiredAt} />
                 </td>

@@ -1,4 +1,14 @@
-import { Column, Empty, globMatcher, Guard, Pager, SortTable, sortRows, When } from '../components';
+import {
+  Column,
+  Empty,
+  globMatcher,
+  Guard,
+  Pager,
+  plural,
+  SortTable,
+  sortRows,
+  When,
+} from '../components';
 import { href, replaceParams, Route, useApi } from '../hooks';
 import type { DashboardState } from '../types';
 
@@ -48,16 +58,25 @@ const COLUMNS: Column<DashboardState>[] = [
   },
   {
     key: 'lock',
-    label: 'Lock',
+    label: 'Lock / runs',
     render: (s) =>
-      s.lock ? (
-        <span class="badge warn" title={`lock ${s.lock.id}`}>
-          locked by {s.lock.who ?? s.lock.by} <When at={s.lock.since} />
-        </span>
+      s.lock || s.applyRuns.count > 0 ? (
+        <>
+          {s.lock && (
+            <span class="badge warn" title={`lock ${s.lock.id}`}>
+              locked by {s.lock.who ?? s.lock.by} <When at={s.lock.since} />
+            </span>
+          )}{' '}
+          {s.applyRuns.count > 0 && (
+            <span class="badge" title="apply runs holding reservations">
+              {plural(s.applyRuns.count, 'apply run')}: {s.applyRuns.holders.join(', ')}
+            </span>
+          )}
+        </>
       ) : (
         <span class="muted">free</span>
       ),
-    sort: (s) => (s.lock ? 1 : 0),
+    sort: (s) => (s.lock ? 2 : 0) + (s.applyRuns.count > 0 ? 1 : 0),
   },
   {
     key: 'drift',
