@@ -1,3 +1,4 @@
+import { useState } from 'preact/hooks';
 import { query } from '../api';
 import { Empty, Guard, Pager } from '../components';
 import { href, replaceParams, Route, useApi } from '../hooks';
@@ -8,7 +9,13 @@ const PAGE = 100;
 const ROOT = '(root)';
 
 export function ResourcesPage({ name, route }: { name: string; route: Route }) {
-  const states = useApi<{ states: DashboardState[] }>('/v1/dashboard/states', false);
+  // The list of every state only fills the picker: asked for when it is needed, so a big
+  // state's page does not wait on it.
+  const [picking, setPicking] = useState(!name);
+  const states = useApi<{ states: DashboardState[] }>(
+    picking ? '/v1/dashboard/states' : null,
+    false,
+  );
   const p = route.params;
   const offset = Number(p.get('offset') ?? 0) || 0;
   const page = useApi<ResourcePage>(
@@ -36,9 +43,12 @@ export function ResourcesPage({ name, route }: { name: string; route: Route }) {
           State{' '}
           <select
             value={name}
+            onFocus={() => setPicking(true)}
+            onPointerDown={() => setPicking(true)}
             onChange={(e) => (location.hash = href(['resources', e.currentTarget.value]))}
           >
             <option value="">Choose a state…</option>
+            {name && !states.data && <option value={name}>{name}</option>}
             {(states.data?.states ?? []).map((s) => (
               <option key={s.name} value={s.name}>
                 {s.name}
