@@ -9,6 +9,12 @@ import { migrate } from './infrastructure/postgres/migrator';
 import { ServerRunningError, withoutServer } from './infrastructure/postgres/serving-lock';
 import { redactUrls } from './infrastructure/logging/redact';
 import { openDatabase, openMaintenance, startServer } from './app/server';
+import { NestFactory } from '@nestjs/core';
+import { CommandBus } from '@nestjs/cqrs';
+import { TokenAdminModule } from './app/kilolock.module';
+import { CreateTokenCommand } from './application/auth/token-commands';
+import { expiryFrom } from './infrastructure/auth/expiry';
+import { NestLogger } from './infrastructure/logging/nest-logger';
 import { Notifier } from './infrastructure/postgres/notifier';
 import type { ProjectionRunner } from './projections/projection-runner';
 import { DomainError } from './domain/shared/domain-error';
@@ -145,6 +151,58 @@ async function skipEvent(
   }
 }
 
+const TOKEN_ON_SERVER =
+  'create it through the server instead: kl token create (needs an admin token)';
+
+/** Bootstrap: a token written straight to the database, before any token can call the API. */
+async function createToken(
+  config: Config,
+  logger: Logger,
+  opts: { name: string; scope: string[]; expires?: string; certSubject?: string },
+): Promise<void> {
+  try {
+    await withDatabase(config, logger, async (db, url) => {
+      const notifier = new Notifier(url);
+      try {
+        const context = await NestFactory.createApplicationContext(
+          TokenAdminModule.forRuntime({ config, logger, db, notifier }),
+          { logger: new NestLogger(logger), abortOnError: false },
+        );
+        try {
+          const created = await context.get(CommandBus).execute(
+            new CreateTokenCommand({
+              name: opts.name,
+              scopes: opts.scope,
+              expiresAt: opts.expires === undefined ? null : expiryFrom(opts.expires, new Date()),
+              certSubject: opts.certSubject ?? null,
+              caller: { actor: 'kld token create', correlationId: 'kld-token-create' },
+            }),
+          );
+          const what =
+            created.certSubject === null
+              ? 'token'
+              : `identity for certificate "${created.certSubject}"`;
+          process.stderr.write(
+            `kld: ${what} "${created.name}" created with scopes ${created.scopes.join(' ')}` +
+              `${created.expiresAt ? `, expiring ${created.expiresAt}` : ''}` +
+              `${created.secret ? '; the secret below is shown only now' : ''}\n`,
+          );
+          if (created.secret) process.stdout.write(`${created.secret}\n`);
+        } finally {
+          await context.close();
+        }
+      } finally {
+        await notifier.close();
+      }
+    });
+  } catch (err) {
+    if (err instanceof EmbeddedPostgresInUseError) {
+      throw new ServerRunningError(`${err.message}; ${TOKEN_ON_SERVER}`);
+    }
+    throw err;
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
   const program = new Command('kld')
     .description('Kilolock server: Terraform state backend and event-sourced state store')
@@ -188,6 +246,25 @@ async function main(argv: string[]): Promise<void> {
       const config = loadConfig();
       await skipEvent(config, loggerFor(config), projector, position, opts.reason);
     });
+
+  const token = program.command('token').description('manage API tokens (docs/security.md)');
+  token
+    .command('create')
+    .description('create a token in the database directly (bootstrap); prints its secret once')
+    .requiredOption('--name <name>', "the token's name: the actor on everything it does")
+    .option(
+      '--scope <scope...>',
+      'read:GLOB, write:GLOB, admin, query or events (repeatable)',
+      (value: string, prev: string[] = []) => [...prev, value],
+    )
+    .option('--expires <when>', 'a duration (90d) or a date (2027-01-31)')
+    .option('--cert-subject <subject>', 'a client certificate subject (CN=ci) instead of a secret')
+    .action(
+      async (opts: { name: string; scope?: string[]; expires?: string; certSubject?: string }) => {
+        const config = loadConfig();
+        await createToken(config, loggerFor(config), { ...opts, scope: opts.scope ?? [] });
+      },
+    );
 
   await program.parseAsync(argv);
 }

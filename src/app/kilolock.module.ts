@@ -5,6 +5,8 @@ import { ApplyModule } from './apply.module';
 import { ArchiveModule } from './archive.module';
 import { EventsModule } from './events.module';
 import { DashboardModule } from './dashboard.module';
+import { AuthModule } from './auth.module';
+import { AuthProjectionsModule } from './auth-projections.module';
 import { OperationsModule } from './operations.module';
 import { ProjectionsModule } from './projections.module';
 import { QueryModule } from './query.module';
@@ -13,6 +15,7 @@ import { RefreshModule } from './refresh.module';
 import { Runtime, RuntimeModule } from './runtime.module';
 import { StateProjectionsModule } from './state-projections.module';
 import { StateModule } from './state.module';
+import { TokensModule } from './tokens.module';
 
 export type { Runtime };
 
@@ -36,6 +39,7 @@ export const READ_MODELS: readonly Type[] = [
   StateProjectionsModule,
   RefreshProjectionsModule,
   ApplyProjectionsModule,
+  AuthProjectionsModule,
 ];
 
 /** kld serving: every slice, plus health and projection maintenance. */
@@ -44,7 +48,14 @@ export class KilolockModule {
   static forRuntime(runtime: Runtime, slices: readonly Type[] = SLICES): DynamicModule {
     return {
       module: KilolockModule,
-      imports: [RuntimeModule.forRoot(runtime), CqrsModule.forRoot(), OperationsModule, ...slices],
+      // Not a slice: its guard checks every slice's routes, so it is always there.
+      imports: [
+        RuntimeModule.forRoot(runtime),
+        CqrsModule.forRoot(),
+        OperationsModule,
+        AuthModule,
+        ...slices,
+      ],
     };
   }
 }
@@ -60,6 +71,17 @@ export class MaintenanceModule {
     return {
       module: MaintenanceModule,
       imports: [RuntimeModule.forRoot(runtime), ProjectionsModule, ...READ_MODELS],
+    };
+  }
+}
+
+/** `kld token create`: token commands and their read model, and nothing served. */
+@Module({})
+export class TokenAdminModule {
+  static forRuntime(runtime: Runtime): DynamicModule {
+    return {
+      module: TokenAdminModule,
+      imports: [RuntimeModule.forRoot(runtime), CqrsModule.forRoot(), TokensModule],
     };
   }
 }

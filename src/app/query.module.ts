@@ -26,7 +26,7 @@ class SqlQueryLifecycle implements OnApplicationBootstrap, OnApplicationShutdown
     {
       provide: SqlQueryService,
       // The reader pool reaches the same database as the owner's pool.
-      useFactory: (db: Database, logger: Logger) => new SqlQueryService(db.url, logger),
+      useFactory: (db: Database, logger: Logger) => new SqlQueryService(db, logger),
       inject: [DATABASE, LOGGER],
     },
     {

@@ -2,7 +2,9 @@ import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { Client } from 'pg';
-import type { Config } from '../infrastructure/config/config';
+import * as fs from 'node:fs';
+import { Config, ConfigError, isLoopback } from '../infrastructure/config/config';
+import { TokenReadModel } from '../infrastructure/auth/token-read-model';
 import { Notifier } from '../infrastructure/postgres/notifier';
 import { answerClientErrors, refuseNulInUrl } from '../infrastructure/http/client-errors';
 import { crossSiteGuard } from '../infrastructure/http/cross-site.middleware';
@@ -59,11 +61,18 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
   };
   let app: NestExpressApplication;
   try {
+    const httpsOptions = tlsOptions(config);
     await migrate(databaseUrl, logger);
+    await checkAuthentication(config, db, logger);
     serving = await ServingLock.hold(databaseUrl, logger);
     app = await NestFactory.create<NestExpressApplication>(
       KilolockModule.forRuntime({ config, logger, db, notifier }),
-      { logger: new NestLogger(logger), bodyParser: false, abortOnError: false },
+      {
+        logger: new NestLogger(logger),
+        bodyParser: false,
+        abortOnError: false,
+        ...(httpsOptions ? { httpsOptions } : {}),
+      },
     );
     app.use(requestLog(logger));
     app.use(crossSiteGuard(config.allowedOrigins));
@@ -81,8 +90,15 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
   runner.start();
   const address = app.getHttpServer().address() as { port: number };
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
-  const url = `http://${host}:${address.port}`;
-  logger.info({ url }, 'kld listening');
+  const url = `${config.tls ? 'https' : 'http'}://${host}:${address.port}`;
+  logger.info(
+    {
+      url,
+      auth: config.auth.enabled ? 'on' : 'off',
+      clientCertificates: config.tls?.clientCaFile ? 'required' : 'no',
+    },
+    'kld listening',
+  );
   const grpcAddress = grpcAddressOf(app);
 
   let closing: Promise<void> | null = null;
@@ -99,6 +115,65 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
         await releaseStorage();
       })()),
   };
+}
+
+/** PEM files of KL_TLS_*: read once at start; a missing one stops it, naming the variable. */
+function tlsOptions(config: Config) {
+  if (config.tls === null) return null;
+  const read = (file: string, variable: string) => {
+    try {
+      return fs.readFileSync(file);
+    } catch (err) {
+      throw new ConfigError(
+        `${variable}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+      );
+    }
+  };
+  const { certFile, keyFile, clientCaFile } = config.tls;
+  return {
+    cert: read(certFile, 'KL_TLS_CERT'),
+    key: read(keyFile, 'KL_TLS_KEY'),
+    minVersion: 'TLSv1.2' as const,
+    // Client certificates: required and verified against this CA before any request is read.
+    ...(clientCaFile === null
+      ? {}
+      : {
+          ca: read(clientCaFile, 'KL_TLS_CLIENT_CA'),
+          requestCert: true,
+          rejectUnauthorized: true,
+        }),
+  };
+}
+
+/**
+ * With authentication on, someone must be able to authenticate: a start
+ * with no usable token would serve nobody (or, before tokens, everybody).
+ * Serving a network without authentication must be asked for, and is logged.
+ */
+async function checkAuthentication(config: Config, db: Database, logger: Logger): Promise<void> {
+  const listen = `${config.listen.host}:${config.listen.port}`;
+  if (!config.auth.enabled) {
+    if (!isLoopback(config.listen.host)) {
+      logger.warn(
+        { listen },
+        'KL_AUTH=off: authentication is off on a non-loopback address; anyone who reaches it reads and writes every state',
+      );
+    }
+    return;
+  }
+  if (config.grpcListen !== null && !isLoopback(config.grpcListen.host)) {
+    throw new ConfigError(
+      'KL_GRPC_LISTEN: the gRPC event feed has no authentication yet; with authentication on keep it on loopback, or off',
+    );
+  }
+  if ((await new TokenReadModel(db).usableCount(new Date())) > 0) return;
+  const why =
+    config.auth.mode === 'on' ? 'KL_AUTH=on' : `kld listens on ${listen}, which is not loopback`;
+  throw new ConfigError(
+    `authentication is on (${why}) and no usable token exists: create one first with ` +
+      `"kld token create --name admin --scope admin" (same KL_DATABASE_URL/KL_DATA_DIR), ` +
+      `or set KL_AUTH=off to serve without authentication`,
+  );
 }
 
 /**

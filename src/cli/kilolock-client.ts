@@ -24,6 +24,8 @@ import type {
   ReservationRow,
 } from '../infrastructure/read-models/apply-read-model';
 
+import type { TokenSummary } from '../infrastructure/auth/token-read-model';
+import type { CreatedTokenWire } from '../infrastructure/http/tokens.controller';
 import {
   errorOf,
   KldHttpClient,
@@ -254,6 +256,25 @@ export class KilolockClient {
     const path = '/v1/admin/projections/rebuild';
     return (await this.json<{ projectors: { projector: string; events: number }[] }>('POST', path))
       .projectors;
+  }
+
+  createToken(request: {
+    name: string;
+    scopes: string[];
+    expires_at?: string;
+    cert_subject?: string;
+  }): Promise<CreatedTokenWire> {
+    return this.json('POST', '/v1/admin/tokens', { json: request });
+  }
+
+  async tokens(all: boolean): Promise<TokenSummary[]> {
+    const query = { all: all ? 'true' : undefined };
+    return (await this.json<{ tokens: TokenSummary[] }>('GET', '/v1/admin/tokens', { query }))
+      .tokens;
+  }
+
+  async revokeToken(name: string): Promise<void> {
+    await this.json('DELETE', `/v1/admin/tokens/${encodeURIComponent(name)}`);
   }
 
   private json<T>(method: string, path: string, request: KldRequest = {}): Promise<T> {

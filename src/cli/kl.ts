@@ -10,6 +10,8 @@ import { registerPlanCommand } from './commands/plan.command';
 import { registerApplyCommand } from './commands/apply.command';
 import { registerProviderSchemaCommand } from './commands/provider-schema.command';
 import { registerVersionCommand } from './commands/version.command';
+import { registerTokenCommand } from './commands/token.command';
+import { registerBackendConfigCommand } from './commands/backend-config.command';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { version } = require('../../../package.json') as { version: string };
@@ -52,6 +54,8 @@ export function buildProgram(): Command {
   registerApplyCommand(program);
   // After `kl apply` itself: abort is one of its subcommands.
   registerApplyAbortCommand(program);
+  registerTokenCommand(program);
+  registerBackendConfigCommand(program);
   return program;
 }
 

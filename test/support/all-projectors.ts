@@ -1,6 +1,7 @@
 import type { EventStore } from '../../src/application/ports/event-store.port';
 import { applyProjectors } from '../../src/projections/apply';
 import type { Projector } from '../../src/projections/projector';
+import { AUTH_PROJECTORS } from '../../src/projections/auth/auth-tokens.projector';
 import { refreshProjectors } from '../../src/projections/refresh';
 import { stateProjectors } from '../../src/projections/state';
 
@@ -9,7 +10,12 @@ import { stateProjectors } from '../../src/projections/state';
  * (test/integration/modules.int-spec.ts checks that kld registers exactly these).
  */
 export function allProjectors(events: EventStore): Projector[] {
-  return [...stateProjectors(events), ...refreshProjectors(), ...applyProjectors()];
+  return [
+    ...stateProjectors(events),
+    ...refreshProjectors(),
+    ...applyProjectors(),
+    ...AUTH_PROJECTORS.map((P) => new P()),
+  ];
 }
 
 /** The tables of every read model. */

@@ -1,5 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as https from 'node:https';
 import * as path from 'node:path';
 import { freePort } from '../../src/infrastructure/postgres/embedded-postgres';
 
@@ -25,7 +26,12 @@ export interface KldProcess {
 export async function startKld(
   env: Record<string, string | undefined>,
   readyTimeoutMs = 30_000,
-  options: { cwd?: string; waitFor?: 'readyz' | 'healthz' } = {},
+  options: {
+    cwd?: string;
+    waitFor?: 'readyz' | 'healthz';
+    /** kld serves HTTPS (KL_TLS_* in env): trust `ca`, present `cert`/`key` if given. */
+    tls?: TlsClient;
+  } = {},
 ): Promise<KldProcess> {
   const port = await freePort();
   const grpc = env.KL_GRPC_LISTEN ?? `127.0.0.1:${await freePort()}`;
@@ -43,14 +49,17 @@ export async function startKld(
   let out = '';
   child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   const deadline = Date.now() + readyTimeoutMs;
   for (;;) {
     if (child.exitCode !== null)
       throw new Error(`kld exited (${child.exitCode}) during start:\n${out}`);
     try {
-      const r = await fetch(`${url}/${options.waitFor ?? 'readyz'}`);
-      if (r.status === 200) break;
+      const path = `/${options.waitFor ?? 'readyz'}`;
+      const status = options.tls
+        ? await httpsStatus(`${url}${path}`, options.tls)
+        : (await fetch(`${url}${path}`)).status;
+      if (status === 200) break;
     } catch {
       // not listening yet
     }
@@ -73,6 +82,23 @@ export async function startKld(
         child.kill(signal);
       }),
   };
+}
+
+export interface TlsClient {
+  ca: string;
+  cert?: string;
+  key?: string;
+}
+
+/** GET over HTTPS with our own CA (fetch takes none); answers the status. */
+export function httpsStatus(url: string, tls: TlsClient, headers: Record<string, string> = {}) {
+  return new Promise<number>((resolve, reject) => {
+    const req = https.get(url, { ...tls, headers }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+  });
 }
 
 /** PIDs of live (non-zombie) processes whose command line contains `needle`. */

@@ -203,3 +203,29 @@ describe('KL_CACHE_*', () => {
     }
   });
 });
+
+describe('KL_AUTH and TLS', () => {
+  it.each<[Record<string, string>, boolean]>([
+    [{}, false],
+    [{ KL_LISTEN: '[::1]:8080' }, false],
+    [{ KL_LISTEN: 'localhost:8080' }, false],
+    [{ KL_AUTH: 'on' }, true],
+    [{ KL_LISTEN: '0.0.0.0:8080' }, true],
+    [{ KL_LISTEN: '10.0.0.5:8080' }, true],
+    [{ KL_LISTEN: 'kld.internal:80' }, true],
+    [{ KL_LISTEN: '0.0.0.0:8080', KL_AUTH: 'off' }, false],
+  ])('%j: authentication %s', (env, enabled) => {
+    expect(loadConfig(env).auth.enabled).toBe(enabled);
+  });
+
+  it('refuses an unknown KL_AUTH and half a TLS configuration', () => {
+    expect(() => loadConfig({ KL_AUTH: 'maybe' })).toThrow(
+      /KL_AUTH: expected one of auto, on, off/,
+    );
+    expect(() => loadConfig({ KL_TLS_CERT: 'c.pem' })).toThrow(/KL_TLS_KEY: set KL_TLS_CERT and/);
+    expect(() => loadConfig({ KL_TLS_CLIENT_CA: 'ca.pem' })).toThrow(/KL_TLS_CLIENT_CA: needs/);
+    expect(loadConfig({ KL_TLS_CERT: 'c.pem', KL_TLS_KEY: 'k.pem' }).tls).toMatchObject({
+      clientCaFile: null,
+    });
+  });
+});

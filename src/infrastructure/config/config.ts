@@ -32,6 +32,13 @@ export interface Config {
   refreshEnvAllow: string[];
   /** KL_CACHE_*: what each in-process cache may hold. */
   cache: CacheBudgets;
+  /**
+   * KL_AUTH (`auto`, `on`, `off`): `auto` turns authentication on unless kld
+   * listens on loopback only. `enabled` is the outcome.
+   */
+  auth: { mode: 'auto' | 'on' | 'off'; enabled: boolean };
+  /** KL_TLS_CERT/KL_TLS_KEY (PEM files), and KL_TLS_CLIENT_CA to require client certificates. */
+  tls: { certFile: string; keyFile: string; clientCaFile: string | null } | null;
 }
 
 /** A bad variable: kld stops with one line naming it (exit status 2). */
@@ -319,6 +326,41 @@ function grpcListenFrom(
   return listen;
 }
 
+const AUTH_MODES = ['auto', 'on', 'off'] as const;
+
+/** 127.0.0.0/8, ::1 and `localhost`: nobody else can connect. */
+export function isLoopback(host: string): boolean {
+  return (
+    (net.isIPv4(host) && host.startsWith('127.')) ||
+    host === '::1' ||
+    host.toLowerCase() === 'localhost'
+  );
+}
+
+function tlsFrom(env: NodeJS.ProcessEnv): Config['tls'] {
+  const cert = env.KL_TLS_CERT?.trim() || null;
+  const key = env.KL_TLS_KEY?.trim() || null;
+  const clientCa = env.KL_TLS_CLIENT_CA?.trim() || null;
+  if (cert === null && key === null) {
+    if (clientCa !== null) {
+      throw new ConfigError(
+        'KL_TLS_CLIENT_CA: needs KL_TLS_CERT and KL_TLS_KEY (client certificates are a TLS feature)',
+      );
+    }
+    return null;
+  }
+  if (cert === null || key === null) {
+    throw new ConfigError(
+      `${cert === null ? 'KL_TLS_CERT' : 'KL_TLS_KEY'}: set KL_TLS_CERT and KL_TLS_KEY together (PEM files of the server's certificate and key)`,
+    );
+  }
+  return {
+    certFile: path.resolve(cert),
+    keyFile: path.resolve(key),
+    clientCaFile: clientCa === null ? null : path.resolve(clientCa),
+  };
+}
+
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
   overrides: { listen?: string } = {},
@@ -326,6 +368,7 @@ export function loadConfig(
   const listenRaw = overrides.listen ?? env.KL_LISTEN ?? '127.0.0.1:8080';
   const databaseUrl = databaseUrlFrom(env.KL_DATABASE_URL);
   const listen = parseListen(listenRaw, overrides.listen ? '--listen' : 'KL_LISTEN');
+  const authMode = oneOf('KL_AUTH', env.KL_AUTH, AUTH_MODES, 'auto');
   return {
     listen,
     grpcListen: grpcListenFrom(env.KL_GRPC_LISTEN, listen),
@@ -346,5 +389,10 @@ export function loadConfig(
     allowedOrigins: allowedOriginsFrom(env.KL_ALLOWED_ORIGINS),
     refreshEnvAllow: refreshEnvAllowFrom(env.KL_REFRESH_ENV_ALLOW),
     cache: cacheBudgetsFrom(env),
+    auth: {
+      mode: authMode,
+      enabled: authMode === 'on' || (authMode === 'auto' && !isLoopback(listen.host)),
+    },
+    tls: tlsFrom(env),
   };
 }

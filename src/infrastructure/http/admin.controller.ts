@@ -2,8 +2,10 @@ import { Body, Controller, HttpCode, Inject, Post } from '@nestjs/common';
 import { PROJECTION_ADMIN, ProjectionAdmin } from '../../application/ports/projection-admin.port';
 import { SkipEventDto } from './dto/admin.dto';
 import { JsonBody } from './json-body';
+import { Access } from './access';
 
 @Controller('v1/admin')
+@Access.admin()
 export class AdminController {
   constructor(@Inject(PROJECTION_ADMIN) private readonly runner: ProjectionAdmin) {}
 

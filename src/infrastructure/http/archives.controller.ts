@@ -7,6 +7,7 @@ import { CONFIG, type Config } from '../config/config';
 import { callerOf } from './caller';
 import { readBody, utf8Text } from './read-body';
 import { stateNameFrom } from './state-name';
+import { Access } from './access';
 
 /**
  * `GET /v1/archives/<name>`: the state's whole history as NDJSON
@@ -22,6 +23,7 @@ export class ArchivesController {
   ) {}
 
   @Get('*path')
+  @Access.state('read', (req) => stateNameFrom(req.params.path as unknown as string[]))
   async export(@Param('path') path: string[], @Res() res: Response): Promise<void> {
     const name = stateNameFrom(path);
     const lines = this.archives.export(name)[Symbol.asyncIterator]();
@@ -45,6 +47,7 @@ export class ArchivesController {
   }
 
   @Post()
+  @Access.admin()
   @HttpCode(200)
   async import(
     @Query('name') name: unknown,

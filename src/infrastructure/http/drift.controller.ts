@@ -3,6 +3,7 @@ import { DomainError } from '../../domain/shared/domain-error';
 import { STATE_NOT_FOUND } from '../../domain/state';
 import { DriftEntry, RefreshReadModel } from '../read-models/refresh-read-model';
 import { DriftQueryDto } from './dto/refresh-run.dto';
+import { Access, stateInQuery } from './access';
 
 /** `current_resource_drift` of one state, over REST (`kl drift`). */
 @Controller('v1/drift')
@@ -10,6 +11,7 @@ export class DriftController {
   constructor(private readonly read: RefreshReadModel) {}
 
   @Get()
+  @Access.state('read', stateInQuery)
   async drift(@Query() query: DriftQueryDto): Promise<{ drift: DriftEntry[] }> {
     const name = query.state;
     // An empty list must mean "no drift", never "no such state".

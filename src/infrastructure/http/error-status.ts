@@ -82,6 +82,14 @@ export const HTTP_STATUS_BY_CODE = {
   // A rebuild met an event a projector cannot apply (docs/operations.md).
   'PROJECTIONS.CANNOT_APPLY': 409,
 
+  // No valid token: terraform prints "HTTP remote state endpoint requires auth".
+  'AUTH.UNAUTHENTICATED': 401,
+  // A valid token whose scopes do not reach: terraform prints "… invalid auth".
+  'AUTH.FORBIDDEN': 403,
+  'TOKEN.INVALID': 400,
+  'TOKEN.EXISTS': 409,
+  'TOKEN.NOT_FOUND': 404,
+
   'SERVER.ERROR': 500,
   'SERVER.UNAVAILABLE': 503,
   // The write is stored; the read models do not show it yet (a retry is safe).

@@ -47,6 +47,10 @@ export class ErrorFilter implements ExceptionFilter {
       if (status !== null && status !== 500) {
         // Clients retry a 503 (terraform does, with the same request): not at once.
         if (status === 503) res.setHeader('Retry-After', '1');
+        // Terraform's http backend, curl and browsers answer a Basic challenge with credentials.
+        if (status === 401) {
+          res.setHeader('WWW-Authenticate', 'Basic realm="kilolock", charset="UTF-8"');
+        }
         res.status(status).json(errorBody(err.code, err.message, detailsOf(err)));
         return;
       }

@@ -6,12 +6,14 @@ import * as path from 'node:path';
 import { DATABASE, Database } from '../postgres/database';
 import { packageRoot } from '../package-root';
 import { migrationsCurrent } from '../postgres/migrator';
+import { Access } from './access';
 
 const { version: KLD_VERSION } = JSON.parse(
   fs.readFileSync(path.join(packageRoot(), 'package.json'), 'utf8'),
 ) as { version: string };
 
 @Controller()
+@Access.public()
 export class HealthController {
   constructor(
     @Inject(DATABASE) private readonly db: Database,

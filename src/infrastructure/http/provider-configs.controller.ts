@@ -13,6 +13,7 @@ import { RefreshReadModel, StoredProviderConfig } from '../read-models/refresh-r
 import { callerOf } from './caller';
 import { ProviderConfigQueryDto, PutProviderConfigDto } from './dto/provider-config.dto';
 import { JsonBody } from './json-body';
+import { Access, stateInQuery } from './access';
 
 type Req_ = Request & { id?: string };
 
@@ -48,6 +49,7 @@ export class ProviderConfigsController {
   ) {}
 
   @Put()
+  @Access.admin()
   @HttpCode(200)
   @JsonBody({ what: 'provider config', limit: 1024 * 1024, lossless: true })
   async put(
@@ -81,6 +83,7 @@ export class ProviderConfigsController {
    * with `source` (and `alias`).
    */
   @Get('history')
+  @Access.state('read', stateInQuery)
   async history(
     @Query() q: ProviderConfigQueryDto,
   ): Promise<{ history: ProviderConfigChangeWire[] }> {
@@ -104,6 +107,7 @@ export class ProviderConfigsController {
   }
 
   @Get()
+  @Access.state('read', stateInQuery)
   async get(
     @Query() q: ProviderConfigQueryDto,
   ): Promise<{ configs: StoredProviderConfig[] } | StoredProviderConfig> {
@@ -116,6 +120,7 @@ export class ProviderConfigsController {
   }
 
   @Delete()
+  @Access.admin()
   @HttpCode(200)
   async remove(@Query() q: ProviderConfigQueryDto, @Req() req: Req_): Promise<{ removed: true }> {
     const { state } = q;

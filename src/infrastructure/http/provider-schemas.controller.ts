@@ -6,6 +6,7 @@ import { PostgresProviderSchemaCache } from '../provider/postgres-provider-schem
 import { normaliseProviderSource } from '../provider/provider-address';
 import { ProviderSchemaKeyDto, PutProviderSchemaDto } from './dto/provider-schema.dto';
 import { JsonBody } from './json-body';
+import { Access } from './access';
 
 /**
  * The shared provider schema cache. A plain cache, not events: a schema of a
@@ -17,6 +18,7 @@ export class ProviderSchemasController {
   constructor(private readonly cache: PostgresProviderSchemaCache) {}
 
   @Get()
+  @Access.anyState('read')
   async get(@Query() query: ProviderSchemaKeyDto, @Res() res: Response): Promise<void> {
     const key = keyOf(query);
     const text = await this.cache.getText(key.source, key.version);
@@ -31,6 +33,7 @@ export class ProviderSchemasController {
   }
 
   @Put()
+  @Access.anyState('write')
   @HttpCode(200)
   @JsonBody({ what: 'provider schema', limit: 'maxStateBytes' })
   async put(@Body() body: PutProviderSchemaDto): Promise<{ source: string; version: string }> {

@@ -1,10 +1,13 @@
-import { Body, Controller, HttpCode, Post } from '@nestjs/common';
+import { Body, Controller, HttpCode, Post, Req } from '@nestjs/common';
 import { DomainError } from '../../domain/shared/domain-error';
 import { textProblem } from '../../domain/shared/storable-text';
 import { QUERY_LIMITS } from '../query/query-limits';
-import { SqlQuery, SqlQueryResult, SqlQueryService } from '../query/sql-query.service';
+import { EVERYTHING, SqlQuery, SqlQueryResult, SqlQueryService } from '../query/sql-query.service';
 import { QueryDto } from './dto/query.dto';
 import { JsonBody } from './json-body';
+import { globToLike } from '../../domain/auth';
+import { Access, principalOf } from './access';
+import type { Request } from 'express';
 
 /** `POST /v1/query`: read-only SQL over the documented read models (docs/sql.md). */
 @Controller('v1/query')
@@ -12,10 +15,17 @@ export class QueryController {
   constructor(private readonly queries: SqlQueryService) {}
 
   @Post()
+  @Access.query()
   @HttpCode(200)
   @JsonBody({ what: 'query', limit: 1024 * 1024 })
-  async query(@Body() body: QueryDto): Promise<SqlQueryResult> {
-    return this.queries.run(sqlQueryOf(body));
+  async query(@Body() body: QueryDto, @Req() req: Request): Promise<SqlQueryResult> {
+    const grants = principalOf(req).grants;
+    return this.queries.run(
+      sqlQueryOf(body),
+      grants.unrestricted
+        ? EVERYTHING
+        : { patterns: grants.globs('read').map(globToLike), allStreams: false },
+    );
   }
 }
 

@@ -10,6 +10,7 @@ import { REFRESH_NOT_FOUND } from '../../domain/refresh';
 import { STATE_NOT_FOUND } from '../../domain/state';
 import { DomainError } from '../../domain/shared/domain-error';
 import { RefreshReadModel, RefreshRunSummary } from '../read-models/refresh-read-model';
+import { Access, authorize, readablePatterns } from './access';
 import { callerOf } from './caller';
 import {
   FinishRefreshRunDto,
@@ -36,14 +37,16 @@ export class RefreshRunsController {
 
   @Post()
   @HttpCode(201)
+  @Access.anyState('write')
   @JsonBody({ what: 'refresh run', limit: 64 * 1024, lossless: true })
   async start(@Body() body: StartRefreshRunDto, @Req() req: Req_) {
-    const caller = callerOf(req);
+    authorize(req, 'write', body.state);
     const started = await this.commands.execute(
       new StartRefreshRunCommand({
         stateName: body.state,
         dryRun: body.dry_run ?? false,
-        caller: { ...caller, actor: body.actor ?? caller.actor },
+        // With authentication on, a claimed actor is only "on behalf of".
+        caller: callerOf(req, body.actor),
       }),
     );
     return {
@@ -56,8 +59,10 @@ export class RefreshRunsController {
 
   @Post(':runId/results')
   @HttpCode(200)
+  @Access.anyState('write')
   @JsonBody({ what: 'refresh results', limit: 'maxStateBytes', lossless: true })
   async results(@Param('runId') runId: string, @Body() body: RefreshResultsDto, @Req() req: Req_) {
+    await this.authorizeRun(req, runId, 'write');
     return this.commands.execute(
       new RecordRefreshResultsCommand({
         runId,
@@ -69,8 +74,10 @@ export class RefreshRunsController {
 
   @Post(':runId/finish')
   @HttpCode(200)
+  @Access.anyState('write')
   @JsonBody({ what: 'refresh finish', limit: 'maxStateBytes', lossless: true })
   async finish(@Param('runId') runId: string, @Body() body: FinishRefreshRunDto, @Req() req: Req_) {
+    await this.authorizeRun(req, runId, 'write');
     const finished = await this.commands.execute(
       new FinishRefreshRunCommand({
         runId,
@@ -94,16 +101,33 @@ export class RefreshRunsController {
   }
 
   @Get(':runId')
-  async get(@Param('runId') runId: string): Promise<RefreshRunSummary> {
+  @Access.anyState('read')
+  async get(@Param('runId') runId: string, @Req() req: Req_): Promise<RefreshRunSummary> {
+    return this.authorizeRun(req, runId, 'read');
+  }
+
+  /** The run, if the token may `access` its state (403 if not). */
+  private async authorizeRun(
+    req: Req_,
+    runId: string,
+    access: 'read' | 'write',
+  ): Promise<RefreshRunSummary> {
     const run = await this.runs.run(runId);
     if (!run) throw new DomainError(REFRESH_NOT_FOUND, `refresh run ${runId} does not exist`);
+    authorize(req, access, run.state_name);
     return run;
   }
 
   @Get()
-  async list(@Query() query: RefreshRunsQueryDto): Promise<{ runs: RefreshRunSummary[] }> {
+  @Access.anyState('read')
+  async list(
+    @Query() query: RefreshRunsQueryDto,
+    @Req() req: Req_,
+  ): Promise<{ runs: RefreshRunSummary[] }> {
     const name = query.state ?? null;
-    const runs = await this.runs.runs(name, query.limit ?? 50);
+    if (name !== null) authorize(req, 'read', name);
+    // Without a state, the newest runs of the states this token may read.
+    const runs = await this.runs.runs(name, query.limit ?? 50, readablePatterns(req));
     if (name !== null && runs.length === 0 && !(await this.runs.stateExists(name))) {
       throw new DomainError(STATE_NOT_FOUND, `state ${name} does not exist`);
     }

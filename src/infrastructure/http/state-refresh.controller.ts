@@ -6,6 +6,7 @@ import { callerOf } from './caller';
 import { StateRefreshDto } from './dto/refresh-run.dto';
 import { JsonBody } from './json-body';
 import { stateNameFrom } from './state-name';
+import { Access } from './access';
 
 /**
  * `POST /v1/states/<name>/refresh`: a refresh run on the kld host. It shares
@@ -19,6 +20,7 @@ export class StateRefreshController {
   constructor(private readonly refresh: ServerRefreshService) {}
 
   @Post('v1/states/*name/refresh')
+  @Access.state('write', (req) => stateNameFrom(req.params.name as unknown as string[]))
   @HttpCode(200)
   @JsonBody({ what: 'refresh request', limit: 64 * 1024, lossless: true, emptyIsObject: true })
   async run(

@@ -8,6 +8,7 @@ import { CONFIG, type Config } from '../config/config';
 import { LockSummary, ResourceReadModel } from '../read-models/resource-read-model';
 import { StateCatalogReadModel, StateSummary } from '../read-models/state-catalog-read-model';
 import type { VersionSelector } from '../read-models/state-document-read-model';
+import { Access, readablePatterns, requireScope } from './access';
 import { callerOf } from './caller';
 import { ForceUnlockDto, ImportQueryDto, StatesApiQueryDto } from './dto/states-api.dto';
 import { JsonBody } from './json-body';
@@ -30,13 +31,15 @@ export class StatesApiController {
   ) {}
 
   @Get('states')
-  async list(): Promise<{ states: StateSummary[] }> {
-    return { states: await this.states.listStates() };
+  @Access.anyState('read')
+  async list(@Req() req: Request): Promise<{ states: StateSummary[] }> {
+    return { states: await this.states.listStates(readablePatterns(req)) };
   }
 
   @Get('locks')
-  async locks(): Promise<{ locks: LockSummary[] }> {
-    return { locks: await this.resources.locks() };
+  @Access.anyState('read')
+  async locks(@Req() req: Request): Promise<{ locks: LockSummary[] }> {
+    return { locks: await this.resources.locks(readablePatterns(req)) };
   }
 
   /**
@@ -45,6 +48,7 @@ export class StatesApiController {
    * `states/` (apply runs, reservations) are never shadowed.
    */
   @Get('states/*path/history')
+  @Access.state('read', pathState)
   async history(@Param('path') path: string[]): Promise<unknown> {
     const state = stateNameFrom(path);
     const history = await this.states.history(state);
@@ -53,6 +57,7 @@ export class StatesApiController {
   }
 
   @Get('states/*path/resources')
+  @Access.state('read', pathState)
   async resourceList(
     @Param('path') path: string[],
     @Query() query: StatesApiQueryDto,
@@ -70,6 +75,7 @@ export class StatesApiController {
 
   /** The address is percent-encoded as one segment: instance keys may contain slashes. */
   @Get('states/*path/resources/:address')
+  @Access.state('read', pathState)
   async resource(
     @Param('path') path: string[],
     @Param('address') address: string,
@@ -84,6 +90,7 @@ export class StatesApiController {
   }
 
   @Get('states/*path/diff')
+  @Access.state('read', pathState)
   async diff(@Param('path') path: string[], @Query() query: StatesApiQueryDto): Promise<unknown> {
     const state = stateNameFrom(path);
     const from = selector(query, 'from');
@@ -97,6 +104,7 @@ export class StatesApiController {
    */
   @Post('states/*path/force-unlock')
   @HttpCode(200)
+  @Access.state('write', pathState)
   @JsonBody({ what: 'force-unlock request', limit: 'maxLockBytes', emptyIsObject: true })
   async forceUnlock(
     @Param('path') path: string[],
@@ -104,6 +112,7 @@ export class StatesApiController {
     @Req() req: Request & { id?: string },
   ): Promise<{ state: string; released: string | null }> {
     const state = stateNameFrom(path);
+    requireScope(req, 'admin', `releasing the lock of state ${state} whoever holds it`);
     const { released } = await this.commands.execute(
       new UnlockStateCommand({
         name: state,
@@ -123,6 +132,7 @@ export class StatesApiController {
    */
   @Post('states/*path/import')
   @HttpCode(200)
+  @Access.state('write', pathState)
   async import(
     @Param('path') path: string[],
     @Query() query: ImportQueryDto,
@@ -164,6 +174,11 @@ function withForceHint(err: unknown): unknown {
     `${err.message}; nothing imported (kl import --force, or ?force=true, imports it anyway)`,
     err.metadata,
   );
+}
+
+/** The state a `<name>/<action>` route names. */
+function pathState(req: Request): string {
+  return stateNameFrom(req.params.path as unknown as string[]);
 }
 
 /** `<side>` (a terraform serial) or `<side>_version` (ours), not both. */

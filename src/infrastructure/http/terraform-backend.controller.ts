@@ -30,6 +30,7 @@ import {
 import { CONFIG, type Config } from '../config/config';
 import { StateCatalogReadModel } from '../read-models/state-catalog-read-model';
 import { StateDocumentReadModel } from '../read-models/state-document-read-model';
+import { Access, requireScope } from './access';
 import { callerOf } from './caller';
 import { STATE_VERSION_HEADER } from './headers';
 import { parseJson, readBody } from './read-body';
@@ -38,6 +39,12 @@ import { lockIdFrom } from './lock-id-param';
 import { namesAnAction, stateNameFrom } from './state-name';
 
 type Req_ = Request & { id?: string };
+
+/** The state a backend route names; `<name>/refresh` names <name> (passed on to refresh). */
+function backendState(req: Request): string {
+  const param = req.params.name as unknown as string[];
+  return stateNameFrom(namesAnAction(param) ? param.slice(0, -1) : param);
+}
 
 /**
  * Terraform's stock `http` backend: GET/POST/DELETE the document, LOCK and
@@ -61,6 +68,7 @@ export class TerraformBackendController {
    * state yet" and ignores its body, so a 404 carries our JSON error too.
    */
   @Get('v1/states/*name')
+  @Access.state('read', backendState)
   async get(
     @Param('name') param: string[],
     @Query() query: Record<string, unknown>,
@@ -110,6 +118,7 @@ export class TerraformBackendController {
    * registers its routes first does not matter.
    */
   @Post('v1/states/*name')
+  @Access.state('write', backendState)
   async post(
     @Param('name') param: string[],
     @Query('ID') lockIdParam: unknown,
@@ -138,6 +147,7 @@ export class TerraformBackendController {
   }
 
   @Delete('v1/states/*name')
+  @Access.state('write', backendState)
   async delete(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {
     const name = stateNameFrom(param);
     await this.answerLockConflicts(res, () =>
@@ -146,21 +156,25 @@ export class TerraformBackendController {
   }
 
   @Lock('v1/states/*name')
+  @Access.state('write', backendState)
   lock(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {
     return this.doLock(param, req, res);
   }
 
   @Post('v1/state-lock/*name')
+  @Access.state('write', backendState)
   lockAlias(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {
     return this.doLock(param, req, res);
   }
 
   @Unlock('v1/states/*name')
+  @Access.state('write', backendState)
   unlock(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {
     return this.doUnlock(param, req, res);
   }
 
   @Post('v1/state-unlock/*name')
+  @Access.state('write', backendState)
   unlockAlias(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {
     return this.doUnlock(param, req, res);
   }
@@ -182,6 +196,13 @@ export class TerraformBackendController {
       body.toString('utf8').trim() === ''
         ? null
         : parseLockInfo(parseJson(body, 'STATE.INVALID', 'lock info')).ID;
+    if (lockId === null) {
+      requireScope(
+        req,
+        'admin',
+        `terraform force-unlock (releasing state ${name}'s lock whoever holds it)`,
+      );
+    }
     await this.answerLockConflicts(res, () =>
       this.commands.execute(new UnlockStateCommand({ name, lockId, caller: callerOf(req) })),
     );

@@ -1,6 +1,7 @@
 import { Pool, PoolClient, QueryArrayConfig, QueryArrayResult, QueryConfig } from 'pg';
 import { DomainError } from '../../domain/shared/domain-error';
 import type { Logger } from '../logging/logger';
+import type { Database } from '../postgres/database';
 import { isPgServerError, PgServerError, QUERY_INVALID, queryError } from './query-errors';
 import { queryTypeParsers } from './query-values';
 import { ensureReaderPassword, READER_ROLE, readerUrl } from './reader-role';
@@ -11,6 +12,17 @@ export interface SqlQuery {
   maxRows: number;
   timeoutMs: number;
 }
+
+/**
+ * What a query may see: LIKE patterns of the readable state names, and
+ * whether log streams of no state are shown (authentication off).
+ */
+export interface QueryScope {
+  patterns: string[];
+  allStreams: boolean;
+}
+
+export const EVERYTHING: QueryScope = { patterns: ['%'], allStreams: true };
 
 export interface SqlQueryResult {
   columns: { name: string; type: string }[];
@@ -31,10 +43,17 @@ export class SqlQueryService {
   private pool: Pool | null = null;
   private ready: Promise<void> | null = null;
 
+  /** Reader connections' backend pids, which key their rows in kl_query_grants. */
+  private readonly pids = new WeakMap<PoolClient, number>();
+
   constructor(
-    private readonly databaseUrl: string,
+    private readonly owner: Database,
     private readonly logger: Logger,
   ) {}
+
+  private get databaseUrl(): string {
+    return this.owner.url;
+  }
 
   /** Sets the reader's password; failures are logged and retried on the next query. */
   async start(): Promise<void> {
@@ -48,10 +67,12 @@ export class SqlQueryService {
     this.pool = null;
   }
 
-  async run(query: SqlQuery): Promise<SqlQueryResult> {
+  async run(query: SqlQuery, scope: QueryScope): Promise<SqlQueryResult> {
     const client = await this.connect();
     let reusable = true;
+    let pid: number | null = null;
     try {
+      pid = await this.grant(client, scope);
       await client.query('BEGIN READ ONLY');
       await client.query(`SET LOCAL statement_timeout = ${Math.floor(query.timeoutMs)}`);
       const result = await this.execute(client, query);
@@ -82,7 +103,33 @@ export class SqlQueryService {
       // (advisory locks, LISTENs, prepared statements, settings).
       if (reusable) await client.query('DISCARD ALL').catch(() => (reusable = false));
       client.release(!reusable);
+      if (pid !== null) await this.revoke(pid);
     }
+  }
+
+  /**
+   * Writes, as the owner, what this reader connection may see
+   * (migrations/013_auth.sql): the views of kl_query filter by its pid.
+   */
+  private async grant(client: PoolClient, scope: QueryScope): Promise<number> {
+    let pid = this.pids.get(client);
+    if (pid === undefined) {
+      const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      pid = rows[0].pid;
+      this.pids.set(client, pid);
+    }
+    await this.owner.query(
+      `INSERT INTO kl_query_grants (pid, patterns, all_streams) VALUES ($1, $2, $3)
+       ON CONFLICT (pid) DO UPDATE SET patterns = EXCLUDED.patterns, all_streams = EXCLUDED.all_streams`,
+      [pid, scope.patterns, scope.allStreams],
+    );
+    return pid;
+  }
+
+  private async revoke(pid: number): Promise<void> {
+    await this.owner
+      .query('DELETE FROM kl_query_grants WHERE pid = $1', [pid])
+      .catch((err: unknown) => this.logger.warn({ err }, 'could not clear a query grant'));
   }
 
   /**

@@ -120,12 +120,18 @@ export class RefreshReadModel implements RefreshStateLookup {
   }
 
   /** Newest first; every state's when `stateName` is null. */
-  async runs(stateName: string | null, limit: number): Promise<RefreshRunSummary[]> {
+  /** `readable`: LIKE patterns of the state names to list (null: every state). */
+  async runs(
+    stateName: string | null,
+    limit: number,
+    readable: string[] | null = null,
+  ): Promise<RefreshRunSummary[]> {
     const rows = await this.db.query<RunRow>(
       `SELECT ${RUN_COLUMNS} FROM refresh_runs
-        WHERE $1::text IS NULL OR state_name = $1
+        WHERE ($1::text IS NULL OR state_name = $1)
+          AND ($3::text[] IS NULL OR state_name LIKE ANY ($3::text[]))
         ORDER BY started_at DESC, run_id LIMIT $2`,
-      [stateName, limit],
+      [stateName, limit, readable],
     );
     return rows.map(runOf);
   }

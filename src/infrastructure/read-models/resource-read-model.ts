@@ -223,7 +223,8 @@ export class ResourceReadModel {
     return { from, to, added, removed, changed };
   }
 
-  async locks(): Promise<LockSummary[]> {
+  /** `readable`: LIKE patterns of the state names to list (null: every state). */
+  async locks(readable: string[] | null = null): Promise<LockSummary[]> {
     const rows = await this.db.query<{
       name: string;
       lock_id: string;
@@ -236,7 +237,9 @@ export class ResourceReadModel {
     }>(
       `SELECT l.name, l.lock_id, l.mode, l.operation, l.who, l.acquired_at, l.acquired_by, l.info
          FROM state_locks l JOIN states s ON s.state_id = l.state_id AND s.deleted_at IS NULL
+        WHERE $1::text[] IS NULL OR l.name LIKE ANY ($1::text[])
         ORDER BY l.name, l.acquired_at, l.lock_id`,
+      [readable],
     );
     return rows.map((r) => ({
       name: r.name,

@@ -68,7 +68,8 @@ export class StateCatalogReadModel {
    * only locked and unlocked (a probe) was never written: terraform's GET
    * answers 404 for it, so it is not listed either.
    */
-  async listStates(): Promise<StateSummary[]> {
+  /** `readable`: LIKE patterns of the names to list (null: every state). */
+  async listStates(readable: string[] | null = null): Promise<StateSummary[]> {
     const rows = await this.db.query<{
       state_id: string;
       name: string;
@@ -95,7 +96,9 @@ export class StateCatalogReadModel {
                              ORDER BY sl.mode = 'write' DESC, sl.acquired_at, sl.lock_id
                              LIMIT 1) l ON true
         WHERE s.deleted_at IS NULL AND (s.current_version > 0 OR l.lock_id IS NOT NULL)
+          AND ($1::text[] IS NULL OR s.name LIKE ANY ($1::text[]))
         ORDER BY s.name`,
+      [readable],
     );
     return rows.map((r) => ({
       stateId: r.state_id,

@@ -1,0 +1,2 @@
+export * from './scopes';
+export * from './token';

@@ -1,0 +1,39 @@
+import { DomainError } from '../shared/domain-error';
+import { globMatches, globToLike, Grants, parseScope } from './scopes';
+
+describe('scopes', () => {
+  it('parses the five kinds and refuses anything else', () => {
+    expect(parseScope('read:team-a/*')).toEqual({ kind: 'read', glob: 'team-a/*' });
+    expect(parseScope('write:x')).toEqual({ kind: 'write', glob: 'x' });
+    expect(parseScope('admin')).toEqual({ kind: 'admin' });
+    for (const bad of ['read', 'read:', 'write:a b', 'owner', 'read:/x', "read:x';--", 'read:%']) {
+      expect(() => parseScope(bad)).toThrow(DomainError);
+    }
+  });
+
+  it('globs: * crosses slashes, ? is one character, the rest is literal', () => {
+    expect(globMatches('team-a/*', 'team-a/prod/network')).toBe(true);
+    expect(globMatches('team-a/*', 'team-b/x')).toBe(false);
+    expect(globMatches('team-a/*', 'team-ab/x')).toBe(false);
+    expect(globMatches('a.b', 'aXb')).toBe(false);
+    expect(globMatches('a?c', 'abc')).toBe(true);
+    expect(globMatches('*', 'anything/at/all')).toBe(true);
+  });
+
+  it('the LIKE pattern escapes what LIKE would read as wildcards', () => {
+    expect(globToLike('team_a/*')).toBe('team\\_a/%');
+    expect(globToLike('a?')).toBe('a_');
+  });
+
+  it('write implies read; read never implies write; kinds are separate', () => {
+    const g = Grants.of([parseScope('write:team-a/*'), parseScope('read:shared/*')]);
+    expect(g.can('read', 'team-a/x')).toBe(true);
+    expect(g.can('write', 'team-a/x')).toBe(true);
+    expect(g.can('read', 'shared/net')).toBe(true);
+    expect(g.can('write', 'shared/net')).toBe(false);
+    expect(g.can('read', 'team-b/x')).toBe(false);
+    expect(g.has('admin')).toBe(false);
+    expect(g.globs('read')).toEqual(['team-a/*', 'shared/*']);
+    expect(Grants.all().can('write', 'x')).toBe(true);
+  });
+});

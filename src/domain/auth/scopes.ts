@@ -1,0 +1,104 @@
+import { DomainError } from '../shared/domain-error';
+
+/** What a token may do. `write` implies `read` of the same states. */
+export type Scope =
+  | { kind: 'read' | 'write'; glob: string }
+  | { kind: 'admin' }
+  | { kind: 'query' }
+  | { kind: 'events' };
+
+export type StateAccess = 'read' | 'write';
+
+export const TOKEN_INVALID = 'TOKEN.INVALID';
+
+// A glob is a state name whose segments may hold `*` and `?`.
+const GLOB = /^[A-Za-z0-9*?._@+=/-]{1,512}$/;
+
+/**
+ * `read:GLOB`, `write:GLOB`, `admin`, `query`, `events`. In a GLOB, `*`
+ * matches any run of characters, slashes included (`team-a/*` covers
+ * `team-a/prod/network`), and `?` one character.
+ */
+export function parseScope(text: string): Scope {
+  const t = text.trim();
+  if (t === 'admin' || t === 'query' || t === 'events') return { kind: t };
+  const m = /^(read|write):(.*)$/.exec(t);
+  if (m && GLOB.test(m[2]) && !m[2].startsWith('/') && !m[2].endsWith('/')) {
+    return { kind: m[1] as StateAccess, glob: m[2] };
+  }
+  throw new DomainError(
+    TOKEN_INVALID,
+    `"${t.slice(0, 100)}" is not a scope: use read:GLOB, write:GLOB (e.g. write:team-a/*), admin, query or events`,
+  );
+}
+
+export function formatScope(scope: Scope): string {
+  return scope.kind === 'read' || scope.kind === 'write'
+    ? `${scope.kind}:${scope.glob}`
+    : scope.kind;
+}
+
+/**
+ * The glob as a SQL LIKE pattern (escape character `\`). The SQL surface
+ * filters rows with these patterns and the API with `globMatches`: both
+ * follow this one definition, which is why it is ours and not a glob
+ * library's (those keep `*` within a path segment).
+ */
+export function globToLike(glob: string): string {
+  return glob
+    .replace(/[\\%_]/g, (c) => `\\${c}`)
+    .replace(/\*/g, '%')
+    .replace(/\?/g, '_');
+}
+
+export function globMatches(glob: string, name: string): boolean {
+  const source = glob
+    .split('')
+    .map((c) =>
+      c === '*' ? '[\\s\\S]*' : c === '?' ? '[\\s\\S]' : c.replace(/[.+^${}()|[\]\\/-]/g, '\\$&'),
+    )
+    .join('');
+  return new RegExp(`^${source}$`).test(name);
+}
+
+/** A token's scopes, asked what they allow. */
+export class Grants {
+  private constructor(
+    readonly scopes: readonly Scope[],
+    private readonly everything: boolean,
+  ) {}
+
+  static of(scopes: readonly Scope[]): Grants {
+    return new Grants(scopes, false);
+  }
+
+  /** Authentication off: everything is allowed, as before tokens existed. */
+  static all(): Grants {
+    return new Grants([], true);
+  }
+
+  get unrestricted(): boolean {
+    return this.everything;
+  }
+
+  has(kind: 'admin' | 'query' | 'events'): boolean {
+    return this.everything || this.scopes.some((s) => s.kind === kind);
+  }
+
+  can(access: StateAccess, state: string): boolean {
+    return this.everything || this.globs(access).some((g) => globMatches(g, state));
+  }
+
+  /** Whether any state at all may be read (or written). */
+  canAny(access: StateAccess): boolean {
+    return this.everything || this.globs(access).length > 0;
+  }
+
+  /** The globs of the states this token may read (`write` included), or written. */
+  globs(access: StateAccess): string[] {
+    if (this.everything) return ['*'];
+    return this.scopes
+      .filter((s) => s.kind === 'write' || (access === 'read' && s.kind === 'read'))
+      .map((s) => (s as { glob: string }).glob);
+  }
+}

@@ -1,0 +1,76 @@
+import { ChildProcess, spawn, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+export const TERRAFORM = process.env.KL_TEST_TERRAFORM ?? 'terraform';
+
+export interface TfRun {
+  code: number | null;
+  /** stdout + stderr, ANSI colours removed. */
+  out: string;
+}
+
+/**
+ * Terraform offline, for suites that only use built-in resources: its own
+ * CLI config in `root`, no checkpoint, no TF_/KL_ variables inherited.
+ */
+export class Terraform {
+  private readonly running = new Set<ChildProcess>();
+  private readonly env: NodeJS.ProcessEnv;
+
+  constructor(root: string) {
+    const version = spawnSync(TERRAFORM, ['version'], { encoding: 'utf8' });
+    if (version.error || version.status !== 0) {
+      throw new Error(`terraform is required for this suite ("${TERRAFORM} version" failed)`);
+    }
+    const tfrc = path.join(root, 'terraformrc.hcl');
+    fs.writeFileSync(tfrc, 'disable_checkpoint = true\n');
+    const inherited = Object.fromEntries(
+      Object.entries(process.env).filter(([k]) => !k.startsWith('TF_') && !k.startsWith('KL_')),
+    );
+    this.env = {
+      ...inherited,
+      TF_CLI_CONFIG_FILE: tfrc,
+      CHECKPOINT_DISABLE: '1',
+      TF_IN_AUTOMATION: '1',
+      TF_INPUT: '0',
+    };
+  }
+
+  run(dir: string, args: string[], env: Record<string, string> = {}): Promise<TfRun> {
+    return new Promise((resolve) => {
+      const child = spawn(TERRAFORM, args, {
+        cwd: dir,
+        env: { ...this.env, ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      this.running.add(child);
+      let out = '';
+      child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+      child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+      const timer = setTimeout(() => child.kill('SIGKILL'), 90_000);
+      const done = (code: number | null) => {
+        clearTimeout(timer);
+        this.running.delete(child);
+        // eslint-disable-next-line no-control-regex
+        resolve({ code, out: out.replace(/\x1b\[[0-9;]*m/g, '') });
+      };
+      child.on('error', (err) => {
+        out += `\nspawn failed: ${err.message}`;
+        done(null);
+      });
+      child.on('close', done);
+    });
+  }
+
+  /** Like `run`, but throws with terraform's output unless it exits 0. */
+  async ok(dir: string, args: string[], env: Record<string, string> = {}): Promise<TfRun> {
+    const r = await this.run(dir, args, env);
+    if (r.code !== 0) throw new Error(`terraform ${args.join(' ')}: exit ${r.code}\n${r.out}`);
+    return r;
+  }
+
+  killAll(): void {
+    for (const child of this.running) child.kill('SIGKILL');
+  }
+}
