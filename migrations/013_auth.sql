@@ -98,6 +98,10 @@ BEGIN
                     SELECT 1 FROM refresh_runs r
                      WHERE 'refresh-' || r.run_id::text = x.stream
                        AND r.state_name LIKE ANY (g.patterns))
+                  WHEN x.stream LIKE 'apply-%%' THEN EXISTS (
+                    SELECT 1 FROM apply_runs a
+                     WHERE 'apply-' || a.run_id = x.stream
+                       AND a.state_name LIKE ANY (g.patterns))
                   ELSE g.all_streams
                 END)$v$, live);
 END

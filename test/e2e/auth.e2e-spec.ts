@@ -232,6 +232,14 @@ describe('scopes', () => {
       ['GET', `/v1/refresh-runs/${runId}`],
       ['POST', `/v1/refresh-runs/${runId}/results`, { results: [] }],
       ['POST', `/v1/refresh-runs/${runId}/finish`, { status: 'failed' }],
+      ['POST', `/v1/api/states/${other}/apply-runs`, {}],
+      ['GET', `/v1/api/states/${other}/reservations`],
+      ['GET', `/v1/api/states/${other}/apply-runs/${runId}`],
+      ['GET', `/v1/api/states/${other}/apply-runs/${runId}/output-state`],
+      ['POST', `/v1/api/states/${other}/apply-runs/${runId}/heartbeat`, {}],
+      ['POST', `/v1/api/states/${other}/apply-runs/${runId}/commit`, {}],
+      ['POST', `/v1/api/states/${other}/apply-runs/${runId}/finish`, {}],
+      ['POST', `/v1/api/states/${other}/apply-runs/${runId}/abort`, {}],
       ['POST', '/v1/query', { sql: 'SELECT 1' }],
       ['POST', '/v1/admin/projections/rebuild'],
       ['POST', '/v1/admin/projections/skip', { projector: 'x', position: 1, reason: 'r' }],
@@ -275,6 +283,19 @@ describe('scopes', () => {
     expect(all.states.map((s: { name: string }) => s.name)).toContain(other);
     const runs = (await call(a, 'GET', '/v1/refresh-runs', { token: teamA.secret })).json().runs;
     expect(runs.some((r: { run_id: string }) => r.run_id === runId)).toBe(false);
+    // A terraform lock on team-b is a reservation the team-a token does not see.
+    expect(
+      (await call(a, 'LOCK', `/v1/states/${other}`, { token: admin, body: lockInfo(randomUUID()) }))
+        .status,
+    ).toBe(200);
+    const reservations = (
+      await call(a, 'GET', '/v1/api/reservations', { token: teamA.secret })
+    ).json();
+    expect(reservations.reservations.some((r: { state: string }) => r.state === other)).toBe(false);
+    const everyone = (await call(a, 'GET', '/v1/api/reservations', { token: admin })).json();
+    expect(everyone.reservations.some((r: { state: string }) => r.state === other)).toBe(true);
+    const locks = (await call(a, 'GET', '/v1/api/locks', { token: teamA.secret })).json().locks;
+    expect(locks.some((l: { name: string }) => l.name === other)).toBe(false);
   });
 
   it('read may read but not write; write implies read', async () => {

@@ -33,6 +33,7 @@ const VIEWS = [
   'refresh_runs',
   'provider_configs',
   'event_log',
+  'resource_reservations',
 ];
 
 async function call(method: string, path: string, token: string, body?: unknown) {

@@ -97,3 +97,8 @@ export function stateInQuery(req: Request): string {
   }
   return stateNameFrom(state);
 }
+
+/** The state named by a wildcard route parameter (`states/*name/…`). */
+export function stateInPath(param: string): (req: Request) => string {
+  return (req) => stateNameFrom(req.params[param] as unknown as string[]);
+}

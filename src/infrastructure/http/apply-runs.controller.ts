@@ -35,6 +35,7 @@ import { callerOf } from './caller';
 import { withDetails } from './error.filter';
 import { readBody } from './read-body';
 import { stateNameFrom } from './state-name';
+import { Access, authorize, principalOf, readablePatterns, stateInPath } from './access';
 
 type Req_ = Request & { id?: string };
 
@@ -102,6 +103,7 @@ export class ApplyRunsController {
   ) {}
 
   @Post('states/*name/apply-runs')
+  @Access.state('write', stateInPath('name'))
   @HttpCode(201)
   async start(@Param('name') param: string[], @Req() req: Req_) {
     const state = stateNameFrom(param);
@@ -132,6 +134,7 @@ export class ApplyRunsController {
   }
 
   @Post('states/*name/apply-runs/:runId/heartbeat')
+  @Access.state('write', stateInPath('name'))
   @HttpCode(200)
   async heartbeat(@Param('name') param: string[], @Param('runId') id: string, @Req() req: Req_) {
     const state = stateNameFrom(param);
@@ -144,6 +147,7 @@ export class ApplyRunsController {
   }
 
   @Post('states/*name/apply-runs/:runId/commit')
+  @Access.state('write', stateInPath('name'))
   @HttpCode(200)
   async commit(@Param('name') param: string[], @Param('runId') id: string, @Req() req: Req_) {
     const state = stateNameFrom(param);
@@ -160,6 +164,7 @@ export class ApplyRunsController {
   }
 
   @Post('states/*name/apply-runs/:runId/finish')
+  @Access.state('write', stateInPath('name'))
   @HttpCode(200)
   async finish(@Param('name') param: string[], @Param('runId') id: string, @Req() req: Req_) {
     const state = stateNameFrom(param);
@@ -174,6 +179,7 @@ export class ApplyRunsController {
   }
 
   @Post('states/*name/apply-runs/:runId/abort')
+  @Access.state('write', stateInPath('name'))
   @HttpCode(200)
   async abort(@Param('name') param: string[], @Param('runId') id: string, @Req() req: Req_) {
     return this.doAbort(stateNameFrom(param), id, req);
@@ -181,8 +187,11 @@ export class ApplyRunsController {
 
   /** The same, for an operator who knows only the run id: its state is looked up. */
   @Post('apply-runs/:runId/abort')
+  @Access.anyState('write')
   @HttpCode(200)
   async abortAnywhere(@Param('runId') id: string, @Req() req: Req_) {
+    const run = await this.runs.run(runIdFrom(id));
+    if (run !== null) authorize(req, 'write', run.state);
     return this.doAbort(null, id, req);
   }
 
@@ -204,6 +213,7 @@ export class ApplyRunsController {
   }
 
   @Get('states/*name/reservations')
+  @Access.state('read', stateInPath('name'))
   async reservations(@Param('name') param: string[]) {
     const state = stateNameFrom(param);
     await this.requireState(state);
@@ -211,30 +221,42 @@ export class ApplyRunsController {
   }
 
   @Get('reservations')
-  async allReservations() {
-    return { reservations: await this.runs.reservations(this.clock.now()) };
+  @Access.anyState('read')
+  async allReservations(@Req() req: Req_) {
+    const grants = principalOf(req).grants;
+    const all = await this.runs.reservations(this.clock.now());
+    return { reservations: all.filter((r) => grants.can('read', r.state)) };
   }
 
   @Get('apply-runs')
-  async list(@Query('state') stateParam: unknown, @Query('limit') limitParam: unknown) {
+  @Access.anyState('read')
+  async list(
+    @Query('state') stateParam: unknown,
+    @Query('limit') limitParam: unknown,
+    @Req() req: Req_,
+  ) {
     const state =
       stateParam === undefined || stateParam === '' ? undefined : stateNameFrom(String(stateParam));
     const limit = limitParam === undefined ? 100 : Number(limitParam);
     if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10_000) {
       throw new DomainError('REQUEST.INVALID', 'limit must be an integer from 1 to 10000');
     }
-    return { runs: await this.runs.runs(state, limit) };
+    if (state !== undefined) authorize(req, 'read', state);
+    return { runs: await this.runs.runs(state, limit, readablePatterns(req)) };
   }
 
   @Get('apply-runs/:runId')
-  async runAnywhere(@Param('runId') id: string) {
+  @Access.anyState('read')
+  async runAnywhere(@Param('runId') id: string, @Req() req: Req_) {
     const runId = runIdFrom(id);
     const run = await this.runs.run(runId);
     if (run === null) throw new DomainError(APPLY_NOT_FOUND, `apply run ${runId} does not exist`);
+    authorize(req, 'read', run.state);
     return run;
   }
 
   @Get('states/*name/apply-runs/:runId')
+  @Access.state('read', stateInPath('name'))
   async run(@Param('name') param: string[], @Param('runId') id: string) {
     const state = stateNameFrom(param);
     const runId = runIdFrom(id);
@@ -247,6 +269,7 @@ export class ApplyRunsController {
 
   /** The state document a run that did not commit kept, exactly as stored. */
   @Get('states/*name/apply-runs/:runId/output-state')
+  @Access.state('read', stateInPath('name'))
   async outputState(
     @Param('name') param: string[],
     @Param('runId') id: string,

@@ -139,12 +139,18 @@ export class ApplyReadModel implements ApplyRunLookup {
   }
 
   /** Runs, newest first; of one state when named. */
-  async runs(state?: string, limit = 100): Promise<ApplyRunSummary[]> {
+  /** `readable`: LIKE patterns of the state names to list (null: every state). */
+  async runs(
+    state?: string,
+    limit = 100,
+    readable: string[] | null = null,
+  ): Promise<ApplyRunSummary[]> {
     const rows = await this.db.query<RunRow>(
       `SELECT ${RUN_COLUMNS} FROM apply_runs
         WHERE ($1::text IS NULL OR state_name = $1)
+          AND ($3::text[] IS NULL OR state_name LIKE ANY ($3::text[]))
         ORDER BY started_at DESC, run_id LIMIT $2`,
-      [state ?? null, limit],
+      [state ?? null, limit, readable],
     );
     return rows.map(runOf);
   }
