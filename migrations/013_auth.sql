@@ -107,7 +107,9 @@ BEGIN
 END
 $$;
 
--- As in migration 004, over the filtered views.
+-- As in migration 004, over the filtered views. (Migration 004's own
+-- resources_at reads `resources` by search_path as its caller: for
+-- kl_reader the filtered view, or, with the path changed, nothing.)
 CREATE FUNCTION kl_query.resources_at(state_name text, serial bigint)
 RETURNS SETOF kl_query.resources
 LANGUAGE sql STABLE
@@ -128,7 +130,6 @@ $$;
 DO $$
 BEGIN
   EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA %I FROM kl_reader', current_schema());
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.resources_at(text, bigint) FROM kl_reader', current_schema());
   EXECUTE format('ALTER ROLE kl_reader IN DATABASE %I SET search_path = kl_query, public', current_database());
 END
 $$;

@@ -179,7 +179,8 @@ async function copyStatements(tx: Queryable, live: string, table: LiveTable): Pr
      SELECT format('GRANT %s ON %s TO %s%s', a.privilege_type, t.shadow,
                    CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END,
                    CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END), 3
-       FROM t, aclexplode(t.relacl) a WHERE a.grantee <> t.relowner
+       -- the owner's own entries too: an ACL made explicit by a REVOKE stays explicit
+      FROM t, aclexplode(t.relacl) a
      UNION ALL
      SELECT format('ALTER TABLE %s SET (%s)', t.shadow, array_to_string(t.reloptions, ', ')), 4
        FROM t WHERE t.reloptions IS NOT NULL

@@ -142,8 +142,8 @@ beforeAll(async () => {
     KL_TLS_KEY: path.join(root, 'server.key'),
   };
   [tls, mtls] = await Promise.all([
-    startKld(server, 30_000, { tls: { ca: pem['ca.pem'] } }),
-    startKld({ ...server, KL_TLS_CLIENT_CA: path.join(root, 'ca.pem') }, 30_000, {
+    startKld(server, 90_000, { tls: { ca: pem['ca.pem'] } }),
+    startKld({ ...server, KL_TLS_CLIENT_CA: path.join(root, 'ca.pem') }, 90_000, {
       tls: { ca: pem['ca.pem'], cert: pem['client.pem'], key: pem['client.key'] },
     }),
   ]);
