@@ -240,6 +240,9 @@ describe('scopes', () => {
       ['POST', `/v1/api/states/${other}/apply-runs/${runId}/commit`, {}],
       ['POST', `/v1/api/states/${other}/apply-runs/${runId}/finish`, {}],
       ['POST', `/v1/api/states/${other}/apply-runs/${runId}/abort`, {}],
+      ['GET', `/v1/dashboard/changes?state=${other}`],
+      ['GET', `/v1/dashboard/resources?state=${other}`],
+      ['GET', `/v1/dashboard/dependencies?state=${other}&address=terraform_data.r`],
       ['POST', '/v1/query', { sql: 'SELECT 1' }],
       ['POST', '/v1/admin/projections/rebuild'],
       ['POST', '/v1/admin/projections/skip', { projector: 'x', position: 1, reason: 'r' }],
@@ -296,6 +299,17 @@ describe('scopes', () => {
     expect(everyone.reservations.some((r: { state: string }) => r.state === other)).toBe(true);
     const locks = (await call(a, 'GET', '/v1/api/locks', { token: teamA.secret })).json().locks;
     expect(locks.some((l: { name: string }) => l.name === other)).toBe(false);
+    // The dashboard lists the same.
+    const board = (await call(a, 'GET', '/v1/dashboard/states', { token: teamA.secret })).json();
+    const boardNames = board.states.map((st: { name: string }) => st.name);
+    expect(boardNames).toContain(own);
+    expect(boardNames).not.toContain(other);
+    const boardAll = (await call(a, 'GET', '/v1/dashboard/states', { token: admin })).json();
+    expect(boardAll.states.map((st: { name: string }) => st.name)).toContain(other);
+    const drift = (await call(a, 'GET', '/v1/dashboard/drift', { token: teamA.secret })).json();
+    expect(drift.drift.some((d: { state: string }) => d.state === other)).toBe(false);
+    // The page itself holds no data and needs no token.
+    expect((await call(a, 'GET', '/ui')).status).toBe(200);
   });
 
   it('read may read but not write; write implies read', async () => {

@@ -737,7 +737,9 @@ describe('the dashboard routes', () => {
     expect(await get(`/v1/dashboard/dependencies?state=${APP}`)).toEqual(
       invalid(/^address must be a string$/),
     );
-    expect(await get('/v1/dashboard/changes')).toEqual(invalid(/^state must be a state name$/));
+    expect(await get('/v1/dashboard/changes')).toEqual(
+      invalid(/^state must be given once, as a state name$/),
+    );
     expect(await get(`/v1/dashboard/resources?state=${APP}&sort=address`)).toEqual(
       invalid(/^sort is not a known member$/),
     );

@@ -1,4 +1,5 @@
-import { Controller, Get, Query } from '@nestjs/common';
+import { Controller, Get, Query, Req } from '@nestjs/common';
+import type { Request } from 'express';
 import {
   DashboardReadModel,
   DashboardState,
@@ -12,6 +13,7 @@ import {
   DashboardResourcesQueryDto,
   DashboardStateQueryDto,
 } from './dto/dashboard.dto';
+import { Access, readablePatterns, stateInQuery } from './access';
 
 /** The read routes only the web dashboard (`/ui`) needs; see docs/api.md. */
 @Controller('v1/dashboard')
@@ -19,16 +21,19 @@ export class DashboardController {
   constructor(private readonly read: DashboardReadModel) {}
 
   @Get('states')
-  async states(): Promise<{ states: DashboardState[] }> {
-    return { states: await this.read.states() };
+  @Access.anyState('read')
+  async states(@Req() req: Request): Promise<{ states: DashboardState[] }> {
+    return { states: await this.read.states(readablePatterns(req)) };
   }
 
   @Get('changes')
+  @Access.state('read', stateInQuery)
   async changes(@Query() query: DashboardStateQueryDto): Promise<{ changes: VersionChanges[] }> {
     return { changes: await this.read.changes(query.state) };
   }
 
   @Get('resources')
+  @Access.state('read', stateInQuery)
   async resources(@Query() query: DashboardResourcesQueryDto): Promise<ResourcePage> {
     return this.read.resources(
       query.state,
@@ -45,13 +50,15 @@ export class DashboardController {
   }
 
   @Get('dependencies')
+  @Access.state('read', stateInQuery)
   async dependencies(@Query() query: DashboardDependenciesQueryDto): Promise<Neighbours> {
     return this.read.neighbours(query.state, query.address);
   }
 
   @Get('drift')
-  async drift(): Promise<{ drift: DriftRow[]; truncated: boolean }> {
-    const { rows, truncated } = await this.read.drift();
+  @Access.anyState('read')
+  async drift(@Req() req: Request): Promise<{ drift: DriftRow[]; truncated: boolean }> {
+    const { rows, truncated } = await this.read.drift(readablePatterns(req));
     return { drift: rows, truncated };
   }
 }

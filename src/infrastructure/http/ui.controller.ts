@@ -4,6 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DomainError } from '../../domain/shared/domain-error';
 import { packageRoot } from '../package-root';
+import { Access } from './access';
 
 /** What `npm run build` writes to dist/ui (scripts/build-ui.mjs), and nothing else is served. */
 const FILES: Record<string, string> = {
@@ -30,12 +31,15 @@ const CSP = [
 export class UiController {
   private readonly dir = path.join(packageRoot(), 'dist', 'ui');
 
+  // The page holds no data: it asks for a token when the API answers 401.
   @Get()
+  @Access.public()
   index(@Res() res: Response): void {
     this.send('index.html', res);
   }
 
   @Get(':file')
+  @Access.public()
   asset(@Param('file') file: string, @Res() res: Response): void {
     this.send(file, res);
   }

@@ -108,7 +108,8 @@ const MAX_DRIFT_ROWS = 5000;
 export class DashboardReadModel {
   constructor(private readonly db: Database) {}
 
-  async states(): Promise<DashboardState[]> {
+  /** `readable`: LIKE patterns of the names to list (null: every state). */
+  async states(readable: string[] | null = null): Promise<DashboardState[]> {
     const rows = await this.db.query<{
       name: string;
       current_version: number;
@@ -147,7 +148,9 @@ export class DashboardReadModel {
                      WHERE kind = 'apply' AND (expires_at IS NULL OR expires_at > now())
                      GROUP BY state_id) a ON a.state_id = s.state_id
         WHERE s.deleted_at IS NULL AND (s.current_version > 0 OR l.lock_id IS NOT NULL)
+          AND ($1::text[] IS NULL OR s.name LIKE ANY ($1::text[]))
         ORDER BY s.name`,
+      [readable],
     );
     return rows.map((r) => ({
       name: r.name,
@@ -289,8 +292,11 @@ export class DashboardReadModel {
     };
   }
 
-  /** `current_resource_drift` of every live state, with the module of each instance. */
-  async drift(): Promise<{ rows: DriftRow[]; truncated: boolean }> {
+  /**
+   * `current_resource_drift` of every live state (`readable`: LIKE patterns
+   * of the names to list, null: every state), with the module of each instance.
+   */
+  async drift(readable: string[] | null = null): Promise<{ rows: DriftRow[]; truncated: boolean }> {
     const rows = await this.db.query<{
       state_name: string;
       address: string;
@@ -309,8 +315,10 @@ export class DashboardReadModel {
          FROM current_resource_drift d
          LEFT JOIN resources r
            ON r.state_id = d.state_id AND r.address = d.address AND r.delete_version IS NULL
+        WHERE $1::text[] IS NULL OR d.state_name LIKE ANY ($1::text[])
         ORDER BY d.state_name, d.type, r.module_path, d.address
         LIMIT ${MAX_DRIFT_ROWS + 1}`,
+      [readable],
     );
     return {
       truncated: rows.length > MAX_DRIFT_ROWS,
