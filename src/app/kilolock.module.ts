@@ -14,6 +14,7 @@ import { RefreshProjectionsModule } from './refresh-projections.module';
 import { RefreshModule } from './refresh.module';
 import { Runtime, RuntimeModule } from './runtime.module';
 import { StateProjectionsModule } from './state-projections.module';
+import { StateEngineModule } from './state-engine.module';
 import { StateModule } from './state.module';
 import { TokensModule } from './tokens.module';
 
@@ -32,6 +33,7 @@ export const SLICES: readonly Type[] = [
   EventsModule,
   ArchiveModule,
   DashboardModule,
+  StateEngineModule,
 ];
 
 /** Every slice's read models: what `kld projections …` loads, with nothing served. */

@@ -151,7 +151,8 @@ export class CommitApplyRunHandler implements ICommandHandler<CommitApplyRunComm
       type: 'CommitDelta',
       data: {
         name: c.name,
-        source: 'apply',
+        // One commit path for both lanes; the version says which one wrote it.
+        source: run.started.lane === 'state-engine' ? 'state-engine' : 'apply',
         runId: c.runId,
         baseVersion: c.baseVersion,
         checksum: c.checksum,

@@ -73,11 +73,14 @@ export function runs(state: ActiveState): Map<string, Reservation[]> {
 export function runLockInfo(reservations: Reservation[]): LockInfo {
   const [first] = reservations;
   const globs = reservations.map((r) => `${r.mode} ${r.glob}`).join(', ');
+  // A state-engine write names itself (ADR 0029 D5): "state-engine: state mv".
+  const engineOp = first.info.state_engine_operation;
+  const operation = typeof engineOp === 'string' ? `state-engine: ${engineOp}` : 'kl apply';
   return {
     ID: first.runId,
-    Operation: 'kl apply',
+    Operation: operation,
     Info:
-      `kl apply run ${first.runId} holds ${globs} until ${first.expiresAt} ` +
+      `${operation} run ${first.runId} holds ${globs} until ${first.expiresAt} ` +
       `(released when it ends; an operator can run: kl apply abort ${first.runId})`,
     Who: first.holder,
     Version: '',

@@ -57,7 +57,7 @@ function holderWire(h: Holder) {
 }
 
 /** The refusals a client acts on carry what it needs to act: who holds what, what changed. */
-function withWireDetails(err: unknown): unknown {
+export function withWireDetails(err: unknown): unknown {
   if (!(err instanceof DomainError)) return err;
   switch (err.code) {
     case RESERVATION_CONFLICT:
@@ -78,7 +78,7 @@ function withWireDetails(err: unknown): unknown {
   }
 }
 
-async function sha256(body: Buffer): Promise<string> {
+export async function sha256(body: Buffer): Promise<string> {
   return Buffer.from(await webcrypto.subtle.digest('SHA-256', body)).toString('hex');
 }
 

@@ -131,13 +131,18 @@ function rule(
  */
 export function IsStorableText(
   options: { nonEmpty?: boolean; key?: boolean | number } = {},
+  validation?: ValidationOptions,
 ): PropertyDecorator {
-  return rule('isStorableText', (value) => {
-    if (typeof value !== 'string') return 'must be a string';
-    if (options.nonEmpty && value.trim() === '') return 'must be a non-empty string';
-    if (options.key === undefined || options.key === false) return textProblem(value);
-    return options.key === true ? keyProblem(value) : keyProblem(value, options.key);
-  });
+  return rule(
+    'isStorableText',
+    (value) => {
+      if (typeof value !== 'string') return 'must be a string';
+      if (options.nonEmpty && value.trim() === '') return 'must be a non-empty string';
+      if (options.key === undefined || options.key === false) return textProblem(value);
+      return options.key === true ? keyProblem(value) : keyProblem(value, options.key);
+    },
+    validation,
+  );
 }
 
 /** A state name (`team/prod/network`), as in the URL of its routes. */

@@ -1,0 +1,82 @@
+import { Type } from 'class-transformer';
+import { ArrayMaxSize, IsArray, IsInt, IsOptional, Min, ValidateNested } from 'class-validator';
+import type { JsonObject } from '../../../domain/terraform';
+import { IsJsonObject, IsStorableText, Verbatim } from '../request-validation';
+
+const MAX_CANDIDATES = 100_000;
+
+/** `{type, module?}`: every resource of a type, anywhere or under a module. */
+export class SelectorDto {
+  @IsStorableText({ nonEmpty: true, key: true })
+  type!: string;
+
+  @IsOptional()
+  @IsStorableText({ nonEmpty: true, key: true })
+  module?: string;
+}
+
+/** What a client's local configuration names (ADR 0029 D3). */
+export class CandidatesDto {
+  @IsOptional()
+  @IsArray()
+  @ArrayMaxSize(MAX_CANDIDATES)
+  @IsStorableText({ nonEmpty: true, key: true }, { each: true })
+  addresses?: string[];
+
+  @IsOptional()
+  @IsArray()
+  @ArrayMaxSize(MAX_CANDIDATES)
+  @IsStorableText({ nonEmpty: true, key: true }, { each: true })
+  module_prefixes?: string[];
+
+  @IsOptional()
+  @IsArray()
+  @ArrayMaxSize(MAX_CANDIDATES)
+  @ValidateNested({ each: true })
+  @Type(() => SelectorDto)
+  selectors?: SelectorDto[];
+}
+
+/** `POST /v1/engine/states/<name>/scope`. */
+export class ExpandScopeDto extends CandidatesDto {}
+
+/** `POST /v1/engine/states/<name>/slice`: the current version unless `version` is given. */
+export class SliceDto extends CandidatesDto {
+  @IsOptional()
+  @IsInt({ message: '$property must be a positive integer' })
+  @Min(1, { message: '$property must be a positive integer' })
+  version?: number;
+}
+
+/** `POST /v1/engine/states/<name>/runs`: a state-engine write's reservations. */
+export class StartEngineRunDto {
+  /** What the write is (`state rm`, `state mv`, `rollback resource`, `apply`). */
+  @IsStorableText({ nonEmpty: true })
+  operation!: string;
+
+  @IsInt({ message: '$property must be a positive integer' })
+  @Min(1, { message: '$property must be a positive integer' })
+  base_version!: number;
+
+  @IsArray()
+  @ArrayMaxSize(MAX_CANDIDATES)
+  @IsStorableText({ nonEmpty: true, key: true }, { each: true })
+  write!: string[];
+
+  @IsOptional()
+  @IsArray()
+  @ArrayMaxSize(MAX_CANDIDATES)
+  @IsStorableText({ nonEmpty: true, key: true }, { each: true })
+  read?: string[];
+
+  @IsOptional()
+  @IsInt({ message: '$property must be a positive integer' })
+  @Min(1, { message: '$property must be a positive integer' })
+  lease_seconds?: number;
+
+  /** What the operation does, recorded with the run (arguments, preview). */
+  @IsOptional()
+  @Verbatim()
+  @IsJsonObject()
+  info?: JsonObject;
+}
