@@ -26,6 +26,8 @@ import type {
 
 import type { TokenSummary } from '../infrastructure/auth/token-read-model';
 import type { CreatedTokenWire } from '../infrastructure/http/tokens.controller';
+import { parseStateDocument, StateDocumentV4 } from '../domain/terraform';
+import { parseJsonExact } from '../domain/terraform/lossless-json';
 import {
   errorOf,
   KldHttpClient,
@@ -70,6 +72,33 @@ export type {
   ApplyRunSummary,
   ReservationRow,
 } from '../infrastructure/read-models/apply-read-model';
+
+export interface EngineCandidates {
+  addresses?: string[];
+  module_prefixes?: string[];
+  selectors?: { type: string; module?: string }[];
+}
+
+export interface EngineState {
+  state: string;
+  lineage: string;
+  serial: number;
+  version: number;
+  instance_count: number;
+  resource_count: number;
+  protocol_version: number;
+  operations: string[];
+}
+
+export interface EngineScope {
+  version: number;
+  scope: { address: string; instances: string[]; matched_by: string[] }[];
+  closure: { address: string; direction: string; via: string; reason: string }[];
+  unresolved: { candidate: string; kind: string; classification: string }[];
+  reservations: { write: string[]; read: string[] };
+  provably_safe: boolean;
+  reasons: string[];
+}
 
 /** What `kl apply abort` got back. */
 export interface AbortedRun {
@@ -245,6 +274,61 @@ export class KilolockClient {
       body,
       contentType: 'application/x-ndjson',
       query: { name },
+    });
+  }
+
+  /** The state-engine lane's view of a state (docs/state-engine.md). */
+  engineState(state: string): Promise<EngineState> {
+    return this.json('GET', `/v1/engine/states/${statePath(state)}`);
+  }
+
+  engineScope(state: string, candidates: EngineCandidates): Promise<EngineScope> {
+    return this.json('POST', `/v1/engine/states/${statePath(state)}/scope`, { json: candidates });
+  }
+
+  /** A slice document (numbers exact) and the version it was read at. */
+  async engineSlice(
+    state: string,
+    candidates: EngineCandidates & { version?: number },
+  ): Promise<{ document: StateDocumentV4; version: number }> {
+    const res = await this.check(
+      await this.send('POST', `/v1/engine/states/${statePath(state)}/slice`, { json: candidates }),
+    );
+    const document = parseStateDocument(parseJsonExact(await res.text()));
+    return { document, version: Number(res.headers.get(STATE_VERSION_HEADER)) };
+  }
+
+  engineStartRun(
+    state: string,
+    run: {
+      operation: string;
+      base_version: number;
+      write: string[];
+      read?: string[];
+      info?: object;
+    },
+  ): Promise<{ run_id: string; reservations: { glob: string; mode: string }[] }> {
+    return this.json('POST', `/v1/engine/states/${statePath(state)}/runs`, { json: run });
+  }
+
+  engineCommit(
+    state: string,
+    runId: string,
+    change: object,
+  ): Promise<{ version: number; serial: number }> {
+    return this.json('POST', `/v1/engine/states/${statePath(state)}/runs/${runId}/commit`, {
+      json: change,
+    });
+  }
+
+  engineFinish(
+    state: string,
+    runId: string,
+    status: 'failed' | 'aborted' | 'conflict',
+    summary: string,
+  ) {
+    return this.json('POST', `/v1/engine/states/${statePath(state)}/runs/${runId}/finish`, {
+      json: { status, error_summary: summary },
     });
   }
 

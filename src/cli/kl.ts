@@ -12,6 +12,7 @@ import { registerProviderSchemaCommand } from './commands/provider-schema.comman
 import { registerVersionCommand } from './commands/version.command';
 import { registerTokenCommand } from './commands/token.command';
 import { registerBackendConfigCommand } from './commands/backend-config.command';
+import { registerStateEngineCommands } from './commands/state-engine.command';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { version } = require('../../../package.json') as { version: string };
@@ -33,6 +34,14 @@ export function buildProgram(): Command {
         .argParser(serverUrl),
     )
     .option('--token <token>', 'API token (default: KL_TOKEN)', process.env.KL_TOKEN)
+    .option(
+      '--state-url <url>',
+      'the state: https://kld/v1/states/<name> (default: KL_STATE_URL, .kl.toml, backend "http")',
+    )
+    .option(
+      '--protocol <protocol>',
+      'http | state-engine | auto (default: KL_PROTOCOL, .kl.toml, auto)',
+    )
     .addOption(
       new Option('--format <format>', 'output format')
         .choices(['table', 'json', 'csv'])
@@ -52,6 +61,7 @@ export function buildProgram(): Command {
   registerDriftCommand(program);
   registerPlanCommand(program);
   registerApplyCommand(program);
+  registerStateEngineCommands(program);
   // After `kl apply` itself: abort is one of its subcommands.
   registerApplyAbortCommand(program);
   registerTokenCommand(program);

@@ -1,0 +1,113 @@
+import { backendAddress, resolveKlConfig } from './kl-config';
+
+const BACKEND = {
+  'backend.tf': `# the state
+terraform {
+  backend "http" {
+    address = "http://kld.local:8080/v1/states/team/from-backend"
+  }
+}`,
+};
+const TOML = {
+  path: '.kl.toml',
+  text: 'state_url = "http://kld.local/v1/states/from-toml"\nprotocol = "http"\n[auth]\ntoken_env = "TEAM_TOKEN"\n',
+};
+
+describe('resolveKlConfig precedence: flags > env > .kl.toml > backend "http"', () => {
+  it('takes the backend block when nothing else is given', () => {
+    const c = resolveKlConfig({ flags: {}, env: {}, terraformFiles: BACKEND });
+    expect(c.stateUrl).toEqual({
+      value: 'http://kld.local:8080/v1/states/team/from-backend',
+      source: 'backend "http"',
+      from: 'backend.tf',
+    });
+    expect([c.server, c.state]).toEqual(['http://kld.local:8080', 'team/from-backend']);
+    expect(c.protocol).toEqual({ value: 'auto', source: 'default' });
+    expect(c.token).toEqual({ value: null, source: 'unset' });
+  });
+
+  it('.kl.toml over the backend block; its token from the variable it names', () => {
+    const c = resolveKlConfig({
+      flags: {},
+      env: { TEAM_TOKEN: 't-toml' },
+      toml: TOML,
+      terraformFiles: BACKEND,
+    });
+    expect([c.stateUrl.source, c.state]).toEqual(['.kl.toml', 'from-toml']);
+    expect([c.protocol.value, c.protocol.source]).toEqual(['http', '.kl.toml']);
+    expect([c.token.value, c.token.source]).toEqual(['t-toml', '.kl.toml']);
+  });
+
+  it('env over .kl.toml', () => {
+    const c = resolveKlConfig({
+      flags: {},
+      env: {
+        TEAM_TOKEN: 't-toml',
+        KL_TOKEN: 't-env',
+        KL_STATE_URL: 'https://kld.example/base/v1/states/from-env',
+        KL_PROTOCOL: 'state-engine',
+      },
+      toml: TOML,
+      terraformFiles: BACKEND,
+    });
+    expect([c.stateUrl.source, c.server, c.state]).toEqual([
+      'env',
+      'https://kld.example/base',
+      'from-env',
+    ]);
+    expect([c.protocol.value, c.protocol.source]).toEqual(['state-engine', 'env']);
+    expect([c.token.value, c.token.source]).toEqual(['t-env', 'env']);
+  });
+
+  it('flags over everything', () => {
+    const c = resolveKlConfig({
+      flags: {
+        stateUrl: 'http://127.0.0.1:1/v1/states/from-flag',
+        protocol: 'auto',
+        token: 't-flag',
+      },
+      env: {
+        KL_TOKEN: 't-env',
+        KL_STATE_URL: 'http://x/v1/states/from-env',
+        KL_PROTOCOL: 'http',
+      },
+      toml: TOML,
+      terraformFiles: BACKEND,
+    });
+    expect([c.stateUrl.source, c.state]).toEqual(['flag', 'from-flag']);
+    expect([c.protocol.value, c.protocol.source]).toEqual(['auto', 'flag']);
+    expect([c.token.value, c.token.source]).toEqual(['t-flag', 'flag']);
+  });
+
+  it('refuses what it cannot use, in one line naming where it came from', () => {
+    expect(() => resolveKlConfig({ flags: { protocol: 'kl' }, env: {} })).toThrow(
+      '--protocol: protocol must be one of http, state-engine, auto, got "kl"',
+    );
+    expect(() => resolveKlConfig({ flags: {}, env: { KL_STATE_URL: 'http://x/nope' } })).toThrow(
+      /KL_STATE_URL: state_url must look like/,
+    );
+    expect(() => resolveKlConfig({ flags: {}, env: {}, toml: TOML })).toThrow(
+      '.kl.toml: auth.token_env names TEAM_TOKEN, which is not set',
+    );
+    expect(() =>
+      resolveKlConfig({ flags: {}, env: {}, toml: { path: '.kl.toml', text: 'statee_url = "x"' } }),
+    ).toThrow(/unknown key statee_url/);
+    expect(() =>
+      resolveKlConfig({ flags: {}, env: {}, toml: { path: '.kl.toml', text: 'state_url = ' } }),
+    ).toThrow(/not valid TOML/);
+  });
+});
+
+describe('backendAddress', () => {
+  it('ignores commented-out blocks and other backends', () => {
+    expect(
+      backendAddress({
+        'a.tf':
+          '# backend "http" {\n#  address = "http://old/v1/states/x"\n# }\nterraform { backend "s3" {} }',
+      }),
+    ).toBeNull();
+    expect(backendAddress(BACKEND)?.address).toBe(
+      'http://kld.local:8080/v1/states/team/from-backend',
+    );
+  });
+});
