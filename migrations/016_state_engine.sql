@@ -12,5 +12,8 @@ CREATE INDEX resources_live_module ON resources (state_id, module_path text_patt
   WHERE delete_version IS NULL;
 CREATE INDEX resources_module ON resources (state_id, module_path text_pattern_ops);
 
--- Candidates by type over every lifecycle (removed vs undeployed, past slices).
-CREATE INDEX resources_state_type ON resources (state_id, type);
+-- Candidates by resource (type, name), now and over every lifecycle
+-- (removed vs undeployed, slices of past versions).
+CREATE INDEX resources_live_type_name ON resources (state_id, type, name)
+  WHERE delete_version IS NULL;
+CREATE INDEX resources_type_name ON resources (state_id, type, name);

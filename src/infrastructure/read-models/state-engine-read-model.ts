@@ -77,24 +77,30 @@ interface VersionRow {
 }
 
 /**
- * The prefilter for candidates: rows of the named resource types, or under
- * the named top-level module calls. It reads the partial indexes on live
- * rows (or all lifecycles for a past version); candidateCovers decides.
+ * The prefilter for candidates: rows of the named resources (type and
+ * name: keys and module keys are left to candidateCovers), of the selected
+ * types, or under the named top-level module calls. It reads indexes on
+ * (type, name) and module path; candidateCovers decides.
  */
-function prefilter(candidates: Candidate[]): { types: string[]; modules: string[] } {
-  const types = new Set<string>();
+function prefilter(candidates: Candidate[]): unknown[] {
+  const types: string[] = [];
+  const names: string[] = [];
+  const selected = new Set<string>();
   const modules = new Set<string>();
   for (const c of candidates) {
-    if (c.glob.resource !== null) types.add(c.glob.resource.type);
-    else if (c.type !== null) types.add(c.type);
+    if (c.glob.resource !== null) {
+      types.push(c.glob.resource.type);
+      names.push(c.glob.resource.name);
+    } else if (c.type !== null) selected.add(c.type);
     else modules.add(`module.${c.glob.modules[0].name}`);
   }
-  return { types: [...types], modules: [...modules] };
+  return [types, names, [...selected], [...modules]];
 }
 
-const PREFILTER = `(r.type = ANY($2::text[])
-  OR r.module_path = ANY($3::text[])
-  OR EXISTS (SELECT 1 FROM unnest($3::text[]) m
+const PREFILTER = `((r.type, r.name) IN (SELECT * FROM unnest($2::text[], $3::text[]))
+  OR r.type = ANY($4::text[])
+  OR r.module_path = ANY($5::text[])
+  OR EXISTS (SELECT 1 FROM unnest($5::text[]) m
               WHERE r.module_path LIKE replace(replace(m, '_', '\\_'), '%', '\\%') || '.%'
                  OR r.module_path LIKE replace(replace(m, '_', '\\_'), '%', '\\%') || '[%'))`;
 
@@ -140,11 +146,10 @@ export class StateEngineReadModel {
   ): Promise<ScopeAnswer & { head: EngineStateHead }> {
     return this.snapshot(async (q) => {
       const head = await this.requireHead(name, q);
-      const { types, modules } = prefilter(candidates);
       const { rows } = await q.query<{ address: string; resource_address: string; live: boolean }>(
         `SELECT DISTINCT r.address, r.resource_address, r.delete_version IS NULL AS live
            FROM resources r WHERE r.state_id = $1 AND ${PREFILTER}`,
-        [head.stateId, types, modules],
+        [head.stateId, ...prefilter(candidates)],
       );
       const parsed = rows.map((r) => ({ row: r, at: parsedAddress(r.address) }));
       const matched: RealizedInstance[][] = candidates.map(() => []);
@@ -232,14 +237,13 @@ export class StateEngineReadModel {
         throw new DomainError('VERSION.NOT_FOUND', `state ${name} has no version ${at}`);
       }
       const v = versions[0];
-      const { types, modules } = prefilter(candidates);
       const { rows } = await q.query<SliceRow>(
         `SELECT r.address, r.resource_address, r.module_path, r.mode, r.type, r.name, r.provider,
                 r.each_mode, r.resource_extra, r.instance
            FROM resources r
-          WHERE r.state_id = $1 AND r.create_version <= $4
-            AND (r.delete_version IS NULL OR r.delete_version > $4) AND ${PREFILTER}`,
-        [head.stateId, types, modules, at],
+          WHERE r.state_id = $1 AND r.create_version <= $6
+            AND (r.delete_version IS NULL OR r.delete_version > $6) AND ${PREFILTER}`,
+        [head.stateId, ...prefilter(candidates), at],
       );
       const picked = rows.filter((r) => {
         const a = parsedAddress(r.address);
