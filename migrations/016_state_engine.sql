@@ -14,6 +14,6 @@ CREATE INDEX resources_module ON resources (state_id, module_path text_pattern_o
 
 -- Candidates by resource (type, name), now and over every lifecycle
 -- (removed vs undeployed, slices of past versions).
-CREATE INDEX resources_live_type_name ON resources (state_id, type, name)
+CREATE INDEX resources_live_type_name ON resources (state_id, type, name, index_key)
   WHERE delete_version IS NULL;
-CREATE INDEX resources_type_name ON resources (state_id, type, name);
+CREATE INDEX resources_type_name ON resources (state_id, type, name, index_key);

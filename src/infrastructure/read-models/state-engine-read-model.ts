@@ -7,6 +7,7 @@ import {
   RealizedInstance,
   ScopeAnswer,
 } from '../../domain/state-engine/scope';
+import { formatIndexKey, InstanceAddress } from '../../domain/terraform/instance-address';
 import {
   buildDocument,
   InstanceObjectV4,
@@ -78,31 +79,89 @@ interface VersionRow {
 
 /**
  * The prefilter for candidates: rows of the named resources (type and
- * name: keys and module keys are left to candidateCovers), of the selected
- * types, or under the named top-level module calls. It reads indexes on
- * (type, name) and module path; candidateCovers decides.
+ * name, and the instance key when the candidate names one: module keys are
+ * left to the matcher), of the selected types, or under the named
+ * top-level module calls. It reads the (type, name, index_key) and module
+ * path indexes, so a slice reads its own rows; the matcher decides.
  */
 function prefilter(candidates: Candidate[]): unknown[] {
-  const types: string[] = [];
-  const names: string[] = [];
+  const whole = { types: [] as string[], names: [] as string[] };
+  const keyed = { types: [] as string[], names: [] as string[], keys: [] as string[] };
   const selected = new Set<string>();
   const modules = new Set<string>();
   for (const c of candidates) {
-    if (c.glob.resource !== null) {
-      types.push(c.glob.resource.type);
-      names.push(c.glob.resource.name);
+    const r = c.glob.resource;
+    if (r !== null && r.key !== undefined) {
+      keyed.types.push(r.type);
+      keyed.names.push(r.name);
+      keyed.keys.push(formatIndexKey(r.key).slice(1, -1));
+    } else if (r !== null) {
+      whole.types.push(r.type);
+      whole.names.push(r.name);
     } else if (c.type !== null) selected.add(c.type);
     else modules.add(`module.${c.glob.modules[0].name}`);
   }
-  return [types, names, [...selected], [...modules]];
+  return [
+    whole.types,
+    whole.names,
+    keyed.types,
+    keyed.names,
+    keyed.keys,
+    [...selected],
+    [...modules],
+  ];
 }
 
 const PREFILTER = `((r.type, r.name) IN (SELECT * FROM unnest($2::text[], $3::text[]))
-  OR r.type = ANY($4::text[])
-  OR r.module_path = ANY($5::text[])
-  OR EXISTS (SELECT 1 FROM unnest($5::text[]) m
+  OR (r.type, r.name, r.index_key) IN (SELECT * FROM unnest($4::text[], $5::text[], $6::text[]))
+  OR r.type = ANY($7::text[])
+  OR r.module_path = ANY($8::text[])
+  OR EXISTS (SELECT 1 FROM unnest($8::text[]) m
               WHERE r.module_path LIKE replace(replace(m, '_', '\\_'), '%', '\\%') || '.%'
                  OR r.module_path LIKE replace(replace(m, '_', '\\_'), '%', '\\%') || '[%'))`;
+
+/**
+ * Which candidates cover an address, without trying every candidate on
+ * every row: resource candidates are looked up by resource and key.
+ */
+class CandidateMatcher {
+  private readonly byResource = new Map<string, number[]>();
+  private readonly open: number[] = [];
+
+  constructor(private readonly candidates: Candidate[]) {
+    candidates.forEach((c, i) => {
+      const r = c.glob.resource;
+      if (r === null) {
+        this.open.push(i);
+        return;
+      }
+      const k = CandidateMatcher.key(r.mode, r.type, r.name, r.key);
+      const list = this.byResource.get(k);
+      if (list) list.push(i);
+      else this.byResource.set(k, [i]);
+    });
+  }
+
+  private static key(mode: string, type: string, name: string, key?: number | string): string {
+    return `${mode}\u0000${type}\u0000${name}\u0000${key === undefined ? '*' : formatIndexKey(key)}`;
+  }
+
+  /** Indexes of the candidates that cover the address. */
+  matches(at: InstanceAddress): number[] {
+    const out: number[] = [];
+    const lists = [
+      this.byResource.get(CandidateMatcher.key(at.mode, at.type, at.name)),
+      at.key === undefined
+        ? undefined
+        : this.byResource.get(CandidateMatcher.key(at.mode, at.type, at.name, at.key)),
+      this.open,
+    ];
+    for (const list of lists) {
+      for (const i of list ?? []) if (candidateCovers(this.candidates[i], at)) out.push(i);
+    }
+    return out;
+  }
+}
 
 /**
  * What the state-engine lane reads (ADR 0029): state metadata, scope
@@ -151,21 +210,17 @@ export class StateEngineReadModel {
            FROM resources r WHERE r.state_id = $1 AND ${PREFILTER}`,
         [head.stateId, ...prefilter(candidates)],
       );
-      const parsed = rows.map((r) => ({ row: r, at: parsedAddress(r.address) }));
+      const matcher = new CandidateMatcher(candidates);
       const matched: RealizedInstance[][] = candidates.map(() => []);
       const seenBefore = new Set<number>();
-      candidates.forEach((c, i) => {
-        const live = new Set<string>();
-        for (const { row, at } of parsed) {
-          if (!candidateCovers(c, at)) continue;
+      // Rows are distinct (address, live) pairs: a live address comes once.
+      for (const row of rows) {
+        for (const i of matcher.matches(parsedAddress(row.address))) {
           if (row.live) {
-            if (!live.has(row.address)) {
-              live.add(row.address);
-              matched[i].push({ address: row.address, resourceAddress: row.resource_address });
-            }
+            matched[i].push({ address: row.address, resourceAddress: row.resource_address });
           } else seenBefore.add(i);
         }
-      });
+      }
       const inScope = [...new Set(matched.flat().map((m) => m.resourceAddress))];
       const dependencies = await this.walk(q, head.stateId, inScope, 'up');
       const dependents = await this.walk(q, head.stateId, inScope, 'down');
@@ -241,14 +296,12 @@ export class StateEngineReadModel {
         `SELECT r.address, r.resource_address, r.module_path, r.mode, r.type, r.name, r.provider,
                 r.each_mode, r.resource_extra, r.instance
            FROM resources r
-          WHERE r.state_id = $1 AND r.create_version <= $6
-            AND (r.delete_version IS NULL OR r.delete_version > $6) AND ${PREFILTER}`,
+          WHERE r.state_id = $1 AND r.create_version <= $9
+            AND (r.delete_version IS NULL OR r.delete_version > $9) AND ${PREFILTER}`,
         [head.stateId, ...prefilter(candidates), at],
       );
-      const picked = rows.filter((r) => {
-        const a = parsedAddress(r.address);
-        return candidates.some((c) => candidateCovers(c, a));
-      });
+      const matcher = new CandidateMatcher(candidates);
+      const picked = rows.filter((r) => matcher.matches(parsedAddress(r.address)).length > 0);
       const doc = buildDocument(
         {
           terraformVersion: v.terraform_version,
