@@ -1,5 +1,6 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Post, Req, Res } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
+import { Access, stateInPath } from './access';
 import type { Request, Response } from 'express';
 import {
   CommitApplyRunCommand,
@@ -70,11 +71,13 @@ export class StateEngineController {
   ) {}
 
   @Get()
+  @Access.public()
   protocol() {
     return { protocol_version: STATE_ENGINE_PROTOCOL, operations: STATE_ENGINE_OPERATIONS };
   }
 
   @Get('states/*name')
+  @Access.state('read', stateInPath('name'))
   async metadata(@Param('name') param: string[]) {
     const name = stateNameFrom(param);
     await this.caughtUp();
@@ -95,6 +98,7 @@ export class StateEngineController {
   }
 
   @Post('states/*name/scope')
+  @Access.state('read', stateInPath('name'))
   @HttpCode(200)
   @JsonBody({ what: 'scope request', limit: 'maxStateBytes' })
   async scope(@Param('name') param: string[], @Body() body: ExpandScopeDto) {
@@ -112,6 +116,7 @@ export class StateEngineController {
   }
 
   @Post('states/*name/slice')
+  @Access.state('read', stateInPath('name'))
   @HttpCode(200)
   @JsonBody({ what: 'slice request', limit: 'maxStateBytes' })
   async slice(
@@ -134,6 +139,7 @@ export class StateEngineController {
 
   /** A state-engine write: an apply run on lane `state-engine`, its reservations all or nothing. */
   @Post('states/*name/runs')
+  @Access.state('write', stateInPath('name'))
   @HttpCode(201)
   @JsonBody({ what: 'state-engine run', limit: 'maxStateBytes', lossless: true })
   async start(
@@ -178,6 +184,7 @@ export class StateEngineController {
 
   /** The delta commit: the apply runs' row-level commit, recorded with source `state-engine`. */
   @Post('states/*name/runs/:runId/commit')
+  @Access.state('write', stateInPath('name'))
   @HttpCode(200)
   async commit(@Param('name') param: string[], @Param('runId') id: string, @Req() req: Request) {
     const name = stateNameFrom(param);
@@ -194,6 +201,7 @@ export class StateEngineController {
 
   /** Ends a write that did not commit (a dry run, a refusal): its reservations are released. */
   @Post('states/*name/runs/:runId/finish')
+  @Access.state('write', stateInPath('name'))
   @HttpCode(200)
   async finish(@Param('name') param: string[], @Param('runId') id: string, @Req() req: Request) {
     const name = stateNameFrom(param);
