@@ -4,9 +4,9 @@ import { JsonObject } from '../terraform/json-value';
 import { InstanceObjectV4, OutputV4, StateDocumentV4 } from '../terraform/state-document';
 import { FlatInstance, ResourceDescriptor } from '../terraform/state-instances';
 import { LockInfo } from './lock-info';
-import { ReleaseReason } from './state.events';
+import { CommitSource, ReleaseReason } from './state.events';
 
-export type CommitSource = 'http' | 'import' | 'refresh' | 'apply' | 'state-engine' | 'rollback';
+export type { CommitSource };
 
 interface StateCommandOf<Type extends string, Data> {
   type: Type;

@@ -4,8 +4,10 @@ import { JsonObject, JsonValue } from '../terraform/json-value';
 import { OutputDelta } from '../terraform/diff-outputs';
 import { InstanceObjectV4, OutputV4 } from '../terraform/state-document';
 import { ResourceDescriptor } from '../terraform/state-instances';
-import { CommitSource } from './state.commands';
 import { LockInfo } from './lock-info';
+
+/** What wrote a version; recorded on ApplyCommitted, taken by the commit commands. */
+export type CommitSource = 'http' | 'import' | 'refresh' | 'apply' | 'state-engine' | 'rollback';
 
 /** Event type names are part of the public log format: written literally, never derived. */
 export const StateEventType = {
