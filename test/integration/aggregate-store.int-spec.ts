@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { createTestDatabase, TestDatabase } from '../../test/support/test-database';
-import { Decider } from '../domain/shared/decider';
-import { DomainError } from '../domain/shared/domain-error';
-import { CommandContext, DomainEvent, EVENT_SCHEMA_VERSION } from '../domain/shared/event';
-import { Notifier } from '../infrastructure/postgres/notifier';
-import { PostgresEventStore } from '../infrastructure/event-store/postgres-event-store';
-import { PostgresSnapshotStore } from '../infrastructure/event-store/postgres-snapshot-store';
-import { AggregateStore } from './aggregate-store';
-import { AggregateSpec, DeciderService } from './decider.service';
-import type { EventStore, ReadStreamOptions } from './ports/event-store.port';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { Decider } from '../../src/domain/shared/decider';
+import { DomainError } from '../../src/domain/shared/domain-error';
+import { CommandContext, DomainEvent, EVENT_SCHEMA_VERSION } from '../../src/domain/shared/event';
+import { Notifier } from '../../src/infrastructure/postgres/notifier';
+import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
+import { PostgresSnapshotStore } from '../../src/infrastructure/event-store/postgres-snapshot-store';
+import { AggregateStore } from '../../src/application/aggregate-store';
+import { AggregateSpec, DeciderService } from '../../src/application/decider.service';
+import type { EventStore, ReadStreamOptions } from '../../src/application/ports/event-store.port';
 
 /** A counter that refuses to go past a limit: enough to see rehydration at work. */
 type Added = DomainEvent<'Added', { n: number }>;
