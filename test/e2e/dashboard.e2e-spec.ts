@@ -7,6 +7,12 @@ import { launchChromium } from '../support/browser';
 import { KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
+// page.evaluate callbacks run in the browser and read its document (this file compiles without the DOM lib).
+/* eslint-disable @typescript-eslint/no-explicit-any */
+declare const document: any;
+declare const sessionStorage: any;
+/* eslint-enable @typescript-eslint/no-explicit-any */
+
 /**
  * The dashboard at /ui in Debian's chromium, against one kld seeded by real
  * terraform applies (terraform_data only: nothing to install), a refresh run
@@ -701,7 +707,8 @@ describe('kld serving /ui', () => {
 describe('the dashboard routes', () => {
   const get = async (route: string) => {
     const res = await fetch(`${kld.url}${route}`);
-    return { status: res.status, body: await res.json() };
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    return { status: res.status, body: (await res.json()) as any };
   };
 
   it('page a state’s resources with the total and the values each filter can take', async () => {
