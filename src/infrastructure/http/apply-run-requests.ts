@@ -1,6 +1,7 @@
 import type {
   CommitApplyRunRequest,
   StartApplyRunRequest,
+  StartedApplyRun,
 } from '../../application/apply-runs/apply-run-commands';
 import {
   APPLY_LANES,
@@ -270,5 +271,20 @@ export function parseFinishApplyRun(o: JsonObject): FinishApplyRunRequest {
     status: status as FinishApplyRunRequest['status'],
     errorSummary: summary,
     outputState: output,
+  };
+}
+
+/** A started run on the wire (snake_case), for both lanes' start routes. */
+export function startedRunWire(started: StartedApplyRun) {
+  return {
+    run_id: started.runId,
+    state: started.state,
+    reservations: started.reservations.map((r) => ({
+      id: r.id,
+      glob: r.glob,
+      mode: r.mode,
+      expires_at: r.expiresAt,
+    })),
+    expires_at: started.expiresAt,
   };
 }

@@ -30,6 +30,7 @@ import {
   jsonBody,
   parseStartApplyRun,
   runIdFrom,
+  startedRunWire,
 } from './apply-run-requests';
 import { callerOf } from './caller';
 import { withDetails } from './error.filter';
@@ -120,17 +121,7 @@ export class ApplyRunsController {
       .catch((err: unknown) => {
         throw withWireDetails(err);
       });
-    return {
-      run_id: started.runId,
-      state: started.state,
-      reservations: started.reservations.map((r) => ({
-        id: r.id,
-        glob: r.glob,
-        mode: r.mode,
-        expires_at: r.expiresAt,
-      })),
-      expires_at: started.expiresAt,
-    };
+    return startedRunWire(started);
   }
 
   @Post('states/*name/apply-runs/:runId/heartbeat')

@@ -23,7 +23,13 @@ import { DomainError } from '../../domain/shared/domain-error';
 import { DEFAULT_LEASE_SECONDS, STATE_NOT_FOUND } from '../../domain/state';
 import { CONFIG, type Config } from '../config/config';
 import { StateEngineReadModel } from '../read-models/state-engine-read-model';
-import { jsonBody, parseCommit, parseFinishApplyRun, runIdFrom } from './apply-run-requests';
+import {
+  jsonBody,
+  parseCommit,
+  parseFinishApplyRun,
+  runIdFrom,
+  startedRunWire,
+} from './apply-run-requests';
 import { sha256, withWireDetails } from './apply-runs.controller';
 import { callerOf } from './caller';
 import { CandidatesDto, ExpandScopeDto, SliceDto, StartEngineRunDto } from './dto/state-engine.dto';
@@ -168,18 +174,7 @@ export class StateEngineController {
       .catch((err: unknown) => {
         throw withWireDetails(err);
       });
-    return {
-      run_id: started.runId,
-      state: started.state,
-      operation: body.operation,
-      reservations: started.reservations.map((r) => ({
-        id: r.id,
-        glob: r.glob,
-        mode: r.mode,
-        expires_at: r.expiresAt,
-      })),
-      expires_at: started.expiresAt,
-    };
+    return { ...startedRunWire(started), operation: body.operation };
   }
 
   /** The delta commit: the apply runs' row-level commit, recorded with source `state-engine`. */

@@ -8,10 +8,10 @@ import {
   JsonObject,
   JsonValue,
   OutputV4,
-  ResourceDescriptor,
   ResourceMode,
   stateDocumentText,
 } from '../../domain/terraform';
+import { descriptorOf } from './resource-descriptor-row';
 import type { Database } from '../postgres/database';
 
 export interface CurrentDocument {
@@ -187,21 +187,8 @@ export class StateDocumentReadModel {
         checkResults: v.check_results,
         extra: v.extra ?? {},
       },
-      rows.map((r) => ({ resource: descriptor(r), instance: r.instance })),
+      rows.map((r) => ({ resource: descriptorOf(r), instance: r.instance })),
     );
     return stateDocumentText(doc);
   }
-}
-
-function descriptor(r: InstanceRow): ResourceDescriptor {
-  const d: ResourceDescriptor = {
-    module: r.module_path,
-    mode: r.mode,
-    type: r.type,
-    name: r.name,
-    provider: r.provider,
-    each: r.each_mode,
-  };
-  if (r.resource_extra !== null) d.extra = r.resource_extra;
-  return d;
 }

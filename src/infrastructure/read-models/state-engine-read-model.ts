@@ -14,10 +14,10 @@ import {
   JsonObject,
   JsonValue,
   OutputV4,
-  ResourceDescriptor,
   ResourceMode,
   stateDocumentText,
 } from '../../domain/terraform';
+import { descriptorOf } from './resource-descriptor-row';
 import type { Database, Queryable } from '../postgres/database';
 
 /** The header of a state as the state-engine lane reports it. */
@@ -311,7 +311,7 @@ export class StateEngineReadModel {
           checkResults: v.check_results,
           extra: v.extra ?? {},
         },
-        picked.map((r) => ({ resource: descriptor(r), instance: r.instance })),
+        picked.map((r) => ({ resource: descriptorOf(r), instance: r.instance })),
       );
       return {
         head,
@@ -336,17 +336,4 @@ export class StateEngineReadModel {
       return fn(client);
     });
   }
-}
-
-function descriptor(r: SliceRow): ResourceDescriptor {
-  const d: ResourceDescriptor = {
-    module: r.module_path,
-    mode: r.mode,
-    type: r.type,
-    name: r.name,
-    provider: r.provider,
-    each: r.each_mode,
-  };
-  if (r.resource_extra !== null) d.extra = r.resource_extra;
-  return d;
 }
