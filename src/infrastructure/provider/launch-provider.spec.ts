@@ -33,6 +33,11 @@ function alive(pid: number): boolean {
   }
 }
 
+function restore(key: string, value: string | undefined): void {
+  if (value === undefined) delete process.env[key];
+  else process.env[key] = value;
+}
+
 let stale: string;
 let foreign: string;
 
@@ -72,6 +77,27 @@ describe('launching a provider plugin', () => {
     expect(err.message).toContain('socket dir exists');
     expect(err.message).toContain('This binary is a plugin');
     expect(fs.existsSync(err.metadata.socketDir as string)).toBe(false);
+  });
+
+  it('keeps kld and kl settings (database URL, token) out of the plugin environment', async () => {
+    const saved = { db: process.env.KL_DATABASE_URL, token: process.env.KL_TOKEN };
+    process.env.KL_DATABASE_URL = 'postgres://kilolock:s3cret@127.0.0.1:1/kl';
+    process.env.KL_TOKEN = 'kl_secretsecret';
+    process.env.AWS_REGION_FOR_TEST = 'eu-west-3';
+    try {
+      const bin = script(
+        'terraform-provider-env',
+        ['env | grep -E "^(KL_|AWS_REGION_FOR_TEST)" | sed "s/^/seen /" >&2', 'exit 1'].join('\n'),
+      );
+      const err = await failure(launchProvider(bin));
+      expect(err.message).toContain('seen AWS_REGION_FOR_TEST=eu-west-3');
+      expect(err.message).not.toContain('seen KL_');
+      expect(err.message).not.toContain('s3cret');
+    } finally {
+      restore('KL_DATABASE_URL', saved.db);
+      restore('KL_TOKEN', saved.token);
+      delete process.env.AWS_REGION_FOR_TEST;
+    }
   });
 
   it('kills a plugin that never prints its handshake', async () => {

@@ -113,6 +113,21 @@ function findSetpriv(): string | null {
   return setprivPath;
 }
 
+/**
+ * The environment a provider inherits: ours minus every `KL_*` variable.
+ * Those hold kld's database URL (with its password) and kl's token; a
+ * provider never needs them, and a provider's debug log or crash report
+ * would otherwise carry them away. Credentials a provider does read (AWS_*,
+ * proxies) pass unchanged.
+ */
+export function providerEnv(from: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(from)) {
+    if (!key.startsWith('KL_')) env[key] = value;
+  }
+  return env;
+}
+
 export async function startPlugin(
   binary: string,
   options: StartPluginOptions = {},
@@ -133,7 +148,7 @@ export async function startPlugin(
   const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), SOCKET_DIR_PREFIX));
   fs.writeFileSync(path.join(socketDir, OWNER_FILE), String(process.pid));
   const env: NodeJS.ProcessEnv = {
-    ...process.env,
+    ...providerEnv(process.env),
     ...options.env,
     [MAGIC_COOKIE_KEY]: MAGIC_COOKIE_VALUE,
     PLUGIN_PROTOCOL_VERSIONS: '5,6',
