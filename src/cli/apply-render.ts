@@ -63,6 +63,48 @@ export function renderPlan(plan: KlPlan, file: string): string {
   for (const g of plan.reservations.write) lines.push(`  write ${g}`);
   for (const g of plan.reservations.read) lines.push(`  read  ${g}`);
   if (plan.reservations.write.length + plan.reservations.read.length === 0) lines.push('  none');
+  lines.push(...renderLane(plan));
   lines.push(`Base serial ${plan.baseSerial}. Saved ${file}; apply it with: kl apply ${file}`);
   return lines.join('\n') + '\n';
+}
+
+const CLASSIFIED: Record<string, string> = {
+  undeployed: 'never in this state: the configuration creates it',
+  removed: 'in an earlier version, gone now',
+  unknown: 'matches nothing in this state, now or before',
+};
+
+function kib(bytes: number): string {
+  return bytes < 1024 ? `${bytes} B` : `${(bytes / 1024).toFixed(1)} KiB`;
+}
+
+/** What scope expansion said and which lane kl apply will take (ADR 0029 D8: never pretend). */
+export function renderLane(plan: KlPlan): string[] {
+  const lines: string[] = [];
+  const s = plan.scope;
+  if (s !== null) {
+    lines.push(`Scope expansion: ${s.provablySafe ? 'provably safe' : 'NOT provably safe'}`);
+    for (const u of s.unresolved) {
+      lines.push(
+        `  ${u.classification.padEnd(10)} ${u.candidate} (${CLASSIFIED[u.classification] ?? u.classification})`,
+      );
+    }
+    for (const c of s.closure) {
+      lines.push(
+        `  ${c.direction.padEnd(10)} ${c.address} (${c.direction === 'dependency' ? `${c.via} depends on it` : `it depends on ${c.via}`})`,
+      );
+    }
+    if (s.slice !== null) {
+      lines.push(
+        `  slice: ${s.slice.instances} of ${s.slice.stateInstances.toLocaleString('en-US')} instances, ${kib(s.slice.bytes)} fetched (not the whole state)`,
+      );
+    }
+  }
+  const name =
+    plan.lane === 'state-engine'
+      ? 'state-engine (trusted: coarse lock, reservations, delta commit)'
+      : 'full (full trunk, no state-engine coarse lock)';
+  lines.push(`Lane: ${name}`);
+  for (const r of plan.laneReasons) lines.push(`  ${r}`);
+  return lines;
 }

@@ -4,8 +4,11 @@ import { StateDocumentV4 } from '../../domain/terraform';
 import { ApplyEvent, ApplyOrchestrator } from './apply-orchestrator';
 import {
   AcquireOutcome,
+  AcquireRequest,
   ApplyServerPort,
   CommitRequest,
+  EngineCandidates,
+  EngineScope,
   FinishRequest,
   Holder,
   RESERVATION_EXPIRED,
@@ -73,6 +76,9 @@ const plan: KlPlan = {
   reservations: { write: ['terraform_data.a', 'output.a'], read: [] },
   counts: { create: 0, update: 0, replace: 1, delete: 0, forget: 0 },
   summary: '0 to create, 0 to update, 1 to replace, 0 to delete.',
+  lane: 'full',
+  laneReasons: [],
+  scope: null,
 };
 
 const replanOf = (changes: [string, string[]][]) => ({
@@ -99,15 +105,46 @@ const holder: Holder = {
 
 class FakeServer implements ApplyServerPort {
   acquisitions: AcquireOutcome[] = [];
+  acquired: AcquireRequest[] = [];
   commits: CommitRequest[] = [];
   finishes: FinishRequest[] = [];
   heartbeats = 0;
   heartbeatError: DomainError | null = null;
+  /** What was read: `trunk`, or `slice` with its candidates. */
+  reads: string[] = [];
+  offer: { protocolVersion: number; operations: string[] } | null = {
+    protocolVersion: 1,
+    operations: ['scope', 'slice', 'runs', 'delta-commit'],
+  };
+  scopes: EngineScope[] = [];
 
   async trunk() {
+    this.reads.push('trunk');
     return { document: trunk, version: 4 };
   }
-  async acquire(): Promise<AcquireOutcome> {
+  async engineOffer() {
+    return this.offer;
+  }
+  async engineInstanceCount() {
+    return 20_008;
+  }
+  async expandScope(_state: string, candidates: EngineCandidates): Promise<EngineScope> {
+    this.reads.push(`scope ${JSON.stringify(candidates)}`);
+    const next = this.scopes.shift();
+    if (next === undefined) throw new Error('no scope answer queued');
+    return next;
+  }
+  async slice(_state: string, candidates: EngineCandidates) {
+    this.reads.push(`slice ${JSON.stringify(candidates)}`);
+    const wanted = new Set(candidates.addresses);
+    const document = {
+      ...trunk,
+      resources: trunk.resources.filter((r) => wanted.has(`${r.type}.${r.name}`)),
+    };
+    return { document, version: 4, bytes: JSON.stringify(document).length };
+  }
+  async acquire(_state: string, request: AcquireRequest): Promise<AcquireOutcome> {
+    this.acquired.push(request);
     return (
       this.acquisitions.shift() ?? {
         status: 'acquired',
@@ -179,7 +216,30 @@ class FakeWorkspace implements TerraformWorkspace {
 const clock = { now: () => new Date() };
 const reader: ConfigReader = { readModule: async () => ({ hcl: [], json: new Map() }) };
 
-function setup(workspace: FakeWorkspace) {
+const A_TF = 'resource "terraform_data" "a" {\n  input = "a-v2"\n}\n';
+/** A configuration of one file, a.tf, declaring terraform_data.a. */
+const oneFile: ConfigReader = {
+  readModule: async () => ({
+    hcl: [
+      {
+        name: 'a.tf',
+        text: A_TF,
+        units: [
+          {
+            kind: 'resource',
+            key: 'terraform_data.a',
+            range: { start: 0, end: A_TF.length },
+            references: [],
+            cut: [],
+          },
+        ],
+      },
+    ],
+    json: new Map(),
+  }),
+};
+
+function setup(workspace: FakeWorkspace, planned: KlPlan = plan, configReader = reader) {
   const server = new FakeServer();
   const opened: WorkspaceSpec[] = [];
   const workspaces: TerraformWorkspaces = {
@@ -189,7 +249,7 @@ function setup(workspace: FakeWorkspace) {
     },
   };
   const events: ApplyEvent[] = [];
-  const orchestrator = new ApplyOrchestrator(server, reader, workspaces, clock, {
+  const orchestrator = new ApplyOrchestrator(server, configReader, workspaces, clock, {
     uuid: () => 'run-1',
   });
   const run = (
@@ -197,7 +257,7 @@ function setup(workspace: FakeWorkspace) {
     signal = new AbortController().signal,
   ) =>
     orchestrator.apply(
-      plan,
+      planned,
       {
         leaseSeconds: options.leaseSeconds ?? 900,
         waitMs: options.waitMs ?? null,
@@ -234,6 +294,44 @@ describe('ApplyOrchestrator', () => {
     expect(commit).toMatchObject({ baseVersion: 3, counters: { add: 1, change: 0, destroy: 1 } });
     expect(server.finishes).toEqual([]);
     expect(ws.disposed).toBe(true);
+  });
+
+  it('runs on the full-trunk lane when the plan says so: the run, the trunk, the commit', async () => {
+    const ws = new FakeWorkspace(replanOf([['terraform_data.a', ['delete', 'create']]]), {
+      ok: true,
+      state: withA('a-v2'),
+    });
+    const { server, run } = setup(ws);
+    expect(await run()).toMatchObject({ status: 'committed', lane: 'full' });
+    expect(server.acquired[0].lane).toBe('full');
+    expect(server.reads).toEqual(['trunk']);
+    expect(server.commits[0].lane).toBe('full');
+  });
+
+  it('on the trusted lane: the run is a state-engine run, terraform works on the server slice (the trunk is never read), the commit is the engine delta', async () => {
+    const ws = new FakeWorkspace(replanOf([['terraform_data.a', ['delete', 'create']]]), {
+      ok: true,
+      state: withA('a-v2', (d) => {
+        d.resources = d.resources.filter((r) => r.name === 'a');
+      }),
+    });
+    const trusted: KlPlan = {
+      ...plan,
+      files: ['a.tf'],
+      footprint: ['terraform_data.a'],
+      lane: 'state-engine',
+      scope: { provablySafe: true, unresolved: [], closure: [], slice: null },
+    };
+    const { server, opened, run, events } = setup(ws, trusted, oneFile);
+    expect(await run()).toMatchObject({ status: 'committed', lane: 'state-engine' });
+    expect(server.acquired[0].lane).toBe('state-engine');
+    expect(events.find((e) => e.type === 'acquired')).toMatchObject({ lane: 'state-engine' });
+    expect(server.reads).toEqual(['slice {"addresses":["terraform_data.a"],"modulePrefixes":[]}']);
+    expect(opened[0].state.resources.map((r) => r.name)).toEqual(['a']);
+    expect(server.commits).toEqual([
+      expect.objectContaining({ lane: 'state-engine', deletes: [] }),
+    ]);
+    expect(server.commits[0].upserts.map((u) => u.address)).toEqual(['terraform_data.a']);
   });
 
   it('reserves and runs nothing for a plan without changes', async () => {

@@ -1,11 +1,13 @@
 import { KlPlan } from '../../domain/apply/kl-plan';
 import { ChangeKind, isWrite, parsePlanJson } from '../../domain/apply/plan-json';
-import { applyDelta, sliceOf } from '../../domain/apply/state-slice';
+import { ApplyLane } from '../../domain/apply/apply-run.events';
+import { applyDelta } from '../../domain/apply/state-slice';
 import { DomainError } from '../../domain/shared/domain-error';
 import { parseStateDocument, StateDocumentV4 } from '../../domain/terraform';
 import { ApplyServerPort, Holder, Reservation, RESERVATION_EXPIRED } from './apply-server.port';
 import { Clock, Ids } from '../ports/clock.port';
 import { ConfigReader, TerraformWorkspace, TerraformWorkspaces } from './terraform-workspace.port';
+import { laneState } from './state-lanes';
 import { lastError } from './terraform-output';
 import { prepareConfiguration } from './workspace-config';
 
@@ -22,7 +24,13 @@ export interface ApplyOptions {
 }
 
 export type ApplyEvent =
-  | { type: 'acquired'; runId: string; reservations: Reservation[]; expiresAt: string }
+  | {
+      type: 'acquired';
+      runId: string;
+      lane: ApplyLane;
+      reservations: Reservation[];
+      expiresAt: string;
+    }
   | { type: 'waiting'; holders: Holder[]; waitedMs: number }
   | { type: 'applying'; runId: string }
   | { type: 'terraform'; line: string }
@@ -39,6 +47,8 @@ export type ApplyOutcome =
   | {
       status: 'committed';
       runId: string;
+      /** `state-engine`: committed as the trusted lane's delta (source state-engine). */
+      lane: ApplyLane;
       version: number;
       serial: number;
       upserts: number;
@@ -77,7 +87,9 @@ function message(e: unknown): string {
 
 /**
  * `kl apply kl-plan.json` (ADR 0007, revised model): reserve the plan's
- * addresses, re-plan against a slice of the trunk in a private directory,
+ * addresses on the lane the plan chose (ADR 0029 D8: the trusted
+ * state-engine lane, whose run terraform sees as a lock, or the full-trunk
+ * lane), re-plan against a slice of the trunk in a private directory,
  * refuse anything but the planned write set, apply, check what terraform
  * wrote, and commit only the write set as a row-level delta.
  */
@@ -150,8 +162,8 @@ export class ApplyOrchestrator {
 
     try {
       const sliceStarted = this.ms();
-      const trunk = await this.server.trunk(plan.state);
-      const slice = sliceOf(trunk.document, config.footprint);
+      // The plan chose the lane: the trusted lane reads the server's slice, the full lane the trunk.
+      const { slice } = await laneState(this.server, plan.lane, plan.state, config.footprint);
       workspace = await this.workspaces.open({
         configDir: plan.configDir,
         rootFiles: config.rootFiles,
@@ -217,6 +229,7 @@ export class ApplyOrchestrator {
       }
       const commitStarted = this.ms();
       const committed = await this.server.commit(plan.state, runId, {
+        lane: plan.lane,
         baseVersion: plan.baseVersion,
         terraformVersion: after.terraform_version,
         upserts: delta.upserts,
@@ -231,6 +244,7 @@ export class ApplyOrchestrator {
       return {
         status: 'committed',
         runId,
+        lane: plan.lane,
         version: committed.version,
         serial: committed.serial,
         upserts: delta.upserts.length,
@@ -271,6 +285,7 @@ export class ApplyOrchestrator {
         };
       }
       const outcome = await this.server.acquire(plan.state, {
+        lane: plan.lane,
         runId,
         baseVersion: plan.baseVersion,
         write: plan.reservations.write,
@@ -289,6 +304,7 @@ export class ApplyOrchestrator {
         emit({
           type: 'acquired',
           runId,
+          lane: plan.lane,
           reservations: outcome.reservations,
           expiresAt: outcome.expiresAt,
         });

@@ -1,3 +1,4 @@
+import { ApplyLane } from '../../domain/apply/apply-run.events';
 import { InstanceUpsert } from '../../domain/apply/state-slice';
 import { JsonObject, OutputV4, StateDocumentV4 } from '../../domain/terraform';
 
@@ -10,6 +11,8 @@ export interface Trunk {
 }
 
 export interface AcquireRequest {
+  /** `state-engine`: the trusted lane's run (its reservations are the coarse lock terraform sees). */
+  lane: ApplyLane;
   runId: string;
   baseVersion: number;
   write: string[];
@@ -49,6 +52,7 @@ export type AcquireOutcome =
   | { status: 'stale'; addresses: { address: string; changedInVersion: number }[] };
 
 export interface CommitRequest {
+  lane: ApplyLane;
   baseVersion: number;
   terraformVersion: string;
   upserts: InstanceUpsert[];
@@ -64,6 +68,34 @@ export interface FinishRequest {
   outputState?: string;
 }
 
+/** What a client's configuration names, for the state-engine lane (docs/state-engine.md). */
+export interface EngineCandidates {
+  addresses: string[];
+  modulePrefixes: string[];
+}
+
+/** The server's state-engine lane, as its metadata describes it; null when it has none. */
+export interface EngineOffer {
+  protocolVersion: number;
+  operations: string[];
+}
+
+/** A scope expansion's answer (docs/state-engine.md, "Scope expansion"). */
+export interface EngineScope {
+  version: number;
+  scope: { address: string; instances: string[] }[];
+  closure: { address: string; direction: string; via: string; reason: string }[];
+  unresolved: { candidate: string; kind: string; classification: string }[];
+  reservations: { write: string[]; read: string[] };
+  provablySafe: boolean;
+  reasons: string[];
+}
+
+/** A slice of the state, the version it was read at, and what it cost to move. */
+export interface EngineSlice extends Trunk {
+  bytes: number;
+}
+
 /** Codes the port raises (as DomainErrors) that the apply use case reacts to. */
 export const RESERVATION_EXPIRED = 'RESERVATION.EXPIRED';
 export const RESERVATION_NOT_HELD = 'RESERVATION.NOT_HELD';
@@ -76,6 +108,13 @@ export const APPLY_STALE = 'APPLY.STALE';
 export interface ApplyServerPort {
   /** Raises STATE.NOT_FOUND when the state has no document. */
   trunk(state: string): Promise<Trunk>;
+  /** `GET /v1/engine`: null when the server has no state-engine lane. */
+  engineOffer(): Promise<EngineOffer | null>;
+  /** The state's instance count as the state-engine lane reports it. */
+  engineInstanceCount(state: string): Promise<number>;
+  expandScope(state: string, candidates: EngineCandidates): Promise<EngineScope>;
+  /** Raises STATE.NOT_FOUND when the state has no document. */
+  slice(state: string, candidates: EngineCandidates): Promise<EngineSlice>;
   acquire(state: string, request: AcquireRequest): Promise<AcquireOutcome>;
   /** Raises RESERVATION.EXPIRED when the run's reservations were reclaimed. */
   heartbeat(state: string, runId: string, leaseSeconds: number): Promise<{ expiresAt: string }>;

@@ -2,11 +2,11 @@ import { configAddressOf } from '../../domain/apply/addresses';
 import { applySets } from '../../domain/apply/apply-sets';
 import { describeCounts, KL_PLAN_FORMAT, KlPlan } from '../../domain/apply/kl-plan';
 import { countChanges, isWrite, parsePlanJson, PLAN_INVALID } from '../../domain/apply/plan-json';
-import { sliceOf } from '../../domain/apply/state-slice';
 import { DomainError } from '../../domain/shared/domain-error';
 import { parseInstanceAddress } from '../../domain/terraform';
 import { Clock } from '../ports/clock.port';
 import { ApplyServerPort } from './apply-server.port';
+import { chooseLane, laneReservations, Protocol } from './state-lanes';
 import { ConfigReader, TerraformWorkspaces } from './terraform-workspace.port';
 import { prepareConfiguration, workspaceLocals } from './workspace-config';
 
@@ -17,6 +17,8 @@ export interface PlanRequest {
   files: string[] | null;
   targets: string[];
   refresh: boolean;
+  /** Which lane to try (ADR 0029): http = the full-trunk lane. */
+  protocol: Protocol;
 }
 
 export interface PlanOutcome {
@@ -29,8 +31,10 @@ export interface PlanOutcome {
 /**
  * `kl plan`: the preflight plan of ADR 0007's revised model. Terraform plans
  * in a private directory against the trunk (or, with `-f`, the part of it the
- * scoped configuration describes); kl turns the result into write and read
- * sets and the reservations `kl apply` will ask for.
+ * scoped configuration describes: cut from the whole trunk, or on the
+ * state-engine lane fetched as the server's slice); kl turns the result into
+ * write and read sets, the reservations `kl apply` will ask for, and the lane
+ * it will run on.
  */
 export class PlanOrchestrator {
   constructor(
@@ -42,8 +46,9 @@ export class PlanOrchestrator {
 
   async plan(request: PlanRequest, signal?: AbortSignal): Promise<PlanOutcome> {
     const config = await prepareConfiguration(this.reader, request.configDir, request.files);
-    const trunk = await this.server.trunk(request.state);
-    const slice = sliceOf(trunk.document, config.footprint);
+    // The lane decides where the slice comes from: the whole trunk or the server's slice.
+    const lane = await chooseLane(this.server, request.protocol, request.state, config.footprint);
+    const slice = lane.slice;
     const workspace = await this.workspaces.open({
       configDir: request.configDir,
       rootFiles: config.rootFiles,
@@ -76,9 +81,9 @@ export class PlanOrchestrator {
           createdAt: this.clock.now().toISOString(),
           server: request.server,
           state: request.state,
-          baseVersion: trunk.version,
-          baseSerial: trunk.document.serial,
-          lineage: trunk.document.lineage,
+          baseVersion: lane.version,
+          baseSerial: slice.serial,
+          lineage: slice.lineage,
           terraformVersion: plan.terraformVersion,
           configDir: request.configDir,
           files: request.files,
@@ -90,9 +95,12 @@ export class PlanOrchestrator {
           readSet: sets.readSet,
           outputWrites: sets.outputWrites,
           footprint: config.footprint,
-          reservations: sets.reservations,
+          reservations: laneReservations(sets.reservations, lane.serverReservations ?? null),
           counts,
           summary,
+          lane: lane.lane,
+          laneReasons: lane.reasons,
+          scope: lane.scope,
         },
       };
     } finally {

@@ -21,6 +21,7 @@ const CONFIGURATION_CODES = new Set([
   'PLAN.FILE_INVALID',
   'STATE.NOT_FOUND',
   'SERVER.UNREACHABLE',
+  'CONFIG.INVALID',
 ]);
 
 export function exitCodeOf(e: unknown): number {

@@ -128,6 +128,13 @@ async function runApply(file: string, options: ApplyCommandOptions, cmd: Command
   const err = (line: string) => process.stderr.write(line + '\n');
   const signals = onceSignalled();
   const started = Date.now();
+  // Which lane runs, and why, before anything happens (ADR 0029 D8).
+  out(
+    plan.lane === 'state-engine'
+      ? "lane state-engine (trusted): the coarse lock, the scope's reservations, a delta commit on the engine"
+      : 'lane full: the full trunk, no state-engine coarse lock',
+  );
+  for (const r of plan.laneReasons) out(`  ${r}`);
   let outcome: ApplyOutcome;
   try {
     outcome = await orchestrator.apply(
@@ -141,7 +148,10 @@ async function runApply(file: string, options: ApplyCommandOptions, cmd: Command
           switch (e.type) {
             case 'acquired':
               out(
-                `reservations acquired (${describeReservations(plan.reservations)}), run ${e.runId}`,
+                `reservations acquired (${describeReservations(plan.reservations)}), run ${e.runId}` +
+                  (e.lane === 'state-engine'
+                    ? ': terraform sees the state locked by a state-engine apply'
+                    : ''),
               );
               break;
             case 'waiting':
@@ -190,7 +200,7 @@ async function runApply(file: string, options: ApplyCommandOptions, cmd: Command
         `apply complete: ${c.create} created, ${c.update} updated, ${c.replace} replaced, ${c.delete} destroyed (${seconds}s)`,
       );
       out(
-        `committed version ${outcome.version} at serial ${outcome.serial} (source=apply, run=${outcome.runId})`,
+        `committed version ${outcome.version} at serial ${outcome.serial} (lane=${outcome.lane}, source=${outcome.lane === 'state-engine' ? 'state-engine' : 'apply'}, run=${outcome.runId})`,
       );
       return APPLY_EXIT.ok;
     }
@@ -255,6 +265,7 @@ function outcomeJson(o: ApplyOutcome, wallMs: number): Record<string, unknown> {
       return {
         status: o.status,
         run_id: o.runId,
+        lane: o.lane,
         version: o.version,
         serial: o.serial,
         upserts: o.upserts,

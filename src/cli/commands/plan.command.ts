@@ -10,6 +10,7 @@ import { TempWorkspaces } from '../../infrastructure/terraform/temp-workspace';
 import { defaultActor, KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestApplyServer } from '../../infrastructure/rest/rest-apply-server';
 import { renderPlan } from '../apply-render';
+import { loadKlConfig } from '../kl-config';
 import { APPLY_EXIT, exitCodeOf, onceSignalled, usageExit3, UsageError } from './apply-cli';
 
 interface PlanOptions {
@@ -57,7 +58,10 @@ export function registerPlanCommand(program: Command): void {
     .addHelpText(
       'after',
       '\nExit status: 0 planned, 1 terraform failed, 3 usage or configuration, 130/143 interrupted.' +
-        '\nSee docs/usage/parallel-apply.md.',
+        '\nWith protocol state-engine or auto (--protocol, KL_PROTOCOL, .kl.toml) and -f, the server' +
+        '\nexpands the scope and kl fetches only its slice; kl apply then runs on the trusted' +
+        '\nstate-engine lane, or on the full-trunk lane when the server cannot prove the scope safe.' +
+        '\nSee docs/usage/parallel-apply.md and docs/state-engine.md.',
     );
   usageExit3(command).action(async (dir: string, options: PlanOptions, cmd: Command) => {
     process.exitCode = await runPlan(dir, options, cmd);
@@ -111,6 +115,8 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
       return inDir;
     });
     const target = await resolveTarget(cmd, configDir, options.state);
+    // --protocol > KL_PROTOCOL > the directory's .kl.toml > auto (kl config shows it).
+    const protocol = loadKlConfig(cmd, configDir).protocol.value;
     const globals = cmd.optsWithGlobals<Globals>();
     const http = new KldHttpClient(target.server, { token: globals.token, actor: defaultActor() });
     const orchestrator = new PlanOrchestrator(
@@ -127,6 +133,7 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
         files: files.length > 0 ? [...new Set(files)].sort() : null,
         targets: options.target,
         refresh: options.refresh,
+        protocol,
       },
       signals.signal,
     );

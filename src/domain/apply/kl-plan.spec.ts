@@ -29,6 +29,21 @@ const plan: KlPlan = {
   reservations: { write: ['terraform_data.slow_a', 'output.slow_a'], read: [] },
   counts: { create: 0, update: 0, replace: 1, delete: 0, forget: 0 },
   summary: '0 to create, 0 to update, 1 to replace, 0 to delete.',
+  lane: 'full',
+  laneReasons: ['protocol http'],
+  scope: null,
+};
+
+const trusted: KlPlan = {
+  ...plan,
+  lane: 'state-engine',
+  laneReasons: ['the server proved the scope safe'],
+  scope: {
+    provablySafe: true,
+    unresolved: [{ candidate: 'terraform_data.support', classification: 'undeployed' }],
+    closure: [{ address: 'terraform_data.base', direction: 'dependency', via: 'x.y' }],
+    slice: { instances: 1, bytes: 512, stateInstances: 20_008 },
+  },
 };
 
 describe('kl-plan.json', () => {
@@ -46,7 +61,35 @@ describe('kl-plan.json', () => {
     });
   });
 
+  it('keeps the lane, why, and what scope expansion said', () => {
+    const json = JSON.parse(JSON.stringify(klPlanToJson(trusted)));
+    expect(json).toMatchObject({
+      lane: 'state-engine',
+      scope: { provably_safe: true, slice: { state_instances: 20_008 } },
+    });
+    expect(klPlanFromJson(json)).toEqual(trusted);
+  });
+
+  it('reads a plan file written before lanes as one for the full-trunk lane', () => {
+    const json = JSON.parse(JSON.stringify(klPlanToJson(plan)));
+    delete json.lane;
+    delete json.lane_reasons;
+    delete json.scope;
+    expect(klPlanFromJson(json)).toMatchObject({ lane: 'full', laneReasons: [], scope: null });
+  });
+
+  it('refuses the trusted lane without a scope the server proved safe', () => {
+    const json = JSON.parse(JSON.stringify(klPlanToJson(trusted)));
+    json.scope.provably_safe = false;
+    expect(() => klPlanFromJson(json)).toThrow(
+      'lane state-engine needs a scope the server proved safe',
+    );
+    expect(() => klPlanFromJson({ ...json, scope: null })).toThrow('needs a scope');
+  });
+
   it.each([
+    [{ lane: 'fast' }, 'lane must be one of full, state-engine'],
+    [{ scope: { provably_safe: 'yes' } }, 'scope.provably_safe must be true or false'],
     [{ format: 'other' }, 'format must be "kl-plan/1"'],
     [{ base_version: -1 }, 'base_version must be a non-negative integer'],
     [{ write_set: 'terraform_data.slow_a' }, 'write_set must be a list of strings'],

@@ -1,5 +1,6 @@
 import { DomainError } from '../shared/domain-error';
 import { isJsonObject, JsonObject, JsonValue } from '../terraform/json-value';
+import { APPLY_LANES, ApplyLane } from './apply-run.events';
 import { ChangeCounts, ChangeKind } from './plan-json';
 
 export const KL_PLAN_FORMAT = 'kl-plan/1';
@@ -37,6 +38,25 @@ export interface KlPlan {
   reservations: { write: string[]; read: string[] };
   counts: ChangeCounts;
   summary: string;
+  /**
+   * The lane `kl apply` runs on (ADR 0029 D8): `state-engine` (trusted: the
+   * coarse lock, the server's reservations, the delta commit on the engine)
+   * only when the server proved the scope safe; `full` otherwise.
+   */
+  lane: ApplyLane;
+  /** Why that lane: the protocol asked for, and why kl fell back when it did. */
+  laneReasons: string[];
+  /** What the server's scope expansion said; null when kl did not ask (protocol http). */
+  scope: PlanScope | null;
+}
+
+/** The operator-facing part of a scope expansion (docs/state-engine.md). */
+export interface PlanScope {
+  provablySafe: boolean;
+  unresolved: { candidate: string; classification: string }[];
+  closure: { address: string; direction: string; via: string }[];
+  /** The slice terraform planned on, and the whole state's size, when the slice was fetched. */
+  slice: { instances: number; bytes: number; stateInstances: number } | null;
 }
 
 function fail(what: string): never {
@@ -87,7 +107,65 @@ export function klPlanToJson(p: KlPlan): JsonObject {
     read_set: p.readSet,
     output_writes: p.outputWrites,
     footprint: p.footprint,
+    lane: p.lane,
+    lane_reasons: p.laneReasons,
+    scope:
+      p.scope === null
+        ? null
+        : {
+            provably_safe: p.scope.provablySafe,
+            unresolved: p.scope.unresolved.map((u) => ({ ...u })),
+            closure: p.scope.closure.map((c) => ({ ...c })),
+            slice:
+              p.scope.slice === null
+                ? null
+                : {
+                    instances: p.scope.slice.instances,
+                    bytes: p.scope.slice.bytes,
+                    state_instances: p.scope.slice.stateInstances,
+                  },
+          },
     variables: p.variables,
+  };
+}
+
+function strings<K extends string>(o: JsonObject, keys: readonly K[], what: string) {
+  const out = {} as Record<K, string>;
+  for (const k of keys) {
+    if (typeof o[k] !== 'string') fail(`${what}.${k} must be a string`);
+    out[k] = o[k] as string;
+  }
+  return out;
+}
+
+/** A plan file written before lanes existed ran on the full-trunk lane. */
+function scopeFromJson(raw: JsonValue | undefined): PlanScope | null {
+  if (raw === undefined || raw === null) return null;
+  if (!isJsonObject(raw)) fail('scope must be an object or null');
+  if (typeof raw.provably_safe !== 'boolean') fail('scope.provably_safe must be true or false');
+  const items = (k: string) => {
+    const v = raw[k];
+    if (!Array.isArray(v) || !v.every(isJsonObject)) fail(`scope.${k} must be a list of objects`);
+    return v as JsonObject[];
+  };
+  let slice: PlanScope['slice'] = null;
+  if (raw.slice !== null && raw.slice !== undefined) {
+    if (!isJsonObject(raw.slice)) fail('scope.slice must be an object or null');
+    slice = {
+      instances: int(raw.slice, 'instances'),
+      bytes: int(raw.slice, 'bytes'),
+      stateInstances: int(raw.slice, 'state_instances'),
+    };
+  }
+  return {
+    provablySafe: raw.provably_safe,
+    unresolved: items('unresolved').map((u) =>
+      strings(u, ['candidate', 'classification'], 'scope.unresolved'),
+    ),
+    closure: items('closure').map((c) =>
+      strings(c, ['address', 'direction', 'via'], 'scope.closure'),
+    ),
+    slice,
   };
 }
 
@@ -104,6 +182,14 @@ export function klPlanFromJson(raw: unknown): KlPlan {
   const files = raw.files === null ? null : list(raw, 'files');
   const footprint = raw.footprint === null ? null : list(raw, 'footprint');
   if (typeof raw.refresh !== 'boolean') fail('refresh must be true or false');
+  const lane = raw.lane ?? 'full';
+  if (typeof lane !== 'string' || !APPLY_LANES.includes(lane as ApplyLane)) {
+    fail(`lane must be one of ${APPLY_LANES.join(', ')}`);
+  }
+  const scope = scopeFromJson(raw.scope);
+  if (lane === 'state-engine' && scope?.provablySafe !== true) {
+    fail('lane state-engine needs a scope the server proved safe');
+  }
   return {
     format: KL_PLAN_FORMAT,
     createdAt: str(raw, 'created_at'),
@@ -136,6 +222,9 @@ export function klPlanFromJson(raw: unknown): KlPlan {
       forget: int(counts, 'forget'),
     },
     summary: str(raw, 'summary'),
+    lane: lane as ApplyLane,
+    laneReasons: raw.lane_reasons === undefined ? [] : list(raw, 'lane_reasons'),
+    scope,
   };
 }
 

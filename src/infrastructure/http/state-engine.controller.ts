@@ -158,14 +158,15 @@ export class StateEngineController {
       .execute(
         new StartApplyRunCommand({
           name,
+          ...(body.run_id === undefined ? {} : { runId: body.run_id.toLowerCase() }),
           baseVersion: body.base_version,
           reservations: [
             ...body.write.map((glob) => ({ glob, mode: 'write' as const })),
             ...(body.read ?? []).map((glob) => ({ glob, mode: 'read' as const })),
           ],
           leaseSeconds: body.lease_seconds ?? DEFAULT_LEASE_SECONDS,
-          writeSet: body.write,
-          readSet: body.read ?? [],
+          writeSet: body.write_set ?? body.write,
+          readSet: body.read_set ?? body.read ?? [],
           info: { ...(body.info ?? {}), state_engine_operation: body.operation },
           lane: 'state-engine',
           caller: callerOf(req),

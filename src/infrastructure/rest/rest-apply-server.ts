@@ -3,6 +3,10 @@ import {
   AcquireRequest,
   ApplyServerPort,
   CommitRequest,
+  EngineCandidates,
+  EngineOffer,
+  EngineScope,
+  EngineSlice,
   FinishRequest,
   Holder,
   Trunk,
@@ -58,6 +62,96 @@ export class RestApplyServer implements ApplyServerPort {
     return p;
   }
 
+  /** The state-engine lane's routes (docs/state-engine.md). */
+  private enginePath(state: string, tail = ''): string {
+    return `/v1/engine/states/${statePath(state)}${tail}`;
+  }
+
+  async engineOffer(): Promise<EngineOffer | null> {
+    const res = await this.http.send('GET', '/v1/engine');
+    // A kld from before the lane (or behind a proxy that hides it) has no such route.
+    if (res.status === 404 || res.status === 405) {
+      await res.body?.cancel();
+      return null;
+    }
+    if (!res.ok) throw await errorOf(res);
+    const body = (await res.json()) as JsonObject;
+    return {
+      protocolVersion: typeof body.protocol_version === 'number' ? body.protocol_version : 0,
+      operations: Array.isArray(body.operations)
+        ? body.operations.filter((o): o is string => typeof o === 'string')
+        : [],
+    };
+  }
+
+  async engineInstanceCount(state: string): Promise<number> {
+    const body = await this.http.json<JsonObject>('GET', this.enginePath(state));
+    return typeof body.instance_count === 'number' ? body.instance_count : 0;
+  }
+
+  private candidates(c: EngineCandidates): JsonObject {
+    return {
+      ...(c.addresses.length > 0 ? { addresses: c.addresses } : {}),
+      ...(c.modulePrefixes.length > 0 ? { module_prefixes: c.modulePrefixes } : {}),
+    };
+  }
+
+  async expandScope(state: string, candidates: EngineCandidates): Promise<EngineScope> {
+    const body = await this.http.json<JsonObject>('POST', this.enginePath(state, '/scope'), {
+      json: this.candidates(candidates),
+    });
+    const objects = (v: unknown) => (Array.isArray(v) ? v.filter(isJsonObject) : []);
+    const strings = (v: unknown) =>
+      Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
+    const reservations = isJsonObject(body.reservations) ? body.reservations : {};
+    return {
+      version: typeof body.version === 'number' ? body.version : 0,
+      scope: objects(body.scope).map((s) => ({
+        address: asString(s.address),
+        instances: strings(s.instances),
+      })),
+      closure: objects(body.closure).map((c) => ({
+        address: asString(c.address),
+        direction: asString(c.direction),
+        via: asString(c.via),
+        reason: asString(c.reason),
+      })),
+      unresolved: objects(body.unresolved).map((u) => ({
+        candidate: asString(u.candidate),
+        kind: asString(u.kind),
+        classification: asString(u.classification),
+      })),
+      reservations: { write: strings(reservations.write), read: strings(reservations.read) },
+      // Only an explicit true proves anything.
+      provablySafe: body.provably_safe === true,
+      reasons: strings(body.reasons),
+    };
+  }
+
+  async slice(state: string, candidates: EngineCandidates): Promise<EngineSlice> {
+    const res = await this.http.send('POST', this.enginePath(state, '/slice'), {
+      json: this.candidates(candidates),
+    });
+    if (!res.ok) throw await errorOf(res);
+    const text = await res.text();
+    return {
+      document: parseStateDocument(text),
+      version: this.versionOf(res),
+      bytes: Buffer.byteLength(text),
+    };
+  }
+
+  private versionOf(res: Response): number {
+    const version = Number(res.headers.get('x-kilolock-state-version'));
+    if (!Number.isSafeInteger(version) || version < 1) {
+      throw new DomainError(
+        'SERVER.UNEXPECTED_ANSWER',
+        `${this.http.base} sent the state without an X-Kilolock-State-Version header`,
+      );
+    }
+    return version;
+  }
+
   async trunk(state: string): Promise<Trunk> {
     const res = await this.http.send('GET', `/v1/states/${statePath(state)}`);
     if (res.status === 404) {
@@ -68,34 +162,31 @@ export class RestApplyServer implements ApplyServerPort {
       );
     }
     if (!res.ok) throw await errorOf(res);
-    const version = Number(res.headers.get('x-kilolock-state-version'));
     const text = await res.text();
     if (text.trim() === '') {
       throw new DomainError('STATE.NOT_FOUND', `state "${state}" has no document yet`);
     }
-    if (!Number.isSafeInteger(version) || version < 1) {
-      throw new DomainError(
-        'SERVER.UNEXPECTED_ANSWER',
-        `${this.http.base} sent the state without an X-Kilolock-State-Version header`,
-      );
-    }
-    return { document: parseStateDocument(text), version };
+    return { document: parseStateDocument(text), version: this.versionOf(res) };
   }
 
   async acquire(state: string, request: AcquireRequest): Promise<AcquireOutcome> {
-    const res = await this.http.send('POST', this.runPath(state), {
-      json: {
-        run_id: request.runId,
-        base_version: request.baseVersion,
-        write: request.write,
-        read: request.read,
-        write_set: request.writeSet,
-        read_set: request.readSet,
-        lease_seconds: request.leaseSeconds,
-        info: request.info,
-        lane: 'full',
-      },
-    });
+    const run = {
+      run_id: request.runId,
+      base_version: request.baseVersion,
+      write: request.write,
+      read: request.read,
+      write_set: request.writeSet,
+      read_set: request.readSet,
+      lease_seconds: request.leaseSeconds,
+      info: request.info,
+    };
+    // The trusted lane starts its run on the engine: terraform then sees a state-engine lock.
+    const res =
+      request.lane === 'state-engine'
+        ? await this.http.send('POST', this.enginePath(state, '/runs'), {
+            json: { operation: 'apply', ...run },
+          })
+        : await this.http.send('POST', this.runPath(state), { json: { ...run, lane: 'full' } });
     if (res.ok) {
       const body = (await res.json()) as JsonObject;
       const reservations = Array.isArray(body.reservations) ? body.reservations : [];
@@ -168,7 +259,11 @@ export class RestApplyServer implements ApplyServerPort {
       counters: request.counters,
     };
     // stringifyJson: numbers beyond double precision go out exactly as terraform wrote them.
-    const res = await this.http.send('POST', this.runPath(state, runId, 'commit'), {
+    const path =
+      request.lane === 'state-engine'
+        ? this.enginePath(state, `/runs/${encodeURIComponent(runId)}/commit`)
+        : this.runPath(state, runId, 'commit');
+    const res = await this.http.send('POST', path, {
       body: stringifyJson(body),
       contentType: 'application/json',
     });

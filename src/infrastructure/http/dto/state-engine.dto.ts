@@ -1,5 +1,13 @@
 import { Type } from 'class-transformer';
-import { ArrayMaxSize, IsArray, IsInt, IsOptional, Min, ValidateNested } from 'class-validator';
+import {
+  ArrayMaxSize,
+  IsArray,
+  IsInt,
+  IsOptional,
+  IsUUID,
+  Min,
+  ValidateNested,
+} from 'class-validator';
 import type { JsonObject } from '../../../domain/terraform';
 import { IsJsonObject, IsStorableText, Verbatim } from '../request-validation';
 
@@ -50,6 +58,11 @@ export class SliceDto extends CandidatesDto {
 
 /** `POST /v1/engine/states/<name>/runs`: a state-engine write's reservations. */
 export class StartEngineRunDto {
+  /** The client's id for the run, so that a retried start is recognised. */
+  @IsOptional()
+  @IsUUID('all', { message: '$property must be a uuid' })
+  run_id?: string;
+
   /** What the write is (`state rm`, `state mv`, `rollback resource`, `apply`). */
   @IsStorableText({ nonEmpty: true })
   operation!: string;
@@ -73,6 +86,20 @@ export class StartEngineRunDto {
   @IsInt({ message: '$property must be a positive integer' })
   @Min(1, { message: '$property must be a positive integer' })
   lease_seconds?: number;
+
+  /** The addresses the write changes, checked against `base_version` (default: `write`). */
+  @IsOptional()
+  @IsArray()
+  @ArrayMaxSize(MAX_CANDIDATES)
+  @IsStorableText({ nonEmpty: true, key: true }, { each: true })
+  write_set?: string[];
+
+  /** The addresses it read, checked likewise (default: `read`). */
+  @IsOptional()
+  @IsArray()
+  @ArrayMaxSize(MAX_CANDIDATES)
+  @IsStorableText({ nonEmpty: true, key: true }, { each: true })
+  read_set?: string[];
 
   /** What the operation does, recorded with the run (arguments, preview). */
   @IsOptional()

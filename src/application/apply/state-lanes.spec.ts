@@ -1,0 +1,204 @@
+import { DomainError } from '../../domain/shared/domain-error';
+import { StateDocumentV4 } from '../../domain/terraform';
+import { EngineCandidates, EngineOffer, EngineScope } from './apply-server.port';
+import { candidatesOf, chooseLane, laneReservations, laneState } from './state-lanes';
+
+const resource = (name: string, module?: string) => ({
+  ...(module ? { module } : {}),
+  mode: 'managed' as const,
+  type: 'terraform_data',
+  name,
+  provider: 'provider["terraform.io/builtin/terraform"]',
+  instances: [{ schema_version: 0, attributes: { id: name } }],
+});
+
+const trunk: StateDocumentV4 = {
+  version: 4,
+  terraform_version: '1.11.4',
+  serial: 9,
+  lineage: 'L',
+  outputs: {},
+  resources: [resource('app'), resource('base'), resource('x', 'module.net')],
+};
+
+const safe: EngineScope = {
+  version: 7,
+  scope: [{ address: 'terraform_data.app', instances: ['terraform_data.app'] }],
+  closure: [
+    {
+      address: 'terraform_data.base',
+      direction: 'dependency',
+      via: 'terraform_data.app',
+      reason: 'terraform_data.app depends on it',
+    },
+  ],
+  unresolved: [
+    { candidate: 'terraform_data.support', kind: 'address', classification: 'undeployed' },
+  ],
+  reservations: {
+    write: ['terraform_data.app', 'terraform_data.support'],
+    read: ['terraform_data.base'],
+  },
+  provablySafe: true,
+  reasons: [],
+};
+
+/** A server that records what kl read from it. */
+function server(
+  options: { offer?: EngineOffer | null; scopes?: EngineScope[]; sliceVersions?: number[] } = {},
+) {
+  const reads: string[] = [];
+  const scopes = [...(options.scopes ?? [safe])];
+  const sliceVersions = [...(options.sliceVersions ?? [])];
+  return {
+    reads,
+    async trunk() {
+      reads.push('trunk');
+      return { document: trunk, version: 7 };
+    },
+    async engineOffer() {
+      return options.offer === undefined
+        ? { protocolVersion: 1, operations: ['scope', 'slice', 'runs', 'delta-commit', 'state-rm'] }
+        : options.offer;
+    },
+    async engineInstanceCount() {
+      return 20_008;
+    },
+    async expandScope(_s: string, c: EngineCandidates) {
+      reads.push(`scope ${[...c.addresses, ...c.modulePrefixes].join(',')}`);
+      return scopes.length > 1 ? scopes.shift()! : scopes[0];
+    },
+    async slice(_s: string, c: EngineCandidates) {
+      reads.push(`slice ${[...c.addresses, ...c.modulePrefixes].join(',')}`);
+      const document = { ...trunk, resources: [resource('app')] };
+      return { document, version: sliceVersions.shift() ?? 7, bytes: 321 };
+    },
+    acquire: jest.fn(),
+    heartbeat: jest.fn(),
+    commit: jest.fn(),
+    finish: jest.fn(),
+  };
+}
+
+const FOOTPRINT = ['terraform_data.app', 'terraform_data.support'];
+
+describe('the lanes of kl plan and kl apply', () => {
+  it('sends module calls as prefixes and the rest as addresses', () => {
+    expect(candidatesOf(['data.x.y', 'module.net', 'terraform_data.a'])).toEqual({
+      addresses: ['data.x.y', 'terraform_data.a'],
+      modulePrefixes: ['module.net'],
+    });
+  });
+
+  it('protocol http: the whole trunk, sliced here; the server is not asked for a scope', async () => {
+    const s = server();
+    const choice = await chooseLane(s, 'http', 'st', FOOTPRINT);
+    expect(choice).toMatchObject({ lane: 'full', version: 7, scope: null });
+    expect(choice.slice.resources.map((r) => r.name)).toEqual(['app']);
+    expect(s.reads).toEqual(['trunk']);
+  });
+
+  it.each(['auto', 'state-engine'] as const)(
+    'protocol %s and a provable scope: only the slice is fetched, for the trusted lane with the server reservations',
+    async (protocol) => {
+      const s = server();
+      const choice = await chooseLane(s, protocol, 'st', FOOTPRINT);
+      expect(s.reads).toEqual([
+        'scope terraform_data.app,terraform_data.support',
+        'slice terraform_data.app,terraform_data.support',
+      ]);
+      expect(choice).toMatchObject({
+        lane: 'state-engine',
+        version: 7,
+        serverReservations: safe.reservations,
+        scope: {
+          provablySafe: true,
+          unresolved: [{ candidate: 'terraform_data.support', classification: 'undeployed' }],
+          slice: { instances: 1, bytes: 321, stateInstances: 20_008 },
+        },
+      });
+      expect(choice.reasons[0]).toContain('the server proved the scope safe');
+    },
+  );
+
+  it('an unprovable scope falls back to the full trunk and says why', async () => {
+    const s = server({
+      scopes: [
+        {
+          ...safe,
+          provablySafe: false,
+          reasons: ['module module.fresh matches nothing in this state, now or before'],
+        },
+      ],
+    });
+    const choice = await chooseLane(s, 'state-engine', 'st', [...FOOTPRINT, 'module.fresh']);
+    expect(choice.lane).toBe('full');
+    expect(choice.serverReservations).toBeUndefined();
+    expect(choice.scope?.provablySafe).toBe(false);
+    expect(choice.reasons[0]).toMatch(
+      /cannot prove the scope safe \(module module.fresh matches nothing.*\), so kl falls back to the full-trunk lane/,
+    );
+    expect(s.reads).toEqual([
+      'scope terraform_data.app,terraform_data.support,module.fresh',
+      'trunk',
+    ]);
+  });
+
+  it('asks again when the state changed between the proof and the slice', async () => {
+    const s = server({ sliceVersions: [8, 7] });
+    const choice = await chooseLane(s, 'auto', 'st', FOOTPRINT);
+    expect(choice.lane).toBe('state-engine');
+    expect(s.reads.filter((r) => r.startsWith('scope'))).toHaveLength(2);
+  });
+
+  it('without -f there is no scope to expand: the full trunk', async () => {
+    const s = server();
+    const choice = await chooseLane(s, 'state-engine', 'st', null);
+    expect(choice.lane).toBe('full');
+    expect(choice.reasons[0]).toContain('without -f');
+    expect(s.reads).toEqual(['trunk']);
+  });
+
+  it('auto on a server without the lane (or another protocol version): the full trunk', async () => {
+    for (const offer of [
+      null,
+      { protocolVersion: 2, operations: ['scope', 'slice', 'runs', 'delta-commit'] },
+      { protocolVersion: 1, operations: ['scope'] },
+    ]) {
+      const s = server({ offer });
+      const choice = await chooseLane(s, 'auto', 'st', FOOTPRINT);
+      expect(choice.lane).toBe('full');
+      expect(choice.reasons[0]).toContain('the server offers no state-engine lane');
+      expect(s.reads).toEqual(['trunk']);
+    }
+  });
+
+  it('protocol state-engine on a server without the lane is a configuration error', async () => {
+    const s = server({ offer: null });
+    const failure = chooseLane(s, 'state-engine', 'st', FOOTPRINT);
+    await expect(failure).rejects.toThrow(DomainError);
+    await expect(failure).rejects.toThrow(/offers no state-engine lane.*use protocol http or auto/);
+    expect(s.reads).toEqual([]);
+  });
+
+  it("kl apply reads the plan's lane again: the slice on the trusted lane, the trunk otherwise", async () => {
+    const s = server();
+    expect((await laneState(s, 'state-engine', 'st', FOOTPRINT)).slice.resources).toHaveLength(1);
+    expect((await laneState(s, 'full', 'st', FOOTPRINT)).slice.resources).toHaveLength(1);
+    expect(s.reads).toEqual(['slice terraform_data.app,terraform_data.support', 'trunk']);
+  });
+
+  it("the trusted lane reserves the server's scope contract as well as what the plan writes and reads", () => {
+    expect(
+      laneReservations(
+        { write: ['terraform_data.app', 'output.a'], read: ['terraform_data.base'] },
+        safe.reservations,
+      ),
+    ).toEqual({
+      write: ['output.a', 'terraform_data.app', 'terraform_data.support'],
+      read: ['terraform_data.base'],
+    });
+    const planned = { write: ['terraform_data.app'], read: ['terraform_data.app'] };
+    expect(laneReservations(planned, null)).toBe(planned);
+  });
+});

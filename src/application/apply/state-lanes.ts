@@ -1,0 +1,184 @@
+import { ApplyLane } from '../../domain/apply/apply-run.events';
+import { PlanScope } from '../../domain/apply/kl-plan';
+import { Footprint, sliceOf } from '../../domain/apply/state-slice';
+import { DomainError } from '../../domain/shared/domain-error';
+import { StateDocumentV4 } from '../../domain/terraform';
+import { ApplyServerPort, EngineCandidates, EngineOffer } from './apply-server.port';
+
+/**
+ * The two lanes `kl plan` and `kl apply` run on (ADR 0029 D8), as one
+ * strategy: where the state terraform works on comes from (the whole trunk,
+ * sliced here, or the server's slice of the scope) and which lane the run
+ * records. Everything else — terraform, the write set, reservations, the
+ * row-level commit — is the same code for both.
+ */
+
+/** How kl talks to the state (`kl config`: flag > KL_PROTOCOL > .kl.toml > auto). */
+export type Protocol = 'http' | 'state-engine' | 'auto';
+
+/** What the state-engine lane must offer for kl plan/apply to use it. */
+const NEEDED_OPERATIONS = ['scope', 'slice', 'runs', 'delta-commit'];
+export const ENGINE_PROTOCOL_VERSION = 1;
+
+export const ENGINE_UNAVAILABLE = 'CONFIG.INVALID';
+
+/** The state terraform works on, the version it was read at, and the lane that wrote it. */
+export interface LaneState {
+  lane: ApplyLane;
+  slice: StateDocumentV4;
+  version: number;
+}
+
+/** The plan's choice: the lane, why, and what the server's scope expansion said. */
+export interface LaneChoice extends LaneState {
+  reasons: string[];
+  scope: PlanScope | null;
+  /** The reservations the server's scope contract names (trusted lane only). */
+  serverReservations?: { write: string[]; read: string[] };
+}
+
+/** Footprint entries as state-engine candidates: module calls as prefixes, resources as addresses. */
+export function candidatesOf(footprint: readonly string[]): EngineCandidates {
+  return {
+    addresses: footprint.filter((f) => !f.startsWith('module.')),
+    modulePrefixes: footprint.filter((f) => f.startsWith('module.')),
+  };
+}
+
+function offers(offer: EngineOffer | null): boolean {
+  return (
+    offer !== null &&
+    offer.protocolVersion === ENGINE_PROTOCOL_VERSION &&
+    NEEDED_OPERATIONS.every((o) => offer.operations.includes(o))
+  );
+}
+
+/** The full-trunk lane: the whole document, sliced to the footprint here. */
+async function fullTrunk(
+  server: ApplyServerPort,
+  state: string,
+  footprint: Footprint,
+): Promise<LaneState> {
+  const trunk = await server.trunk(state);
+  return { lane: 'full', slice: sliceOf(trunk.document, footprint), version: trunk.version };
+}
+
+/**
+ * `kl plan`'s lane. With protocol http, the full-trunk lane. Otherwise the
+ * server expands the scope of the `-f` footprint; only when it proves the
+ * scope safe does kl fetch just that slice and plan for the trusted lane.
+ * When it cannot, kl falls back to the full-trunk lane and says why. `auto`
+ * takes the state-engine lane only when the server's metadata offers it;
+ * `state-engine` asked of a server without it is a configuration error.
+ */
+export async function chooseLane(
+  server: ApplyServerPort,
+  protocol: Protocol,
+  state: string,
+  footprint: Footprint,
+): Promise<LaneChoice> {
+  const full = async (reasons: string[], scope: PlanScope | null = null) => ({
+    ...(await fullTrunk(server, state, footprint)),
+    reasons,
+    scope,
+  });
+  if (protocol === 'http') return full(['protocol http: the full-trunk lane']);
+  if (!offers(await server.engineOffer())) {
+    if (protocol === 'state-engine') {
+      throw new DomainError(
+        ENGINE_UNAVAILABLE,
+        `protocol state-engine, but the server offers no state-engine lane (protocol ${ENGINE_PROTOCOL_VERSION} with ${NEEDED_OPERATIONS.join(', ')}): use protocol http or auto`,
+      );
+    }
+    return full(['protocol auto: the server offers no state-engine lane, so the full-trunk lane']);
+  }
+  if (footprint === null) {
+    return full([
+      `protocol ${protocol}: without -f the whole configuration is in scope, so the full-trunk lane`,
+    ]);
+  }
+  // The proof and the slice must be of one version: a write in between means asking again.
+  for (let attempt = 1; ; attempt++) {
+    const expanded = await server.expandScope(state, candidatesOf(footprint));
+    const scope: PlanScope = {
+      provablySafe: expanded.provablySafe,
+      unresolved: expanded.unresolved.map((u) => ({
+        candidate: u.candidate,
+        classification: u.classification,
+      })),
+      closure: expanded.closure.map((c) => ({
+        address: c.address,
+        direction: c.direction,
+        via: c.via,
+      })),
+      slice: null,
+    };
+    if (!expanded.provablySafe) {
+      return full(
+        [
+          `protocol ${protocol}: the server cannot prove the scope safe (${expanded.reasons.join('; ')}), so kl falls back to the full-trunk lane`,
+        ],
+        scope,
+      );
+    }
+    const [slice, stateInstances] = await Promise.all([
+      server.slice(state, candidatesOf(footprint)),
+      server.engineInstanceCount(state),
+    ]);
+    if (slice.version !== expanded.version && attempt < 3) continue;
+    if (slice.version !== expanded.version) {
+      return full(
+        [
+          `protocol ${protocol}: the state kept changing between scope expansion and slice, so kl falls back to the full-trunk lane`,
+        ],
+        scope,
+      );
+    }
+    return {
+      lane: 'state-engine',
+      slice: slice.document,
+      version: slice.version,
+      reasons: [
+        `protocol ${protocol}: the server proved the scope safe, so the trusted state-engine lane`,
+      ],
+      scope: {
+        ...scope,
+        slice: { instances: countInstances(slice.document), bytes: slice.bytes, stateInstances },
+      },
+      serverReservations: expanded.reservations,
+    };
+  }
+}
+
+/** `kl apply`'s state: the lane its plan chose, read again at the current version. */
+export async function laneState(
+  server: ApplyServerPort,
+  lane: ApplyLane,
+  state: string,
+  footprint: Footprint,
+): Promise<LaneState> {
+  if (lane === 'full' || footprint === null) return fullTrunk(server, state, footprint);
+  const slice = await server.slice(state, candidatesOf(footprint));
+  return { lane, slice: slice.document, version: slice.version };
+}
+
+function countInstances(d: StateDocumentV4): number {
+  return d.resources.reduce((n, r) => n + r.instances.length, 0);
+}
+
+/**
+ * The trusted lane reserves what the server's scope contract names (the
+ * scope and its undeployed addresses for write, the dependency closure for
+ * read) as well as what the plan itself writes and reads.
+ */
+export function laneReservations(
+  planned: { write: string[]; read: string[] },
+  server: { write: string[]; read: string[] } | null,
+): { write: string[]; read: string[] } {
+  if (server === null) return planned;
+  const write = [...new Set([...planned.write, ...server.write])].sort();
+  const read = [...new Set([...planned.read, ...server.read])]
+    .filter((g) => !write.includes(g))
+    .sort();
+  return { write, read };
+}
