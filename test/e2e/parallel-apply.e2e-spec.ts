@@ -214,6 +214,8 @@ beforeAll(async () => {
     TF_IN_AUTOMATION: '1',
     TF_INPUT: '0',
     KL_TERRAFORM: TERRAFORM,
+    // The full-trunk lane of issue 11; state-engine-lane.e2e-spec.ts runs the trusted lane.
+    KL_PROTOCOL: 'http',
   };
   t = await createTestDatabase('kl_parallel');
   kld = await startKld({ KL_DATABASE_URL: t.url });
