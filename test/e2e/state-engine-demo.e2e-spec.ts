@@ -88,7 +88,7 @@ describe('examples/big-state/state-engine-demo.sh', () => {
 
     const trusted = section(run.output, '3. trusted native apply');
     expect(trusted).toContain('terraform sees the state locked by a state-engine apply');
-    expect(trusted).toMatch(/lane=state-engine, source=state-engine/);
+    expect(trusted).toMatch(/\(source=state-engine, run=[0-9a-f-]{36}, lane=state-engine\)/);
 
     const fallback = section(run.output, '4. an unprovable scope');
     expect(fallback).toContain('Scope expansion: NOT provably safe');

@@ -274,7 +274,7 @@ describe('kl plan / kl apply on the state-engine lane', () => {
     const applied = await klOk(dir, ['apply', 'trusted.json']);
     expect(applied).toContain('lane state-engine (trusted)');
     expect(applied).toContain('terraform sees the state locked by a state-engine apply');
-    expect(applied).toMatch(/lane=state-engine, source=state-engine, run=/);
+    expect(applied).toMatch(/\(source=state-engine, run=[0-9a-f-]{36}, lane=state-engine\)/);
     await agrees(dir, name);
     expect(tfOk(dir, ['state', 'list']).stdout).toContain('terraform_data.support');
 
@@ -331,7 +331,7 @@ describe('kl plan / kl apply on the state-engine lane', () => {
     fs.writeFileSync(gate, '');
     const done = await applying;
     expect({ code: done.code, stderr: done.stderr }).toEqual({ code: 0, stderr: '' });
-    expect(done.stdout).toMatch(/lane=state-engine, source=state-engine/);
+    expect(done.stdout).toMatch(/\(source=state-engine, run=[0-9a-f-]{36}, lane=state-engine\)/);
     // Released with the commit: terraform works again, and agrees.
     await agrees(dir, name);
   });
@@ -353,7 +353,7 @@ describe('kl plan / kl apply on the state-engine lane', () => {
 
     const applied = await klOk(dir, ['apply', 'fresh.json']);
     expect(applied).toContain('lane full: the full trunk, no state-engine coarse lock');
-    expect(applied).toMatch(/lane=full, source=apply, run=/);
+    expect(applied).toMatch(/\(source=apply, run=[0-9a-f-]{36}, lane=full\)/);
     await agrees(dir, name);
     expect((await history(name)).at(-1)).toMatchObject({ source: 'apply', actor: ACTOR });
     expect((await runs(name))[0]).toMatchObject({ lane: 'full', status: 'committed' });

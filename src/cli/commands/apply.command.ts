@@ -200,7 +200,7 @@ async function runApply(file: string, options: ApplyCommandOptions, cmd: Command
         `apply complete: ${c.create} created, ${c.update} updated, ${c.replace} replaced, ${c.delete} destroyed (${seconds}s)`,
       );
       out(
-        `committed version ${outcome.version} at serial ${outcome.serial} (lane=${outcome.lane}, source=${outcome.lane === 'state-engine' ? 'state-engine' : 'apply'}, run=${outcome.runId})`,
+        `committed version ${outcome.version} at serial ${outcome.serial} (source=${outcome.lane === 'state-engine' ? 'state-engine' : 'apply'}, run=${outcome.runId}, lane=${outcome.lane})`,
       );
       return APPLY_EXIT.ok;
     }
