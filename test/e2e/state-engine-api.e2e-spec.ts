@@ -417,4 +417,51 @@ describe('state-engine API', () => {
     expect(after.version).toBe(3);
     expect(addressesOf(after.doc)).toContain('terraform_data.a');
   });
+  it("takes the client's run id (a retried start is the same run) and checks write_set/read_set for staleness", async () => {
+    const { name } = await newState();
+    const runs = `/v1/engine/states/${name}/runs`;
+    const held = async () =>
+      (await call('GET', `/v1/api/states/${name}/reservations`)).json.reservations as unknown[];
+
+    const bad = await call('POST', runs, {
+      operation: 'apply',
+      run_id: 'not-a-uuid',
+      base_version: 2,
+      write: ['terraform_data.a'],
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error.message).toContain('run_id must be a uuid');
+    expect(await held()).toEqual([]);
+
+    const runId = randomUUID();
+    const start = {
+      operation: 'apply',
+      run_id: runId,
+      base_version: 2,
+      write: ['terraform_data.a'],
+      write_set: ['terraform_data.a'],
+      read_set: ['terraform_data.b'],
+    };
+    const first = await call('POST', runs, start);
+    expect(first.status).toBe(201);
+    expect(first.json).toMatchObject({ run_id: runId, operation: 'apply' });
+    const again = await call('POST', runs, start);
+    expect(again.status).toBe(201);
+    expect(again.json.reservations).toEqual(first.json.reservations);
+    expect(await held()).toHaveLength(1);
+    await call('POST', `${runs}/${runId}/finish`, { status: 'aborted' });
+
+    // b (only read) changes after version 2: a start planned on 2 that read it is stale.
+    const trunk = (await current(name)).doc;
+    trunk.serial = 3;
+    trunk.resources[1].instances[0].attributes.id = 'b-changed';
+    expect((await call('POST', `/v1/states/${name}`, trunk)).status).toBe(200);
+    const stale = await call('POST', runs, { ...start, run_id: randomUUID() });
+    expect(stale.status).toBe(409);
+    expect(stale.json.error.code).toBe('APPLY.STALE');
+    expect(stale.json.error.addresses).toEqual([
+      { address: 'terraform_data.b', changed_in_version: 3 },
+    ]);
+    expect(await held()).toEqual([]);
+  });
 });
