@@ -265,10 +265,13 @@ describe('kl plan / kl apply on the state-engine lane', () => {
     expect(planned).toContain('protocol auto: the server proved the scope safe');
     const plan = planFile(dir, 'trusted.json');
     expect(plan).toMatchObject({ lane: 'state-engine', base_version: before.version });
-    // The server's scope contract is reserved: the undeployed node for write.
+    // What it changes (the undeployed node too) for write; the rest of the scope, which it
+    // only reads (base, a support block from another file), for read.
     expect(plan.reservations.write).toEqual(
       expect.arrayContaining(['terraform_data.app', 'terraform_data.support']),
     );
+    expect(plan.reservations.write).not.toContain('terraform_data.base');
+    expect(plan.reservations.read).toContain('terraform_data.base');
     expect(instances).toBe(3);
 
     const applied = await klOk(dir, ['apply', 'trusted.json']);

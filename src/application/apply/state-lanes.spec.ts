@@ -188,15 +188,23 @@ describe('the lanes of kl plan and kl apply', () => {
     expect(s.reads).toEqual(['slice terraform_data.app,terraform_data.support', 'trunk']);
   });
 
-  it("the trusted lane reserves the server's scope contract as well as what the plan writes and reads", () => {
+  it("the trusted lane reserves the server's scope contract: what the plan does not write, for read", () => {
     expect(
       laneReservations(
-        { write: ['terraform_data.app', 'output.a'], read: ['terraform_data.base'] },
-        safe.reservations,
+        { write: ['terraform_data.app', 'output.a'], read: ['terraform_data.x'] },
+        {
+          write: ['terraform_data.app', 'terraform_data.shared', 'terraform_data.support'],
+          read: ['terraform_data.base'],
+        },
       ),
     ).toEqual({
-      write: ['output.a', 'terraform_data.app', 'terraform_data.support'],
-      read: ['terraform_data.base'],
+      write: ['terraform_data.app', 'output.a'],
+      read: [
+        'terraform_data.base',
+        'terraform_data.shared',
+        'terraform_data.support',
+        'terraform_data.x',
+      ],
     });
     const planned = { write: ['terraform_data.app'], read: ['terraform_data.app'] };
     expect(laneReservations(planned, null)).toBe(planned);

@@ -167,17 +167,20 @@ function countInstances(d: StateDocumentV4): number {
 }
 
 /**
- * The trusted lane reserves what the server's scope contract names (the
- * scope and its undeployed addresses for write, the dependency closure for
- * read) as well as what the plan itself writes and reads.
+ * The trusted lane reserves the whole of the server's scope contract on top
+ * of what the plan writes and reads: its dependency closure for read, and
+ * what it would reserve for write but the plan does not change (support
+ * nodes copied from other files, say) for read too. Writes stay exactly
+ * the plan's: terraform is held to them, and two scopes sharing a support
+ * node they only read can still apply side by side.
  */
 export function laneReservations(
   planned: { write: string[]; read: string[] },
   server: { write: string[]; read: string[] } | null,
 ): { write: string[]; read: string[] } {
   if (server === null) return planned;
-  const write = [...new Set([...planned.write, ...server.write])].sort();
-  const read = [...new Set([...planned.read, ...server.read])]
+  const write = [...planned.write];
+  const read = [...new Set([...planned.read, ...server.read, ...server.write])]
     .filter((g) => !write.includes(g))
     .sort();
   return { write, read };
