@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parse as parseToml } from 'smol-toml';
+import { Protocol, PROTOCOLS } from '../application/apply/state-lanes';
 import { KlError } from './cli-error';
 
 /**
@@ -9,9 +10,6 @@ import { KlError } from './cli-error';
  * D7): flags > KL_* environment > `.kl.toml` > the directory's terraform
  * `backend "http"` block. `kl config` prints the result and each source.
  */
-
-export const PROTOCOLS = ['http', 'state-engine', 'auto'] as const;
-export type Protocol = (typeof PROTOCOLS)[number];
 
 export type Source = 'flag' | 'env' | '.kl.toml' | 'backend "http"' | 'default' | 'unset';
 

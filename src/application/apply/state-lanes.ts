@@ -14,7 +14,8 @@ import { ApplyServerPort, EngineCandidates, EngineOffer } from './apply-server.p
  */
 
 /** How kl talks to the state (`kl config`: flag > KL_PROTOCOL > .kl.toml > auto). */
-export type Protocol = 'http' | 'state-engine' | 'auto';
+export const PROTOCOLS = ['http', 'state-engine', 'auto'] as const;
+export type Protocol = (typeof PROTOCOLS)[number];
 
 /** What the state-engine lane must offer for kl plan/apply to use it. */
 const NEEDED_OPERATIONS = ['scope', 'slice', 'runs', 'delta-commit'];
