@@ -283,6 +283,15 @@ describe('kl plan / kl apply on the state-engine lane', () => {
 
     const head = (await history(name)).at(-1)!;
     expect(head).toMatchObject({ source: 'state-engine', actor: ACTOR });
+    // kl history says the same.
+    const listed = JSON.parse(
+      await klOk(dir, ['--server', kld.url, '--format', 'json', 'history', name]),
+    ) as { version: number; source: string; actor: string }[];
+    expect(listed.at(-1)).toMatchObject({
+      version: head.version,
+      source: 'state-engine',
+      actor: ACTOR,
+    });
     const [run] = await runs(name);
     expect(run).toMatchObject({
       lane: 'state-engine',
