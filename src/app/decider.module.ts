@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { DeciderService } from '../application/decider.service';
 import { CLOCK, Clock, IDS, Ids } from '../application/ports/clock.port';
 import { EVENT_STORE, EventStore } from '../application/ports/event-store.port';
+import { COMMAND_METRICS, CommandMetrics } from '../application/ports/metrics.port';
 import { READ_MODEL_SYNC, ReadModelSync } from '../application/ports/read-model-sync.port';
 import { SNAPSHOT_STORE, SnapshotStore } from '../application/ports/snapshot-store.port';
 import { CONFIG, type Config } from '../infrastructure/config/config';
@@ -21,8 +22,10 @@ import { ProjectionsModule } from './projections.module';
         clock: Clock,
         ids: Ids,
         config: Config,
-      ) => new DeciderService({ events, snapshots, sync, clock, ids, cache: config.cache }),
-      inject: [EVENT_STORE, SNAPSHOT_STORE, READ_MODEL_SYNC, CLOCK, IDS, CONFIG],
+        metrics: CommandMetrics,
+      ) =>
+        new DeciderService({ events, snapshots, sync, clock, ids, cache: config.cache, metrics }),
+      inject: [EVENT_STORE, SNAPSHOT_STORE, READ_MODEL_SYNC, CLOCK, IDS, CONFIG, COMMAND_METRICS],
     },
   ],
   exports: [DeciderService],

@@ -3,6 +3,8 @@ import { EVENT_STORE } from '../application/ports/event-store.port';
 import { SNAPSHOT_STORE } from '../application/ports/snapshot-store.port';
 import { PostgresEventStore } from '../infrastructure/event-store/postgres-event-store';
 import { PostgresSnapshotStore } from '../infrastructure/event-store/postgres-snapshot-store';
+import { meteredEventStore } from '../infrastructure/metrics/metered-event-store';
+import { METRICS, PrometheusMetrics } from '../infrastructure/metrics/prometheus-metrics';
 import { DATABASE, Database } from '../infrastructure/postgres/database';
 import { NOTIFIER, Notifier } from '../infrastructure/postgres/notifier';
 
@@ -19,13 +21,18 @@ const EVENTS_DATABASE = Symbol('EventsDatabase');
   providers: [
     {
       provide: EVENTS_DATABASE,
-      useFactory: (db: Database) => new Database(db.url, { max: 10 }),
-      inject: [DATABASE],
+      useFactory: (db: Database, metrics: PrometheusMetrics) => {
+        const events = new Database(db.url, { max: 10 });
+        metrics.watchPool('events', events.pool);
+        return events;
+      },
+      inject: [DATABASE, METRICS],
     },
     {
       provide: EVENT_STORE,
-      useFactory: (db: Database, n: Notifier) => new PostgresEventStore(db, n),
-      inject: [EVENTS_DATABASE, NOTIFIER],
+      useFactory: (db: Database, n: Notifier, metrics: PrometheusMetrics) =>
+        meteredEventStore(new PostgresEventStore(db, n), metrics),
+      inject: [EVENTS_DATABASE, NOTIFIER, METRICS],
     },
     {
       provide: SNAPSHOT_STORE,

@@ -1,10 +1,12 @@
-import { Module, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { Inject, Module, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
 import { EVENT_STORE, type EventStore } from '../application/ports/event-store.port';
 import { PROJECTION_ADMIN } from '../application/ports/projection-admin.port';
 import { READ_MODEL_SYNC } from '../application/ports/read-model-sync.port';
 
 import { LOGGER, type Logger } from '../infrastructure/logging/logger';
+import { METRICS, PrometheusMetrics } from '../infrastructure/metrics/prometheus-metrics';
+import { projectionLag } from '../infrastructure/metrics/projection-lag';
 import { DATABASE, Database } from '../infrastructure/postgres/database';
 import { NOTIFIER, Notifier } from '../infrastructure/postgres/notifier';
 import { ProjectionRunner } from '../projections/projection-runner';
@@ -38,6 +40,8 @@ export class ProjectionsModule implements OnModuleInit, OnApplicationShutdown {
   constructor(
     private readonly discovery: DiscoveryService,
     private readonly runner: ProjectionRunner,
+    @Inject(DATABASE) private readonly db: Database,
+    @Inject(METRICS) private readonly metrics: PrometheusMetrics,
   ) {}
 
   onModuleInit(): void {
@@ -45,6 +49,13 @@ export class ProjectionsModule implements OnModuleInit, OnApplicationShutdown {
       .getProviders({ metadataKey: Projector.KEY })
       .map((wrapper) => wrapper.instance as Projector | undefined);
     this.runner.register([...new Set(found)].filter((p): p is Projector => p !== undefined));
+    this.metrics.watchProjections(() =>
+      projectionLag(
+        this.db,
+        this.runner.names(),
+        new Set(this.runner.halted().map((h) => h.projector)),
+      ),
+    );
   }
 
   onApplicationShutdown(): Promise<void> {

@@ -3,6 +3,7 @@ import { QueryController } from '../infrastructure/http/query.controller';
 import { StatesApiController } from '../infrastructure/http/states-api.controller';
 import { LOGGER, type Logger } from '../infrastructure/logging/logger';
 import { DATABASE, Database } from '../infrastructure/postgres/database';
+import { METRICS, PrometheusMetrics } from '../infrastructure/metrics/prometheus-metrics';
 import { SqlQueryService } from '../infrastructure/query/sql-query.service';
 import { ResourceReadModel } from '../infrastructure/read-models/resource-read-model';
 import { StateModule } from './state.module';
@@ -26,8 +27,12 @@ class SqlQueryLifecycle implements OnApplicationBootstrap, OnApplicationShutdown
     {
       provide: SqlQueryService,
       // The reader pool reaches the same database as the owner's pool.
-      useFactory: (db: Database, logger: Logger) => new SqlQueryService(db, logger),
-      inject: [DATABASE, LOGGER],
+      useFactory: (db: Database, logger: Logger, metrics: PrometheusMetrics) => {
+        const service = new SqlQueryService(db, logger);
+        metrics.watchPool('query', () => service.readerPool);
+        return service;
+      },
+      inject: [DATABASE, LOGGER, METRICS],
     },
     {
       provide: SqlQueryLifecycle,

@@ -12,6 +12,8 @@ import { ErrorFilter } from '../infrastructure/http/error.filter';
 import { LosslessJsonInterceptor } from '../infrastructure/http/lossless-json.interceptor';
 import { requestLog } from '../infrastructure/http/request-log.middleware';
 import { requestValidationPipe } from '../infrastructure/http/request-validation';
+import { httpMetrics } from '../infrastructure/metrics/http-metrics.middleware';
+import { METRICS, PrometheusMetrics } from '../infrastructure/metrics/prometheus-metrics';
 import type { Logger } from '../infrastructure/logging/logger';
 import { NestLogger } from '../infrastructure/logging/nest-logger';
 import { Database } from '../infrastructure/postgres/database';
@@ -75,6 +77,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
       },
     );
     app.use(requestLog(logger));
+    app.use(httpMetrics(app.get<PrometheusMetrics>(METRICS)));
     app.use(crossSiteGuard(config.allowedOrigins));
     app.use(refuseNulInUrl);
     app.useGlobalFilters(new ErrorFilter(logger));

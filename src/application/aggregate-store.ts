@@ -47,6 +47,14 @@ export interface HandleResult<S, E> {
   readAt: LogPosition | null;
 }
 
+/** What handling one command cost besides deciding: filled in as it runs. */
+export interface HandleProbe {
+  /** Waiting behind earlier commands on the same stream in this process. */
+  queueSeconds: number;
+  /** Appends lost to a concurrent writer, decided again. */
+  conflicts: number;
+}
+
 interface Loaded<S> {
   state: S;
   revision: bigint | null; // null: the stream does not exist
@@ -78,12 +86,19 @@ export class AggregateStore<C, S, E extends DomainEvent> {
    * only conflict with each other); replicas still race, and the loser of a
    * race retries after a short random pause.
    */
-  handle(streamId: string, command: C, ctx: CommandContext): Promise<HandleResult<S, E>> {
+  handle(
+    streamId: string,
+    command: C,
+    ctx: CommandContext,
+    probe: HandleProbe = { queueSeconds: 0, conflicts: 0 },
+  ): Promise<HandleResult<S, E>> {
     const previous = this.queues.get(streamId) ?? Promise.resolve();
-    const run = previous.then(
-      () => this.decideAndAppend(streamId, command, ctx),
-      () => this.decideAndAppend(streamId, command, ctx),
-    );
+    const queued = performance.now();
+    const start = () => {
+      probe.queueSeconds = (performance.now() - queued) / 1000;
+      return this.decideAndAppend(streamId, command, ctx, probe);
+    };
+    const run = previous.then(start, start);
     const tail = run.catch(() => undefined);
     this.queues.set(streamId, tail);
     void tail.then(() => {
@@ -96,6 +111,7 @@ export class AggregateStore<C, S, E extends DomainEvent> {
     streamId: string,
     command: C,
     ctx: CommandContext,
+    probe: HandleProbe,
   ): Promise<HandleResult<S, E>> {
     const attempts = this.options.maxAttempts ?? 30;
     for (let attempt = 1; ; attempt++) {
@@ -135,6 +151,7 @@ export class AggregateStore<C, S, E extends DomainEvent> {
         return { events, state, position: result.position, readAt: result.position };
       } catch (err) {
         if (err instanceof WrongExpectedRevisionError && attempt < attempts) {
+          probe.conflicts++;
           this.cache.delete(streamId);
           await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 * attempt)));
           continue;

@@ -1,15 +1,19 @@
 import type { Decider } from '../domain/shared/decider';
 import type { CommandContext, DomainEvent } from '../domain/shared/event';
-import { AggregateStore } from './aggregate-store';
+import { DomainError } from '../domain/shared/domain-error';
+import { AggregateStore, HandleProbe } from './aggregate-store';
 import { CacheBudgets, DEFAULT_CACHE_BUDGETS } from './bounded-cache';
 import { Caller, commandContext } from './command-context';
 import type { Clock, Ids } from './ports/clock.port';
 import type { EventStore } from './ports/event-store.port';
-import { awaitReadModels, ReadModelSync } from './ports/read-model-sync.port';
+import { CommandMetrics, CommandOutcome, NO_METRICS } from './ports/metrics.port';
+import { awaitReadModels, ReadModelSync, SERVER_LAGGING } from './ports/read-model-sync.port';
 import type { SnapshotStore } from './ports/snapshot-store.port';
 
 /** What the DeciderService needs to know of one aggregate. */
 export interface AggregateSpec<C extends { metadata: CommandContext }, S, E extends DomainEvent> {
+  /** For metrics and logs: `state`, `refresh-run`… */
+  name: string;
   decider: Decider<C, S, E>;
   /** The stream a command decides on. */
   streamOf(command: C): string;
@@ -35,6 +39,8 @@ export interface DeciderServiceProps {
   ids: Ids;
   /** Streams kept warm per aggregate (KL_CACHE_STREAMS, KL_CACHE_REFRESH_RUNS). */
   cache?: Pick<CacheBudgets, 'streams' | 'refreshRuns'>;
+  /** Default: none. */
+  metrics?: CommandMetrics;
 }
 
 /**
@@ -62,13 +68,40 @@ export class DeciderService {
     spec: AggregateSpec<C, S, E>,
     command: C,
   ): Promise<{ events: E[]; state: S }> {
-    const { events, state, readAt } = await this.storeOf(spec).handle(
-      spec.streamOf(command),
-      command,
-      command.metadata,
-    );
-    await awaitReadModels(this.props.sync, readAt, () => spec.done(command, state));
-    return { events, state };
+    const started = performance.now();
+    const probe: HandleProbe = { queueSeconds: 0, conflicts: 0 };
+    let decided: E[] = [];
+    let outcome: CommandOutcome = 'failed';
+    let code: string | undefined;
+    try {
+      const { events, state, readAt } = await this.storeOf(spec).handle(
+        spec.streamOf(command),
+        command,
+        command.metadata,
+        probe,
+      );
+      decided = events;
+      await awaitReadModels(this.props.sync, readAt, () => spec.done(command, state));
+      outcome = events.length > 0 ? 'decided' : 'unchanged';
+      return { events, state };
+    } catch (err) {
+      if (err instanceof DomainError) {
+        code = err.code;
+        outcome = err.code === SERVER_LAGGING ? 'lagging' : 'refused';
+      }
+      throw err;
+    } finally {
+      (this.props.metrics ?? NO_METRICS).commandRan({
+        aggregate: spec.name,
+        command: typeOf(command),
+        outcome,
+        ...(code !== undefined ? { code } : {}),
+        seconds: (performance.now() - started) / 1000,
+        queueSeconds: probe.queueSeconds,
+        conflicts: probe.conflicts,
+        events: decided,
+      });
+    }
   }
 
   /** The aggregate's current state, deciding nothing. */
@@ -96,4 +129,10 @@ export class DeciderService {
     }
     return store;
   }
+}
+
+/** Commands are `{ type, data, metadata }`; the type names them in metrics. */
+function typeOf(command: object): string {
+  const type = (command as { type?: unknown }).type;
+  return typeof type === 'string' ? type : 'unknown';
 }

@@ -229,6 +229,7 @@ describe('AggregateStore on PostgreSQL', () => {
     type Command = Add & { stream: string; metadata: CommandContext };
     const spec = (cacheBudget?: 'streams' | 'refreshRuns') =>
       ({
+        name: 'counter',
         decider: {
           ...counter,
           decide: (c: Command, s: { total: number }) => counter.decide(c, s),

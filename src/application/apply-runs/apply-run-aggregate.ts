@@ -12,6 +12,7 @@ import type { AggregateSpec } from '../decider.service';
 
 /** One ApplyRun aggregate per `kl apply` run (`apply-<runId>`), for the DeciderService. */
 export const APPLY_RUN: AggregateSpec<ApplyCommand, ApplyRun, ApplyEvent> = {
+  name: 'apply-run',
   decider: applyRunDecider,
   streamOf: (command) => applyStreamId(command.data.runId),
   snapshots: {

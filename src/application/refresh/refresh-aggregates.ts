@@ -20,6 +20,7 @@ import type { AggregateSpec } from '../decider.service';
 
 /** One RefreshRun per run, for the DeciderService. */
 export const REFRESH_RUN: AggregateSpec<RefreshCommand, RefreshRun, RefreshEvent> = {
+  name: 'refresh-run',
   decider: refreshRunDecider,
   streamOf: (command) => refreshStreamId(command.data.runId),
   snapshots: {
@@ -39,6 +40,7 @@ export const PROVIDER_CONFIGS: AggregateSpec<
   ProviderConfigs,
   ProviderConfigEvent
 > = {
+  name: 'provider-configs',
   decider: providerConfigsDecider,
   streamOf: (command) => providerConfigsStreamId(command.data.state),
   snapshots: {

@@ -11,6 +11,8 @@ import {
 } from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
 import { STATE_NOT_FOUND, STATE_VERSION_CONFLICT } from '../../domain/state';
+import { EVENT_STORE, type EventStore } from '../ports/event-store.port';
+import { COMMAND_METRICS, type CommandMetrics } from '../ports/metrics.port';
 import { SERVER_LAGGING } from '../ports/read-model-sync.port';
 import { CommitStateCommand } from '../state/state-commands';
 import { DeciderService } from '../decider.service';
@@ -96,6 +98,8 @@ export class FinishRefreshRunHandler implements ICommandHandler<FinishRefreshRun
   constructor(
     private readonly deciders: DeciderService,
     private readonly commands: CommandBus,
+    @Inject(EVENT_STORE) private readonly events: EventStore,
+    @Inject(COMMAND_METRICS) private readonly metrics: CommandMetrics,
   ) {}
 
   async execute(c: FinishRefreshRunCommand): Promise<FinishedRun> {
@@ -114,12 +118,14 @@ export class FinishRefreshRunHandler implements ICommandHandler<FinishRefreshRun
     let refusal: DomainError | null = null;
     if (plan.commit && c.document !== null) {
       try {
-        const checksum = createHash('sha256').update(JSON.stringify(c.document)).digest('hex');
+        const text = JSON.stringify(c.document);
+        const checksum = createHash('sha256').update(text).digest('hex');
         const { version } = await this.commands.execute(
           new CommitStateCommand({
             name: run.stateName,
             document: c.document,
             checksum,
+            bytes: Buffer.byteLength(text),
             lockId: c.lockId,
             source: 'refresh',
             caller: c.caller,
@@ -138,14 +144,29 @@ export class FinishRefreshRunHandler implements ICommandHandler<FinishRefreshRun
         errorSummary = refusal.message;
       }
     }
-    const { state: finished } = await this.deciders.execute(REFRESH_RUN, {
+    const metadata = this.deciders.context(c.caller);
+    const { state: finished, events } = await this.deciders.execute(REFRESH_RUN, {
       type: 'FinishRefresh',
       data: { runId: c.runId, status, errorSummary, toVersion, toSerial },
-      metadata: this.deciders.context(c.caller),
+      metadata,
     });
+    if (events.length > 0) void this.observeFinish(c.runId, status, metadata.now);
     if (refusal) throw refusal;
     const counts = finished.status === 'missing' ? countsOf(run) : countsOf(finished);
     return { runId: c.runId, status, toVersion, ...counts };
+  }
+
+  /** The run's duration runs from its RefreshStarted, which any replica may have written. */
+  private async observeFinish(runId: string, status: string, finishedAt: string): Promise<void> {
+    let seconds: number | null = null;
+    try {
+      const [started] = await this.events.readStream(refreshStreamId(runId), { maxCount: 1 });
+      const ms = Date.parse(finishedAt) - Date.parse(started?.metadata.occurredAt ?? '');
+      if (Number.isFinite(ms) && ms >= 0) seconds = ms / 1000;
+    } catch {
+      // counted without a duration
+    }
+    this.metrics.refreshRunFinished({ status, seconds });
   }
 }
 

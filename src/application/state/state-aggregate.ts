@@ -12,6 +12,7 @@ import type { AggregateSpec } from '../decider.service';
 
 /** The State aggregate, one stream per state name, for the DeciderService. */
 export const STATE: AggregateSpec<StateCommand, StateAggregate, StateEvent> = {
+  name: 'state',
   decider: stateDecider,
   streamOf: (command) => stateStreamId(command.data.name),
   snapshots: { schema: STATE_SNAPSHOT_SCHEMA, to: toSnapshot, from: fromSnapshot },

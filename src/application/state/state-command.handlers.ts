@@ -1,7 +1,11 @@
+import { Inject } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { DomainError } from '../../domain/shared/domain-error';
 import { stateStreamId } from '../../domain/state';
 import { flattenInstances } from '../../domain/terraform';
 import { DeciderService } from '../decider.service';
+import { COMMAND_METRICS, CommandMetrics, CommandOutcome } from '../ports/metrics.port';
+import { SERVER_LAGGING } from '../ports/read-model-sync.port';
 import { InstanceHashMemo } from './instance-hash-memo';
 import { STATE } from './state-aggregate';
 import {
@@ -56,12 +60,16 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
   constructor(
     private readonly deciders: DeciderService,
     private readonly hashes: InstanceHashMemo,
+    @Inject(COMMAND_METRICS) private readonly metrics: CommandMetrics,
   ) {}
 
   async execute(c: CommitStateCommand): Promise<{ version: number | null }> {
+    const started = performance.now();
+    let outcome: CommandOutcome = 'failed';
+    let instancesChanged = 0;
     const memo = this.hashes.open(stateStreamId(c.name));
     try {
-      const { state } = await this.deciders.execute(STATE, {
+      const { state, events } = await this.deciders.execute(STATE, {
         type: 'CommitState',
         data: {
           name: c.name,
@@ -76,10 +84,27 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
         },
         metadata: this.deciders.context(c.caller),
       });
+      outcome = events.length > 0 ? 'decided' : 'unchanged';
+      instancesChanged = new Set(
+        events.flatMap((e) =>
+          e.type === 'LifecycleOpened' || e.type === 'LifecycleClosed' ? [e.data.address] : [],
+        ),
+      ).size;
       // A retried commit appends nothing: its version is the current one.
       return { version: state.status === 'active' && state.version > 0 ? state.version : null };
+    } catch (err) {
+      if (err instanceof DomainError) {
+        outcome = err.code === SERVER_LAGGING ? 'lagging' : 'refused';
+      }
+      throw err;
     } finally {
       memo.done();
+      this.metrics.commitRan({
+        outcome,
+        seconds: (performance.now() - started) / 1000,
+        bytes: c.bytes,
+        instancesChanged,
+      });
     }
   }
 }

@@ -26,6 +26,8 @@ export interface CommitStateProps {
   document: StateDocumentV4;
   /** Of the bytes as received. */
   checksum: string;
+  /** How many bytes were received (for metrics). */
+  bytes: number;
   lockId: string | null;
   source: CommitSource;
   caller: Caller;

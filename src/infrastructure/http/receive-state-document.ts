@@ -7,6 +7,7 @@ export interface ReceivedStateDocument {
   document: StateDocumentV4;
   /** SHA-256 hex of the bytes as received. */
   checksum: string;
+  bytes: number;
 }
 
 /**
@@ -22,7 +23,7 @@ export async function receiveStateDocument(body: Buffer): Promise<ReceivedStateD
     webcrypto.subtle.digest('SHA-256', body).then((d) => Buffer.from(d).toString('hex')),
     (async () => parseStateDocument(decode(body)))(),
   ]);
-  return { document, checksum };
+  return { document, checksum, bytes: body.length };
 }
 
 function decode(body: Buffer): string {

@@ -139,7 +139,7 @@ export class StatesApiController {
     @Req() req: Request & { id?: string },
   ): Promise<{ state: string; version: number | null }> {
     const state = stateNameFrom(path);
-    const { document, checksum } = await receiveStateDocument(
+    const { document, checksum, bytes } = await receiveStateDocument(
       await readBody(req, this.config.maxStateBytes, 'state'),
     );
     const { version } = await this.commands
@@ -148,6 +148,7 @@ export class StatesApiController {
           name: state,
           document,
           checksum,
+          bytes,
           lockId: query.lock_id || null,
           source: 'import',
           caller: callerOf(req),

@@ -129,7 +129,7 @@ export class TerraformBackendController {
     if (namesAnAction(param)) return next();
     const name = stateNameFrom(param);
     const lockId = lockIdFrom(lockIdParam, 'ID');
-    const { document, checksum } = await receiveStateDocument(
+    const { document, checksum, bytes } = await receiveStateDocument(
       await readBody(req, this.config.maxStateBytes, 'state'),
     );
     await this.answerLockConflicts(res, () =>
@@ -138,6 +138,7 @@ export class TerraformBackendController {
           name,
           document,
           checksum,
+          bytes,
           lockId,
           source: 'http',
           caller: callerOf(req),

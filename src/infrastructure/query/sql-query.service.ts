@@ -200,6 +200,11 @@ export class SqlQueryService {
     );
   }
 
+  /** The reader pool, once the first query opened it (for metrics). */
+  get readerPool(): Pool | null {
+    return this.pool;
+  }
+
   private async prepare(): Promise<void> {
     await ensureReaderPassword(this.databaseUrl);
     if (this.pool) return;

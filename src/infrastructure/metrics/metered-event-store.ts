@@ -1,0 +1,37 @@
+import type {
+  AppendResult,
+  EventStore,
+  EventToAppend,
+  ExpectedRevision,
+} from '../../application/ports/event-store.port';
+import { WrongExpectedRevisionError } from '../../domain/shared/concurrency-error';
+import type { PrometheusMetrics } from './prometheus-metrics';
+
+/** The event store, with every append timed and counted; reads pass straight through. */
+export function meteredEventStore(store: EventStore, metrics: PrometheusMetrics): EventStore {
+  return {
+    async appendToStream(
+      streamId: string,
+      events: EventToAppend[],
+      options: { expectedRevision: ExpectedRevision },
+    ): Promise<AppendResult> {
+      const end = metrics.appendDuration.startTimer();
+      try {
+        const result = await store.appendToStream(streamId, events, options);
+        end({ outcome: 'ok' });
+        for (const e of events) metrics.eventsAppended.inc({ type: e.type });
+        return result;
+      } catch (err) {
+        end({ outcome: err instanceof WrongExpectedRevisionError ? 'conflict' : 'error' });
+        throw err;
+      }
+    },
+    readStream: (streamId, options) => store.readStream(streamId, options),
+    readAll: (from, limit, types) => store.readAll(from, limit, types),
+    readAt: (position) => store.readAt(position),
+    lastPosition: () => store.lastPosition(),
+    contains: (position) => store.contains(position),
+    waitForAppend: (timeoutMs, signal) => store.waitForAppend(timeoutMs, signal),
+    subscribe: (from, signal) => store.subscribe(from, signal),
+  };
+}
