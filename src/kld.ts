@@ -2,6 +2,7 @@
 import 'reflect-metadata';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { Config, loadConfig } from './infrastructure/config/config';
+import { describeConfig, effectiveEnvironment } from './infrastructure/config/config-file';
 import { createLogger, Logger } from './infrastructure/logging/logger';
 import { Database } from './infrastructure/postgres/database';
 import { EmbeddedPostgresInUseError } from './infrastructure/postgres/embedded-postgres';
@@ -22,8 +23,16 @@ import { DomainError } from './domain/shared/domain-error';
 const SHUTDOWN_DEADLINE_MS = 9_000;
 const DUPLICATE_SIGNAL_MS = 1_000;
 
+/** `--config <file>`, given before or after the command. */
+let configFile: string | undefined;
+
+/** The configuration: defaults < config file < environment < flags. */
+function configuration(flags: { listen?: string } = {}): Config {
+  return loadConfig(effectiveEnvironment(process.env, configFile).env, flags);
+}
+
 async function serve(opts: { listen?: string }): Promise<void> {
-  const config = loadConfig(process.env, opts);
+  const config = configuration(opts);
   const logger = loggerFor(config);
   const server = await startServer(config, logger);
   let stoppingSince: number | null = null;
@@ -207,7 +216,14 @@ async function main(argv: string[]): Promise<void> {
   const program = new Command('kld')
     .description('Kilolock server: Terraform state backend and event-sourced state store')
     .exitOverride()
-    .configureOutput({ outputError: (str, write) => write(str) });
+    .configureOutput({ outputError: (str, write) => write(str) })
+    .option(
+      '--config <file>',
+      'read settings from this YAML file (KL_* names); the environment overrides it',
+    )
+    .hook('preAction', (command) => {
+      configFile = command.opts<{ config?: string }>().config;
+    });
 
   program
     .command('serve')
@@ -216,10 +232,19 @@ async function main(argv: string[]): Promise<void> {
     .action(serve);
 
   program
+    .command('config')
+    .description('print the effective configuration (URL passwords masked) and exit')
+    .action(() => {
+      const effective = effectiveEnvironment(process.env, configFile);
+      loadConfig(effective.env); // the same validation kld serve does
+      process.stdout.write(describeConfig(effective, configFile));
+    });
+
+  program
     .command('migrate')
     .description('apply pending database migrations and exit')
     .action(async () => {
-      const config = loadConfig();
+      const config = configuration();
       await withDatabase(config, loggerFor(config), async () => undefined);
     });
 
@@ -228,7 +253,7 @@ async function main(argv: string[]): Promise<void> {
     .command('rebuild')
     .description('replay the event log into fresh read models and swap them in (no server running)')
     .action(async () => {
-      const config = loadConfig();
+      const config = configuration();
       await rebuildProjections(config, loggerFor(config));
     });
   projections
@@ -243,7 +268,7 @@ async function main(argv: string[]): Promise<void> {
     })
     .requiredOption('--reason <text>', 'why the event is skipped (kept with the skip)')
     .action(async (projector: string, position: bigint, opts: { reason: string }) => {
-      const config = loadConfig();
+      const config = configuration();
       await skipEvent(config, loggerFor(config), projector, position, opts.reason);
     });
 

@@ -80,7 +80,7 @@ import { StateModule } from './state.module';
           schemas,
           envPolicy: envAllowPolicy(config.refreshEnvAllow),
           logger,
-          host: { ...systemRefreshHost(), clock, ids },
+          host: { ...systemRefreshHost(config.providerPath), clock, ids },
         }),
       inject: [
         CommandBus,

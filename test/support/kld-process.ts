@@ -31,11 +31,14 @@ export async function startKld(
     waitFor?: 'readyz' | 'healthz';
     /** kld serves HTTPS (KL_TLS_* in env): trust `ca`, present `cert`/`key` if given. */
     tls?: TlsClient;
+    /** kld's arguments after `serve --listen …` (e.g. `--config kld.yaml`). */
+    args?: string[];
   } = {},
 ): Promise<KldProcess> {
   const port = await freePort();
   const grpc = env.KL_GRPC_LISTEN ?? `127.0.0.1:${await freePort()}`;
-  const child = spawn(process.execPath, [KLD, 'serve', '--listen', `127.0.0.1:${port}`], {
+  const args = [KLD, ...(options.args ?? []), 'serve', '--listen', `127.0.0.1:${port}`];
+  const child = spawn(process.execPath, args, {
     env: {
       ...process.env,
       KL_LOG_FORMAT: 'json',

@@ -39,6 +39,8 @@ export interface Config {
   auth: { mode: 'auto' | 'on' | 'off'; enabled: boolean };
   /** KL_TLS_CERT/KL_TLS_KEY (PEM files), and KL_TLS_CLIENT_CA to require client certificates. */
   tls: { certFile: string; keyFile: string; clientCaFile: string | null } | null;
+  /** KL_PROVIDER_PATH, colon-separated provider directories for server-side refresh. */
+  providerPath: string | null;
 }
 
 /** A bad variable: kld stops with one line naming it (exit status 2). */
@@ -394,5 +396,6 @@ export function loadConfig(
       enabled: authMode === 'on' || (authMode === 'auto' && !isLoopback(listen.host)),
     },
     tls: tlsFrom(env),
+    providerPath: env.KL_PROVIDER_PATH?.trim() || null,
   };
 }
