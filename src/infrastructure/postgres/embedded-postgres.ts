@@ -22,8 +22,12 @@ export class EmbeddedPostgres {
     private readonly logger: Logger,
   ) {}
 
-  static async start(dataDir: string, logger: Logger): Promise<EmbeddedPostgres> {
-    const bins = binaries();
+  /** `bins`: another PostgreSQL's `postgres` and `initdb` (tests run the one pg_dump matches). */
+  static async start(
+    dataDir: string,
+    logger: Logger,
+    bins: Binaries = binaries(),
+  ): Promise<EmbeddedPostgres> {
     const owner = postgresOwner();
     const pgdata = path.join(dataDir, 'pgdata');
     fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
@@ -144,7 +148,7 @@ export class EmbeddedPostgres {
   }
 }
 
-interface Binaries {
+export interface Binaries {
   postgres: string;
   initdb: string;
 }
