@@ -9,6 +9,7 @@ import { Notifier } from '../infrastructure/postgres/notifier';
 import { answerClientErrors, refuseNulInUrl } from '../infrastructure/http/client-errors';
 import { crossSiteGuard } from '../infrastructure/http/cross-site.middleware';
 import { ErrorFilter } from '../infrastructure/http/error.filter';
+import { serveOpenApi } from '../infrastructure/http/openapi';
 import { LosslessJsonInterceptor } from '../infrastructure/http/lossless-json.interceptor';
 import { requestLog } from '../infrastructure/http/request-log.middleware';
 import { requestValidationPipe } from '../infrastructure/http/request-validation';
@@ -84,6 +85,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     app.useGlobalInterceptors(new LosslessJsonInterceptor());
     app.useGlobalPipes(requestValidationPipe());
     answerClientErrors(app.getHttpServer());
+    serveOpenApi(app);
     await app.listen(config.listen.port, config.listen.host);
   } catch (err) {
     await releaseStorage();

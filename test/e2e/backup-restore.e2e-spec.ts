@@ -187,5 +187,5 @@ describe('backup and restore', () => {
     } finally {
       await db.close();
     }
-  });
+  }, 240_000);
 });

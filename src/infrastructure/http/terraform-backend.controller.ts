@@ -13,6 +13,8 @@ import {
   Unlock,
 } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
+import { ApiBody, ApiOperation, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
+import type { SchemaObject } from '@nestjs/swagger/dist/interfaces/open-api-spec.interface';
 import type { NextFunction, Request, Response } from 'express';
 import {
   CommitStateCommand,
@@ -52,6 +54,29 @@ function backendState(req: Request): string {
  * because that is what terraform reads and prints; every other refusal is our
  * JSON error.
  */
+const STATE_DOCUMENT: SchemaObject = {
+  type: 'object',
+  description: 'a Terraform state document (format version 4), kept byte for byte',
+  additionalProperties: true,
+};
+const LOCK_INFO: SchemaObject = {
+  type: 'object',
+  description: "Terraform's LockInfo; ID is the lock's identity, every member is kept",
+  required: ['ID'],
+  properties: {
+    ID: { type: 'string' },
+    Operation: { type: 'string' },
+    Info: { type: 'string' },
+    Who: { type: 'string' },
+    Version: { type: 'string' },
+    Created: { type: 'string' },
+    Path: { type: 'string' },
+  },
+  additionalProperties: true,
+};
+const HOLDER = { description: "the holder's LockInfo", schema: LOCK_INFO };
+
+@ApiTags('terraform backend')
 @Controller()
 export class TerraformBackendController {
   constructor(
@@ -67,6 +92,18 @@ export class TerraformBackendController {
    * served is in `X-Kilolock-State-Version`. Terraform reads any 404 as "no
    * state yet" and ignores its body, so a 404 carries our JSON error too.
    */
+  @ApiOperation({ summary: 'The current document, or one version of it' })
+  @ApiQuery({ name: 'version', required: false, description: 'our version N (1, 2, 3…)' })
+  @ApiQuery({
+    name: 'serial',
+    required: false,
+    description: 'the newest version with terraform serial N',
+  })
+  @ApiResponse({
+    status: 200,
+    description: 'the document; X-Kilolock-State-Version says which version',
+    schema: STATE_DOCUMENT,
+  })
   @Get('v1/states/*name')
   @Access.state('read', backendState)
   async get(
@@ -117,6 +154,12 @@ export class TerraformBackendController {
    * belongs to another controller: it is passed on, so which module
    * registers its routes first does not matter.
    */
+  @ApiOperation({ summary: 'Commit a new version (terraform apply, state push)' })
+  @ApiQuery({ name: 'ID', required: false, description: 'the lock ID the writer holds' })
+  @ApiBody({ schema: STATE_DOCUMENT })
+  @ApiResponse({ status: 200, description: 'stored' })
+  @ApiResponse({ status: 423, ...HOLDER })
+  @ApiResponse({ status: 409, ...HOLDER })
   @Post('v1/states/*name')
   @Access.state('write', backendState)
   async post(
@@ -147,6 +190,7 @@ export class TerraformBackendController {
     );
   }
 
+  @ApiOperation({ summary: 'Delete the state (refused while locked; its history stays)' })
   @Delete('v1/states/*name')
   @Access.state('write', backendState)
   async delete(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {
@@ -156,24 +200,48 @@ export class TerraformBackendController {
     );
   }
 
+  @ApiOperation({ summary: 'LOCK: take the lock (terraform lock_method, default)' })
+  @ApiBody({ schema: LOCK_INFO })
+  @ApiResponse({
+    status: 200,
+    description: 'locked by this LockInfo (also when it already held it)',
+  })
+  @ApiResponse({ status: 423, ...HOLDER })
   @Lock('v1/states/*name')
   @Access.state('write', backendState)
   lock(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {
     return this.doLock(param, req, res);
   }
 
+  @ApiOperation({ summary: 'LOCK for proxies that drop custom methods (lock_method = "POST")' })
+  @ApiBody({ schema: LOCK_INFO })
+  @ApiResponse({ status: 200, description: 'locked' })
+  @ApiResponse({ status: 423, ...HOLDER })
   @Post('v1/state-lock/*name')
   @Access.state('write', backendState)
   lockAlias(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {
     return this.doLock(param, req, res);
   }
 
+  @ApiOperation({
+    summary: 'UNLOCK: release the lock (terraform unlock_method, default)',
+    description:
+      'A body with the LockInfo (or only its ID, as `tofu force-unlock` sends) releases that lock; ' +
+      'an empty body (`terraform force-unlock`) releases whoever holds it.',
+  })
+  @ApiBody({ schema: LOCK_INFO, required: false })
+  @ApiResponse({ status: 200, description: 'unlocked (also when it was not locked)' })
+  @ApiResponse({ status: 409, ...HOLDER })
   @Unlock('v1/states/*name')
   @Access.state('write', backendState)
   unlock(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {
     return this.doUnlock(param, req, res);
   }
 
+  @ApiOperation({ summary: 'UNLOCK for proxies that drop custom methods (unlock_method = "POST")' })
+  @ApiBody({ schema: LOCK_INFO, required: false })
+  @ApiResponse({ status: 200, description: 'unlocked' })
+  @ApiResponse({ status: 409, ...HOLDER })
   @Post('v1/state-unlock/*name')
   @Access.state('write', backendState)
   unlockAlias(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {

@@ -1,0 +1,157 @@
+import request from 'supertest';
+import { startServer, KldServer } from '../../src/app/server';
+import { loadConfig } from '../../src/infrastructure/config/config';
+import { CUSTOM_METHODS_KEY } from '../../src/infrastructure/http/openapi';
+import { createTestDatabase, quietLogger, TestDatabase } from '../support/test-database';
+
+type Doc = {
+  openapi: string;
+  paths: Record<string, Record<string, unknown>>;
+  components: {
+    schemas: Record<string, { properties?: Record<string, unknown>; required?: string[] }>;
+  };
+};
+type Operation = {
+  requestBody?: {
+    content: Record<string, { schema: { $ref?: string } & Record<string, unknown> }>;
+  };
+  parameters?: { name: string; in: string; required?: boolean }[];
+  responses: Record<string, unknown>;
+};
+
+/** Express routes of the running app: what kld really answers. */
+function servedRoutes(server: KldServer): { method: string; path: string }[] {
+  const router = (
+    server.app.getHttpAdapter().getInstance() as {
+      router: { stack: { route?: { path: string; methods: Record<string, boolean> } }[] };
+    }
+  ).router;
+  return router.stack.flatMap((layer) =>
+    layer.route
+      ? Object.keys(layer.route.methods).map((method) => ({ method, path: layer.route!.path }))
+      : [],
+  );
+}
+
+/** `/v1/states/*name` is `/v1/states/{name}` in OpenAPI, `:runId` is `{runId}`. */
+const openApiPath = (route: string) => route.replace(/[:*](\w+)/g, '{$1}');
+
+/** The served routes the document lacks, as `METHOD path`. */
+function missingRoutes(routes: { method: string; path: string }[], doc: Doc): string[] {
+  return routes
+    .filter((r) => r.path !== '/openapi.json' && r.path !== '/docs' && !r.path.startsWith('/docs/'))
+    .filter((r) => {
+      const item = doc.paths[openApiPath(r.path)];
+      const custom = (item?.[CUSTOM_METHODS_KEY] ?? {}) as Record<string, unknown>;
+      return !item?.[r.method] && !custom[r.method.toUpperCase()];
+    })
+    .map((r) => `${r.method.toUpperCase()} ${r.path}`);
+}
+
+/** `/openapi.json` and `/docs`, generated from the controllers and the DTOs. */
+describe('the OpenAPI document', () => {
+  let t: TestDatabase;
+  let server: KldServer;
+  let doc: Doc;
+  const http = () => request(server.app.getHttpServer());
+  beforeAll(async () => {
+    t = await createTestDatabase();
+    server = await startServer(
+      loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0' }),
+      quietLogger,
+    );
+    doc = (await http().get('/openapi.json').expect(200)).body as Doc;
+  });
+  afterAll(async () => {
+    await server.close();
+    await t.drop();
+  });
+
+  it('lists every route kld serves, and this check notices one left out', () => {
+    const routes = servedRoutes(server);
+    expect(routes.length).toBeGreaterThan(25);
+    expect(missingRoutes(routes, doc)).toEqual([]);
+
+    const without = structuredClone(doc);
+    delete without.paths['/v1/refresh-runs/{runId}/finish'];
+    delete (without.paths['/v1/states/{name}'][CUSTOM_METHODS_KEY] as Record<string, unknown>)
+      .UNLOCK;
+    expect(missingRoutes(routes, without)).toEqual([
+      'UNLOCK /v1/states/*name',
+      'POST /v1/refresh-runs/:runId/finish',
+    ]);
+  });
+
+  it('describes terraform’s LOCK and UNLOCK beside the path’s ordinary methods', () => {
+    const item = doc.paths['/v1/states/{name}'];
+    expect(Object.keys(item).sort()).toEqual(['delete', 'get', 'post', CUSTOM_METHODS_KEY].sort());
+    const custom = item[CUSTOM_METHODS_KEY] as Record<string, Operation>;
+    expect(Object.keys(custom).sort()).toEqual(['LOCK', 'UNLOCK']);
+    const lockBody = custom.LOCK.requestBody!.content['application/json'].schema;
+    expect(lockBody).toMatchObject({ required: ['ID'], properties: { ID: { type: 'string' } } });
+    expect(Object.keys(custom.LOCK.responses)).toEqual(expect.arrayContaining(['200', '423']));
+    expect(Object.keys(custom.UNLOCK.responses)).toEqual(expect.arrayContaining(['200', '409']));
+    // the aliases for proxies that drop custom methods are ordinary POSTs
+    expect(doc.paths['/v1/state-lock/{name}'].post).toBeDefined();
+    // no path item holds a field OpenAPI 3.0 does not define
+    const fields = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
+    for (const [route, pathItem] of Object.entries(doc.paths)) {
+      for (const key of Object.keys(pathItem)) {
+        expect([route, fields.has(key) || key.startsWith('x-')]).toEqual([route, true]);
+      }
+    }
+    expect(doc.openapi).toMatch(/^3\.0\./);
+  });
+
+  it('takes bodies and query parameters from the class-validator DTOs', () => {
+    const query = doc.paths['/v1/query'].post as Operation;
+    const ref = query.requestBody!.content['application/json'].schema.$ref!;
+    const schema = doc.components.schemas[ref.split('/').pop()!];
+    expect(schema.required).toEqual(['sql']);
+    expect(schema.properties).toMatchObject({
+      sql: { type: 'string' },
+      max_rows: { type: 'integer', minimum: 1 },
+    });
+    const drift = doc.paths['/v1/drift'].get as Operation;
+    expect(drift.parameters).toContainEqual(
+      expect.objectContaining({ name: 'state', in: 'query', required: true }),
+    );
+    // a nested DTO: the results of a refresh run
+    const results = doc.paths['/v1/refresh-runs/{runId}/results'].post as Operation;
+    const resultsRef = results.requestBody!.content['application/json'].schema.$ref!;
+    const resultsSchema = doc.components.schemas[resultsRef.split('/').pop()!];
+    expect(JSON.stringify(resultsSchema.properties)).toContain('RefreshResultDto');
+    expect(doc.components.schemas.RefreshResultDto.properties).toHaveProperty('outcome');
+  });
+
+  it('gives every operation the error answer', () => {
+    for (const pathItem of Object.values(doc.paths)) {
+      const ops = [
+        ...Object.entries(pathItem)
+          .filter(([k]) => !k.startsWith('x-'))
+          .map(([, v]) => v),
+        ...Object.values((pathItem[CUSTOM_METHODS_KEY] ?? {}) as Record<string, unknown>),
+      ] as Operation[];
+      for (const op of ops) {
+        expect(op.responses.default).toMatchObject({
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+        });
+      }
+    }
+  });
+
+  it('serves the Swagger UI at /docs from its own files, no CDN', async () => {
+    const page = await http().get('/docs').expect(200);
+    expect(page.headers['content-type']).toMatch(/^text\/html/);
+    const assets = [...page.text.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]);
+    expect(assets.length).toBeGreaterThanOrEqual(3);
+    for (const asset of assets) {
+      expect(asset).not.toMatch(/^(https?:)?\/\//);
+      const url = new URL(asset, 'http://kld.test/docs').pathname;
+      const r = await http().get(url);
+      expect([url, r.status]).toEqual([url, 200]);
+    }
+    const init = await http().get('/docs/swagger-ui-init.js').expect(200);
+    expect(init.text).toContain('"Kilolock"');
+  });
+});
