@@ -129,6 +129,51 @@ describe('GET /metrics', () => {
     );
   });
 
+  it('counts kl apply reservations, their conflicts, and its row-level commit', async () => {
+    await post(
+      'team/apply',
+      JSON.stringify(
+        testDocument(1, [
+          { name: 'a', input: 'one' },
+          { name: 'b', input: 'two' },
+        ]),
+      ),
+    ).expect(200);
+    const before = await scrape();
+    const runs = '/v1/api/states/team/apply/apply-runs';
+    const start = () =>
+      http()
+        .post(runs)
+        .set('Content-Type', 'application/json')
+        .send(JSON.stringify({ base_version: 1, write: ['terraform_data.b'] }));
+    const first = await start().expect(201);
+    const second = await start().expect(409);
+    expect(second.body.error.code).toBe('RESERVATION.CONFLICT');
+    await http()
+      .post(`${runs}/${first.body.run_id}/commit`)
+      .set('Content-Type', 'application/json')
+      .send(
+        JSON.stringify({
+          base_version: 1,
+          terraform_version: '1.11.4',
+          deletes: ['terraform_data.b'],
+        }),
+      )
+      .expect(200);
+    const after = await scrape();
+    const moved = (name: string, labels: Record<string, string> = {}) =>
+      sample(after, name, labels) - sample(before, name, labels);
+    expect(moved('kilolock_reservation_conflicts_total')).toBe(1);
+    expect(moved('kilolock_reservation_events_total', { event: 'acquired' })).toBe(1);
+    expect(moved('kilolock_reservation_events_total', { event: 'released' })).toBe(1);
+    expect(
+      moved('kilolock_commit_duration_seconds_count', { kind: 'delta', outcome: 'decided' }),
+    ).toBe(1);
+    expect(moved('kilolock_commit_instances_changed_sum', { kind: 'delta' })).toBe(1);
+    // a delta commit is not a document commit
+    expect(moved('kilolock_commit_duration_seconds_count', { kind: 'document' })).toBe(0);
+  });
+
   it('counts a finished refresh run with its duration', async () => {
     const before = await scrape();
     const started = await http()

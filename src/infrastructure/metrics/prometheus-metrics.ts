@@ -6,6 +6,7 @@ import type {
   CommitObservation,
   RefreshRunObservation,
 } from '../../application/ports/metrics.port';
+import type { DomainEvent } from '../../domain/shared/event';
 
 /** DI token of the process's PrometheusMetrics. */
 export const METRICS = Symbol('Metrics');
@@ -35,6 +36,24 @@ const SIZE_BUCKETS = [
 ];
 const COUNT_BUCKETS = [0, 1, 2, 5, 10, 50, 100, 500, 1000, 10_000, 100_000];
 const REFRESH_BUCKETS = [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600];
+
+const RESERVATION_EVENTS: Record<string, string | undefined> = {
+  ReservationAcquired: 'acquired',
+  ReservationRenewed: 'renewed',
+  ReservationReleased: 'released',
+  ReservationExpired: 'expired',
+};
+
+/** Instances whose lifecycle the events closed or opened. */
+function changedInstances(events: readonly DomainEvent[]): number {
+  const addresses = new Set<string>();
+  for (const e of events) {
+    if (e.type === 'LifecycleOpened' || e.type === 'LifecycleClosed') {
+      addresses.add((e.data as { address: string }).address);
+    }
+  }
+  return addresses.size;
+}
 
 /**
  * kld's metrics on a registry of its own (several servers may share a
@@ -78,10 +97,21 @@ export class PrometheusMetrics implements CommandMetrics {
     help: 'LOCK requests refused because another lock holds the state (423)',
     registers: [this.registry],
   });
+  private readonly reservationConflicts = new Counter({
+    name: 'kilolock_reservation_conflicts_total',
+    help: 'kl apply reservations refused because another run or a lock holds what they ask for',
+    registers: [this.registry],
+  });
+  private readonly reservations = new Counter({
+    name: 'kilolock_reservation_events_total',
+    help: 'Reservation events appended by this replica: acquired, renewed, released, expired',
+    labelNames: ['event'] as const,
+    registers: [this.registry],
+  });
   private readonly commitDuration = new Histogram({
     name: 'kilolock_commit_duration_seconds',
-    help: 'State commits by outcome, from the parsed document to its read models including it',
-    labelNames: ['outcome'] as const,
+    help: 'State commits by outcome and kind (document: terraform, kl import, refresh; delta: kl apply), until read models include them',
+    labelNames: ['outcome', 'kind'] as const,
     buckets: LATENCY_BUCKETS,
     registers: [this.registry],
   });
@@ -93,7 +123,8 @@ export class PrometheusMetrics implements CommandMetrics {
   });
   private readonly instancesChanged = new Histogram({
     name: 'kilolock_commit_instances_changed',
-    help: 'Resource instances a commit added, changed or removed',
+    help: 'Resource instances a commit added, changed or removed, by kind (document, delta)',
+    labelNames: ['kind'] as const,
     buckets: COUNT_BUCKETS,
     registers: [this.registry],
   });
@@ -224,13 +255,30 @@ export class PrometheusMetrics implements CommandMetrics {
     this.queueWait.observe({ aggregate: o.aggregate }, o.queueSeconds);
     if (o.conflicts > 0) this.appendConflicts.inc({ aggregate: o.aggregate }, o.conflicts);
     if (o.command === 'LockState' && o.code === 'STATE.LOCKED') this.lockConflicts.inc();
+    if (
+      o.command === 'AcquireReservations' &&
+      (o.code === 'RESERVATION.CONFLICT' || o.code === 'STATE.LOCKED')
+    ) {
+      this.reservationConflicts.inc();
+    }
+    for (const e of o.events) {
+      const event = RESERVATION_EVENTS[e.type];
+      if (event) this.reservations.inc({ event });
+    }
+    // Row-level commits of kl apply; document commits report through commitRan.
+    if (o.command === 'CommitDelta') {
+      this.commitDuration.observe({ outcome: o.outcome, kind: 'delta' }, o.seconds);
+      if (o.outcome === 'decided') {
+        this.instancesChanged.observe({ kind: 'delta' }, changedInstances(o.events));
+      }
+    }
   }
 
   commitRan(o: CommitObservation): void {
-    this.commitDuration.observe({ outcome: o.outcome }, o.seconds);
+    this.commitDuration.observe({ outcome: o.outcome, kind: 'document' }, o.seconds);
     if (o.outcome === 'decided') {
       this.commitSize.observe(o.bytes);
-      this.instancesChanged.observe(o.instancesChanged);
+      this.instancesChanged.observe({ kind: 'document' }, o.instancesChanged);
     }
   }
 
