@@ -57,7 +57,7 @@ describe('the OpenAPI document', () => {
   beforeAll(async () => {
     t = await createTestDatabase();
     server = await startServer(
-      loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0' }),
+      loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0', KL_GRPC_LISTEN: 'off' }),
       quietLogger,
     );
     doc = (await http().get('/openapi.json').expect(200)).body as Doc;

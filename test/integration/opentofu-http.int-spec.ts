@@ -33,7 +33,7 @@ describe('what OpenTofu 1.7+ sends through its http backend', () => {
   beforeAll(async () => {
     t = await createTestDatabase();
     server = await startServer(
-      loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0' }),
+      loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0', KL_GRPC_LISTEN: 'off' }),
       quietLogger,
     );
   });
