@@ -16,6 +16,7 @@ import { CommandWith } from '../props-message';
 
 /** One stream per token name. */
 export const TOKEN: AggregateSpec<TokenCommand, TokenState, TokenEvent> = {
+  name: 'token',
   decider: tokenDecider,
   streamOf: (command) => tokenStreamId(command.data.name),
   snapshots: {
