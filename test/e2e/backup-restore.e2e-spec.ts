@@ -7,6 +7,7 @@ import { EmbeddedPostgres } from '../../src/infrastructure/postgres/embedded-pos
 import { Database } from '../../src/infrastructure/postgres/database';
 import { KLD, KldProcess, startKld } from '../support/kld-process';
 import { postgresTools } from '../support/postgres-tools';
+import { advanceTransactionIds, nextTransactionId } from '../support/restore';
 import {
   lockInfo,
   READ_MODEL_TABLES,
@@ -16,14 +17,22 @@ import {
 import { quietLogger } from '../support/test-database';
 
 /** What docs/operations.md tells operators to back up: the log, not the read models. */
-const EVENT_TABLES = ['kl_events', 'kl_streams', 'kl_snapshots', 'kl_projection_skips'];
+const EVENT_TABLES = [
+  'kl_events',
+  'kl_streams',
+  'kl_log_epochs',
+  'kl_snapshots',
+  'kl_projection_skips',
+];
 const REFRESH_TABLES = ['refresh_runs', 'refresh_results'];
 
 /**
  * Backup and restore as docs/operations.md describes it, into a new
  * PostgreSQL cluster: pg_dump of the event tables of a serving kld,
  * `kld migrate` on a fresh database, pg_restore, `kld projections rebuild`;
- * every state, version, lock and lifecycle comes back identical.
+ * every state, version, lock and lifecycle comes back identical, and a
+ * subscriber's saved position resumes exactly where it was (the restore opens
+ * a new log epoch, docs/events.md) or, when the backup lacks it, is refused.
  */
 describe('backup and restore', () => {
   const tools = postgresTools();
@@ -69,6 +78,30 @@ describe('backup and restore', () => {
     expect([res.status, await res.text()]).toEqual([200, expect.anything()]);
   };
 
+  /** The positions of the events `GET /v1/events` delivers after `from`, up to the head. */
+  async function feed(base: string, from?: string): Promise<string[]> {
+    const query = from === undefined ? '' : `&from=${from}`;
+    const res = await fetch(`${base}/v1/events?follow=false${query}`);
+    const body = await res.text();
+    expect([res.status, body.slice(0, 200)]).toEqual([200, expect.anything()]);
+    // Events are the frames without an `event:` line (caught-up has one).
+    return body
+      .split('\n\n')
+      .filter((frame) => frame.startsWith('id: ') && !frame.includes('\nevent: '))
+      .map((frame) => frame.slice(4, frame.indexOf('\n')));
+  }
+  const epoch = (position: string) => parseInt(position.slice(0, 4), 16);
+
+  async function epochs(url: string): Promise<number[]> {
+    const db = new Database(url);
+    try {
+      const rows = await db.query<{ epoch: number }>('SELECT epoch FROM kl_log_epochs ORDER BY 1');
+      return rows.map((r) => r.epoch);
+    } finally {
+      await db.close();
+    }
+  }
+
   /** Everything a user can see of the states, read through SQL and HTTP. */
   async function observe(url: string, base: string): Promise<unknown> {
     const db = new Database(url);
@@ -94,8 +127,11 @@ describe('backup and restore', () => {
     }
   }
 
-  it('brings back every state, version, lock and lifecycle in a new cluster', async () => {
+  it('brings back every state, version, lock, lifecycle and feed position in a new cluster', async () => {
     const sourceUrl = await newCluster('source');
+    const targetUrl = await newCluster('target');
+    // The source cluster has run far ahead of the fresh one it is restored into.
+    await advanceTransactionIds(sourceUrl, (await nextTransactionId(targetUrl)) + 3000n);
     const source = await startKld({ KL_DATABASE_URL: sourceUrl }, 60_000);
     servers.push(source);
     const base = source.url;
@@ -130,6 +166,8 @@ describe('backup and restore', () => {
       body: JSON.stringify({ status: 'cancelled' }),
     });
     const before = await observe(sourceUrl, base);
+    const logged = await feed(base);
+    const saved = logged[5]; // a subscriber had processed six events
 
     // the backup, taken while kld serves
     const dump = path.join(dir, 'kilolock-events.dump');
@@ -140,52 +178,76 @@ describe('backup and restore', () => {
       `--file=${dump}`,
       `--dbname=${sourceUrl}`,
     ]);
+    // the source goes on after the backup; a subscriber reads that event too
+    await expectOk(send(base, 'POST', 'team/b', testDocument(2, [{ name: 'q', input: '3' }])));
+    const lost = (await feed(base)).at(-1)!;
+    expect(logged).not.toContain(lost);
     await source.stop();
     servers.pop();
 
     // the restore, into a database of a cluster that never saw these events
-    const targetUrl = await newCluster('target');
     expect(kld(targetUrl, ['migrate']).status).toBe(0);
+    const db = new Database(targetUrl);
+    try {
+      await db.query('TRUNCATE kl_log_epochs'); // the backup's epochs replace the fresh log's
+    } finally {
+      await db.close();
+    }
     execFileSync(tools.pgRestore, ['--data-only', `--dbname=${targetUrl}`, dump]);
-
-    // served before the rebuild, the restored log would read as empty: refused
-    const early = kld(targetUrl, ['serve', '--listen', '127.0.0.1:0']);
-    expect(early.status).toBe(2);
-    expect(early.stderr).toMatch(/restored from another cluster\. Run `kld projections rebuild`/);
 
     const rebuilt = kld(targetUrl, ['projections', 'rebuild']);
     expect([rebuilt.status, rebuilt.stderr]).toEqual([0, '']);
-    expect(rebuilt.stdout).toMatch(/events restored from another PostgreSQL cluster made readable/);
     expect(rebuilt.stdout).toMatch(/state-catalog: \d+ events replayed/);
+    // this cluster's transaction ids are behind the log's: what it writes goes in a new epoch
+    expect(await epochs(targetUrl)).toEqual([0, 1]);
 
     const target = await startKld({ KL_DATABASE_URL: targetUrl }, 60_000);
     servers.push(target);
     const after = await observe(targetUrl, target.url);
     expect(after).toEqual(before);
 
+    // the log is the same, position for position; the saved position resumes exactly
+    expect(await feed(target.url)).toEqual(logged);
+    expect(await feed(target.url, saved)).toEqual(logged.slice(6));
+    // a position the backup does not have is refused, never passed over
+    const refused = await fetch(`${target.url}/v1/events?follow=false&from=${lost}`);
+    expect(refused.status).toBe(400);
+    expect(await refused.json()).toEqual({
+      error: {
+        code: 'EVENTS.INVALID_POSITION',
+        message: expect.stringContaining(`position ${lost} is not in this log`),
+      },
+    });
+
     // and it goes on: the next commit is version 4, after every restored event
     await expectOk(
       send(target.url, 'POST', 'team/a', testDocument(4, [{ name: 'web', key: 0, input: 'w' }])),
     );
-    const db = new Database(targetUrl);
+    // after every restored event, in the new epoch, also for the saved position
+    const resumed = await feed(target.url, saved);
+    expect(resumed.slice(0, logged.length - 6)).toEqual(logged.slice(6));
+    const written = resumed.slice(logged.length - 6);
+    expect(written.length).toBeGreaterThan(0);
+    expect(written.map(epoch)).toEqual(written.map(() => 1));
+    const check = new Database(targetUrl);
     try {
-      const [v] = await db.query<{ version: number }>(
+      const [v] = await check.query<{ version: number }>(
         `SELECT max(v.version) AS version FROM state_versions v JOIN states s USING (state_id)
           WHERE s.name = 'team/a'`,
       );
       expect(v.version).toBe(4);
       // in log order, the new commit's events come last
-      const [last] = await db.query<{ stream_id: string; type: string }>(
+      const [last] = await check.query<{ stream_id: string; type: string }>(
         `SELECT stream_id, type FROM kl_events
           ORDER BY transaction_id DESC, global_position DESC LIMIT 1`,
       );
-      const [newest] = await db.query<{ type: string }>(
+      const [newest] = await check.query<{ type: string }>(
         `SELECT type FROM kl_events WHERE stream_id = 'state-team/a'
           ORDER BY stream_revision DESC LIMIT 1`,
       );
       expect(last).toEqual({ stream_id: 'state-team/a', type: newest.type });
     } finally {
-      await db.close();
+      await check.close();
     }
   }, 240_000);
 });
