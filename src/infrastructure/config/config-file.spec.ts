@@ -100,6 +100,29 @@ describe('config file', () => {
     expect(m).not.toContain('\n');
   });
 
+  it('takes authentication and TLS settings, checked as from the environment', () => {
+    const ok = file(
+      'auth.yaml',
+      [
+        'KL_LISTEN: 127.0.0.1:9000',
+        'KL_AUTH: on',
+        `KL_TLS_CERT: ${path.join(dir, 'server.crt')}`,
+        `KL_TLS_KEY: ${path.join(dir, 'server.key')}`,
+      ].join('\n'),
+    );
+    // YAML 1.2: a bare `on` is text, as in the environment.
+    expect(readConfigFile(ok)).toMatchObject({ KL_AUTH: 'on' });
+    expect(loadConfig(effectiveEnvironment({}, ok).env)).toMatchObject({
+      auth: { mode: 'on', enabled: true },
+      tls: { certFile: path.join(dir, 'server.crt'), keyFile: path.join(dir, 'server.key') },
+    });
+    const env = (text: string) => effectiveEnvironment({}, file('bad.yaml', text)).env;
+    expect(messageOf(() => loadConfig(env('KL_AUTH: sometimes')))).toBe(
+      'KL_AUTH: expected one of auto, on, off, got "sometimes"',
+    );
+    expect(messageOf(() => loadConfig(env('KL_TLS_CERT: /x.crt')))).toMatch(/KL_TLS_KEY/);
+  });
+
   it('says when the file is missing', () => {
     expect(() => readConfigFile(path.join(dir, 'none.yaml'))).toThrow(
       /--config .*none\.yaml: no such file/,
@@ -127,7 +150,10 @@ describe('config file', () => {
   it('knows exactly the variables the README documents', () => {
     const readme = fs.readFileSync(path.join(__dirname, '../../../README.md'), 'utf8');
     const table = readme.slice(readme.indexOf('## Configuration'));
-    const documented = [...table.matchAll(/^\| `(KL_[A-Z_]+)`/gm)].map((m) => m[1]);
+    // Every name in a row's first cell (`KL_TLS_CERT`, `KL_TLS_KEY` share one).
+    const documented = [...table.matchAll(/^\| ([^|]*)\|/gm)].flatMap((m) =>
+      [...m[1].matchAll(/`(KL_[A-Z_]+)`/g)].map((n) => n[1]),
+    );
     expect(documented.sort()).toEqual(Object.keys(CONFIG_VARIABLES).sort());
   });
 });

@@ -26,6 +26,10 @@ export const CONFIG_VARIABLES = {
   KL_CACHE_DOCUMENT_INSTANCES: '200000',
   KL_CACHE_SERVED_BYTES: '256MiB',
   KL_GRPC_LISTEN: '127.0.0.1:8081',
+  KL_AUTH: 'auto',
+  KL_TLS_CERT: null,
+  KL_TLS_KEY: null,
+  KL_TLS_CLIENT_CA: null,
 } as const satisfies Record<string, string | null>;
 
 export type ConfigVariable = keyof typeof CONFIG_VARIABLES;
