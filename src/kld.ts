@@ -279,14 +279,14 @@ async function main(argv: string[]): Promise<void> {
     .requiredOption('--name <name>', "the token's name: the actor on everything it does")
     .option(
       '--scope <scope...>',
-      'read:GLOB, write:GLOB, admin, query or events (repeatable)',
+      'read:GLOB, write:GLOB, admin, query, events or metrics (repeatable)',
       (value: string, prev: string[] = []) => [...prev, value],
     )
     .option('--expires <when>', 'a duration (90d) or a date (2027-01-31)')
     .option('--cert-subject <subject>', 'a client certificate subject (CN=ci) instead of a secret')
     .action(
       async (opts: { name: string; scope?: string[]; expires?: string; certSubject?: string }) => {
-        const config = loadConfig();
+        const config = configuration();
         await createToken(config, loggerFor(config), { ...opts, scope: opts.scope ?? [] });
       },
     );

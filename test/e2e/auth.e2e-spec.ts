@@ -154,6 +154,40 @@ describe('authentication', () => {
   });
 });
 
+describe('operations routes', () => {
+  it('leaves the API description open: it holds no data', async () => {
+    const doc = await call(a, 'GET', '/openapi.json');
+    expect(doc.status).toBe(200);
+    expect(doc.json().paths).toHaveProperty(['/v1/admin/tokens']);
+    const page = await call(a, 'GET', '/docs');
+    expect([page.status, page.headers.get('content-type')]).toEqual([
+      200,
+      expect.stringMatching(/^text\/html/),
+    ]);
+  });
+
+  it('serves /metrics to a token with the metrics scope only, never showing a secret', async () => {
+    const scraper = await createToken(['metrics']);
+    const reader = await createToken(['read:*']);
+    expect((await call(a, 'GET', '/metrics')).status).toBe(401);
+    const refused = await call(a, 'GET', '/metrics', { token: reader.secret });
+    expect(refused.status).toBe(403);
+    expect(refused.json().error.message).toContain('needs the metrics scope');
+    // admin does not imply it: a scraper's token is its own
+    expect((await call(a, 'GET', '/metrics', { token: admin })).status).toBe(403);
+    // a request naming a state and a token, then the scrape
+    await call(a, 'GET', '/v1/states/secret-team/x', { basic: ['alice', reader.secret] });
+    const scraped = await call(a, 'GET', '/metrics', { token: scraper.secret });
+    expect(scraped.status).toBe(200);
+    expect(scraped.text).toContain('kilolock_http_request_duration_seconds');
+    for (const secret of [admin, reader.secret, scraper.secret, 'secret-team', 'alice']) {
+      expect(scraped.text).not.toContain(secret);
+    }
+    // the scraper may do nothing else
+    expect((await call(a, 'GET', '/v1/api/states', { token: scraper.secret })).status).toBe(403);
+  });
+});
+
 describe('identity', () => {
   it("is the token's name (and basic username); the actor header only adds on-behalf-of", async () => {
     const ci = await createToken(['write:id/*']);

@@ -11,7 +11,7 @@ export function registerTokenCommand(program: Command): void {
     .requiredOption('--name <name>', "the token's name: the actor on everything it does")
     .option(
       '--scope <scope...>',
-      'read:GLOB, write:GLOB, admin, query or events (repeatable)',
+      'read:GLOB, write:GLOB, admin, query, events or metrics (repeatable)',
       (value: string, prev: string[] = []) => [...prev, value],
     )
     .option('--expires <when>', 'a duration (90d) or a date (2027-01-31)')

@@ -2,11 +2,22 @@ import { DomainError } from '../shared/domain-error';
 import { globMatches, globToLike, Grants, parseScope } from './scopes';
 
 describe('scopes', () => {
-  it('parses the five kinds and refuses anything else', () => {
+  it('parses the six kinds and refuses anything else', () => {
     expect(parseScope('read:team-a/*')).toEqual({ kind: 'read', glob: 'team-a/*' });
     expect(parseScope('write:x')).toEqual({ kind: 'write', glob: 'x' });
     expect(parseScope('admin')).toEqual({ kind: 'admin' });
-    for (const bad of ['read', 'read:', 'write:a b', 'owner', 'read:/x', "read:x';--", 'read:%']) {
+    expect(parseScope('metrics')).toEqual({ kind: 'metrics' });
+    for (const bad of [
+      'read',
+      'read:',
+      'metric',
+      'metrics:x',
+      'write:a b',
+      'owner',
+      'read:/x',
+      "read:x';--",
+      'read:%',
+    ]) {
       expect(() => parseScope(bad)).toThrow(DomainError);
     }
   });
@@ -33,6 +44,9 @@ describe('scopes', () => {
     expect(g.can('write', 'shared/net')).toBe(false);
     expect(g.can('read', 'team-b/x')).toBe(false);
     expect(g.has('admin')).toBe(false);
+    expect(g.has('metrics')).toBe(false);
+    expect(Grants.of([parseScope('metrics')]).has('metrics')).toBe(true);
+    expect(Grants.of([parseScope('admin')]).has('metrics')).toBe(false);
     expect(g.globs('read')).toEqual(['team-a/*', 'shared/*']);
     expect(Grants.all().can('write', 'x')).toBe(true);
   });

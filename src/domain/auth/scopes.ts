@@ -5,7 +5,8 @@ export type Scope =
   | { kind: 'read' | 'write'; glob: string }
   | { kind: 'admin' }
   | { kind: 'query' }
-  | { kind: 'events' };
+  | { kind: 'events' }
+  | { kind: 'metrics' };
 
 export type StateAccess = 'read' | 'write';
 
@@ -14,21 +15,25 @@ export const TOKEN_INVALID = 'TOKEN.INVALID';
 // A glob is a state name whose segments may hold `*` and `?`.
 const GLOB = /^[A-Za-z0-9*?._@+=/-]{1,512}$/;
 
+/** The scopes that are a word of their own (not about states). */
+export type PlainScope = 'admin' | 'query' | 'events' | 'metrics';
+const PLAIN: readonly string[] = ['admin', 'query', 'events', 'metrics'] satisfies PlainScope[];
+
 /**
- * `read:GLOB`, `write:GLOB`, `admin`, `query`, `events`. In a GLOB, `*`
+ * `read:GLOB`, `write:GLOB`, `admin`, `query`, `events`, `metrics`. In a GLOB, `*`
  * matches any run of characters, slashes included (`team-a/*` covers
  * `team-a/prod/network`), and `?` one character.
  */
 export function parseScope(text: string): Scope {
   const t = text.trim();
-  if (t === 'admin' || t === 'query' || t === 'events') return { kind: t };
+  if (PLAIN.includes(t)) return { kind: t as PlainScope };
   const m = /^(read|write):(.*)$/.exec(t);
   if (m && GLOB.test(m[2]) && !m[2].startsWith('/') && !m[2].endsWith('/')) {
     return { kind: m[1] as StateAccess, glob: m[2] };
   }
   throw new DomainError(
     TOKEN_INVALID,
-    `"${t.slice(0, 100)}" is not a scope: use read:GLOB, write:GLOB (e.g. write:team-a/*), admin, query or events`,
+    `"${t.slice(0, 100)}" is not a scope: use read:GLOB, write:GLOB (e.g. write:team-a/*), admin, query, events or metrics`,
   );
 }
 
@@ -81,7 +86,7 @@ export class Grants {
     return this.everything;
   }
 
-  has(kind: 'admin' | 'query' | 'events'): boolean {
+  has(kind: PlainScope): boolean {
     return this.everything || this.scopes.some((s) => s.kind === kind);
   }
 

@@ -1,6 +1,6 @@
 import { SetMetadata } from '@nestjs/common';
 import type { Request } from 'express';
-import { globToLike, Grants, StateAccess } from '../../domain/auth';
+import { globToLike, Grants, PlainScope, StateAccess } from '../../domain/auth';
 import { DomainError } from '../../domain/shared/domain-error';
 import { stateNameFrom } from './state-name';
 
@@ -26,7 +26,7 @@ export type AuthedRequest = Request & { id?: string; principal?: Principal };
  */
 export type AccessRule =
   | { kind: 'public' }
-  | { kind: 'scope'; scope: 'admin' | 'query' | 'events' }
+  | { kind: 'scope'; scope: PlainScope }
   | { kind: 'state'; access: StateAccess; stateOf: (req: Request) => string }
   | { kind: 'anyState'; access: StateAccess };
 
@@ -37,6 +37,7 @@ export const Access = {
   admin: () => SetMetadata(ACCESS_RULE, { kind: 'scope', scope: 'admin' } satisfies AccessRule),
   query: () => SetMetadata(ACCESS_RULE, { kind: 'scope', scope: 'query' } satisfies AccessRule),
   events: () => SetMetadata(ACCESS_RULE, { kind: 'scope', scope: 'events' } satisfies AccessRule),
+  metrics: () => SetMetadata(ACCESS_RULE, { kind: 'scope', scope: 'metrics' } satisfies AccessRule),
   state: (access: StateAccess, stateOf: (req: Request) => string) =>
     SetMetadata(ACCESS_RULE, { kind: 'state', access, stateOf } satisfies AccessRule),
   anyState: (access: StateAccess) =>
@@ -66,7 +67,7 @@ export function authorize(req: Request, access: StateAccess, state: string): voi
 }
 
 /** Refuses (403) unless the request's token has `scope`; `what` says what needed it. */
-export function requireScope(req: Request, scope: 'admin' | 'query' | 'events', what: string) {
+export function requireScope(req: Request, scope: PlainScope, what: string) {
   const p = principalOf(req);
   if (!p.grants.has(scope)) {
     throw new DomainError(
