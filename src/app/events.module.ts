@@ -16,6 +16,9 @@ import { EVENT_STORE, EventStore } from '../application/ports/event-store.port';
 import { CONFIG, type Config } from '../infrastructure/config/config';
 import { EventsGrpcServer } from '../infrastructure/grpc/events-grpc.server';
 import { EventsController } from '../infrastructure/http/events.controller';
+import { FeedSubscribers, subscriberLag } from '../infrastructure/metrics/feed-subscribers';
+import { METRICS, PrometheusMetrics } from '../infrastructure/metrics/prometheus-metrics';
+import { DATABASE, Database } from '../infrastructure/postgres/database';
 import { LOGGER, type Logger } from '../infrastructure/logging/logger';
 import { EventStoreModule } from './event-store.module';
 
@@ -49,6 +52,16 @@ export class EventsGrpcLifecycle implements OnApplicationBootstrap, OnModuleDest
   }
 }
 
+/** The one EventFeed of the process; each transport reads it through FeedSubscribers.meter. */
+const FEED = Symbol('EventFeed (unmetered)');
+
+/** `/metrics` reads the subscribers' count and lag at each scrape. */
+class SubscriberMetrics {
+  constructor(subscribers: FeedSubscribers, db: Database, metrics: PrometheusMetrics) {
+    metrics.watchSubscribers(() => subscriberLag(db, subscribers));
+  }
+}
+
 /** Ends the live tail last, once no transport reads the feed. */
 class EventFeedLifecycle implements OnApplicationShutdown {
   constructor(private readonly feed: EventFeed) {}
@@ -65,8 +78,9 @@ class EventFeedLifecycle implements OnApplicationShutdown {
   imports: [EventStoreModule],
   controllers: [EventsController],
   providers: [
+    { provide: FeedSubscribers, useFactory: () => new FeedSubscribers() },
     {
-      provide: EVENT_FEED,
+      provide: FEED,
       useFactory: (store: EventStore, logger: Logger) =>
         new EventFeed(store, {
           onFallBehind: (position) =>
@@ -77,19 +91,35 @@ class EventFeedLifecycle implements OnApplicationShutdown {
         }),
       inject: [EVENT_STORE, LOGGER],
     },
+    // What the SSE controller reads: the one feed, its subscriptions counted as `sse`.
+    {
+      provide: EVENT_FEED,
+      useFactory: (feed: EventFeed, subscribers: FeedSubscribers) => subscribers.meter(feed, 'sse'),
+      inject: [FEED, FeedSubscribers],
+    },
     {
       provide: EventFeedLifecycle,
       useFactory: (feed: EventFeed) => new EventFeedLifecycle(feed),
-      inject: [EVENT_FEED],
+      inject: [FEED],
+    },
+    {
+      provide: SubscriberMetrics,
+      useFactory: (subscribers: FeedSubscribers, db: Database, metrics: PrometheusMetrics) =>
+        new SubscriberMetrics(subscribers, db, metrics),
+      inject: [FeedSubscribers, DATABASE, METRICS],
     },
     // Who may see which state's events: everyone, until authentication
     // (issue 12) provides its own policy here.
     { provide: EVENT_ACCESS_POLICY, useValue: OPEN_ACCESS },
     {
       provide: EventsGrpcServer,
-      useFactory: (feed: EventFeed, logger: Logger, access: EventAccessPolicy) =>
-        new EventsGrpcServer(feed, logger, access),
-      inject: [EVENT_FEED, LOGGER, EVENT_ACCESS_POLICY],
+      useFactory: (
+        feed: EventFeed,
+        subscribers: FeedSubscribers,
+        logger: Logger,
+        access: EventAccessPolicy,
+      ) => new EventsGrpcServer(subscribers.meter(feed, 'grpc'), logger, access),
+      inject: [FEED, FeedSubscribers, LOGGER, EVENT_ACCESS_POLICY],
     },
     EventsGrpcLifecycle,
   ],

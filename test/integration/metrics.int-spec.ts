@@ -2,8 +2,11 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import request from 'supertest';
 import { startServer, KldServer } from '../../src/app/server';
+import { EVENT_FEED, EventFeed } from '../../src/application/events/event-feed';
+import { EventFilter } from '../../src/application/events/event-filter';
 import { loadConfig } from '../../src/infrastructure/config/config';
 import { ProjectionRunner } from '../../src/projections/projection-runner';
+import { collectGrpc, collectSse, grpcEventsClient } from '../support/event-clients';
 import { sample, samples } from '../support/prometheus-text';
 import { lockInfo, testDocument } from '../support/state-harness';
 import { createTestDatabase, quietLogger, TestDatabase } from '../support/test-database';
@@ -24,7 +27,11 @@ describe('GET /metrics', () => {
   beforeAll(async () => {
     t = await createTestDatabase();
     server = await startServer(
-      loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0', KL_GRPC_LISTEN: 'off' }),
+      loadConfig({
+        KL_DATABASE_URL: t.url,
+        KL_LISTEN: '127.0.0.1:0',
+        KL_GRPC_LISTEN: '127.0.0.1:0',
+      }),
       quietLogger,
     );
   });
@@ -217,6 +224,71 @@ describe('GET /metrics', () => {
     expect(sample(await scrape(), 'kilolock_db_pool_max_connections', { pool: 'query' })).toBe(10);
     expect(samples(text, 'process_cpu_user_seconds_total')).toHaveLength(1);
     expect(samples(text, 'nodejs_heap_size_used_bytes')).toHaveLength(1);
+  });
+
+  it('counts event-feed subscribers and the lag of the furthest behind', async () => {
+    const logged = Number(
+      (await t.db.query<{ n: string }>('SELECT count(*) AS n FROM kl_events'))[0].n,
+    );
+    expect(logged).toBeGreaterThan(3);
+    const idle = await scrape();
+    expect(sample(idle, 'kilolock_event_subscribers', { transport: 'sse' })).toBe(0);
+    expect(sample(idle, 'kilolock_event_subscribers', { transport: 'grpc' })).toBe(0);
+
+    // A subscriber that has taken one event of the log, as the SSE controller reads the feed.
+    const feed = server.app.get<EventFeed>(EVENT_FEED);
+    const abort = new AbortController();
+    const it = (
+      await feed.open({ from: 'start', filter: EventFilter.compile(), follow: true }, abort.signal)
+    )[Symbol.asyncIterator]();
+    expect((await it.next()).value).toMatchObject({ kind: 'event' });
+    const slow = await scrape();
+    expect(sample(slow, 'kilolock_event_subscribers', { transport: 'sse' })).toBe(1);
+    expect(sample(slow, 'kilolock_event_subscriber_lag_events', { transport: 'sse' })).toBe(
+      logged - 1,
+    );
+    expect(
+      sample(slow, 'kilolock_event_subscriber_lag_seconds', { transport: 'sse' }),
+    ).toBeGreaterThan(0);
+
+    // Caught up, it lags by nothing; one over SSE and one over gRPC count too.
+    for (let item = await it.next(); ; item = await it.next()) {
+      if (item.done || item.value.kind === 'caught-up') break;
+    }
+    const sse = collectSse(server.url, { follow: true });
+    const rpc = grpcEventsClient(server.grpcAddress!);
+    const grpcLive = collectGrpc(rpc.Subscribe({ origin: 'ORIGIN_START' }));
+    for (let i = 0; i < 600; i++) {
+      const both =
+        sse.messages.some((m) => m.event === 'caught-up') &&
+        grpcLive.messages.some((m) => m.kind === 'caught_up');
+      if (both) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const caughtUp = await scrape();
+    expect(sample(caughtUp, 'kilolock_event_subscribers', { transport: 'sse' })).toBe(2);
+    expect(sample(caughtUp, 'kilolock_event_subscribers', { transport: 'grpc' })).toBe(1);
+    for (const transport of ['sse', 'grpc']) {
+      expect(sample(caughtUp, 'kilolock_event_subscriber_lag_events', { transport })).toBe(0);
+      expect(sample(caughtUp, 'kilolock_event_subscriber_lag_seconds', { transport })).toBe(0);
+    }
+
+    // A refused position never counts; ended subscriptions stop counting.
+    const refused = await fetch(
+      `${server.url}/v1/events?follow=false&from=0000000000000001-0000000000000001`,
+    );
+    expect(refused.status).toBe(400);
+    abort.abort();
+    await it.return?.();
+    await sse.stop();
+    await grpcLive.stop();
+    rpc.close();
+    let open = -1;
+    for (let i = 0; i < 50 && open !== 0; i++) {
+      open = sample(await scrape(), 'kilolock_event_subscribers');
+      if (open !== 0) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(open).toBe(0);
   });
 
   it('reports each projector caught up, then behind when events wait unapplied', async () => {

@@ -7,6 +7,7 @@ import type {
   RefreshRunObservation,
 } from '../../application/ports/metrics.port';
 import type { DomainEvent } from '../../domain/shared/event';
+import type { SubscriberLag } from './feed-subscribers';
 
 /** DI token of the process's PrometheusMetrics. */
 export const METRICS = Symbol('Metrics');
@@ -64,6 +65,7 @@ export class PrometheusMetrics implements CommandMetrics {
   readonly registry = new Registry();
   private readonly pools = new Map<string, () => Pool | null>();
   private lagSource: (() => Promise<ProjectionLag[]>) | null = null;
+  private subscriberSource: (() => Promise<SubscriberLag[]>) | null = null;
 
   readonly httpDuration = new Histogram({
     name: 'kilolock_http_request_duration_seconds',
@@ -174,7 +176,25 @@ export class PrometheusMetrics implements CommandMetrics {
   });
   private readonly lagUp = new Gauge({
     name: 'kilolock_projection_lag_up',
-    help: '1 when the projection lag could be read at this scrape, 0 when the database did not answer',
+    help: '1 when the projection and subscriber lag could be read at this scrape, 0 when the database did not answer',
+    registers: [this.registry],
+  });
+  private readonly subscribers = new Gauge({
+    name: 'kilolock_event_subscribers',
+    help: 'Open event-feed subscriptions on this replica, by transport (grpc, sse)',
+    labelNames: ['transport'] as const,
+    registers: [this.registry],
+  });
+  private readonly subscriberLagEvents = new Gauge({
+    name: 'kilolock_event_subscriber_lag_events',
+    help: "Committed events after the furthest-behind subscriber's position, by transport",
+    labelNames: ['transport'] as const,
+    registers: [this.registry],
+  });
+  private readonly subscriberLagSeconds = new Gauge({
+    name: 'kilolock_event_subscriber_lag_seconds',
+    help: 'Age of the oldest event the furthest-behind subscriber has not been sent (0 when none), by transport',
+    labelNames: ['transport'] as const,
     registers: [this.registry],
   });
 
@@ -222,9 +242,15 @@ export class PrometheusMetrics implements CommandMetrics {
     this.lagSource = source;
   }
 
+  /** Where the event-feed subscribers' count and lag are read from (EventsModule sets it). */
+  watchSubscribers(source: () => Promise<SubscriberLag[]>): void {
+    this.subscriberSource = source;
+  }
+
   /** The text Prometheus scrapes. */
   async scrape(): Promise<{ contentType: string; body: string }> {
     await this.readLag();
+    await this.readSubscribers();
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 
@@ -243,6 +269,19 @@ export class PrometheusMetrics implements CommandMetrics {
       this.lagUp.set(1);
     } catch {
       // The last values stay; kilolock_projection_lag_up says they are stale.
+      this.lagUp.set(0);
+    }
+  }
+
+  private async readSubscribers(): Promise<void> {
+    if (!this.subscriberSource) return;
+    try {
+      for (const lag of await this.subscriberSource()) {
+        this.subscribers.set({ transport: lag.transport }, lag.subscribers);
+        this.subscriberLagEvents.set({ transport: lag.transport }, lag.events);
+        this.subscriberLagSeconds.set({ transport: lag.transport }, lag.seconds);
+      }
+    } catch {
       this.lagUp.set(0);
     }
   }
