@@ -1,7 +1,7 @@
 import request from 'supertest';
 import { startServer, KldServer } from '../../src/app/server';
 import { loadConfig } from '../../src/infrastructure/config/config';
-import { CUSTOM_METHODS_KEY } from '../../src/infrastructure/http/openapi';
+import { ACCESS_KEY, CUSTOM_METHODS_KEY } from '../../src/infrastructure/http/openapi';
 import { createTestDatabase, quietLogger, TestDatabase } from '../support/test-database';
 
 type Doc = {
@@ -12,6 +12,8 @@ type Doc = {
   };
 };
 type Operation = {
+  security?: Record<string, string[]>[];
+  [ACCESS_KEY]?: string;
   requestBody?: {
     content: Record<string, { schema: { $ref?: string } & Record<string, unknown> }>;
   };
@@ -80,6 +82,54 @@ describe('the OpenAPI document', () => {
       'UNLOCK /v1/states/*name',
       'POST /v1/refresh-runs/:runId/finish',
     ]);
+  });
+
+  it('has the routes of every slice: tokens, events, archives, apply runs, state engine, dashboard', () => {
+    const paths = Object.keys(doc.paths);
+    for (const route of [
+      '/v1/admin/tokens',
+      '/v1/admin/tokens/{name}',
+      '/v1/events',
+      '/v1/archives',
+      '/v1/api/states/{name}/apply-runs',
+      '/v1/api/reservations',
+      '/v1/engine/states/{name}/scope',
+      '/metrics',
+    ]) {
+      expect(paths).toContain(route);
+    }
+    expect(paths.filter((p) => p.startsWith('/v1/dashboard/')).length).toBeGreaterThan(3);
+    const token = (doc.paths['/v1/admin/tokens'].post as Operation).requestBody!.content[
+      'application/json'
+    ].schema.$ref!;
+    expect(doc.components.schemas[token.split('/').pop()!].required).toEqual(
+      expect.arrayContaining(['name', 'scopes']),
+    );
+    const events = doc.paths['/v1/events'].get as Operation;
+    expect(events.parameters!.map((p) => p.name)).toEqual(
+      expect.arrayContaining(['from', 'follow', 'state', 'type']),
+    );
+  });
+
+  it('says what each operation needs of a token, from its @Access rule', () => {
+    const op = (route: string, method: string) => doc.paths[route][method] as Operation;
+    expect(op('/healthz', 'get')).toMatchObject({ security: [], [ACCESS_KEY]: expect.any(String) });
+    expect(op('/metrics', 'get')[ACCESS_KEY]).toBe('a token with the metrics scope');
+    expect(op('/v1/admin/tokens', 'post')[ACCESS_KEY]).toBe('a token with the admin scope');
+    expect(op('/v1/states/{name}', 'post')).toMatchObject({
+      security: [{ bearer: [] }, { basic: [] }],
+      [ACCESS_KEY]: 'write on the state the request names',
+    });
+    expect(op('/v1/api/states', 'get')[ACCESS_KEY]).toMatch(/^read on some state/);
+    const custom = doc.paths['/v1/states/{name}'][CUSTOM_METHODS_KEY] as Record<string, Operation>;
+    expect(custom.LOCK[ACCESS_KEY]).toBe('write on the state the request names');
+    // every operation says it
+    for (const pathItem of Object.values(doc.paths)) {
+      for (const [method, o] of Object.entries(pathItem)) {
+        if (method.startsWith('x-')) continue;
+        expect([method, (o as Operation)[ACCESS_KEY]]).toEqual([method, expect.any(String)]);
+      }
+    }
   });
 
   it('describes terraform’s LOCK and UNLOCK beside the path’s ordinary methods', () => {

@@ -1,4 +1,5 @@
 import type { INestApplication, Type } from '@nestjs/common';
+import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { ApiProperty, DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import type {
   OperationObject,
@@ -10,6 +11,7 @@ import { validationMetadatasToSchemas } from 'class-validator-jsonschema';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { packageRoot } from '../package-root';
+import { ACCESS_RULE, AccessRule } from './access';
 
 // Where @Type(() => Nested) is recorded: the type of a nested array's items.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -42,6 +44,65 @@ const ERROR_SCHEMA: SchemaObject = {
     },
   },
 };
+
+/** Where each operation says who may call it (docs/security.md). */
+export const ACCESS_KEY = 'x-kilolock-access';
+
+/** The `@Access` rule of every controller method, by its operationId. */
+function accessRules(app: INestApplication): Map<string, AccessRule> {
+  const rules = new Map<string, AccessRule>();
+  const scanner = new MetadataScanner();
+  for (const wrapper of app.get(DiscoveryService, { strict: false }).getControllers()) {
+    const type = wrapper.metatype as Type | null;
+    if (!type) continue;
+    for (const method of scanner.getAllMethodNames(type.prototype)) {
+      const handler = (type.prototype as Record<string, object>)[method];
+      const rule = (Reflect.getMetadata(ACCESS_RULE, handler) ??
+        Reflect.getMetadata(ACCESS_RULE, type)) as AccessRule | undefined;
+      if (rule) rules.set(operationId(type.name, method), rule);
+    }
+  }
+  return rules;
+}
+
+const operationId = (controller: string, method: string) =>
+  `${controller.replace(/Controller$/, '')}_${method}`;
+
+/** What a rule asks of a token, in words, and which security schemes apply. */
+function accessOf(rule: AccessRule): { text: string; security: Record<string, string[]>[] } {
+  const token: Record<string, string[]>[] = [{ bearer: [] }, { basic: [] }];
+  switch (rule.kind) {
+    case 'public':
+      return { text: 'public: no token needed', security: [] };
+    case 'scope':
+      return { text: `a token with the ${rule.scope} scope`, security: token };
+    case 'state':
+      return { text: `${rule.access} on the state the request names`, security: token };
+    case 'anyState':
+      return {
+        text: `${rule.access} on some state; the answer holds only the states the token may ${rule.access}, or is refused for one it may not`,
+        security: token,
+      };
+  }
+}
+
+/** `GET /v1/events` takes its query as it comes (SSE clients send more than one shape). */
+const EVENTS_PARAMETERS = [
+  ['from', 'a position to resume after (or `start`, `end`); `Last-Event-ID` works too'],
+  ['follow', '`true` (default): stay open and follow the log; `false`: end at its head'],
+  ['state', 'state names or globs (repeated or comma-separated)'],
+  ['stream', 'stream id prefixes (repeated or comma-separated)'],
+  ['type', 'event types (repeated or comma-separated)'],
+  ['limit', 'at most this many events'],
+  ['checkpoint_ms', 'a filtered feed sends a checkpoint at most this often (≥ 100)'],
+  ['heartbeat', 'seconds between keep-alive comments (1 to 300)'],
+].map(([name, description]) => ({
+  name,
+  in: 'query' as const,
+  required: false,
+  description,
+  schema: { type: 'string' as const },
+}));
 
 let described = false;
 
@@ -115,12 +176,24 @@ export function openApiDocument(app: INestApplication): OpenAPIObject {
     .setDescription(
       'Terraform/OpenTofu http backend and the REST API of kld. Refusals are ' +
         '`{"error":{"code","message"}}` (docs/api.md). State names are paths ' +
-        '(`team/prod/network`): their slashes are part of the URL path, never encoded.',
+        '(`team/prod/network`): their slashes are part of the URL path, never encoded. ' +
+        'With authentication on, each operation says what its token needs under ' +
+        `\`${ACCESS_KEY}\` (docs/security.md).`,
+    )
+    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'a kld token (kl_…)' }, 'bearer')
+    .addBasicAuth(
+      {
+        type: 'http',
+        scheme: 'basic',
+        description:
+          "the token as the password (terraform's http backend); the username is recorded",
+      },
+      'basic',
     )
     .build();
+  const rules = accessRules(app);
   const document = SwaggerModule.createDocument(app, config, {
-    operationIdFactory: (controller, method) =>
-      `${controller.replace(/Controller$/, '')}_${method}`,
+    operationIdFactory: operationId,
   });
   document.components ??= {};
   document.components.schemas = { ...document.components.schemas, Error: ERROR_SCHEMA };
@@ -143,6 +216,23 @@ export function openApiDocument(app: INestApplication): OpenAPIObject {
         .filter((op): op is OperationObject => op !== undefined),
     ];
     for (const op of operations) {
+      const rule = op.operationId ? rules.get(op.operationId) : undefined;
+      if (rule) {
+        const access = accessOf(rule);
+        op.security = access.security;
+        (op as unknown as Record<string, unknown>)[ACCESS_KEY] = access.text;
+      }
+      if (route === '/v1/events' && op === pathItem.get) {
+        op.parameters = EVENTS_PARAMETERS;
+        op.responses = {
+          ...op.responses,
+          '200': {
+            description:
+              'Server-Sent Events: each event, caught-up and checkpoint (docs/events.md)',
+            content: { 'text/event-stream': { schema: { type: 'string' } } },
+          },
+        };
+      }
       op.responses ??= {};
       op.responses.default ??= {
         description: 'A refusal: the code says which (docs/api.md)',
