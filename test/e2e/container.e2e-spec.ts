@@ -108,6 +108,42 @@ describe('the container image', () => {
     );
   });
 
+  it('with authentication on (the image listens on 0.0.0.0), starts once a token was created through the entrypoint', async () => {
+    const port = await freePort();
+    const db = await createTestDatabase();
+    // KL_AUTH=on stands for what 0.0.0.0 turns on: this test listens on loopback only.
+    const e = env({ KL_DATABASE_URL: db.url, KL_LISTEN: `127.0.0.1:${port}`, KL_AUTH: 'on' });
+    const run = (args: string[]) =>
+      spawnSync(ENTRYPOINT, args, { cwd: dir, env: e, encoding: 'utf8', timeout: 120_000 });
+    try {
+      const refused = run(['serve']);
+      expect(refused.status).toBe(2);
+      expect(refused.stderr).toContain('kld token create');
+      // the bootstrap docs/operations.md gives: `docker compose run --rm kld-1 token create …`
+      const created = run(['token', 'create', '--name', 'prometheus', '--scope', 'metrics']);
+      expect([created.status, created.stdout]).toEqual([0, expect.stringMatching(/^kl_\S+\n$/)]);
+      const child = spawn(ENTRYPOINT, ['serve'], { cwd: dir, env: e, stdio: 'ignore' });
+      const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+      try {
+        let healthy = false;
+        for (let i = 0; i < 120 && !healthy && child.exitCode === null; i++) {
+          await new Promise((r) => setTimeout(r, 250));
+          healthy = run(['healthcheck']).status === 0; // /readyz needs no token
+        }
+        expect(healthy).toBe(true);
+        const url = `http://127.0.0.1:${port}/metrics`;
+        expect((await fetch(url)).status).toBe(401);
+        const auth = { Authorization: `Bearer ${created.stdout.trim()}` };
+        expect((await fetch(url, { headers: auth })).status).toBe(200);
+      } finally {
+        child.kill('SIGTERM');
+      }
+      expect(await exited).toBe(0);
+    } finally {
+      await db.drop();
+    }
+  });
+
   it('lints clean, and the linter finds a broken Dockerfile', () => {
     expect(validate(DOCKERFILE)).toEqual([]);
     const broken = DOCKERFILE.replace('EXPOSE 8080', 'EXPOSE eighty').replace(
