@@ -10,6 +10,8 @@ import { AuthProjectionsModule } from './auth-projections.module';
 import { OperationsModule } from './operations.module';
 import { ProjectionsModule } from './projections.module';
 import { QueryModule } from './query.module';
+import { QuotaProjectionsModule } from './quota-projections.module';
+import { QuotaModule } from './quota.module';
 import { RefreshProjectionsModule } from './refresh-projections.module';
 import { RefreshModule } from './refresh.module';
 import { Runtime, RuntimeModule } from './runtime.module';
@@ -34,6 +36,7 @@ export const SLICES: readonly Type[] = [
   ArchiveModule,
   DashboardModule,
   StateEngineModule,
+  QuotaModule,
 ];
 
 /** Every slice's read models: what `kld projections …` loads, with nothing served. */
@@ -42,6 +45,7 @@ export const READ_MODELS: readonly Type[] = [
   RefreshProjectionsModule,
   ApplyProjectionsModule,
   AuthProjectionsModule,
+  QuotaProjectionsModule,
 ];
 
 /** kld serving: every slice, plus health and projection maintenance. */

@@ -2,6 +2,7 @@ import type { EventStore } from '../../src/application/ports/event-store.port';
 import { applyProjectors } from '../../src/projections/apply';
 import type { Projector } from '../../src/projections/projector';
 import { AUTH_PROJECTORS } from '../../src/projections/auth/auth-tokens.projector';
+import { QUOTA_PROJECTORS } from '../../src/projections/quota/quotas.projector';
 import { refreshProjectors } from '../../src/projections/refresh';
 import { stateProjectors } from '../../src/projections/state';
 
@@ -15,6 +16,7 @@ export function allProjectors(events: EventStore): Projector[] {
     ...refreshProjectors(),
     ...applyProjectors(),
     ...AUTH_PROJECTORS.map((P) => new P()),
+    ...QUOTA_PROJECTORS.map((P) => new P()),
   ];
 }
 

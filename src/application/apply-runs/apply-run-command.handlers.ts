@@ -9,6 +9,7 @@ import {
   StateAggregate,
 } from '../../domain/state';
 import { DeciderService } from '../decider.service';
+import { quotaOf } from '../quota/quota-commands';
 import { STATE } from '../state/state-aggregate';
 import { APPLY_RUN } from './apply-run-aggregate';
 import {
@@ -79,6 +80,7 @@ export class StartApplyRunHandler implements ICommandHandler<StartApplyRunComman
         baseVersion: c.baseVersion,
         writeSet: c.writeSet,
         readSet: c.readSet,
+        ...(await quotaOf(this.deciders, c.name)),
       },
       metadata,
     });
@@ -161,6 +163,7 @@ export class CommitApplyRunHandler implements ICommandHandler<CommitApplyRunComm
         deletes: c.deletes,
         outputs: c.outputs,
         release: true,
+        ...(await quotaOf(this.deciders, c.name)),
       },
       metadata,
     });

@@ -6,6 +6,7 @@ import { flattenInstances } from '../../domain/terraform';
 import { DeciderService } from '../decider.service';
 import { COMMAND_METRICS, CommandMetrics, CommandOutcome } from '../ports/metrics.port';
 import { SERVER_LAGGING } from '../ports/read-model-sync.port';
+import { quotaOf } from '../quota/quota-commands';
 import { InstanceHashMemo } from './instance-hash-memo';
 import { STATE } from './state-aggregate';
 import {
@@ -22,7 +23,12 @@ export class LockStateHandler implements ICommandHandler<LockStateCommand> {
   async execute(c: LockStateCommand): Promise<void> {
     await this.deciders.execute(STATE, {
       type: 'LockState',
-      data: { name: c.name, newStateId: this.deciders.newId(), lockInfo: c.lockInfo },
+      data: {
+        name: c.name,
+        newStateId: this.deciders.newId(),
+        lockInfo: c.lockInfo,
+        ...(await quotaOf(this.deciders, c.name)),
+      },
       metadata: this.deciders.context(c.caller),
     });
   }
@@ -81,6 +87,7 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
           checksum: c.checksum,
           ...(c.baseVersion !== undefined ? { baseVersion: c.baseVersion } : {}),
           ...(c.checkContinuity ? { checkContinuity: true } : {}),
+          ...(await quotaOf(this.deciders, c.name)),
         },
         metadata: this.deciders.context(c.caller),
       });

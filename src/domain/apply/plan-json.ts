@@ -18,6 +18,8 @@ export interface PlannedChange {
   mode: 'managed' | 'data';
   kind: ChangeKind;
   actions: string[];
+  /** Terraform imports the object (an `import` block): it joins the state without a create. */
+  importing?: true;
 }
 
 export interface OutputChange {
@@ -102,6 +104,7 @@ export function parsePlanJson(raw: unknown): PlanJson {
       mode,
       kind: changeKind(actions),
       actions,
+      ...(isJsonObject(rc.change.importing) ? { importing: true as const } : {}),
     });
   }
   const outputChanges: OutputChange[] = [];

@@ -19,6 +19,11 @@ const GLOB = /^[A-Za-z0-9*?._@+=/-]{1,512}$/;
 export type PlainScope = 'admin' | 'query' | 'events' | 'metrics';
 const PLAIN: readonly string[] = ['admin', 'query', 'events', 'metrics'] satisfies PlainScope[];
 
+/** A state-name glob as scopes and quotas take it. */
+export function isStateGlob(text: string): boolean {
+  return GLOB.test(text) && !text.startsWith('/') && !text.endsWith('/');
+}
+
 /**
  * `read:GLOB`, `write:GLOB`, `admin`, `query`, `events`, `metrics`. In a GLOB, `*`
  * matches any run of characters, slashes included (`team-a/*` covers
@@ -28,7 +33,7 @@ export function parseScope(text: string): Scope {
   const t = text.trim();
   if (PLAIN.includes(t)) return { kind: t as PlainScope };
   const m = /^(read|write):(.*)$/.exec(t);
-  if (m && GLOB.test(m[2]) && !m[2].startsWith('/') && !m[2].endsWith('/')) {
+  if (m && isStateGlob(m[2])) {
     return { kind: m[1] as StateAccess, glob: m[2] };
   }
   throw new DomainError(

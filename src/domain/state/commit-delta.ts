@@ -9,6 +9,8 @@ import {
 } from '../terraform/instance-address';
 import { OutputV4 } from '../terraform/state-document';
 import { instanceHash } from '../terraform/state-instances';
+import { countedResources } from '../quota/quota-limits';
+import { quotaOverrun } from './quota-checks';
 import { Asker, coveringHolders, reclaim, reservationsOf, uncovered } from './holders';
 import { conflictError, staleError } from './reserve';
 import { CommitDelta, DeltaUpsert } from './state.commands';
@@ -291,6 +293,13 @@ export function commitDelta(command: CommitDelta, state: StateAggregate): StateE
       type: 'ReservationReleased',
       data: { stateId, runId: d.runId, reservationIds: held.map((r) => r.id), reason: 'committed' },
     });
+  }
+  if (d.quota !== undefined) {
+    const count =
+      countedResources(state.instances.keys()) +
+      countedResources(added) -
+      countedResources(removed);
+    events.push(...quotaOverrun(state, d.quota, version, count));
   }
   return events;
 }

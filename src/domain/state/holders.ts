@@ -35,6 +35,8 @@ export interface Holder {
 }
 
 export const PLAN_OPERATION = 'OperationTypePlan';
+/** LockInfo.Operation of `terraform apply` (and of `terraform destroy`, an apply too). */
+export const APPLY_OPERATION = 'OperationTypeApply';
 
 /** A plan only reads the state: its lock is shared with other plans. */
 export function lockMode(info: LockInfo): ReservationMode {

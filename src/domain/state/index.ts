@@ -10,3 +10,4 @@ export * from './holders';
 export * from './reserve';
 export * from './state.evolve';
 export * from './state-history-replay';
+export * from './quota-checks';

@@ -1,3 +1,4 @@
+import { refuseOverQuota } from './quota-checks';
 import {
   AddressGlob,
   globCovers,
@@ -158,6 +159,9 @@ export function acquireReservations(
 
   const { live, expired } = conflictsWith(s, wanted, { runId: d.runId }, now);
   if (live.length > 0) throw conflictError(d.name, live);
+  if (wanted.some((w) => w.mode === 'write')) {
+    refuseOverQuota(s, d.quota, { operation: 'kl apply', now });
+  }
 
   const planned = [...d.writeSet, ...d.readSet].map(parseAddressGlob);
   const stale = changedSince(s, d.baseVersion, planned);

@@ -53,10 +53,14 @@ export interface ReplayedHistory {
  * each instance is checked (and hashed) once, not once per version.
  */
 export function replayStateHistory(
-  archived: readonly ArchivedStateEvent[],
+  all: readonly ArchivedStateEvent[],
   name: string,
   newStateId: () => string,
 ): ReplayedHistory {
+  // Quota overruns were judged by the exporting server's quotas: records
+  // about that history, not part of it. The importing server's own quotas
+  // judge what is committed from now on.
+  const archived = all.filter((e) => e.type !== 'QuotaExceeded');
   let state: StateAggregate = initialState();
   const ids = new Map<string, string>();
   let instances = new Map<string, Placed>();

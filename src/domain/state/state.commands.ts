@@ -3,6 +3,7 @@ import { CommandContext } from '../shared/event';
 import { JsonObject } from '../terraform/json-value';
 import { InstanceObjectV4, OutputV4, StateDocumentV4 } from '../terraform/state-document';
 import { FlatInstance, ResourceDescriptor } from '../terraform/state-instances';
+import { QuotaLimit } from '../quota/quota-limits';
 import { LockInfo } from './lock-info';
 import { CommitSource, ReleaseReason } from './state.events';
 
@@ -20,7 +21,13 @@ interface StateCommandOf<Type extends string, Data> {
  */
 export type LockState = StateCommandOf<
   'LockState',
-  { name: string; newStateId: string; lockInfo: LockInfo }
+  {
+    name: string;
+    newStateId: string;
+    lockInfo: LockInfo;
+    /** The quota governing the state: an apply lock is refused while it is over the hard limit. */
+    quota?: QuotaLimit;
+  }
 >;
 
 export type UnlockState = StateCommandOf<'UnlockState', { name: string; lockId: string }>;
@@ -64,6 +71,8 @@ export type CommitState = StateCommandOf<
      * must be able to replace a lineage.
      */
     checkContinuity?: boolean;
+    /** The quota governing the state: a version over it is stored and the overrun recorded. */
+    quota?: QuotaLimit;
   }
 >;
 
@@ -87,6 +96,8 @@ export type AcquireReservations = StateCommandOf<
     baseVersion: number;
     writeSet: string[];
     readSet: string[];
+    /** The quota governing the state: a run that writes is refused while it is over the hard limit. */
+    quota?: QuotaLimit;
   }
 >;
 
@@ -135,6 +146,8 @@ export type CommitDelta = StateCommandOf<
     outputs: { set: Record<string, OutputV4>; remove: string[] };
     /** Release the run's reservations in the same append. */
     release?: boolean;
+    /** The quota governing the state: a version over it is stored and the overrun recorded. */
+    quota?: QuotaLimit;
   }
 >;
 

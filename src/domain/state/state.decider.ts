@@ -6,8 +6,9 @@ import { canonicalJson } from '../terraform/canonical-json';
 import { diffInstances } from '../terraform/diff-instances';
 import { diffOutputs, outputHashes } from '../terraform/diff-outputs';
 import { commitDelta } from './commit-delta';
-import { conflictsWith, lockMode, reclaim } from './holders';
+import { APPLY_OPERATION, conflictsWith, lockMode, reclaim } from './holders';
 import { LockInfo } from './lock-info';
+import { quotaOverrun, refuseOverQuota } from './quota-checks';
 import { acquireReservations, releaseReservations, renewReservations } from './reserve';
 import {
   CommitState,
@@ -95,6 +96,10 @@ function lock(command: LockState, state: StateAggregate): StateEvent[] {
   const now = command.metadata.now;
   const { live, expired } = conflictsWith(active, [{ glob: ALL_ADDRESSES, mode }], {}, now);
   if (live.length > 0) throw locked(name, live[0].lockInfo);
+  // Only applies: plans, state pushes, imports and force-unlocks stay possible.
+  if (lockInfo.Operation === APPLY_OPERATION) {
+    refuseOverQuota(active, command.data.quota, { operation: APPLY_OPERATION, now });
+  }
   return [
     ...created,
     ...reclaim(active, expired, lockInfo.ID),
@@ -269,6 +274,12 @@ function commit(command: CommitState, state: StateAggregate): StateEvent[] {
         instance: i.instance,
       },
     });
+  }
+  if (command.data.quota !== undefined) {
+    const count = instances.filter(
+      (i) => i.resource.mode === 'managed' && i.instance.deposed === undefined,
+    ).length;
+    events.push(...quotaOverrun(active, command.data.quota, version, count));
   }
   return events;
 }

@@ -22,6 +22,7 @@ export const StateEventType = {
   ReservationRenewed: 'ReservationRenewed',
   ReservationReleased: 'ReservationReleased',
   ReservationExpired: 'ReservationExpired',
+  QuotaExceeded: 'QuotaExceeded',
 } as const;
 
 export const STATE_EVENT_TYPES: readonly string[] = Object.values(StateEventType);
@@ -142,6 +143,26 @@ export type ReservationExpired = DomainEvent<
   }
 >;
 
+/**
+ * A commit left the state over a quota's limit. The commit is stored all
+ * the same (it records infrastructure that exists); this records the
+ * overrun, with the version that made it and the quota it was judged by.
+ */
+export type QuotaExceeded = DomainEvent<
+  'QuotaExceeded',
+  {
+    stateId: string;
+    name: string;
+    version: number;
+    glob: string;
+    level: 'hard' | 'soft';
+    /** The limit exceeded: the quota's hard or soft limit. */
+    limit: number;
+    /** Resources the version holds (managed, non-deposed instances). */
+    count: number;
+  }
+>;
+
 export type StateEvent =
   | StateCreated
   | LockAcquired
@@ -153,7 +174,8 @@ export type StateEvent =
   | ReservationAcquired
   | ReservationRenewed
   | ReservationReleased
-  | ReservationExpired;
+  | ReservationExpired
+  | QuotaExceeded;
 
 export function isStateEvent(event: DomainEvent): event is StateEvent {
   return STATE_EVENT_TYPES.includes(event.type);

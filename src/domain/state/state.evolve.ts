@@ -180,6 +180,9 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
         }
       });
     }
+    case 'QuotaExceeded':
+      // A record for people: it decides nothing.
+      return state;
     case 'ReservationReleased':
     case 'ReservationExpired': {
       if (state.status !== 'active') return state;

@@ -89,6 +89,10 @@ export const HTTP_STATUS_BY_CODE = {
   'TOKEN.INVALID': 400,
   'TOKEN.EXISTS': 409,
   'TOKEN.NOT_FOUND': 404,
+  'QUOTA.INVALID': 400,
+  'QUOTA.NOT_FOUND': 404,
+  // An apply on a state over its hard limit: refused like a held lock (terraform reads 423).
+  'QUOTA.EXCEEDED': 423,
 
   'SERVER.ERROR': 500,
   'SERVER.UNAVAILABLE': 503,

@@ -22,6 +22,7 @@ import {
   LockStateCommand,
   UnlockStateCommand,
 } from '../../application/state/state-commands';
+import { QUOTA_EXCEEDED } from '../../domain/quota';
 import { DomainError } from '../../domain/shared/domain-error';
 import {
   parseLockInfo,
@@ -282,7 +283,9 @@ export class TerraformBackendController {
       await run();
     } catch (err) {
       const holder = err instanceof DomainError ? err.metadata.holder : undefined;
-      if (holder && (err as DomainError).code === STATE_LOCKED) {
+      // A quota refusal is a LockInfo too: terraform prints its Who and Info.
+      const code = (err as DomainError).code;
+      if (holder && (code === STATE_LOCKED || code === QUOTA_EXCEEDED)) {
         res.status(423).json(holder);
         return;
       }

@@ -1,0 +1,3 @@
+export * from './plan-delta';
+export * from './quota';
+export * from './quota-limits';
