@@ -25,6 +25,9 @@ import type {
 } from '../infrastructure/read-models/apply-read-model';
 
 import type { TokenSummary } from '../infrastructure/auth/token-read-model';
+import type { SetQuotaDto } from '../infrastructure/http/dto/quota.dto';
+import type { QuotaCheckWire } from '../infrastructure/http/quotas.controller';
+import type { QuotaRuleRow, QuotaUsage } from '../infrastructure/read-models/quota-read-model';
 import type { CreatedTokenWire } from '../infrastructure/http/tokens.controller';
 import { parseStateDocument, StateDocumentV4 } from '../domain/terraform';
 import { parseJsonExact } from '../domain/terraform/lossless-json';
@@ -359,6 +362,29 @@ export class KilolockClient {
 
   async revokeToken(name: string): Promise<void> {
     await this.json('DELETE', `/v1/admin/tokens/${encodeURIComponent(name)}`);
+  }
+
+  setQuota(request: SetQuotaDto): Promise<SetQuotaDto & { changed: boolean }> {
+    return this.json('POST', '/v1/quotas', { json: request });
+  }
+
+  async removeQuota(glob: string): Promise<void> {
+    await this.json('DELETE', '/v1/quotas', { query: { glob } });
+  }
+
+  async quotaRules(): Promise<QuotaRuleRow[]> {
+    return (await this.json<{ quotas: QuotaRuleRow[] }>('GET', '/v1/quotas/rules')).quotas;
+  }
+
+  async quotaUsage(state?: string): Promise<QuotaUsage[]> {
+    return (await this.json<{ usage: QuotaUsage[] }>('GET', '/v1/quotas', { query: { state } }))
+      .usage;
+  }
+
+  quotaCheck(state: string, creates: number, deletes: number): Promise<QuotaCheckWire> {
+    return this.json('GET', '/v1/quotas/check', {
+      query: { state, creates: String(creates), deletes: String(deletes) },
+    });
   }
 
   private json<T>(method: string, path: string, request: KldRequest = {}): Promise<T> {

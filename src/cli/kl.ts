@@ -12,6 +12,7 @@ import { registerProviderSchemaCommand } from './commands/provider-schema.comman
 import { registerVersionCommand } from './commands/version.command';
 import { registerTokenCommand } from './commands/token.command';
 import { registerBackendConfigCommand } from './commands/backend-config.command';
+import { registerQuotaCommand } from './commands/quota.command';
 import { registerStateEngineCommands } from './commands/state-engine.command';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -66,6 +67,7 @@ export function buildProgram(): Command {
   registerApplyAbortCommand(program);
   registerTokenCommand(program);
   registerBackendConfigCommand(program);
+  registerQuotaCommand(program);
   return program;
 }
 

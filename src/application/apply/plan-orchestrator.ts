@@ -2,6 +2,7 @@ import { configAddressOf } from '../../domain/apply/addresses';
 import { applySets } from '../../domain/apply/apply-sets';
 import { describeCounts, KL_PLAN_FORMAT, KlPlan } from '../../domain/apply/kl-plan';
 import { countChanges, isWrite, parsePlanJson, PLAN_INVALID } from '../../domain/apply/plan-json';
+import { planResourceDelta, PlanResourceDelta } from '../../domain/quota';
 import { DomainError } from '../../domain/shared/domain-error';
 import { parseInstanceAddress } from '../../domain/terraform';
 import { Clock } from '../ports/clock.port';
@@ -23,6 +24,8 @@ export interface PlanRequest {
 
 export interface PlanOutcome {
   plan: KlPlan;
+  /** What the plan does to the count a quota limits (creates, deletes, imports). */
+  resources: PlanResourceDelta;
   warnings: string[];
   /** Seconds spent in terraform (init, plan, show). */
   terraformSeconds: number;
@@ -76,6 +79,7 @@ export class PlanOrchestrator {
       return {
         terraformSeconds,
         warnings,
+        resources: planResourceDelta(plan.changes),
         plan: {
           format: KL_PLAN_FORMAT,
           createdAt: this.clock.now().toISOString(),

@@ -16,6 +16,7 @@ import { CommandWith } from '../props-message';
 
 /** Every quota rule on one stream. */
 export const QUOTAS: AggregateSpec<QuotaCommand, QuotaRules, QuotaEvent> = {
+  name: 'quotas',
   decider: quotaDecider,
   streamOf: () => QUOTA_STREAM,
   snapshots: {

@@ -11,6 +11,8 @@ import { defaultActor, KldHttpClient } from '../../infrastructure/rest/kld-http-
 import { RestApplyServer } from '../../infrastructure/rest/rest-apply-server';
 import { renderPlan } from '../apply-render';
 import { loadKlConfig } from '../kl-config';
+import { KilolockClient } from '../kilolock-client';
+import { quotaPreflight, reportPreflight } from '../quota-preflight';
 import { APPLY_EXIT, exitCodeOf, onceSignalled, usageExit3, UsageError } from './apply-cli';
 
 interface PlanOptions {
@@ -57,7 +59,8 @@ export function registerPlanCommand(program: Command): void {
     .option('--no-refresh', 'plan without refreshing (terraform -refresh=false)')
     .addHelpText(
       'after',
-      '\nExit status: 0 planned, 1 terraform failed, 3 usage or configuration, 130/143 interrupted.' +
+      "\nExit status: 0 planned (a quota's soft limit only warns), 1 terraform failed, 2 over a quota's hard limit (no plan saved)," +
+        '\n3 usage or configuration, 130/143 interrupted.' +
         '\nWith protocol state-engine or auto (--protocol, KL_PROTOCOL, .kl.toml) and -f, the server' +
         '\nexpands the scope and kl fetches only its slice; kl apply then runs on the trusted' +
         '\nstate-engine lane, or on the full-trunk lane when the server cannot prove the scope safe.' +
@@ -138,6 +141,15 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
       signals.signal,
     );
     if (signals.received) return APPLY_EXIT.signal(signals.received);
+    // Over the hard limit, no plan file: kl apply would be refused anyway.
+    const { creates, imports, deletes } = outcome.resources;
+    const preflight = await quotaPreflight(
+      new KilolockClient(target.server, globals.token),
+      target.state,
+      creates + imports,
+      deletes,
+    );
+    if (reportPreflight(preflight, APPLY_EXIT.conflict) !== 0) return APPLY_EXIT.conflict;
     const text = stringifyJson(klPlanToJson(outcome.plan), 2) + '\n';
     // It holds the input variables' values: readable by its owner only.
     fs.writeFileSync(options.out, text, { mode: 0o600 });
