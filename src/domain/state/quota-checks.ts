@@ -5,15 +5,14 @@ import { LockInfo } from './lock-info';
 import { StateEvent } from './state.events';
 import { ActiveState } from './state.model';
 
-/** The LockInfo ID of a quota refusal: not a lock anyone holds. */
-export const QUOTA_LOCK_ID = 'kilolock-quota';
-
 /**
  * Refuses to start an apply (a terraform apply lock, a kl apply run that
  * writes) on a state already over its hard limit. Nothing that records
  * infrastructure is ever refused for quota; this only keeps a state that is
- * over from growing further. The answer is a LockInfo because that is what
- * terraform prints for a refused lock: its Who and Info say why.
+ * over from growing further. The answer is a LockInfo, as for a held lock.
+ * Terraform 1.11 prints only its ID ("HTTP remote state already locked:
+ * ID=…"; the Lock Info below that is the caller's own), so the ID is the
+ * reason itself; Who and Info say it again for other clients.
  */
 export function refuseOverQuota(
   active: ActiveState,
@@ -28,7 +27,9 @@ export function refuseOverQuota(
     `of quota ${quota.glob}: applies are refused until an admin raises the limit ` +
     `(kl quota set) or the state shrinks; plans still work`;
   const holder: LockInfo = {
-    ID: QUOTA_LOCK_ID,
+    ID:
+      `quota exceeded: state ${active.name} holds ${count} resources, over the hard limit ` +
+      `${quota.maxResources} of quota ${quota.glob}; plans still work, an admin can raise it (kl quota set)`,
     Operation: what.operation,
     Who: `kilolock quota ${quota.glob} (max ${quota.maxResources} resources, state holds ${count})`,
     Info: message,

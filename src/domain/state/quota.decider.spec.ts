@@ -4,7 +4,6 @@ import { CommandContext } from '../shared/event';
 import { InstanceObjectV4, ResourceV4, StateDocumentV4 } from '../terraform/state-document';
 import { flattenInstances } from '../terraform/state-instances';
 import { LockInfo } from './lock-info';
-import { QUOTA_LOCK_ID } from './quota-checks';
 import { CommitState, StateCommand } from './state.commands';
 import { stateDecider } from './state.decider';
 import { QuotaExceeded, StateEvent } from './state.events';
@@ -170,7 +169,9 @@ describe('State decider: apply locks on a state over its hard limit', () => {
       .when(lock('l-1', 'OperationTypeApply', QUOTA))
       .thenFails('QUOTA.EXCEEDED', {
         holder: {
-          ID: QUOTA_LOCK_ID,
+          ID:
+            'quota exceeded: state team-a/prod holds 4 resources, over the hard limit 3 of quota ' +
+            'team-a/*; plans still work, an admin can raise it (kl quota set)',
           Operation: 'OperationTypeApply',
           Who: 'kilolock quota team-a/* (max 3 resources, state holds 4)',
           Info: expect.stringContaining('over the hard limit 3 of quota team-a/*'),
