@@ -161,6 +161,25 @@ it('an apply over the hard limit is stored and the overrun shown; the next apply
   expect(JSON.parse(rows.stdout)).toEqual([
     { state_name: state, version: 1, level: 'hard', resource_count: 3 },
   ]);
+  // The SQL surface shows overruns of readable states only.
+  for (const [glob, expected] of [
+    [`${team}/*`, 1],
+    ['elsewhere/*', 0],
+  ] as const) {
+    const name = `q-${randomUUID().slice(0, 6)}`;
+    const token = kl([
+      'token',
+      'create',
+      '--name',
+      name,
+      '--scope',
+      'query',
+      '--scope',
+      `read:${glob}`,
+    ]);
+    const seen = kl(['query', '--format', 'json', sql], { token: token.stdout.trim() });
+    expect(JSON.parse(seen.stdout)).toHaveLength(expected);
+  }
 
   configure(dir, 4);
   r = await tf.run(
