@@ -209,6 +209,18 @@ describe('quotas over HTTP', () => {
       .send(JSON.stringify(lockInfo('plan-1', 'OperationTypePlan')))
       .expect(200);
 
+    // A kl apply run that writes is refused the same way; nothing is recorded.
+    const beforeRun = await eventCount();
+    const started = await postJson('/v1/api/states/team-b/app/apply-runs', {
+      base_version: 2,
+      write: ['terraform_data.r'],
+      write_set: ['terraform_data.r[0]'],
+    });
+    expect(started.status).toBe(423);
+    expect(started.body.error.code).toBe('QUOTA.EXCEEDED');
+    expect(started.body.error.message).toContain('over the hard limit 3 of quota team-*');
+    expect(await eventCount()).toBe(beforeRun);
+
     // The way out: an exact-name quota beats the team-wide one.
     await postJson('/v1/quotas', { glob: 'team-b/app', max_resources: 10 }).expect(200);
     await lock('team-b/app', 'apply-2', 'OperationTypeApply').expect(200);
