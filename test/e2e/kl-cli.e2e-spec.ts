@@ -212,13 +212,14 @@ describe('listings', () => {
         terraform_version: '1.11.4',
         updated_at: expect.any(String),
         locked_by: null,
+        over_quota: null,
       },
     ]);
     const csv = ok(['states', '--format', 'csv']).split('\r\n');
     expect(csv[0]).toBe(
-      'name,version,serial,resources,instances,terraform_version,updated_at,locked_by',
+      'name,version,serial,resources,instances,terraform_version,updated_at,locked_by,over_quota',
     );
-    expect(csv[1]).toMatch(new RegExp(`^${state},2,2,2,3,1\\.11\\.4,[^,]+,$`));
+    expect(csv[1]).toMatch(new RegExp(`^${state},2,2,2,3,1\\.11\\.4,[^,]+,,$`));
   });
 
   it('lists history', () => {

@@ -153,6 +153,8 @@ it('an apply over the hard limit is stored and the overrun shown; the next apply
       last_overrun: expect.objectContaining({ version: 1, level: 'hard', limit: 2, resources: 3 }),
     }),
   ]);
+  const listed = JSON.parse(kl(['states', '--format', 'json'], { token: writer.secret }).stdout);
+  expect(listed).toEqual([expect.objectContaining({ name: state, over_quota: 'hard: 3 > 2' })]);
   const table = kl(['quota'], { token: writer.secret });
   expect(table.stdout).toContain(state);
   expect(table.stdout).toContain('version 1: 3 > hard 2');
@@ -249,6 +251,8 @@ it('after the admin raised the limit, terraform apply locks and applies again', 
   const r = await tf.run(dir, ['apply', '-auto-approve', '-no-color'], as(writer.secret));
   expect(r.out).toContain('Apply complete! Resources: 1 added');
   expect(r.code).toBe(0);
+  const listed = JSON.parse(kl(['states', '--format', 'json'], { token: writer.secret }).stdout);
+  expect(listed[0].over_quota).toBe('soft: 4 > 3');
   expect(usage()[0]).toMatchObject({
     resources: 4,
     status: 'soft',

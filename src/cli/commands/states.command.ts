@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { contextOf } from './context';
 
-/** `kl states`: every live state, its current version and who holds its lock. */
+/** `kl states`: every live state, its current version, who holds its lock, whether it is over its quota. */
 export function registerStatesCommand(program: Command): void {
   program
     .command('states')
@@ -19,6 +19,7 @@ export function registerStatesCommand(program: Command): void {
           'terraform_version',
           'updated_at',
           'locked_by',
+          'over_quota',
         ],
         rows: states.map((s) => [
           s.name,
@@ -29,6 +30,9 @@ export function registerStatesCommand(program: Command): void {
           s.terraformVersion,
           s.updatedAt,
           s.lock ? (s.lock.who ?? s.lock.id) : null,
+          s.quotaOverrun
+            ? `${s.quotaOverrun.level}: ${s.quotaOverrun.count} > ${s.quotaOverrun.limit}`
+            : null,
         ]),
       });
     });

@@ -13,6 +13,8 @@ export interface StateSummary {
   instanceCount: number;
   resourceCount: number;
   lock: { id: string; who: string | null; operation: string | null; since: string } | null;
+  /** The current version is over its quota: which limit, and the count (quota_overruns). */
+  quotaOverrun: { level: string; limit: number; count: number } | null;
 }
 
 export interface StateVersionSummary {
@@ -85,11 +87,17 @@ export class StateCatalogReadModel {
       who: string | null;
       operation: string | null;
       acquired_at: Date | null;
+      q_level: string | null;
+      q_limit: number | null;
+      q_count: number | null;
     }>(
       `SELECT s.state_id, s.name, s.created_at, s.updated_at, s.current_version,
               s.current_serial, s.lineage, s.terraform_version, s.instance_count,
-              s.resource_count, l.lock_id, l.who, l.operation, l.acquired_at
+              s.resource_count, l.lock_id, l.who, l.operation, l.acquired_at,
+              q.level AS q_level, q.quota_limit AS q_limit, q.resource_count AS q_count
          FROM states s
+         LEFT JOIN quota_overruns q
+           ON q.state_id = s.state_id AND q.version = s.current_version
          -- plans share a state: one lock is shown, a writer's first
          LEFT JOIN LATERAL (SELECT lock_id, who, operation, acquired_at FROM state_locks sl
                              WHERE sl.state_id = s.state_id
@@ -120,6 +128,10 @@ export class StateCatalogReadModel {
               operation: r.operation,
               since: r.acquired_at.toISOString(),
             },
+      quotaOverrun:
+        r.q_level === null
+          ? null
+          : { level: r.q_level, limit: r.q_limit as number, count: r.q_count as number },
     }));
   }
 
