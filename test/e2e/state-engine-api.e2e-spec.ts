@@ -464,4 +464,85 @@ describe('state-engine API', () => {
     ]);
     expect(await held()).toEqual([]);
   });
+
+  it('matches module prefixes at their boundary, keys exactly, and walks every path of a closure', async () => {
+    const name = `engine/${randomUUID().slice(0, 8)}`;
+    const counted = (n: string, keys: (number | string)[], module?: string) => ({
+      ...resource(n, [], module),
+      each: typeof keys[0] === 'string' ? 'map' : 'list',
+      instances: keys.map((k) => ({ index_key: k, ...instance(`${n}${k}`) })),
+    });
+    const state = doc(1, randomUUID(), [
+      // d → b → a and d → c → a: a diamond.
+      resource('a'),
+      resource('b', ['terraform_data.a']),
+      resource('c', ['terraform_data.a']),
+      resource('d', ['terraform_data.b', 'terraform_data.c']),
+      counted('tag', [0, 1, 2, 10]),
+      counted('env', ['1', 'prod']),
+      resource('x', [], 'module.net'),
+      resource('w', [], 'module.net.module.sub'),
+      resource('y', [], 'module.network'),
+      resource('z', [], 'module.n_t'),
+      resource('v', [], 'module.nXt'),
+      { ...resource('p', [], 'module.pool["a"]') },
+      resource('q', [], 'module.poolside'),
+    ]);
+    expect((await call('POST', `/v1/states/${name}`, state)).status).toBe(200);
+    const instances = async (body: unknown) => {
+      const r = await call('POST', `/v1/engine/states/${name}/slice`, body);
+      expect(r.status).toBe(200);
+      return r.json.resources
+        .flatMap((x: { module?: string; name: string; instances: { index_key?: unknown }[] }) =>
+          x.instances.map(
+            (i) =>
+              `${x.module ? `${x.module}.` : ''}${x.name}${i.index_key === undefined ? '' : `[${JSON.stringify(i.index_key)}]`}`,
+          ),
+        )
+        .sort();
+    };
+    expect(await instances({ module_prefixes: ['module.net'] })).toEqual([
+      'module.net.module.sub.w',
+      'module.net.x',
+    ]);
+    // `_` is no wildcard; module.pool covers its instances, not module.poolside.
+    expect(await instances({ module_prefixes: ['module.n_t', 'module.pool'] })).toEqual([
+      'module.n_t.z',
+      'module.pool["a"].p',
+    ]);
+    expect(
+      await instances({
+        addresses: ['terraform_data.tag[1]', 'terraform_data.tag[10]', 'terraform_data.env["1"]'],
+      }),
+    ).toEqual(['env["1"]', 'tag[10]', 'tag[1]']);
+    expect(await instances({ addresses: ['terraform_data.env'] })).toEqual([
+      'env["1"]',
+      'env["prod"]',
+    ]);
+
+    const up = await call('POST', `/v1/engine/states/${name}/scope`, {
+      addresses: ['terraform_data.d'],
+    });
+    expect(up.status).toBe(200);
+    // Nearest first; a is reached through b and c, and names the least.
+    expect(up.json.closure).toEqual([
+      expect.objectContaining({ address: 'terraform_data.b', via: 'terraform_data.d' }),
+      expect.objectContaining({ address: 'terraform_data.c', via: 'terraform_data.d' }),
+      expect.objectContaining({ address: 'terraform_data.a', via: 'terraform_data.b' }),
+    ]);
+    const down = await call('POST', `/v1/engine/states/${name}/scope`, {
+      addresses: ['terraform_data.a'],
+    });
+    expect(
+      down.json.closure.map((c: { address: string; direction: string; via: string }) => [
+        c.address,
+        c.direction,
+        c.via,
+      ]),
+    ).toEqual([
+      ['terraform_data.b', 'dependent', 'terraform_data.a'],
+      ['terraform_data.c', 'dependent', 'terraform_data.a'],
+      ['terraform_data.d', 'dependent', 'terraform_data.b'],
+    ]);
+  });
 });

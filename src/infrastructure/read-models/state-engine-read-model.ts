@@ -20,6 +20,9 @@ import {
 import { descriptorOf } from './resource-descriptor-row';
 import type { Database, Queryable } from '../postgres/database';
 
+/** How many dependency levels a scope expansion follows at most. */
+const MAX_WALK_DEPTH = 64;
+
 /** The header of a state as the state-engine lane reports it. */
 export interface EngineStateHead {
   stateId: string;
@@ -78,13 +81,23 @@ interface VersionRow {
 }
 
 /**
- * The prefilter for candidates: rows of the named resources (type and
- * name, and the instance key when the candidate names one: module keys are
- * left to the matcher), of the selected types, or under the named
- * top-level module calls. It reads the (type, name, index_key) and module
- * path indexes, so a slice reads its own rows; the matcher decides.
+ * The prefilter for candidates: `columns` of the rows of the named resources (type and name, and the instance key when the
+ * candidate names one: module keys are left to the matcher), of the
+ * selected types, or under the named top-level module calls, among the rows
+ * `rows` admits (a condition on `r`). One branch per kind of candidate
+ * present, each an index lookup — (type, name, index_key), (type, module
+ * path) and the module path's text_pattern_ops range — so a slice reads its
+ * own rows, not the state's; the matcher decides. The branches are a UNION
+ * ALL (a row may come more than once: `instance` is json, which has no
+ * equality for UNION, and joining their keys back to `resources` made the
+ * planner scan the whole state). `params` receives the branch parameters after the caller's.
  */
-function prefilter(candidates: Candidate[]): unknown[] {
+function prefiltered(
+  candidates: Candidate[],
+  columns: string,
+  rows: string,
+  params: unknown[],
+): string {
   const whole = { types: [] as string[], names: [] as string[] };
   const keyed = { types: [] as string[], names: [] as string[], keys: [] as string[] };
   const selected = new Set<string>();
@@ -101,24 +114,49 @@ function prefilter(candidates: Candidate[]): unknown[] {
     } else if (c.type !== null) selected.add(c.type);
     else modules.add(`module.${c.glob.modules[0].name}`);
   }
-  return [
-    whole.types,
-    whole.names,
-    keyed.types,
-    keyed.names,
-    keyed.keys,
-    [...selected],
-    [...modules],
-  ];
+  const $ = (value: unknown) => {
+    params.push(value);
+    return `$${params.length}::text[]`;
+  };
+  const select = `SELECT ${columns} FROM resources r`;
+  const branches: string[] = [];
+  // Each column also gets `= ANY(its values)`: the planner estimates those
+  // from the column statistics (a join with unnest it cannot, and takes a
+  // resource name or module path for a third of the state) and uses them
+  // as index conditions; the pairing is the filter after.
+  if (whole.types.length > 0) {
+    const [t, n] = [$(whole.types), $(whole.names)];
+    branches.push(`${select}
+     WHERE ${rows} AND r.type = ANY(${t}) AND r.name = ANY(${n})
+       AND (r.type, r.name) IN (SELECT * FROM unnest(${t}, ${n}))`);
+  }
+  if (keyed.types.length > 0) {
+    const [t, n, k] = [$(keyed.types), $(keyed.names), $(keyed.keys)];
+    branches.push(`${select}
+     WHERE ${rows} AND r.type = ANY(${t}) AND r.name = ANY(${n}) AND r.index_key = ANY(${k})
+       AND (r.type, r.name, r.index_key) IN (SELECT * FROM unnest(${t}, ${n}, ${k}))`);
+  }
+  if (selected.size > 0) {
+    branches.push(`${select} WHERE ${rows} AND r.type = ANY(${$([...selected])})`);
+  }
+  if (modules.size > 0) {
+    // The module itself, and every path under it: 'm.' ≤ p < 'm/' and
+    // 'm[' ≤ p < 'm\' are exactly the paths starting 'm.' and 'm[' in the
+    // byte order text_pattern_ops indexes (resources_module*, migration 016).
+    const m = $([...modules]);
+    branches.push(`${select} WHERE ${rows} AND r.module_path = ANY(${m})`);
+    for (const [from, to] of [
+      ["'.'", "'/'"],
+      ["'['", 'chr(92)'],
+    ]) {
+      branches.push(`${select} JOIN unnest(${m}) m
+        ON r.module_path ~>=~ (m || ${from}) AND r.module_path ~<~ (m || ${to})
+     WHERE ${rows}`);
+    }
+  }
+  if (branches.length === 0) return `${select} WHERE false`;
+  return branches.join('\n    UNION ALL\n    ');
 }
-
-const PREFILTER = `((r.type, r.name) IN (SELECT * FROM unnest($2::text[], $3::text[]))
-  OR (r.type, r.name, r.index_key) IN (SELECT * FROM unnest($4::text[], $5::text[], $6::text[]))
-  OR r.type = ANY($7::text[])
-  OR r.module_path = ANY($8::text[])
-  OR EXISTS (SELECT 1 FROM unnest($8::text[]) m
-              WHERE r.module_path LIKE replace(replace(m, '_', '\\_'), '%', '\\%') || '.%'
-                 OR r.module_path LIKE replace(replace(m, '_', '\\_'), '%', '\\%') || '[%'))`;
 
 /**
  * Which candidates cover an address, without trying every candidate on
@@ -205,10 +243,16 @@ export class StateEngineReadModel {
   ): Promise<ScopeAnswer & { head: EngineStateHead }> {
     return this.snapshot(async (q) => {
       const head = await this.requireHead(name, q);
+      const params: unknown[] = [head.stateId];
+      const candidateRows = prefiltered(
+        candidates,
+        'r.address, r.resource_address, r.delete_version IS NULL AS live',
+        'r.state_id = $1',
+        params,
+      );
       const { rows } = await q.query<{ address: string; resource_address: string; live: boolean }>(
-        `SELECT DISTINCT r.address, r.resource_address, r.delete_version IS NULL AS live
-           FROM resources r WHERE r.state_id = $1 AND ${PREFILTER}`,
-        [head.stateId, ...prefilter(candidates)],
+        `SELECT DISTINCT address, resource_address, live FROM (${candidateRows}) c`,
+        params,
       );
       const matcher = new CandidateMatcher(candidates);
       const matched: RealizedInstance[][] = candidates.map(() => []);
@@ -245,7 +289,10 @@ export class StateEngineReadModel {
   /**
    * The transitive dependency closure of `from` (resource addresses) over
    * the live edges, upstream (what they depend on) or downstream (who
-   * depends on them), each address with the resource it was reached from.
+   * depends on them), each address with its depth and the least resource it
+   * was reached from, nearest first. Breadth first, one index lookup per
+   * level (resource_dependencies_live_from / _live_to, index only): a
+   * recursive CTE joined the whole edge table at every level.
    */
   private async walk(
     q: Queryable,
@@ -253,25 +300,33 @@ export class StateEngineReadModel {
     from: string[],
     direction: 'up' | 'down',
   ): Promise<{ address: string; via: string }[]> {
-    if (from.length === 0) return [];
     const [next, prev] =
       direction === 'up'
         ? ['to_address', 'from_resource_address']
         : ['from_resource_address', 'to_address'];
-    const { rows } = await q.query<{ address: string; via: string; depth: number }>(
-      `WITH RECURSIVE walk(address, via, depth) AS (
-         SELECT DISTINCT d.${next}, d.${prev}, 1 FROM resource_dependencies d
-          WHERE d.state_id = $1 AND d.delete_version IS NULL AND d.${prev} = ANY($2::text[])
-         UNION
-         SELECT d.${next}, d.${prev}, w.depth + 1 FROM resource_dependencies d
-           JOIN walk w ON d.${prev} = w.address
-          WHERE d.state_id = $1 AND d.delete_version IS NULL AND w.depth < 64
-       )
-       SELECT address, min(via) AS via, min(depth) AS depth FROM walk
-        GROUP BY address ORDER BY min(depth), address`,
-      [stateId, from],
-    );
-    return rows.map((r) => ({ address: r.address, via: r.via }));
+    const reached = new Map<string, { via: string; depth: number }>();
+    const expanded = new Set(from);
+    let frontier = [...expanded];
+    for (let depth = 1; depth <= MAX_WALK_DEPTH && frontier.length > 0; depth++) {
+      const { rows } = await q.query<{ address: string; via: string }>(
+        `SELECT DISTINCT d.${next} AS address, d.${prev} AS via FROM resource_dependencies d
+          WHERE d.state_id = $1 AND d.delete_version IS NULL AND d.${prev} = ANY($2::text[])`,
+        [stateId, frontier],
+      );
+      frontier = [];
+      for (const { address, via } of rows) {
+        const seen = reached.get(address);
+        if (seen === undefined) reached.set(address, { via, depth });
+        else if (via < seen.via) seen.via = via;
+        if (!expanded.has(address)) {
+          expanded.add(address);
+          frontier.push(address);
+        }
+      }
+    }
+    return [...reached]
+      .sort(([a, x], [b, y]) => x.depth - y.depth || (a < b ? -1 : a > b ? 1 : 0))
+      .map(([address, { via }]) => ({ address, via }));
   }
 
   /**
@@ -292,16 +347,22 @@ export class StateEngineReadModel {
         throw new DomainError('VERSION.NOT_FOUND', `state ${name} has no version ${at}`);
       }
       const v = versions[0];
+      const params: unknown[] = [head.stateId, at];
       const { rows } = await q.query<SliceRow>(
-        `SELECT r.address, r.resource_address, r.module_path, r.mode, r.type, r.name, r.provider,
-                r.each_mode, r.resource_extra, r.instance
-           FROM resources r
-          WHERE r.state_id = $1 AND r.create_version <= $9
-            AND (r.delete_version IS NULL OR r.delete_version > $9) AND ${PREFILTER}`,
-        [head.stateId, ...prefilter(candidates), at],
+        prefiltered(
+          candidates,
+          `r.address, r.resource_address, r.module_path, r.mode, r.type, r.name, r.provider,
+           r.each_mode, r.resource_extra, r.instance`,
+          'r.state_id = $1 AND r.create_version <= $2 AND (r.delete_version IS NULL OR r.delete_version > $2)',
+          params,
+        ),
+        params,
       );
       const matcher = new CandidateMatcher(candidates);
-      const picked = rows.filter((r) => matcher.matches(parsedAddress(r.address)).length > 0);
+      // One lifecycle of an address spans a version: a repeated address is the same row.
+      const picked = [...new Map(rows.map((r) => [r.address, r])).values()].filter(
+        (r) => matcher.matches(parsedAddress(r.address)).length > 0,
+      );
       const doc = buildDocument(
         {
           terraformVersion: v.terraform_version,
@@ -333,6 +394,9 @@ export class StateEngineReadModel {
   private snapshot<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
     return this.db.transaction(async (client) => {
       await client.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      // Index lookups of a slice's rows: starting parallel workers costs
+      // more than they save, and the planner over-estimates module ranges.
+      await client.query('SET LOCAL max_parallel_workers_per_gather = 0');
       return fn(client);
     });
   }
