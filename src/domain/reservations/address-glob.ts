@@ -6,8 +6,8 @@ import {
   IndexKey,
   InstanceAddress,
   ModuleInstanceStep,
+  moduleSteps,
   parseInstanceAddress,
-  parseModulePath,
   ResourceMode,
 } from '../terraform/instance-address';
 
@@ -81,12 +81,7 @@ export function parseAddressGlob(text: string): AddressGlob {
 }
 
 function modulesOf(text: string): ModuleInstanceStep[] | null {
-  if (!text.startsWith('module.')) return null;
-  try {
-    return parseModulePath(text);
-  } catch {
-    return null;
-  }
+  return text.startsWith('module.') ? moduleSteps(text) : null;
 }
 
 /** The one spelling of a glob: `*`, `module.a.*`, `module.a[0].aws_vpc.main["k"]`. */

@@ -101,17 +101,27 @@ function invalid(text: string, what: string): DomainError {
 
 /** Parses a module instance path as terraform writes it in state (`module` field). */
 export function parseModulePath(path: string): ModuleInstanceStep[] {
+  const steps = moduleSteps(path);
+  if (steps === null) throw invalid(path, 'module path');
+  return steps;
+}
+
+/**
+ * `parseModulePath`, null where that throws: for callers asking whether a
+ * text is a module path at all (every resource address of a glob list),
+ * which an exception with its stack trace made cost more than the parse.
+ */
+export function moduleSteps(path: string): ModuleInstanceStep[] | null {
   if (path === '') return [];
   const cur = new Cursor(path);
   const steps: ModuleInstanceStep[] = [];
   do {
     const name = cur.take('module.') ? cur.identifier() : null;
     const key = name === null ? null : cur.indexKey();
-    if (name === null || key === null) throw invalid(path, 'module path');
+    if (name === null || key === null) return null;
     steps.push(key === undefined ? { name } : { name, key });
   } while (cur.take('.'));
-  if (!cur.done()) throw invalid(path, 'module path');
-  return steps;
+  return cur.done() ? steps : null;
 }
 
 /** Parses an address produced by formatInstanceAddress (or printed by terraform). */
