@@ -2,9 +2,11 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import pino from 'pino';
+import { onPath } from '../test/support/terraform-aws';
 import { openBenchDatabase } from './support/bench-database';
 import { generateBigState } from './support/big-state-generator';
-import { Kld, killAll, mustRun, startKld } from './support/refresh-processes';
+import { CountingProxy, ProxiedExchange, startCountingProxy } from './support/counting-proxy';
+import { httpBackend, Kld, killAll, mustRun, startKld, Timed } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
 import { distribution, formatInt, formatMs, verdict } from './support/stats';
 
@@ -19,13 +21,27 @@ import { distribution, formatInt, formatMs, verdict } from './support/stats';
  *   KL_BENCH_REPS=20
  *   KL_BENCH_DATABASE_URL=…      else an embedded PostgreSQL
  *
- * Per size: the full trunk (`GET /v1/states/<name>`, what terraform and
- * `kl plan` on the full lane read), scope expansion of one module
- * (`module.shadow_herd`), the slice of that scope and its closure, and a
- * 1,000-instance slice; wall time of each HTTP exchange and bytes moved.
+ *   KL_BENCH_PLAN_REPS=1         end-to-end plans per way (0: skip them)
  *
- * Not measured here (yet): `terraform plan -target` and `kl plan -f` on
- * either lane end to end.
+ * Per size, first the exchanges: the full trunk (`GET /v1/states/<name>`,
+ * what terraform and `kl plan` on the full lane read), scope expansion of
+ * one module (`module.shadow_herd`), the slice of that scope and its
+ * closure, and a 1,000-instance slice; wall time of each HTTP exchange and
+ * bytes moved.
+ *
+ * Then one one-resource change (examples/big-state with
+ * `terraform_data.deployment_marker` moved to marker.tf and its input
+ * changed) planned three ways, each a child process timed wall clock, all
+ * through a counting proxy in front of kld (bytes moved, routes called,
+ * time of the scope and slice exchanges):
+ *
+ *   (a) terraform plan -target=terraform_data.deployment_marker (http backend)
+ *   (b) KL_PROTOCOL=http          kl plan -f marker.tf
+ *   (c) KL_PROTOCOL=state-engine  kl plan -f marker.tf
+ *
+ * The lane of (b) and (c) is printed twice: what kl reported (its output or
+ * kl-plan.json naming a lane), and what the wire shows (a trunk GET or
+ * /v1/engine slices), so the figures say which code really ran.
  */
 
 const SIZES = (process.env.KL_BENCH_SIZES ?? '10000,50000')
@@ -36,7 +52,11 @@ const REPS = Number(process.env.KL_BENCH_REPS ?? 20);
 const ROOT = path.resolve(__dirname, '../..');
 const KLD = path.join(ROOT, 'dist/src/kld.js');
 const KL = path.join(ROOT, 'dist/src/cli/kl.js');
+const PLAN_REPS = Number(process.env.KL_BENCH_PLAN_REPS ?? 1);
 const SLICE_TARGET_MS = 200;
+const PLAN_TARGET_RATIO = 5;
+const EXAMPLE = path.join(ROOT, 'examples/big-state');
+const MARKER = 'terraform_data.deployment_marker';
 
 interface Exchange {
   ms: number;
@@ -131,12 +151,214 @@ async function main(): Promise<void> {
         `  target: ${thousand.addresses.length}-instance slice p99 ≤ ${SLICE_TARGET_MS} ms: ` +
           `${formatMs(rows[3].p99)} ms ${verdict(rows[3].p99 <= SLICE_TARGET_MS)}`,
       );
+      if (PLAN_REPS > 0) await planThreeWays(kld, name, size, tmp);
+      console.log(
+        `  load now: ${os
+          .loadavg()
+          .map((l) => l.toFixed(2))
+          .join(' ')} (1/5/15 min)`,
+      );
     }
   } finally {
     await kld?.stop();
     await killAll();
     await bench.close();
     fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/**
+ * examples/big-state at `size`, its marker resource in marker.tf with one
+ * more input attribute (one in-place update), backend pointing at `url`.
+ */
+function writeConfiguration(dir: string, size: number, url: string, state: string): void {
+  fs.cpSync(path.join(EXAMPLE, 'modules'), path.join(dir, 'modules'), { recursive: true });
+  const main = fs.readFileSync(path.join(EXAMPLE, 'main.tf'), 'utf8');
+  const marker =
+    /resource "terraform_data" "deployment_marker" \{\n {2}input = \{\n(?: {4}.*\n)+ {2}\}\n\}\n/;
+  const block = marker.exec(main)?.[0];
+  const sized = main.replace(/(variable "size" \{[^}]*default\s*=\s*)\d+/, `$1${size}`);
+  if (block === undefined || sized === main) {
+    throw new Error(
+      'examples/big-state/main.tf changed: the bench cannot find var.size or the marker',
+    );
+  }
+  fs.writeFileSync(path.join(dir, 'main.tf'), sized.replace(block, ''));
+  fs.writeFileSync(
+    path.join(dir, 'marker.tf'),
+    block.replace('  input = {\n', '  input = {\n    note       = "planned by the bench"\n'),
+  );
+  fs.writeFileSync(path.join(dir, 'backend.tf'), `terraform {\n${httpBackend(url, state)}}\n`);
+}
+
+interface PlanRun {
+  way: string;
+  wallMs: number;
+  bytes: number;
+  exchanges: ProxiedExchange[];
+  /** What the plan says it changes. */
+  changes: string;
+  /** The lane kl named, if it named one. */
+  reported: string;
+}
+
+/** The lane the wire shows: a trunk read, /v1/engine slices, or both. */
+function wireLane(exchanges: ProxiedExchange[], state: string): string {
+  const trunk = exchanges.some((e) => e.method === 'GET' && e.path === `/v1/states/${state}`);
+  const engine = exchanges.some((e) => e.path.endsWith('/slice'));
+  if (trunk && engine) return 'both (trunk GET and engine slice)';
+  if (engine) return 'state-engine (slice, no trunk GET)';
+  return trunk ? 'full trunk (GET /v1/states)' : 'none';
+}
+
+function routes(exchanges: ProxiedExchange[], state: string): string {
+  const counts = new Map<string, number>();
+  for (const e of exchanges) {
+    const route = `${e.method} ${e.path.replace(state, '<state>').replace(/\/runs\/[^/]+/, '/runs/<id>')}`;
+    counts.set(route, (counts.get(route) ?? 0) + 1);
+  }
+  return [...counts].map(([r, n]) => (n > 1 ? `${r} ×${n}` : r)).join(', ');
+}
+
+/** Whatever kl says about its lane or protocol: its output, then kl-plan.json. */
+function reportedLane(run: Timed, planFile: string): string {
+  const said = `${run.stdout}\n${run.stderr}`
+    .split('\n')
+    .filter((l) => /\blane\b|protocol|state-engine/i.test(l))
+    .map((l) => l.trim());
+  let recorded: unknown;
+  try {
+    const plan = JSON.parse(fs.readFileSync(planFile, 'utf8')) as Record<string, unknown>;
+    recorded = plan.lane ?? plan.protocol;
+  } catch {
+    recorded = undefined;
+  }
+  const parts = [
+    ...said,
+    ...(recorded === undefined ? [] : [`kl-plan.json lane: ${JSON.stringify(recorded)}`]),
+  ];
+  return parts.length > 0 ? parts.join(' | ') : 'nothing (kl named no lane)';
+}
+
+async function planThreeWays(kld: Kld, name: string, size: number, tmp: string): Promise<void> {
+  const terraform = onPath('terraform', 'terraform 1.11');
+  const proxy: CountingProxy = await startCountingProxy(kld.url);
+  try {
+    const dir = path.join(tmp, `cfg-${size}`);
+    fs.mkdirSync(dir);
+    writeConfiguration(dir, size, proxy.url, name);
+    const tfrc = path.join(tmp, 'terraformrc');
+    fs.writeFileSync(tfrc, 'disable_checkpoint = true\n');
+    const env: NodeJS.ProcessEnv = {
+      ...Object.fromEntries(
+        Object.entries(process.env).filter(([k]) => !k.startsWith('TF_') && !k.startsWith('KL_')),
+      ),
+      TF_CLI_CONFIG_FILE: tfrc,
+      CHECKPOINT_DISABLE: '1',
+      TF_IN_AUTOMATION: '1',
+      KL_TERRAFORM: terraform,
+    };
+    const opts = { cwd: dir, env, timeoutMs: 1_800_000 };
+    await mustRun('terraform init', terraform, ['init', '-input=false', '-no-color'], opts);
+    proxy.take();
+
+    const ways: { way: string; run: () => Promise<PlanRun> }[] = [
+      {
+        way: '(a) terraform plan -target',
+        run: async () => {
+          const r = await mustRun(
+            'terraform plan -target',
+            terraform,
+            ['plan', '-input=false', '-no-color', `-target=${MARKER}`],
+            opts,
+          );
+          const planned = /Plan: .*/.exec(r.stdout)?.[0] ?? 'no "Plan:" line';
+          return {
+            way: '',
+            wallMs: r.ms,
+            bytes: 0,
+            exchanges: [],
+            changes: planned,
+            reported: '-',
+          };
+        },
+      },
+      ...(['http', 'state-engine'] as const).map((protocol, i) => ({
+        way: `(${i === 0 ? 'b' : 'c'}) KL_PROTOCOL=${protocol} kl plan -f`,
+        run: async (): Promise<PlanRun> => {
+          const out = path.join(dir, `kl-plan-${i === 0 ? 'b' : 'c'}.json`);
+          const r = await mustRun(
+            `kl plan (${protocol})`,
+            process.execPath,
+            [KL, '--server', proxy.url, 'plan', '-f', 'marker.tf', '--state', name, '-o', out],
+            { ...opts, env: { ...env, KL_PROTOCOL: protocol } },
+          );
+          const plan = JSON.parse(fs.readFileSync(out, 'utf8')) as {
+            changes: { address: string; action: string }[];
+          };
+          const changes = plan.changes.map((c) => `${c.action} ${c.address}`).join(', ');
+          return {
+            way: '',
+            wallMs: r.ms,
+            bytes: 0,
+            exchanges: [],
+            changes: changes || 'no changes',
+            reported: reportedLane(r, out),
+          };
+        },
+      })),
+    ];
+    const results: PlanRun[] = [];
+    for (const { way, run } of ways) {
+      for (let rep = 0; rep < PLAN_REPS; rep++) {
+        proxy.take();
+        const r = await run();
+        const exchanges = proxy.take();
+        results.push({
+          ...r,
+          way,
+          exchanges,
+          bytes: exchanges.reduce((n, e) => n + e.requestBytes + e.responseBytes, 0),
+        });
+      }
+    }
+    const serverMs = (r: PlanRun, suffix: string) => {
+      const hits = r.exchanges.filter((e) => e.path.endsWith(suffix));
+      return hits.length === 0 ? '-' : formatMs(hits.reduce((n, e) => n + e.ms, 0));
+    };
+    console.log(
+      `\n  one-resource change (${MARKER}), ${PLAN_REPS} run(s) per way, wall clock of the process:`,
+    );
+    printTable(
+      ['way', 'wall ms', 'bytes moved', 'expand ms', 'slice ms', 'lane on the wire'],
+      results.map((r) => [
+        r.way,
+        formatMs(r.wallMs),
+        formatInt(r.bytes),
+        serverMs(r, '/scope'),
+        serverMs(r, '/slice'),
+        wireLane(r.exchanges, name),
+      ]),
+    );
+    for (const r of results) {
+      console.log(`  ${r.way}: plans ${r.changes}`);
+      console.log(`      routes: ${routes(r.exchanges, name)}`);
+      if (r.reported !== '-') console.log(`      kl reported: ${r.reported}`);
+    }
+    const median = (way: string) => {
+      const xs = results
+        .filter((r) => r.way.startsWith(way))
+        .map((r) => r.wallMs)
+        .sort((x, y) => x - y);
+      return xs[Math.floor(xs.length / 2)];
+    };
+    const [a, b, c] = [median('(a)'), median('(b)'), median('(c)')];
+    console.log(
+      `  (a)/(b) = ${(a / b).toFixed(2)}×, (a)/(c) = ${(a / c).toFixed(2)}× ` +
+        `(target (c) ≥ ${PLAN_TARGET_RATIO}× faster than (a)) ${verdict(a / c >= PLAN_TARGET_RATIO)}`,
+    );
+  } finally {
+    await proxy.close();
   }
 }
 
