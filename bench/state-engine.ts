@@ -70,6 +70,9 @@ async function exchange(url: string, body?: unknown): Promise<Exchange> {
     method: body === undefined ? 'GET' : 'POST',
     headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
+  }).catch((err: unknown) => {
+    // fetch's own message ("fetch failed") hides why.
+    throw new Error(`${url}: ${String((err as Error).cause ?? err)}`);
   });
   const text = await res.text();
   const ms = performance.now() - t0;

@@ -81,16 +81,16 @@ interface VersionRow {
 }
 
 /**
- * The prefilter for candidates: `columns` of the rows of the named resources (type and name, and the instance key when the
- * candidate names one: module keys are left to the matcher), of the
- * selected types, or under the named top-level module calls, among the rows
- * `rows` admits (a condition on `r`). One branch per kind of candidate
- * present, each an index lookup — (type, name, index_key), (type, module
- * path) and the module path's text_pattern_ops range — so a slice reads its
- * own rows, not the state's; the matcher decides. The branches are a UNION
- * ALL (a row may come more than once: `instance` is json, which has no
- * equality for UNION, and joining their keys back to `resources` made the
- * planner scan the whole state). `params` receives the branch parameters after the caller's.
+ * The prefilter for candidates: `columns` of the rows of the named
+ * resources (type and name, and the instance key when the candidate names
+ * one: module keys are left to the matcher), of the selected types, or
+ * under the named top-level module calls, among the rows `rows` admits (a
+ * condition on `r`). One branch per kind of candidate present, each index
+ * lookups — (type, name, index_key), the module path and its
+ * text_pattern_ops range — so a slice reads its own rows, not the state's;
+ * the matcher decides. The branches are a UNION ALL (a row may come more
+ * than once; `instance` is json, which has no equality for UNION). `params`
+ * receives the branch parameters after the caller's.
  */
 function prefiltered(
   candidates: Candidate[],
@@ -111,7 +111,8 @@ function prefiltered(
     } else if (r !== null) {
       whole.types.push(r.type);
       whole.names.push(r.name);
-    } else if (c.type !== null) selected.add(c.type);
+    } else if (c.type !== null && c.glob.modules.length === 0) selected.add(c.type);
+    // A module prefix, or a selector under a module: read the module's rows.
     else modules.add(`module.${c.glob.modules[0].name}`);
   }
   const $ = (value: unknown) => {
@@ -119,39 +120,49 @@ function prefiltered(
     return `$${params.length}::text[]`;
   };
   const select = `SELECT ${columns} FROM resources r`;
+  // One index lookup per candidate value: a LATERAL subquery per unnest
+  // row, fenced by OFFSET 0 so the planner cannot flatten it into a join.
+  // As a join it hashed the whole state whenever the statistics (absent
+  // right after a big import, coarse for a handful of module paths or
+  // resource names) made one value look like a third of the rows.
+  const each = (values: string, names: string, match: string) =>
+    `SELECT x.* FROM unnest(${values}) c(${names})
+      CROSS JOIN LATERAL (${select} WHERE ${rows} AND ${match} OFFSET 0) x`;
   const branches: string[] = [];
-  // Each column also gets `= ANY(its values)`: the planner estimates those
-  // from the column statistics (a join with unnest it cannot, and takes a
-  // resource name or module path for a third of the state) and uses them
-  // as index conditions; the pairing is the filter after.
   if (whole.types.length > 0) {
-    const [t, n] = [$(whole.types), $(whole.names)];
-    branches.push(`${select}
-     WHERE ${rows} AND r.type = ANY(${t}) AND r.name = ANY(${n})
-       AND (r.type, r.name) IN (SELECT * FROM unnest(${t}, ${n}))`);
+    branches.push(
+      each(
+        `${$(whole.types)}, ${$(whole.names)}`,
+        'type, name',
+        'r.type = c.type AND r.name = c.name',
+      ),
+    );
   }
   if (keyed.types.length > 0) {
-    const [t, n, k] = [$(keyed.types), $(keyed.names), $(keyed.keys)];
-    branches.push(`${select}
-     WHERE ${rows} AND r.type = ANY(${t}) AND r.name = ANY(${n}) AND r.index_key = ANY(${k})
-       AND (r.type, r.name, r.index_key) IN (SELECT * FROM unnest(${t}, ${n}, ${k}))`);
+    branches.push(
+      each(
+        `${$(keyed.types)}, ${$(keyed.names)}, ${$(keyed.keys)}`,
+        'type, name, index_key',
+        'r.type = c.type AND r.name = c.name AND r.index_key = c.index_key',
+      ),
+    );
   }
   if (selected.size > 0) {
-    branches.push(`${select} WHERE ${rows} AND r.type = ANY(${$([...selected])})`);
+    branches.push(each($([...selected]), 'type', 'r.type = c.type'));
   }
   if (modules.size > 0) {
     // The module itself, and every path under it: 'm.' ≤ p < 'm/' and
     // 'm[' ≤ p < 'm\' are exactly the paths starting 'm.' and 'm[' in the
     // byte order text_pattern_ops indexes (resources_module*, migration 016).
     const m = $([...modules]);
-    branches.push(`${select} WHERE ${rows} AND r.module_path = ANY(${m})`);
+    branches.push(each(m, 'm', 'r.module_path = c.m'));
     for (const [from, to] of [
       ["'.'", "'/'"],
       ["'['", 'chr(92)'],
     ]) {
-      branches.push(`${select} JOIN unnest(${m}) m
-        ON r.module_path ~>=~ (m || ${from}) AND r.module_path ~<~ (m || ${to})
-     WHERE ${rows}`);
+      branches.push(
+        each(m, 'm', `r.module_path ~>=~ (c.m || ${from}) AND r.module_path ~<~ (c.m || ${to})`),
+      );
     }
   }
   if (branches.length === 0) return `${select} WHERE false`;
