@@ -180,13 +180,16 @@ function writeConfiguration(dir: string, size: number, url: string, state: strin
   const marker =
     /resource "terraform_data" "deployment_marker" \{\n {2}input = \{\n(?: {4}.*\n)+ {2}\}\n\}\n/;
   const block = marker.exec(main)?.[0];
-  const sized = main.replace(/(variable "size" \{[^}]*default\s*=\s*)\d+/, `$1${size}`);
-  if (block === undefined || sized === main) {
+  const sizeDefault = /(variable "size" \{[^}]*default\s*=\s*)\d+/;
+  if (block === undefined || !sizeDefault.test(main)) {
     throw new Error(
       'examples/big-state/main.tf changed: the bench cannot find var.size or the marker',
     );
   }
-  fs.writeFileSync(path.join(dir, 'main.tf'), sized.replace(block, ''));
+  fs.writeFileSync(
+    path.join(dir, 'main.tf'),
+    main.replace(sizeDefault, `$1${size}`).replace(block, ''),
+  );
   fs.writeFileSync(
     path.join(dir, 'marker.tf'),
     block.replace('  input = {\n', '  input = {\n    note       = "planned by the bench"\n'),
