@@ -7,22 +7,17 @@ import type {
   StatesApiQueryDto,
 } from '../infrastructure/http/dto/states-api.dto';
 import { STATE_VERSION_HEADER } from '../infrastructure/http/headers';
-import type {
-  StateHistory,
-  StateSummary,
-} from '../infrastructure/read-models/state-catalog-read-model';
+import type { StateSummary } from '../infrastructure/read-models/state-catalog-read-model';
 import type { VersionSelector } from '../infrastructure/read-models/state-document-read-model';
+import type { ApplyRunSummary, ReservationRow } from '../domain/wire/runs';
 import type {
   LockSummary,
   ResourceDetail,
   ResourceLifecycle,
   ResourceSummary,
   StateDiff,
-} from '../infrastructure/read-models/resource-read-model';
-import type {
-  ApplyRunSummary,
-  ReservationRow,
-} from '../infrastructure/read-models/apply-read-model';
+  StateHistory,
+} from '../domain/wire/states';
 
 import type { TokenSummary } from '../infrastructure/auth/token-read-model';
 import type { SetQuotaDto } from '../infrastructure/http/dto/quota.dto';
@@ -57,12 +52,8 @@ export interface QueryResponse {
   truncated: boolean;
 }
 
-// The wire shapes are the server's read-model types, serialised as JSON.
-export type {
-  StateHistory,
-  StateSummary,
-  StateVersionSummary as VersionSummary,
-} from '../infrastructure/read-models/state-catalog-read-model';
+// The wire shapes (src/domain/wire, shared with the dashboard), serialised as JSON.
+export type { StateSummary } from '../infrastructure/read-models/state-catalog-read-model';
 export type { VersionSelector } from '../infrastructure/read-models/state-document-read-model';
 export type {
   LockSummary,
@@ -70,11 +61,10 @@ export type {
   ResourceLifecycle,
   ResourceSummary,
   StateDiff,
-} from '../infrastructure/read-models/resource-read-model';
-export type {
-  ApplyRunSummary,
-  ReservationRow,
-} from '../infrastructure/read-models/apply-read-model';
+  StateHistory,
+  StateVersionSummary as VersionSummary,
+} from '../domain/wire/states';
+export type { ApplyRunSummary, ReservationRow } from '../domain/wire/runs';
 
 export interface EngineCandidates {
   addresses?: string[];

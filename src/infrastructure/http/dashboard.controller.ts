@@ -1,13 +1,13 @@
 import { Controller, Get, Query, Req } from '@nestjs/common';
 import type { Request } from 'express';
-import {
-  DashboardReadModel,
+import type {
   DashboardState,
   DriftRow,
   Neighbours,
   ResourcePage,
   VersionChanges,
-} from '../read-models/dashboard-read-model';
+} from '../../domain/wire/dashboard';
+import { DashboardReadModel } from '../read-models/dashboard-read-model';
 import {
   DashboardDependenciesQueryDto,
   DashboardResourcesQueryDto,

@@ -9,7 +9,8 @@ import {
 import { REFRESH_NOT_FOUND } from '../../domain/refresh';
 import { STATE_NOT_FOUND } from '../../domain/state';
 import { DomainError } from '../../domain/shared/domain-error';
-import { RefreshReadModel, RefreshRunSummary } from '../read-models/refresh-read-model';
+import type { RefreshRunSummary } from '../../domain/wire/runs';
+import { RefreshReadModel } from '../read-models/refresh-read-model';
 import { Access, authorize, readablePatterns } from './access';
 import { callerOf } from './caller';
 import {

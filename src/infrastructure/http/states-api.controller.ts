@@ -5,7 +5,8 @@ import { CommitStateCommand, UnlockStateCommand } from '../../application/state/
 import { DomainError } from '../../domain/shared/domain-error';
 import { STATE_LINEAGE_CONFLICT, STATE_SERIAL_CONFLICT } from '../../domain/state';
 import { CONFIG, type Config } from '../config/config';
-import { LockSummary, ResourceReadModel } from '../read-models/resource-read-model';
+import type { LockSummary } from '../../domain/wire/states';
+import { ResourceReadModel } from '../read-models/resource-read-model';
 import { StateCatalogReadModel, StateSummary } from '../read-models/state-catalog-read-model';
 import type { VersionSelector } from '../read-models/state-document-read-model';
 import { Access, readablePatterns, requireScope } from './access';

@@ -5,6 +5,7 @@ import type { Database } from '../postgres/database';
 import { isPgServerError, PgServerError, QUERY_INVALID, queryError } from './query-errors';
 import { queryTypeParsers } from './query-values';
 import { ensureReaderPassword, READER_ROLE, readerUrl } from './reader-role';
+import type { SqlQueryResult } from '../../domain/wire/query';
 
 export interface SqlQuery {
   sql: string;
@@ -23,12 +24,6 @@ export interface QueryScope {
 }
 
 export const EVERYTHING: QueryScope = { patterns: ['%'], allStreams: true };
-
-export interface SqlQueryResult {
-  columns: { name: string; type: string }[];
-  rows: unknown[][];
-  truncated: boolean;
-}
 
 const CURSOR_PREFIX = 'DECLARE kl_query NO SCROLL CURSOR FOR ';
 

@@ -2,85 +2,20 @@ import { DomainError } from '../../domain/shared/domain-error';
 import type { JsonValue } from '../../domain/terraform';
 import type { Database } from '../postgres/database';
 import { globToLike } from './resource-read-model';
-
-/** One row of the dashboard's States page. */
-export interface DashboardState {
-  name: string;
-  version: number;
-  serial: number | null;
-  terraformVersion: string | null;
-  instanceCount: number;
-  resourceCount: number;
-  updatedAt: string;
-  /** Who wrote the current version, how and when; null before the first write. */
-  lastWrite: { actor: string; source: string; at: string } | null;
-  lock: {
-    id: string;
-    who: string | null;
-    operation: string | null;
-    since: string;
-    by: string;
-  } | null;
-  driftCount: number;
-}
-
-/** Instances added, changed and removed by one version. */
-export interface VersionChanges {
-  version: number;
-  added: number;
-  changed: number;
-  removed: number;
-}
+import type {
+  DashboardState,
+  DriftRow,
+  Facet,
+  Neighbours,
+  ResourcePage,
+  VersionChanges,
+} from '../../domain/wire/dashboard';
 
 export interface ResourceFilter {
   type?: string;
   module?: string;
   provider?: string;
   addressGlob?: string;
-}
-
-export interface ResourcePage {
-  total: number;
-  offset: number;
-  rows: {
-    address: string;
-    resourceAddress: string;
-    mode: string;
-    type: string;
-    module: string;
-    provider: string;
-    status: string | null;
-    sinceVersion: number;
-  }[];
-  /** Every value the filters can take in the current state, with instance counts. */
-  facets: { types: Facet[]; modules: Facet[]; providers: Facet[] };
-}
-
-export interface Facet {
-  value: string;
-  count: number;
-}
-
-/** What an instance depends on (resource addresses) and which instances depend on its resource. */
-export interface Neighbours {
-  resourceAddress: string;
-  dependsOn: { resourceAddress: string; instances: number }[];
-  dependents: string[];
-  dependentsTotal: number;
-}
-
-export interface DriftRow {
-  state: string;
-  address: string;
-  type: string;
-  module: string;
-  changedPaths: JsonValue;
-  previousAttributes: JsonValue;
-  currentAttributes: JsonValue;
-  /** The current lifecycle's `sensitive_attributes`, so the page can mask. */
-  sensitiveAttributes: JsonValue;
-  detectedVersion: number;
-  refreshRunId: string | null;
 }
 
 const MAX_DEPENDENTS = 200;

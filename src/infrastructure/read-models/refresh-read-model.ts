@@ -4,28 +4,7 @@ import type {
 } from '../../application/refresh/refresh-read.port';
 import type { JsonObject, JsonValue } from '../../domain/terraform';
 import type { Database } from '../postgres/database';
-
-/** A `refresh_runs` row as the REST API returns it. */
-export interface RefreshRunSummary {
-  run_id: string;
-  state_id: string;
-  state_name: string;
-  from_version: number;
-  from_serial: number;
-  to_version: number | null;
-  to_serial: number | null;
-  checked: number;
-  changed: number;
-  failed: number;
-  normalized: number;
-  skipped: number;
-  status: string;
-  error_summary: string | null;
-  actor: string;
-  dry_run: boolean;
-  started_at: string;
-  finished_at: string | null;
-}
+import type { RefreshRunSummary } from '../../domain/wire/runs';
 
 export interface DriftEntry {
   address: string;

@@ -3,61 +3,13 @@ import { changedPaths } from '../../domain/terraform/changed-paths';
 import type { JsonObject, JsonValue } from '../../domain/terraform';
 import type { Database } from '../postgres/database';
 import type { VersionSelector } from './state-document-read-model';
-
-export interface ResourceSummary {
-  address: string;
-  resourceAddress: string;
-  mode: string;
-  type: string;
-  name: string;
-  module: string;
-  indexKey: string | null;
-  deposedKey: string | null;
-  provider: string;
-  status: string | null;
-  /** Version and serial that opened this lifecycle (when the object last changed). */
-  sinceVersion: number;
-  sinceSerial: number;
-}
-
-export interface ResourceLifecycle {
-  createVersion: number;
-  createSerial: number;
-  deleteVersion: number | null;
-  deleteSerial: number | null;
-  attributesHash: string;
-  attributes: JsonValue | null;
-  dependencies: JsonValue | null;
-}
-
-export interface ResourceDetail extends ResourceSummary {
-  schemaVersion: number;
-  attributes: JsonValue | null;
-  sensitiveAttributes: JsonValue | null;
-  dependencies: JsonValue | null;
-  instance: JsonObject;
-}
-
-export interface StateDiff {
-  from: { version: number; serial: number };
-  to: { version: number; serial: number };
-  added: string[];
-  removed: string[];
-  /** Attribute paths under `attributes`; `members` names other instance fields that changed. */
-  changed: { address: string; attributes: string[]; members: string[] }[];
-}
-
-export interface LockSummary {
-  name: string;
-  lockId: string;
-  /** read: a plan's lock, shared with other plans; write: exclusive. */
-  mode: 'read' | 'write';
-  operation: string | null;
-  who: string | null;
-  acquiredAt: string;
-  acquiredBy: string;
-  info: JsonObject;
-}
+import type {
+  LockSummary,
+  ResourceDetail,
+  ResourceLifecycle,
+  ResourceSummary,
+  StateDiff,
+} from '../../domain/wire/states';
 
 interface SummaryRow {
   address: string;

@@ -1,5 +1,6 @@
 import type { LockInfo } from '../../domain/state';
 import type { Database } from '../postgres/database';
+import type { StateHistory } from '../../domain/wire/states';
 
 export interface StateSummary {
   stateId: string;
@@ -15,28 +16,6 @@ export interface StateSummary {
   lock: { id: string; who: string | null; operation: string | null; since: string } | null;
   /** The current version is over its quota: which limit, and the count (quota_overruns). */
   quotaOverrun: { level: string; limit: number; count: number } | null;
-}
-
-export interface StateVersionSummary {
-  version: number;
-  serial: number;
-  lineage: string;
-  /** The previous version's lineage when this version changed it (`state push -force`); else null. */
-  lineageChangedFrom: string | null;
-  source: string;
-  actor: string;
-  terraformVersion: string;
-  instanceCount: number;
-  resourceCount: number;
-  checksum: string;
-  createdAt: string;
-}
-
-/** A state's versions, oldest first; `deletedAt` set when the state was deleted. */
-export interface StateHistory {
-  stateId: string;
-  deletedAt: string | null;
-  versions: StateVersionSummary[];
 }
 
 /** The catalog of states: which exist, their locks and their versions' history rows. */

@@ -1,0 +1,67 @@
+/**
+ * The JSON kld's read routes answer (docs/api.md), as plain types: the server
+ * builds them, and `kl` and the web dashboard (which cannot import anything
+ * outside the domain) read them.
+ */
+import type { JsonObject } from '../terraform/json-value';
+
+/** A live `resource_reservations` row as the REST API returns it. */
+export interface ReservationRow {
+  id: string;
+  state: string;
+  kind: 'apply' | 'terraform-lock' | 'terraform-plan';
+  run_id: string | null;
+  glob: string;
+  mode: 'read' | 'write';
+  actor: string;
+  /** The run's info, or the terraform lock's LockInfo. */
+  info: JsonObject;
+  acquired_at: string;
+  /** null for terraform locks: they last until unlocked. */
+  expires_at: string | null;
+}
+
+/** An `apply_runs` row as the REST API returns it. */
+export interface ApplyRunSummary {
+  run_id: string;
+  state: string;
+  actor: string;
+  status: string;
+  lane: string;
+  base_version: number;
+  write_set: string[];
+  read_set: string[];
+  reservations: { id: string; glob: string; mode: string }[];
+  info: JsonObject;
+  started_at: string;
+  finished_at: string | null;
+  finished_by: string | null;
+  counters: { add: number; change: number; destroy: number } | null;
+  committed_version: number | null;
+  committed_serial: number | null;
+  error_summary: string | null;
+  /** Where the state document terraform left is served, when the run kept one. */
+  output_state: string | null;
+}
+
+/** A `refresh_runs` row as the REST API returns it. */
+export interface RefreshRunSummary {
+  run_id: string;
+  state_id: string;
+  state_name: string;
+  from_version: number;
+  from_serial: number;
+  to_version: number | null;
+  to_serial: number | null;
+  checked: number;
+  changed: number;
+  failed: number;
+  normalized: number;
+  skipped: number;
+  status: string;
+  error_summary: string | null;
+  actor: string;
+  dry_run: boolean;
+  started_at: string;
+  finished_at: string | null;
+}
