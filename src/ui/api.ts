@@ -33,7 +33,12 @@ export function hasToken(): boolean {
   return sessionStorage.getItem(TOKEN_KEY) !== null;
 }
 
-export async function request(path: string, init: RequestInit = {}): Promise<Response> {
+/** `askToken`: a 401 makes the app ask for a token (not for the event feed's own requests). */
+export async function request(
+  path: string,
+  init: RequestInit = {},
+  askToken = true,
+): Promise<Response> {
   const headers = new Headers(init.headers);
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers.set('Authorization', `Bearer ${token}`);
@@ -44,7 +49,7 @@ export async function request(path: string, init: RequestInit = {}): Promise<Res
     throw new ApiError(0, 'NETWORK', 'kld cannot be reached: is it running?');
   }
   if (res.ok) return res;
-  if (res.status === 401) tokenWanted.forEach((l) => l());
+  if (res.status === 401 && askToken) tokenWanted.forEach((l) => l());
   let code = `HTTP.${res.status}`;
   let message = `kld answered ${res.status} ${res.statusText}`;
   try {

@@ -81,74 +81,116 @@ export interface Column<T> {
   /** Sort value; columns without one are not sortable. */
   sort?: (row: T) => string | number;
   numeric?: boolean;
+  /** The label of a card's field at phone width, when not `label`. */
+  cardLabel?: string;
+  /** A column of actions: its header is for screen readers only, its cells unlabelled. */
+  hideLabel?: boolean;
+  class?: string;
 }
 
-/** A table whose sortable headers are buttons (keyboard and screen-reader friendly). */
-export function SortTable<T>(props: {
+export interface Sort {
+  key: string;
+  desc: boolean;
+}
+
+/**
+ * A table of `columns`. With `sort`, the headers of columns that can sort
+ * are buttons (keyboard and screen-reader friendly); at phone width, where
+ * the rows become cards and the headers are hidden, a select above the
+ * cards sorts instead.
+ */
+export function Table<T>(props: {
   rows: T[];
   columns: Column<T>[];
   rowKey: (row: T) => string;
-  sort: { key: string; desc: boolean };
-  onSort: (sort: { key: string; desc: boolean }) => void;
   caption: string;
+  sort?: Sort;
+  onSort?: (sort: Sort) => void;
+  class?: string;
 }) {
-  const { sort } = props;
+  const { sort, onSort } = props;
+  const sortable = sort && onSort ? props.columns.filter((c) => c.sort) : [];
   return (
-    <div class="table-wrap">
-      <table>
-        <caption class="sr-only">{props.caption}</caption>
-        <thead>
-          <tr>
-            {props.columns.map((c) => (
-              <th
-                key={c.key}
-                scope="col"
-                class={c.numeric ? 'num' : undefined}
-                aria-sort={
-                  sort.key === c.key ? (sort.desc ? 'descending' : 'ascending') : undefined
-                }
-              >
-                {c.sort ? (
-                  <button
-                    type="button"
-                    class="sort"
-                    onClick={() =>
-                      props.onSort({ key: c.key, desc: sort.key === c.key ? !sort.desc : false })
-                    }
-                  >
-                    {c.label}
-                    <span aria-hidden="true">
-                      {sort.key === c.key ? (sort.desc ? ' ▾' : ' ▴') : ''}
-                    </span>
-                  </button>
-                ) : (
-                  c.label
-                )}
-              </th>
-            ))}
-          </tr>
-        </thead>
-        <tbody>
-          {props.rows.map((row) => (
-            <tr key={props.rowKey(row)}>
+    <>
+      {sort && onSort && sortable.length > 0 && (
+        <label class="phone-sort">
+          Sort by{' '}
+          <select
+            value={`${sort.key}:${sort.desc ? 'desc' : 'asc'}`}
+            onChange={(e) => {
+              const [key, dir] = e.currentTarget.value.split(':');
+              onSort({ key, desc: dir === 'desc' });
+            }}
+          >
+            {sortable.flatMap((c) => [
+              <option key={`${c.key}:asc`} value={`${c.key}:asc`}>
+                {c.label}, {c.numeric ? 'lowest' : 'A to Z'} first
+              </option>,
+              <option key={`${c.key}:desc`} value={`${c.key}:desc`}>
+                {c.label}, {c.numeric ? 'highest' : 'Z to A'} first
+              </option>,
+            ])}
+          </select>
+        </label>
+      )}
+      <div class="table-wrap">
+        <table class={props.class}>
+          <caption class="sr-only">{props.caption}</caption>
+          <thead>
+            <tr>
               {props.columns.map((c) => (
-                <td key={c.key} class={c.numeric ? 'num' : undefined} data-label={c.label}>
-                  {c.render(row)}
-                </td>
+                <th
+                  key={c.key}
+                  scope="col"
+                  class={c.numeric ? 'num' : undefined}
+                  aria-sort={
+                    sort?.key === c.key ? (sort.desc ? 'descending' : 'ascending') : undefined
+                  }
+                >
+                  {c.sort && sort && onSort ? (
+                    <button
+                      type="button"
+                      class="sort"
+                      onClick={() =>
+                        onSort({ key: c.key, desc: sort.key === c.key ? !sort.desc : false })
+                      }
+                    >
+                      {c.label}
+                      <span aria-hidden="true">
+                        {sort.key === c.key ? (sort.desc ? ' ▾' : ' ▴') : ''}
+                      </span>
+                    </button>
+                  ) : c.hideLabel ? (
+                    <span class="sr-only">{c.label}</span>
+                  ) : (
+                    c.label
+                  )}
+                </th>
               ))}
             </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+          </thead>
+          <tbody>
+            {props.rows.map((row) => (
+              <tr key={props.rowKey(row)}>
+                {props.columns.map((c) => (
+                  <td
+                    key={c.key}
+                    class={c.numeric ? 'num' : c.class}
+                    data-label={c.hideLabel ? undefined : (c.cardLabel ?? c.label)}
+                  >
+                    {c.render(row)}
+                  </td>
+                ))}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </>
   );
 }
 
-export function sortRows<T>(
-  rows: T[],
-  columns: Column<T>[],
-  sort: { key: string; desc: boolean },
-): T[] {
+export function sortRows<T>(rows: T[], columns: Column<T>[], sort: Sort): T[] {
   const by = columns.find((c) => c.key === sort.key)?.sort;
   if (!by) return rows;
   const sign = sort.desc ? -1 : 1;

@@ -1,8 +1,11 @@
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, getJson } from './api';
+import { feed, FeedStatus, SHOWN_TYPES } from './live';
 
-/** How often a page asks again while it is visible (live updates until kld has an event feed). */
+/** How often a page asks again while the event feed is down and the tab is visible. */
 export const POLL_MS = 5000;
+/** Events come in bursts (a lock, a version, an unlock): one read per burst. */
+const DEBOUNCE_MS = 250;
 
 export interface Loaded<T> {
   data: T | null;
@@ -12,12 +15,19 @@ export interface Loaded<T> {
 }
 
 /**
- * GETs `path` (null: nothing to load), keeps the last answer while asking
- * again, and asks again every POLL_MS while the tab is visible. With
- * `keep`, the answer for the previous path stays shown until the new one
- * arrives (another page of the same list, not another list).
+ * GETs `path` (null: nothing to load) and keeps the last answer while asking
+ * again. It asks again when the event feed (live.ts) brings one of the event
+ * types in `live` (false: never), a burst of them once; while the feed is
+ * down, every POLL_MS instead. Nothing is asked while the tab is hidden: a
+ * change seen then is read when the tab shows again. With `keep`, the answer
+ * for the previous path stays shown until the new one arrives (another page
+ * of the same list, not another list).
  */
-export function useApi<T>(path: string | null, poll = true, keep = false): Loaded<T> {
+export function useApi<T>(
+  path: string | null,
+  live: readonly string[] | false = SHOWN_TYPES,
+  keep = false,
+): Loaded<T> {
   const [state, setState] = useState<{
     data: T | null;
     error: ApiError | null;
@@ -26,8 +36,17 @@ export function useApi<T>(path: string | null, poll = true, keep = false): Loade
   }>({ data: null, error: null, loading: path !== null, path });
   const [tick, setTick] = useState(0);
   const reload = useCallback(() => setTick((t) => t + 1), []);
-  const current = useRef(path);
-  current.current = path;
+  const feedStatus = useFeedStatus();
+  const types = live === false ? '' : live.join(',');
+  // The first request starts as the page first renders, not after the browser has painted
+  // it (when effects run): opening a page waits for its data, so that time counts.
+  const first = useRef<{ path: string; answer: Promise<T> } | null | undefined>(undefined);
+  if (first.current === undefined) {
+    const answer = path === null ? null : getJson<T>(path);
+    // Handled by the effect; this keeps the browser from reporting it unhandled meanwhile.
+    answer?.catch(() => undefined);
+    first.current = answer && path !== null ? { path, answer } : null;
+  }
 
   useEffect(() => {
     if (path === null) {
@@ -40,7 +59,9 @@ export function useApi<T>(path: string | null, poll = true, keep = false): Loade
         ? { ...s, loading: true }
         : { data: null, error: null, loading: true, path },
     );
-    getJson<T>(path).then(
+    const early = first.current?.path === path ? first.current.answer : null;
+    first.current = null;
+    (early ?? getJson<T>(path)).then(
       (data) => !cancelled && setState({ data, error: null, loading: false, path }),
       (error: unknown) =>
         !cancelled &&
@@ -56,13 +77,36 @@ export function useApi<T>(path: string | null, poll = true, keep = false): Loade
     };
   }, [path, tick, keep]);
 
+  const polling = feedStatus.kind === 'offline';
   useEffect(() => {
-    if (!poll || path === null) return;
-    const timer = setInterval(() => {
+    if (types === '' || path === null) return;
+    const wanted = new Set(types.split(','));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let missed = false;
+    const again = () => {
       if (document.visibilityState === 'visible') setTick((t) => t + 1);
-    }, POLL_MS);
-    return () => clearInterval(timer);
-  }, [path, poll]);
+      else missed = true;
+    };
+    const onVisible = () => {
+      if (document.visibilityState === 'visible' && missed) {
+        missed = false;
+        setTick((t) => t + 1);
+      }
+    };
+    addEventListener('visibilitychange', onVisible);
+    const stopFeed = feed.onEvent((event) => {
+      if (event !== null && !wanted.has(event.type)) return;
+      clearTimeout(timer);
+      timer = setTimeout(again, DEBOUNCE_MS);
+    });
+    const poll = polling ? setInterval(again, POLL_MS) : undefined;
+    return () => {
+      stopFeed();
+      clearTimeout(timer);
+      clearInterval(poll);
+      removeEventListener('visibilitychange', onVisible);
+    };
+  }, [path, types, polling]);
 
   const fresh = state.path === path || (keep && state.data !== null && path !== null);
   return {
@@ -71,6 +115,13 @@ export function useApi<T>(path: string | null, poll = true, keep = false): Loade
     loading: fresh ? state.loading : path !== null,
     reload,
   };
+}
+
+/** The event feed's status, for the indicator and for choosing between it and polling. */
+export function useFeedStatus(): FeedStatus {
+  const [status, setStatus] = useState<FeedStatus>(feed.current());
+  useEffect(() => feed.onStatus(setStatus), []);
+  return status;
 }
 
 export interface Route {

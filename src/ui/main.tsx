@@ -1,7 +1,8 @@
 import { render } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { hasToken, onTokenWanted, setToken } from './api';
-import { href, useRoute } from './hooks';
+import { href, POLL_MS, useFeedStatus, useRoute } from './hooks';
+import { feed } from './live';
 import { DriftPage } from './pages/drift';
 import { InstancePage } from './pages/instance';
 import { QueryPage } from './pages/query';
@@ -25,6 +26,14 @@ function App() {
   const name = rest.join('/');
   const section =
     page === 'state' ? 'states' : page === 'instance' ? 'resources' : (page ?? 'states');
+  // The feed carries the events of the state a page is about, or of every state.
+  const about =
+    page === 'state' || page === 'resources' || page === 'instance'
+      ? name || null
+      : page === 'drift'
+        ? route.params.get('state') || null
+        : null;
+  useEffect(() => feed.follow(about), [about]);
   const main = useRef<HTMLElement>(null);
   const first = useRef(true);
   // Moving to another page moves focus to its content, so keyboard users start there.
@@ -49,6 +58,7 @@ function App() {
             </a>
           ))}
         </nav>
+        <LiveIndicator />
         <TokenButton />
       </header>
       <main id="main" ref={main} tabIndex={-1}>
@@ -70,6 +80,27 @@ function App() {
       </main>
       <TokenDialog />
     </>
+  );
+}
+
+/** Whether the pages follow the event feed or poll, and why they poll. */
+function LiveIndicator() {
+  const status = useFeedStatus();
+  const [text, title] =
+    status.kind === 'live'
+      ? ['Live', 'Pages update as kld records changes (event feed).']
+      : status.kind === 'connecting'
+        ? ['Connecting…', 'Connecting to the event feed.']
+        : [
+            'Offline',
+            `No event feed (${status.reason}): pages ask again every ${POLL_MS / 1000} s.`,
+          ];
+  return (
+    <span class={`live ${status.kind}`} role="status" title={title}>
+      <span aria-hidden="true">● </span>
+      {text}
+      <span class="sr-only">: {title}</span>
+    </span>
   );
 }
 

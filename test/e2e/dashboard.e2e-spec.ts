@@ -344,6 +344,8 @@ describe('States', () => {
     await eventually(names, [APP, LOCKED]);
     await page.getByRole('button', { name: 'State', exact: true }).click();
     await eventually(names, [LOCKED, APP]);
+    // At 1280 px the headers sort; the phone's select is not shown.
+    await expect(page.getByLabel('Sort by').isVisible()).resolves.toBe(false);
     await page.getByLabel('Name glob').fill('nothing/*');
     await page.getByText('No state name matches “nothing/*”.').waitFor();
   });
@@ -362,6 +364,17 @@ describe('States', () => {
     await phone.keyboard.press('Tab');
     await phone.keyboard.press('Tab');
     await expect(phone.evaluate(() => document.activeElement?.textContent)).resolves.toBe('States');
+    // The rows are cards and the sortable headers are hidden: a select sorts instead.
+    const names = () => phone.locator('tbody td[data-label="State"]').allTextContents();
+    const headers = await phone.locator('thead').boundingBox();
+    expect(headers!.width).toBeLessThanOrEqual(1);
+    const sortBy = phone.getByLabel('Sort by');
+    await expect(sortBy.inputValue()).resolves.toBe('name:asc');
+    await sortBy.selectOption({ label: 'State, Z to A first' });
+    await eventually(names, [LOCKED, APP]);
+    await sortBy.selectOption({ label: 'Instances, highest first' });
+    await eventually(names, [APP, LOCKED]);
+    expect(new URL(phone.url()).hash).toBe('#/states?sort=instances&desc=1');
     await phone.screenshot({ path: path.join(shots, 'states-phone.png'), fullPage: true });
     await phone.close();
   });
@@ -628,10 +641,14 @@ describe('Query', () => {
   });
 });
 
-describe('Tokens, errors and live updates', () => {
+describe('Tokens and errors', () => {
   it('asks for a token on 401 and sends it as a bearer token from then on', async () => {
     const tab = await context.newPage();
     const seen: (string | undefined)[] = [];
+    const feed: (string | undefined)[] = [];
+    tab.on('request', (r) => {
+      if (new URL(r.url()).pathname === '/v1/events') feed.push(r.headers().authorization);
+    });
     await tab.route('**/v1/dashboard/states', async (route) => {
       const auth = route.request().headers().authorization;
       seen.push(auth);
@@ -650,6 +667,8 @@ describe('Tokens, errors and live updates', () => {
     await tab.getByRole('link', { name: APP }).waitFor();
     expect(seen[0]).toBeUndefined();
     expect(seen[seen.length - 1]).toBe('Bearer kl_test_token');
+    // The event feed is read with fetch, so it carries the token too (EventSource could not).
+    await eventually(async () => feed[feed.length - 1], 'Bearer kl_test_token');
     await expect(tab.evaluate(() => sessionStorage.getItem('kilolock.token'))).resolves.toBe(
       'kl_test_token',
     );
@@ -674,15 +693,105 @@ describe('Tokens, errors and live updates', () => {
     await tab.getByRole('link', { name: APP }).waitFor();
     await tab.close();
   });
+});
 
-  it('shows a new terraform write without a reload', async () => {
-    await open(`#/state/${APP}`);
-    await page.locator('table.timeline tbody tr').nth(2).waitFor();
-    await applyApp('hola', 's3cret-two', ['a', 'b', 'c']);
-    await page.locator('table.timeline tbody tr').nth(3).waitFor({ timeout: 15_000 });
-    await expect(
-      page.locator('table.timeline tbody tr').first().locator('td').first().textContent(),
-    ).resolves.toBe('4');
+describe('Live updates over the event feed', () => {
+  const isFeed = (url: URL) => url.pathname === '/v1/events';
+  /** The position of the log's end now, as kld's SSE feed says it. */
+  async function endPosition(): Promise<string> {
+    const res = await fetch(`${kld.url}/v1/events?from=end&follow=false`);
+    const body = await res.text();
+    return /^id: (\S+)$/m.exec(body)![1];
+  }
+
+  it('shows a terraform apply made while the page is open, brought by the feed with polling frozen', async () => {
+    // A context of its own: a page's clock is its context's.
+    const frozen = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const tab = await frozen.newPage();
+    try {
+      const feeds: string[] = [];
+      tab.on('request', (r) => {
+        if (new URL(r.url()).pathname === '/v1/events') feeds.push(r.url());
+      });
+      // The page's clock only moves when the test moves it, and never as far as a poll (5 s):
+      // whatever appears came through the event feed.
+      await tab.clock.install();
+      await tab.clock.pauseAt(Date.now() + 1000);
+      await tab.goto(`${kld.url}/ui/#/state/${APP}`);
+      const rows = tab.locator('table.timeline tbody tr');
+      const shown = async (n: number) => {
+        for (let moved = 0; moved < 2000; moved += 100) {
+          if ((await rows.count()) >= n) return moved;
+          await tab.clock.runFor(100);
+        }
+        throw new Error(`the page never showed ${n} versions`);
+      };
+      await shown(3);
+      await tab.locator('.live', { hasText: 'Live' }).waitFor();
+      const versions = (await rows.count()) as number;
+      await applyApp('hola', 's3cret-two', ['a', 'b', 'c']);
+      // Real time goes on; the page's own time advances by at most 2 s, less than one poll.
+      await shown(versions + 1);
+      await expect(rows.first().locator('td').first().textContent()).resolves.toBe(
+        String(versions + 1),
+      );
+      // One subscription, following this state only, from the moment the page opened.
+      expect(feeds).toHaveLength(1);
+      const url = new URL(feeds[0]);
+      expect(url.searchParams.get('state')).toBe(APP);
+      expect(url.searchParams.get('from')).toBe('end');
+    } finally {
+      await frozen.close();
+    }
+  });
+
+  it('resumes after a drop from the last position it got', async () => {
+    const before = await endPosition();
+    const tab = await context.newPage();
+    const feeds: string[] = [];
+    let first = true;
+    await tab.route(isFeed, async (route) => {
+      feeds.push(route.request().url());
+      if (!first) return route.continue();
+      first = false;
+      // A feed that delivers its caught-up marker and drops.
+      await route.fulfill({
+        status: 200,
+        contentType: 'text/event-stream',
+        body: `id: ${before}\nevent: caught-up\ndata: {"position":"${before}"}\n\n`,
+      });
+    });
+    await tab.goto(`${kld.url}/ui/#/runs`);
+    await eventually(async () => feeds.length, 2, 15_000);
+    expect(new URL(feeds[0]).searchParams.get('from')).toBe('end');
+    expect(new URL(feeds[1]).searchParams.get('from')).toBe(before);
+    await tab.locator('.live', { hasText: 'Live' }).waitFor();
+    await tab.close();
+  });
+
+  it('says it is offline and polls when the token may not read the feed', async () => {
+    const tab = await context.newPage();
+    await tab.route(isFeed, (route) =>
+      route.fulfill({
+        status: 403,
+        contentType: 'application/json',
+        body: JSON.stringify({
+          error: { code: 'AUTH.FORBIDDEN', message: 'this token lacks the events scope' },
+        }),
+      }),
+    );
+    await tab.goto(`${kld.url}/ui/#/state/${APP}`);
+    const rows = tab.locator('table.timeline tbody tr');
+    await rows.first().waitFor();
+    const versions = await rows.count();
+    const indicator = tab.locator('.live');
+    await indicator.filter({ hasText: 'Offline' }).waitFor();
+    await expect(indicator.getAttribute('title')).resolves.toBe(
+      'No event feed (this token lacks the events scope): pages ask again every 5 s.',
+    );
+    await applyApp('ciao', 's3cret-two', ['a', 'b', 'c']);
+    await rows.nth(versions).waitFor({ timeout: 15_000 });
+    await tab.close();
   });
 });
 

@@ -3,14 +3,19 @@ import { changedValues } from '../../domain/terraform/changed-paths';
 import type { JsonValue } from '../../domain/terraform/json-value';
 import { Empty, Guard, plural, Reveal, useToggle, Value, When } from '../components';
 import { href, replaceParams, Route, useApi } from '../hooks';
+import { REFRESH_EVENTS, VERSION_EVENTS } from '../live';
 import type { DashboardState, DriftRow, RefreshRun } from '../types';
 
 export function DriftPage({ route }: { route: Route }) {
   const state = route.params.get('state') ?? '';
-  const drift = useApi<{ drift: DriftRow[]; truncated: boolean }>('/v1/dashboard/drift');
+  const drift = useApi<{ drift: DriftRow[]; truncated: boolean }>('/v1/dashboard/drift', [
+    ...VERSION_EVENTS,
+    'RefreshFinished',
+  ]);
   const states = useApi<{ states: DashboardState[] }>('/v1/dashboard/states', false);
   const runs = useApi<{ runs: RefreshRun[] }>(
     `/v1/refresh-runs?limit=200${state ? `&state=${encodeURIComponent(state)}` : ''}`,
+    REFRESH_EVENTS,
   );
   const [revealed, toggle] = useToggle();
   return (

@@ -4,11 +4,13 @@ import type { JsonValue } from '../../domain/terraform/json-value';
 import { stateApi } from '../api';
 import { Empty, Guard, Reveal, useToggle } from '../components';
 import { href, useApi } from '../hooks';
+import { VERSION_EVENTS } from '../live';
 import type { Json, Lifecycle, Neighbours, ResourceDetail } from '../types';
 
 export function InstancePage({ name, address }: { name: string; address: string }) {
   const detail = useApi<{ current: ResourceDetail | null; history: Lifecycle[] }>(
     stateApi(name, `/resources/${encodeURIComponent(address)}?history=true`),
+    VERSION_EVENTS,
   );
   const [revealed, toggle] = useToggle();
   return (
@@ -153,7 +155,7 @@ const MAX_DRAWN = 8;
 function Dependencies({ name, address }: { name: string; address: string }) {
   const n = useApi<Neighbours>(
     `/v1/dashboard/dependencies?state=${encodeURIComponent(name)}&address=${encodeURIComponent(address)}`,
-    false,
+    VERSION_EVENTS,
   );
   return (
     <section aria-labelledby="deps-title">

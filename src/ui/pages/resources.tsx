@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks';
 import { query } from '../api';
 import { Empty, Guard, Pager } from '../components';
 import { href, replaceParams, Route, useApi } from '../hooks';
+import { VERSION_EVENTS } from '../live';
 import type { DashboardState, Facet, ResourcePage } from '../types';
 
 const PAGE = 100;
@@ -30,7 +31,7 @@ export function ResourcesPage({ name, route }: { name: string; route: Route }) {
           limit: PAGE,
         })}${p.get('module') === ROOT ? '&module=' : ''}`
       : null,
-    true,
+    VERSION_EVENTS,
     true,
   );
   const set = (params: Record<string, string | undefined>) =>

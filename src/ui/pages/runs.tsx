@@ -1,13 +1,19 @@
+import type { ComponentChildren } from 'preact';
 import { useRef, useState } from 'preact/hooks';
 import { ApiError, postJson, stateApi } from '../api';
-import { ago, duration, Empty, Failure, Guard, When } from '../components';
+import { ago, Column, duration, Empty, Failure, Guard, Table, When } from '../components';
 import { href, useApi } from '../hooks';
-import type { Lock, RefreshRun } from '../types';
-import { ApplyRuns, Reservations } from './apply';
+import { APPLY_RUN_EVENTS, LOCK_EVENTS, REFRESH_EVENTS } from '../live';
+import type { ApplyRun, Lock, RefreshRun, Reservation } from '../types';
 
 export function RunsPage() {
-  const locks = useApi<{ locks: Lock[] }>('/v1/api/locks');
-  const runs = useApi<{ runs: RefreshRun[] }>('/v1/refresh-runs?limit=100');
+  const locks = useApi<{ locks: Lock[] }>('/v1/api/locks', LOCK_EVENTS);
+  const applyRuns = useApi<{ runs: ApplyRun[] }>('/v1/api/apply-runs?limit=100', APPLY_RUN_EVENTS);
+  const reservations = useApi<{ reservations: Reservation[] }>(
+    '/v1/api/reservations',
+    APPLY_RUN_EVENTS,
+  );
+  const refreshRuns = useApi<{ runs: RefreshRun[] }>('/v1/refresh-runs?limit=100', REFRESH_EVENTS);
   const [released, setReleased] = useState<string | null>(null);
   return (
     <section aria-labelledby="runs-title">
@@ -34,97 +40,194 @@ export function RunsPage() {
         }
       </Guard>
       <h2>Apply runs</h2>
-      <ApplyRuns />
+      <Guard loaded={applyRuns} what="apply runs">
+        {({ runs }) =>
+          runs.length === 0 ? (
+            <Empty>
+              No apply run yet: <code>kl apply</code> starts one.
+            </Empty>
+          ) : (
+            <RunTable caption="Apply runs, newest first" rows={runs.map(applyRun)} />
+          )
+        }
+      </Guard>
       <h2>Reservations of apply runs</h2>
-      <Reservations />
+      <Guard loaded={reservations} what="reservations">
+        {({ reservations: all }) => {
+          // Terraform's own locks are listed with the locks above.
+          const held = all.filter((r) => r.kind === 'apply');
+          return held.length === 0 ? (
+            <Empty>No apply run holds a reservation.</Empty>
+          ) : (
+            <Table
+              caption="Reservations held by apply runs"
+              rows={held}
+              rowKey={(r) => r.id}
+              columns={RESERVATION_COLUMNS}
+            />
+          );
+        }}
+      </Guard>
       <h2>Refresh runs</h2>
-      <Guard loaded={runs} what="refresh runs">
-        {({ runs: list }) =>
-          list.length === 0 ? (
+      <Guard loaded={refreshRuns} what="refresh runs">
+        {({ runs }) =>
+          runs.length === 0 ? (
             <Empty>
               No refresh run yet: <code>kl refresh &lt;state&gt;</code> starts one.
             </Empty>
           ) : (
-            <div class="table-wrap">
-              <table>
-                <caption class="sr-only">Refresh runs, newest first</caption>
-                <thead>
-                  <tr>
-                    <th scope="col">Run</th>
-                    <th scope="col">State</th>
-                    <th scope="col">Status</th>
-                    <th scope="col" class="num">
-                      Checked
-                    </th>
-                    <th scope="col" class="num">
-                      Changed
-                    </th>
-                    <th scope="col" class="num">
-                      Failed
-                    </th>
-                    <th scope="col">Versions</th>
-                    <th scope="col">Started</th>
-                    <th scope="col">Took</th>
-                    <th scope="col">By</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {list.map((r) => (
-                    <tr key={r.run_id}>
-                      <td data-label="Run">
-                        <code title={r.run_id}>{r.run_id.slice(0, 8)}</code>
-                        {r.dry_run && <span class="badge"> dry run</span>}
-                      </td>
-                      <td data-label="State">
-                        <a href={href(['state', r.state_name])}>{r.state_name}</a>
-                      </td>
-                      <td data-label="Status">
-                        <span
-                          class={`badge ${r.status === 'succeeded' ? 'good' : r.status === 'running' ? '' : 'bad'}`}
-                        >
-                          {r.status}
-                        </span>
-                        {r.error_summary && <span class="muted"> {r.error_summary}</span>}
-                      </td>
-                      <td data-label="Checked" class="num">
-                        {r.checked}
-                      </td>
-                      <td data-label="Changed" class="num">
-                        {r.changed}
-                      </td>
-                      <td data-label="Failed" class="num">
-                        {r.failed}
-                      </td>
-                      <td data-label="Versions">
-                        v{r.from_version} →{' '}
-                        {r.to_version === null ? (
-                          <span class="muted">no commit</span>
-                        ) : (
-                          `v${r.to_version}`
-                        )}
-                      </td>
-                      <td data-label="Started">
-                        <When at={r.started_at} />
-                      </td>
-                      <td data-label="Took">
-                        {r.finished_at ? duration(r.started_at, r.finished_at) : 'running'}
-                      </td>
-                      <td data-label="By">{r.actor}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <RunTable caption="Refresh runs, newest first" rows={runs.map(refreshRun)} />
           )
         }
       </Guard>
-      <p class="muted">
-        Apply runs and reservations appear here once kld records them (parallel applies are not in
-        this kld yet).
-      </p>
     </section>
   );
 }
+
+/** An apply run or a refresh run, as one row of a runs table. */
+interface RunRow {
+  id: string;
+  state: string;
+  status: string;
+  succeeded: boolean;
+  badge?: string;
+  error: string | null;
+  /** What the run did: `+/~/−` of an apply, checked/changed/failed of a refresh. */
+  counts: [label: string, value: ComponentChildren][];
+  fromVersion: number;
+  toVersion: number | null;
+  startedAt: string;
+  finishedAt: string | null;
+  actor: string;
+}
+
+function applyRun(r: ApplyRun): RunRow {
+  return {
+    id: r.run_id,
+    state: r.state,
+    status: r.status,
+    succeeded: r.status === 'committed',
+    error: r.error_summary,
+    counts: [
+      [
+        '+/~/−',
+        r.counters ? (
+          <>
+            <span class="add">+{r.counters.add}</span> <span class="chg">~{r.counters.change}</span>{' '}
+            <span class="del">−{r.counters.destroy}</span>
+          </>
+        ) : (
+          <span class="muted">—</span>
+        ),
+      ],
+    ],
+    fromVersion: r.base_version,
+    toVersion: r.committed_version,
+    startedAt: r.started_at,
+    finishedAt: r.finished_at,
+    actor: r.actor,
+  };
+}
+
+function refreshRun(r: RefreshRun): RunRow {
+  return {
+    id: r.run_id,
+    state: r.state_name,
+    status: r.status,
+    succeeded: r.status === 'succeeded',
+    badge: r.dry_run ? 'dry run' : undefined,
+    error: r.error_summary,
+    counts: [
+      ['Checked', r.checked],
+      ['Changed', r.changed],
+      ['Failed', r.failed],
+    ],
+    fromVersion: r.from_version,
+    toVersion: r.to_version,
+    startedAt: r.started_at,
+    finishedAt: r.finished_at,
+    actor: r.actor,
+  };
+}
+
+function RunTable({ caption, rows }: { caption: string; rows: RunRow[] }) {
+  const columns: Column<RunRow>[] = [
+    {
+      key: 'run',
+      label: 'Run',
+      render: (r) => (
+        <>
+          <code title={r.id}>{r.id.slice(0, 8)}</code>
+          {r.badge && <span class="badge"> {r.badge}</span>}
+        </>
+      ),
+    },
+    {
+      key: 'state',
+      label: 'State',
+      render: (r) => <a href={href(['state', r.state])}>{r.state}</a>,
+    },
+    {
+      key: 'status',
+      label: 'Status',
+      render: (r) => (
+        <>
+          <span class={`badge ${r.succeeded ? 'good' : r.status === 'running' ? '' : 'bad'}`}>
+            {r.status}
+          </span>
+          {r.error && <span class="muted"> {r.error}</span>}
+        </>
+      ),
+    },
+    ...(rows[0]?.counts ?? []).map(([label], i): Column<RunRow> => ({
+      key: `count-${i}`,
+      label,
+      numeric: label !== '+/~/−',
+      render: (r) => r.counts[i][1],
+    })),
+    {
+      key: 'versions',
+      label: 'Versions',
+      render: (r) => (
+        <>
+          v{r.fromVersion} →{' '}
+          {r.toVersion === null ? <span class="muted">no commit</span> : `v${r.toVersion}`}
+        </>
+      ),
+    },
+    { key: 'started', label: 'Started', render: (r) => <When at={r.startedAt} /> },
+    {
+      key: 'took',
+      label: 'Took',
+      render: (r) => (r.finishedAt ? duration(r.startedAt, r.finishedAt) : 'running'),
+    },
+    { key: 'by', label: 'By', render: (r) => r.actor },
+  ];
+  return <Table caption={caption} rows={rows} rowKey={(r) => r.id} columns={columns} />;
+}
+
+const RESERVATION_COLUMNS: Column<Reservation>[] = [
+  { key: 'state', label: 'State', render: (r) => <a href={href(['state', r.state])}>{r.state}</a> },
+  { key: 'glob', label: 'Addresses', render: (r) => <code>{r.glob}</code> },
+  {
+    key: 'mode',
+    label: 'Mode',
+    render: (r) => <span class={`badge ${r.mode === 'write' ? 'warn' : ''}`}>{r.mode}</span>,
+  },
+  {
+    key: 'run',
+    label: 'Run',
+    render: (r) => <code title={r.run_id ?? ''}>{(r.run_id ?? '').slice(0, 8)}</code>,
+  },
+  { key: 'by', label: 'Held by', render: (r) => r.actor },
+  { key: 'age', label: 'Age', render: (r) => <When at={r.acquired_at} /> },
+  {
+    key: 'lease',
+    label: 'Lease ends',
+    render: (r) =>
+      r.expires_at ? new Date(r.expires_at).toISOString().replace('T', ' ').slice(0, 19) : '—',
+  },
+];
 
 function LockTable({
   locks,
@@ -168,50 +271,49 @@ function LockTable({
   };
   return (
     <>
-      <div class="table-wrap">
-        <table>
-          <caption class="sr-only">Locks held now</caption>
-          <thead>
-            <tr>
-              <th scope="col">State</th>
-              <th scope="col">Held by</th>
-              <th scope="col">Operation</th>
-              <th scope="col">Age</th>
-              <th scope="col">Lock ID</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {locks.map((l) => (
-              <tr key={`${l.name} ${l.lockId}`}>
-                <td data-label="State">
-                  <a href={href(['state', l.name])}>{l.name}</a>
-                </td>
-                <td data-label="Held by">
-                  {l.who ?? '—'} <span class="muted">({l.acquiredBy})</span>
-                </td>
-                <td data-label="Operation">
-                  {l.operation ?? '—'}
-                  {l.mode === 'read' && <span class="muted"> (shared with other plans)</span>}
-                </td>
-                <td data-label="Age">
-                  <When at={l.acquiredAt} />
-                </td>
-                <td data-label="Lock ID">
-                  <code>{l.lockId}</code>
-                </td>
-                <td>
-                  <button type="button" class="danger" onClick={() => ask(l)}>
-                    Force unlock…
-                  </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <Table
+        caption="Locks held now"
+        rows={locks}
+        rowKey={(l) => `${l.name} ${l.lockId}`}
+        columns={[
+          {
+            key: 'state',
+            label: 'State',
+            render: (l) => <a href={href(['state', l.name])}>{l.name}</a>,
+          },
+          {
+            key: 'who',
+            label: 'Held by',
+            render: (l) => (
+              <>
+                {l.who ?? '—'} <span class="muted">({l.acquiredBy})</span>
+              </>
+            ),
+          },
+          {
+            key: 'operation',
+            label: 'Operation',
+            render: (l) => (
+              <>
+                {l.operation ?? '—'}
+                {l.mode === 'read' && <span class="muted"> (shared with other plans)</span>}
+              </>
+            ),
+          },
+          { key: 'age', label: 'Age', render: (l) => <When at={l.acquiredAt} /> },
+          { key: 'id', label: 'Lock ID', render: (l) => <code>{l.lockId}</code> },
+          {
+            key: 'actions',
+            label: 'Actions',
+            hideLabel: true,
+            render: (l) => (
+              <button type="button" class="danger" onClick={() => ask(l)}>
+                Force unlock…
+              </button>
+            ),
+          },
+        ]}
+      />
       <dialog ref={dialog} aria-labelledby="unlock-title" onClose={() => setTarget(null)}>
         {target && (
           <form

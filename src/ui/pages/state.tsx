@@ -5,12 +5,14 @@ import type { JsonValue } from '../../domain/terraform/json-value';
 import { ApiError, request, saveFile, stateApi } from '../api';
 import { Empty, Failure, Guard, Loading, Reveal, useToggle, Value, When } from '../components';
 import { href, replaceParams, Route, useApi } from '../hooks';
+import { VERSION_EVENTS } from '../live';
 import type { History, ResourceDetail, StateDiff, VersionChanges, VersionRow } from '../types';
 
 export function StatePage({ name, route }: { name: string; route: Route }) {
-  const history = useApi<History>(stateApi(name, '/history'));
+  const history = useApi<History>(stateApi(name, '/history'), VERSION_EVENTS);
   const changes = useApi<{ changes: VersionChanges[] }>(
     `/v1/dashboard/changes?state=${encodeURIComponent(name)}`,
+    VERSION_EVENTS,
   );
   return (
     <section aria-labelledby="state-title">

@@ -5,7 +5,7 @@ import {
   Guard,
   Pager,
   plural,
-  SortTable,
+  Table,
   sortRows,
   When,
 } from '../components';
@@ -138,7 +138,7 @@ export function StatesPage({ route }: { route: Route }) {
               <p class="summary">
                 {rows.length.toLocaleString('en')} of {states.length.toLocaleString('en')} states
               </p>
-              <SortTable
+              <Table
                 caption="States"
                 rows={rows.slice(offset, offset + PAGE)}
                 columns={COLUMNS}
