@@ -123,7 +123,10 @@ class LiveFeed {
     let silence: ReturnType<typeof setTimeout> | undefined;
     const alive = () => {
       clearTimeout(silence);
-      silence = setTimeout(() => connection.abort(), SILENCE_MS);
+      silence = setTimeout(
+        () => connection.abort(new Error(`no word from kld for ${SILENCE_MS / 1000} s`)),
+        SILENCE_MS,
+      );
     };
     alive();
     const messages = res.body
