@@ -145,20 +145,37 @@ function waterfallRows(label: string, all: Waterfall[]): string[][] {
   });
 }
 
-/**
- * Waits until `expression` (JavaScript, in the page) is true, checked on
- * every animation frame. Playwright's locator waits re-check after growing
- * pauses (up to 500 ms), which once made every figure here a step of that
- * backoff rather than the page's time.
- */
-function shows(page: Page, expression: string): Promise<unknown> {
-  return page.waitForFunction(expression, undefined, { polling: 'raf', timeout: 60_000 });
-}
+/** What a step waits for, tested in the page. */
+type Shown =
+  | { text: string }
+  /** The summary line (`N of M states`, `N instances`) matches `re` and does not start with `not`. */
+  | { summary: string; not: string }
+  /** The column sorted ascending is `sorted`. */
+  | { sorted: string };
 
-const text = (t: string) => `document.body.textContent.includes(${JSON.stringify(t)})`;
-/** The page's summary line (`N of M states`, `N instances`) matches `re` and is not `not`. */
-const summary = (re: RegExp, not: string) =>
-  `((s) => ${re}.test(s) && !s.startsWith(${JSON.stringify(not)}))(document.querySelector('.summary')?.textContent ?? '')`;
+/**
+ * Waits until the page shows `what`, checked on every animation frame.
+ * Playwright's locator waits re-check after growing pauses (up to 500 ms),
+ * which made every figure here a step of that backoff rather than the
+ * page's time. (A function, not a string: the page's CSP forbids eval.)
+ */
+function shows(page: Page, what: Shown): Promise<unknown> {
+  return page.waitForFunction(
+    (w: Shown) => {
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      const doc = (globalThis as any).document;
+      if ('text' in w) return (doc.body.textContent as string).includes(w.text);
+      if ('summary' in w) {
+        const s: string = doc.querySelector('.summary')?.textContent ?? '';
+        return new RegExp(w.summary).test(s) && !s.startsWith(w.not);
+      }
+      const th = doc.querySelector('th[aria-sort="ascending"]');
+      return th !== null && (th.textContent as string).startsWith(w.sorted);
+    },
+    what,
+    { polling: 'raf', timeout: 60_000 },
+  );
+}
 
 async function timedWait(start: () => Promise<unknown>, until: () => Promise<unknown>) {
   const t0 = performance.now();
@@ -214,7 +231,7 @@ async function main(): Promise<void> {
     const statesLoad = await measure(browser, async (page) => {
       const ms = await timedWait(
         () => page.goto(`${ui}#/states`),
-        () => shows(page, text(`${formatInt(STATES)} of ${formatInt(STATES)} states`)),
+        () => shows(page, { text: `${formatInt(STATES)} of ${formatInt(STATES)} states` }),
       );
       statesFalls.push(await waterfall(page, '/v1/dashboard/states'));
       return ms;
@@ -224,11 +241,7 @@ async function main(): Promise<void> {
       await page.getByText(`of ${formatInt(STATES)} states`).waitFor();
       return timedWait(
         () => page.getByRole('button', { name: 'Instances' }).click(),
-        () =>
-          shows(
-            page,
-            `document.querySelector('th[aria-sort="ascending"]')?.textContent.startsWith('Instances')`,
-          ),
+        () => shows(page, { sorted: 'Instances' }),
       );
     });
     const statesFilter = await measure(browser, async (page) => {
@@ -236,7 +249,7 @@ async function main(): Promise<void> {
       await page.getByText(`of ${formatInt(STATES)} states`).waitFor();
       return timedWait(
         () => page.getByLabel('Name glob').fill('bench/team-07/*'),
-        () => shows(page, summary(/^\d+ of [\d,]+ states$/, `${formatInt(STATES)} of`)),
+        () => shows(page, { summary: '^\\d+ of [\\d,]+ states$', not: `${formatInt(STATES)} of` }),
       );
     });
     const total = formatInt(bigStateInstanceCount(SIZE));
@@ -244,7 +257,7 @@ async function main(): Promise<void> {
     const resourcesLoad = await measure(browser, async (page) => {
       const ms = await timedWait(
         () => page.goto(`${ui}#/resources/${BIG}`),
-        () => shows(page, text(`${total} instances`)),
+        () => shows(page, { text: `${total} instances` }),
       );
       resourcesFalls.push(await waterfall(page, '/v1/dashboard/resources'));
       return ms;
@@ -254,7 +267,7 @@ async function main(): Promise<void> {
       await page.getByText(`${total} instances`).waitFor();
       return timedWait(
         () => page.getByRole('button', { name: 'Next →' }).click(),
-        () => shows(page, text(`101–200 of ${total}`)),
+        () => shows(page, { text: `101–200 of ${total}` }),
       );
     });
     const resourcesFilter = await measure(browser, async (page) => {
@@ -262,7 +275,7 @@ async function main(): Promise<void> {
       await page.getByText(`${total} instances`).waitFor();
       return timedWait(
         () => page.getByLabel('Address glob').fill('*label[1234*'),
-        () => shows(page, summary(/^\d+ instances?$/, total)),
+        () => shows(page, { summary: '^\\d+ instances?$', not: total }),
       );
     });
 
