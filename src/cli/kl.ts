@@ -1,22 +1,6 @@
 #!/usr/bin/env node
-import 'reflect-metadata';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { registerStateCommands } from './commands';
-import { registerApplyAbortCommand } from './commands/apply-abort.command';
-import { registerDriftCommand } from './commands/drift.command';
-import { registerProviderConfigCommands } from './commands/provider-config.command';
-import { registerRefreshCommand } from './commands/refresh.command';
-import { registerPlanCommand } from './commands/plan.command';
-import { registerApplyCommand } from './commands/apply.command';
-import { registerProviderSchemaCommand } from './commands/provider-schema.command';
-import { registerVersionCommand } from './commands/version.command';
-import { registerTokenCommand } from './commands/token.command';
-import { registerBackendConfigCommand } from './commands/backend-config.command';
-import { registerQuotaCommand } from './commands/quota.command';
-import { registerStateEngineCommands } from './commands/state-engine.command';
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { version } = require('../../../package.json') as { version: string };
+import { registerCommands } from './commands';
 
 /** Global options every command can read with `program.opts()`. */
 export interface GlobalOptions {
@@ -25,7 +9,8 @@ export interface GlobalOptions {
   format: 'table' | 'json' | 'csv';
 }
 
-export function buildProgram(): Command {
+/** The program for `args` (argv without node and the script): only their command is loaded. */
+export async function buildProgram(args: readonly string[]): Promise<Command> {
   const program = new Command('kl')
     .description('Kilolock CLI: query and operate Terraform states held by kld')
     .addOption(
@@ -53,21 +38,7 @@ export function buildProgram(): Command {
     // Usage errors in the same one-line shape as every other failure.
     .configureOutput({ outputError: (str, write) => write(`kl: ${str.replace(/^error: /, '')}`) });
 
-  registerVersionCommand(program, version);
-
-  registerStateCommands(program);
-  registerProviderSchemaCommand(program);
-  registerProviderConfigCommands(program);
-  registerRefreshCommand(program);
-  registerDriftCommand(program);
-  registerPlanCommand(program);
-  registerApplyCommand(program);
-  registerStateEngineCommands(program);
-  // After `kl apply` itself: abort is one of its subcommands.
-  registerApplyAbortCommand(program);
-  registerTokenCommand(program);
-  registerBackendConfigCommand(program);
-  registerQuotaCommand(program);
+  await registerCommands(program, args);
   return program;
 }
 
@@ -86,10 +57,20 @@ function serverUrl(value: string): string {
 }
 
 async function main(argv: string[]): Promise<void> {
-  await buildProgram().parseAsync(argv);
+  const program = await buildProgram(argv.slice(2));
+  await program.parseAsync(argv);
 }
 
-main(process.argv).catch((err: unknown) => {
+/**
+ * The command is done: leave once what it wrote is out, rather than wait for
+ * fetch's idle keep-alive connection to time out (half a second of nothing
+ * after every `kl states`). `process.exitCode` set by a command still counts.
+ */
+function exitWhenWritten(): void {
+  process.stdout.write('', () => process.stderr.write('', () => process.exit()));
+}
+
+main(process.argv).then(exitWhenWritten, (err: unknown) => {
   if (err instanceof CommanderError) {
     // Commander already printed the message; help and version exit 0;
     // `kl plan`/`kl apply` usage errors exit 3 (ADR 0007), every other 2.

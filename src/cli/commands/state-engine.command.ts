@@ -116,7 +116,8 @@ async function runNative(
   );
 }
 
-export function registerStateEngineCommands(program: Command): void {
+/** `kl state rm|mv`. */
+export function registerStateCommand(program: Command): void {
   const state = program
     .command('state')
     .description('native state operations on the state-engine lane (docs/state-engine.md)');
@@ -174,7 +175,10 @@ export function registerStateEngineCommands(program: Command): void {
         o.dryRun === true,
       );
     });
+}
 
+/** `kl rollback resource`. */
+export function registerRollbackCommand(program: Command): void {
   const rollback = program
     .command('rollback')
     .description('restore part of a state as it was, as a new version');
@@ -212,7 +216,10 @@ export function registerStateEngineCommands(program: Command): void {
         );
       },
     );
+}
 
+/** `kl config`. */
+export function registerConfigCommand(program: Command): void {
   program
     .command('config')
     .description('print where kl finds the state and how it talks to it, and where each came from')

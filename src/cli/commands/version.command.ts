@@ -1,4 +1,7 @@
 import { Command } from 'commander';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { packageRoot } from '../../infrastructure/package-root';
 import { renderJson } from '../render';
 import { contextOf } from './context';
 
@@ -7,7 +10,7 @@ import { contextOf } from './context';
  * unreachable server is an error (exit 1) after kl's own version is printed;
  * `--client` asks for kl's alone.
  */
-export function registerVersionCommand(program: Command, klVersion: string): void {
+export function registerVersionCommand(program: Command, klVersion = packageVersion()): void {
   program
     .command('version')
     .description('print the kl version and the server (kld) version')
@@ -37,4 +40,9 @@ export function registerVersionCommand(program: Command, klVersion: string): voi
       }
       if (failure !== null) throw failure;
     });
+}
+
+function packageVersion(): string {
+  const file = path.join(packageRoot(), 'package.json');
+  return (JSON.parse(fs.readFileSync(file, 'utf8')) as { version: string }).version;
 }
