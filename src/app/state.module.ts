@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { DocumentTextMemo } from '../application/state/document-text-memo';
 import { InstanceHashMemo } from '../application/state/instance-hash-memo';
 import { STATE_COMMAND_HANDLERS } from '../application/state/state-command.handlers';
 import { CONFIG, type Config } from '../infrastructure/config/config';
@@ -23,6 +24,12 @@ import { StateProjectionsModule } from './state-projections.module';
       provide: InstanceHashMemo,
       useFactory: (config: Config) =>
         new InstanceHashMemo({ maxInstances: config.cache.hashInstances }),
+      inject: [CONFIG],
+    },
+    {
+      provide: DocumentTextMemo,
+      useFactory: (config: Config) =>
+        new DocumentTextMemo({ maxInstances: config.cache.hashInstances }),
       inject: [CONFIG],
     },
     {

@@ -4,6 +4,7 @@ export * from './canonical-json';
 export * from './diff-instances';
 export * from './diff-outputs';
 export * from './instance-address';
+export * from './instance-spans';
 export * from './json-limits';
 export * from './json-value';
 export * from './lossless-json';

@@ -47,6 +47,11 @@ export function checkJsonValue(text: string, value: unknown): void {
   if (at !== null) throw new JsonLimitError(at, 'holds an unpaired UTF-16 surrogate');
 }
 
+/** Does `value` nest more than `max` levels? Safe on any depth. */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  return deeperThan(value, max);
+}
+
 /** Recursion stops at `max`, so this walk is safe on any depth. */
 function deeperThan(value: unknown, max: number, depth = 0): boolean {
   if (typeof value !== 'object' || value === null) return false;

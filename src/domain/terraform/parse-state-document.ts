@@ -63,6 +63,15 @@ export function parseStateDocument(input: string | unknown): StateDocumentV4 {
     const bad = findNonJson(input);
     if (bad !== null) fail(bad, 'is not plain JSON');
   }
+  return validateStateDocument(raw);
+}
+
+/**
+ * Validates a decoded v4 document (from JSON.parse or parseJsonLossless: plain
+ * JSON by construction) and returns it typed; the checks of parseStateDocument
+ * after parsing.
+ */
+export function validateStateDocument(raw: unknown): StateDocumentV4 {
   const doc = object(raw, '');
 
   if (doc.version === undefined) fail('version', 'is required');

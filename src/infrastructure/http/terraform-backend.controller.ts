@@ -23,12 +23,14 @@ import {
   UnlockStateCommand,
 } from '../../application/state/state-commands';
 import { QUOTA_EXCEEDED } from '../../domain/quota';
+import { DocumentTextMemo } from '../../application/state/document-text-memo';
 import { DomainError } from '../../domain/shared/domain-error';
 import {
   parseLockInfo,
   STATE_LOCK_MISMATCH,
   STATE_LOCKED,
   STATE_NOT_FOUND,
+  stateStreamId,
 } from '../../domain/state';
 import { CONFIG, type Config } from '../config/config';
 import { StateCatalogReadModel } from '../read-models/state-catalog-read-model';
@@ -85,6 +87,7 @@ export class TerraformBackendController {
     private readonly documents: StateDocumentReadModel,
     private readonly catalog: StateCatalogReadModel,
     @Inject(CONFIG) private readonly config: Config,
+    private readonly texts: DocumentTextMemo,
   ) {}
 
   /**
@@ -175,6 +178,7 @@ export class TerraformBackendController {
     const lockId = lockIdFrom(lockIdParam, 'ID');
     const { document, checksum, bytes } = await receiveStateDocument(
       await readBody(req, this.config.maxStateBytes, 'state'),
+      (text) => this.texts.parse(stateStreamId(name), text),
     );
     await this.answerLockConflicts(res, () =>
       this.commands.execute(

@@ -1,0 +1,237 @@
+import { DomainError } from '../shared/domain-error';
+import { instanceSpans, parseStateDocumentReusing } from './instance-spans';
+import { parseStateDocument } from './parse-state-document';
+import { flattenInstances } from './state-instances';
+
+/** Deterministic, so a failure replays: xorshift32. */
+function random(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    return x / 2 ** 32;
+  };
+}
+
+type Rand = () => number;
+const pick = <T>(r: Rand, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)];
+
+// Strings that make a scanner's life hard: quotes, backslashes before quotes, brackets, escapes.
+const AWKWARD = ['plain', 'q"uote', 'back\\', '\\"', '{[}]', 'é ü 漢', '\n\t', '', ',:'];
+// Numbers as text: beyond double precision, exponents, negative zero.
+const NUMBERS = [
+  '0',
+  '-0',
+  '1.5',
+  '12345678901234567890123',
+  '1e300',
+  '-2.5E-7',
+  '9007199254740993',
+];
+
+function attribute(r: Rand, depth: number): string {
+  const kind = Math.floor(r() * (depth > 2 ? 3 : 5));
+  if (kind === 0) return JSON.stringify(pick(r, AWKWARD) + Math.floor(r() * 5));
+  if (kind === 1) return pick(r, NUMBERS);
+  if (kind === 2) return pick(r, ['true', 'false', 'null']);
+  if (kind === 3)
+    return `[${Array.from({ length: Math.floor(r() * 3) }, () => attribute(r, depth + 1)).join(',')}]`;
+  return object(r, depth + 1);
+}
+
+function object(r: Rand, depth: number): string {
+  const n = Math.floor(r() * 4);
+  const members = Array.from(
+    { length: n },
+    (_, i) => `${JSON.stringify(`${pick(r, AWKWARD)}${i}`)}:${attribute(r, depth)}`,
+  );
+  return `{${members.join(',')}}`;
+}
+
+interface Inst {
+  key: number;
+  text: string;
+}
+
+interface Res {
+  name: string;
+  provider: string;
+  instances: Inst[];
+}
+
+function instanceText(r: Rand, key: number, withKey: boolean): string {
+  const space = pick(r, ['', ' ', '\n      ']);
+  const members = [
+    ...(withKey ? [`"index_key":${key}`] : []),
+    `"schema_version":${Math.floor(r() * 3)}`,
+    `"attributes":${object(r, 1)}`,
+    `"sensitive_attributes":[]`,
+  ];
+  if (r() < 0.3) members.reverse();
+  return `{${space}${members.join(`,${space}`)}${space}}`;
+}
+
+function newState(r: Rand): Res[] {
+  return Array.from({ length: 1 + Math.floor(r() * 4) }, (_, i) => ({
+    name: `r${i}`,
+    provider: 'provider["registry.terraform.io/hashicorp/null"]',
+    instances: Array.from({ length: 1 + Math.floor(r() * 4) }, (_, k) => ({
+      key: k,
+      text: instanceText(r, k, true),
+    })),
+  }));
+}
+
+function text(resources: Res[], serial: number, space: string): string {
+  const rs = resources.map(
+    (res) =>
+      `{"mode":"managed","type":"null_resource","name":${JSON.stringify(res.name)},` +
+      `"provider":${JSON.stringify(res.provider)},"each":"list",` +
+      `"instances":[${space}${res.instances.map((i) => i.text).join(`,${space}`)}${space}]}`,
+  );
+  return (
+    `{${space}"version":4,"terraform_version":"1.11.4","serial":${serial},` +
+    `"lineage":"l-1","outputs":{"o":{"value":${pick(random(serial), NUMBERS)}}},` +
+    `"resources":[${space}${rs.join(`,${space}`)}${space}],"check_results":null}\n`
+  );
+}
+
+/** One random edit, as an apply (or a hostile client) would make it. */
+function edit(r: Rand, resources: Res[]): Res[] {
+  const next = resources.map((res) => ({ ...res, instances: [...res.instances] }));
+  const res = pick(r, next);
+  const at = Math.floor(r() * res.instances.length);
+  switch (Math.floor(r() * 9)) {
+    case 0: // new attributes
+      res.instances[at] = {
+        key: res.instances[at].key,
+        text: instanceText(r, res.instances[at].key, true),
+      };
+      break;
+    case 1: // same value, other whitespace
+      res.instances[at] = {
+        key: res.instances[at].key,
+        text: res.instances[at].text.replace(/,/g, ', ').replace(/^\{/, '{ '),
+      };
+      break;
+    case 2: // an instance added
+      res.instances.push({
+        key: res.instances.length,
+        text: instanceText(r, res.instances.length, true),
+      });
+      break;
+    case 3: // an instance removed
+      if (res.instances.length > 1) res.instances.splice(at, 1);
+      break;
+    case 4: // the resource moves to another provider: every instance hashes anew
+      res.provider = 'provider["registry.terraform.io/hashicorp/other"]';
+      break;
+    case 5: // a duplicate address: refused
+      res.instances.push({ ...res.instances[at] });
+      break;
+    case 6: // not JSON inside an instance: refused
+      res.instances[at] = {
+        key: res.instances[at].key,
+        text: res.instances[at].text.replace('{', '{,'),
+      };
+      break;
+    case 7: // an instance without attributes: refused
+      res.instances[at] = {
+        key: res.instances[at].key,
+        text: `{"index_key":${res.instances[at].key},"schema_version":0}`,
+      };
+      break;
+    default: // the resource renamed: every address is new
+      res.name = `${res.name}x`;
+      break;
+  }
+  return next;
+}
+
+function outcome(parse: () => unknown): { ok: unknown } | { error: string } {
+  try {
+    return { ok: parse() };
+  } catch (e) {
+    if (!(e instanceof DomainError)) throw e;
+    return { error: `${e.code} ${e.message}` };
+  }
+}
+
+describe('parseStateDocumentReusing', () => {
+  it('parses every randomly edited document exactly as parseStateDocument does, and hashes the same changed set', () => {
+    let reusedSomething = false;
+    for (let seed = 1; seed <= 150; seed++) {
+      const r = random(seed);
+      let resources = newState(r);
+      let memo = new Map();
+      let serial = 1;
+      for (let step = 0; step < 8; step++) {
+        const space = pick(r, ['', '\n', '\n  ']);
+        let body = text(resources, serial, space);
+        if (r() < 0.1) body = body.replace('"instances"', '"inst\\u0061nces"');
+        if (r() < 0.05) body = body.replace('"resources":[', '"resources":[],"resources":[');
+        if (r() < 0.1) {
+          // A decoy only the scan sees: JSON.parse keeps the last of two equal names.
+          const decoy = '{"index_key":0,"schema_version":0,"attributes":{"decoy":1}}';
+          body = body.replace('"instances":[', `"instances":[${decoy}],"inst\\u0061nces":[`);
+        }
+        const full = outcome(() => parseStateDocument(body));
+        const reusing = outcome(() => parseStateDocumentReusing(body, memo));
+        if ('error' in full) {
+          expect(reusing).toEqual(full);
+        } else {
+          expect('ok' in reusing).toBe(true);
+          const { document, instances } = (
+            reusing as { ok: ReturnType<typeof parseStateDocumentReusing> }
+          ).ok;
+          expect(document).toEqual(full.ok);
+          const hashes = (d: Parameters<typeof flattenInstances>[0]) =>
+            flattenInstances(d).map((i) => [i.address, i.hash]);
+          expect(hashes(document)).toEqual(
+            hashes(full.ok as Parameters<typeof flattenInstances>[0]),
+          );
+          for (const res of document.resources) {
+            for (const instance of res.instances) {
+              if ([...memo.values()].includes(instance)) reusedSomething = true;
+            }
+          }
+          if (instances.size > 0) memo = instances;
+        }
+        resources = edit(r, resources);
+        serial++;
+      }
+    }
+    expect(reusedSomething).toBe(true);
+  });
+
+  it('parses only the instances whose text changed, and shares the others with the previous document', () => {
+    const r = random(7);
+    const resources = newState(r);
+    const first = parseStateDocumentReusing(text(resources, 1, '\n'));
+    expect(first.instances.size).toBe(resources.reduce((n, res) => n + res.instances.length, 0));
+    const changed = edit(random(3), resources);
+    changed[0].instances[0] = {
+      key: 0,
+      text: '{"index_key":0,"schema_version":1,"attributes":{"v":2}}',
+    };
+    const second = parseStateDocumentReusing(text(changed, 2, '\n'), first.instances);
+    const before = new Set(first.document.resources.flatMap((res) => res.instances));
+    const after = second.document.resources.flatMap((res) => res.instances);
+    expect(before.has(after[0])).toBe(false);
+    expect(after.slice(1).every((instance) => before.has(instance))).toBe(true);
+  });
+
+  it('finds the text of each instance, whatever its strings hold', () => {
+    const body = `{"resources":[{"instances":[{"a":"\\\\"},{"b":"]}\\""}, 12]},{"x":[1,{"instances":[9]}],"instances":[]}]}`;
+    expect(instanceSpans(body)?.map((s) => body.slice(s.start, s.end))).toEqual([
+      '{"a":"\\\\"}',
+      '{"b":"]}\\""}',
+      '12',
+    ]);
+    expect(instanceSpans('[1]')).toBeNull();
+    expect(instanceSpans('{"resources":[{"instances":[{"a":1}]}]')).toBeNull();
+  });
+});
