@@ -7,16 +7,23 @@ import { InstanceObjectV4, StateDocumentV4 } from './state-document';
 export interface InstanceSpan {
   start: number;
   end: number;
+  /** The previous document's object of the same text, when the text was found there. */
+  reuse?: InstanceObjectV4;
 }
 
-/** Instance objects by their exact text, as the last document of a state held them. */
-export type InstancesByText = ReadonlyMap<string, InstanceObjectV4>;
+/** A document's instance objects in document order, each with its exact text. */
+export interface InstanceTexts {
+  texts: readonly string[];
+  objects: readonly InstanceObjectV4[];
+}
 
 export interface ReusingParse {
   document: StateDocumentV4;
-  /** This document's instances by their text: what the next parse may reuse. */
-  instances: Map<string, InstanceObjectV4>;
+  /** This document's instances: what the next parse may reuse. */
+  instances: InstanceTexts;
 }
+
+const NONE: InstanceTexts = { texts: [], objects: [] };
 
 // An instance object is at depth 4: document, resources, a resource, instances.
 const INSTANCE_DEPTH = 4;
@@ -36,26 +43,22 @@ const INSTANCE_DEPTH = 4;
  */
 export function parseStateDocumentReusing(
   text: string,
-  previous: InstancesByText = new Map(),
+  previous: InstanceTexts = NONE,
 ): ReusingParse {
-  const spans = instanceSpans(text);
+  const spans = instanceSpans(text, previous);
   if (spans !== null) {
     try {
-      const reused = assemble(text, spans, previous);
+      const reused = assemble(text, spans);
       if (reused !== null) return reused;
     } catch {
       // refused the way parseStateDocument words it, below
     }
   }
   const document = parseStateDocument(text);
-  return { document, instances: new Map() };
+  return { document, instances: NONE };
 }
 
-function assemble(
-  text: string,
-  spans: InstanceSpan[],
-  previous: InstancesByText,
-): ReusingParse | null {
+function assemble(text: string, spans: InstanceSpan[]): ReusingParse | null {
   const parts: string[] = [];
   let from = 0;
   spans.forEach((span, k) => {
@@ -65,17 +68,12 @@ function assemble(
   parts.push(text.slice(from));
   const skeleton = parseJsonLossless(parts.join(''));
 
-  const instances = new Map<string, InstanceObjectV4>();
-  const objects = spans.map((span) => {
-    const own = text.slice(span.start, span.end);
-    let instance = instances.get(own) ?? previous.get(own);
-    if (instance === undefined) {
-      const value = parseJsonLossless(own);
-      if (nestsDeeperThan(value, MAX_JSON_DEPTH - INSTANCE_DEPTH)) return null;
-      instance = value as unknown as InstanceObjectV4;
-    }
-    instances.set(own, instance);
-    return instance;
+  const texts = spans.map((span) => text.slice(span.start, span.end));
+  const objects = spans.map((span, k) => {
+    if (span.reuse !== undefined) return span.reuse;
+    const value = parseJsonLossless(texts[k]);
+    if (nestsDeeperThan(value, MAX_JSON_DEPTH - INSTANCE_DEPTH)) return null;
+    return value as unknown as InstanceObjectV4;
   });
 
   // Every instance slot of the parsed skeleton must hold the next ordinal:
@@ -94,7 +92,10 @@ function assemble(
     }
   }
   if (k !== spans.length) return null;
-  return { document: validateStateDocument(skeleton), instances };
+  return {
+    document: validateStateDocument(skeleton),
+    instances: { texts, objects: objects as InstanceObjectV4[] },
+  };
 }
 
 const QUOTE = 0x22;
@@ -106,6 +107,8 @@ const CLOSE_BRACKET = 0x5d;
 const COLON = 0x3a;
 const COMMA = 0x2c;
 
+const STRUCTURAL = /["{}[\]]/g;
+
 class NotAState extends Error {}
 
 /**
@@ -114,10 +117,14 @@ class NotAState extends Error {}
  * not shaped like a state document (the caller parses it in full then).
  * Member names are compared as written: an escaped or repeated name makes the
  * spans disagree with what JSON.parse sees, which the caller detects.
+ *
+ * An instance whose text is `previous`'s next one (or the one after: an
+ * instance removed) is compared, not scanned: a native string comparison
+ * instead of a walk through its strings and brackets.
  */
-export function instanceSpans(text: string): InstanceSpan[] | null {
+export function instanceSpans(text: string, previous: InstanceTexts = NONE): InstanceSpan[] | null {
   try {
-    return new SpanScanner(text).document();
+    return new SpanScanner(text, previous).document();
   } catch (e) {
     if (e instanceof NotAState) return null;
     throw e;
@@ -127,8 +134,13 @@ export function instanceSpans(text: string): InstanceSpan[] | null {
 class SpanScanner {
   private at = 0;
   private readonly spans: InstanceSpan[] = [];
+  /** The previous document's instance expected next. */
+  private next = 0;
 
-  constructor(private readonly text: string) {}
+  constructor(
+    private readonly text: string,
+    private readonly previous: InstanceTexts,
+  ) {}
 
   document(): InstanceSpan[] {
     this.members((name) => {
@@ -145,10 +157,25 @@ class SpanScanner {
       if (name !== 'instances') return this.skipValue();
       this.elements(() => {
         const start = this.at;
-        this.skipValue();
-        this.spans.push({ start, end: this.at });
+        const reuse = this.known(start);
+        if (reuse === undefined) this.skipValue();
+        this.spans.push({ start, end: this.at, reuse });
       });
     });
+  }
+
+  /** The previous document's object if its next instance's text starts here; moves past it. */
+  private known(start: number): InstanceObjectV4 | undefined {
+    const { texts, objects } = this.previous;
+    for (let j = this.next; j < this.next + 2 && j < texts.length; j++) {
+      // slice and === compare as memory; startsWith walks character by character.
+      if (this.text.slice(start, start + texts[j].length) === texts[j]) {
+        this.next = j + 1;
+        this.at = start + texts[j].length;
+        return objects[j];
+      }
+    }
+    return undefined;
   }
 
   /** An object; `member` reads each value, the scanner standing at it. */
@@ -210,19 +237,22 @@ class SpanScanner {
       if (this.at === start) throw new NotAState();
       return;
     }
+    // Jump from one bracket or quote to the next: native search, not a loop per character.
+    const structural = STRUCTURAL;
     let depth = 0;
-    const text = this.text;
-    while (this.at < text.length) {
-      const d = text.charCodeAt(this.at);
+    for (;;) {
+      structural.lastIndex = this.at;
+      const found = structural.exec(this.text);
+      if (found === null) break;
+      this.at = found.index;
+      const d = this.text.charCodeAt(this.at);
       if (d === QUOTE) {
         this.skipString();
         continue;
       }
       this.at++;
       if (d === OPEN_BRACE || d === OPEN_BRACKET) depth++;
-      else if (d === CLOSE_BRACE || d === CLOSE_BRACKET) {
-        if (--depth === 0) return;
-      }
+      else if (--depth === 0) return;
     }
     throw new NotAState();
   }
