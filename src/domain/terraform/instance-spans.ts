@@ -45,6 +45,11 @@ export function parseStateDocumentReusing(
   text: string,
   previous: InstanceTexts = NONE,
 ): ReusingParse {
+  if (previous.texts.length === 0) {
+    // Nothing to reuse: one JSON.parse of the whole beats one per instance.
+    const document = parseStateDocument(text);
+    return { document, instances: textsOf(text, document) };
+  }
   const spans = instanceSpans(text, previous);
   if (spans !== null) {
     try {
@@ -58,7 +63,8 @@ export function parseStateDocumentReusing(
   return { document, instances: NONE };
 }
 
-function assemble(text: string, spans: InstanceSpan[]): ReusingParse | null {
+/** `text` with each span replaced by its ordinal. */
+function skeletonText(text: string, spans: InstanceSpan[]): string {
   const parts: string[] = [];
   let from = 0;
   spans.forEach((span, k) => {
@@ -66,7 +72,42 @@ function assemble(text: string, spans: InstanceSpan[]): ReusingParse | null {
     from = span.end;
   });
   parts.push(text.slice(from));
-  const skeleton = parseJsonLossless(parts.join(''));
+  return parts.join('');
+}
+
+/** The text of each instance of `document`, parsed from `text`; none if the scan disagrees. */
+function textsOf(text: string, document: StateDocumentV4): InstanceTexts {
+  const spans = instanceSpans(text);
+  if (spans === null) return NONE;
+  let skeleton: unknown;
+  try {
+    skeleton = JSON.parse(skeletonText(text, spans));
+  } catch {
+    return NONE; // the scan cut the text where JSON.parse does not
+  }
+  if (!holdsOrdinals(skeleton, spans.length)) return NONE;
+  const objects = document.resources.flatMap((r) => r.instances);
+  return { texts: spans.map((span) => text.slice(span.start, span.end)), objects };
+}
+
+/**
+ * Does every instance slot of the parsed skeleton hold the next ordinal, `count` in all?
+ * Then the scan saw exactly the instances JSON.parse does, in its order.
+ */
+function holdsOrdinals(skeleton: unknown, count: number): boolean {
+  const resources = (skeleton as { resources?: unknown }).resources;
+  if (!Array.isArray(resources)) return false;
+  let k = 0;
+  for (const resource of resources) {
+    const slots = (resource as { instances?: unknown } | null)?.instances;
+    if (!Array.isArray(slots)) return false;
+    for (const slot of slots) if (slot !== k++) return false;
+  }
+  return k === count;
+}
+
+function assemble(text: string, spans: InstanceSpan[]): ReusingParse | null {
+  const skeleton = parseJsonLossless(skeletonText(text, spans));
 
   const texts = spans.map((span) => text.slice(span.start, span.end));
   const objects = spans.map((span, k) => {
@@ -76,22 +117,12 @@ function assemble(text: string, spans: InstanceSpan[]): ReusingParse | null {
     return value as unknown as InstanceObjectV4;
   });
 
-  // Every instance slot of the parsed skeleton must hold the next ordinal:
-  // then the scan saw exactly the instances JSON.parse does, in its order.
-  const resources = (skeleton as { resources?: unknown }).resources;
-  if (!Array.isArray(resources)) return null;
+  if (!holdsOrdinals(skeleton, spans.length) || objects.includes(null)) return null;
   let k = 0;
-  for (const resource of resources) {
-    const slots = (resource as { instances?: unknown } | null)?.instances;
-    if (!Array.isArray(slots)) return null;
-    for (let j = 0; j < slots.length; j++) {
-      const instance = objects[k];
-      if (slots[j] !== k || instance === null) return null;
-      slots[j] = instance;
-      k++;
-    }
+  for (const resource of (skeleton as { resources: { instances: unknown[] }[] }).resources) {
+    const slots = resource.instances;
+    for (let j = 0; j < slots.length; j++) slots[j] = objects[k++];
   }
-  if (k !== spans.length) return null;
   return {
     document: validateStateDocument(skeleton),
     instances: { texts, objects: objects as InstanceObjectV4[] },
