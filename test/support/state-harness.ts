@@ -34,6 +34,7 @@ export const READ_MODEL_TABLES = [
   'resource_dependencies',
   'outputs',
   'raw_state',
+  'raw_state_chunks',
   'resource_reservations',
   'apply_runs',
 ] as const;

@@ -12,3 +12,4 @@ export * from './parse-state-document';
 export * from './state-document';
 export * from './state-document-text';
 export * from './state-instances';
+export * from './document-chunks';

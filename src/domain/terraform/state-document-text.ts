@@ -6,7 +6,8 @@ import { InstanceObjectV4, ResourceV4, StateDocumentV4 } from './state-document'
 const INSTANCE_INDENT = ' '.repeat(8);
 
 /** A served document in order: its text, with the instance objects left to write. */
-type Part = string | InstanceObjectV4;
+export type DocumentPart = string | InstanceObjectV4;
+type Part = DocumentPart;
 
 /**
  * The one formatting of a served document: the raw-state projector and the
@@ -49,9 +50,10 @@ export function instanceObjectText(instance: InstanceObjectV4): string {
 
 /**
  * JSON.stringify(doc, null, 2) spelled out level by level down to the
- * instance objects, which are left for the caller to write.
+ * instance objects, which are left for the caller to write (each as
+ * `instanceObjectText`).
  */
-function documentParts(doc: StateDocumentV4): Part[] {
+export function documentParts(doc: StateDocumentV4): Part[] {
   const parts: Part[] = [];
   objectParts(parts, doc, '', (key, value) => {
     if (key === 'resources' && Array.isArray(value)) {

@@ -13,6 +13,7 @@ import {
 } from '../../domain/terraform';
 import { descriptorOf } from './resource-descriptor-row';
 import type { Database } from '../postgres/database';
+import { readRawState } from '../postgres/raw-state-chunks';
 
 export interface CurrentDocument {
   stateId: string;
@@ -70,24 +71,24 @@ const VERSION_COLUMNS = `sv.state_id, sv.version, sv.serial, sv.lineage, sv.terr
 
 /**
  * The documents of live states as terraform's GET serves them: the current
- * one from `raw_state` (one row, however large the state, its bytes kept in
+ * one from `raw_state` and the chunks its manifest lists (its bytes kept in
  * memory once served), past ones rebuilt from their lifecycles.
  */
 export class StateDocumentReadModel {
   /** The last served version of each state, least recently used out, bounded by bytes. */
-  private readonly served: LRUCache<string, ServedDocument>;
+  private readonly served: LRUCache<string, ServedDocument & { chunks: string[] }>;
 
   constructor(
     private readonly db: Database,
     options: { cacheBytes?: number } = {},
   ) {
-    this.served = boundedCache<ServedDocument>(
+    this.served = boundedCache<ServedDocument & { chunks: string[] }>(
       options.cacheBytes ?? DEFAULT_CACHE_BUDGETS.servedBytes,
       (entry) => entry.body.length,
     );
   }
 
-  /** The current document: one row, however large the state. Null before the first commit. */
+  /** The current document. Null before the first commit. */
   async current(name: string): Promise<CurrentDocument | null> {
     const served = await this.currentBody(name);
     if (served === null) return null;
@@ -96,34 +97,32 @@ export class StateDocumentReadModel {
 
   /**
    * The current document's bytes. Which version is current is asked of the
-   * database every time (a small row read that leaves the document itself
-   * untouched), so a GET after a POST sees that POST on any replica; the
-   * bytes of a version never change, so they come from memory when this
-   * process has served that version before.
+   * database every time (the row and its manifest, not the chunks), so a GET
+   * after a POST sees that POST on any replica; the bytes of a version never
+   * change, so they come from memory when this process has served that
+   * version (with that manifest) before, and are otherwise assembled from
+   * the manifest's chunks.
    */
   async currentBody(name: string): Promise<ServedDocument | null> {
-    const head = await this.db.query<{ state_id: string; version: number; md5: string | null }>(
-      `SELECT r.state_id, r.version, r.md5 FROM raw_state r
+    const head = await this.db.query<{ state_id: string; version: number; chunks: string[] }>(
+      `SELECT r.state_id, r.version, r.chunks FROM raw_state r
          JOIN states s ON s.state_id = r.state_id AND s.deleted_at IS NULL
-        WHERE r.name = $1 AND r.document IS NOT NULL`,
+        WHERE r.name = $1 AND r.chunks IS NOT NULL`,
       [name],
     );
     if (head.length === 0) return null;
-    const { state_id: stateId, version, md5 } = head[0];
+    const { state_id: stateId, version, chunks } = head[0];
     const cached = this.served.get(stateId);
-    if (cached && cached.version === version && md5 !== null && cached.md5 === md5) return cached;
+    if (cached && cached.version === version && sameIds(cached.chunks, chunks)) return cached;
     // Only the row, by its key: were the state deleted meanwhile, the row is gone.
-    const rows = await this.db.query<{ version: number; document: string; md5: string | null }>(
-      `SELECT version, document, md5 FROM raw_state WHERE state_id = $1 AND document IS NOT NULL`,
-      [stateId],
-    );
-    if (rows.length === 0) return null;
-    const body = Buffer.from(rows[0].document, 'utf8');
-    const served: ServedDocument = {
+    const stored = await readRawState(this.db.pool, stateId);
+    if (stored?.bytes == null) return null;
+    const served: ServedDocument & { chunks: string[] } = {
       stateId,
-      version: rows[0].version,
-      body,
-      md5: rows[0].md5 ?? contentMd5(body),
+      version: stored.version,
+      body: stored.bytes,
+      md5: contentMd5(stored.bytes),
+      chunks: stored.chunks!,
     };
     this.served.set(stateId, served);
     return served;
@@ -191,4 +190,8 @@ export class StateDocumentReadModel {
     );
     return stateDocumentText(doc);
   }
+}
+
+function sameIds(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((id, i) => id === b[i]);
 }

@@ -14,6 +14,8 @@ export interface CurrentDocument {
   meta: StateDocumentMeta;
   /** address → instance */
   instances: Map<string, PlacedInstance>;
+  /** Ids of the chunks `raw_state_chunks` holds for this version; null before the first write. */
+  chunks: string[] | null;
 }
 
 /**

@@ -9,14 +9,15 @@ import {
 } from '../../domain/state';
 import {
   buildDocument,
-  contentMd5,
+  documentChunks,
   formatInstanceAddress,
+  instanceDigest,
+  InstanceEncoding,
   InstanceObjectV4,
   instanceObjectText,
   parseModulePath,
   parseStateDocument,
   resourceDescriptor,
-  stateDocumentBytes,
   StateDocumentMeta,
 } from '../../domain/terraform';
 import { CONFIG, type Config } from '../../infrastructure/config/config';
@@ -25,6 +26,7 @@ import { Projector } from '../projector';
 import { CurrentDocument, DocumentCache, PlacedInstance } from './document-cache';
 import { DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { asStateEvent } from './state-event';
+import { readRawState } from '../../infrastructure/postgres/raw-state-chunks';
 
 // Lifecycle events read per query.
 const READ_AHEAD = 5000;
@@ -46,8 +48,10 @@ interface OpenCommit {
 type LifecycleEvent = LifecycleOpened | LifecycleClosed;
 
 /**
- * `raw_state`: the current document of every live state, serialised once
- * per commit so that a terraform GET is one row read.
+ * `raw_state` and `raw_state_chunks`: the current document of every live
+ * state, as the chunks of its served bytes (documentChunks) and a manifest
+ * listing them, so that a commit writes only the chunks it changed and a
+ * terraform GET reads one manifest and its chunks.
  *
  * A commit is an ApplyCommitted followed by the lifecycle events of the
  * instances it changed, so the projector keeps each state's document taken
@@ -76,22 +80,28 @@ export class RawStateProjector implements Projector {
     StateEventType.ApplyCommitted,
     StateEventType.StateDeleted,
   ];
-  readonly tables = ['raw_state'];
+  readonly tables = ['raw_state', 'raw_state_chunks'];
 
   private readonly cache: DocumentCache;
   /**
-   * Each instance object as served (UTF-8). Cached documents keep their
-   * instance objects from commit to commit, so a commit re-serialises only
-   * the instances it opened; the bytes go when their objects do.
+   * Each instance object as served (UTF-8) and the digest chunking names it
+   * by. Cached documents keep their instance objects from commit to commit,
+   * so a commit serialises and hashes only the instances it opened; the
+   * bytes go when their objects do.
    */
-  private readonly encoded = new WeakMap<InstanceObjectV4, Buffer>();
-  private readonly instanceBytes = (instance: InstanceObjectV4): Buffer => {
-    let bytes = this.encoded.get(instance);
-    if (bytes === undefined) {
-      bytes = Buffer.from(instanceObjectText(instance), 'utf8');
-      this.encoded.set(instance, bytes);
+  private readonly encoded = new WeakMap<InstanceObjectV4, { bytes: Buffer; digest: Buffer }>();
+  private readonly encodedOf = (instance: InstanceObjectV4) => {
+    let e = this.encoded.get(instance);
+    if (e === undefined) {
+      const bytes = Buffer.from(instanceObjectText(instance), 'utf8');
+      e = { bytes, digest: instanceDigest(bytes) };
+      this.encoded.set(instance, e);
     }
-    return bytes;
+    return e;
+  };
+  private readonly encoding: InstanceEncoding = {
+    bytes: (instance) => this.encodedOf(instance).bytes,
+    digest: (instance) => this.encodedOf(instance).digest,
   };
 
   /** Instances held in memory: cached documents, and commits not yet written in a batch. */
@@ -143,6 +153,7 @@ export class RawStateProjector implements Projector {
           unwritten.delete(event.data.stateId);
           this.cache.remove(event.data.stateId);
           await tx.query('DELETE FROM raw_state WHERE state_id = $1', [event.data.stateId]);
+          await tx.query('DELETE FROM raw_state_chunks WHERE state_id = $1', [event.data.stateId]);
           break;
         default:
           break; // lifecycle events are read with their commit
@@ -188,14 +199,10 @@ export class RawStateProjector implements Projector {
   }
 
   private async load(tx: Queryable, stateId: string, version: number): Promise<CurrentDocument> {
-    const { rows } = await tx.query<{ document: string | null }>(
-      'SELECT document FROM raw_state WHERE state_id = $1',
-      [stateId],
-    );
-    const text = rows[0]?.document ?? null;
+    const stored = await readRawState(tx, stateId);
     const instances = new Map<string, PlacedInstance>();
-    if (text === null) return { version, meta: metaOf(null), instances };
-    const doc = parseStateDocument(text);
+    if (stored?.bytes == null) return { version, meta: metaOf(null), instances, chunks: null };
+    const doc = parseStateDocument(stored.bytes.toString('utf8'));
     // Not flattenInstances: hashing every instance would double the cost of a miss.
     for (const r of doc.resources) {
       const resource = resourceDescriptor(r);
@@ -210,7 +217,7 @@ export class RawStateProjector implements Projector {
         instances.set(address, { resource, instance });
       }
     }
-    return { version, meta: metaOf(null), instances };
+    return { version, meta: metaOf(null), instances, chunks: stored.chunks };
   }
 
   /** Applies the commit's lifecycle events, read from its stream. */
@@ -233,21 +240,58 @@ export class RawStateProjector implements Projector {
     }
   }
 
+  /**
+   * Writes the chunks this version has and the last written one had not,
+   * deletes those it no longer has, and points the row at the new manifest:
+   * a delta of a few instances writes a few chunks, however big the state.
+   */
   private async write(tx: Queryable, open: OpenCommit): Promise<void> {
     const { doc } = open;
-    const bytes = stateDocumentBytes(
-      buildDocument(doc.meta, doc.instances.values()),
-      this.instanceBytes,
-    );
-    // A Buffer parameter travels in the column's binary form: for text,
-    // these very UTF-8 bytes, with no second encoding.
+    const chunks = documentChunks(buildDocument(doc.meta, doc.instances.values()), this.encoding);
+    const ids = chunks.map((c) => c.id);
+    const had = new Set(doc.chunks ?? []);
+    const has = new Set(ids);
+    const added = new Map(chunks.filter((c) => !had.has(c.id)).map((c) => [c.id, c]));
+    const gone = [...had].filter((id) => !has.has(id));
+    if (gone.length > 0) {
+      await tx.query('DELETE FROM raw_state_chunks WHERE state_id = $1 AND chunk_id = ANY($2)', [
+        open.stateId,
+        gone,
+      ]);
+    }
+    await insertChunks(tx, open.stateId, [...added.values()]);
     await tx.query(
-      `UPDATE raw_state SET version = $2, serial = $3, document = $4, md5 = $5, updated_at = $6
+      `UPDATE raw_state SET version = $2, serial = $3, chunks = $4, updated_at = $5
         WHERE state_id = $1`,
-      [open.stateId, open.version, open.serial, bytes, contentMd5(bytes), open.occurredAt],
+      [open.stateId, open.version, open.serial, ids, open.occurredAt],
     );
     doc.version = open.version;
+    doc.chunks = ids;
     this.cache.put(open.stateId, doc);
+  }
+}
+
+/** Chunks per INSERT: three parameters each, far below the protocol's 65,535. */
+const INSERT_BATCH = 500;
+
+async function insertChunks(
+  tx: Queryable,
+  stateId: string,
+  chunks: { id: string; parts: Buffer[]; size: number }[],
+): Promise<void> {
+  for (let i = 0; i < chunks.length; i += INSERT_BATCH) {
+    const batch = chunks.slice(i, i + INSERT_BATCH);
+    const params: unknown[] = [stateId];
+    const rows = batch.map((c) => {
+      // A Buffer parameter travels as the column's binary form: no escaping.
+      params.push(c.id, Buffer.concat(c.parts, c.size));
+      return `($1, $${params.length - 1}, $${params.length})`;
+    });
+    await tx.query(
+      `INSERT INTO raw_state_chunks (state_id, chunk_id, bytes) VALUES ${rows.join(', ')}
+       ON CONFLICT DO NOTHING`,
+      params,
+    );
   }
 }
 

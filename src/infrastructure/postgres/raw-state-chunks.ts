@@ -1,0 +1,43 @@
+import type { Queryable } from './database';
+
+/** A state's row of `raw_state` with its document assembled from `raw_state_chunks`. */
+export interface StoredRawState {
+  version: number;
+  /** The manifest: chunk ids in document order; null before the first write. */
+  chunks: string[] | null;
+  /** The served bytes; null before the first write. */
+  bytes: Buffer | null;
+}
+
+/**
+ * Reads the row and the chunks its manifest lists in one statement, so in
+ * one snapshot: a commit that replaces chunks meanwhile is seen whole or not
+ * at all. Null when the state has no row.
+ */
+export async function readRawState(q: Queryable, stateId: string): Promise<StoredRawState | null> {
+  const { rows } = await q.query<{
+    version: number;
+    chunks: string[] | null;
+    chunk_id: string | null;
+    bytes: Buffer | null;
+  }>(
+    `SELECT r.version, r.chunks, c.chunk_id, c.bytes
+       FROM raw_state r
+       LEFT JOIN raw_state_chunks c ON c.state_id = r.state_id AND c.chunk_id = ANY (r.chunks)
+      WHERE r.state_id = $1`,
+    [stateId],
+  );
+  if (rows.length === 0) return null;
+  const { version, chunks } = rows[0];
+  if (chunks === null) return { version, chunks, bytes: null };
+  const found = new Map<string, Buffer>();
+  for (const row of rows) if (row.chunk_id !== null) found.set(row.chunk_id, row.bytes!);
+  const parts = chunks.map((id) => {
+    const bytes = found.get(id);
+    if (bytes === undefined) {
+      throw new Error(`raw_state of ${stateId} version ${version} lacks its chunk ${id}`);
+    }
+    return bytes;
+  });
+  return { version, chunks, bytes: Buffer.concat(parts) };
+}
