@@ -23,6 +23,7 @@ import { distribution, formatInt, formatMs, verdict } from './support/stats';
  *   KL_BENCH_DATABASE_URL=postgres://… (a server URL whose user may create databases)
  *   KL_BENCH_INSTANCES=20000 KL_BENCH_DELTA_VERSIONS=500 KL_BENCH_DELTA_BUDGET_S=150
  *   KL_BENCH_SKIP_TERRAFORM=1   (no terraform phases)
+ *   KL_BENCH_KLD=path/to/kld.js (another build of kld, e.g. an older checkout's dist)
  */
 
 // Targets from the issue.
@@ -42,7 +43,7 @@ const TF_REPS = intEnv('KL_BENCH_TF_REPS', 3);
 const SKIP_TERRAFORM = process.env.KL_BENCH_SKIP_TERRAFORM === '1';
 
 const ROOT = path.resolve(__dirname, '../..');
-const KLD = path.join(ROOT, 'dist/src/kld.js');
+const KLD = process.env.KL_BENCH_KLD ?? path.join(ROOT, 'dist/src/kld.js');
 
 /** Everything to undo, newest first; run once, on success, error or signal. */
 const undo: { label: string; run: () => Promise<void> | void }[] = [];

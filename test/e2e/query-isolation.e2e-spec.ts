@@ -154,6 +154,17 @@ describe.each(VIEWS)('%s', (view) => {
   });
 });
 
+it("raw_state_chunks shows a team-a/* token its documents' bytes and none of team-b's", async () => {
+  const sql = `SELECT convert_from(bytes, 'UTF8') FROM raw_state_chunks`;
+  const text = (rows: unknown[][]) => rows.map(([r]) => String(r)).join('');
+  const all = await query(admin, sql);
+  expect(text(all.json.rows!)).toContain('bmarker');
+  const mine = await query(teamA, sql);
+  expect(mine.status).toBe(200);
+  expect(text(mine.json.rows!)).toContain('amarker');
+  expect(text(mine.json.rows!)).not.toContain('bmarker');
+});
+
 it('resources_at answers nothing for a state the token may not read', async () => {
   expect(
     (await query(admin, 'SELECT address FROM resources_at($1, 1)', [b])).json.rows,
