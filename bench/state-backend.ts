@@ -24,6 +24,7 @@ import { distribution, formatInt, formatMs, verdict } from './support/stats';
  *   KL_BENCH_INSTANCES=20000 KL_BENCH_DELTA_VERSIONS=500 KL_BENCH_DELTA_BUDGET_S=150
  *   KL_BENCH_SKIP_TERRAFORM=1   (no terraform phases)
  *   KL_BENCH_KLD=path/to/kld.js (another build of kld, e.g. an older checkout's dist)
+ *   KL_BENCH_KLD_NODE_ARGS="--cpu-prof --cpu-prof-dir=DIR" (node options for kld)
  */
 
 // Targets from the issue.
@@ -463,17 +464,23 @@ interface Kld {
 /** `dist/src/kld.js serve` as its own process, as in production; waits for /readyz. */
 async function startKld(databaseUrl: string, tmp: string): Promise<Kld> {
   const port = await freePort();
-  const child = spawn(process.execPath, [KLD, 'serve', '--listen', `127.0.0.1:${port}`], {
-    env: {
-      ...process.env,
-      KL_DATABASE_URL: databaseUrl,
-      KL_DATA_DIR: path.join(tmp, 'kld'),
-      KL_LOG_LEVEL: 'warn',
-      KL_LOG_FORMAT: 'json',
-      KL_GRPC_LISTEN: 'off',
+  // KL_BENCH_KLD_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof": profile kld itself.
+  const nodeArgs = (process.env.KL_BENCH_KLD_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(
+    process.execPath,
+    [...nodeArgs, KLD, 'serve', '--listen', `127.0.0.1:${port}`],
+    {
+      env: {
+        ...process.env,
+        KL_DATABASE_URL: databaseUrl,
+        KL_DATA_DIR: path.join(tmp, 'kld'),
+        KL_LOG_LEVEL: 'warn',
+        KL_LOG_FORMAT: 'json',
+        KL_GRPC_LISTEN: 'off',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  );
   children.add(child);
   let tail = '';
   const keep = (c: Buffer) => (tail = (tail + c.toString()).slice(-4000));
