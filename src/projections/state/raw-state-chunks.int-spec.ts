@@ -4,7 +4,8 @@ import {
   testDocument,
   TestInstance,
 } from '../../../test/support/state-harness';
-import { quietLogger } from '../../../test/support/test-database';
+import { createEmptyDatabase, quietLogger } from '../../../test/support/test-database';
+import { loadMigrations, migrate } from '../../infrastructure/postgres/migrator';
 import {
   buildDocument,
   documentMeta,
@@ -115,4 +116,30 @@ describe('raw_state in chunks (property: served = rebuilt, byte for byte, every 
       await h.db.query('SELECT chunk_id FROM raw_state_chunks WHERE state_id = $1', [stateId]),
     ).toEqual([]);
   });
+});
+
+it('migration 019 turns each stored document into one chunk that serves the same bytes', async () => {
+  const t = await createEmptyDatabase('kl_chunks_019');
+  try {
+    const before = loadMigrations().filter((m) => m.id < 19);
+    await migrate(t.url, quietLogger, before);
+    const id = '00000000-0000-4000-8000-000000000019';
+    const text = '{\n  "version": 4,\n  "serial": 3,\n  "note": "é 漢"\n}\n';
+    await t.db.query(
+      `INSERT INTO states (state_id, name, created_at, current_version, updated_at)
+       VALUES ($1, 'old', now(), 1, now())`,
+      [id],
+    );
+    await t.db.query(
+      `INSERT INTO raw_state (state_id, name, version, serial, document, md5, updated_at)
+       VALUES ($1, 'old', 1, 3, $2, 'x', now())`,
+      [id, text],
+    );
+    await migrate(t.url, quietLogger);
+    const served = await new StateDocumentReadModel(t.db).current('old');
+    expect(served!.document).toBe(text);
+    expect(await t.db.query('SELECT count(*)::int AS n FROM raw_state_chunks')).toEqual([{ n: 1 }]);
+  } finally {
+    await t.drop();
+  }
 });
