@@ -1,12 +1,9 @@
 import { Module } from '@nestjs/common';
 import { APP_GUARD, Reflector } from '@nestjs/core';
-import { CLOCK, type Clock } from '../application/ports/clock.port';
-import { Authenticator } from '../infrastructure/auth/authenticator';
-import { TokenReadModel } from '../infrastructure/auth/token-read-model';
-import { CONFIG, type Config } from '../infrastructure/config/config';
+import { AUTHENTICATOR, type Authenticator } from '../infrastructure/auth/authenticator';
 import { AuthGuard } from '../infrastructure/http/auth.guard';
 import { TokensController } from '../infrastructure/http/tokens.controller';
-import { LOGGER, type Logger } from '../infrastructure/logging/logger';
+import { AuthenticationModule } from './authentication.module';
 import { TokensModule } from './tokens.module';
 
 /**
@@ -16,23 +13,14 @@ import { TokensModule } from './tokens.module';
  * everything through, as before tokens existed.
  */
 @Module({
-  imports: [TokensModule],
+  imports: [TokensModule, AuthenticationModule],
   controllers: [TokensController],
   providers: [
     {
       provide: APP_GUARD,
-      useFactory: (
-        reflector: Reflector,
-        config: Config,
-        tokens: TokenReadModel,
-        logger: Logger,
-        clock: Clock,
-      ) =>
-        new AuthGuard(
-          reflector,
-          config.auth.enabled ? new Authenticator(tokens, logger, () => clock.now()) : null,
-        ),
-      inject: [Reflector, CONFIG, TokenReadModel, LOGGER, CLOCK],
+      useFactory: (reflector: Reflector, authenticator: Authenticator | null) =>
+        new AuthGuard(reflector, authenticator),
+      inject: [Reflector, AUTHENTICATOR],
     },
   ],
 })

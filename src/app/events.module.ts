@@ -6,20 +6,18 @@ import {
   OnApplicationShutdown,
   OnModuleDestroy,
 } from '@nestjs/common';
+import * as fs from 'node:fs';
 import { EVENT_FEED, EventFeed } from '../application/events/event-feed';
-import {
-  EVENT_ACCESS_POLICY,
-  EventAccessPolicy,
-  OPEN_ACCESS,
-} from '../application/events/event-filter';
 import { EVENT_STORE, EventStore } from '../application/ports/event-store.port';
+import { AUTHENTICATOR, type Authenticator } from '../infrastructure/auth/authenticator';
 import { CONFIG, type Config } from '../infrastructure/config/config';
-import { EventsGrpcServer } from '../infrastructure/grpc/events-grpc.server';
+import { EventsGrpcServer, GrpcTls } from '../infrastructure/grpc/events-grpc.server';
 import { EventsController } from '../infrastructure/http/events.controller';
 import { FeedSubscribers, subscriberLag } from '../infrastructure/metrics/feed-subscribers';
 import { METRICS, PrometheusMetrics } from '../infrastructure/metrics/prometheus-metrics';
 import { DATABASE, Database } from '../infrastructure/postgres/database';
 import { LOGGER, type Logger } from '../infrastructure/logging/logger';
+import { AuthenticationModule } from './authentication.module';
 import { EventStoreModule } from './event-store.module';
 
 /** The gRPC service's lifetime: listening once Nest is up, closed before the feed. */
@@ -44,7 +42,14 @@ export class EventsGrpcLifecycle implements OnApplicationBootstrap, OnModuleDest
         `cannot listen for gRPC on ${listen.host}:${listen.port} (KL_GRPC_LISTEN; off to disable): ${(err as Error).message}`,
       );
     }
-    this.logger.info({ grpc: this.address }, 'kld gRPC events listening');
+    this.logger.info(
+      {
+        grpc: this.address,
+        tls: this.config.tls ? 'on' : 'off',
+        auth: this.config.auth.enabled ? 'on' : 'off',
+      },
+      'kld gRPC events listening',
+    );
   }
 
   onModuleDestroy(): Promise<void> {
@@ -70,12 +75,24 @@ class EventFeedLifecycle implements OnApplicationShutdown {
   }
 }
 
+/** KL_TLS_*: gRPC serves TLS (and requires client certificates) exactly as HTTPS does. */
+function grpcTls(config: Config): GrpcTls | null {
+  if (config.tls === null) return null;
+  const { certFile, keyFile, clientCaFile } = config.tls;
+  // kld read these at start already (server.ts): a missing one stopped it there.
+  return {
+    cert: fs.readFileSync(certFile),
+    key: fs.readFileSync(keyFile),
+    clientCa: clientCaFile === null ? null : fs.readFileSync(clientCaFile),
+  };
+}
+
 /**
  * The event log for audit and integration consumers: `GET /v1/events` (SSE)
  * and kilolock.v1.Events over gRPC, both reading one EventFeed.
  */
 @Module({
-  imports: [EventStoreModule],
+  imports: [EventStoreModule, AuthenticationModule],
   controllers: [EventsController],
   providers: [
     { provide: FeedSubscribers, useFactory: () => new FeedSubscribers() },
@@ -108,18 +125,22 @@ class EventFeedLifecycle implements OnApplicationShutdown {
         new SubscriberMetrics(subscribers, db, metrics),
       inject: [FeedSubscribers, DATABASE, METRICS],
     },
-    // Who may see which state's events: everyone, until authentication
-    // (issue 12) provides its own policy here.
-    { provide: EVENT_ACCESS_POLICY, useValue: OPEN_ACCESS },
     {
       provide: EventsGrpcServer,
       useFactory: (
         feed: EventFeed,
         subscribers: FeedSubscribers,
         logger: Logger,
-        access: EventAccessPolicy,
-      ) => new EventsGrpcServer(subscribers.meter(feed, 'grpc'), logger, access),
-      inject: [FEED, FeedSubscribers, LOGGER, EVENT_ACCESS_POLICY],
+        authenticator: Authenticator | null,
+        config: Config,
+      ) =>
+        new EventsGrpcServer(
+          subscribers.meter(feed, 'grpc'),
+          logger,
+          authenticator,
+          grpcTls(config),
+        ),
+      inject: [FEED, FeedSubscribers, LOGGER, AUTHENTICATOR, CONFIG],
     },
     EventsGrpcLifecycle,
   ],

@@ -166,9 +166,11 @@ async function checkAuthentication(config: Config, db: Database, logger: Logger)
     }
     return;
   }
-  if (config.grpcListen !== null && !isLoopback(config.grpcListen.host)) {
+  // Tokens travel in every gRPC call's metadata: off loopback, only inside TLS.
+  if (config.grpcListen !== null && !isLoopback(config.grpcListen.host) && config.tls === null) {
     throw new ConfigError(
-      'KL_GRPC_LISTEN: the gRPC event feed has no authentication yet; with authentication on keep it on loopback, or off',
+      `KL_GRPC_LISTEN: ${config.grpcListen.host} is not loopback and gRPC would carry tokens in clear; ` +
+        'set KL_TLS_CERT and KL_TLS_KEY (gRPC then serves TLS), listen on loopback, or off',
     );
   }
   if ((await new TokenReadModel(db).usableCount(new Date())) > 0) return;

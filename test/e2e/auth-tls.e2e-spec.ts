@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -6,6 +6,7 @@ import * as path from 'node:path';
 import { bootstrapToken } from '../support/auth';
 import { httpsStatus, KL, KldProcess, startKld } from '../support/kld-process';
 import { Terraform } from '../support/terraform-run';
+import { makeTestCertificates } from '../support/test-certificates';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 /**
@@ -22,82 +23,6 @@ let mtls: KldProcess;
 let tf: Terraform;
 let admin: string;
 let pem: Record<string, string>;
-
-function openssl(args: string[]): void {
-  execFileSync('openssl', args, { cwd: root, stdio: 'pipe' });
-}
-
-/** A CA, a server certificate for 127.0.0.1, and client certificates of it and of another CA. */
-function makeCertificates(): void {
-  const days = ['-days', '2'];
-  for (const ca of ['ca', 'rogue-ca']) {
-    openssl([
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      `${ca}.key`,
-      '-out',
-      `${ca}.pem`,
-      '-subj',
-      `/CN=${ca}`,
-      ...days,
-    ]);
-  }
-  const leaf = (name: string, subject: string, ca: string, ext: string) => {
-    openssl([
-      'req',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      `${name}.key`,
-      '-out',
-      `${name}.csr`,
-      '-subj',
-      subject,
-    ]);
-    fs.writeFileSync(path.join(root, `${name}.ext`), ext);
-    openssl([
-      'x509',
-      '-req',
-      '-in',
-      `${name}.csr`,
-      '-CA',
-      `${ca}.pem`,
-      '-CAkey',
-      `${ca}.key`,
-      '-CAcreateserial',
-      '-out',
-      `${name}.pem`,
-      '-extfile',
-      `${name}.ext`,
-      ...days,
-    ]);
-  };
-  leaf(
-    'server',
-    '/CN=127.0.0.1',
-    'ca',
-    'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n',
-  );
-  const client = 'extendedKeyUsage=clientAuth\n';
-  leaf('client', '/CN=ci-runner/O=acme', 'ca', client);
-  leaf('stranger', '/CN=stranger', 'ca', client);
-  leaf('rogue', '/CN=ci-runner/O=acme', 'rogue-ca', client);
-  pem = Object.fromEntries(
-    fs
-      .readdirSync(root)
-      .filter((f) => /\.(pem|key)$/.test(f))
-      .map((f) => [f, fs.readFileSync(path.join(root, f), 'utf8')]),
-  );
-}
 
 function module(url: string, name: string): string {
   const dir = fs.mkdtempSync(path.join(root, 'mod-'));
@@ -121,7 +46,7 @@ const present = (name: string) => ({
 
 beforeAll(async () => {
   root = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-auth-tls-'));
-  makeCertificates();
+  pem = makeTestCertificates(root);
   tf = new Terraform(root);
   t = await createTestDatabase('kl_auth_tls');
   const boot = bootstrapToken(t.url, 'root', ['admin', 'write:*']);

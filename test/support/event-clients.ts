@@ -5,6 +5,13 @@ import { KilolockClient } from '../../src/cli/kilolock-client';
 import type { EventsQuery } from '../../src/cli/kilolock-client';
 import { ROOT } from './kld-process';
 
+/** Call metadata carrying a token, as a consumer sends it. */
+export function bearer(token: string): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  metadata.set('authorization', `Bearer ${token}`);
+  return metadata;
+}
+
 /** A message of the gRPC feed, flattened: which kind, and its fields. */
 export interface GrpcMessage {
   kind: 'event' | 'caught_up' | 'checkpoint';
@@ -13,12 +20,24 @@ export interface GrpcMessage {
 }
 
 type EventsClient = grpc.Client & {
-  Subscribe(request: object): grpc.ClientReadableStream<Record<string, unknown>>;
-  Read(request: object): grpc.ClientReadableStream<Record<string, unknown>>;
+  Subscribe(
+    request: object,
+    metadata?: grpc.Metadata,
+  ): grpc.ClientReadableStream<Record<string, unknown>>;
+  Read(
+    request: object,
+    metadata?: grpc.Metadata,
+  ): grpc.ClientReadableStream<Record<string, unknown>>;
 };
 
-/** A client of kilolock.v1.Events, loaded from the repository's proto as a consumer would. */
-export function grpcEventsClient(address: string): EventsClient {
+/**
+ * A client of kilolock.v1.Events, loaded from the repository's proto as a
+ * consumer would; plaintext unless given TLS credentials.
+ */
+export function grpcEventsClient(
+  address: string,
+  credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
+): EventsClient {
   const dir = path.join(ROOT, 'proto');
   const definition = protoLoader.loadSync(path.join(dir, 'kilolock/v1/events.proto'), {
     includeDirs: [dir],
@@ -31,7 +50,7 @@ export function grpcEventsClient(address: string): EventsClient {
   const v1 = (grpc.loadPackageDefinition(definition).kilolock as grpc.GrpcObject)
     .v1 as grpc.GrpcObject;
   const Events = v1.Events as grpc.ServiceClientConstructor;
-  return new Events(address, grpc.credentials.createInsecure()) as unknown as EventsClient;
+  return new Events(address, credentials) as unknown as EventsClient;
 }
 
 export function flatten(message: Record<string, unknown>): GrpcMessage {

@@ -117,22 +117,31 @@ export class EventFeed {
     const checkpointMs = request.checkpointEveryMs ?? DEFAULT_CHECKPOINT_MS;
     const limit = request.limit ?? Infinity;
     let position = start;
-    // The last position the consumer was told about, and when.
-    let told = start;
-    let toldAt = Date.now();
+    // When the feed first passed over an event since it last gave the
+    // consumer a position (null: it has passed over none since).
+    let passedSince: number | null = null;
     let sent = 0;
     let caughtUp = false;
     let live: LiveSubscriber | null = null;
+    // Checkpoints go out on ticks of the subscription's own clock, never
+    // when an event is passed over: so a checkpoint tells a consumer that
+    // the log moved in the last interval, not when an event it may not see
+    // was written (or what it was: it carries a position only).
+    const origin = Date.now();
+    const tickAfter = (t: number) =>
+      origin + (Math.floor((t - origin) / checkpointMs) + 1) * checkpointMs;
 
     const consider = async (event: RecordedEvent): Promise<boolean> => {
       position = event.position;
-      return this.matches(event, filter);
+      const matches = await this.matches(event, filter);
+      if (!matches) passedSince ??= Date.now();
+      return matches;
     };
     const checkpointDue = (): boolean =>
-      filter.filters && comparePositions(position, told) > 0 && Date.now() - toldAt >= checkpointMs;
-    const tell = (at: LogPosition) => {
-      told = at;
-      toldAt = Date.now();
+      filter.filters && passedSince !== null && Date.now() >= tickAfter(passedSince);
+    // The consumer got a position (an event's, or a marker's) to resume from.
+    const told = () => {
+      passedSince = null;
     };
 
     try {
@@ -142,13 +151,13 @@ export class EventFeed {
           for (const event of page) {
             if (signal.aborted) return;
             if (!(await consider(event))) continue;
-            tell(event.position);
+            told();
             yield { kind: 'event', event };
             if (++sent >= limit) return;
           }
           if (page.length === this.pageSize) {
             if (checkpointDue()) {
-              tell(position);
+              told();
               yield { kind: 'checkpoint', position };
             }
             continue;
@@ -156,10 +165,10 @@ export class EventFeed {
           // At the head, as of that read.
           if (!caughtUp) {
             caughtUp = true;
-            tell(position);
+            told();
             yield { kind: 'caught-up', position };
           } else if (checkpointDue()) {
-            tell(position);
+            told();
             yield { kind: 'checkpoint', position };
           }
           if (!follow) return;
@@ -173,7 +182,7 @@ export class EventFeed {
             if (gap.length === 0) await new Promise((r) => setTimeout(r, 20));
             for (const event of gap) {
               if (!(await consider(event))) continue;
-              tell(event.position);
+              told();
               yield { kind: 'event', event };
               if (++sent >= limit) return;
             }
@@ -182,8 +191,8 @@ export class EventFeed {
         }
 
         const wait =
-          filter.filters && comparePositions(position, told) > 0
-            ? Math.max(0, checkpointMs - (Date.now() - toldAt))
+          filter.filters && passedSince !== null
+            ? Math.max(0, tickAfter(passedSince) - Date.now())
             : null;
         const next = await live.take(wait, signal);
         if (next === 'overflow') {
@@ -195,7 +204,7 @@ export class EventFeed {
         }
         if (next === null) {
           if (checkpointDue()) {
-            tell(position);
+            told();
             yield { kind: 'checkpoint', position };
           }
           continue;
@@ -205,12 +214,12 @@ export class EventFeed {
         if (comparePositions(next.position, position) <= 0) continue;
         if (!(await consider(next))) {
           if (checkpointDue()) {
-            tell(position);
+            told();
             yield { kind: 'checkpoint', position };
           }
           continue;
         }
-        tell(next.position);
+        told();
         yield { kind: 'event', event: next };
         if (++sent >= limit) return;
       }

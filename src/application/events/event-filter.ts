@@ -1,6 +1,7 @@
 import picomatch from 'picomatch';
 import { EVENT_TYPES, STREAM_KINDS } from '../../domain/events/event-catalogue';
 import { DomainError } from '../../domain/shared/domain-error';
+import type { Grants } from '../../domain/auth';
 import type { RecordedEvent } from '../../domain/shared/event';
 
 /** A subscription filter that names something no event can have. */
@@ -16,26 +17,36 @@ export interface EventFilterSpec {
 }
 
 /**
- * May this caller see events of this state (null: events of no state)? Set
- * per caller by authentication; until then everyone may see everything.
+ * May this caller see events of this state (null: events of no state)?
+ * Decided once per subscription from the caller's grants (`eventAccess`).
  */
 export type EventAccess = (state: string | null) => boolean;
 export const ALLOW_ALL: EventAccess = () => true;
 
 /**
- * The one place a subscriber's access is decided: given the request's headers
- * (HTTP headers, or gRPC metadata, names lower-case), what this caller may
- * see. Both transports (SSE and gRPC) ask it for every subscription and
- * compile its answer into the filter, so a consumer never gets an event of a
- * state it may not see, and its checkpoints still move past them.
- * EventsModule provides OPEN_ACCESS until authentication (issue 12) provides
- * a policy of its own under EVENT_ACCESS_POLICY.
+ * The one rule of who sees which events, for every transport (SSE, gRPC):
+ * events of a state to whoever may read that state; events of no state
+ * (tokens) to admins only. With authentication off everything is allowed,
+ * and the filter stays as cheap as no filter at all.
  */
-export type EventAccessPolicy = (
-  headers: Readonly<Record<string, string | string[] | undefined>>,
-) => EventAccess;
-export const EVENT_ACCESS_POLICY = Symbol('EventAccessPolicy');
-export const OPEN_ACCESS: EventAccessPolicy = () => ALLOW_ALL;
+export function eventAccess(grants: Grants): EventAccess {
+  if (grants.unrestricted) return ALLOW_ALL;
+  const admin = grants.has('admin');
+  // A subscription asks per event, about few distinct states: answer each once.
+  const known = new Map<string, boolean>();
+  return (state) => {
+    if (state === null) return admin;
+    let may = known.get(state);
+    if (may === undefined) {
+      if (known.size >= KNOWN_STATES) known.clear();
+      may = grants.can('read', state);
+      known.set(state, may);
+    }
+    return may;
+  };
+}
+
+const KNOWN_STATES = 10_000;
 
 const MAX_VALUES = 100;
 const MAX_LENGTH = 512;

@@ -11,6 +11,9 @@ const HOW =
 const TOUCH_EVERY_MS = 60_000;
 const MAX_USERNAME = 100;
 
+/** The Authenticator, or null when authentication is off (AuthenticationModule). */
+export const AUTHENTICATOR = Symbol('Authenticator');
+
 /** The principal of a request when authentication is off: everything allowed. */
 export const OPEN: Principal = { name: null, username: null, grants: Grants.all() };
 
@@ -30,8 +33,19 @@ export class Authenticator {
   ) {}
 
   async authenticate(req: Request): Promise<Principal> {
-    const header = req.header('authorization');
-    const sent = header === undefined ? null : credentials(header);
+    return this.authenticateWith(req.header('authorization'), () => certificateSubject(req));
+  }
+
+  /**
+   * The same for any transport: the Authorization header's value (gRPC:
+   * the `authorization` metadata) and the verified client certificate's
+   * subject, if any.
+   */
+  async authenticateWith(
+    authorization: string | undefined,
+    certSubject: () => string | null,
+  ): Promise<Principal> {
+    const sent = authorization === undefined ? null : credentials(authorization);
     if (sent?.secret) {
       const record = await this.tokens.bySecretHash(tokenSecretHash(sent.secret));
       if (record === null) throw unauthenticated(`the token is not valid; ${HOW}`);
@@ -39,7 +53,7 @@ export class Authenticator {
     }
     // No token (terraform with only a username sends an empty password):
     // a verified client certificate may name the identity.
-    const subject = certificateSubject(req);
+    const subject = certSubject();
     if (subject !== null) {
       const record = await this.tokens.byCertSubject(subject);
       if (record === null) {

@@ -1,12 +1,15 @@
+import { X509Certificate } from 'node:crypto';
 import { once } from 'node:events';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { EventFeed, FeedItem, FeedRequest } from '../../application/events/event-feed';
-import { EventAccessPolicy, EventFilter, OPEN_ACCESS } from '../../application/events/event-filter';
+import { eventAccess, EventFilter } from '../../application/events/event-filter';
 import { DomainError } from '../../domain/shared/domain-error';
 import { formatCursor, parseCursor } from '../../domain/shared/log-cursor';
+import { type Authenticator, OPEN, subjectText } from '../auth/authenticator';
 import { eventMessage } from '../events/event-json';
+import { AUTH_FORBIDDEN, AUTH_UNAUTHENTICATED, requirePrincipalScope } from '../http/access';
 import type { Logger } from '../logging/logger';
 import { protoDir } from '../provider/plugin-protos';
 
@@ -37,11 +40,22 @@ export function eventsServiceDefinition(): grpc.ServiceDefinition {
   return (v1.Events as grpc.ServiceClientConstructor).service;
 }
 
+/** PEM contents for serving TLS; `clientCa` requires client certificates signed by it. */
+export interface GrpcTls {
+  cert: Buffer;
+  key: Buffer;
+  clientCa: Buffer | null;
+}
+
 /**
- * kilolock.v1.Events over gRPC (KL_GRPC_LISTEN): the same feed SSE serves.
- * A refused request ends with INVALID_ARGUMENT before any message; a
- * consumer slower than the writers is slowed by the transport's flow
- * control, and the feed behind it falls back to reading the log.
+ * kilolock.v1.Events over gRPC (KL_GRPC_LISTEN): the same feed SSE serves,
+ * to the same callers: with authentication on, a call carries its token in
+ * the `authorization` metadata (or comes over mTLS with a certificate that
+ * names an identity), needs the `events` scope, and gets only the events of
+ * states it may read. A refused request ends with UNAUTHENTICATED,
+ * PERMISSION_DENIED or INVALID_ARGUMENT before any message; a consumer
+ * slower than the writers is slowed by the transport's flow control, and the
+ * feed behind it falls back to reading the log.
  */
 export class EventsGrpcServer {
   private server: grpc.Server | null = null;
@@ -50,8 +64,9 @@ export class EventsGrpcServer {
   constructor(
     private readonly feed: EventFeed,
     private readonly logger: Logger,
-    /** Who may see which state, from the call's metadata (EVENT_ACCESS_POLICY). */
-    private readonly access: EventAccessPolicy = OPEN_ACCESS,
+    /** null: authentication is off, every call may read everything. */
+    private readonly authenticator: Authenticator | null = null,
+    private readonly tls: GrpcTls | null = null,
   ) {}
 
   /** Listens on host:port (port 0: any free one); returns the address bound. */
@@ -65,12 +80,22 @@ export class EventsGrpcServer {
     });
     const bindHost = host.includes(':') ? `[${host}]` : host;
     const bound = await new Promise<number>((resolve, reject) =>
-      server.bindAsync(`${bindHost}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) =>
+      server.bindAsync(`${bindHost}:${port}`, this.credentials(), (err, p) =>
         err ? reject(err) : resolve(p),
       ),
     );
     this.server = server;
     return `${bindHost}:${bound}`;
+  }
+
+  private credentials(): grpc.ServerCredentials {
+    if (this.tls === null) return grpc.ServerCredentials.createInsecure();
+    const { cert, key, clientCa } = this.tls;
+    return grpc.ServerCredentials.createSsl(
+      clientCa,
+      [{ cert_chain: cert, private_key: key }],
+      clientCa !== null,
+    );
   }
 
   /** Ends every subscription, then stops listening. */
@@ -100,6 +125,16 @@ export class EventsGrpcServer {
     call.on('cancelled', () => abort.abort());
     call.on('close', () => abort.abort());
     try {
+      const principal = this.authenticator
+        ? await this.authenticator.authenticateWith(authorizationOf(call.metadata), () =>
+            certificateSubject(call),
+          )
+        : OPEN;
+      requirePrincipalScope(
+        principal,
+        'events',
+        `kilolock.v1.Events/${call.getPath().split('/').pop()}`,
+      );
       const request = call.request;
       const filter = EventFilter.compile(
         {
@@ -107,7 +142,7 @@ export class EventsGrpcServer {
           streamPrefixes: request.filter?.stream_prefixes,
           types: request.filter?.types,
         },
-        this.access(metadataHeaders(call.metadata)),
+        eventAccess(principal.grants),
       );
       const feed = await this.feed.open({ ...parse(request), filter }, abort.signal);
       for await (const item of feed) {
@@ -127,6 +162,12 @@ export class EventsGrpcServer {
   }
 
   private status(err: unknown): Partial<grpc.StatusObject> {
+    if (err instanceof DomainError && err.code === AUTH_UNAUTHENTICATED) {
+      return { code: grpc.status.UNAUTHENTICATED, details: `${err.code}: ${err.message}` };
+    }
+    if (err instanceof DomainError && err.code === AUTH_FORBIDDEN) {
+      return { code: grpc.status.PERMISSION_DENIED, details: `${err.code}: ${err.message}` };
+    }
     if (err instanceof DomainError) {
       const invalid = err.code.startsWith('EVENTS.') || err.code === 'REQUEST.INVALID';
       return {
@@ -181,13 +222,19 @@ function invalid(message: string): DomainError {
   return new DomainError('REQUEST.INVALID', message);
 }
 
-/** gRPC metadata as headers: text values only (binary `-bin` keys are left out). */
-function metadataHeaders(metadata: grpc.Metadata): Record<string, string | string[]> {
-  const headers: Record<string, string | string[]> = {};
-  for (const [key, values] of Object.entries(metadata.toJSON())) {
-    if (key.endsWith('-bin')) continue;
-    const text = values.map((v) => (typeof v === 'string' ? v : v.toString('utf8')));
-    headers[key] = text.length === 1 ? text[0] : text;
+/** The `authorization` metadata, as HTTP's Authorization header (given once). */
+function authorizationOf(metadata: grpc.Metadata): string | undefined {
+  const values = metadata.get('authorization');
+  if (values.length > 1) {
+    throw new DomainError(AUTH_UNAUTHENTICATED, 'send the authorization metadata once');
   }
-  return headers;
+  return values.length === 1 ? String(values[0]) : undefined;
+}
+
+/** The verified client certificate's subject (mTLS), as HTTP names it; null without one. */
+function certificateSubject(call: {
+  getAuthContext(): { sslPeerCertificate?: { raw?: Buffer } };
+}): string | null {
+  const raw = call.getAuthContext().sslPeerCertificate?.raw;
+  return raw ? subjectText(new X509Certificate(raw).subject) : null;
 }

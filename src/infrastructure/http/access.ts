@@ -68,7 +68,11 @@ export function authorize(req: Request, access: StateAccess, state: string): voi
 
 /** Refuses (403) unless the request's token has `scope`; `what` says what needed it. */
 export function requireScope(req: Request, scope: PlainScope, what: string) {
-  const p = principalOf(req);
+  requirePrincipalScope(principalOf(req), scope, what);
+}
+
+/** The same for a principal authenticated elsewhere (a gRPC call). */
+export function requirePrincipalScope(p: Principal, scope: PlainScope, what: string): void {
   if (!p.grants.has(scope)) {
     throw new DomainError(
       AUTH_FORBIDDEN,
