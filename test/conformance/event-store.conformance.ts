@@ -348,6 +348,23 @@ export function describeEventStoreConformance(
       expect(Date.now() - started).toBeLessThan(5_000);
     });
 
+    it('a wait given a mark from before an append returns at once, even if the signal came first', async () => {
+      await store.waitForAppend(1); // listening
+      const mark = store.appendMark();
+      await store.appendToStream(stream(), [event('Marked', {})], {
+        expectedRevision: 'no_stream',
+      });
+      const deadline = Date.now() + 5_000;
+      while (store.appendMark() === mark && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(store.appendMark()).not.toBe(mark);
+      // The signal arrived before this wait began: it must not wait for the next one.
+      const started = Date.now();
+      await store.waitForAppend(10_000, undefined, mark);
+      expect(Date.now() - started).toBeLessThan(5_000);
+    });
+
     it('appends 20,000 events atomically in one call', async () => {
       const s = stream();
       const r = await store.appendToStream(s, events(20_000, 'Bulk', { pad: 'x'.repeat(100) }), {

@@ -78,9 +78,13 @@ export interface EventStore {
   /**
    * Resolves when events may have been appended (by any process), after
    * `timeoutMs` at the latest, or when `signal` aborts: a hint to read
-   * again, never a promise that there is something new.
+   * again, never a promise that there is something new. With `since` (an
+   * `appendMark` taken before the reader's last read) it resolves at once if
+   * an append was signalled since then.
    */
-  waitForAppend(timeoutMs: number, signal?: AbortSignal): Promise<void>;
+  waitForAppend(timeoutMs: number, signal?: AbortSignal, since?: number): Promise<void>;
+  /** Counts the append signals received so far: for `waitForAppend`'s `since`. */
+  appendMark(): number;
   /** Whether an event of this log sits at `position` (a cursor from elsewhere does not). */
   contains(position: LogPosition): Promise<boolean>;
   /** Catch-up from `from`, then live. Ends when `signal` aborts. */

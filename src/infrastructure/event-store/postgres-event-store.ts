@@ -246,8 +246,12 @@ export class PostgresEventStore implements EventStore {
     };
   }
 
-  waitForAppend(timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    return this.notifier.wait(EVENTS_CHANNEL, timeoutMs, signal);
+  waitForAppend(timeoutMs: number, signal?: AbortSignal, since?: number): Promise<void> {
+    return this.notifier.wait(EVENTS_CHANNEL, timeoutMs, signal, since);
+  }
+
+  appendMark(): number {
+    return this.notifier.mark(EVENTS_CHANNEL);
   }
 
   async contains(position: LogPosition): Promise<boolean> {
@@ -261,14 +265,24 @@ export class PostgresEventStore implements EventStore {
   async *subscribe(from: LogPosition, signal: AbortSignal): AsyncIterable<RecordedEvent> {
     let position = from;
     const batchSize = 1000;
+    let notified = false;
+    // Reads in a row that found nothing although an append was signalled:
+    // it is committed but still behind the horizon (an older transaction,
+    // maybe one that appends nothing and so signals nothing, is open). Look
+    // again soon, backing off, rather than at the next signal or timeout.
+    let hidden = 0;
     while (!signal.aborted) {
+      const mark = this.appendMark();
       const batch = await this.readAll(position, batchSize);
       for (const event of batch) {
         if (signal.aborted) return;
         yield event;
         position = event.position;
       }
-      if (batch.length < batchSize) await this.waitForAppend(250, signal);
+      if (batch.length === batchSize) continue;
+      hidden = batch.length === 0 && notified ? hidden + 1 : 0;
+      await this.waitForAppend(hidden > 0 ? Math.min(250, 2 ** hidden) : 250, signal, mark);
+      notified = this.appendMark() !== mark;
     }
   }
 }

@@ -13,15 +13,31 @@ export class Notifier {
   private client: Client | null = null;
   private connecting: Promise<void> | null = null;
   private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly notified = new Map<string, number>();
   private closed = false;
 
   constructor(private readonly url: string) {}
 
-  async wait(channel: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+  /**
+   * How many notifications of `channel` arrived so far. Take it before
+   * reading and pass it to `wait`: a notification that arrives while the
+   * read runs then ends the wait at once instead of being missed.
+   */
+  mark(channel: string): number {
+    return this.notified.get(channel) ?? 0;
+  }
+
+  async wait(
+    channel: string,
+    timeoutMs: number,
+    signal?: AbortSignal,
+    since?: number,
+  ): Promise<void> {
     if (this.closed || signal?.aborted) return;
     await this.ensureListening(channel).catch(() => undefined);
     // Aborted while the LISTEN was set up: its event has fired already.
     if (signal?.aborted) return;
+    if (since !== undefined && this.mark(channel) !== since) return;
     await new Promise<void>((resolve) => {
       const set = this.waiters.get(channel) ?? new Set();
       this.waiters.set(channel, set);
@@ -58,6 +74,7 @@ export class Notifier {
   }
 
   private wake(channel: string): void {
+    this.notified.set(channel, this.mark(channel) + 1);
     for (const w of [...(this.waiters.get(channel) ?? [])]) w();
   }
 
