@@ -1,11 +1,6 @@
 import type { LRUCache } from 'lru-cache';
-import {
-  CommandContext,
-  DomainEvent,
-  EVENT_SCHEMA_VERSION,
-  LogPosition,
-  metadataFor,
-} from '../domain/shared/event';
+import { CommandContext, DomainEvent, LogPosition, metadataFor } from '../domain/shared/event';
+import { currentSchemaVersion } from '../domain/shared/upcasting';
 import { Decider } from '../domain/shared/decider';
 import { WrongExpectedRevisionError } from '../domain/shared/concurrency-error';
 import { DomainError } from '../domain/shared/domain-error';
@@ -132,7 +127,7 @@ export class AggregateStore<C, S, E extends DomainEvent> {
           events.map((e) => ({
             eventId: this.options.ids.uuid(),
             type: e.type,
-            schemaVersion: EVENT_SCHEMA_VERSION,
+            schemaVersion: currentSchemaVersion(e.type),
             data: e.data,
             metadata,
           })),

@@ -281,15 +281,31 @@ describe('event subscriptions over gRPC and SSE', () => {
       /^INVALID_ARGUMENT REQUEST.INVALID: checkpoint_interval_ms is at least 100/,
     );
 
-    for (const [query, code] of [
-      ['from=yesterday', 'EVENTS.INVALID_POSITION'],
-      ['type=ApplyComitted', 'EVENTS.INVALID_FILTER'],
-      ['stream=nope-', 'EVENTS.INVALID_FILTER'],
-      ['limit=0', 'REQUEST.INVALID'],
-    ]) {
+    for (const [query, code, message] of [
+      ['from=yesterday', 'EVENTS.INVALID_POSITION', /^"yesterday" is not a position/],
+      ['type=ApplyComitted', 'EVENTS.INVALID_FILTER', /^unknown event type "ApplyComitted"/],
+      ['stream=nope-', 'EVENTS.INVALID_FILTER', /^stream prefix "nope-" matches no stream/],
+      ['type=,', 'EVENTS.INVALID_FILTER', /^an empty type filter matches nothing$/],
+      ['limit=0', 'REQUEST.INVALID', /^limit must be a whole number from 1 to 1000000000$/],
+      ['limit=-3', 'REQUEST.INVALID', /^limit must be a whole number from 1 to 1000000000$/],
+      ['heartbeat=301', 'REQUEST.INVALID', /^heartbeat must be a whole number from 1 to 300$/],
+      ['checkpoint_ms=99', 'REQUEST.INVALID', /^checkpoint_ms must be a whole number from 100/],
+      ['follow=maybe', 'REQUEST.INVALID', /^follow must be true or false$/],
+      ['from=a&from=b', 'REQUEST.INVALID', /^from may be given once$/],
+      ['since=yesterday', 'REQUEST.INVALID', /^since is not a known member$/],
+    ] as const) {
       const res = await fetch(`${server.url}/v1/events?${query}`);
       expect(res.status).toBe(400);
-      expect(((await res.json()) as { error: { code: string } }).error.code).toBe(code);
+      const { error } = (await res.json()) as { error: { code: string; message: string } };
+      expect(error.code).toBe(code);
+      expect(error.message).toMatch(message);
+    }
+    // Accepted spellings: comma lists, repeats, 1/0 flags.
+    for (const query of [
+      'follow=0&type=StateCreated,LockAcquired&type=LockReleased',
+      'follow=false&limit=1',
+    ]) {
+      expect((await fetch(`${server.url}/v1/events?${query}`)).status).toBe(200);
     }
   });
 });

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { DomainError } from '../../domain/shared/domain-error';
 import { WrongExpectedRevisionError } from '../../domain/shared/concurrency-error';
-import { EVENT_SCHEMA_VERSION, EventMetadata, ImportProvenance } from '../../domain/shared/event';
+import { EventMetadata, ImportProvenance } from '../../domain/shared/event';
+import { currentSchemaVersion } from '../../domain/shared/upcasting';
 import { formatCursor } from '../../domain/shared/log-cursor';
 import { textProblem } from '../../domain/shared/storable-text';
 import {
@@ -139,7 +140,7 @@ export class StateArchives {
         events.map((e, i) => ({
           eventId: this.ids.uuid(),
           type: e.type,
-          schemaVersion: EVENT_SCHEMA_VERSION,
+          schemaVersion: currentSchemaVersion(e.type),
           data: e.data,
           metadata: {
             actor: archived[i].metadata.actor,
@@ -242,7 +243,8 @@ function checkLine(text: string, i: number): ArchiveLine {
     throw bad('eventId is not a uuid');
   if (typeof line.position !== 'string') throw bad('position is missing');
   if (typeof line.type !== 'string') throw bad('type is missing');
-  if (line.schemaVersion !== EVENT_SCHEMA_VERSION) {
+  // Exports are read through the upcasters: an archive holds current shapes.
+  if (line.schemaVersion !== currentSchemaVersion(line.type)) {
     throw bad(
       `schema version ${String(line.schemaVersion)} of ${line.type} is not one this kld reads`,
     );

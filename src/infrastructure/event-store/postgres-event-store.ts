@@ -11,6 +11,7 @@ import {
   WrongExpectedRevisionError,
 } from '../../domain/shared/concurrency-error';
 import { EventMetadata, LogPosition, RecordedEvent } from '../../domain/shared/event';
+import { Upcasters } from '../../domain/shared/upcasting';
 import { Database, Queryable } from '../postgres/database';
 import { Notifier } from '../postgres/notifier';
 
@@ -90,6 +91,8 @@ export class PostgresEventStore implements EventStore {
   constructor(
     private readonly db: Database,
     private readonly notifier: Notifier,
+    /** Every read hands out events in their type's current shape. */
+    private readonly upcasters = new Upcasters(),
   ) {}
 
   async appendToStream(
@@ -219,11 +222,17 @@ export class PostgresEventStore implements EventStore {
         LIMIT $3`,
       [streamId, (options.fromRevision ?? 0n).toString(), options.maxCount ?? null],
     );
-    return rows.map(toRecordedEvent);
+    return rows.map((row) => this.upcasters.upcast(toRecordedEvent(row)));
   }
 
-  readAll(from: LogPosition, limit: number, types?: readonly string[]): Promise<RecordedEvent[]> {
-    return readLogAfter(this.db.pool, from, limit, types);
+  async readAll(
+    from: LogPosition,
+    limit: number,
+    types?: readonly string[],
+  ): Promise<RecordedEvent[]> {
+    const events = await readLogAfter(this.db.pool, from, limit, types);
+    // Events read without their data (not of `types`) stay as they are.
+    return events.map((e) => (types && !types.includes(e.type) ? e : this.upcasters.upcast(e)));
   }
 
   async readAt(globalPosition: bigint): Promise<RecordedEvent | null> {
@@ -231,7 +240,7 @@ export class PostgresEventStore implements EventStore {
       `SELECT ${EVENT_COLUMNS} FROM kl_events WHERE global_position = $1 AND ${COMMITTED}`,
       [globalPosition.toString()],
     );
-    return rows.length ? toRecordedEvent(rows[0]) : null;
+    return rows.length ? this.upcasters.upcast(toRecordedEvent(rows[0])) : null;
   }
 
   async lastPosition(): Promise<LogPosition | null> {

@@ -3,11 +3,11 @@ import { Controller, Get, Inject, OnModuleDestroy, Query, Req, Res } from '@nest
 import type { Request, Response } from 'express';
 import { EVENT_FEED, EventFeed, FeedItem } from '../../application/events/event-feed';
 import { eventAccess, EventFilter } from '../../application/events/event-filter';
-import { DomainError } from '../../domain/shared/domain-error';
 import { formatCursor, parseCursor } from '../../domain/shared/log-cursor';
 import { eventJson } from '../events/event-json';
 import { LOGGER, type Logger } from '../logging/logger';
 import { Access, principalOf } from './access';
+import { EventsQueryDto } from './dto/events.dto';
 
 const HEARTBEAT_S = 15;
 
@@ -36,21 +36,17 @@ export class EventsController implements OnModuleDestroy {
   @Get()
   @Access.events()
   async stream(
-    @Query() query: Record<string, unknown>,
+    @Query() query: EventsQueryDto,
     @Req() req: Request,
     @Res() res: Response,
   ): Promise<void> {
-    const from = text(query.from, 'from') ?? req.header('last-event-id') ?? null;
-    const follow = flag(query.follow, 'follow') ?? true;
-    const limit = integer(query.limit, 'limit', 1, 1_000_000_000);
-    const checkpointMs = integer(query.checkpoint_ms, 'checkpoint_ms', 100, 3_600_000);
-    const heartbeatS = integer(query.heartbeat, 'heartbeat', 1, 300) ?? HEARTBEAT_S;
+    const from = query.from ?? req.header('last-event-id') ?? null;
+    const follow = query.follow ?? true;
+    const limit = query.limit ?? null;
+    const checkpointMs = query.checkpoint_ms ?? null;
+    const heartbeatS = query.heartbeat ?? HEARTBEAT_S;
     const filter = EventFilter.compile(
-      {
-        states: list(query.state, 'state'),
-        streamPrefixes: list(query.stream, 'stream'),
-        types: list(query.type, 'type'),
-      },
+      { states: query.state, streamPrefixes: query.stream, types: query.type },
       eventAccess(principalOf(req).grants),
     );
     const abort = new AbortController();
@@ -109,40 +105,4 @@ function frame(item: FeedItem): string {
       return `id: ${position}\nevent: ${item.kind}\ndata: ${JSON.stringify({ position })}\n\n`;
     }
   }
-}
-
-function invalid(message: string): DomainError {
-  return new DomainError('REQUEST.INVALID', message);
-}
-
-function text(value: unknown, name: string): string | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== 'string') throw invalid(`${name} may be given once`);
-  return value;
-}
-
-/** Repeated (`type=A&type=B`) or comma-separated (`type=A,B`). */
-function list(value: unknown, name: string): string[] {
-  if (value === undefined) return [];
-  const items = Array.isArray(value) ? value : [value];
-  if (!items.every((v) => typeof v === 'string')) throw invalid(`${name} must be text`);
-  return (items as string[]).flatMap((v) => v.split(',')).map((v) => v.trim());
-}
-
-function flag(value: unknown, name: string): boolean | null {
-  const v = text(value, name);
-  if (v === undefined) return null;
-  if (v === 'true' || v === '1') return true;
-  if (v === 'false' || v === '0') return false;
-  throw invalid(`${name} must be true or false`);
-}
-
-function integer(value: unknown, name: string, min: number, max: number): number | null {
-  const v = text(value, name);
-  if (v === undefined) return null;
-  const n = Number(v);
-  if (!/^\d+$/.test(v) || n < min || n > max) {
-    throw invalid(`${name} must be a whole number from ${min} to ${max}`);
-  }
-  return n;
 }
