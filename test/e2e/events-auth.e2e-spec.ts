@@ -175,6 +175,22 @@ it('SSE gives a token the events of the states it may read; tokens only to admin
   expect(JSON.parse(reader.text).error.message).toMatch(/needs the events scope/);
 });
 
+it('an archive export is one state’s history, for tokens that may read that state', async () => {
+  const get = (state: string) =>
+    fetch(`${plain.url}/v1/archives/${state}`, {
+      headers: { Authorization: `Bearer ${tokens['feed-a']}` },
+    });
+  const own = await get('team-a/x');
+  expect(own.status).toBe(200);
+  const lines = (await own.text()).trim().split('\n').slice(1);
+  expect(new Set(lines.map((l) => (JSON.parse(l) as { type: string }).type))).toEqual(
+    new Set(['StateCreated', 'ApplyCommitted']),
+  );
+  const other = await get('team-b/y');
+  expect(other.status).toBe(403);
+  expect(((await other.json()) as { error: { code: string } }).error.code).toBe('AUTH.FORBIDDEN');
+});
+
 it('gRPC takes the token from call metadata: UNAUTHENTICATED without one, PERMISSION_DENIED without the scope', async () => {
   const rpc = grpcEventsClient(plain.grpc);
   try {
