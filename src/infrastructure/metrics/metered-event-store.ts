@@ -31,7 +31,8 @@ export function meteredEventStore(store: EventStore, metrics: PrometheusMetrics)
     readAt: (position) => store.readAt(position),
     lastPosition: () => store.lastPosition(),
     contains: (position) => store.contains(position),
-    waitForAppend: (timeoutMs, signal) => store.waitForAppend(timeoutMs, signal),
+    waitForAppend: (timeoutMs, signal, since) => store.waitForAppend(timeoutMs, signal, since),
+    appendMark: () => store.appendMark(),
     subscribe: (from, signal) => store.subscribe(from, signal),
   };
 }
