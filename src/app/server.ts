@@ -85,6 +85,11 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     app.useGlobalInterceptors(new LosslessJsonInterceptor());
     app.useGlobalPipes(requestValidationPipe());
     answerClientErrors(app.getHttpServer());
+    // Idle connections outlive a load balancer's (60 s is the common default), so a
+    // balancer or a client that reuses one never races kld closing it (Node's 5 s).
+    const httpServer = app.getHttpServer() as import('node:http').Server;
+    httpServer.keepAliveTimeout = 65_000;
+    httpServer.headersTimeout = 66_000;
     serveOpenApi(app);
     await app.listen(config.listen.port, config.listen.host);
   } catch (err) {
