@@ -17,11 +17,24 @@ export class ApiError extends Error {
 
 type Listener = () => void;
 const tokenWanted = new Set<Listener>();
+// A page's first request can be answered before the dialog has subscribed
+// (requests start at the first render, effects run after paint): a 401 with
+// nobody listening is kept for the first listener.
+let unheardWant = false;
 
 /** Called when kld answers 401: the app asks for a token. */
 export function onTokenWanted(listener: Listener): () => void {
   tokenWanted.add(listener);
+  if (unheardWant) {
+    unheardWant = false;
+    listener();
+  }
   return () => tokenWanted.delete(listener);
+}
+
+function wantToken(): void {
+  if (tokenWanted.size === 0) unheardWant = true;
+  tokenWanted.forEach((l) => l());
 }
 
 export function setToken(token: string | null): void {
@@ -49,7 +62,7 @@ export async function request(
     throw new ApiError(0, 'NETWORK', 'kld cannot be reached: is it running?');
   }
   if (res.ok) return res;
-  if (res.status === 401 && askToken) tokenWanted.forEach((l) => l());
+  if (res.status === 401 && askToken) wantToken();
   let code = `HTTP.${res.status}`;
   let message = `kld answered ${res.status} ${res.statusText}`;
   try {
