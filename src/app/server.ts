@@ -7,6 +7,10 @@ import { Config, ConfigError, isLoopback } from '../infrastructure/config/config
 import { TokenReadModel } from '../infrastructure/auth/token-read-model';
 import { Notifier } from '../infrastructure/postgres/notifier';
 import { answerClientErrors, refuseNulInUrl } from '../infrastructure/http/client-errors';
+import {
+  drainableConnections,
+  DrainableConnections,
+} from '../infrastructure/http/connection-drain';
 import { crossSiteGuard } from '../infrastructure/http/cross-site.middleware';
 import { ErrorFilter } from '../infrastructure/http/error.filter';
 import { serveOpenApi } from '../infrastructure/http/openapi';
@@ -24,6 +28,11 @@ import { ServingLock } from '../infrastructure/postgres/serving-lock';
 import { ProjectionRunner } from '../projections/projection-runner';
 import { EventsGrpcLifecycle } from './events.module';
 import { KilolockModule, MaintenanceModule, Runtime } from './kilolock.module';
+
+/** Longer than a load balancer's idle timeout (60 s is the common default). */
+const KEEP_ALIVE_MS = 65_000;
+/** How long requests in flight get to finish when kld stops. */
+const SHUTDOWN_GRACE_MS = 10_000;
 
 export interface KldServer {
   app: NestExpressApplication;
@@ -63,6 +72,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     await embedded?.stop();
   };
   let app: NestExpressApplication;
+  let connections: DrainableConnections;
   try {
     const httpsOptions = tlsOptions(config);
     await migrate(databaseUrl, logger);
@@ -85,11 +95,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     app.useGlobalInterceptors(new LosslessJsonInterceptor());
     app.useGlobalPipes(requestValidationPipe());
     answerClientErrors(app.getHttpServer());
-    // Idle connections outlive a load balancer's (60 s is the common default), so a
-    // balancer or a client that reuses one never races kld closing it (Node's 5 s).
-    const httpServer = app.getHttpServer() as import('node:http').Server;
-    httpServer.keepAliveTimeout = 65_000;
-    httpServer.headersTimeout = 66_000;
+    connections = drainableConnections(app.getHttpServer(), KEEP_ALIVE_MS);
     serveOpenApi(app);
     await app.listen(config.listen.port, config.listen.host);
   } catch (err) {
@@ -121,7 +127,9 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
       (closing ??= (async () => {
         // Order matters: stop taking requests and let in-flight ones finish,
         // then stop projecting (ProjectionsModule), then release the database.
+        connections.drain(SHUTDOWN_GRACE_MS);
         await app.close();
+        connections.stop();
         await releaseStorage();
       })()),
   };

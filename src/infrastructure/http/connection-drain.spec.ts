@@ -1,0 +1,87 @@
+import * as http from 'node:http';
+import * as net from 'node:net';
+import { AddressInfo } from 'node:net';
+import { drainableConnections } from './connection-drain';
+
+/** A server whose one route answers after `slowMs`; closing reports how long it took. */
+async function serve(slowMs: number) {
+  const server = http.createServer((_req, res) => {
+    const answer = setTimeout(() => res.end('done'), slowMs);
+    res.once('close', () => clearTimeout(answer));
+  });
+  const connections = drainableConnections(server, 65_000);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  const close = async (graceMs: number) => {
+    const started = Date.now();
+    connections.drain(graceMs);
+    await new Promise<void>((r) => server.close(() => r()));
+    connections.stop();
+    return Date.now() - started;
+  };
+  return { server, port, close };
+}
+
+const connect = (port: number) =>
+  new Promise<net.Socket>((resolve) => {
+    const s = net.connect(port, '127.0.0.1', () => resolve(s));
+  });
+
+describe('drainableConnections', () => {
+  it('keeps idle connections longer than a load balancer does', async () => {
+    const { server, close } = await serve(0);
+    expect(server.keepAliveTimeout).toBe(65_000);
+    expect(server.headersTimeout).toBeGreaterThan(server.keepAliveTimeout);
+    await close(1_000);
+  });
+
+  it('closes at once although a connection was opened and never used', async () => {
+    const { port, close } = await serve(0);
+    const idle = await connect(port);
+    const ended = new Promise((r) => idle.once('close', r));
+    expect(await close(30_000)).toBeLessThan(5_000);
+    await ended;
+  });
+
+  it('closes at once although a kept-alive connection sits idle after a request', async () => {
+    const { port, close } = await serve(0);
+    const agent = new http.Agent({ keepAlive: true });
+    const body = await new Promise<string>((resolve) =>
+      http.get({ port, host: '127.0.0.1', agent }, (res) => {
+        let text = '';
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve(text));
+      }),
+    );
+    expect(body).toBe('done');
+    expect(await close(30_000)).toBeLessThan(5_000);
+    agent.destroy();
+  });
+
+  it('lets a request in flight finish, then closes its connection', async () => {
+    const { port, close } = await serve(300);
+    const answer = new Promise<{ status: number; body: string }>((resolve, reject) =>
+      http
+        .get({ port, host: '127.0.0.1', agent: new http.Agent({ keepAlive: true }) }, (res) => {
+          let text = '';
+          res.on('data', (c) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        })
+        .on('error', reject),
+    );
+    await new Promise((r) => setTimeout(r, 50));
+    await close(30_000);
+    expect(await answer).toEqual({ status: 200, body: 'done' });
+  });
+
+  it('ends a request still running when the grace period is over', async () => {
+    const { port, close } = await serve(60_000);
+    const failed = new Promise<string>((resolve) =>
+      http.get({ port, host: '127.0.0.1' }).on('error', (err) => resolve(err.message)),
+    );
+    await new Promise((r) => setTimeout(r, 50));
+    const took = await close(200);
+    expect(took).toBeLessThan(5_000);
+    expect(await failed).toMatch(/socket hang up|ECONNRESET/);
+  });
+});
