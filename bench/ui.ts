@@ -21,6 +21,9 @@ import { distribution, formatInt, formatMs, verdict } from './support/stats';
  *   KL_BENCH_DATABASE_URL=postgres://…   else an embedded PostgreSQL
  *   KL_BENCH_UI_STATES=1000  KL_BENCH_UI_SIZE=9996 (var.size: 2 × size + 8 instances)
  *   KL_BENCH_UI_REPS=7       KL_CHROMIUM=/usr/bin/chromium
+ *   KL_BENCH_UI_PEER=<other build's dist/src/kld.js>: a second kld of that
+ *     build on the same database; every step runs on both, alternating, and
+ *     its rows say "(peer)" (before/after in the same run, same load)
  *
  * Each figure is wall clock from the bench's command (a navigation in a
  * fresh tab, a click) until the page shows the rows: requests, JSON
@@ -33,6 +36,7 @@ const SIZE = intEnv('KL_BENCH_UI_SIZE', 9996);
 const REPS = intEnv('KL_BENCH_UI_REPS', 7);
 const BIG = 'bench/big-state';
 const KLD = path.resolve(__dirname, '../src/kld.js');
+const PEER = process.env.KL_BENCH_UI_PEER;
 
 function intEnv(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -70,17 +74,26 @@ async function post(url: string, body: string): Promise<void> {
   if (!res.ok) throw new Error(`POST ${url}: ${res.status} ${await res.text()}`);
 }
 
-/** Runs `step` REPS times in a fresh tab each, after one warm-up; milliseconds. */
-async function measure(browser: Browser, step: (page: Page) => Promise<number>): Promise<number[]> {
-  const samples: number[] = [];
+/**
+ * Runs `step` REPS times in a fresh tab each, after one warm-up, on every
+ * build in turn (so each sees the same load); milliseconds per build.
+ */
+async function measure(
+  browser: Browser,
+  uis: string[],
+  step: (page: Page, ui: string, build: number) => Promise<number>,
+): Promise<number[][]> {
+  const samples: number[][] = uis.map(() => []);
   for (let i = 0; i <= REPS; i++) {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    await page.addInitScript({ content: ROWS_SEEN });
-    try {
-      const ms = await step(page);
-      if (i > 0) samples.push(ms);
-    } finally {
-      await page.close();
+    for (const [b, ui] of uis.entries()) {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      await page.addInitScript({ content: ROWS_SEEN });
+      try {
+        const ms = await step(page, ui, b);
+        if (i > 0) samples[b].push(ms);
+      } finally {
+        await page.close();
+      }
     }
   }
   return samples;
@@ -109,6 +122,8 @@ interface Waterfall {
   apiServer: number;
   /** The data received. */
   apiDone: number;
+  /** Its body, KiB as sent. */
+  apiKiB: number;
   /** The first row shown. */
   rows: number;
 }
@@ -125,6 +140,7 @@ async function waterfall(page: Page, api: string): Promise<Waterfall> {
       apiSent: data ? data.requestStart : NaN,
       apiServer: data ? data.responseStart - data.requestStart : NaN,
       apiDone: data ? data.responseEnd : NaN,
+      apiKiB: data ? data.encodedBodySize / 1024 : NaN,
       rows: window.__klRowsAt ?? NaN,
     };
   })()`)) as Waterfall;
@@ -137,6 +153,7 @@ function waterfallRows(label: string, all: Waterfall[]): string[][] {
     ['data request sent', (w) => w.apiSent],
     ['  of which kld (to first byte)', (w) => w.apiServer],
     ['data received', (w) => w.apiDone],
+    ['  its size (KiB, not ms)', (w) => w.apiKiB],
     ['first row shown', (w) => w.rows],
   ];
   return parts.map(([part, pick]) => {
@@ -148,7 +165,11 @@ function waterfallRows(label: string, all: Waterfall[]): string[][] {
 /** What a step waits for, tested in the page. */
 type Shown =
   | { text: string }
-  /** The summary line (`N of M states`, `N instances`) matches `re` and does not start with `not`. */
+  /**
+   * The summary line (`N of M states`, `N instances`) matches `re` and does not
+   * start with `not`. This and `sorted` also wait until nothing is `aria-busy`
+   * (the rows answer the new sort or filter, not the previous one).
+   */
   | { summary: string; not: string }
   /** The column sorted ascending is `sorted`. */
   | { sorted: string };
@@ -165,6 +186,7 @@ function shows(page: Page, what: Shown): Promise<unknown> {
       // eslint-disable-next-line @typescript-eslint/no-explicit-any
       const doc = (globalThis as any).document;
       if ('text' in w) return (doc.body.textContent as string).includes(w.text);
+      if (doc.querySelector('[aria-busy="true"]')) return false;
       if ('summary' in w) {
         const s: string = doc.querySelector('.summary')?.textContent ?? '';
         return new RegExp(w.summary).test(s) && !s.startsWith(w.not);
@@ -223,20 +245,24 @@ async function main(): Promise<void> {
       return samples;
     };
     const statesApi = await api('/v1/dashboard/states');
+    const statesPageApi = await api('/v1/dashboard/states?limit=100');
     const resourcesApi = await api(`/v1/dashboard/resources?state=${BIG}&limit=100`);
 
+    const peer = PEER ? await startKld(path.resolve(PEER), db.url, path.join(dir, 'peer')) : null;
+    if (peer) console.log(`peer: ${PEER}`);
+    const builds = peer ? ['', ' (peer)'] : [''];
+    const uis = [kld, ...(peer ? [peer] : [])].map((k) => `${k.url}/ui/`);
     browser = await launchChromium();
-    const ui = `${kld.url}/ui/`;
-    const statesFalls: Waterfall[] = [];
-    const statesLoad = await measure(browser, async (page) => {
+    const statesFalls: Waterfall[][] = builds.map(() => []);
+    const statesLoad = await measure(browser, uis, async (page, ui, b) => {
       const ms = await timedWait(
         () => page.goto(`${ui}#/states`),
         () => shows(page, { text: `${formatInt(STATES)} of ${formatInt(STATES)} states` }),
       );
-      statesFalls.push(await waterfall(page, '/v1/dashboard/states'));
+      statesFalls[b].push(await waterfall(page, '/v1/dashboard/states'));
       return ms;
     });
-    const statesSort = await measure(browser, async (page) => {
+    const statesSort = await measure(browser, uis, async (page, ui) => {
       await page.goto(`${ui}#/states`);
       await page.getByText(`of ${formatInt(STATES)} states`).waitFor();
       return timedWait(
@@ -244,7 +270,7 @@ async function main(): Promise<void> {
         () => shows(page, { sorted: 'Instances' }),
       );
     });
-    const statesFilter = await measure(browser, async (page) => {
+    const statesFilter = await measure(browser, uis, async (page, ui) => {
       await page.goto(`${ui}#/states`);
       await page.getByText(`of ${formatInt(STATES)} states`).waitFor();
       return timedWait(
@@ -253,16 +279,16 @@ async function main(): Promise<void> {
       );
     });
     const total = formatInt(bigStateInstanceCount(SIZE));
-    const resourcesFalls: Waterfall[] = [];
-    const resourcesLoad = await measure(browser, async (page) => {
+    const resourcesFalls: Waterfall[][] = builds.map(() => []);
+    const resourcesLoad = await measure(browser, uis, async (page, ui, b) => {
       const ms = await timedWait(
         () => page.goto(`${ui}#/resources/${BIG}`),
         () => shows(page, { text: `${total} instances` }),
       );
-      resourcesFalls.push(await waterfall(page, '/v1/dashboard/resources'));
+      resourcesFalls[b].push(await waterfall(page, '/v1/dashboard/resources'));
       return ms;
     });
-    const resourcesNext = await measure(browser, async (page) => {
+    const resourcesNext = await measure(browser, uis, async (page, ui) => {
       await page.goto(`${ui}#/resources/${BIG}`);
       await page.getByText(`${total} instances`).waitFor();
       return timedWait(
@@ -270,7 +296,7 @@ async function main(): Promise<void> {
         () => shows(page, { text: `101–200 of ${total}` }),
       );
     });
-    const resourcesFilter = await measure(browser, async (page) => {
+    const resourcesFilter = await measure(browser, uis, async (page, ui) => {
       await page.goto(`${ui}#/resources/${BIG}`);
       await page.getByText(`${total} instances`).waitFor();
       return timedWait(
@@ -279,16 +305,22 @@ async function main(): Promise<void> {
       );
     });
 
+    const steps: [string, number[][]][] = [
+      [`States: open (${formatInt(STATES)} states)`, statesLoad],
+      ['States: sort by instances', statesSort],
+      ['States: filter by glob', statesFilter],
+      [`Resources: open (${total} instances, page 1)`, resourcesLoad],
+      ['Resources: next page', resourcesNext],
+      ['Resources: address glob', resourcesFilter],
+    ];
     const rows = (
       [
-        ['API: GET /v1/dashboard/states', statesApi],
+        ['API: GET /v1/dashboard/states (every state)', statesApi],
+        ['API: GET /v1/dashboard/states?limit=100', statesPageApi],
         ['API: GET /v1/dashboard/resources (page 1)', resourcesApi],
-        [`States: open (${formatInt(STATES)} states)`, statesLoad],
-        ['States: sort by instances', statesSort],
-        ['States: filter by glob', statesFilter],
-        [`Resources: open (${total} instances, page 1)`, resourcesLoad],
-        ['Resources: next page', resourcesNext],
-        ['Resources: address glob', resourcesFilter],
+        ...steps.flatMap(([label, perBuild]) =>
+          perBuild.map((samples, b) => [`${label}${builds[b]}`, samples] as const),
+        ),
       ] as const
     ).map(([label, samples]) => {
       const d = distribution(samples);
@@ -305,11 +337,13 @@ async function main(): Promise<void> {
     console.log('\nwhere opening a page goes, by the page’s clock (ms from the navigation):');
     printTable(
       ['moment', 'n', 'p50 ms', 'max ms'],
-      [
-        ...waterfallRows('States', statesFalls.slice(1)),
-        ...waterfallRows('Resources', resourcesFalls.slice(1)),
-      ],
+      builds.flatMap((name, b) => [
+        // The first of each is the warm-up.
+        ...waterfallRows(`States${name}`, statesFalls[b].slice(1)),
+        ...waterfallRows(`Resources${name}`, resourcesFalls[b].slice(1)),
+      ]),
     );
+    await peer?.stop();
     await kld.stop();
   } finally {
     await browser?.close();

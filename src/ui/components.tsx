@@ -78,8 +78,10 @@ export interface Column<T> {
   key: string;
   label: string;
   render: (row: T) => ComponentChildren;
-  /** Sort value; columns without one are not sortable. */
+  /** Sort value; columns without one (or `sortable`) are not sortable. */
   sort?: (row: T) => string | number;
+  /** Sortable, by whoever answers the rows (kld sorts the States page). */
+  sortable?: boolean;
   numeric?: boolean;
   /** The label of a card's field at phone width, when not `label`. */
   cardLabel?: string;
@@ -109,7 +111,7 @@ export function Table<T>(props: {
   class?: string;
 }) {
   const { sort, onSort } = props;
-  const sortable = sort && onSort ? props.columns.filter((c) => c.sort) : [];
+  const sortable = sort && onSort ? props.columns.filter((c) => c.sort || c.sortable) : [];
   return (
     <>
       {sort && onSort && sortable.length > 0 && (
@@ -147,7 +149,7 @@ export function Table<T>(props: {
                     sort?.key === c.key ? (sort.desc ? 'descending' : 'ascending') : undefined
                   }
                 >
-                  {c.sort && sort && onSort ? (
+                  {(c.sort || c.sortable) && sort && onSort ? (
                     <button
                       type="button"
                       class="sort"
@@ -188,17 +190,6 @@ export function Table<T>(props: {
       </div>
     </>
   );
-}
-
-export function sortRows<T>(rows: T[], columns: Column<T>[], sort: Sort): T[] {
-  const by = columns.find((c) => c.key === sort.key)?.sort;
-  if (!by) return rows;
-  const sign = sort.desc ? -1 : 1;
-  return [...rows].sort((a, b) => {
-    const x = by(a);
-    const y = by(b);
-    return (x < y ? -1 : x > y ? 1 : 0) * sign;
-  });
 }
 
 export function Pager(props: {
@@ -251,19 +242,6 @@ export function Reveal({ revealed, onToggle }: { revealed: boolean; onToggle: ()
 export function useToggle(initial = false): [boolean, () => void] {
   const [on, set] = useState(initial);
   return [on, () => set((v) => !v)];
-}
-
-/** `*` any run of characters, `?` one; everything else literal. */
-export function globMatcher(glob: string): (s: string) => boolean {
-  if (!glob) return () => true;
-  const re = new RegExp(
-    `^${glob
-      .replace(/[.+^${}()|[\]\\]/g, '\\$&')
-      .replace(/\*/g, '.*')
-      .replace(/\?/g, '.')}$`,
-    's',
-  );
-  return (s) => re.test(s);
 }
 
 /** `1 instance`, `2 instances`, `1,000 states`. */

@@ -108,11 +108,14 @@ export function useApi<T>(
     };
   }, [path, types, polling]);
 
-  const fresh = state.path === path || (keep && state.data !== null && path !== null);
+  const same = state.path === path;
+  const fresh = same || (keep && state.data !== null && path !== null);
   return {
     data: fresh ? state.data : null,
     error: fresh ? state.error : null,
-    loading: fresh ? state.loading : path !== null,
+    // Kept data answers another path: loading from the render that changed it, before the
+    // effect that asks has run.
+    loading: same ? state.loading : path !== null,
     reload,
   };
 }

@@ -9,8 +9,11 @@ export type {
   DashboardState,
   DriftRow,
   Facet,
+  Facets,
   Neighbours,
   ResourcePage,
+  StatePage,
+  StateSort,
   VersionChanges,
 } from '../domain/wire/dashboard';
 export type { SqlQueryResult as QueryResult } from '../domain/wire/query';

@@ -642,6 +642,7 @@ describe('Query', () => {
 });
 
 describe('Tokens and errors', () => {
+  const isStates = (url: URL) => url.pathname === '/v1/dashboard/states';
   it('asks for a token on 401 and sends it as a bearer token from then on', async () => {
     const tab = await context.newPage();
     const seen: (string | undefined)[] = [];
@@ -649,7 +650,7 @@ describe('Tokens and errors', () => {
     tab.on('request', (r) => {
       if (new URL(r.url()).pathname === '/v1/events') feed.push(r.headers().authorization);
     });
-    await tab.route('**/v1/dashboard/states', async (route) => {
+    await tab.route(isStates, async (route) => {
       const auth = route.request().headers().authorization;
       seen.push(auth);
       if (auth === 'Bearer kl_test_token') return route.continue();
@@ -677,7 +678,7 @@ describe('Tokens and errors', () => {
 
   it('says so when kld fails, and offers to try again', async () => {
     const tab = await context.newPage();
-    await tab.route('**/v1/dashboard/states', (route) =>
+    await tab.route(isStates, (route) =>
       route.fulfill({
         status: 503,
         contentType: 'application/json',
@@ -688,7 +689,7 @@ describe('Tokens and errors', () => {
     await expect(tab.getByRole('alert').textContent()).resolves.toBe(
       'Error 503 SERVER.UNAVAILABLE: database downTry again',
     );
-    await tab.unroute('**/v1/dashboard/states');
+    await tab.unroute(isStates);
     await tab.getByRole('button', { name: 'Try again' }).click();
     await tab.getByRole('link', { name: APP }).waitFor();
     await tab.close();
@@ -834,6 +835,14 @@ describe('the dashboard routes', () => {
     ]);
     const past = await get(`/v1/dashboard/resources?state=${APP}&offset=50`);
     expect(past.body).toMatchObject({ total: 5, rows: [] });
+    // The dashboard asks for the page without the facets, and for those apart.
+    const bare = await get(`/v1/dashboard/resources?state=${APP}&limit=2&offset=2&facets=false`);
+    expect(bare).toEqual({ status: 200, body: { ...page2.body, facets: undefined } });
+    expect('facets' in bare.body).toBe(false);
+    expect(await get(`/v1/dashboard/resource-facets?state=${APP}`)).toEqual({
+      status: 200,
+      body: { facets: page2.body.facets },
+    });
   });
 
   it('refuse bad parameters and unknown states with an error and no data', async () => {
@@ -859,6 +868,16 @@ describe('the dashboard routes', () => {
     expect(await get(`/v1/dashboard/resources?state=${APP}&sort=address`)).toEqual(
       invalid(/^sort is not a known member$/),
     );
+    expect(await get(`/v1/dashboard/resources?state=${APP}&facets=no`)).toEqual(
+      invalid(/^facets must be true or false$/),
+    );
+    expect(await get('/v1/dashboard/resource-facets')).toEqual(
+      invalid(/^state must be given once, as a state name$/),
+    );
+    expect(await get('/v1/dashboard/resource-facets?state=no/such')).toEqual({
+      status: 404,
+      body: { error: { code: 'STATE.NOT_FOUND', message: 'no state named "no/such"' } },
+    });
     expect(await get('/v1/dashboard/changes?state=no/such')).toEqual({
       status: 404,
       body: { error: { code: 'STATE.NOT_FOUND', message: 'no state named "no/such"' } },
@@ -874,5 +893,285 @@ describe('the dashboard routes', () => {
         },
       },
     });
+  });
+});
+
+describe('States paged by kld', () => {
+  const MANY = 120;
+  const many = (i: number) => `ui/many/s-${String(i).padStart(3, '0')}`;
+  /** Instances of the seeded state i: 1–7, so sorting by them reorders the names. */
+  const instancesOf = (i: number) => 1 + ((i * 5) % 7);
+  const get = async (route: string) => {
+    const res = await fetch(`${kld.url}${route}`);
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const names = (body: { states: { name: string }[] }) => body.states.map((s) => s.name);
+
+  function doc(i: number, instances: number, serial = 1): string {
+    return JSON.stringify({
+      version: 4,
+      terraform_version: '1.11.4',
+      serial,
+      lineage: `ui-many-${i}`,
+      outputs: {},
+      resources: [
+        {
+          mode: 'managed',
+          type: 'terraform_data',
+          name: 'n',
+          provider: 'provider["terraform.io/builtin/terraform"]',
+          instances: Array.from({ length: instances }, (_, k) => ({
+            index_key: k,
+            schema_version: 0,
+            attributes: { id: `${i}-${k}` },
+            sensitive_attributes: [],
+          })),
+        },
+      ],
+      check_results: null,
+    });
+  }
+
+  async function write(name: string, body: string): Promise<void> {
+    const res = await fetch(`${kld.url}/v1/states/${name}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body,
+    });
+    if (!res.ok) throw new Error(`POST ${name}: ${res.status} ${await res.text()}`);
+  }
+
+  beforeAll(async () => {
+    for (let i = 0; i < MANY; i += 10) {
+      await Promise.all(
+        Array.from({ length: 10 }, (_, j) => write(many(i + j), doc(i + j, instancesOf(i + j)))),
+      );
+    }
+  });
+
+  it('answer every state without parameters, as before paging', async () => {
+    const all = await get('/v1/dashboard/states');
+    expect(all.status).toBe(200);
+    const listed = names(all.body);
+    expect(listed).toEqual([...listed].sort());
+    expect(listed).toEqual(expect.arrayContaining([APP, many(0), many(MANY - 1)]));
+    expect(all.body).toMatchObject({ total: listed.length, unfiltered: listed.length, offset: 0 });
+  });
+
+  it('answer one page, filtered by a glob and sorted, with the totals', async () => {
+    const all = (await get('/v1/dashboard/states')).body.states.length;
+    // Sorted by instances, most first, ties by name: what the seed makes.
+    const expected = Array.from({ length: MANY }, (_, i) => i)
+      .filter((i) => many(i).startsWith('ui/many/s-1'))
+      .sort((a, b) => instancesOf(b) - instancesOf(a) || a - b)
+      .map(many);
+    const page = await get(
+      '/v1/dashboard/states?glob=ui/many/s-1*&sort=instances&order=desc&limit=5&offset=5',
+    );
+    expect(page.status).toBe(200);
+    expect(page.body).toMatchObject({ total: expected.length, unfiltered: all, offset: 5 });
+    expect(names(page.body)).toEqual(expected.slice(5, 10));
+    expect(page.body.states[0].instanceCount).toBe(instancesOf(Number(expected[5].slice(-3))));
+    // `?` is one character; LIKE's own wildcards in a glob are plain characters.
+    expect((await get('/v1/dashboard/states?glob=ui/many/s-00?')).body.total).toBe(10);
+    expect((await get('/v1/dashboard/states?glob=ui/many/s-0%25')).body).toMatchObject({
+      total: 0,
+      states: [],
+    });
+    expect((await get('/v1/dashboard/states?glob=ui_many*')).body.total).toBe(0);
+    // Past the end: no rows, the totals still said.
+    expect((await get('/v1/dashboard/states?glob=ui/many/*&offset=500')).body).toMatchObject({
+      total: MANY,
+      states: [],
+      offset: 500,
+    });
+    // The seed wrote ten states at a time, in the order of their names.
+    const oldest = await get('/v1/dashboard/states?glob=ui/many/*&sort=written&limit=10');
+    expect(names(oldest.body).sort()).toEqual(Array.from({ length: 10 }, (_, i) => many(i)));
+    const newest = await get(
+      '/v1/dashboard/states?glob=ui/many/*&sort=written&order=desc&limit=10',
+    );
+    expect(names(newest.body).sort()).toEqual(Array.from({ length: 10 }, (_, i) => many(110 + i)));
+    // A locked state before the free ones, which go by name.
+    const lock = JSON.stringify({
+      ID: '6f1c1a52-0000-4000-8000-000000000001',
+      Operation: 'OperationTypePlan',
+      Info: '',
+      Who: 'alice@ui',
+      Version: '1.11.4',
+      Created: new Date().toISOString(),
+      Path: '',
+    });
+    const lockCall = (method: string) =>
+      fetch(`${kld.url}/v1/states/${many(50)}`, {
+        method,
+        headers: { 'Content-Type': 'application/json' },
+        body: lock,
+      });
+    expect((await lockCall('LOCK')).status).toBe(200);
+    try {
+      const byLock = await get('/v1/dashboard/states?glob=ui/many/*&sort=lock&order=desc&limit=3');
+      expect(names(byLock.body)).toEqual([many(50), many(0), many(1)]);
+    } finally {
+      expect((await lockCall('UNLOCK')).status).toBe(200);
+    }
+  });
+
+  it('refuse hostile paging parameters with a clear 400 and no data', async () => {
+    const invalid = (message: string) => ({
+      status: 400,
+      body: { error: { code: 'REQUEST.INVALID', message } },
+    });
+    const LIMIT = 'limit must be an integer from 1 to 500';
+    const SORTS = 'sort must be one of name, version, serial, instances, written, lock, drift';
+    const cases: [string, string][] = [
+      ['limit=0', LIMIT],
+      ['limit=501', LIMIT],
+      ['limit=abc', LIMIT],
+      ['limit=1e3', LIMIT],
+      ['limit=-1', LIMIT],
+      ['limit=99999999999999999999', LIMIT],
+      ['offset=-1', 'offset must be a non-negative integer'],
+      ['offset=1.5', 'offset must be a non-negative integer'],
+      ['sort=name;DROP%20TABLE%20states', SORTS],
+      ['sort=s.name', SORTS],
+      ['sort=', SORTS],
+      ['order=sideways', 'order must be asc or desc'],
+      ['glob=a&glob=b', 'glob must be a string'],
+      [`glob=${'x'.repeat(1025)}`, 'glob is longer than 1024 bytes'],
+      ['page=2', 'page is not a known member'],
+      ['glob[$ne]=x', 'glob[$ne] is not a known member'],
+    ];
+    for (const [params, message] of cases) {
+      expect([params, await get(`/v1/dashboard/states?${params}`)]).toEqual([
+        params,
+        invalid(message),
+      ]);
+    }
+    expect(await get('/v1/dashboard/states?glob=%00')).toEqual(
+      invalid('the request URL holds a NUL character (%00)'),
+    );
+    // Nothing changed: the states are all still there.
+    expect((await get('/v1/dashboard/states?glob=ui/many/*')).body.total).toBe(MANY);
+  });
+
+  it('pages, filters and sorts in the browser, one page asked at a time, kept in the URL', async () => {
+    const tab = await context.newPage();
+    const asked: URL[] = [];
+    tab.on('request', (r) => {
+      const url = new URL(r.url());
+      if (url.pathname === '/v1/dashboard/states') asked.push(url);
+    });
+    try {
+      await tab.goto(`${kld.url}/ui/#/states?glob=ui/many/*`);
+      const summary = tab.locator('.summary');
+      const rows = () => tab.locator('tbody td[data-label="State"]').allTextContents();
+      await summary.filter({ hasText: /^120 of \d+ states$/ }).waitFor();
+      expect(await tab.locator('.pager span').textContent()).toBe('1–100 of 120');
+      await eventually(async () => (await rows()).length, 100);
+      await tab.getByRole('button', { name: 'Next →' }).click();
+      await eventually(
+        rows,
+        Array.from({ length: 20 }, (_, i) => many(100 + i)),
+      );
+      expect(await tab.locator('.pager span').textContent()).toBe('101–120 of 120');
+      await tab.getByRole('button', { name: 'Instances' }).click();
+      await tab.getByRole('button', { name: 'Instances' }).click();
+      const expected = Array.from({ length: MANY }, (_, i) => i)
+        .sort((a, b) => instancesOf(b) - instancesOf(a) || a - b)
+        .map(many);
+      // Sorting starts again at the first page.
+      await eventually(rows, expected.slice(0, 100));
+      await tab.getByLabel('Name glob').fill('ui/many/s-11?');
+      await eventually(
+        rows,
+        expected.filter((n) => n.startsWith('ui/many/s-11')),
+      );
+      await summary.filter({ hasText: /^10 of \d+ states$/ }).waitFor();
+      // The URL holds the filter and the sort: opened again, it shows the same.
+      const hash = new URL(tab.url()).hash;
+      expect(Object.fromEntries(new URLSearchParams(hash.split('?')[1]))).toEqual({
+        glob: 'ui/many/s-11?',
+        sort: 'instances',
+        desc: '1',
+      });
+      await tab.reload();
+      await eventually(
+        rows,
+        expected.filter((n) => n.startsWith('ui/many/s-11')),
+      );
+      await expect(tab.locator('th[aria-sort="descending"]').textContent()).resolves.toBe(
+        'Instances ▾',
+      );
+      // Every list the page asked for was one page, filtered and sorted by kld.
+      expect(asked.length).toBeGreaterThan(3);
+      for (const url of asked) expect(url.searchParams.get('limit')).toBe('100');
+      expect(asked.at(-1)!.searchParams.get('glob')).toBe('ui/many/s-11?');
+      expect(asked.at(-1)!.searchParams.get('sort')).toBe('instances');
+      expect(asked.at(-1)!.searchParams.get('order')).toBe('desc');
+    } finally {
+      await tab.close();
+    }
+  });
+
+  it('updates the page shown from the event feed, asking for that page only', async () => {
+    const frozen = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const tab = await frozen.newPage();
+    try {
+      const asked: URL[] = [];
+      tab.on('request', (r) => {
+        const url = new URL(r.url());
+        if (url.pathname === '/v1/dashboard/states') asked.push(url);
+      });
+      // No poll (5 s) can happen: the page's clock moves by at most 2 s.
+      await tab.clock.install();
+      await tab.clock.pauseAt(Date.now() + 1000);
+      await tab.goto(`${kld.url}/ui/#/states?glob=ui/many/*&offset=100`);
+      // Each wait moves the page's clock by 2 s at most (4 s in all, less than a poll), and
+      // then waits in real time only.
+      const until = async (check: () => Promise<boolean>, what: string) => {
+        const deadline = Date.now() + 30_000;
+        for (let moved = 0; Date.now() < deadline;) {
+          if (await check()) return;
+          if (moved < 2000) {
+            await tab.clock.runFor(100);
+            moved += 100;
+          } else {
+            await new Promise((r) => setTimeout(r, 100));
+          }
+        }
+        throw new Error(`the page never showed ${what}`);
+      };
+      const cell = (name: string) =>
+        tab
+          .getByRole('row')
+          .filter({ has: tab.getByRole('link', { name, exact: true }) })
+          .locator('td[data-label="Instances"]');
+      await until(async () => (await cell(many(110)).count()) === 1, many(110));
+      await tab.locator('.live', { hasText: 'Live' }).waitFor();
+      const before = asked.length;
+      await write(many(110), doc(110, 40, 2));
+      await write('ui/many/s-999', doc(999, 1));
+      await until(
+        async () =>
+          (await tab.locator('.summary').textContent())?.startsWith('121 of ') === true &&
+          (await cell(many(110)).textContent()) === '40',
+        'the new version and the new state',
+      );
+      await expect(cell('ui/many/s-999').textContent()).resolves.toBe('1');
+      expect(await tab.locator('.pager span').textContent()).toBe('101–121 of 121');
+      // Asked again for the page shown, never for every state.
+      expect(asked.length).toBeGreaterThan(before);
+      for (const url of asked.slice(before)) {
+        expect(Object.fromEntries(url.searchParams)).toEqual({
+          glob: 'ui/many/*',
+          offset: '100',
+          limit: '100',
+        });
+      }
+    } finally {
+      await frozen.close();
+    }
   });
 });

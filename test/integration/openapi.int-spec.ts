@@ -1,6 +1,7 @@
 import request from 'supertest';
 import { startServer, KldServer } from '../../src/app/server';
 import { loadConfig } from '../../src/infrastructure/config/config';
+import { STATE_SORTS } from '../../src/domain/wire/dashboard';
 import { ACCESS_KEY, CUSTOM_METHODS_KEY } from '../../src/infrastructure/http/openapi';
 import { createTestDatabase, quietLogger, TestDatabase } from '../support/test-database';
 
@@ -10,6 +11,12 @@ type Doc = {
   components: {
     schemas: Record<string, { properties?: Record<string, unknown>; required?: string[] }>;
   };
+};
+type Parameter = {
+  name: string;
+  required?: boolean;
+  description?: string;
+  schema: { enum?: unknown[]; minimum?: number; maximum?: number };
 };
 type Operation = {
   security?: Record<string, string[]>[];
@@ -109,6 +116,13 @@ describe('the OpenAPI document', () => {
     expect(events.parameters!.map((p) => p.name)).toEqual(
       expect.arrayContaining(['from', 'follow', 'state', 'type']),
     );
+    const states = doc.paths['/v1/dashboard/states'].get as Operation;
+    const params = Object.fromEntries((states.parameters as Parameter[]).map((p) => [p.name, p]));
+    expect(Object.keys(params).sort()).toEqual(['glob', 'limit', 'offset', 'order', 'sort']);
+    expect(Object.values(params).every((p) => !p.required)).toBe(true);
+    expect(params.sort.schema.enum).toEqual(STATE_SORTS);
+    expect(params.limit.schema).toMatchObject({ minimum: 1, maximum: 500 });
+    expect(params.glob.description).toMatch(/glob/);
   });
 
   it('says what each operation needs of a token, from its @Access rule', () => {

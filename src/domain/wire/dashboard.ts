@@ -28,6 +28,28 @@ export interface DashboardState {
   driftCount: number;
 }
 
+/** The columns `GET /v1/dashboard/states` sorts by (`sort=`); ties go by name. */
+export const STATE_SORTS = [
+  'name',
+  'version',
+  'serial',
+  'instances',
+  'written',
+  'lock',
+  'drift',
+] as const;
+export type StateSort = (typeof STATE_SORTS)[number];
+
+/** `GET /v1/dashboard/states`: one page (or all) of the listed states matching the glob. */
+export interface StatePage {
+  states: DashboardState[];
+  /** States matching the glob. */
+  total: number;
+  /** States listed (readable), whatever the glob. */
+  unfiltered: number;
+  offset: number;
+}
+
 /** Instances added, changed and removed by one version. */
 export interface VersionChanges {
   version: number;
@@ -49,8 +71,17 @@ export interface ResourcePage {
     status: string | null;
     sinceVersion: number;
   }[];
-  /** Every value the filters can take in the current state, with instance counts. */
-  facets: { types: Facet[]; modules: Facet[]; providers: Facet[] };
+  /**
+   * Every value the filters can take in the current state, with instance
+   * counts; absent when asked without (`facets=false`).
+   */
+  facets?: Facets;
+}
+
+export interface Facets {
+  types: Facet[];
+  modules: Facet[];
+  providers: Facet[];
 }
 
 export interface Facet {

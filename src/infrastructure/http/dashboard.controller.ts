@@ -1,10 +1,11 @@
 import { Controller, Get, Query, Req } from '@nestjs/common';
 import type { Request } from 'express';
 import type {
-  DashboardState,
+  Facets,
   DriftRow,
   Neighbours,
   ResourcePage,
+  StatePage,
   VersionChanges,
 } from '../../domain/wire/dashboard';
 import { DashboardReadModel } from '../read-models/dashboard-read-model';
@@ -12,6 +13,7 @@ import {
   DashboardDependenciesQueryDto,
   DashboardResourcesQueryDto,
   DashboardStateQueryDto,
+  DashboardStatesQueryDto,
 } from './dto/dashboard.dto';
 import { Access, readablePatterns, stateInQuery } from './access';
 
@@ -22,8 +24,14 @@ export class DashboardController {
 
   @Get('states')
   @Access.anyState('read')
-  async states(@Req() req: Request): Promise<{ states: DashboardState[] }> {
-    return { states: await this.read.states(readablePatterns(req)) };
+  async states(@Req() req: Request, @Query() query: DashboardStatesQueryDto): Promise<StatePage> {
+    return this.read.states(readablePatterns(req), {
+      glob: query.glob || undefined,
+      sort: query.sort,
+      desc: query.order === 'desc',
+      offset: query.offset,
+      limit: query.limit,
+    });
   }
 
   @Get('changes')
@@ -46,7 +54,14 @@ export class DashboardController {
       },
       query.offset ?? 0,
       query.limit ?? 100,
+      query.facets ?? true,
     );
+  }
+
+  @Get('resource-facets')
+  @Access.state('read', stateInQuery)
+  async resourceFacets(@Query() query: DashboardStateQueryDto): Promise<{ facets: Facets }> {
+    return { facets: await this.read.facets(query.state) };
   }
 
   @Get('dependencies')

@@ -6,8 +6,11 @@ import type {
   DashboardState,
   DriftRow,
   Facet,
+  Facets,
   Neighbours,
   ResourcePage,
+  StatePage,
+  StateSort,
   VersionChanges,
 } from '../../domain/wire/dashboard';
 
@@ -35,6 +38,106 @@ function filterParams(stateId: string, filter: ResourceFilter): (string | null)[
 }
 const MAX_DRIFT_ROWS = 5000;
 
+/** What the States page lists: live states written at least once or locked now, readable ($1). */
+const LISTED = `s.deleted_at IS NULL
+  AND (s.current_version > 0 OR EXISTS (SELECT 1 FROM state_locks k WHERE k.state_id = s.state_id))
+  AND ($1::text[] IS NULL OR s.name LIKE ANY ($1::text[]))`;
+
+/** The States page's rows, for `WHERE ${LISTED}` and more conditions after it. */
+const STATE_ROWS = `SELECT s.name, s.current_version, s.current_serial, s.terraform_version, s.instance_count,
+        s.resource_count, s.updated_at, v.actor, v.source, v.created_at AS written_at,
+        l.lock_id, l.who, l.operation, l.acquired_at, l.acquired_by, d.drift_count,
+        a.run_count, a.run_holders
+   FROM states s
+   LEFT JOIN state_versions v ON v.state_id = s.state_id AND v.version = s.current_version
+   -- The oldest holder when several share a state (plans lock it together).
+   LEFT JOIN LATERAL (SELECT lock_id, who, operation, acquired_at, acquired_by
+                        FROM state_locks WHERE state_id = s.state_id
+                       ORDER BY acquired_at, lock_id LIMIT 1) l ON true
+   LEFT JOIN (SELECT state_id, count(*)::int AS drift_count
+                FROM current_resource_drift GROUP BY state_id) d ON d.state_id = s.state_id
+   LEFT JOIN (SELECT state_id, count(DISTINCT run_id)::int AS run_count,
+                     array_agg(DISTINCT holder ORDER BY holder) AS run_holders
+                FROM resource_reservations
+               WHERE kind = 'apply' AND (expires_at IS NULL OR expires_at > now())
+               GROUP BY state_id) a ON a.state_id = s.state_id
+  WHERE ${LISTED}`;
+
+/**
+ * Each `sort=` as SQL over STATE_ROWS (never the caller's text). Nulls come
+ * first ascending: a state never written sorts as the oldest write.
+ */
+const SORT_SQL: Record<StateSort, string> = {
+  name: 's.name',
+  version: 's.current_version',
+  serial: 'coalesce(s.current_serial, -1)',
+  instances: 's.instance_count',
+  written: 'v.created_at',
+  // Locked before held by apply runs before free, as the page's badges say.
+  lock: `(CASE WHEN l.lock_id IS NULL THEN 0 ELSE 2 END
+          + CASE WHEN coalesce(a.run_count, 0) > 0 THEN 1 ELSE 0 END)`,
+  drift: 'coalesce(d.drift_count, 0)',
+};
+
+export interface StatePageQuery {
+  /** A name glob: `*` any run of characters, `?` one. */
+  glob?: string;
+  sort?: StateSort;
+  desc?: boolean;
+  offset?: number;
+  /** Rows at most; every matching state without one. */
+  limit?: number;
+}
+
+interface StateRow {
+  name: string;
+  current_version: number;
+  current_serial: string | null;
+  terraform_version: string | null;
+  instance_count: number;
+  resource_count: number;
+  updated_at: Date;
+  actor: string | null;
+  source: string | null;
+  written_at: Date | null;
+  lock_id: string | null;
+  who: string | null;
+  operation: string | null;
+  acquired_at: Date | null;
+  acquired_by: string | null;
+  drift_count: number | null;
+  run_count: number | null;
+  run_holders: string[] | null;
+}
+
+function stateRow(r: StateRow): DashboardState {
+  return {
+    name: r.name,
+    version: r.current_version,
+    serial: r.current_serial === null ? null : Number(r.current_serial),
+    terraformVersion: r.terraform_version,
+    instanceCount: r.instance_count,
+    resourceCount: r.resource_count,
+    updatedAt: r.updated_at.toISOString(),
+    lastWrite:
+      r.actor === null || r.source === null || r.written_at === null
+        ? null
+        : { actor: r.actor, source: r.source, at: r.written_at.toISOString() },
+    lock:
+      r.lock_id === null || r.acquired_at === null
+        ? null
+        : {
+            id: r.lock_id,
+            who: r.who,
+            operation: r.operation,
+            since: r.acquired_at.toISOString(),
+            by: r.acquired_by ?? '',
+          },
+    applyRuns: { count: r.run_count ?? 0, holders: r.run_holders ?? [] },
+    driftCount: r.drift_count ?? 0,
+  };
+}
+
 /**
  * The aggregates the web dashboard shows that no `kl` route answers in one
  * request: per-state drift counts and last writers, per-version change
@@ -43,75 +146,37 @@ const MAX_DRIFT_ROWS = 5000;
 export class DashboardReadModel {
   constructor(private readonly db: Database) {}
 
-  /** `readable`: LIKE patterns of the names to list (null: every state). */
-  async states(readable: string[] | null = null): Promise<DashboardState[]> {
-    const rows = await this.db.query<{
-      name: string;
-      current_version: number;
-      current_serial: string | null;
-      terraform_version: string | null;
-      instance_count: number;
-      resource_count: number;
-      updated_at: Date;
-      actor: string | null;
-      source: string | null;
-      written_at: Date | null;
-      lock_id: string | null;
-      who: string | null;
-      operation: string | null;
-      acquired_at: Date | null;
-      acquired_by: string | null;
-      drift_count: number | null;
-      run_count: number | null;
-      run_holders: string[] | null;
-    }>(
-      `SELECT s.name, s.current_version, s.current_serial, s.terraform_version, s.instance_count,
-              s.resource_count, s.updated_at, v.actor, v.source, v.created_at AS written_at,
-              l.lock_id, l.who, l.operation, l.acquired_at, l.acquired_by, d.drift_count,
-              a.run_count, a.run_holders
-         FROM states s
-         LEFT JOIN state_versions v ON v.state_id = s.state_id AND v.version = s.current_version
-         -- The oldest holder when several share a state (plans lock it together).
-         LEFT JOIN LATERAL (SELECT lock_id, who, operation, acquired_at, acquired_by
-                              FROM state_locks WHERE state_id = s.state_id
-                             ORDER BY acquired_at, lock_id LIMIT 1) l ON true
-         LEFT JOIN (SELECT state_id, count(*)::int AS drift_count
-                      FROM current_resource_drift GROUP BY state_id) d ON d.state_id = s.state_id
-         LEFT JOIN (SELECT state_id, count(DISTINCT run_id)::int AS run_count,
-                           array_agg(DISTINCT holder ORDER BY holder) AS run_holders
-                      FROM resource_reservations
-                     WHERE kind = 'apply' AND (expires_at IS NULL OR expires_at > now())
-                     GROUP BY state_id) a ON a.state_id = s.state_id
-        WHERE s.deleted_at IS NULL AND (s.current_version > 0 OR l.lock_id IS NOT NULL)
-          AND ($1::text[] IS NULL OR s.name LIKE ANY ($1::text[]))
-        ORDER BY s.name`,
-      [readable],
-    );
-    return rows.map((r) => ({
-      name: r.name,
-      version: r.current_version,
-      serial: r.current_serial === null ? null : Number(r.current_serial),
-      terraformVersion: r.terraform_version,
-      instanceCount: r.instance_count,
-      resourceCount: r.resource_count,
-      updatedAt: r.updated_at.toISOString(),
-      lastWrite:
-        r.actor === null || r.source === null || r.written_at === null
-          ? null
-          : { actor: r.actor, source: r.source, at: r.written_at.toISOString() },
-      lock:
-        r.lock_id === null || r.acquired_at === null
-          ? null
-          : {
-              id: r.lock_id,
-              who: r.who,
-              operation: r.operation,
-              since: r.acquired_at.toISOString(),
-              by: r.acquired_by ?? '',
-            },
-      applyRuns: { count: r.run_count ?? 0, holders: r.run_holders ?? [] },
-      driftCount: r.drift_count ?? 0,
-    }));
+  /**
+   * The listed states (`readable`: LIKE patterns of the names to list, null:
+   * every state) whose name matches `glob`, sorted, one page of them (every
+   * one without a `limit`), with how many match and how many are listed.
+   */
+  async states(readable: string[] | null = null, page: StatePageQuery = {}): Promise<StatePage> {
+    const like = page.glob ? globToLike(page.glob) : null;
+    const order = `${SORT_SQL[page.sort ?? 'name']} ${page.desc ? 'DESC NULLS LAST' : 'ASC NULLS FIRST'}`;
+    const offset = page.offset ?? 0;
+    // The counts apart from the page: a window count would build every listed row's
+    // lock, drift and runs first, where the page alone stops after `limit` rows.
+    const [rows, counts] = await Promise.all([
+      this.db.query<StateRow>(
+        `${STATE_ROWS} AND ($2::text IS NULL OR s.name LIKE $2 ESCAPE '\\')
+          ORDER BY ${order}, s.name LIMIT $3 OFFSET $4`,
+        [readable, like, page.limit ?? null, offset],
+      ),
+      this.db.query<{ unfiltered: number; total: number }>(
+        `SELECT count(*)::int AS unfiltered,
+                count(*) FILTER (WHERE $2::text IS NULL OR s.name LIKE $2 ESCAPE '\\')::int AS total
+           FROM states s
+          WHERE ${LISTED}`,
+        [readable, like],
+      ),
+    ]);
+    return {
+      states: rows.map(stateRow),
+      total: counts[0].total,
+      unfiltered: counts[0].unfiltered,
+      offset,
+    };
   }
 
   /**
@@ -135,16 +200,18 @@ export class DashboardReadModel {
     return rows;
   }
 
+  /** One page of the state's live instances matching `filter`, with the facets unless `facets` is false. */
   async resources(
     state: string,
     filter: ResourceFilter,
     offset: number,
     limit: number,
+    facets = true,
   ): Promise<ResourcePage> {
     const stateId = await this.stateId(state);
     // The page and the count apart: a window count would read and sort every row first,
     // where the page alone walks the live-address index and stops after `limit`.
-    const [rows, total, combos] = await Promise.all([
+    const [rows, total, facetsOf] = await Promise.all([
       this.db.query<{
         address: string;
         resource_address: string;
@@ -162,19 +229,8 @@ export class DashboardReadModel {
         [...filterParams(stateId, filter), limit, offset],
       ),
       this.count(stateId, filter),
-      this.db.query<{ type: string; module_path: string; provider: string; n: number }>(
-        `SELECT type, module_path, provider, count(*)::int AS n FROM resources
-          WHERE state_id = $1 AND delete_version IS NULL GROUP BY 1, 2, 3`,
-        [stateId],
-      ),
+      facets ? this.facetsOf(stateId) : undefined,
     ]);
-    const facet = (key: 'type' | 'module_path' | 'provider'): Facet[] => {
-      const counts = new Map<string, number>();
-      for (const c of combos) counts.set(c[key], (counts.get(c[key]) ?? 0) + c.n);
-      return [...counts]
-        .map(([value, count]) => ({ value, count }))
-        .sort((a, b) => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0));
-    };
     return {
       total,
       offset,
@@ -188,8 +244,34 @@ export class DashboardReadModel {
         status: r.status,
         sinceVersion: r.create_version,
       })),
-      facets: { types: facet('type'), modules: facet('module_path'), providers: facet('provider') },
+      ...(facetsOf && { facets: facetsOf }),
     };
+  }
+
+  /** Every value the Resources page's filters can take in the state now, with instance counts. */
+  async facets(state: string): Promise<Facets> {
+    return this.facetsOf(await this.stateId(state));
+  }
+
+  private async facetsOf(stateId: string): Promise<Facets> {
+    const combos = await this.db.query<{
+      type: string;
+      module_path: string;
+      provider: string;
+      n: number;
+    }>(
+      `SELECT type, module_path, provider, count(*)::int AS n FROM resources
+        WHERE state_id = $1 AND delete_version IS NULL GROUP BY 1, 2, 3`,
+      [stateId],
+    );
+    const facet = (key: 'type' | 'module_path' | 'provider'): Facet[] => {
+      const counts = new Map<string, number>();
+      for (const c of combos) counts.set(c[key], (counts.get(c[key]) ?? 0) + c.n);
+      return [...counts]
+        .map(([value, count]) => ({ value, count }))
+        .sort((a, b) => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0));
+    };
+    return { types: facet('type'), modules: facet('module_path'), providers: facet('provider') };
   }
 
   async neighbours(state: string, address: string): Promise<Neighbours> {

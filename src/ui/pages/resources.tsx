@@ -3,7 +3,7 @@ import { query } from '../api';
 import { Empty, Guard, Pager } from '../components';
 import { href, replaceParams, Route, useApi } from '../hooks';
 import { VERSION_EVENTS } from '../live';
-import type { DashboardState, Facet, ResourcePage } from '../types';
+import type { DashboardState, Facet, Facets, ResourcePage } from '../types';
 
 const PAGE = 100;
 /** The root module's path is `''`; the hash spells it so. */
@@ -29,10 +29,18 @@ export function ResourcesPage({ name, route }: { name: string; route: Route }) {
           address_glob: p.get('glob'),
           offset,
           limit: PAGE,
+          facets: 'false',
         })}${p.get('module') === ROOT ? '&module=' : ''}`
       : null,
     VERSION_EVENTS,
     true,
+  );
+  // The filters' values apart from the rows, asked once the rows are there: the first row
+  // does not wait for them (a grouping of every instance), nor share kld with them, and
+  // another page or filter does not ask for them again.
+  const facets = useApi<{ facets: Facets }>(
+    name && page.data ? `/v1/dashboard/resource-facets${query({ state: name })}` : null,
+    VERSION_EVENTS,
   );
   const set = (params: Record<string, string | undefined>) =>
     replaceParams(route, { ...params, offset: undefined });
@@ -61,20 +69,20 @@ export function ResourcesPage({ name, route }: { name: string; route: Route }) {
           <>
             <FacetSelect
               label="Type"
-              facets={page.data?.facets.types}
+              facets={facets.data?.facets.types}
               value={p.get('type')}
               onChange={(v) => set({ type: v })}
             />
             <FacetSelect
               label="Module"
-              facets={page.data?.facets.modules}
+              facets={facets.data?.facets.modules}
               value={p.get('module') === ROOT ? '' : p.get('module')}
               onChange={(v) => set({ module: v === '' ? ROOT : v })}
               show={(v) => v || ROOT}
             />
             <FacetSelect
               label="Provider"
-              facets={page.data?.facets.providers}
+              facets={facets.data?.facets.providers}
               value={p.get('provider')}
               onChange={(v) => set({ provider: v })}
             />

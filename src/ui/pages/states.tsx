@@ -1,16 +1,8 @@
-import {
-  Column,
-  Empty,
-  globMatcher,
-  Guard,
-  Pager,
-  plural,
-  Table,
-  sortRows,
-  When,
-} from '../components';
+import { STATE_SORTS } from '../../domain/wire/dashboard';
+import { query } from '../api';
+import { Column, Empty, Guard, Pager, plural, Table, When } from '../components';
 import { href, replaceParams, Route, useApi } from '../hooks';
-import type { DashboardState } from '../types';
+import type { DashboardState, StatePage, StateSort } from '../types';
 
 const PAGE = 100;
 
@@ -19,27 +11,27 @@ const COLUMNS: Column<DashboardState>[] = [
     key: 'name',
     label: 'State',
     render: (s) => <a href={href(['state', s.name])}>{s.name}</a>,
-    sort: (s) => s.name,
+    sortable: true,
   },
   {
     key: 'version',
     label: 'Version',
     render: (s) => s.version,
-    sort: (s) => s.version,
+    sortable: true,
     numeric: true,
   },
   {
     key: 'serial',
     label: 'Serial',
     render: (s) => s.serial ?? '—',
-    sort: (s) => s.serial ?? -1,
+    sortable: true,
     numeric: true,
   },
   {
     key: 'instances',
     label: 'Instances',
     render: (s) => s.instanceCount.toLocaleString('en'),
-    sort: (s) => s.instanceCount,
+    sortable: true,
     numeric: true,
   },
   {
@@ -54,7 +46,7 @@ const COLUMNS: Column<DashboardState>[] = [
       ) : (
         <span class="muted">never written</span>
       ),
-    sort: (s) => s.lastWrite?.at ?? '',
+    sortable: true,
   },
   {
     key: 'lock',
@@ -76,7 +68,7 @@ const COLUMNS: Column<DashboardState>[] = [
       ) : (
         <span class="muted">free</span>
       ),
-    sort: (s) => (s.lock ? 2 : 0) + (s.applyRuns.count > 0 ? 1 : 0),
+    sortable: true,
   },
   {
     key: 'drift',
@@ -89,16 +81,36 @@ const COLUMNS: Column<DashboardState>[] = [
       ) : (
         <span class="muted">0</span>
       ),
-    sort: (s) => s.driftCount,
+    sortable: true,
     numeric: true,
   },
 ];
 
+/** The sort the hash asks for, if kld knows it (else by name). */
+function sortKey(raw: string | null): StateSort {
+  return (STATE_SORTS as readonly string[]).includes(raw ?? '') ? (raw as StateSort) : 'name';
+}
+
+/**
+ * One page of the states, filtered and sorted by kld: opening the page does
+ * not wait for every state, and a live event asks for this page again, not
+ * for the whole list.
+ */
 export function StatesPage({ route }: { route: Route }) {
-  const loaded = useApi<{ states: DashboardState[] }>('/v1/dashboard/states');
   const glob = route.params.get('glob') ?? '';
-  const sort = { key: route.params.get('sort') ?? 'name', desc: route.params.get('desc') === '1' };
-  const offset = Number(route.params.get('offset') ?? 0) || 0;
+  const sort = { key: sortKey(route.params.get('sort')), desc: route.params.get('desc') === '1' };
+  const offset = Math.max(0, Number(route.params.get('offset') ?? 0) || 0);
+  const loaded = useApi<StatePage>(
+    `/v1/dashboard/states${query({
+      glob,
+      sort: sort.key === 'name' ? undefined : sort.key,
+      order: sort.desc ? 'desc' : undefined,
+      offset: offset || undefined,
+      limit: PAGE,
+    })}`,
+    undefined,
+    true,
+  );
   return (
     <section aria-labelledby="states-title">
       <h1 id="states-title">States</h1>
@@ -116,8 +128,8 @@ export function StatesPage({ route }: { route: Route }) {
         </label>
       </div>
       <Guard loaded={loaded} what="states">
-        {({ states }) => {
-          if (states.length === 0) {
+        {(page) => {
+          if (page.unfiltered === 0) {
             return (
               <Empty>
                 No state yet. Point terraform's <code>http</code> backend at{' '}
@@ -126,35 +138,42 @@ export function StatesPage({ route }: { route: Route }) {
               </Empty>
             );
           }
-          const match = globMatcher(glob);
-          const rows = sortRows(
-            states.filter((s) => match(s.name)),
-            COLUMNS,
-            sort,
+          if (page.total === 0) return <Empty>No state name matches “{glob}”.</Empty>;
+          const pager = (
+            <Pager
+              offset={page.offset}
+              size={PAGE}
+              total={page.total}
+              onPage={(o) => replaceParams(route, { offset: o || undefined })}
+            />
           );
-          if (rows.length === 0) return <Empty>No state name matches “{glob}”.</Empty>;
           return (
-            <>
+            // Busy while the next answer (another page, sort or glob) is on its way.
+            <div aria-busy={loaded.loading ? 'true' : undefined}>
               <p class="summary">
-                {rows.length.toLocaleString('en')} of {states.length.toLocaleString('en')} states
+                {page.total.toLocaleString('en')} of {page.unfiltered.toLocaleString('en')} states
               </p>
-              <Table
-                caption="States"
-                rows={rows.slice(offset, offset + PAGE)}
-                columns={COLUMNS}
-                rowKey={(s) => s.name}
-                sort={sort}
-                onSort={(s) =>
-                  replaceParams(route, { sort: s.key, desc: s.desc ? '1' : undefined })
-                }
-              />
-              <Pager
-                offset={offset}
-                size={PAGE}
-                total={rows.length}
-                onPage={(o) => replaceParams(route, { offset: o || undefined })}
-              />
-            </>
+              {page.states.length === 0 ? (
+                // States deleted since the page was chosen: the pager leads back.
+                <Empty>No state on this page any more.</Empty>
+              ) : (
+                <Table
+                  caption="States"
+                  rows={page.states}
+                  columns={COLUMNS}
+                  rowKey={(s) => s.name}
+                  sort={sort}
+                  onSort={(s) =>
+                    replaceParams(route, {
+                      sort: s.key,
+                      desc: s.desc ? '1' : undefined,
+                      offset: undefined,
+                    })
+                  }
+                />
+              )}
+              {pager}
+            </div>
           );
         }}
       </Guard>
