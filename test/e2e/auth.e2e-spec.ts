@@ -344,6 +344,12 @@ describe('scopes', () => {
     const boardNames = board.states.map((st: { name: string }) => st.name);
     expect(boardNames).toContain(own);
     expect(boardNames).not.toContain(other);
+    // Its counts, when paged, count only what the token may read.
+    const paged = await call(a, 'GET', '/v1/dashboard/states?glob=*&limit=1', {
+      token: teamA.secret,
+    });
+    expect(paged.json()).toMatchObject({ total: boardNames.length, unfiltered: boardNames.length });
+    expect(paged.json().states).toHaveLength(1);
     const boardAll = (await call(a, 'GET', '/v1/dashboard/states', { token: admin })).json();
     expect(boardAll.states.map((st: { name: string }) => st.name)).toContain(other);
     const drift = (await call(a, 'GET', '/v1/dashboard/drift', { token: teamA.secret })).json();
