@@ -14,9 +14,10 @@ type Doc = {
 };
 type Parameter = {
   name: string;
+  in: string;
   required?: boolean;
   description?: string;
-  schema: { enum?: unknown[]; minimum?: number; maximum?: number };
+  schema?: { enum?: unknown[]; minimum?: number; maximum?: number };
 };
 type Operation = {
   security?: Record<string, string[]>[];
@@ -24,7 +25,7 @@ type Operation = {
   requestBody?: {
     content: Record<string, { schema: { $ref?: string } & Record<string, unknown> }>;
   };
-  parameters?: { name: string; in: string; required?: boolean }[];
+  parameters?: Parameter[];
   responses: Record<string, unknown>;
 };
 
@@ -117,10 +118,10 @@ describe('the OpenAPI document', () => {
       expect.arrayContaining(['from', 'follow', 'state', 'type']),
     );
     const states = doc.paths['/v1/dashboard/states'].get as Operation;
-    const params = Object.fromEntries((states.parameters as Parameter[]).map((p) => [p.name, p]));
+    const params = Object.fromEntries(states.parameters!.map((p) => [p.name, p]));
     expect(Object.keys(params).sort()).toEqual(['glob', 'limit', 'offset', 'order', 'sort']);
     expect(Object.values(params).every((p) => !p.required)).toBe(true);
-    expect(params.sort.schema.enum).toEqual(STATE_SORTS);
+    expect(params.sort.schema!.enum).toEqual(STATE_SORTS);
     expect(params.limit.schema).toMatchObject({ minimum: 1, maximum: 500 });
     expect(params.glob.description).toMatch(/glob/);
   });
