@@ -9,6 +9,8 @@ export const EVENT_FEED = Symbol('EventFeed');
 
 export type FeedItem =
   | { kind: 'event'; event: RecordedEvent }
+  /** Consecutive matching events (only when the request asked for batches). */
+  | { kind: 'events'; events: RecordedEvent[] }
   /** Every event up to `position` was delivered; from here on events come live. */
   | { kind: 'caught-up'; position: LogPosition }
   /** Events up to `position` did not match the filter: resume from here. */
@@ -24,6 +26,11 @@ export interface FeedRequest {
   checkpointEveryMs?: number;
   /** At most this many events, then the feed ends. */
   limit?: number;
+  /**
+   * Up to this many events per item (`events`); 1 or absent: one `event`
+   * item each. Same events, same order, same markers either way.
+   */
+  batch?: number;
 }
 
 export interface EventFeedOptions {
@@ -116,6 +123,7 @@ export class EventFeed {
     const { filter, follow } = request;
     const checkpointMs = request.checkpointEveryMs ?? DEFAULT_CHECKPOINT_MS;
     const limit = request.limit ?? Infinity;
+    const batch = Math.max(1, request.batch ?? 1);
     let position = start;
     // When the feed first passed over an event since it last gave the
     // consumer a position (null: it has passed over none since).
@@ -123,6 +131,10 @@ export class EventFeed {
     let sent = 0;
     let caughtUp = false;
     let live: LiveSubscriber | null = null;
+    // Matching events not handed out yet: they go out together as soon as
+    // the events at hand (a page, what the live buffer holds) are looked at,
+    // and always before a marker, so batching never reorders or delays.
+    let pending: RecordedEvent[] = [];
     // Checkpoints go out on ticks of the subscription's own clock, never
     // when an event is passed over: so a checkpoint tells a consumer that
     // the log moved in the last interval, not when an event it may not see
@@ -131,15 +143,40 @@ export class EventFeed {
     const tickAfter = (t: number) =>
       origin + (Math.floor((t - origin) / checkpointMs) + 1) * checkpointMs;
 
-    const consider = async (event: RecordedEvent): Promise<boolean> => {
+    const consider = async (event: RecordedEvent): Promise<void> => {
       position = event.position;
-      const matches = await this.matches(event, filter);
-      if (!matches) passedSince ??= Date.now();
-      return matches;
+      if (await this.matches(event, filter)) {
+        pending.push(event);
+        sent++;
+        // It goes out before any marker: the consumer gets its position.
+        passedSince = null;
+      } else {
+        passedSince ??= Date.now();
+      }
     };
+    function* flush(): Generator<FeedItem> {
+      if (pending.length === 0) return;
+      const events = pending;
+      pending = [];
+      if (batch === 1) for (const event of events) yield { kind: 'event', event };
+      else yield { kind: 'events', events };
+    }
+    /** Takes in events at hand; false once the limit is reached (everything flushed). */
+    async function* take(events: readonly RecordedEvent[]): AsyncGenerator<FeedItem, boolean> {
+      for (const event of events) {
+        if (signal.aborted) return false;
+        // Already delivered from the log while joining the live tail.
+        if (comparePositions(event.position, position) <= 0) continue;
+        await consider(event);
+        if (pending.length >= batch || sent >= limit) yield* flush();
+        if (sent >= limit) return false;
+      }
+      yield* flush();
+      return true;
+    }
     const checkpointDue = (): boolean =>
       filter.filters && passedSince !== null && Date.now() >= tickAfter(passedSince);
-    // The consumer got a position (an event's, or a marker's) to resume from.
+    // The consumer got a marker's position to resume from.
     const told = () => {
       passedSince = null;
     };
@@ -148,13 +185,7 @@ export class EventFeed {
       while (!signal.aborted) {
         if (live === null) {
           const page = await this.store.readAll(position, this.pageSize);
-          for (const event of page) {
-            if (signal.aborted) return;
-            if (!(await consider(event))) continue;
-            told();
-            yield { kind: 'event', event };
-            if (++sent >= limit) return;
-          }
+          if (!(yield* take(page))) return;
           if (page.length === this.pageSize) {
             if (checkpointDue()) {
               told();
@@ -180,12 +211,7 @@ export class EventFeed {
             const gap = await this.store.readAll(position, this.pageSize);
             // The tail read up to there, so the log has it: only a moment's wait.
             if (gap.length === 0) await new Promise((r) => setTimeout(r, 20));
-            for (const event of gap) {
-              if (!(await consider(event))) continue;
-              told();
-              yield { kind: 'event', event };
-              if (++sent >= limit) return;
-            }
+            if (!(yield* take(gap))) return;
           }
           continue;
         }
@@ -194,7 +220,7 @@ export class EventFeed {
           filter.filters && passedSince !== null
             ? Math.max(0, tickAfter(passedSince) - Date.now())
             : null;
-        const next = await live.take(wait, signal);
+        const next = await live.take(batch, wait, signal);
         if (next === 'overflow') {
           this.fellBehind++;
           this.options.onFallBehind?.(position);
@@ -202,26 +228,12 @@ export class EventFeed {
           live = null;
           continue;
         }
-        if (next === null) {
-          if (checkpointDue()) {
-            told();
-            yield { kind: 'checkpoint', position };
-          }
-          continue;
-        }
         this.maxBuffered = Math.max(this.maxBuffered, live.highWater);
-        // Already delivered from the log while joining.
-        if (comparePositions(next.position, position) <= 0) continue;
-        if (!(await consider(next))) {
-          if (checkpointDue()) {
-            told();
-            yield { kind: 'checkpoint', position };
-          }
-          continue;
+        if (next !== null && !(yield* take(next))) return;
+        if (checkpointDue()) {
+          told();
+          yield { kind: 'checkpoint', position };
         }
-        told();
-        yield { kind: 'event', event: next };
-        if (++sent >= limit) return;
       }
     } finally {
       if (live) this.tail.leave(live);
@@ -291,23 +303,26 @@ class LiveSubscriber {
   }
 
   /**
-   * The next event; 'overflow' once the buffer overflowed; null when `waitMs`
-   * passed (or the signal aborted) with nothing new.
+   * The next events waiting, at most `max`; 'overflow' once the buffer
+   * overflowed; null when `waitMs` passed (or the signal aborted) with
+   * nothing new.
    */
   async take(
+    max: number,
     waitMs: number | null,
     signal: AbortSignal,
-  ): Promise<RecordedEvent | 'overflow' | null> {
+  ): Promise<RecordedEvent[] | 'overflow' | null> {
     for (;;) {
       if (this.overflowed) return 'overflow';
       if (this.head < this.queue.length) {
-        const event = this.queue[this.head++];
+        const events = this.queue.slice(this.head, this.head + max);
+        this.head += events.length;
         // Compact now and then rather than shift() every time.
         if (this.head > 1024 && this.head * 2 > this.queue.length) {
           this.queue = this.queue.slice(this.head);
           this.head = 0;
         }
-        return event;
+        return events;
       }
       if (signal.aborted) return null;
       const woke = await new Promise<boolean>((resolve) => {

@@ -120,9 +120,7 @@ export class PostgresEventStore implements EventStore {
     // transaction takes a database-wide lock through the commit's WAL flush,
     // which serialises every appender. It is only a hint (readers also poll),
     // so a lost one costs latency, never an event.
-    if (events.length > 0) {
-      this.db.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, streamId]).catch(() => undefined);
-    }
+    if (events.length > 0) void this.notifier.notify(EVENTS_CHANNEL, streamId);
     return result;
   }
 
@@ -274,11 +272,10 @@ export class PostgresEventStore implements EventStore {
   async *subscribe(from: LogPosition, signal: AbortSignal): AsyncIterable<RecordedEvent> {
     let position = from;
     const batchSize = 1000;
-    let notified = false;
-    // Reads in a row that found nothing although an append was signalled:
-    // it is committed but still behind the horizon (an older transaction,
-    // maybe one that appends nothing and so signals nothing, is open). Look
-    // again soon, backing off, rather than at the next signal or timeout.
+    // Reads in a row that stopped short of a committed event: it is behind
+    // the horizon (an older transaction, maybe one that appends nothing and
+    // so signals nothing, is open). Look again soon, backing off, rather
+    // than at the next signal or timeout.
     let hidden = 0;
     while (!signal.aborted) {
       const mark = this.appendMark();
@@ -289,10 +286,24 @@ export class PostgresEventStore implements EventStore {
         position = event.position;
       }
       if (batch.length === batchSize) continue;
-      hidden = batch.length === 0 && notified ? hidden + 1 : 0;
-      await this.waitForAppend(hidden > 0 ? Math.min(250, 2 ** hidden) : 250, signal, mark);
-      notified = this.appendMark() !== mark;
+      hidden = (await this.committedAfter(position)) ? hidden + 1 : 0;
+      await this.waitForAppend(hidden > 0 ? Math.min(100, 2 ** hidden) : 250, signal, mark);
     }
+  }
+
+  /**
+   * Whether a committed event lies after `position` (visible or still behind
+   * the horizon). Asked after a read that reached the head: an event it
+   * finds came too late for that read or waits for an older transaction,
+   * and the transaction that ends that wait may signal nothing.
+   */
+  private async committedAfter(position: LogPosition): Promise<boolean> {
+    const { rows } = await this.db.pool.query(
+      `SELECT 1 FROM kl_events
+        WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint) LIMIT 1`,
+      [position.transactionId.toString(), position.globalPosition.toString()],
+    );
+    return rows.length > 0;
   }
 }
 

@@ -18,11 +18,20 @@ interface StartFields {
   from?: string;
   origin?: 'ORIGIN_UNSPECIFIED' | 'ORIGIN_START' | 'ORIGIN_END';
   filter?: { states?: string[]; stream_prefixes?: string[]; types?: string[] } | null;
+  max_batch?: number;
 }
 type SubscribeRequest = StartFields & { checkpoint_interval_ms?: number };
 type ReadRequest = StartFields & { limit?: number };
 
 const MIN_CHECKPOINT_MS = 100;
+/** Most events a batch may hold (max_batch). */
+export const MAX_BATCH = 1000;
+/**
+ * Most JSON text (data and metadata, in characters) a batch holds: at 3
+ * bytes a character at worst, well inside a client's default 4 MiB limit
+ * on a received message.
+ */
+const BATCH_JSON_CHARS = 1 << 20;
 
 /** The service definition of kilolock.v1.Events, loaded once. */
 export function eventsServiceDefinition(): grpc.ServiceDefinition {
@@ -146,11 +155,14 @@ export class EventsGrpcServer {
       );
       const feed = await this.feed.open({ ...parse(request), filter }, abort.signal);
       for await (const item of feed) {
-        if (abort.signal.aborted) break;
-        if (!call.write(message(item))) {
-          // Flow control: wait for the client to take more (or to leave).
-          await once(call, 'drain', { signal: abort.signal }).catch(() => undefined);
+        for (const m of messages(item)) {
+          if (abort.signal.aborted) break;
+          if (!call.write(m)) {
+            // Flow control: wait for the client to take more (or to leave).
+            await once(call, 'drain', { signal: abort.signal }).catch(() => undefined);
+          }
         }
+        if (abort.signal.aborted) break;
       }
       if (!abort.signal.aborted) call.end();
     } catch (err) {
@@ -191,30 +203,61 @@ function startOf(request: StartFields): FeedRequest['from'] {
   return request.origin === 'ORIGIN_END' ? 'end' : 'start';
 }
 
+function batchOf(request: StartFields): number {
+  const n = request.max_batch ?? 0;
+  if (n > MAX_BATCH) throw invalid(`max_batch is at most ${MAX_BATCH} (0 or 1: no batches)`);
+  return Math.max(1, n);
+}
+
 function subscribeRequest(request: SubscribeRequest): Omit<FeedRequest, 'filter'> {
   const ms = request.checkpoint_interval_ms ?? 0;
   if (ms !== 0 && ms < MIN_CHECKPOINT_MS) {
     throw invalid(`checkpoint_interval_ms is at least ${MIN_CHECKPOINT_MS} (0 for the default)`);
   }
-  return { from: startOf(request), follow: true, ...(ms ? { checkpointEveryMs: ms } : {}) };
+  return {
+    from: startOf(request),
+    follow: true,
+    batch: batchOf(request),
+    ...(ms ? { checkpointEveryMs: ms } : {}),
+  };
 }
 
 function readRequest(request: ReadRequest): Omit<FeedRequest, 'filter'> {
   return {
     from: startOf(request),
     follow: false,
+    batch: batchOf(request),
     ...(request.limit ? { limit: request.limit } : {}),
   };
 }
 
-function message(item: FeedItem): Record<string, unknown> {
+/** The EventMessages of one feed item: a batch splits where its JSON grows too big. */
+function messages(item: FeedItem): Record<string, unknown>[] {
   switch (item.kind) {
     case 'event':
-      return { event: eventMessage(item.event) };
+      return [{ event: eventMessage(item.event) }];
+    case 'events': {
+      const out: Record<string, unknown>[] = [];
+      let events: Record<string, string | number>[] = [];
+      let chars = 0;
+      for (const event of item.events) {
+        const m = eventMessage(event);
+        const size = String(m.data_json).length + String(m.metadata_json).length;
+        if (events.length > 0 && chars + size > BATCH_JSON_CHARS) {
+          out.push({ batch: { events } });
+          events = [];
+          chars = 0;
+        }
+        events.push(m);
+        chars += size;
+      }
+      out.push({ batch: { events } });
+      return out;
+    }
     case 'caught-up':
-      return { caught_up: { position: formatCursor(item.position) } };
+      return [{ caught_up: { position: formatCursor(item.position) } }];
     case 'checkpoint':
-      return { checkpoint: { position: formatCursor(item.position) } };
+      return [{ checkpoint: { position: formatCursor(item.position) } }];
   }
 }
 

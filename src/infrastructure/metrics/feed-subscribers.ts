@@ -53,7 +53,12 @@ export class FeedSubscribers {
         subscriptions.add(sub);
         try {
           for await (const item of items) {
-            sub.position = item.kind === 'event' ? item.event.position : item.position;
+            sub.position =
+              item.kind === 'event'
+                ? item.event.position
+                : item.kind === 'events'
+                  ? item.events[item.events.length - 1].position
+                  : item.position;
             yield item;
           }
         } finally {

@@ -53,9 +53,32 @@ export class Notifier {
     });
   }
 
+  /**
+   * NOTIFYs `channel` on this notifier's own connection: a hint sent after a
+   * commit should not queue behind the pool's writers for a connection.
+   * Never throws (a lost hint costs a reader one timeout).
+   */
+  async notify(channel: string, payload: string): Promise<void> {
+    if (this.closed) return;
+    try {
+      await this.connect();
+      await this.client?.query('SELECT pg_notify($1, $2)', [channel, payload]);
+    } catch {
+      // Only a hint.
+    }
+  }
+
   private readonly listening = new Set<string>();
 
   private async ensureListening(channel: string): Promise<void> {
+    await this.connect();
+    if (this.client && !this.listening.has(channel)) {
+      this.listening.add(channel);
+      await this.client.query(`LISTEN ${channel}`);
+    }
+  }
+
+  private async connect(): Promise<void> {
     if (!this.client) {
       this.connecting ??= (async () => {
         const client = new Client({ connectionString: this.url });
@@ -66,10 +89,6 @@ export class Notifier {
         this.client = client;
       })().finally(() => (this.connecting = null));
       await this.connecting;
-    }
-    if (this.client && !this.listening.has(channel)) {
-      this.listening.add(channel);
-      await this.client.query(`LISTEN ${channel}`);
     }
   }
 
