@@ -4,7 +4,13 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { bootstrapToken } from '../support/auth';
-import { bearer, collectGrpc, grpcEventsClient, GrpcMessage } from '../support/event-clients';
+import {
+  bearer,
+  collectGrpc,
+  grpcEventsClient,
+  GrpcMessage,
+  unbatched,
+} from '../support/event-clients';
 import { freePort } from '../../src/infrastructure/postgres/embedded-postgres';
 import { KL, KldProcess, startKld } from '../support/kld-process';
 import { makeTestCertificates } from '../support/test-certificates';
@@ -214,6 +220,15 @@ it('gRPC takes the token from call metadata: UNAUTHENTICATED without one, PERMIS
     expect(events(a.messages).map((e) => e.event_id)).toEqual(
       (await sse(tokens['feed-a'])).events.map((e) => e.eventId),
     );
+    // Batched (max_batch), the same refusals and the same events.
+    expect(await refusal(rpc.Read({ max_batch: 10 }))).toMatch(/^UNAUTHENTICATED /);
+    expect(await refusal(rpc.Subscribe({ max_batch: 10 }, bearer(tokens.reader)))).toMatch(
+      /^PERMISSION_DENIED AUTH.FORBIDDEN: /,
+    );
+    const aBatched = collectGrpc(rpc.Read({ max_batch: 10 }, bearer(tokens['feed-a'])));
+    await aBatched.done;
+    expect(aBatched.messages.some((m) => m.kind === 'batch')).toBe(true);
+    expect(unbatched(aBatched.messages)).toEqual(a.messages);
   } finally {
     rpc.close();
   }

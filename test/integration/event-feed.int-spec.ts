@@ -43,7 +43,7 @@ function collect(
 }
 
 const eventsOf = (items: FeedItem[]): RecordedEvent[] =>
-  items.flatMap((i) => (i.kind === 'event' ? [i.event] : []));
+  items.flatMap((i) => (i.kind === 'event' ? [i.event] : i.kind === 'events' ? i.events : []));
 
 async function waitFor(what: string, ok: () => boolean, ms = 60_000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -102,8 +102,19 @@ describe('EventFeed on the PostgreSQL event store', () => {
       await feed.open({ from: 'end', filter: EventFilter.compile(), follow: true }, signal()),
       (items) => items.length === 100_002, // caught-up, then the events
     );
-    await waitFor('the live subscriber to catch up', () =>
-      live.items.some((i) => i.kind === 'caught-up'),
+    // The same, in batches of up to 500 events.
+    const batched = collect(
+      await feed.open(
+        { from: 'end', filter: EventFilter.compile(), follow: true, batch: 500 },
+        signal(),
+      ),
+      (items) => eventsOf(items).length === 100_001,
+    );
+    await waitFor(
+      'the live subscribers to catch up',
+      () =>
+        live.items.some((i) => i.kind === 'caught-up') &&
+        batched.items.some((i) => i.kind === 'caught-up'),
     );
 
     // Two writers take their transaction ids first and hold them open.
@@ -138,20 +149,31 @@ describe('EventFeed on the PostgreSQL event store', () => {
       // nobody may see it yet.
       await new Promise((r) => setTimeout(r, 600));
       expect(eventsOf(live.items)).toHaveLength(0);
+      expect(eventsOf(batched.items)).toHaveLength(0);
       await doomed.query('ROLLBACK');
       await new Promise((r) => setTimeout(r, 400));
       expect(eventsOf(live.items)).toHaveLength(0);
+      expect(eventsOf(batched.items)).toHaveLength(0);
       await late.query('COMMIT');
     } finally {
       await late.end();
       await doomed.end();
     }
 
-    await live.done;
+    await Promise.all([live.done, batched.done]);
     const delivered = eventsOf(live.items);
     const log = await logOrder();
     expect(log).toHaveLength(100_001);
     expect(listed(delivered)).toEqual(log);
+    expect(listed(eventsOf(batched.items))).toEqual(log);
+    // Only batches after the marker, none empty or over the size asked for.
+    const batches = batched.items.slice(1);
+    expect(batched.items[0].kind).toBe('caught-up');
+    for (const b of batches) {
+      expect(b.kind).toBe('events');
+      if (b.kind === 'events') expect(b.events.length).toBeGreaterThan(0);
+      if (b.kind === 'events') expect(b.events.length).toBeLessThanOrEqual(500);
+    }
     expect(delivered[0].streamId).toBe('state-late');
     expect(delivered.some((e) => e.streamId === 'state-doomed')).toBe(false);
     // Each writer's events in its own order.
@@ -170,41 +192,59 @@ describe('EventFeed on the PostgreSQL event store', () => {
     const saved = formatCursor(delivered[49_999].position);
     const rest = await read(feed, { from: parseCursor(saved) });
     expect(listed(eventsOf(rest))).toEqual(log.slice(50_000));
-  }, 180_000);
-
-  it('sends a slow consumer back to the log when its buffer fills, and it misses nothing', async () => {
-    const feed = new EventFeed(store, { liveBuffer: 100, pageSize: 50 });
-    const it = (
-      await feed.open({ from: 'end', filter: EventFilter.compile(), follow: true }, signal())
-    )[Symbol.asyncIterator]();
-    expect((await it.next()).value).toMatchObject({ kind: 'caught-up' });
-    // Live now, but not reading: the writers go on.
-    const pending = it.next();
-    const stream = `state-slow-${randomUUID()}`;
-    let expected: bigint | 'no_stream' = 'no_stream';
-    for (let i = 0; i < 30; i++) {
-      const r = await store.appendToStream(
-        stream,
-        events(100, 'LockAcquired', (n) => ({ n: i * 100 + n })),
-        { expectedRevision: expected },
-      );
-      expected = r.nextExpectedRevision;
-    }
-    const got: RecordedEvent[] = [];
-    const first = (await pending).value as FeedItem;
-    if (first.kind === 'event') got.push(first.event);
-    await waitFor('the tail to drop the full buffer', () => feed.stats().live === 0);
-    while (got.length < 3000) {
-      const { value } = await it.next();
-      if ((value as FeedItem).kind === 'event') got.push((value as { event: RecordedEvent }).event);
-    }
-    await it.return?.();
-    expect(got.map((e) => (e.data as { n: number }).n)).toEqual(
-      Array.from({ length: 3000 }, (_, i) => i),
+    // Batched, the same: from the start, and from a position inside a batch
+    // (pages of 1,000 events go out as 300 + 300 + 300 + 100: the 49,150th
+    // event is the 150th of a batch).
+    const replayed = await read(feed, { batch: 300 });
+    expect(listed(eventsOf(replayed))).toEqual(log);
+    expect(replayed.at(-1)).toEqual({ kind: 'caught-up', position: delivered.at(-1)!.position });
+    expect(replayed.filter((i) => i.kind === 'events').map((i) => eventsOf([i]).length)).toEqual(
+      expect.arrayContaining([300, 100]),
     );
-    expect(feed.stats().fellBehind).toBeGreaterThanOrEqual(1);
-    expect(feed.stats().maxBuffered).toBeLessThanOrEqual(100);
-  });
+    const inside = formatCursor(delivered[49_149].position);
+    const restBatched = await read(feed, { from: parseCursor(inside), batch: 300 });
+    expect(listed(eventsOf(restBatched))).toEqual(log.slice(49_150));
+    expect(restBatched.at(-1)).toEqual(replay.at(-1));
+  }, 300_000);
+
+  it.each([1, 40])(
+    'sends a slow consumer back to the log when its buffer fills, and it misses nothing (batch %i)',
+    async (batch) => {
+      const feed = new EventFeed(store, { liveBuffer: 100, pageSize: 50 });
+      const it = (
+        await feed.open(
+          { from: 'end', filter: EventFilter.compile(), follow: true, batch },
+          signal(),
+        )
+      )[Symbol.asyncIterator]();
+      expect((await it.next()).value).toMatchObject({ kind: 'caught-up' });
+      // Live now, but not reading: the writers go on.
+      const pending = it.next();
+      const stream = `state-slow-${randomUUID()}`;
+      let expected: bigint | 'no_stream' = 'no_stream';
+      for (let i = 0; i < 30; i++) {
+        const r = await store.appendToStream(
+          stream,
+          events(100, 'LockAcquired', (n) => ({ n: i * 100 + n })),
+          { expectedRevision: expected },
+        );
+        expected = r.nextExpectedRevision;
+      }
+      const got: RecordedEvent[] = [];
+      got.push(...eventsOf([(await pending).value as FeedItem]));
+      await waitFor('the tail to drop the full buffer', () => feed.stats().live === 0);
+      while (got.length < 3000) {
+        const { value } = await it.next();
+        got.push(...eventsOf([value as FeedItem]));
+      }
+      await it.return?.();
+      expect(got.map((e) => (e.data as { n: number }).n)).toEqual(
+        Array.from({ length: 3000 }, (_, i) => i),
+      );
+      expect(feed.stats().fellBehind).toBeGreaterThanOrEqual(1);
+      expect(feed.stats().maxBuffered).toBeLessThanOrEqual(100);
+    },
+  );
 
   describe('filters', () => {
     const run = randomUUID();
@@ -258,6 +298,18 @@ describe('EventFeed on the PostgreSQL event store', () => {
         `refresh-${run} ResourceRefreshed`,
         `refresh-${run} RefreshFinished`,
       ]);
+      // Batched: the same events, in batches of the matching ones only.
+      const batched = await read(feed, { filter, batch: 2 });
+      expect(types(batched)).toEqual(types(await read(feed, { filter })));
+      // Checkpoints may come while catching up (the log holds thousands of other events).
+      const items = batched.filter((i) => i.kind !== 'checkpoint');
+      expect(items.at(-1)!.kind).toBe('caught-up');
+      for (const item of items.slice(0, -1)) {
+        expect(item.kind).toBe('events');
+        expect(eventsOf([item]).length).toBeGreaterThan(0);
+        expect(eventsOf([item]).length).toBeLessThanOrEqual(2);
+      }
+      expect(items.length).toBeLessThan(5 + 1);
       // A fresh feed knows nothing of the run: it asks the run's first event.
       const fresh = new EventFeed(store);
       expect(types(await read(fresh, { filter, from: afterStart }))).toEqual([

@@ -12,6 +12,7 @@ import {
   grpcEventsClient,
   GrpcMessage,
   SseMessage,
+  unbatched,
 } from '../support/event-clients';
 import { createTestDatabase, quietLogger, TestDatabase } from '../support/test-database';
 
@@ -307,5 +308,141 @@ describe('event subscriptions over gRPC and SSE', () => {
     ]) {
       expect((await fetch(`${server.url}/v1/events?${query}`)).status).toBe(200);
     }
+  });
+
+  const lines = (ms: GrpcMessage[]) =>
+    grpcEvents(unbatched(ms)).map((m) => `${m.position} ${m.event!.event_id}`);
+
+  it('batched delivery (max_batch) sends the same events in the same order, and resumes from inside a batch', async () => {
+    const log = await listed();
+    const one = collectGrpc(rpc.Read({ origin: 'ORIGIN_START' }));
+    const batched = collectGrpc(rpc.Read({ origin: 'ORIGIN_START', max_batch: 100 }));
+    await Promise.all([one.done, batched.done]);
+    expect(lines(batched.messages)).toEqual(log);
+    // Message for message what a client without max_batch gets, markers included.
+    expect(unbatched(batched.messages)).toEqual(one.messages);
+    expect(batched.messages.at(-1)).toEqual({
+      kind: 'caught_up',
+      position: log.at(-1)!.split(' ')[0],
+    });
+    const sizes = batched.messages.filter((m) => m.kind === 'batch').map((m) => m.events!.length);
+    expect(batched.messages.some((m) => m.kind === 'event')).toBe(false);
+    expect(Math.max(...sizes)).toBe(100);
+    expect(Math.min(...sizes)).toBeGreaterThan(0);
+
+    // A consumer that saved the position of an event inside a batch gets exactly the rest.
+    const inside = String(
+      batched.messages.filter((m) => m.kind === 'batch')[3].events![41].position,
+    );
+    const at = log.findIndex((l) => l.startsWith(`${inside} `));
+    expect(at).toBeGreaterThan(0);
+    const rest = collectGrpc(rpc.Read({ from: inside, max_batch: 100 }));
+    await rest.done;
+    expect(lines(rest.messages)).toEqual(log.slice(at + 1));
+
+    // A limit counts events, not messages.
+    const limited = collectGrpc(rpc.Read({ origin: 'ORIGIN_START', max_batch: 100, limit: 250 }));
+    const limitedOne = collectGrpc(rpc.Read({ origin: 'ORIGIN_START', limit: 250 }));
+    await Promise.all([limited.done, limitedOne.done]);
+    expect(unbatched(limited.messages)).toEqual(limitedOne.messages);
+    expect(lines(limited.messages)).toEqual(log.slice(0, 250));
+
+    const err = await collectGrpc(rpc.Subscribe({ max_batch: 1001 })).done.then(
+      () => null,
+      (e: grpc.ServiceError) => e,
+    );
+    expect(err && `${grpc.status[err.code]} ${err.details}`).toBe(
+      'INVALID_ARGUMENT REQUEST.INVALID: max_batch is at most 1000 (0 or 1: no batches)',
+    );
+  });
+
+  it('batched subscriptions keep filters, the caught-up marker and checkpoints, then batch live events', async () => {
+    const filtered = collectGrpc(
+      rpc.Subscribe({
+        origin: 'ORIGIN_START',
+        filter: { states: ['team/*'], types: ['ApplyCommitted'] },
+        max_batch: 50,
+        checkpoint_interval_ms: 100,
+      }),
+    );
+    const all = collectGrpc(rpc.Subscribe({ origin: 'ORIGIN_START', max_batch: 1000 }));
+    await waitFor(
+      'both caught up',
+      () =>
+        filtered.messages.some((m) => m.kind === 'caught_up') &&
+        all.messages.some((m) => m.kind === 'caught_up'),
+    );
+    // Live: a burst that does not match the filter, then a version that does.
+    await store.appendToStream(
+      `bulk-burst-${randomUUID()}`,
+      Array.from({ length: 300 }, (_, n) => ({
+        eventId: randomUUID(),
+        type: 'BulkTick',
+        schemaVersion: 1,
+        data: { n },
+        metadata: {
+          actor: 'x',
+          correlationId: 'c',
+          causationId: null,
+          occurredAt: '2026-01-01T00:00:00Z',
+        },
+      })),
+      { expectedRevision: 'no_stream' },
+    );
+    await post('team/a', document(4));
+    const log = await listed();
+    await waitFor('the whole log', () => lines(all.messages).length >= log.length);
+    await waitFor('the live version', () => grpcEvents(unbatched(filtered.messages)).length >= 4);
+    await new Promise((r) => setTimeout(r, 300)); // nothing more may come
+    await Promise.all([filtered.stop(), all.stop()]);
+
+    expect(lines(all.messages)).toEqual(log);
+    const kinds = unbatched(filtered.messages).map((m) => m.kind);
+    expect(kinds.filter((k) => k !== 'checkpoint')).toEqual([
+      'event',
+      'event',
+      'event',
+      'caught_up',
+      'event',
+    ]);
+    const events = grpcEvents(unbatched(filtered.messages)).map((m) => m.event!);
+    expect(events.map((e) => `${e.stream_id} ${e.type}`)).toEqual(
+      Array(4).fill('state-team/a ApplyCommitted'),
+    );
+    expect(
+      events.map((e) => (JSON.parse(String(e.data_json)) as { serial: number }).serial),
+    ).toEqual([1, 2, 3, 4]);
+    const positions = filtered.messages.map((m) => m.position);
+    expect([...positions].sort()).toEqual(positions);
+  });
+
+  it('splits a batch whose JSON would outgrow a client’s 4 MiB message limit', async () => {
+    const head = (await listed()).at(-1)!.split(' ')[0];
+    const big = 'x'.repeat(100_000);
+    await store.appendToStream(
+      `bulk-big-${randomUUID()}`,
+      Array.from({ length: 60 }, (_, n) => ({
+        eventId: randomUUID(),
+        type: 'BulkTick',
+        schemaVersion: 1,
+        data: { n, big },
+        metadata: {
+          actor: 'x',
+          correlationId: 'c',
+          causationId: null,
+          occurredAt: '2026-01-01T00:00:00Z',
+        },
+      })),
+      { expectedRevision: 'no_stream' },
+    );
+    const read = collectGrpc(rpc.Read({ from: head, max_batch: 1000 }));
+    await read.done;
+    const batches = read.messages.filter((m) => m.kind === 'batch');
+    expect(batches.length).toBeGreaterThan(1);
+    const data = grpcEvents(unbatched(read.messages)).map(
+      (m) => JSON.parse(String(m.event!.data_json)) as { n: number; big: string },
+    );
+    expect(data.map((d) => d.n)).toEqual(Array.from({ length: 60 }, (_, n) => n));
+    expect(data.every((d) => d.big === big)).toBe(true);
   });
 });

@@ -14,9 +14,12 @@ export function bearer(token: string): grpc.Metadata {
 
 /** A message of the gRPC feed, flattened: which kind, and its fields. */
 export interface GrpcMessage {
-  kind: 'event' | 'caught_up' | 'checkpoint';
+  kind: 'event' | 'caught_up' | 'checkpoint' | 'batch';
+  /** A batch's: its last event's. */
   position: string;
   event?: Record<string, string | number>;
+  /** A batch's events (max_batch > 1). */
+  events?: Record<string, string | number>[];
 }
 
 type EventsClient = grpc.Client & {
@@ -55,8 +58,25 @@ export function grpcEventsClient(
 
 export function flatten(message: Record<string, unknown>): GrpcMessage {
   const kind = message.kind as GrpcMessage['kind'];
+  if (kind === 'batch') {
+    const { events } = message.batch as { events: Record<string, string | number>[] };
+    return { kind, position: String(events.at(-1)?.position), events };
+  }
   const body = message[kind] as Record<string, string | number>;
   return { kind, position: String(body.position), ...(kind === 'event' ? { event: body } : {}) };
+}
+
+/** Batched messages as the one-event messages the same feed sends without max_batch. */
+export function unbatched(messages: GrpcMessage[]): GrpcMessage[] {
+  return messages.flatMap((m) =>
+    m.kind === 'batch'
+      ? m.events!.map((event) => ({
+          kind: 'event' as const,
+          position: String(event.position),
+          event,
+        }))
+      : [m],
+  );
 }
 
 /**
