@@ -114,8 +114,8 @@ describe('the OpenAPI document', () => {
       expect.arrayContaining(['name', 'scopes']),
     );
     const events = doc.paths['/v1/events'].get as Operation;
-    expect(events.parameters!.map((p) => p.name)).toEqual(
-      expect.arrayContaining(['from', 'follow', 'state', 'type']),
+    expect(events.parameters!.map((p) => p.name).sort()).toEqual(
+      ['checkpoint_ms', 'follow', 'from', 'heartbeat', 'limit', 'state', 'stream', 'type'].sort(),
     );
     const states = doc.paths['/v1/dashboard/states'].get as Operation;
     const params = Object.fromEntries(states.parameters!.map((p) => [p.name, p]));
@@ -124,6 +124,16 @@ describe('the OpenAPI document', () => {
     expect(params.sort.schema!.enum).toEqual(STATE_SORTS);
     expect(params.limit.schema).toMatchObject({ minimum: 1, maximum: 500 });
     expect(params.glob.description).toMatch(/glob/);
+    // Described from EventsQueryDto: its types and limits, and what each is for.
+    const param = (name: string) => events.parameters!.find((p) => p.name === name)!;
+    expect(param('limit')).toMatchObject({
+      in: 'query',
+      required: false,
+      schema: { type: 'integer', minimum: 1, maximum: 1_000_000_000 },
+    });
+    expect(param('state')).toMatchObject({ schema: { type: 'array', items: { type: 'string' } } });
+    expect(param('follow')).toMatchObject({ schema: { type: 'boolean' } });
+    for (const p of events.parameters!) expect(p.description).toEqual(expect.any(String));
   });
 
   it('says what each operation needs of a token, from its @Access rule', () => {

@@ -86,23 +86,21 @@ function accessOf(rule: AccessRule): { text: string; security: Record<string, st
   }
 }
 
-/** `GET /v1/events` takes its query as it comes (SSE clients send more than one shape). */
-const EVENTS_PARAMETERS = [
-  ['from', 'a position to resume after (or `start`, `end`); `Last-Event-ID` works too'],
-  ['follow', '`true` (default): stay open and follow the log; `false`: end at its head'],
-  ['state', 'state names or globs (repeated or comma-separated)'],
-  ['stream', 'stream id prefixes (repeated or comma-separated)'],
-  ['type', 'event types (repeated or comma-separated)'],
-  ['limit', 'at most this many events'],
-  ['checkpoint_ms', 'a filtered feed sends a checkpoint at most this often (≥ 100)'],
-  ['heartbeat', 'seconds between keep-alive comments (1 to 300)'],
-].map(([name, description]) => ({
-  name,
-  in: 'query' as const,
-  required: false,
-  description,
-  schema: { type: 'string' as const },
-}));
+/**
+ * What `GET /v1/events`'s query parameters mean. Their names, types and
+ * limits come from EventsQueryDto like every other query's; the DTO's
+ * validation rules do not say what a parameter is for.
+ */
+const EVENTS_PARAMETER_TEXT: Record<string, string> = {
+  from: 'a position to resume after (or `start`, `end`); `Last-Event-ID` works too',
+  follow: '`true` (default): stay open and follow the log; `false`: end at its head (`1`/`0` too)',
+  state: 'state names or globs (repeated or comma-separated)',
+  stream: 'stream id prefixes (repeated or comma-separated)',
+  type: 'event types (repeated or comma-separated)',
+  limit: 'at most this many events',
+  checkpoint_ms: 'a filtered feed sends a checkpoint at most this often',
+  heartbeat: 'seconds between keep-alive comments',
+};
 
 let described = false;
 
@@ -223,7 +221,9 @@ export function openApiDocument(app: INestApplication): OpenAPIObject {
         (op as unknown as Record<string, unknown>)[ACCESS_KEY] = access.text;
       }
       if (route === '/v1/events' && op === pathItem.get) {
-        op.parameters = EVENTS_PARAMETERS;
+        for (const p of op.parameters ?? []) {
+          if ('in' in p && p.in === 'query') p.description ??= EVENTS_PARAMETER_TEXT[p.name];
+        }
         op.responses = {
           ...op.responses,
           '200': {
