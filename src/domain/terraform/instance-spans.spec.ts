@@ -1,5 +1,6 @@
+import { isUtf8 } from 'node:buffer';
 import { DomainError } from '../shared/domain-error';
-import { instanceSpans, InstanceTexts, parseStateDocumentReusing } from './instance-spans';
+import { InstanceBytes, instanceSpans, parseStateBodyReusing } from './instance-spans';
 import { parseStateDocument } from './parse-state-document';
 import { flattenInstances } from './state-instances';
 
@@ -160,6 +161,32 @@ function edit(r: Rand, resources: Res[]): Res[] {
   return next;
 }
 
+/** What kld's receiving route decodes with: empty and non-UTF-8 bodies refused, worded. */
+function decode(body: Buffer): string {
+  if (body.length === 0) throw new DomainError('STATE.INVALID', 'state is empty');
+  if (!isUtf8(body)) throw new DomainError('STATE.INVALID', 'state is not valid UTF-8');
+  return body.toString('utf8');
+}
+
+/** Byte-level damage text edits cannot make: bad UTF-8, a cut body, a byte flipped. */
+function damage(r: Rand, body: Buffer): Buffer {
+  const at = Math.floor(r() * body.length);
+  switch (Math.floor(r() * 4)) {
+    case 0: // a lone continuation byte
+      return Buffer.concat([body.subarray(0, at), Buffer.from([0x80]), body.subarray(at)]);
+    case 1: // a multi-byte sequence cut short
+      return Buffer.concat([body.subarray(0, at), Buffer.from([0xe6, 0xbc]), body.subarray(at)]);
+    case 2: // truncated
+      return body.subarray(0, at);
+    default: {
+      // one byte changed
+      const copy = Buffer.from(body);
+      copy[at] = copy[at] === 0x7d ? 0x5d : 0x7d;
+      return copy;
+    }
+  }
+}
+
 function outcome(parse: () => unknown): { ok: unknown } | { error: string } {
   try {
     return { ok: parse() };
@@ -169,13 +196,13 @@ function outcome(parse: () => unknown): { ok: unknown } | { error: string } {
   }
 }
 
-describe('parseStateDocumentReusing', () => {
+describe('parseStateBodyReusing', () => {
   it('parses every randomly edited document exactly as parseStateDocument does, and hashes the same changed set', () => {
     let reusedSomething = false;
     for (let seed = 1; seed <= 150; seed++) {
       const r = random(seed);
       let resources = newState(r);
-      let memo: InstanceTexts = { texts: [], objects: [] };
+      let memo: InstanceBytes | undefined;
       let serial = 1;
       for (let step = 0; step < 8; step++) {
         const space = pick(r, ['', '\n', '\n  ']);
@@ -187,14 +214,16 @@ describe('parseStateDocumentReusing', () => {
           const decoy = '{"index_key":0,"schema_version":0,"attributes":{"decoy":1}}';
           body = body.replace('"instances":[', `"instances":[${decoy}],"inst\\u0061nces":[`);
         }
-        const full = outcome(() => parseStateDocument(body));
-        const reusing = outcome(() => parseStateDocumentReusing(body, memo));
+        let bytes: Buffer = Buffer.from(body);
+        if (r() < 0.08) bytes = damage(r, bytes);
+        const full = outcome(() => parseStateDocument(decode(bytes)));
+        const reusing = outcome(() => parseStateBodyReusing(bytes, memo, decode));
         if ('error' in full) {
           expect(reusing).toEqual(full);
         } else {
           expect('ok' in reusing).toBe(true);
           const { document, instances } = (
-            reusing as { ok: ReturnType<typeof parseStateDocumentReusing> }
+            reusing as { ok: ReturnType<typeof parseStateBodyReusing> }
           ).ok;
           expect(document).toEqual(full.ok);
           const hashes = (d: Parameters<typeof flattenInstances>[0]) =>
@@ -204,10 +233,10 @@ describe('parseStateDocumentReusing', () => {
           );
           for (const res of document.resources) {
             for (const instance of res.instances) {
-              if (memo.objects.includes(instance)) reusedSomething = true;
+              if (memo?.objects.includes(instance)) reusedSomething = true;
             }
           }
-          if (instances.texts.length > 0) memo = instances;
+          if (instances.spans.length > 0) memo = instances;
         }
         resources = edit(r, resources);
         serial++;
@@ -219,8 +248,8 @@ describe('parseStateDocumentReusing', () => {
   it('parses only the instances whose text changed, and shares the others with the previous document', () => {
     const r = random(7);
     const resources = newState(r);
-    const first = parseStateDocumentReusing(text(resources, 1, '\n'));
-    expect(first.instances.texts.length).toBe(
+    const first = parseStateBodyReusing(Buffer.from(text(resources, 1, '\n')));
+    expect(first.instances.spans.length).toBe(
       resources.reduce((n, res) => n + res.instances.length, 0),
     );
     const changed = edit(random(3), resources);
@@ -228,7 +257,7 @@ describe('parseStateDocumentReusing', () => {
       key: 0,
       text: '{"index_key":0,"schema_version":1,"attributes":{"v":2}}',
     };
-    const second = parseStateDocumentReusing(text(changed, 2, '\n'), first.instances);
+    const second = parseStateBodyReusing(Buffer.from(text(changed, 2, '\n')), first.instances);
     const before = new Set(first.document.resources.flatMap((res) => res.instances));
     const after = second.document.resources.flatMap((res) => res.instances);
     expect(before.has(after[0])).toBe(false);
@@ -236,13 +265,15 @@ describe('parseStateDocumentReusing', () => {
   });
 
   it('finds the text of each instance, whatever its strings hold', () => {
-    const body = `{"resources":[{"instances":[{"a":"\\\\"},{"b":"]}\\""}, 12]},{"x":[1,{"instances":[9]}],"instances":[]}]}`;
-    expect(instanceSpans(body)?.map((s) => body.slice(s.start, s.end))).toEqual([
+    const body = Buffer.from(
+      `{"resources":[{"instances":[{"a":"\\\\"},{"b":"]}\\""}, 12]},{"x":[1,{"instances":[9]}],"instances":[]}]}`,
+    );
+    expect(instanceSpans(body)?.map((s) => body.toString('utf8', s.start, s.end))).toEqual([
       '{"a":"\\\\"}',
       '{"b":"]}\\""}',
       '12',
     ]);
-    expect(instanceSpans('[1]')).toBeNull();
-    expect(instanceSpans('{"resources":[{"instances":[{"a":1}]}]')).toBeNull();
+    expect(instanceSpans(Buffer.from('[1]'))).toBeNull();
+    expect(instanceSpans(Buffer.from('{"resources":[{"instances":[{"a":1}]}]'))).toBeNull();
   });
 });

@@ -3,91 +3,118 @@ import { parseJsonLossless } from './lossless-json';
 import { parseStateDocument, validateStateDocument } from './parse-state-document';
 import { InstanceObjectV4, StateDocumentV4 } from './state-document';
 
-/** Where an instance object sits in a document's text: `text.slice(start, end)`. */
+/** Where an instance object sits in a document's bytes: `body.subarray(start, end)`. */
 export interface InstanceSpan {
   start: number;
   end: number;
-  /** The previous document's object of the same text, when the text was found there. */
+  /** The previous document's object of the same bytes, when the bytes were found there. */
   reuse?: InstanceObjectV4;
 }
 
-/** A document's instance objects in document order, each with its exact text. */
-export interface InstanceTexts {
-  texts: readonly string[];
+/** A document's bytes as received, and its instance objects in document order with their spans. */
+export interface InstanceBytes {
+  body: Buffer;
+  spans: readonly InstanceSpan[];
   objects: readonly InstanceObjectV4[];
 }
 
 export interface ReusingParse {
   document: StateDocumentV4;
   /** This document's instances: what the next parse may reuse. */
-  instances: InstanceTexts;
+  instances: InstanceBytes;
 }
 
-const NONE: InstanceTexts = { texts: [], objects: [] };
+/** Refuses bytes that are not UTF-8 instead of replacing them; keeps a BOM, like Buffer#toString. */
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** The bytes as text, or null if they are not UTF-8. */
+function utf8OrNull(bytes: Uint8Array): string | null {
+  try {
+    return STRICT_UTF8.decode(bytes);
+  } catch {
+    return null;
+  }
+}
+
+const NONE: InstanceBytes = { body: Buffer.alloc(0), spans: [], objects: [] };
 
 // An instance object is at depth 4: document, resources, a resource, instances.
 const INSTANCE_DEPTH = 4;
 
 /**
- * Parses and validates a state document like parseStateDocument, parsing
- * only the instance objects whose text is not in `previous`: terraform
- * rewrites the whole document on every persist, and most instances of a big
- * state come back byte for byte. Equal text is an equal parse (and was
- * accepted before), so the objects are shared with the previous document.
+ * Parses and validates a state document's bytes like
+ * `parseStateDocument(decode(body))`, decoding and parsing only the instance
+ * objects whose bytes are not in `previous`: terraform rewrites the whole
+ * document on every persist, and most instances of a big state come back
+ * byte for byte. Equal bytes are an equal parse (and were accepted before),
+ * so those objects are shared with the previous document, and the body is
+ * never decoded whole.
  *
- * A scan finds each instance's text without parsing it; the rest of the
- * document (with each instance replaced by its ordinal) is parsed and
- * validated in full, and every instance is validated again in its resource.
- * Any surprise, including any invalid document, falls back to
- * parseStateDocument itself, so the result and every refusal are exactly its.
+ * A scan of the bytes finds each instance without parsing it, comparing it
+ * with the previous document's next instance (memcmp); the rest of the
+ * document (with each instance replaced by its ordinal) is decoded, parsed
+ * and validated in full; a reused instance is checked again only where its
+ * resource and neighbours matter (its address). `decode` is the full decoder (UTF-8 checked, refusals worded):
+ * any surprise, including any invalid document or byte, falls back to
+ * `parseStateDocument(decode(body))` itself, so the result and every refusal
+ * are exactly its.
  */
-export function parseStateDocumentReusing(
-  text: string,
-  previous: InstanceTexts = NONE,
+export function parseStateBodyReusing(
+  body: Buffer,
+  previous: InstanceBytes = NONE,
+  decode: (body: Buffer) => string = (b) => b.toString('utf8'),
 ): ReusingParse {
-  if (previous.texts.length === 0) {
+  if (previous.spans.length === 0) {
     // Nothing to reuse: one JSON.parse of the whole beats one per instance.
-    const document = parseStateDocument(text);
-    return { document, instances: textsOf(text, document) };
+    const document = parseStateDocument(decode(body));
+    return { document, instances: bytesOf(body, document) };
   }
-  const spans = instanceSpans(text, previous);
+  const spans = instanceSpans(body, previous);
   if (spans !== null) {
     try {
-      const reused = assemble(text, spans);
+      const reused = assemble(body, spans);
       if (reused !== null) return reused;
     } catch {
       // refused the way parseStateDocument words it, below
     }
   }
-  const document = parseStateDocument(text);
+  const document = parseStateDocument(decode(body));
   return { document, instances: NONE };
 }
 
-/** `text` with each span replaced by its ordinal. */
-function skeletonText(text: string, spans: InstanceSpan[]): string {
-  const parts: string[] = [];
+/** `body` with each span replaced by its ordinal, as text; null if a byte is not UTF-8. */
+function skeletonText(body: Buffer, spans: readonly InstanceSpan[]): string | null {
+  let size = body.length;
+  spans.forEach((span, k) => (size += String(k).length - (span.end - span.start)));
+  const skeleton = Buffer.allocUnsafe(size);
+  let at = 0;
   let from = 0;
   spans.forEach((span, k) => {
-    parts.push(text.slice(from, span.start), String(k));
+    at += body.copy(skeleton, at, from, span.start);
+    at += skeleton.write(String(k), at, 'latin1');
     from = span.end;
   });
-  parts.push(text.slice(from));
-  return parts.join('');
+  body.copy(skeleton, at, from);
+  // Spans start at a value's first byte and end after its last: cutting there
+  // never splits a UTF-8 sequence, so checking the joined parts checks each.
+  return utf8OrNull(skeleton);
 }
 
-/** The text of each instance of `document`, parsed from `text`; none if the scan disagrees. */
-function textsOf(text: string, document: StateDocumentV4): InstanceTexts {
-  const spans = instanceSpans(text);
+/** The span of each instance of `document`, parsed from `body`; none if the scan disagrees. */
+function bytesOf(body: Buffer, document: StateDocumentV4): InstanceBytes {
+  const spans = instanceSpans(body);
   if (spans === null) return NONE;
   let skeleton: unknown;
   try {
-    skeleton = JSON.parse(skeletonText(text, spans));
+    const text = skeletonText(body, spans);
+    if (text === null) return NONE;
+    skeleton = JSON.parse(text);
   } catch {
-    return NONE; // the scan cut the text where JSON.parse does not
+    return NONE; // the scan cut the bytes where JSON.parse does not
   }
   if (!holdsOrdinals(skeleton, spans.length)) return NONE;
   const objects = document.resources.flatMap((r) => r.instances);
-  return { texts: spans.map((span) => text.slice(span.start, span.end)), objects };
+  return { body, spans, objects };
 }
 
 /**
@@ -106,26 +133,35 @@ function holdsOrdinals(skeleton: unknown, count: number): boolean {
   return k === count;
 }
 
-function assemble(text: string, spans: InstanceSpan[]): ReusingParse | null {
-  const skeleton = parseJsonLossless(skeletonText(text, spans));
+function assemble(body: Buffer, spans: InstanceSpan[]): ReusingParse | null {
+  const text = skeletonText(body, spans);
+  if (text === null) return null;
+  const skeleton = parseJsonLossless(text);
 
-  const texts = spans.map((span) => text.slice(span.start, span.end));
-  const objects = spans.map((span, k) => {
-    if (span.reuse !== undefined) return span.reuse;
-    const value = parseJsonLossless(texts[k]);
+  const objects: (InstanceObjectV4 | null)[] = [];
+  for (const span of spans) {
+    if (span.reuse !== undefined) {
+      objects.push(span.reuse);
+      continue;
+    }
+    const text = utf8OrNull(body.subarray(span.start, span.end));
+    if (text === null) return null;
+    const value = parseJsonLossless(text);
     if (nestsDeeperThan(value, MAX_JSON_DEPTH - INSTANCE_DEPTH)) return null;
-    return value as unknown as InstanceObjectV4;
-  });
+    objects.push(value as unknown as InstanceObjectV4);
+  }
 
-  if (!holdsOrdinals(skeleton, spans.length) || objects.includes(null)) return null;
+  if (!holdsOrdinals(skeleton, spans.length)) return null;
   let k = 0;
   for (const resource of (skeleton as { resources: { instances: unknown[] }[] }).resources) {
     const slots = resource.instances;
     for (let j = 0; j < slots.length; j++) slots[j] = objects[k++];
   }
+  const accepted = new Set<object>();
+  for (const span of spans) if (span.reuse !== undefined) accepted.add(span.reuse);
   return {
-    document: validateStateDocument(skeleton),
-    instances: { texts, objects: objects as InstanceObjectV4[] },
+    document: validateStateDocument(skeleton, accepted),
+    instances: { body, spans, objects: objects as InstanceObjectV4[] },
   };
 }
 
@@ -138,24 +174,27 @@ const CLOSE_BRACKET = 0x5d;
 const COLON = 0x3a;
 const COMMA = 0x2c;
 
-const STRUCTURAL = /["{}[\]]/g;
+const RESOURCES = Buffer.from('resources', 'latin1');
+const INSTANCES = Buffer.from('instances', 'latin1');
 
 class NotAState extends Error {}
 
 /**
- * The text span of every element of `resources[*].instances` in a JSON
- * document, in document order, without parsing them; null when the text is
+ * The byte span of every element of `resources[*].instances` in a JSON
+ * document, in document order, without parsing them; null when the bytes are
  * not shaped like a state document (the caller parses it in full then).
  * Member names are compared as written: an escaped or repeated name makes the
- * spans disagree with what JSON.parse sees, which the caller detects.
+ * spans disagree with what JSON.parse sees, which the caller detects. Every
+ * byte this looks for is ASCII, and no byte of a multi-byte UTF-8 sequence
+ * is, so the scan needs no decoding.
  *
- * An instance whose text is `previous`'s next one (or the one after: an
- * instance removed) is compared, not scanned: a native string comparison
- * instead of a walk through its strings and brackets.
+ * An instance whose bytes are `previous`'s next one (or the one after: an
+ * instance removed) is compared, not scanned: a memcmp instead of a walk
+ * through its strings and brackets.
  */
-export function instanceSpans(text: string, previous: InstanceTexts = NONE): InstanceSpan[] | null {
+export function instanceSpans(body: Buffer, previous: InstanceBytes = NONE): InstanceSpan[] | null {
   try {
-    return new SpanScanner(text, previous).document();
+    return new SpanScanner(body, previous).document();
   } catch (e) {
     if (e instanceof NotAState) return null;
     throw e;
@@ -169,23 +208,23 @@ class SpanScanner {
   private next = 0;
 
   constructor(
-    private readonly text: string,
-    private readonly previous: InstanceTexts,
+    private readonly body: Buffer,
+    private readonly previous: InstanceBytes,
   ) {}
 
   document(): InstanceSpan[] {
     this.members((name) => {
-      if (name === 'resources') this.elements(() => this.resource());
+      if (name.equals(RESOURCES)) this.elements(() => this.resource());
       else this.skipValue();
     });
     this.space();
-    if (this.at !== this.text.length) throw new NotAState();
+    if (this.at !== this.body.length) throw new NotAState();
     return this.spans;
   }
 
   private resource(): void {
     this.members((name) => {
-      if (name !== 'instances') return this.skipValue();
+      if (!name.equals(INSTANCES)) return this.skipValue();
       this.elements(() => {
         const start = this.at;
         const reuse = this.known(start);
@@ -195,22 +234,23 @@ class SpanScanner {
     });
   }
 
-  /** The previous document's object if its next instance's text starts here; moves past it. */
+  /** The previous document's object if its next instance's bytes start here; moves past them. */
   private known(start: number): InstanceObjectV4 | undefined {
-    const { texts, objects } = this.previous;
-    for (let j = this.next; j < this.next + 2 && j < texts.length; j++) {
-      // slice and === compare as memory; startsWith walks character by character.
-      if (this.text.slice(start, start + texts[j].length) === texts[j]) {
+    const { body: before, spans, objects } = this.previous;
+    for (let j = this.next; j < this.next + 2 && j < spans.length; j++) {
+      const { start: from, end: to } = spans[j];
+      const end = start + (to - from);
+      if (end <= this.body.length && this.body.compare(before, from, to, start, end) === 0) {
         this.next = j + 1;
-        this.at = start + texts[j].length;
+        this.at = end;
         return objects[j];
       }
     }
     return undefined;
   }
 
-  /** An object; `member` reads each value, the scanner standing at it. */
-  private members(member: (name: string) => void): void {
+  /** An object; `member` reads each value (given its name's bytes as written), the scanner standing at it. */
+  private members(member: (name: Buffer) => void): void {
     this.space();
     this.expect(OPEN_BRACE);
     this.space();
@@ -222,7 +262,7 @@ class SpanScanner {
       this.space();
       const nameStart = this.at;
       this.skipString();
-      const name = this.text.slice(nameStart + 1, this.at - 1);
+      const name = this.body.subarray(nameStart + 1, this.at - 1);
       this.space();
       this.expect(COLON);
       this.space();
@@ -262,56 +302,59 @@ class SpanScanner {
   private skipValue(): void {
     const c = this.peek();
     if (c === QUOTE) return this.skipString();
+    const body = this.body;
+    const length = body.length;
     if (c !== OPEN_BRACE && c !== OPEN_BRACKET) {
       const start = this.at;
-      while (this.at < this.text.length && !isDelimiter(this.peek())) this.at++;
+      while (this.at < length && !isDelimiter(body[this.at])) this.at++;
       if (this.at === start) throw new NotAState();
       return;
     }
-    // Jump from one bracket or quote to the next: native search, not a loop per character.
-    const structural = STRUCTURAL;
     let depth = 0;
-    for (;;) {
-      structural.lastIndex = this.at;
-      const found = structural.exec(this.text);
-      if (found === null) break;
-      this.at = found.index;
-      const d = this.text.charCodeAt(this.at);
+    let at = this.at;
+    while (at < length) {
+      const d = body[at];
       if (d === QUOTE) {
+        this.at = at;
         this.skipString();
+        at = this.at;
         continue;
       }
-      this.at++;
+      at++;
       if (d === OPEN_BRACE || d === OPEN_BRACKET) depth++;
-      else if (--depth === 0) return;
+      else if ((d === CLOSE_BRACE || d === CLOSE_BRACKET) && --depth === 0) {
+        this.at = at;
+        return;
+      }
     }
     throw new NotAState();
   }
 
   private skipString(): void {
     this.expect(QUOTE);
-    const text = this.text;
+    const body = this.body;
     for (;;) {
-      const close = text.indexOf('"', this.at);
+      // Buffer#indexOf of a byte is a native memchr.
+      const close = body.indexOf(QUOTE, this.at);
       if (close < 0) throw new NotAState();
       let backslashes = 0;
-      while (text.charCodeAt(close - 1 - backslashes) === BACKSLASH) backslashes++;
+      while (body[close - 1 - backslashes] === BACKSLASH) backslashes++;
       this.at = close + 1;
       if (backslashes % 2 === 0) return;
     }
   }
 
   private space(): void {
-    const text = this.text;
-    while (this.at < text.length) {
-      const c = text.charCodeAt(this.at);
+    const body = this.body;
+    while (this.at < body.length) {
+      const c = body[this.at];
       if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return;
       this.at++;
     }
   }
 
   private peek(): number {
-    return this.text.charCodeAt(this.at);
+    return this.at < this.body.length ? this.body[this.at] : -1;
   }
 
   private expect(c: number): void {

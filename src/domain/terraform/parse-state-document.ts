@@ -69,9 +69,16 @@ export function parseStateDocument(input: string | unknown): StateDocumentV4 {
 /**
  * Validates a decoded v4 document (from JSON.parse or parseJsonLossless: plain
  * JSON by construction) and returns it typed; the checks of parseStateDocument
- * after parsing.
+ * after parsing. An instance object in `accepted` passed these checks in an
+ * accepted document before (the same object, treated as immutable): only the
+ * checks that depend on its resource and its neighbours run again (address
+ * length, repeated address). It can fail nothing else, so every refusal and
+ * its wording stay the same.
  */
-export function validateStateDocument(raw: unknown): StateDocumentV4 {
+export function validateStateDocument(
+  raw: unknown,
+  accepted: ReadonlySet<object> = NOTHING,
+): StateDocumentV4 {
   const doc = object(raw, '');
 
   if (doc.version === undefined) fail('version', 'is required');
@@ -95,7 +102,9 @@ export function validateStateDocument(raw: unknown): StateDocumentV4 {
 
   if (!Array.isArray(doc.resources)) fail('resources', 'must be an array');
   const seen = new Set<string>();
-  doc.resources.forEach((resource, i) => validateResource(resource, `resources[${i}]`, seen));
+  doc.resources.forEach((resource, i) =>
+    validateResource(resource, `resources[${i}]`, seen, accepted),
+  );
 
   const checks = doc.check_results;
   if (checks !== undefined && checks !== null && !Array.isArray(checks)) {
@@ -104,7 +113,14 @@ export function validateStateDocument(raw: unknown): StateDocumentV4 {
   return doc as StateDocumentV4;
 }
 
-function validateResource(value: unknown, at: string, seen: Set<string>): void {
+const NOTHING: ReadonlySet<object> = new Set();
+
+function validateResource(
+  value: unknown,
+  at: string,
+  seen: Set<string>,
+  accepted: ReadonlySet<object>,
+): void {
   const r = object(value, at);
   let module: ModuleInstanceStep[] = [];
   if (r.module !== undefined) {
@@ -129,18 +145,15 @@ function validateResource(value: unknown, at: string, seen: Set<string>): void {
   if (!Array.isArray(r.instances)) fail(`${at}.instances`, 'must be an array');
   const resource = r as ResourceV4;
   key(formatResourceAddress({ module, mode: resource.mode, type: r.type, name: r.name }), at);
-  r.instances.forEach((instance, j) =>
-    validateInstance(instance, `${at}.instances[${j}]`, resource, module, seen),
-  );
+  r.instances.forEach((instance, j) => {
+    const path = `${at}.instances[${j}]`;
+    if (!accepted.has(instance as object)) validateInstanceObject(instance, path);
+    checkAddress(instance as InstanceObjectV4, path, resource, module, seen);
+  });
 }
 
-function validateInstance(
-  value: unknown,
-  at: string,
-  r: ResourceV4,
-  module: ModuleInstanceStep[],
-  seen: Set<string>,
-): void {
+/** The checks of an instance object that depend on nothing but the object. */
+function validateInstanceObject(value: unknown, at: string): void {
   const o = object(value, at);
   const indexKey = o.index_key;
   if (indexKey !== undefined && typeof indexKey !== 'string' && !isNonNegativeInteger(indexKey)) {
@@ -187,8 +200,16 @@ function validateInstance(
   if (o.create_before_destroy !== undefined && typeof o.create_before_destroy !== 'boolean') {
     fail(`${at}.create_before_destroy`, 'must be a boolean');
   }
+}
 
-  const instance = o as InstanceObjectV4;
+/** The checks of an instance that depend on its resource and the instances before it. */
+function checkAddress(
+  instance: InstanceObjectV4,
+  at: string,
+  r: ResourceV4,
+  module: ModuleInstanceStep[],
+  seen: Set<string>,
+): void {
   const address = formatInstanceAddress({
     module,
     mode: r.mode,

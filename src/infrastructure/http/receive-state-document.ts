@@ -15,17 +15,19 @@ export interface ReceivedStateDocument {
  * numbers beyond double precision kept exact (a plain JSON.parse would round
  * them), bytes that are not UTF-8 refused rather than replaced, and the
  * checksum taken of the bytes exactly as they arrived. Every failure is a
- * STATE.INVALID naming the problem. `parse` may be parseStateDocument's
- * equal that reuses the state's previous document (DocumentTextMemo).
+ * STATE.INVALID naming the problem. `parse` may be the equal of
+ * `parseStateDocument(decode(body))` that reuses the state's previous
+ * document's bytes (DocumentTextMemo), given `decode` for what it decodes.
  */
 export async function receiveStateDocument(
   body: Buffer,
-  parse: (text: string) => StateDocumentV4 = parseStateDocument,
+  parse: (body: Buffer, decode: (body: Buffer) => string) => StateDocumentV4 = (b) =>
+    parseStateDocument(decode(b)),
 ): Promise<ReceivedStateDocument> {
   // Web Crypto hashes on the thread pool while the document is parsed here.
   const [checksum, document] = await Promise.all([
     webcrypto.subtle.digest('SHA-256', body).then((d) => Buffer.from(d).toString('hex')),
-    (async () => parse(decode(body)))(),
+    (async () => parse(body, decode))(),
   ]);
   return { document, checksum, bytes: body.length };
 }

@@ -178,7 +178,7 @@ export class TerraformBackendController {
     const lockId = lockIdFrom(lockIdParam, 'ID');
     const { document, checksum, bytes } = await receiveStateDocument(
       await readBody(req, this.config.maxStateBytes, 'state'),
-      (text) => this.texts.parse(stateStreamId(name), text),
+      (body, decode) => this.texts.parse(stateStreamId(name), body, decode),
     );
     await this.answerLockConflicts(res, () =>
       this.commands.execute(

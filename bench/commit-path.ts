@@ -1,0 +1,114 @@
+import { createHash, webcrypto } from 'node:crypto';
+import { DocumentTextMemo } from '../src/application/state/document-text-memo';
+import { InstanceHashMemo } from '../src/application/state/instance-hash-memo';
+import {
+  buildDocument,
+  diffInstances,
+  documentChunks,
+  documentMeta,
+  flattenInstances,
+  instanceDigest,
+  InstanceEncoding,
+  InstanceObjectV4,
+  instanceObjectText,
+} from '../src/domain/terraform';
+import { utf8Text } from '../src/infrastructure/http/read-body';
+
+const decode = (body: Buffer) => utf8Text(body, 'STATE.INVALID', 'state');
+import { SyntheticState } from './support/state-generator';
+import { formatInt } from './support/stats';
+
+/**
+ * In-process CPU cost of each step a delta POST takes in kld before the
+ * database: the body's checksum, its UTF-8 decode, the reusing parse, the
+ * hash memo, the decider's diff, the raw-state projector's re-chunking.
+ * CPU time (process.cpuUsage), min and median over the versions: a figure
+ * that load on a shared machine distorts far less than wall clock. What is
+ * not here: HTTP, the event store's append, the other projectors, pg.
+ *
+ *   npm run build && node dist/bench/commit-path.js
+ *   KL_BENCH_INSTANCES=20000 KL_BENCH_DELTA_VERSIONS=30 KL_BENCH_CHANGED=1
+ */
+const INSTANCES = Number(process.env.KL_BENCH_INSTANCES ?? 20_000);
+const VERSIONS = Number(process.env.KL_BENCH_DELTA_VERSIONS ?? 30);
+const CHANGED = Number(process.env.KL_BENCH_CHANGED ?? 1);
+
+function cpuMs(run: () => void): number {
+  const before = process.cpuUsage();
+  run();
+  const d = process.cpuUsage(before);
+  return (d.user + d.system) / 1000;
+}
+
+async function main(): Promise<void> {
+  const state = new SyntheticState({ instances: INSTANCES });
+  const texts = new DocumentTextMemo();
+  const hashes = new InstanceHashMemo();
+  const encoded = new WeakMap<InstanceObjectV4, { bytes: Buffer; digest: Buffer }>();
+  const encodedOf = (i: InstanceObjectV4) => {
+    let e = encoded.get(i);
+    if (e === undefined) {
+      const bytes = Buffer.from(instanceObjectText(i), 'utf8');
+      encoded.set(i, (e = { bytes, digest: instanceDigest(bytes) }));
+    }
+    return e;
+  };
+  const encoding: InstanceEncoding = {
+    bytes: (i) => encodedOf(i).bytes,
+    digest: (i) => encodedOf(i).digest,
+  };
+  let current = new Map<string, string>();
+  const steps: Record<string, number[]> = {};
+  const add = (name: string, ms: number) => (steps[name] ??= []).push(ms);
+
+  for (let v = 0; v <= VERSIONS; v++) {
+    if (v > 0) for (let c = 0; c < CHANGED; c++) state.changeOne((v * CHANGED + c) * 7919);
+    const body = Buffer.from(state.text());
+    const keep = v > 0; // version 0 is the full POST that fills the memos
+    const t = (name: string, run: () => void) => {
+      const ms = cpuMs(run);
+      if (keep) add(name, ms);
+    };
+    await webcrypto.subtle.digest('SHA-256', body); // warm
+    t('sha256 (createHash)', () => createHash('sha256').update(body).digest('hex'));
+    let doc = null as unknown as ReturnType<DocumentTextMemo['parse']>;
+    t('receive: reusing parse of the body', () => (doc = texts.parse('s', body, decode)));
+    let flat = null as unknown as ReturnType<typeof flattenInstances>;
+    t('flatten + hash memo', () => {
+      const memo = hashes.open('s');
+      flat = flattenInstances(doc, memo.hash);
+      memo.done();
+    });
+    t('decider diff', () => {
+      diffInstances(current, flat);
+      documentMeta(doc);
+    });
+    t('evolve (copy of the instance map)', () => {
+      current = new Map(current);
+      for (const i of flat) current.set(i.address, i.hash);
+    });
+    t('projector: buildDocument + documentChunks', () => {
+      const meta = documentMeta(doc);
+      documentChunks(buildDocument(meta, flat), encoding);
+    });
+  }
+  console.log(
+    `${formatInt(INSTANCES)} instances, ${CHANGED} changed per version, ${VERSIONS} versions; CPU ms per step`,
+  );
+  let minSum = 0;
+  let medSum = 0;
+  for (const [name, ms] of Object.entries(steps)) {
+    const sorted = [...ms].sort((a, b) => a - b);
+    const med = sorted[Math.floor(sorted.length / 2)];
+    minSum += sorted[0];
+    medSum += med;
+    console.log(
+      `  ${name.padEnd(45)} min ${sorted[0].toFixed(1).padStart(7)}  median ${med.toFixed(1).padStart(7)}`,
+    );
+  }
+  console.log(
+    `  ${'total'.padEnd(45)} min ${minSum.toFixed(1).padStart(7)}  median ${medSum.toFixed(1).padStart(7)}`,
+  );
+}
+
+void main();
