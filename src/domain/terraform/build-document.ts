@@ -51,23 +51,24 @@ export function buildDocument(
   meta: StateDocumentMeta,
   instances: Iterable<Placed>,
 ): StateDocumentV4 {
-  const groups = new Map<string, { resource: ResourceDescriptor; instances: InstanceObjectV4[] }>();
+  const groups = new ResourceGroups();
   for (const { resource, instance } of instances) {
-    const key = JSON.stringify([resource.module, resource.mode, resource.type, resource.name]);
-    const group = groups.get(key);
-    if (!group) {
-      groups.set(key, { resource, instances: [instance] });
+    const group = groups.of(resource);
+    if (group === undefined) {
+      groups.open(resource, instance);
       continue;
     }
     // Same descriptor object (the common case when a projector keeps one per
     // resource) needs no comparison; only distinct objects are checked.
     if (group.resource !== resource && !sameDescriptor(group.resource, resource)) {
+      const key = JSON.stringify([resource.module, resource.mode, resource.type, resource.name]);
       throw new Error(`instances of ${key} disagree on their resource fields`);
     }
     group.instances.push(instance);
   }
 
-  const resources = [...groups.values()]
+  const resources = groups
+    .all()
     .sort((a, b) => compareResources(a.resource, b.resource))
     .map(({ resource, instances: objects }) => toResource(resource, objects.sort(compareObjects)));
 
@@ -81,6 +82,48 @@ export function buildDocument(
     check_results: meta.checkResults,
   };
   return withExtra(doc, meta.extra);
+}
+
+interface Group {
+  resource: ResourceDescriptor;
+  instances: InstanceObjectV4[];
+}
+
+/**
+ * Instances grouped by resource address (module, mode, type, name), in
+ * first-seen order: nested maps of the parts, so a lookup builds no key.
+ */
+class ResourceGroups {
+  private readonly byModule = new Map<string, Map<string, Map<string, Map<string, Group>>>>();
+  private readonly order: Group[] = [];
+
+  /** The resource's group, if one was opened. */
+  of(resource: ResourceDescriptor): Group | undefined {
+    const byMode = child(this.byModule, resource.module);
+    const byType = child(byMode, resource.mode);
+    const byName = child(byType, resource.type);
+    return byName.get(resource.name);
+  }
+
+  open(resource: ResourceDescriptor, instance: InstanceObjectV4): void {
+    const group = { resource, instances: [instance] };
+    const byName = child(
+      child(child(this.byModule, resource.module), resource.mode),
+      resource.type,
+    );
+    byName.set(resource.name, group);
+    this.order.push(group);
+  }
+
+  all(): Group[] {
+    return [...this.order];
+  }
+}
+
+function child<V>(map: Map<string, Map<string, V>>, key: string): Map<string, V> {
+  let found = map.get(key);
+  if (found === undefined) map.set(key, (found = new Map()));
+  return found;
 }
 
 function sameDescriptor(a: ResourceDescriptor, b: ResourceDescriptor): boolean {

@@ -34,7 +34,8 @@ const MAX_CHUNK_BYTES = 1 << 20;
  * the whole bytes again), so an unchanged instance costs no hashing.
  */
 export function documentChunks(doc: StateDocumentV4, encoding: InstanceEncoding): DocumentChunk[] {
-  const separators = new Map<string, Buffer>();
+  // Each separator's bytes with their frame, made once per distinct separator.
+  const separators = new Map<string, { bytes: Buffer; frame: Buffer }>();
   const chunks: DocumentChunk[] = [];
   let hash = createHash('sha256');
   let parts: Buffer[] = [];
@@ -47,17 +48,21 @@ export function documentChunks(doc: StateDocumentV4, encoding: InstanceEncoding)
   };
   for (const part of documentParts(doc)) {
     if (typeof part === 'string') {
-      let bytes = separators.get(part);
-      if (bytes === undefined) separators.set(part, (bytes = Buffer.from(part, 'utf8')));
+      let separator = separators.get(part);
+      if (separator === undefined) {
+        const bytes = Buffer.from(part, 'utf8');
+        separators.set(part, (separator = { bytes, frame: frame(0, bytes.length) }));
+      }
       // Type and length first: no run of separators and digests reads as another.
-      hash.update(frame(0, bytes.length)).update(bytes);
-      parts.push(bytes);
-      size += bytes.length;
+      hash.update(separator.frame).update(separator.bytes);
+      parts.push(separator.bytes);
+      size += separator.bytes.length;
       continue;
     }
     const bytes = encoding.bytes(part);
     const digest = encoding.digest(part);
-    hash.update(frame(1, digest.length)).update(digest);
+    hash.update(digest.length === DIGEST_BYTES ? DIGEST_FRAME : frame(1, digest.length));
+    hash.update(digest);
     parts.push(bytes);
     size += bytes.length;
     if (digest[0] < BOUNDARY_BELOW || size >= MAX_CHUNK_BYTES) cut();
@@ -65,6 +70,9 @@ export function documentChunks(doc: StateDocumentV4, encoding: InstanceEncoding)
   if (parts.length > 0) cut();
   return chunks;
 }
+
+const DIGEST_BYTES = 32;
+const DIGEST_FRAME = frame(1, DIGEST_BYTES);
 
 function frame(kind: number, length: number): Buffer {
   const b = Buffer.allocUnsafe(5);
