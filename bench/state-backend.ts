@@ -22,6 +22,7 @@ import { distribution, formatInt, formatMs, verdict } from './support/stats';
  *   npm run build && node dist/bench/state-backend.js
  *   KL_BENCH_DATABASE_URL=postgres://… (a server URL whose user may create databases)
  *   KL_BENCH_INSTANCES=20000 KL_BENCH_DELTA_VERSIONS=500 KL_BENCH_DELTA_BUDGET_S=150
+ *   KL_BENCH_DELTA_CHANGED=10   (version v changes 1 + v % 10 instances: 1 to 10)
  *   KL_BENCH_SKIP_TERRAFORM=1   (no terraform phases)
  *   KL_BENCH_KLD=path/to/kld.js (another build of kld, e.g. an older checkout's dist)
  *   KL_BENCH_KLD_NODE_ARGS="--cpu-prof --cpu-prof-dir=DIR" (node options for kld)
@@ -30,12 +31,14 @@ import { distribution, formatInt, formatMs, verdict } from './support/stats';
 // Targets from the issue.
 const TARGET_FULL_POST_MS = 1500;
 const TARGET_DELTA_MS = 150;
+const TARGET_DELTA_P99_MS = 300;
 const TARGET_DELTA_DRIFT = 1.2;
 const TARGET_GET_VS_STATIC = 1.2;
 
 const INSTANCES = intEnv('KL_BENCH_INSTANCES', 20_000);
 const FULL_REPS = intEnv('KL_BENCH_FULL_REPS', 3);
 const DELTA_VERSIONS = intEnv('KL_BENCH_DELTA_VERSIONS', 500);
+const DELTA_CHANGED = intEnv('KL_BENCH_DELTA_CHANGED', 10);
 // The delta phase stops early past this budget, so the whole run stays within
 // about five minutes on a slow or busy box; the report says when it did.
 const DELTA_BUDGET_MS = intEnv('KL_BENCH_DELTA_BUDGET_S', 150) * 1000;
@@ -145,7 +148,7 @@ async function main(): Promise<void> {
       result: verdict(fullMed <= TARGET_FULL_POST_MS),
     });
 
-    // --- 2. delta POSTs: one instance changed, serial + 1 ------------------------
+    // --- 2. delta POSTs: 1 to DELTA_CHANGED instances changed, serial + 1 ---------
     const deltaName = `bench/full-${FULL_REPS}`;
     const deltaUrl = `${kld.url}/v1/states/${deltaName}`;
     const delta: number[] = [];
@@ -154,7 +157,7 @@ async function main(): Promise<void> {
     let lastBody = firstBody;
     for (let v = 0; v < DELTA_VERSIONS; v++) {
       if (performance.now() - deltaStart > DELTA_BUDGET_MS) break;
-      state.changeOne(v * 7919);
+      for (let c = 0; c <= v % DELTA_CHANGED; c++) state.changeOne((v * DELTA_CHANGED + c) * 7919);
       lastBody = Buffer.from(state.text());
       const r = await request(agent, 'POST', deltaUrl, lastBody);
       if (r.status !== 200) throw new Error(`delta POST v${v}: ${r.status} ${r.body.toString()}`);
@@ -167,7 +170,7 @@ async function main(): Promise<void> {
     const drift = last10 / first10;
     const truncated = delta.length < DELTA_VERSIONS;
     console.log(
-      `Delta POST (1 of ${formatInt(state.instanceCount)} instances changed, serial + 1), ` +
+      `Delta POST (1 to ${DELTA_CHANGED} of ${formatInt(state.instanceCount)} instances changed, serial + 1), ` +
         `${delta.length} successive versions${truncated ? ` (stopped at the ${DELTA_BUDGET_MS / 1000} s budget)` : ''}:`,
     );
     console.log(
@@ -193,8 +196,8 @@ async function main(): Promise<void> {
       measurement: 'delta POST p99',
       ours: `${formatMs(d.p99)} ms`,
       peer: '-',
-      target: `≤ ${TARGET_DELTA_MS} ms`,
-      result: verdict(d.p99 <= TARGET_DELTA_MS),
+      target: `≤ ${TARGET_DELTA_P99_MS} ms`,
+      result: verdict(d.p99 <= TARGET_DELTA_P99_MS),
     });
     rows.push({
       measurement: 'delta POST last-10 / first-10 mean',
