@@ -7,12 +7,14 @@ import { checkJsonValue, JsonLimitError } from '../../domain/terraform';
 /**
  * Reads a request body up to `limit` bytes. We read bodies ourselves (no
  * global body parser) so each route has its own limit and a too-large body is
- * refused as a JSON 413 before it is buffered whole.
+ * refused as a JSON 413 before it is buffered whole. `onChunk` sees each
+ * chunk as it arrives (to hash the body while the rest is still on the wire).
  */
 export async function readBody(
   req: Request,
   limit: number,
   what = 'request body',
+  onChunk?: (chunk: Buffer) => void,
 ): Promise<Buffer> {
   const declared = Number(req.header('content-length') ?? NaN);
   if (Number.isFinite(declared) && declared > limit) throw tooLarge(what, limit);
@@ -24,6 +26,7 @@ export async function readBody(
       req.resume(); // drain the rest so the connection can answer
       throw tooLarge(what, limit);
     }
+    onChunk?.(chunk);
     chunks.push(chunk);
   }
   return Buffer.concat(chunks, size);

@@ -1,7 +1,8 @@
-import { webcrypto } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import type { Request } from 'express';
 import { DomainError } from '../../domain/shared/domain-error';
 import { parseStateDocument, STATE_INVALID, StateDocumentV4 } from '../../domain/terraform';
-import { utf8Text } from './read-body';
+import { readBody, utf8Text } from './read-body';
 
 export interface ReceivedStateDocument {
   document: StateDocumentV4;
@@ -12,24 +13,25 @@ export interface ReceivedStateDocument {
 
 /**
  * The one way a commit route turns a request body into a state document:
- * numbers beyond double precision kept exact (a plain JSON.parse would round
- * them), bytes that are not UTF-8 refused rather than replaced, and the
- * checksum taken of the bytes exactly as they arrived. Every failure is a
- * STATE.INVALID naming the problem. `parse` may be the equal of
- * `parseStateDocument(decode(body))` that reuses the state's previous
- * document's bytes (DocumentTextMemo), given `decode` for what it decodes.
+ * read up to `limit` bytes, numbers beyond double precision kept exact (a
+ * plain JSON.parse would round them), bytes that are not UTF-8 refused rather
+ * than replaced, and the checksum taken of the bytes exactly as they arrived
+ * (chunk by chunk, while the rest is still on the wire: no second pass over a
+ * big body). Every failure is a STATE.INVALID naming the problem. `parse` may
+ * be the equal of `parseStateDocument(decode(body))` that reuses the state's
+ * previous document's bytes (DocumentTextMemo), given `decode` for what it
+ * decodes.
  */
 export async function receiveStateDocument(
-  body: Buffer,
+  req: Request,
+  limit: number,
   parse: (body: Buffer, decode: (body: Buffer) => string) => StateDocumentV4 = (b) =>
     parseStateDocument(decode(b)),
 ): Promise<ReceivedStateDocument> {
-  // Web Crypto hashes on the thread pool while the document is parsed here.
-  const [checksum, document] = await Promise.all([
-    webcrypto.subtle.digest('SHA-256', body).then((d) => Buffer.from(d).toString('hex')),
-    (async () => parse(body, decode))(),
-  ]);
-  return { document, checksum, bytes: body.length };
+  const hash = createHash('sha256');
+  const body = await readBody(req, limit, 'state', (chunk) => hash.update(chunk));
+  const checksum = hash.digest('hex');
+  return { document: parse(body, decode), checksum, bytes: body.length };
 }
 
 function decode(body: Buffer): string {

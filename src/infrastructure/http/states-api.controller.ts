@@ -13,7 +13,6 @@ import { Access, readablePatterns, requireScope } from './access';
 import { callerOf } from './caller';
 import { ForceUnlockDto, ImportQueryDto, StatesApiQueryDto } from './dto/states-api.dto';
 import { JsonBody } from './json-body';
-import { readBody } from './read-body';
 import { receiveStateDocument } from './receive-state-document';
 import { stateNameFrom } from './state-name';
 
@@ -141,7 +140,8 @@ export class StatesApiController {
   ): Promise<{ state: string; version: number | null }> {
     const state = stateNameFrom(path);
     const { document, checksum, bytes } = await receiveStateDocument(
-      await readBody(req, this.config.maxStateBytes, 'state'),
+      req,
+      this.config.maxStateBytes,
     );
     const { version } = await this.commands
       .execute(

@@ -177,7 +177,8 @@ export class TerraformBackendController {
     const name = stateNameFrom(param);
     const lockId = lockIdFrom(lockIdParam, 'ID');
     const { document, checksum, bytes } = await receiveStateDocument(
-      await readBody(req, this.config.maxStateBytes, 'state'),
+      req,
+      this.config.maxStateBytes,
       (body, decode) => this.texts.parse(stateStreamId(name), body, decode),
     );
     await this.answerLockConflicts(res, () =>
