@@ -96,20 +96,29 @@ export interface Kld {
 }
 
 /** The built `kld serve` as its own process on `databaseUrl`; waits for /readyz. */
-export async function startKld(kldJs: string, databaseUrl: string, dataDir: string): Promise<Kld> {
+export async function startKld(
+  kldJs: string,
+  databaseUrl: string,
+  dataDir: string,
+  nodeArgs: readonly string[] = [],
+): Promise<Kld> {
   const port = await freePort();
   fs.mkdirSync(dataDir, { recursive: true });
-  const child = spawn(process.execPath, [kldJs, 'serve', '--listen', `127.0.0.1:${port}`], {
-    env: {
-      ...process.env,
-      KL_DATABASE_URL: databaseUrl,
-      KL_DATA_DIR: path.join(dataDir),
-      KL_LOG_LEVEL: 'warn',
-      KL_LOG_FORMAT: 'json',
-      KL_GRPC_LISTEN: 'off',
+  const child = spawn(
+    process.execPath,
+    [...nodeArgs, kldJs, 'serve', '--listen', `127.0.0.1:${port}`],
+    {
+      env: {
+        ...process.env,
+        KL_DATABASE_URL: databaseUrl,
+        KL_DATA_DIR: path.join(dataDir),
+        KL_LOG_LEVEL: 'warn',
+        KL_LOG_FORMAT: 'json',
+        KL_GRPC_LISTEN: 'off',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  );
   children.add(child);
   let tail = '';
   const keep = (c: Buffer) => (tail = (tail + c.toString()).slice(-4000));

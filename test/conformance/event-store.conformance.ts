@@ -40,6 +40,9 @@ export function events(n: number, type = 'Thing', extra: object = {}): EventToAp
   return Array.from({ length: n }, (_, i) => event(type, { i, ...extra }));
 }
 
+/** The same event under a new id. */
+const fresh = (e: EventToAppend): EventToAppend => ({ ...e, eventId: randomUUID() });
+
 async function expectConflict(p: Promise<unknown>): Promise<void> {
   await expect(p).rejects.toBeInstanceOf(WrongExpectedRevisionError);
 }
@@ -374,6 +377,76 @@ export function describeEventStoreConformance(
       const read = await store.readStream(s);
       expect(read).toHaveLength(20_000);
       expect((read[19_999].data as { i: number }).i).toBe(19_999);
+    });
+
+    it('a big append stores exactly what the same events appended a few at a time store', async () => {
+      // Big enough for an adapter's bulk path, whatever it is; text that
+      // means something to any wire format: separators, escapes, NUL.
+      const odd = ['tab\there', 'line\nbreak\r\n', 'back\\slash \\N \\.', '"q"', 'nul\u0000'];
+      const batch = Array.from({ length: 2_500 }, (_, i) =>
+        event(
+          i % 7 === 0 ? 'Odd\tType' : 'Plain',
+          { i, text: odd[i % odd.length], nested: { [odd[(i + 1) % odd.length]]: [i, 1.5] } },
+          // metadata is jsonb, which has no NUL
+          { ...meta(`actor ${odd[i % 4]}`), causationId: null },
+        ),
+      );
+      batch[11].schemaVersion = 4;
+      const big = stream();
+      const small = stream();
+      const before = await store.lastPosition();
+      const r = await store.appendToStream(big, batch, { expectedRevision: 'no_stream' });
+      for (let i = 0; i < batch.length; i += 100) {
+        await store.appendToStream(small, batch.slice(i, i + 100).map(fresh), {
+          expectedRevision: i === 0 ? 'no_stream' : BigInt(i - 1),
+        });
+      }
+      const shape = (e: Omit<RecordedEvent, 'eventId' | 'streamId' | 'position'>) => ({
+        type: e.type,
+        schemaVersion: e.schemaVersion,
+        data: e.data,
+        metadata: e.metadata,
+        streamRevision: e.streamRevision,
+      });
+      const read = await store.readStream(big);
+      expect(read.map((e) => e.eventId)).toEqual(batch.map((e) => e.eventId));
+      expect(read.map(shape)).toEqual((await store.readStream(small)).map(shape));
+      expect(read.map(shape)).toEqual(
+        batch.map((e, i) => shape({ ...e, streamRevision: BigInt(i) })),
+      );
+      // In the log: in revision order, after what was there, one transaction,
+      // and the append answered with its last event's position.
+      for (let i = 1; i < read.length; i++) {
+        expect(comparePositions(read[i - 1].position, read[i].position)).toBeLessThan(0);
+        expect(read[i].position.transactionId).toBe(read[0].position.transactionId);
+      }
+      if (before) expect(comparePositions(before, read[0].position)).toBeLessThan(0);
+      expect(r.position).toEqual(read[read.length - 1].position);
+      expect(r.nextExpectedRevision).toBe(2_499n);
+      const logged = await store.readAll(before ?? LOG_START, 10_000);
+      expect(logged.filter((e) => e.streamId === big).map((e) => e.eventId)).toEqual(
+        batch.map((e) => e.eventId),
+      );
+    });
+
+    it('a big append that meets a stored id midway stores none of it', async () => {
+      const s = stream();
+      const [stored] = events(1, 'Stored');
+      await store.appendToStream(stream(), [stored], { expectedRevision: 'no_stream' });
+      const batch = events(2_500, 'Doomed');
+      batch[2_000] = { ...stored };
+      await expect(
+        store.appendToStream(s, batch, { expectedRevision: 'no_stream' }),
+      ).rejects.toBeInstanceOf(EventIdConflictError);
+      expect(await store.readStream(s)).toEqual([]);
+      for (const i of [0, 1_999, 2_001]) {
+        const again = await store.appendToStream(stream(), [{ ...batch[i] }], {
+          expectedRevision: 'no_stream',
+        });
+        expect(again.nextExpectedRevision).toBe(0n); // its id was not stored before
+      }
+      const r = await store.appendToStream(s, events(1), { expectedRevision: 'no_stream' });
+      expect(r.nextExpectedRevision).toBe(0n);
     });
 
     it('a batch that fails midway leaves nothing behind', async () => {

@@ -3,8 +3,11 @@ import { ApplyCommitted, StateEventType } from '../../domain/state';
 import type { Queryable } from '../../infrastructure/postgres/database';
 import { Projector } from '../projector';
 import { ResourceAddresses, ResourceRow, resourceRow } from './lifecycle-row';
+import type { JsonValue } from '../../domain/terraform';
 import { asStateEvent } from './state-event';
 import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
+import { copyField, copyRows } from '../../infrastructure/postgres/copy-rows';
+import { bigNumberText, isBigNumber } from '../../domain/terraform/lossless-json';
 
 const RESOURCE_COLUMNS = `state_id uuid, address text, resource_address text, mode text, type text,
   name text, module_path text, index_key text, deposed_key text, provider text, each_mode text,
@@ -12,9 +15,42 @@ const RESOURCE_COLUMNS = `state_id uuid, address text, resource_address text, mo
   dependencies jsonb, status text, create_before_destroy boolean, extra jsonb,
   attributes_hash text, create_version integer, create_serial bigint`;
 
-const RESOURCE_NAMES = RESOURCE_COLUMNS.split(',')
-  .map((c) => c.trim().split(/\s+/)[0])
-  .join(', ');
+const RESOURCE_COLUMN_LIST = RESOURCE_COLUMNS.split(',').map((c) => c.trim().split(/\s+/));
+const RESOURCE_NAMES = RESOURCE_COLUMN_LIST.map(([name]) => name).join(', ');
+
+// Opens of at least this many rows go through COPY (see `open`).
+const COPY_ROWS = 500;
+
+/**
+ * A value as COPY text, read the way json_to_recordset reads the same value
+ * out of `jsonbText` (the INSERT path): jsonb columns get its JSON text, any
+ * other column a string as it is and anything else as its JSON text, with
+ * NUL and lone surrogates made U+FFFD in both.
+ */
+function cellText(value: JsonValue | undefined, jsonb: boolean): string | null {
+  if (value === undefined || value === null) return null;
+  if (jsonb || typeof value !== 'string') return jsonbText(value);
+  return isBigNumber(value) ? bigNumberText(value) : textParam(value);
+}
+
+const RESOURCE_CELLS: ((row: ResourceRow) => string)[] = [
+  ...RESOURCE_COLUMN_LIST.map(([name, type]) => {
+    const jsonb = type === 'jsonb';
+    return (row: ResourceRow) => copyField(cellText(row[name], jsonb));
+  }),
+  // json columns keep the exact text (see resourceParams).
+  (row) => copyField(JSON.stringify(row.instance)),
+  (row) => copyField(row.resource_extra === undefined ? null : JSON.stringify(row.resource_extra)),
+];
+
+const EDGE_COLUMNS = [
+  'state_id',
+  'from_address',
+  'from_resource_address',
+  'to_address',
+  'create_version',
+  'create_serial',
+] as const;
 
 /**
  * `instance` and `resource_extra` go to json columns that keep their exact
@@ -34,6 +70,8 @@ function resourceParams(rows: ResourceRow[]): [string, string, string] {
       .join('\n'),
   ];
 }
+
+const UNIQUE_VIOLATION = '23505';
 
 interface Closing {
   state_id: string;
@@ -142,7 +180,47 @@ export class ResourceLifecyclesProjector implements Projector {
     );
   }
 
+  /**
+   * Opens lifecycles. A big run of opens (a first commit, a replay) is
+   * streamed with COPY, which costs the server a fraction of planning and
+   * decoding one huge recordset; COPY cannot skip rows that exist, so it runs
+   * under a savepoint and a redelivered batch (a key already there) falls
+   * back to the statements below, which ignore what exists. Both write the
+   * same rows (resource-lifecycles-copy.int-spec.ts).
+   */
   private async open(tx: Queryable, rows: ResourceRow[], edges: Edge[]): Promise<void> {
+    if (rows.length >= COPY_ROWS) {
+      await tx.query('SAVEPOINT kl_open_copy');
+      try {
+        await copyRows(
+          tx,
+          'resources',
+          [...RESOURCE_COLUMN_LIST.map(([name]) => name), 'instance', 'resource_extra'],
+          (function* () {
+            for (const row of rows) yield RESOURCE_CELLS.map((cell) => cell(row));
+          })(),
+        );
+        await copyRows(
+          tx,
+          'resource_dependencies',
+          EDGE_COLUMNS,
+          (function* () {
+            for (const e of edges) {
+              yield EDGE_COLUMNS.map((c) => copyField(cellText(e[c], false)));
+            }
+          })(),
+        );
+        await tx.query('RELEASE SAVEPOINT kl_open_copy');
+        return;
+      } catch (err) {
+        if ((err as { code?: unknown }).code !== UNIQUE_VIOLATION) throw err;
+        await tx.query('ROLLBACK TO SAVEPOINT kl_open_copy');
+      }
+    }
+    await this.insert(tx, rows, edges);
+  }
+
+  private async insert(tx: Queryable, rows: ResourceRow[], edges: Edge[]): Promise<void> {
     await tx.query(
       `INSERT INTO resources (${RESOURCE_NAMES}, instance, resource_extra)
        SELECT ${RESOURCE_NAMES}, x.instance::json, nullif(x.resource_extra, '')::json

@@ -1,0 +1,203 @@
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import pino from 'pino';
+import { EmbeddedPostgres } from '../src/infrastructure/postgres/embedded-postgres';
+import { openBenchDatabase } from './support/bench-database';
+import { generateBigState } from './support/big-state-generator';
+import { Kld, killAll, sql, startKld } from './support/refresh-processes';
+import { printMachine, printTable } from './support/report';
+import { formatInt, formatMs } from './support/stats';
+import { databaseCpuMs, postmasterOf, processCpuMs } from './support/process-cpu';
+
+/**
+ * The first commit of a big state (issue 14): a full POST of the big-state
+ * example into an empty state, then a projection rebuild, on one or two
+ * builds of kld side by side, each on its own database of one embedded
+ * PostgreSQL. The builds take turns, one POST each, so a busy machine slows
+ * both alike; for each the minimum over the rounds of the wall time (the
+ * server time: kld is on this host), kld's CPU time and PostgreSQL's CPU time
+ * (the backends serving its database) per POST, and kld's peak RSS.
+ *
+ *   npm run bench:first-commit
+ *   KL_BENCH_INSTANCES=20000   instances (approximately: 2 × size + 8)
+ *   KL_BENCH_ROUNDS=3          full POSTs per build, each into a new state
+ *   KL_BENCH_KLD=path/to/kld.js          the build measured (default: this one)
+ *   KL_BENCH_KLD_BEFORE=path/to/kld.js   a second build taking turns with it
+ *   KL_BENCH_KLD_NODE_ARGS="--cpu-prof --cpu-prof-dir=DIR" (node options for kld)
+ *   KL_BENCH_REBUILD=0         no projection rebuild
+ *   KL_BENCH_PG_LOG_MS=100     print the embedded PostgreSQL's statements slower than that
+ */
+
+const INSTANCES = Number(process.env.KL_BENCH_INSTANCES ?? 20_000);
+const ROUNDS = Number(process.env.KL_BENCH_ROUNDS ?? 3);
+const ROOT = path.resolve(__dirname, '../..');
+const BUILDS: [string, string][] = [
+  ['this build', process.env.KL_BENCH_KLD ?? path.join(ROOT, 'dist/src/kld.js')],
+];
+if (process.env.KL_BENCH_KLD_BEFORE) BUILDS.push(['before', process.env.KL_BENCH_KLD_BEFORE]);
+const REBUILD = process.env.KL_BENCH_REBUILD !== '0';
+const NODE_ARGS = (process.env.KL_BENCH_KLD_NODE_ARGS ?? '').split(' ').filter(Boolean);
+
+const undo: (() => Promise<void> | void)[] = [];
+
+async function cleanup(): Promise<void> {
+  await killAll();
+  while (undo.length) await Promise.resolve(undo.pop()!()).catch(() => undefined);
+}
+
+interface Sample {
+  ms: number;
+  kldCpu: number;
+  pgCpu: number;
+}
+
+async function main(): Promise<void> {
+  const slowMs = process.env.KL_BENCH_PG_LOG_MS;
+  const logger = pino({ level: slowMs ? 'debug' : 'warn' }, pino.destination(2));
+  process.once('SIGINT', () => void cleanup().finally(() => process.exit(130)));
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-bench-first-'));
+  undo.push(() => fs.rmSync(tmp, { recursive: true, force: true }));
+  let postmaster: number | null = null;
+  if (!process.env.KL_BENCH_DATABASE_URL) {
+    const pgDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-bench-first-pg-'));
+    undo.push(() => fs.rmSync(pgDir, { recursive: true, force: true }));
+    const pg = await EmbeddedPostgres.start(pgDir, logger);
+    undo.push(() => pg.stop());
+    process.env.KL_BENCH_DATABASE_URL = pg.url;
+    postmaster = postmasterOf(pgDir);
+    if (slowMs) {
+      await sql(pg.url, `ALTER SYSTEM SET log_min_duration_statement = ${Number(slowMs)}`);
+      await sql(pg.url, 'SELECT pg_reload_conf()');
+    }
+  }
+  const big = generateBigState({ size: Math.max(1, Math.round((INSTANCES - 8) / 2)) });
+  const body = Buffer.from(big.text);
+  console.log('First commit: full POST into an empty state, then a projection rebuild');
+  printMachine();
+  console.log(
+    `  state: ${formatInt(big.instanceCount)} instances, ${formatInt(big.edgeCount)} edges, ` +
+      `${(body.length / 2 ** 20).toFixed(1)} MiB; ${ROUNDS} rounds; postgres pid ${postmaster ?? '-'}`,
+  );
+  const klds: {
+    label: string;
+    kld: Kld;
+    database: string;
+    agent: http.Agent;
+    posts: Sample[];
+    rebuild?: Sample;
+  }[] = [];
+  for (const [label, kldJs] of BUILDS) {
+    const db = await openBenchDatabase(logger);
+    undo.push(() => db.close());
+    const kld = await startKld(kldJs, db.url, path.join(tmp, label.replace(/\W/g, '-')), NODE_ARGS);
+    undo.push(() => kld.stop());
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    undo.push(() => agent.destroy());
+    klds.push({ label, kld, database: new URL(db.url).pathname.slice(1), agent, posts: [] });
+  }
+  const measure = async (
+    k: (typeof klds)[number],
+    method: string,
+    url: string,
+    payload?: Buffer,
+  ) => {
+    const kld0 = processCpuMs(k.kld.pid);
+    const pg0 = postmaster ? databaseCpuMs(postmaster, k.database) : NaN;
+    const r = await send(k.agent, method, url, payload);
+    if (r.status !== 200) throw new Error(`${method} ${url}: ${r.status} ${r.body.slice(0, 300)}`);
+    return {
+      ms: r.ms,
+      kldCpu: processCpuMs(k.kld.pid) - kld0,
+      pgCpu: postmaster ? databaseCpuMs(postmaster, k.database) - pg0 : NaN,
+    };
+  };
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const k of klds) {
+      const s = await measure(k, 'POST', `${k.kld.url}/v1/states/bench/first-${round}`, body);
+      k.posts.push(s);
+      console.log(
+        `  round ${round} ${k.label}: ${formatMs(s.ms)} ms, kld CPU ${formatMs(s.kldCpu)} ms, ` +
+          `postgres CPU ${formatMs(s.pgCpu)} ms`,
+      );
+    }
+  }
+  for (const k of REBUILD ? klds : []) {
+    k.rebuild = await measure(
+      k,
+      'POST',
+      `${k.kld.url}/v1/admin/projections/rebuild`,
+      Buffer.from('{}'),
+    );
+  }
+  const min = (xs: number[]) => Math.min(...xs);
+  const cell = (s: Sample) =>
+    `${formatMs(s.ms)} ms (kld ${formatMs(s.kldCpu)}, pg ${formatMs(s.pgCpu)} ms CPU)`;
+  console.log(
+    `\nload now ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')} (1/5/15 min)`,
+  );
+  printTable(
+    [
+      'build',
+      'full POST, min wall',
+      'min kld CPU',
+      'min postgres CPU',
+      `rebuild (${ROUNDS} states)`,
+      'kld peak RSS',
+    ],
+    klds.map((k) => [
+      k.label,
+      `${formatMs(min(k.posts.map((s) => s.ms)))} ms`,
+      `${formatMs(min(k.posts.map((s) => s.kldCpu)))} ms`,
+      `${formatMs(min(k.posts.map((s) => s.pgCpu)))} ms`,
+      k.rebuild ? cell(k.rebuild) : '-',
+      `${formatInt(peakRssMib(k.kld.pid))} MiB`,
+    ]),
+  );
+}
+
+function send(
+  agent: http.Agent,
+  method: string,
+  url: string,
+  body?: Buffer,
+): Promise<{ status: number; body: string; ms: number }> {
+  return new Promise((resolve, reject) => {
+    const startedAt = performance.now();
+    const headers: Record<string, string | number> = body
+      ? { 'content-type': 'application/json', 'content-length': body.length }
+      : {};
+    const req = http.request(url, { method, agent, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          body: Buffer.concat(chunks).toString('utf8'),
+          ms: performance.now() - startedAt,
+        }),
+      );
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** VmHWM: the most resident memory kld had at any time. */
+function peakRssMib(pid: number): number {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? NaN) / 1024;
+}
+
+main()
+  .then(cleanup)
+  .catch(async (err: unknown) => {
+    console.error(err);
+    await cleanup();
+    process.exit(1);
+  });
