@@ -43,8 +43,9 @@ const NODE_ARGS = (process.env.KL_BENCH_KLD_NODE_ARGS ?? '').split(' ').filter(B
 const undo: (() => Promise<void> | void)[] = [];
 
 async function cleanup(): Promise<void> {
-  await killAll();
+  // kld first, stopped gently (a profiling kld writes its profile on the way out)
   while (undo.length) await Promise.resolve(undo.pop()!()).catch(() => undefined);
+  await killAll();
 }
 
 interface Sample {

@@ -1,0 +1,172 @@
+import { StateHarness } from '../../../test/support/state-harness';
+import type { Database } from '../../infrastructure/postgres/database';
+import { LOG_START, RecordedEvent } from '../../domain/shared/event';
+import { parseStateDocument, StateDocumentV4 } from '../../domain/terraform';
+import {
+  createShadowTables,
+  dropShadowTables,
+  SHADOW_SCHEMA,
+  useShadowTables,
+} from '../shadow-tables';
+import { ResourceLifecyclesProjector } from './resource-lifecycles.projector';
+
+const INSTANCES = 700; // more than the projector's COPY threshold (500 opens)
+const ODD = ['tab\there', 'line\nbreak\r\n', 'back\\slash \\N \\.', 'nul\u0000', '"q" \u{1F600}'];
+
+/**
+ * A big first commit whose instances carry what COPY's text format and
+ * jsonb make special: separators, backslashes, NUL (U+FFFD in the
+ * queryable columns, exact in `instance`), big numbers, string keys,
+ * deposed objects, private data, unknown members.
+ */
+function bigDocument(serial: number): StateDocumentV4 {
+  const text = JSON.stringify({
+    version: 4,
+    terraform_version: '1.11.4',
+    serial,
+    lineage: 'copy-lineage',
+    outputs: {},
+    resources: [
+      {
+        mode: 'managed',
+        type: 'terraform_data',
+        name: 'base',
+        provider: 'provider["terraform.io/builtin/terraform"]',
+        instances: [{ schema_version: 0, attributes: { id: 'base' }, sensitive_attributes: [] }],
+      },
+      {
+        module: 'module.herd["a\\tb"]',
+        mode: 'managed',
+        type: 'terraform_data',
+        name: 'many',
+        each: 'map',
+        provider: 'provider["terraform.io/builtin/terraform"]',
+        instances: Array.from({ length: INSTANCES }, (_, i) => ({
+          index_key: `k${i} ${ODD[i % ODD.length]}`,
+          ...(i % 50 === 7 ? { deposed: `dep${i}` } : {}),
+          ...(i % 3 === 0 ? { status: 'tainted' } : {}),
+          schema_version: i % 2,
+          attributes: {
+            id: `id-${i}`,
+            input: { value: ODD[(i + 1) % ODD.length], type: 'string' },
+            big: 'BIG',
+          },
+          sensitive_attributes: i % 4 === 0 ? [[{ type: 'get_attr', value: 'input' }]] : [],
+          ...(i % 5 === 0 ? { private: `cHJpdmF0ZQ==${i}` } : {}),
+          ...(i % 6 === 0 ? { create_before_destroy: true } : {}),
+          ...(i % 9 === 0 ? { identity_schema_version: 0, identity: { id: ODD[i % 5] } } : {}),
+          dependencies: ['terraform_data.base'],
+        })),
+      },
+    ],
+    check_results: null,
+  }).replace(/"BIG"/g, '123456789012345678901234567890.5');
+  return parseStateDocument(text);
+}
+
+/** Every row of each table as its row text (json columns hold NUL, which jsonb refuses), sorted. */
+async function snapshotTables(db: Database, tables: readonly string[]): Promise<string[][]> {
+  const out: string[][] = [];
+  for (const table of tables) {
+    const rows = await db.query<{ r: string }>(`SELECT t::text AS r FROM ${table} t ORDER BY 1`);
+    out.push(rows.map((row) => row.r));
+  }
+  return out;
+}
+
+describe('resource lifecycles: the COPY path writes what the row-by-row path writes', () => {
+  let h: StateHarness;
+  let events: RecordedEvent[];
+  const projector = new ResourceLifecyclesProjector();
+
+  beforeAll(async () => {
+    h = await StateHarness.create();
+    await h.commit('big', bigDocument(1));
+    const next = bigDocument(2);
+    // A second version: closes and a few opens (under the COPY threshold).
+    next.resources[1].instances.splice(10, 3);
+    await h.commit('big', next);
+    const handles: readonly string[] = projector.handles;
+    events = (await h.events.readAll(LOG_START, 100_000, handles)).filter((e) =>
+      handles.includes(e.type),
+    );
+  });
+  afterAll(async () => {
+    await dropShadowTables(h.db);
+    await h.close();
+  });
+
+  /** The projector's tables after `apply` ran against empty copies of them. */
+  async function applied(apply: (tx: Parameters<typeof projector.apply>[1]) => Promise<void>) {
+    await dropShadowTables(h.db);
+    const live = await createShadowTables(h.db, projector.tables);
+    await h.db.transaction(async (tx) => {
+      await useShadowTables(tx, live);
+      await apply(tx);
+    });
+    return snapshotTables(
+      h.db,
+      projector.tables.map((t) => `${SHADOW_SCHEMA}.${t}`),
+    );
+  }
+
+  it('a first commit of 700 instances projects to the same rows in one batch as one event at a time', async () => {
+    const opens = events.filter((e) => e.type === 'LifecycleOpened').length;
+    expect(opens).toBe(INSTANCES + 1);
+    const oneByOne = await applied(async (tx) => {
+      for (const e of events) await projector.apply([e], tx);
+    });
+    const statements: string[] = [];
+    const inOneBatch = await applied((tx) => {
+      const seen = {
+        query: (q: unknown, ...rest: unknown[]) => {
+          statements.push(typeof q === 'string' ? q : (q as { text: string }).text);
+          return (tx.query as (...args: unknown[]) => unknown)(q, ...rest);
+        },
+      } as typeof tx;
+      return projector.apply(events, seen);
+    });
+    expect(statements.filter((q) => q.startsWith('COPY '))).toHaveLength(2);
+    expect(inOneBatch).toEqual(oneByOne);
+    expect(oneByOne[0]).toHaveLength(opens); // resources
+    expect(oneByOne[1]).toHaveLength(INSTANCES); // resource_dependencies
+    // …and the live projection (the runner's batches) holds the same rows.
+    expect(await snapshotTables(h.db, projector.tables)).toEqual(oneByOne);
+    // The exact text survives in `instance`; the queryable columns hold U+FFFD for NUL.
+    const [row] = await h.db.query<{ instance: string; value: string }>(
+      `SELECT instance::text AS instance, attributes->'input'->>'value' AS value FROM resources
+        WHERE attributes->>'id' = 'id-2' AND delete_version IS NULL`,
+    );
+    expect(row.value).toBe('nul\ufffd');
+    expect(row.instance).toContain('"value":"nul\\u0000"');
+    expect(row.instance).toContain('123456789012345678901234567890.5');
+  });
+
+  it('a batch redelivered over rows it already wrote changes nothing and does not fail', async () => {
+    const once = await applied((tx) => projector.apply(events, tx));
+    const twice = await applied(async (tx) => {
+      // Part applied before (the statements), then the whole batch again (COPY meets them).
+      for (const e of events.slice(0, 20)) await projector.apply([e], tx);
+      await projector.apply(events, tx);
+      await projector.apply(events, tx);
+    });
+    expect(twice).toEqual(once);
+  });
+
+  it('a batch that fails after its COPY leaves nothing behind', async () => {
+    await dropShadowTables(h.db);
+    const live = await createShadowTables(h.db, projector.tables);
+    await expect(
+      h.db.transaction(async (tx) => {
+        await useShadowTables(tx, live);
+        await projector.apply(events, tx);
+        throw new Error('the checkpoint moved under us');
+      }),
+    ).rejects.toThrow(/moved under us/);
+    const left = await snapshotTables(
+      h.db,
+      projector.tables.map((t) => `${SHADOW_SCHEMA}.${t}`),
+    );
+    expect(left.flat()).toEqual([]);
+  });
+});
