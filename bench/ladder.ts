@@ -11,6 +11,7 @@ import { openBenchDatabase } from './support/bench-database';
 import { generateBigState } from './support/big-state-generator';
 import { QUERIES, STATE_NAME } from './support/big-state-queries';
 import { httpBackend, killAll, startKld } from './support/refresh-processes';
+import { processCpuMs } from './support/process-cpu';
 import { printMachine, printTable } from './support/report';
 import { distribution, formatInt, formatMs } from './support/stats';
 
@@ -25,13 +26,13 @@ import { distribution, formatInt, formatMs } from './support/stats';
  * figures; never fails on a miss.
  *
  *   npm run bench:ladder
- *   KL_BENCH_SIZES=1000,10000,20000   instances (approximately: 2 × size + 8)
+ *   KL_BENCH_SIZES=1000,10000,20000,100000   instances (approximately: 2 × size + 8)
  *   KL_BENCH_DELTAS=10  KL_BENCH_GET_REPS=5  KL_BENCH_SKIP_TERRAFORM=1
  *   KL_BENCH_DATABASE_URL=postgres://…  (else one embedded PostgreSQL for the run)
  *   KL_BENCH_KLD=path/to/kld.js         another build of kld (e.g. an older checkout's dist)
  */
 
-const SIZES = (process.env.KL_BENCH_SIZES ?? '1000,10000,20000')
+const SIZES = (process.env.KL_BENCH_SIZES ?? '1000,10000,20000,100000')
   .split(',')
   .map((s) => Number(s.trim()))
   .filter((n) => n >= 20);
@@ -106,8 +107,9 @@ async function rung(
   );
   try {
     const stateUrl = `${kld.url}/v1/states/${STATE_NAME}`;
+    const cpu0 = processCpuMs(kld.pid);
     const full = await send(agent, 'POST', stateUrl, Buffer.from(big.text));
-    cells.full = `${formatMs(full.ms)} ms`;
+    cells.full = `${formatMs(full.ms)} ms (kld CPU ${formatMs(processCpuMs(kld.pid) - cpu0)} ms)`;
 
     // Deltas as terraform writes them: the whole document, one instance changed, serial + 1.
     const doc = JSON.parse(big.text) as Doc;
@@ -157,6 +159,7 @@ async function rung(
       cells[q.key] = `${formatMs(distribution(ours).p50)} ms (jq ${jq})`;
     }
 
+    const rebuildCpu0 = processCpuMs(kld.pid);
     const rebuild = await send(
       agent,
       'POST',
@@ -164,7 +167,7 @@ async function rung(
       Buffer.from('{}'),
     );
     if (rebuild.status !== 200) throw new Error(`rebuild: ${rebuild.status} ${rebuild.body}`);
-    cells.rebuild = `${formatMs(rebuild.ms)} ms`;
+    cells.rebuild = `${formatMs(rebuild.ms)} ms (kld CPU ${formatMs(processCpuMs(kld.pid) - rebuildCpu0)} ms)`;
     cells.rss = `${formatInt(peakRssMib(kld.pid))} MiB`;
 
     if (!SKIP_TERRAFORM) {
