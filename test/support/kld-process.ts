@@ -18,6 +18,12 @@ export interface KldProcess {
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; ms: number }>;
 }
 
+/** Every kld started by this worker: one a failed `beforeAll` never stopped must not outlive it. */
+const children = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+});
+
 /**
  * Starts the built `kld serve` as a real child process and waits for /readyz
  * (or only /healthz, for a server that is expected not to be ready).
@@ -49,6 +55,8 @@ export async function startKld(
     stdio: ['ignore', 'pipe', 'pipe'],
     cwd: options.cwd,
   });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
   let out = '';
   child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
