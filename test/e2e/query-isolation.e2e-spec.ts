@@ -27,6 +27,8 @@ const VIEWS = [
   'resources',
   'current_resources',
   'resource_dependencies',
+  'resource_edges',
+  'resource_edge_sources',
   'outputs',
   'state_locks',
   'raw_state',

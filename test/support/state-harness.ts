@@ -32,6 +32,8 @@ export const READ_MODEL_TABLES = [
   'state_locks',
   'resources',
   'resource_dependencies',
+  'resource_edges',
+  'resource_edge_sources',
   'outputs',
   'raw_state',
   'raw_state_chunks',

@@ -214,9 +214,9 @@ class CandidateMatcher {
 
 /**
  * What the state-engine lane reads (ADR 0029): state metadata, scope
- * expansion and slices, from the read models (resources, their lifecycles
- * and dependency edges), never by parsing the trunk, so the cost follows
- * the slice. Each answer is read in one snapshot.
+ * expansion and slices, from the read models (resources, their lifecycles,
+ * the resource-level dependency edges), never by parsing the trunk, so the
+ * cost follows the slice. Each answer is read in one snapshot.
  */
 export class StateEngineReadModel {
   constructor(private readonly db: Database) {}
@@ -301,9 +301,11 @@ export class StateEngineReadModel {
    * The transitive dependency closure of `from` (resource addresses) over
    * the live edges, upstream (what they depend on) or downstream (who
    * depends on them), each address with its depth and the least resource it
-   * was reached from, nearest first. Breadth first, one index lookup per
-   * level (resource_dependencies_live_from / _live_to, index only): a
-   * recursive CTE joined the whole edge table at every level.
+   * was reached from, nearest first. Breadth first over `resource_edges`
+   * (one row per pair of resources, however many instances declare it),
+   * one index lookup per level: a recursive CTE joined the whole edge
+   * table at every level, and the instance edges of a resource that
+   * thousands of instances depend on were read one by one.
    */
   private async walk(
     q: Queryable,
@@ -320,8 +322,8 @@ export class StateEngineReadModel {
     let frontier = [...expanded];
     for (let depth = 1; depth <= MAX_WALK_DEPTH && frontier.length > 0; depth++) {
       const { rows } = await q.query<{ address: string; via: string }>(
-        `SELECT DISTINCT d.${next} AS address, d.${prev} AS via FROM resource_dependencies d
-          WHERE d.state_id = $1 AND d.delete_version IS NULL AND d.${prev} = ANY($2::text[])`,
+        `SELECT e.${next} AS address, e.${prev} AS via FROM resource_edges e
+          WHERE e.state_id = $1 AND e.${prev} = ANY($2::text[])`,
         [stateId, frontier],
       );
       frontier = [];

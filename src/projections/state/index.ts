@@ -2,12 +2,14 @@ import type { EventStore } from '../../application/ports/event-store.port';
 import type { Projector } from '../projector';
 import { RawStateProjector } from './raw-state.projector';
 import { ReservationsProjector } from './reservations.projector';
+import { ResourceEdgesProjector } from './resource-edges.projector';
 import { ResourceLifecyclesProjector } from './resource-lifecycles.projector';
 import { StateCatalogProjector } from './state-catalog.projector';
 
 export {
   RawStateProjector,
   ReservationsProjector,
+  ResourceEdgesProjector,
   ResourceLifecyclesProjector,
   StateCatalogProjector,
 };
@@ -20,6 +22,7 @@ export {
 export const STATE_PROJECTORS = [
   StateCatalogProjector,
   ResourceLifecyclesProjector,
+  ResourceEdgesProjector,
   RawStateProjector,
   ReservationsProjector,
 ] as const;
@@ -29,6 +32,7 @@ export function stateProjectors(events: EventStore): Projector[] {
   return [
     new StateCatalogProjector(),
     new ResourceLifecyclesProjector(),
+    new ResourceEdgesProjector(),
     new RawStateProjector(events),
     new ReservationsProjector(),
   ];

@@ -1,0 +1,164 @@
+import type { RecordedEvent } from '../../domain/shared/event';
+import { StateEventType } from '../../domain/state';
+import type { Queryable } from '../../infrastructure/postgres/database';
+import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
+import { Projector } from '../projector';
+import { ResourceAddresses } from './lifecycle-row';
+import { asStateEvent } from './state-event';
+
+/** A `resource_edge_sources` row: what an address's newest lifecycle declares. */
+interface Source {
+  state_id: string;
+  address: string;
+  version: number;
+  from_resource_address: string;
+  /** null once the address is closed. */
+  dependencies: string[] | null;
+}
+
+type Change =
+  | { kind: 'close'; state_id: string; address: string; version: number }
+  | {
+      kind: 'open';
+      state_id: string;
+      address: string;
+      version: number;
+      from: string;
+      dependencies: string[];
+    };
+
+const key = (stateId: string, address: string) => `${stateId}\u0000${address}`;
+
+/**
+ * `resource_edges`: the live dependency edges between resource addresses,
+ * each counting the instances that declare it, so that a walk over the
+ * graph (scope expansion, blast radius) reads a row per resource, not per
+ * instance. A LifecycleClosed names only its address, so what each live
+ * address declares is kept in `resource_edge_sources`.
+ *
+ * A batch reads the sources of the addresses it touches, replays its events
+ * over them in memory and writes the sources it changed and each edge's net
+ * count change. Idempotent: an open applies only over an older lifecycle (or
+ * an address closed at or before its version), a close only to a live
+ * lifecycle older than it, so a redelivered event changes nothing.
+ */
+@Projector()
+export class ResourceEdgesProjector implements Projector {
+  readonly name = 'state-resource-edges';
+  readonly handles = [StateEventType.LifecycleOpened, StateEventType.LifecycleClosed];
+  readonly tables = ['resource_edges', 'resource_edge_sources'];
+
+  private readonly addresses = new ResourceAddresses();
+
+  async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
+    const changes: Change[] = [];
+    for (const recorded of events) {
+      const event = asStateEvent(recorded);
+      if (event === null) continue;
+      if (event.type === 'LifecycleClosed') {
+        const d = event.data;
+        changes.push({
+          kind: 'close',
+          state_id: d.stateId,
+          address: textParam(d.address),
+          version: d.version,
+        });
+      } else if (event.type === 'LifecycleOpened') {
+        const d = event.data;
+        const deps = new Set((d.instance.dependencies ?? []).map((to) => textParam(to)));
+        changes.push({
+          kind: 'open',
+          state_id: d.stateId,
+          address: textParam(d.address),
+          version: d.version,
+          from: textParam(this.addresses.of(d.resource)),
+          dependencies: [...deps].sort(),
+        });
+      }
+    }
+    if (changes.length === 0) return;
+
+    const sources = await this.sources(tx, changes);
+    const changed = new Set<string>();
+    const counts = new Map<string, { state_id: string; from: string; to: string; n: number }>();
+    const count = (stateId: string, from: string, deps: string[], n: number) => {
+      for (const to of deps) {
+        const k = `${stateId}\u0000${from}\u0000${to}`;
+        const c = counts.get(k);
+        if (c) c.n += n;
+        else counts.set(k, { state_id: stateId, from, to, n });
+      }
+    };
+    for (const c of changes) {
+      const k = key(c.state_id, c.address);
+      const was = sources.get(k);
+      if (c.kind === 'close') {
+        if (was === undefined || was.dependencies === null || was.version >= c.version) continue;
+        count(c.state_id, was.from_resource_address, was.dependencies, -1);
+        sources.set(k, { ...was, version: c.version, dependencies: null });
+        changed.add(k);
+        continue;
+      }
+      if (was !== undefined) {
+        const live = was.dependencies !== null;
+        if (live ? was.version >= c.version : was.version > c.version) continue;
+        if (was.dependencies !== null)
+          count(c.state_id, was.from_resource_address, was.dependencies, -1);
+      } else if (c.dependencies.length === 0) continue; // nothing to remember
+      count(c.state_id, c.from, c.dependencies, 1);
+      sources.set(k, {
+        state_id: c.state_id,
+        address: c.address,
+        version: c.version,
+        from_resource_address: c.from,
+        dependencies: c.dependencies,
+      });
+      changed.add(k);
+    }
+
+    if (changed.size > 0) {
+      await tx.query(
+        `INSERT INTO resource_edge_sources
+                (state_id, address, version, from_resource_address, dependencies)
+         SELECT state_id, address, version, from_resource_address, dependencies
+           FROM jsonb_to_recordset($1::jsonb) AS s(state_id uuid, address text, version integer,
+                from_resource_address text, dependencies text[])
+         ON CONFLICT (state_id, address) DO UPDATE
+            SET version = excluded.version,
+                from_resource_address = excluded.from_resource_address,
+                dependencies = excluded.dependencies`,
+        [jsonbText([...changed].map((k) => sources.get(k)))],
+      );
+    }
+    const net = [...counts.values()].filter((c) => c.n !== 0);
+    if (net.length === 0) return;
+    const params = [jsonbText(net)];
+    const recordset = `jsonb_to_recordset($1::jsonb) AS c(state_id uuid, "from" text, "to" text, n integer)`;
+    await tx.query(
+      `INSERT INTO resource_edges (state_id, from_resource_address, to_address, instances)
+       SELECT state_id, "from", "to", n FROM ${recordset}
+       ON CONFLICT (state_id, from_resource_address, to_address) DO UPDATE
+          SET instances = resource_edges.instances + excluded.instances`,
+      params,
+    );
+    // An edge no live instance declares any more is gone.
+    await tx.query(
+      `DELETE FROM resource_edges e USING ${recordset}
+        WHERE e.state_id = c.state_id AND e.from_resource_address = c."from"
+          AND e.to_address = c."to" AND e.instances <= 0`,
+      params,
+    );
+  }
+
+  /** The stored sources of the addresses `changes` touch. */
+  private async sources(tx: Queryable, changes: Change[]): Promise<Map<string, Source>> {
+    const wanted = [...new Map(changes.map((c) => [key(c.state_id, c.address), c])).values()];
+    const { rows } = await tx.query<Source>(
+      `SELECT s.state_id, s.address, s.version, s.from_resource_address, s.dependencies
+         FROM unnest($1::uuid[], $2::text[]) AS w(state_id, address)
+         JOIN resource_edge_sources s ON s.state_id = w.state_id AND s.address = w.address`,
+      [wanted.map((c) => c.state_id), wanted.map((c) => c.address)],
+    );
+    return new Map(rows.map((r) => [key(r.state_id, r.address), r]));
+  }
+}
