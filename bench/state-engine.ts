@@ -6,7 +6,15 @@ import { onPath } from '../test/support/terraform-aws';
 import { openBenchDatabase } from './support/bench-database';
 import { generateBigState } from './support/big-state-generator';
 import { CountingProxy, ProxiedExchange, startCountingProxy } from './support/counting-proxy';
-import { httpBackend, Kld, killAll, mustRun, startKld, Timed } from './support/refresh-processes';
+import {
+  httpBackend,
+  Kld,
+  killAll,
+  mustRun,
+  processCpuMs,
+  startKld,
+  Timed,
+} from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
 import { distribution, formatInt, formatMs, verdict } from './support/stats';
 
@@ -22,6 +30,9 @@ import { distribution, formatInt, formatMs, verdict } from './support/stats';
  *   KL_BENCH_DATABASE_URL=…      else an embedded PostgreSQL
  *
  *   KL_BENCH_PLAN_REPS=1         end-to-end plans per way (0: skip them)
+ *   KL_BENCH_BASE_KLD=path/kld.js another build of kld (an older checkout's dist) on a
+ *                                database of its own, its exchanges interleaved with this
+ *                                build's: before/after in one run
  *
  * Per size, first the exchanges: the full trunk (`GET /v1/states/<name>`,
  * what terraform and `kl plan` on the full lane read), scope expansion of
@@ -80,40 +91,95 @@ async function exchange(url: string, body?: unknown): Promise<Exchange> {
   return { ms, bytes: Buffer.byteLength(text), text };
 }
 
-async function measure(label: string, url: string, body?: unknown) {
-  await exchange(url, body); // warm
-  const samples: number[] = [];
-  let bytes = 0;
+const BASE_KLD = process.env.KL_BENCH_BASE_KLD;
+
+interface Server {
+  build: string;
+  kld: Kld;
+}
+
+interface Measured {
+  label: string;
+  build: string;
+  bytes: number;
+  min: number;
+  p50: number;
+  p99: number;
+  /** kld's own CPU (user + system) per exchange, mean over the reps (10 ms ticks). */
+  cpu: number;
+}
+
+/**
+ * The same exchange on every server, interleaved (the order alternates each
+ * rep), so that load on a shared machine falls on all alike: wall time of
+ * each, and kld's CPU time, which load distorts less.
+ */
+async function measure(label: string, servers: Server[], route: string, body?: unknown) {
+  const samples = servers.map(() => ({ ms: [] as number[], cpu: 0, bytes: 0 }));
+  for (const s of servers) await exchange(`${s.kld.url}${route}`, body); // warm
   for (let i = 0; i < REPS; i++) {
-    const e = await exchange(url, body);
-    samples.push(e.ms);
-    bytes = e.bytes;
+    const order = servers.map((_, j) => j);
+    if (i % 2 === 1) order.reverse();
+    for (const j of order) {
+      const { kld } = servers[j];
+      const cpu0 = processCpuMs(kld.pid);
+      const e = await exchange(`${kld.url}${route}`, body);
+      samples[j].cpu += processCpuMs(kld.pid) - cpu0;
+      samples[j].ms.push(e.ms);
+      samples[j].bytes = e.bytes;
+    }
   }
-  const d = distribution(samples);
-  return { label, bytes, p50: d.p50, p99: d.p99 };
+  return servers.map((s, j): Measured => {
+    const d = distribution(samples[j].ms);
+    return {
+      label,
+      build: s.build,
+      bytes: samples[j].bytes,
+      min: Math.min(...samples[j].ms),
+      p50: d.p50,
+      p99: d.p99,
+      cpu: samples[j].cpu / REPS,
+    };
+  });
 }
 
 async function main(): Promise<void> {
   const logger = pino({ level: 'warn' });
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-bench-engine-'));
   const bench = await openBenchDatabase(logger);
-  let kld: Kld | undefined;
+  const baseBench = BASE_KLD ? await openBenchDatabase(logger) : undefined;
+  const servers: Server[] = [];
   try {
     printMachine();
-    kld = await startKld(KLD, bench.url, path.join(tmp, 'kld'));
+    const kld = await startKld(KLD, bench.url, path.join(tmp, 'kld'));
+    servers.push({ build: 'this build', kld });
+    if (BASE_KLD && baseBench) {
+      const baseKld = await startKld(BASE_KLD, baseBench.url, path.join(tmp, 'kld-base'));
+      servers.push({ build: `base (${BASE_KLD})`, kld: baseKld });
+    }
     for (const size of SIZES) {
       const state = generateBigState({ size });
       const name = `bench/engine-${size}`;
       const file = path.join(tmp, `state-${size}.json`);
       fs.writeFileSync(file, state.text);
-      await mustRun(
-        'kl import',
-        process.execPath,
-        [KL, '--server', kld.url, 'import', file, '--name', name],
-        { cwd: tmp, env: process.env, timeoutMs: 900_000 },
-      );
+      for (const s of servers) {
+        const t0 = performance.now();
+        await mustRun(
+          'kl import',
+          process.execPath,
+          [KL, '--server', s.kld.url, 'import', file, '--name', name],
+          { cwd: tmp, env: process.env, timeoutMs: 1_800_000 },
+        );
+        console.log(
+          `size ${formatInt(size)}: imported into ${s.build} in ${formatMs(performance.now() - t0)} ms`,
+        );
+      }
       const base = `${kld.url}/v1/engine/states/${name}`;
+      const route = `/v1/engine/states/${name}`;
       const scope = { module_prefixes: ['module.shadow_herd'] };
+      // What kl plan -f marker.tf sends: the marker and the support block it reads, whose
+      // dependents are the primary herd's leader and, through it, every tag and label.
+      const markerScope = { addresses: [MARKER, 'terraform_data.deployment_id'] };
       const expanded = JSON.parse((await exchange(`${base}/scope`, scope)).text) as {
         scope: unknown[];
         closure: { address: string }[];
@@ -129,30 +195,52 @@ async function main(): Promise<void> {
           (_, i) => `module.primary_herd.terraform_data.tag[${i}]`,
         ),
       };
-      const rows = [
-        await measure('full trunk (GET /v1/states)', `${kld.url}/v1/states/${name}`),
-        await measure('scope expansion (module.shadow_herd)', `${base}/scope`, scope),
-        await measure('slice: scope + closure', `${base}/slice`, sliceOfScope),
-        await measure(`slice: ${thousand.addresses.length} instances`, `${base}/slice`, thousand),
+      const measured = [
+        await measure('full trunk (GET /v1/states)', servers, `/v1/states/${name}`),
+        await measure('scope expansion (module.shadow_herd)', servers, `${route}/scope`, scope),
+        await measure(
+          'scope expansion (marker + deployment_id)',
+          servers,
+          `${route}/scope`,
+          markerScope,
+        ),
+        await measure('slice: scope + closure', servers, `${route}/slice`, sliceOfScope),
+        await measure(
+          `slice: ${thousand.addresses.length} instances`,
+          servers,
+          `${route}/slice`,
+          thousand,
+        ),
       ];
+      const rows = measured.map((m) => m[0]);
       console.log(
         `\nsize ${formatInt(size)}: ${formatInt(state.instanceCount)} instances, ` +
           `${(state.text.length / 1048576).toFixed(1)} MiB; scope: ${expanded.scope.length} resources, ` +
           `closure ${expanded.closure.length}, provably safe: ${expanded.provably_safe}`,
       );
       printTable(
-        ['exchange', 'bytes', 'p50 ms', 'p99 ms'],
-        rows.map((r) => [r.label, formatInt(r.bytes), formatMs(r.p50), formatMs(r.p99)]),
+        ['exchange', 'build', 'bytes', 'min ms', 'p50 ms', 'p99 ms', 'kld CPU ms/op'],
+        measured
+          .flat()
+          .map((r) => [
+            r.label,
+            r.build,
+            formatInt(r.bytes),
+            formatMs(r.min),
+            formatMs(r.p50),
+            formatMs(r.p99),
+            formatMs(r.cpu),
+          ]),
       );
       const full = rows[0];
-      const slice = rows[2];
+      const slice = rows[3];
       console.log(
         `  scope slice vs trunk: ${(full.bytes / slice.bytes).toFixed(0)}× fewer bytes, ` +
           `${(full.p50 / slice.p50).toFixed(1)}× faster (p50)`,
       );
       console.log(
         `  target: ${thousand.addresses.length}-instance slice p99 ≤ ${SLICE_TARGET_MS} ms: ` +
-          `${formatMs(rows[3].p99)} ms ${verdict(rows[3].p99 <= SLICE_TARGET_MS)}`,
+          `${formatMs(rows[4].p99)} ms ${verdict(rows[4].p99 <= SLICE_TARGET_MS)}`,
       );
       if (PLAN_REPS > 0) await planThreeWays(kld, name, size, tmp);
       console.log(
@@ -163,9 +251,10 @@ async function main(): Promise<void> {
       );
     }
   } finally {
-    await kld?.stop();
+    for (const s of servers) await s.kld.stop();
     await killAll();
     await bench.close();
+    await baseBench?.close();
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 }
