@@ -182,7 +182,7 @@ async function main(): Promise<void> {
     }
     const analyzeMs = await analyze(bench.url);
     console.log(
-      `ANALYZE resources, resource_dependencies, states: ${formatMs(analyzeMs)} ms ` +
+      `ANALYZE resources, resource_dependencies, resource_edges, states: ${formatMs(analyzeMs)} ms ` +
         '(as the database owner; every figure below is after it)',
     );
     console.log(`Stats:  ${await tableStats(bench.url)}`);
@@ -429,10 +429,14 @@ async function waitForReadModels(
     const r = await query(
       `SELECT (SELECT count(*)::int FROM current_resources WHERE state_name = '${STATE_NAME}'),
               (SELECT count(*)::int FROM resource_dependencies d JOIN states s USING (state_id)
-                WHERE s.name = '${STATE_NAME}' AND s.deleted_at IS NULL AND d.delete_version IS NULL)`,
+                WHERE s.name = '${STATE_NAME}' AND s.deleted_at IS NULL AND d.delete_version IS NULL),
+              (SELECT coalesce(sum(e.instances), 0)::int FROM resource_edges e JOIN states s USING (state_id)
+                WHERE s.name = '${STATE_NAME}' AND s.deleted_at IS NULL)`,
     );
-    const [resources, liveEdges] = r.result.rows[0] as [number, number];
-    if (resources === instances && liveEdges === edges) return { resources, edges: liveEdges };
+    const [resources, liveEdges, resourceEdges] = r.result.rows[0] as [number, number, number];
+    if (resources === instances && liveEdges === edges && resourceEdges === edges) {
+      return { resources, edges: liveEdges };
+    }
     if (Date.now() > deadline) {
       throw new Error(
         `read models incomplete after 300 s: ${resources}/${instances} instances, ${liveEdges}/${edges} edges`,
@@ -550,7 +554,7 @@ async function analyze(databaseUrl: string): Promise<number> {
   await client.connect();
   try {
     const t0 = performance.now();
-    await client.query('ANALYZE resources, resource_dependencies, states');
+    await client.query('ANALYZE resources, resource_dependencies, resource_edges, states');
     return performance.now() - t0;
   } finally {
     await client.end();

@@ -147,7 +147,7 @@ async function main(): Promise<void> {
   const logger = pino({ level: 'warn' });
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-bench-engine-'));
   const bench = await openBenchDatabase(logger);
-  const baseBench = BASE_KLD ? await openBenchDatabase(logger) : undefined;
+  const baseBench = BASE_KLD ? await openBenchDatabase(logger, { migrate: false }) : undefined;
   const servers: Server[] = [];
   try {
     printMachine();

@@ -8,7 +8,7 @@ import { EmbeddedPostgres } from '../../src/infrastructure/postgres/embedded-pos
 import { migrate } from '../../src/infrastructure/postgres/migrator';
 
 export interface BenchDatabase {
-  /** URL of the fresh, migrated database the bench writes to. */
+  /** URL of the fresh database the bench writes to, migrated unless asked not to. */
   url: string;
   /** Where the server comes from, for the report. */
   origin: string;
@@ -23,7 +23,10 @@ export interface BenchDatabase {
  * built environment is undone before this throws, so the caller only has to
  * call `close()` on success.
  */
-export async function openBenchDatabase(logger: Logger): Promise<BenchDatabase> {
+export async function openBenchDatabase(
+  logger: Logger,
+  options: { migrate?: boolean } = {},
+): Promise<BenchDatabase> {
   const undo: (() => Promise<void>)[] = [];
   // One shared run: a second caller (say a signal handler racing the normal
   // exit path) must wait for the cleanup to finish, not return early.
@@ -51,7 +54,8 @@ export async function openBenchDatabase(logger: Logger): Promise<BenchDatabase> 
     undo.push(() => adminQuery(admin, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
     const url = new URL(serverUrl);
     url.pathname = `/${name}`;
-    await migrate(url.toString(), logger);
+    // Another build's kld migrates its database itself (it refuses migrations it does not know).
+    if (options.migrate !== false) await migrate(url.toString(), logger);
     return { url: url.toString(), origin, close };
   } catch (err) {
     await close();

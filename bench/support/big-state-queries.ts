@@ -54,11 +54,10 @@ const REACH_CTE = `WITH RECURSIVE reach AS (
   SELECT s.state_id, '${PRIMARY_LEADER}'::text AS resource_address, 0 AS depth
     FROM states s WHERE s.name = '${STATE_NAME}' AND s.deleted_at IS NULL
   UNION
-  SELECT d.state_id, d.from_resource_address, reach.depth + 1
+  SELECT e.state_id, e.from_resource_address, reach.depth + 1
     FROM reach
-    JOIN resource_dependencies d
-      ON d.state_id = reach.state_id AND d.to_address = reach.resource_address
-     AND d.delete_version IS NULL
+    JOIN resource_edges e
+      ON e.state_id = reach.state_id AND e.to_address = reach.resource_address
 ),
 reached AS (SELECT DISTINCT state_id, resource_address FROM reach)`;
 
