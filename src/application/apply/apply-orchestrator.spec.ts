@@ -308,6 +308,46 @@ describe('ApplyOrchestrator', () => {
     expect(server.commits[0].lane).toBe('full');
   });
 
+  const trusted: KlPlan = {
+    ...plan,
+    files: ['a.tf'],
+    footprint: ['terraform_data.a'],
+    lane: 'state-engine',
+    scope: { provablySafe: true, unresolved: [], closure: [], slice: null },
+    reservations: { write: ['terraform_data.a'], read: [] },
+  };
+  const provedA: EngineScope = {
+    version: 4,
+    scope: [{ address: 'terraform_data.a', instances: ['terraform_data.a'] }],
+    closure: [],
+    unresolved: [],
+    reservations: { write: ['terraform_data.a'], read: [] },
+    provablySafe: true,
+    reasons: [],
+  };
+
+  it('on the trusted lane, a scope the server can no longer prove at apply time is refused: nothing applied', async () => {
+    const ws = new FakeWorkspace(replanOf([['terraform_data.a', ['delete', 'create']]]), {
+      ok: true,
+      state: withA('a-v2'),
+    });
+    const { server, opened, run } = setup(ws, trusted, oneFile);
+    server.scopes.push({
+      ...provedA,
+      provablySafe: false,
+      reasons: ['terraform_data.a depends on terraform_data.gone, which is not in this state'],
+    });
+    const outcome = await run();
+    expect(outcome).toMatchObject({ status: 'failed' });
+    expect((outcome as { message: string }).message).toMatch(
+      /can no longer prove the scope safe \(terraform_data.a depends on terraform_data.gone.*\): nothing applied; run kl plan again/,
+    );
+    expect(opened).toEqual([]);
+    expect(server.commits).toEqual([]);
+    expect(server.finishes).toEqual([expect.objectContaining({ status: 'failed' })]);
+    expect(server.reads.some((r) => r.startsWith('slice'))).toBe(false);
+  });
+
   it('on the trusted lane: the run is a state-engine run, terraform works on the server slice (the trunk is never read), the commit is the engine delta', async () => {
     const ws = new FakeWorkspace(replanOf([['terraform_data.a', ['delete', 'create']]]), {
       ok: true,
@@ -315,18 +355,16 @@ describe('ApplyOrchestrator', () => {
         d.resources = d.resources.filter((r) => r.name === 'a');
       }),
     });
-    const trusted: KlPlan = {
-      ...plan,
-      files: ['a.tf'],
-      footprint: ['terraform_data.a'],
-      lane: 'state-engine',
-      scope: { provablySafe: true, unresolved: [], closure: [], slice: null },
-    };
     const { server, opened, run, events } = setup(ws, trusted, oneFile);
+    server.scopes.push(provedA);
     expect(await run()).toMatchObject({ status: 'committed', lane: 'state-engine' });
     expect(server.acquired[0].lane).toBe('state-engine');
     expect(events.find((e) => e.type === 'acquired')).toMatchObject({ lane: 'state-engine' });
-    expect(server.reads).toEqual(['slice {"addresses":["terraform_data.a"],"modulePrefixes":[]}']);
+    // The scope is proved again once the run holds its reservations, then sliced.
+    expect(server.reads).toEqual([
+      'scope {"addresses":["terraform_data.a"],"modulePrefixes":[]}',
+      'slice {"addresses":["terraform_data.a"],"modulePrefixes":[]}',
+    ]);
     expect(opened[0].state.resources.map((r) => r.name)).toEqual(['a']);
     expect(server.commits).toEqual([
       expect.objectContaining({ lane: 'state-engine', deletes: [] }),

@@ -163,7 +163,13 @@ export class ApplyOrchestrator {
     try {
       const sliceStarted = this.ms();
       // The plan chose the lane: the trusted lane reads the server's slice, the full lane the trunk.
-      const { slice } = await laneState(this.server, plan.lane, plan.state, config.footprint);
+      const { slice } = await laneState(
+        this.server,
+        plan.lane,
+        plan.state,
+        config.footprint,
+        plan.reservations,
+      );
       workspace = await this.workspaces.open({
         configDir: plan.configDir,
         rootFiles: config.rootFiles,

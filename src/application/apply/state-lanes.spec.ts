@@ -181,11 +181,52 @@ describe('the lanes of kl plan and kl apply', () => {
     expect(s.reads).toEqual([]);
   });
 
+  // What a trusted plan of FOOTPRINT reserves: its write, and the server's contract for read.
+  const planned = {
+    write: ['terraform_data.app'],
+    read: ['terraform_data.base', 'terraform_data.support'],
+  };
+
   it("kl apply reads the plan's lane again: the slice on the trusted lane, the trunk otherwise", async () => {
     const s = server();
-    expect((await laneState(s, 'state-engine', 'st', FOOTPRINT)).slice.resources).toHaveLength(1);
-    expect((await laneState(s, 'full', 'st', FOOTPRINT)).slice.resources).toHaveLength(1);
-    expect(s.reads).toEqual(['slice terraform_data.app,terraform_data.support', 'trunk']);
+    expect(
+      (await laneState(s, 'state-engine', 'st', FOOTPRINT, planned)).slice.resources,
+    ).toHaveLength(1);
+    expect((await laneState(s, 'full', 'st', FOOTPRINT, planned)).slice.resources).toHaveLength(1);
+    expect(s.reads).toEqual([
+      'scope terraform_data.app,terraform_data.support',
+      'slice terraform_data.app,terraform_data.support',
+      'trunk',
+    ]);
+  });
+
+  it('kl apply proves the scope again: one no longer provable is refused before any slice', async () => {
+    const s = server({
+      scopes: [
+        { ...safe, provablySafe: false, reasons: ['terraform_data.gone is not in this state'] },
+      ],
+    });
+    const refused = laneState(s, 'state-engine', 'st', FOOTPRINT, planned);
+    await expect(refused).rejects.toThrow(DomainError);
+    await expect(refused).rejects.toThrow(
+      /can no longer prove the scope safe \(terraform_data.gone is not in this state\): nothing applied; run kl plan again/,
+    );
+    expect(s.reads.some((r) => r.startsWith('slice'))).toBe(false);
+  });
+
+  it('kl apply refuses a scope that grew past what the run reserved', async () => {
+    const grown: EngineScope = {
+      ...safe,
+      reservations: { ...safe.reservations, read: ['terraform_data.base', 'terraform_data.new'] },
+    };
+    const s = server({ scopes: [grown] });
+    await expect(laneState(s, 'state-engine', 'st', FOOTPRINT, planned)).rejects.toThrow(
+      /the scope grew since the plan \(terraform_data.new not reserved by this run\)/,
+    );
+    // A glob the run holds covers it.
+    const wide = { ...planned, read: [...planned.read, '*'] };
+    const ok = await laneState(server({ scopes: [grown] }), 'state-engine', 'st', FOOTPRINT, wide);
+    expect(ok.lane).toBe('state-engine');
   });
 
   it("the trusted lane reserves the server's scope contract: what the plan does not write, for read", () => {

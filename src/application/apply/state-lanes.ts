@@ -2,7 +2,8 @@ import { ApplyLane } from '../../domain/apply/apply-run.events';
 import { PlanScope } from '../../domain/apply/kl-plan';
 import { Footprint, sliceOf } from '../../domain/apply/state-slice';
 import { DomainError } from '../../domain/shared/domain-error';
-import { StateDocumentV4 } from '../../domain/terraform';
+import { globCovers, parseAddressGlob } from '../../domain/reservations';
+import { parseInstanceAddress, StateDocumentV4 } from '../../domain/terraform';
 import { ApplyServerPort, EngineCandidates, EngineOffer } from './apply-server.port';
 
 /**
@@ -151,16 +152,63 @@ export async function chooseLane(
   }
 }
 
-/** `kl apply`'s state: the lane its plan chose, read again at the current version. */
+/**
+ * `kl apply`'s state: the lane its plan chose, read again at the current
+ * version. The trusted lane is taken only on a scope the server proves safe
+ * now, not only when it was planned: the state may have changed since (a
+ * dependency removed, a new dependent), so the scope is expanded again and
+ * must still be provable, and everything it now reserves must be among
+ * what the run holds (`reserved`: the plan's reservations). Otherwise
+ * nothing is applied and kl says to plan again.
+ */
 export async function laneState(
   server: ApplyServerPort,
   lane: ApplyLane,
   state: string,
   footprint: Footprint,
+  reserved: { write: string[]; read: string[] } = { write: [], read: [] },
 ): Promise<LaneState> {
   if (lane === 'full' || footprint === null) return fullTrunk(server, state, footprint);
-  const slice = await server.slice(state, candidatesOf(footprint));
-  return { lane, slice: slice.document, version: slice.version };
+  for (let attempt = 1; ; attempt++) {
+    const expanded = await server.expandScope(state, candidatesOf(footprint));
+    if (!expanded.provablySafe) {
+      throw new DomainError(
+        SCOPE_CHANGED,
+        `the server can no longer prove the scope safe (${expanded.reasons.join('; ')}): nothing applied; run kl plan again`,
+      );
+    }
+    const held = [...reserved.write, ...reserved.read];
+    const uncovered = [...expanded.reservations.write, ...expanded.reservations.read].filter(
+      (a) => !held.some((g) => g === a || covers(g, a)),
+    );
+    if (uncovered.length > 0) {
+      throw new DomainError(
+        SCOPE_CHANGED,
+        `the scope grew since the plan (${uncovered.slice(0, 5).join(', ')}${uncovered.length > 5 ? ` and ${uncovered.length - 5} more` : ''} not reserved by this run): nothing applied; run kl plan again`,
+      );
+    }
+    const slice = await server.slice(state, candidatesOf(footprint));
+    if (slice.version === expanded.version) {
+      return { lane, slice: slice.document, version: slice.version };
+    }
+    if (attempt >= 3) {
+      throw new DomainError(
+        SCOPE_CHANGED,
+        'the state kept changing between scope expansion and slice: nothing applied; run kl apply again',
+      );
+    }
+  }
+}
+
+/** A stale scope is a stale plan. */
+const SCOPE_CHANGED = 'APPLY.STALE';
+
+function covers(glob: string, address: string): boolean {
+  try {
+    return globCovers(parseAddressGlob(glob), parseInstanceAddress(address));
+  } catch {
+    return false; // not a glob or not an address: only equal text covers it
+  }
 }
 
 function countInstances(d: StateDocumentV4): number {
