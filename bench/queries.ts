@@ -13,6 +13,7 @@ import {
   generateBigState,
 } from './support/big-state-generator';
 import {
+  BLAST_RADIUS_OVER_INSTANCE_EDGES,
   BLAST_RADIUS_SET,
   canonical,
   DemoQuery,
@@ -239,6 +240,48 @@ async function main(): Promise<void> {
         expected: canonical(expectedOf[q.key]),
       });
     }
+
+    // --- the blast radius before resource_edges, interleaved with the new walk ---
+    const blast = QUERIES.find((q) => q.key === 'blast-radius')!;
+    if (!BLAST_RADIUS_OVER_INSTANCE_EDGES.includes('JOIN resource_dependencies')) {
+      throw new Error('the blast radius over instance edges lost its join: see big-state-queries');
+    }
+    const walks = [
+      {
+        label: 'over resource_edges (now)',
+        sql: blast.sql,
+        ms: [] as number[],
+        sqlMs: [] as number[],
+      },
+      {
+        label: 'over resource_dependencies (before 023)',
+        sql: BLAST_RADIUS_OVER_INSTANCE_EDGES,
+        ms: [] as number[],
+        sqlMs: [] as number[],
+      },
+    ];
+    for (const w of walks) await query(w.sql);
+    for (let i = 0; i < REPS; i++) {
+      for (const w of i % 2 === 0 ? walks : [...walks].reverse()) {
+        const r = await query(w.sql);
+        w.ms.push(r.ms);
+        if (canonical(r.result.rows) !== measured.find((m) => m.query === blast)!.ours) {
+          throw new Error(`blast radius ${w.label}: a different answer`);
+        }
+        const e = explainTimes(
+          (await query(`EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ${w.sql}`)).result,
+        );
+        w.sqlMs.push(e.planning + e.execution);
+      }
+    }
+    console.log('Blast radius, the same answer two ways, interleaved (ms, min / p50):');
+    for (const w of walks) {
+      console.log(
+        `  ${w.label.padEnd(40)} round trip ${formatMs(Math.min(...w.ms))} / ${formatMs(distribution(w.ms).p50)}` +
+          ` | SQL ${formatMs(Math.min(...w.sqlMs))} / ${formatMs(distribution(w.sqlMs).p50)}`,
+      );
+    }
+    console.log();
 
     // --- answers ----------------------------------------------------------------
     console.log('Answers (ours = POST /v1/query; jq = jq over the state file):');

@@ -100,6 +100,21 @@ SELECT (SELECT count(*)::int ${REACHED_INSTANCES}) AS reachable_instances,
 ];
 
 /**
+ * The blast radius as it was walked before resource_edges (migration 023):
+ * over the instance edges, a row per instance per step. Timed beside the
+ * new walk by bench:queries; the answer must be the same.
+ */
+export const BLAST_RADIUS_OVER_INSTANCE_EDGES = REACH_CTE.replace(
+  `JOIN resource_edges e
+      ON e.state_id = reach.state_id AND e.to_address = reach.resource_address`,
+  `JOIN resource_dependencies e
+      ON e.state_id = reach.state_id AND e.to_address = reach.resource_address
+     AND e.delete_version IS NULL`,
+).concat(`
+SELECT (SELECT count(*)::int ${REACHED_INSTANCES}) AS reachable_instances,
+       (SELECT max(depth) FROM reach) AS longest_chain`);
+
+/**
  * The blast radius as a set of instance addresses, both ways: not timed,
  * a stronger check than the counts that the two walks reach the same
  * instances.
