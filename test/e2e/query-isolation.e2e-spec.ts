@@ -179,6 +179,25 @@ it('resources_at answers nothing for a state the token may not read', async () =
   ).toHaveLength(2);
 });
 
+it('blast_radius walks only the states the token may read', async () => {
+  const walk = 'SELECT resource_address, depth, via FROM blast_radius($1, $2, $3)';
+  expect(
+    (await query(admin, walk, [b, 'terraform_data.bmarker_one', 'dependents'])).json.rows,
+  ).toEqual([['terraform_data.bmarker_two', 1, 'terraform_data.bmarker_one']]);
+  expect(
+    (await query(admin, walk, [b, 'terraform_data.bmarker_two', 'dependencies'])).json.rows,
+  ).toEqual([['terraform_data.bmarker_one', 1, 'terraform_data.bmarker_two']]);
+  expect(
+    (await query(teamA, walk, [b, 'terraform_data.bmarker_one', 'dependents'])).json.rows,
+  ).toEqual([]);
+  expect(
+    (await query(teamA, walk, [a, 'terraform_data.amarker_one', 'dependents'])).json.rows,
+  ).toEqual([['terraform_data.amarker_two', 1, 'terraform_data.amarker_one']]);
+  const wrong = await query(teamA, walk, [a, 'terraform_data.amarker_one', 'sideways']);
+  expect(wrong.status).toBe(400);
+  expect(wrong.json.error!.message).toContain("direction must be 'dependents' or 'dependencies'");
+});
+
 it.each([
   ['the live tables by schema', 'SELECT name FROM public.states'],
   ['a CTE over them', 'WITH s AS (SELECT * FROM public.raw_state) SELECT name FROM s'],
