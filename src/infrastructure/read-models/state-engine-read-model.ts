@@ -280,9 +280,13 @@ export class StateEngineReadModel {
       const dependencies = await this.walk(q, head.stateId, inScope, 'up');
       const dependents = await this.walk(q, head.stateId, inScope, 'down');
       const named = [...new Set(dependencies.map((d) => d.address))];
+      // One index probe per named resource: DISTINCT over the rows read every instance of a
+      // resource with thousands of them.
       const { rows: realizedRows } = await q.query<{ resource_address: string }>(
-        `SELECT DISTINCT resource_address FROM resources
-          WHERE state_id = $1 AND delete_version IS NULL AND resource_address = ANY($2::text[])`,
+        `SELECT n.resource_address FROM unnest($2::text[]) AS n(resource_address)
+          WHERE EXISTS (SELECT 1 FROM resources r
+                         WHERE r.state_id = $1 AND r.delete_version IS NULL
+                           AND r.resource_address = n.resource_address)`,
         [head.stateId, named],
       );
       const answer = expandScope({
