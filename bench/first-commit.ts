@@ -10,6 +10,7 @@ import { Kld, killAll, sql, startKld } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
 import { formatInt, formatMs } from './support/stats';
 import { databaseCpuMs, postmasterOf, processCpuMs } from './support/process-cpu';
+import { send } from './support/http-send';
 
 /**
  * The first commit of a big state (issue 14): a full POST of the big-state
@@ -159,34 +160,6 @@ async function main(): Promise<void> {
       `${formatInt(peakRssMib(k.kld.pid))} MiB`,
     ]),
   );
-}
-
-function send(
-  agent: http.Agent,
-  method: string,
-  url: string,
-  body?: Buffer,
-): Promise<{ status: number; body: string; ms: number }> {
-  return new Promise((resolve, reject) => {
-    const startedAt = performance.now();
-    const headers: Record<string, string | number> = body
-      ? { 'content-type': 'application/json', 'content-length': body.length }
-      : {};
-    const req = http.request(url, { method, agent, headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () =>
-        resolve({
-          status: res.statusCode ?? 0,
-          body: Buffer.concat(chunks).toString('utf8'),
-          ms: performance.now() - startedAt,
-        }),
-      );
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
 }
 
 /** VmHWM: the most resident memory kld had at any time. */

@@ -11,6 +11,7 @@ import { openBenchDatabase } from './support/bench-database';
 import { generateBigState } from './support/big-state-generator';
 import { QUERIES, STATE_NAME } from './support/big-state-queries';
 import { httpBackend, killAll, startKld } from './support/refresh-processes';
+import { send as sendRequest } from './support/http-send';
 import { processCpuMs } from './support/process-cpu';
 import { printMachine, printTable } from './support/report';
 import { distribution, formatInt, formatMs } from './support/stats';
@@ -212,32 +213,13 @@ interface Doc {
   resources: { instances: { attributes?: Record<string, unknown> }[] }[];
 }
 
-function send(
-  agent: http.Agent,
-  method: string,
-  url: string,
-  body?: Buffer,
-): Promise<{ status: number; body: string; ms: number }> {
-  return new Promise((resolve, reject) => {
-    const startedAt = performance.now();
-    const headers: Record<string, string | number> = body
-      ? { 'content-type': 'application/json', 'content-length': body.length }
-      : {};
-    const req = http.request(url, { method, agent, headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        const ms = performance.now() - startedAt;
-        if (method === 'POST' && url.includes('/v1/states/') && res.statusCode !== 200) {
-          reject(new Error(`${method} ${url}: ${res.statusCode} ${text.slice(0, 300)}`));
-        } else resolve({ status: res.statusCode ?? 0, body: text, ms });
-      });
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+/** A request whose state POST must be accepted: a refused one stops the rung with its answer. */
+async function send(agent: http.Agent, method: string, url: string, body?: Buffer) {
+  const r = await sendRequest(agent, method, url, body);
+  if (method === 'POST' && url.includes('/v1/states/') && r.status !== 200) {
+    throw new Error(`${method} ${url}: ${r.status} ${r.body.slice(0, 300)}`);
+  }
+  return r;
 }
 
 function timedJq(filter: string, file: string): Promise<string> {

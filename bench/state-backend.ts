@@ -9,6 +9,7 @@ import pino from 'pino';
 import { Client } from 'pg';
 import { freePort } from '../src/infrastructure/postgres/embedded-postgres';
 import { BenchDatabase, openBenchDatabase } from './support/bench-database';
+import { postmasterOf, processCpuMs, processTreeCpuMs } from './support/process-cpu';
 import { SyntheticState } from './support/state-generator';
 import { distribution, formatInt, formatMs, verdict } from './support/stats';
 
@@ -97,7 +98,9 @@ async function main(): Promise<void> {
     const bench: BenchDatabase = await openBenchDatabase(logger);
     undo.push({ label: 'database', run: () => bench.close() });
     const serverUrl = adminUrl(bench.url);
-    const postgresPid = findPostmaster(bench.origin);
+    // The embedded server's postmaster (its origin names the data directory); none for an external one.
+    const dataDir = /data in (.+)$/.exec(bench.origin)?.[1];
+    const postgresPid = dataDir ? postmasterOf(dataDir) : null;
     await printHeader(bench);
 
     // --- the synthetic state -------------------------------------------------
@@ -613,57 +616,14 @@ interface CpuSplit {
 }
 
 function cpuMeter(kldPid: number, postgresPid: number | null): () => CpuSplit {
-  const start = { kld: procCpuMs(kldPid), pg: postgresPid ? treeCpuMs(postgresPid) : null };
+  const start = {
+    kld: processCpuMs(kldPid),
+    pg: postgresPid ? processTreeCpuMs(postgresPid) : null,
+  };
   return () => ({
-    kld: procCpuMs(kldPid) - start.kld,
-    postgres: postgresPid && start.pg !== null ? treeCpuMs(postgresPid) - start.pg : null,
+    kld: processCpuMs(kldPid) - start.kld,
+    postgres: postgresPid && start.pg !== null ? processTreeCpuMs(postgresPid) - start.pg : null,
   });
-}
-
-const TICK_MS = 10; // USER_HZ is 100 on Linux
-
-function procStat(pid: number): { ppid: number; cpuMs: number } | null {
-  try {
-    const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    // fields[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
-    return { ppid: Number(fields[1]), cpuMs: (Number(fields[11]) + Number(fields[12])) * TICK_MS };
-  } catch {
-    return null;
-  }
-}
-
-function procCpuMs(pid: number): number {
-  return procStat(pid)?.cpuMs ?? NaN;
-}
-
-/** CPU of a process and its live children (PostgreSQL backends are children of the postmaster). */
-function treeCpuMs(root: number): number {
-  let total = procStat(root)?.cpuMs ?? 0;
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const s = procStat(Number(entry));
-    if (s && s.ppid === root) total += s.cpuMs;
-  }
-  return total;
-}
-
-/** The embedded postmaster, found by its data directory; null for an external server. */
-function findPostmaster(origin: string): number | null {
-  const m = /data in (.+)$/.exec(origin);
-  if (!m) return null;
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const cmd = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (path.basename(cmd[0]) === 'postgres' && cmd.includes(path.join(m[1], 'pgdata'))) {
-        return Number(entry);
-      }
-    } catch {
-      // exited while we looked
-    }
-  }
-  return null;
 }
 
 function scaleCpu(c: CpuSplit, n: number): CpuSplit {
