@@ -13,6 +13,7 @@ import { QUERIES, STATE_NAME } from './support/big-state-queries';
 import { httpBackend, killAll, startKld } from './support/refresh-processes';
 import { send as sendRequest } from './support/http-send';
 import { processCpuMs } from './support/process-cpu';
+import { startStaticServer } from './support/static-server';
 import { printMachine, printTable } from './support/report';
 import { distribution, formatInt, formatMs } from './support/stats';
 
@@ -135,6 +136,7 @@ async function rung(
     fs.writeFileSync(file, current);
 
     const staticServer = await startStaticServer(file);
+    children.add(staticServer.child);
     const gets: number[] = [];
     const statics: number[] = [];
     for (let i = 0; i < GET_REPS; i++) {
@@ -228,34 +230,6 @@ function timedJq(filter: string, file: string): Promise<string> {
     execFile('jq', ['-c', filter, file], { maxBuffer: 1 << 30 }, (err) =>
       resolve(err ? 'failed' : `${formatMs(performance.now() - startedAt)} ms`),
     );
-  });
-}
-
-const STATIC_SERVER = `
-const http = require('node:http');
-const fs = require('node:fs');
-const file = process.argv[1];
-const server = http.createServer((req, res) => {
-  fs.readFile(file, (err, body) => {
-    if (err) { res.statusCode = 500; res.end(); return; }
-    res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': body.length });
-    res.end(body);
-  });
-});
-server.listen(0, '127.0.0.1', () => process.stdout.write(server.address().port + '\\n'));
-process.on('SIGTERM', () => process.exit(0));
-`;
-
-function startStaticServer(file: string): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['-e', STATIC_SERVER, file], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  children.add(child);
-  return new Promise((resolve, reject) => {
-    child.stdout!.once('data', (c: Buffer) =>
-      resolve({ url: `http://127.0.0.1:${c.toString().trim()}/`, child }),
-    );
-    child.once('exit', (code) => reject(new Error(`static server exited ${code}`)));
   });
 }
 

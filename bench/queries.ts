@@ -22,6 +22,7 @@ import {
 } from './support/big-state-queries';
 import { Kld, killAll, mustRun, startKld, timed } from './support/refresh-processes';
 import { distribution, Distribution, formatInt, formatMs, verdict } from './support/stats';
+import { send } from './support/http-send';
 
 /**
  * The big-state demo queries (docs/sql.md, examples/big-state) at size N,
@@ -421,44 +422,11 @@ async function tryQuery(
   timeoutMs: number,
 ): Promise<{ ms: number; result?: QueryResult; error?: string }> {
   const body = Buffer.from(JSON.stringify({ sql, max_rows: maxRows, timeout_ms: timeoutMs }));
-  const r = await request(agent, `${baseUrl}/v1/query`, body);
+  const r = await send(agent, 'POST', `${baseUrl}/v1/query`, body);
   if (r.status !== 200) return { ms: r.ms, error: `${r.status} ${r.body}` };
   const result = JSON.parse(r.body) as QueryResult;
   if (result.truncated) return { ms: r.ms, error: `truncated at ${maxRows} rows` };
   return { ms: r.ms, result };
-}
-
-/** One POST, timed from the request to the last byte of the response. */
-function request(
-  agent: http.Agent,
-  url: string,
-  body: Buffer,
-): Promise<{ status: number; body: string; ms: number }> {
-  return new Promise((resolve, reject) => {
-    const startedAt = performance.now();
-    const req = http.request(
-      url,
-      {
-        method: 'POST',
-        agent,
-        headers: { 'content-type': 'application/json', 'content-length': body.length },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            body: Buffer.concat(chunks).toString('utf8'),
-            ms: performance.now() - startedAt,
-          }),
-        );
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
 }
 
 /** Projections run after the commit: wait until every instance and edge is queryable. */

@@ -11,6 +11,7 @@ import { freePort } from '../src/infrastructure/postgres/embedded-postgres';
 import { BenchDatabase, openBenchDatabase } from './support/bench-database';
 import { postmasterOf, processCpuMs, processTreeCpuMs } from './support/process-cpu';
 import { SyntheticState } from './support/state-generator';
+import { startStaticServer as startStaticPeer } from './support/static-server';
 import { distribution, formatInt, formatMs, verdict } from './support/stats';
 
 /**
@@ -528,38 +529,14 @@ async function startKld(databaseUrl: string, tmp: string): Promise<Kld> {
   return { pid: child.pid!, url, stop };
 }
 
-const STATIC_SERVER = `
-const http = require('node:http');
-const fs = require('node:fs');
-const file = process.argv[1];
-const server = http.createServer((req, res) => {
-  fs.readFile(file, (err, body) => {
-    if (err) { res.statusCode = 500; res.end(); return; }
-    res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': body.length });
-    res.end(body);
-  });
-});
-server.listen(0, '127.0.0.1', () => process.stdout.write(server.address().port + '\\n'));
-process.on('SIGTERM', () => process.exit(0));
-`;
-
 /** The GET peer: a tiny node server that reads the file on every request. */
+/** The static peer, stopped with the run. */
 async function startStaticServer(file: string): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['-e', STATIC_SERVER, file], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  undo.push({ label: 'static server', run: () => void child.kill('SIGKILL') });
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      if (out.includes('\n')) resolve(Number(out.trim()));
-    });
-    child.once('exit', (code) => reject(new Error(`static server exited (${code})`)));
-  });
-  return { url: `http://127.0.0.1:${port}/current.tfstate`, child };
+  const peer = await startStaticPeer(file);
+  children.add(peer.child);
+  peer.child.once('exit', () => children.delete(peer.child));
+  undo.push({ label: 'static server', run: () => void peer.child.kill('SIGKILL') });
+  return peer;
 }
 
 // ---------------------------------------------------------------------------
