@@ -1,19 +1,7 @@
 import { documentChunks, instanceDigest, InstanceEncoding } from './document-chunks';
 import { InstanceObjectV4, StateDocumentV4 } from './state-document';
 import { instanceObjectText, stateDocumentBytes } from './state-document-text';
-
-/** Deterministic, so a failure replays: xorshift32. */
-function random(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 2 ** 32;
-  };
-}
+import { random } from '../../../test/support/seeded-random';
 
 const encoding: InstanceEncoding = {
   bytes: (o: InstanceObjectV4) => Buffer.from(instanceObjectText(o), 'utf8'),

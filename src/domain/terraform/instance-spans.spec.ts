@@ -3,19 +3,7 @@ import { DomainError } from '../shared/domain-error';
 import { InstanceBytes, instanceSpans, parseStateBodyReusing } from './instance-spans';
 import { parseStateDocument } from './parse-state-document';
 import { flattenInstances } from './state-instances';
-
-/** Deterministic, so a failure replays: xorshift32. */
-function random(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 2 ** 32;
-  };
-}
+import { random } from '../../../test/support/seeded-random';
 
 type Rand = () => number;
 const pick = <T>(r: Rand, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)];

@@ -17,19 +17,7 @@ import {
 import { StateDocumentReadModel } from '../../infrastructure/read-models/state-document-read-model';
 import { ProjectionRunner } from '../projection-runner';
 import { stateProjectors } from '.';
-
-/** Deterministic, so a failure replays: xorshift32. */
-function random(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 2 ** 32;
-  };
-}
+import { random } from '../../../test/support/seeded-random';
 
 const VERSIONS = 40;
 
