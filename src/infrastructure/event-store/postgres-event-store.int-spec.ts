@@ -1,7 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { describeEventStoreConformance } from '../../../test/conformance/event-store.conformance';
-import { createTestDatabase, TestDatabase } from '../../../test/support/test-database';
+import {
+  createEmptyDatabase,
+  createTestDatabase,
+  TestDatabase,
+} from '../../../test/support/test-database';
 import { LOG_START } from '../../domain/shared/event';
 import { Notifier } from '../postgres/notifier';
 import { PostgresEventStore } from './postgres-event-store';
@@ -66,8 +70,8 @@ describe('PostgreSQL event store: late commits', () => {
       expect(await store.readAll(LOG_START, 100)).toEqual([]);
 
       await slow.query('COMMIT');
-      // Visible once no older transaction is open anywhere on the server
-      // (other test files may hold one for a moment).
+      // Visible once no older transaction of this database is open (the
+      // store's own projector-free test has none, but keep it bounded).
       let all = await store.readAll(LOG_START, 100);
       for (const deadline = Date.now() + 15_000; !all.length && Date.now() < deadline;) {
         await new Promise((r) => setTimeout(r, 50));
@@ -78,4 +82,86 @@ describe('PostgreSQL event store: late commits', () => {
       await slow.end();
     }
   });
+
+  it('does not wait for a transaction held open in another database of the same server', async () => {
+    const store = new PostgresEventStore(t.db, notifier);
+    const other = await createEmptyDatabase();
+    const elsewhere = new Client({ connectionString: other.url });
+    await elsewhere.connect();
+    try {
+      // An application sharing the server holds a transaction with an id.
+      await elsewhere.query('BEGIN');
+      await elsewhere.query('SELECT pg_current_xact_id()');
+      const before = (await store.readAll(LOG_START, 10_000)).length;
+      await store.appendToStream(randomUUID(), [event('WhileOtherDatabaseBusy')], {
+        expectedRevision: 'no_stream',
+      });
+      const after = await store.readAll(LOG_START, 10_000);
+      expect(after.length).toBe(before + 1);
+      expect(after[after.length - 1].type).toBe('WhileOtherDatabaseBusy');
+    } finally {
+      await elsewhere.query('ROLLBACK').catch(() => null);
+      await elsewhere.end();
+      await other.drop();
+    }
+  });
+
+  it('waits for a transaction of its own database that could still append, and for its own appends', async () => {
+    const store = new PostgresEventStore(t.db, notifier);
+    const held = new Client({ connectionString: t.url });
+    await held.connect();
+    try {
+      const before = (await store.readAll(LOG_START, 10_000)).length;
+      // It has an id but has appended nothing yet: it could still append
+      // with a key below the next event's.
+      await held.query('BEGIN');
+      await held.query('SELECT pg_current_xact_id()');
+      await store.appendToStream(randomUUID(), [event('AfterHeld')], {
+        expectedRevision: 'no_stream',
+      });
+      expect(await store.readAll(LOG_START, 10_000)).toHaveLength(before);
+
+      // Its own uncommitted append sits above its own horizon, also once a
+      // later transaction has committed.
+      await held.query(
+        `INSERT INTO kl_events (event_id, stream_id, stream_revision, type, schema_version,
+                                data, metadata)
+         VALUES (gen_random_uuid(), $1, 0, 'Held', 1, '{}', '{}')`,
+        [randomUUID()],
+      );
+      await store.appendToStream(randomUUID(), [event('AfterHeldAppend')], {
+        expectedRevision: 'no_stream',
+      });
+      const { rows } = await held.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM kl_events
+          WHERE type = 'Held' AND transaction_id < (SELECT kl_log_horizon())`,
+      );
+      expect(rows[0].n).toBe(0);
+
+      await held.query('COMMIT');
+      const all = await store.readAll(LOG_START, 10_000);
+      expect(all.slice(before).map((e) => e.type)).toEqual([
+        'Held',
+        'AfterHeld',
+        'AfterHeldAppend',
+      ]);
+    } finally {
+      await held.end();
+    }
+  });
 });
+
+function event(type: string) {
+  return {
+    eventId: randomUUID(),
+    type,
+    schemaVersion: 1,
+    data: {},
+    metadata: {
+      actor: 'a',
+      correlationId: 'c',
+      causationId: null,
+      occurredAt: '2026-01-01T00:00:00Z',
+    },
+  };
+}

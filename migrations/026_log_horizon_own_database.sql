@@ -1,0 +1,47 @@
+-- The readers' horizon waits only for transactions that could still append
+-- to this database's log.
+--
+-- Until now the horizon was the snapshot's xmin (012_log_epochs.sql): the
+-- oldest transaction running anywhere in the cluster. A transaction held
+-- open in another database of the same server (an application sharing the
+-- cluster, a long report, a forgotten psql session) then stopped every
+-- projector and every non-following feed read here for as long as it ran,
+-- although it can never write a row into this database.
+--
+-- The horizon is now the oldest of:
+--   * the snapshot's running transactions, except those seen running in
+--     another database (pg_stat_get_activity, the function behind
+--     pg_stat_activity; backend_xid and datid are shown to every role);
+--   * this transaction's own id, if it has one (its appends are not
+--     committed yet);
+--   * the snapshot's xmax (nothing at or past it is known to be finished).
+-- Only a transaction observed running in another database is passed over,
+-- and a transaction never changes database, so nothing that can append
+-- here is ever passed. One that finished between the snapshot and the look
+-- at pg_stat_activity, a prepared transaction, or anything else not found
+-- there counts as this database's: the horizon waits for it, as before.
+-- pg_stat_activity shows 32-bit ids; running ids are far closer together
+-- than 2^32, so comparing the low 32 bits is exact.
+-- Reading pg_stat_activity costs about a millisecond, so it is read only
+-- when some other transaction is running at all.
+CREATE OR REPLACE FUNCTION kl_log_horizon() RETURNS xid8
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+  s pg_snapshot := pg_current_snapshot();
+  h bigint := least(pg_snapshot_xmax(s)::text::bigint,
+                    pg_current_xact_id_if_assigned()::text::bigint);
+BEGIN
+  IF EXISTS (SELECT FROM pg_snapshot_xip(s)) THEN
+    SELECT least(h, min(x::text::bigint)) INTO h
+      FROM pg_snapshot_xip(s) AS x
+     WHERE x::text::bigint % 4294967296 NOT IN (
+             SELECT a.backend_xid::text::bigint
+               FROM pg_stat_get_activity(NULL) AS a
+              WHERE a.backend_xid IS NOT NULL
+                AND a.datid <> (SELECT d.oid FROM pg_database d
+                                 WHERE d.datname = current_database()));
+  END IF;
+  RETURN ((kl_log_epoch()::bigint << 48) + h)::text::xid8;
+END
+$$;
