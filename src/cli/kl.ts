@@ -1,11 +1,14 @@
 #!/usr/bin/env node
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { presentClientCertificate } from '../infrastructure/rest/client-certificate';
 import { registerCommands } from './commands';
 
 /** Global options every command can read with `program.opts()`. */
 export interface GlobalOptions {
   server: string;
   token?: string;
+  clientCert?: string;
+  clientKey?: string;
   format: 'table' | 'json' | 'csv';
 }
 
@@ -20,6 +23,16 @@ export async function buildProgram(args: readonly string[]): Promise<Command> {
         .argParser(serverUrl),
     )
     .option('--token <token>', 'API token (default: KL_TOKEN)', process.env.KL_TOKEN)
+    .addOption(
+      new Option('--client-cert <file>', 'PEM client certificate, for a kld that requires one').env(
+        'KL_CLIENT_CERT',
+      ),
+    )
+    .addOption(
+      new Option('--client-key <file>', "the client certificate's PEM private key").env(
+        'KL_CLIENT_KEY',
+      ),
+    )
     .option(
       '--state-url <url>',
       'the state: https://kld/v1/states/<name> (default: KL_STATE_URL, .kl.toml, backend "http")',
@@ -33,6 +46,10 @@ export async function buildProgram(args: readonly string[]): Promise<Command> {
         .choices(['table', 'json', 'csv'])
         .default('table'),
     )
+    .hook('preAction', (_program, action) => {
+      const { clientCert, clientKey } = action.optsWithGlobals<GlobalOptions>();
+      return presentClientCertificate({ cert: clientCert, key: clientKey });
+    })
     .exitOverride()
     .showHelpAfterError(false)
     // Usage errors in the same one-line shape as every other failure.

@@ -155,3 +155,74 @@ it('refuses no certificate, another CA, and a subject with no identity', async (
   expect(outside.code).toBe(1);
   expect(outside.out).toContain('HTTP remote state endpoint invalid auth');
 });
+
+it('kl presents a client certificate (--client-cert/--client-key or KL_CLIENT_CERT/KL_CLIENT_KEY)', async () => {
+  const state = `tls/${randomUUID().slice(0, 8)}`;
+  const dir = module(mtls.url, state);
+  const env = { ...trustCa(), ...present('client'), TF_HTTP_USERNAME: 'alice' };
+  await tf.ok(dir, ['init', '-no-color'], env);
+  await tf.ok(dir, ['apply', '-auto-approve', '-no-color'], env);
+  const file = (name: string) => path.join(root, name);
+  const kl = (args: string[], extra: Record<string, string> = {}) =>
+    spawnSync(process.execPath, [KL, ...args], {
+      encoding: 'utf8',
+      env: {
+        ...process.env,
+        KL_TOKEN: '',
+        KL_SERVER_URL: mtls.url,
+        NODE_EXTRA_CA_CERTS: file('ca.pem'),
+        ...extra,
+      },
+    });
+
+  // From the environment: the certificate is the identity (ci-cert).
+  const viaEnv = kl(['history', state, '--format', 'json'], {
+    KL_CLIENT_CERT: file('client.pem'),
+    KL_CLIENT_KEY: file('client.key'),
+  });
+  expect(viaEnv.stderr).toBe('');
+  expect(viaEnv.status).toBe(0);
+  expect(JSON.parse(viaEnv.stdout).map((v: { actor: string }) => v.actor)).toEqual([
+    'ci-cert (alice)',
+  ]);
+  // From flags, and the identity's scopes still apply.
+  const viaFlags = kl([
+    '--client-cert',
+    file('client.pem'),
+    '--client-key',
+    file('client.key'),
+    'history',
+    'team-b/x',
+  ]);
+  expect(viaFlags.status).not.toBe(0);
+  expect(viaFlags.stderr).toMatch(/^kl: .*(scope|not allowed|forbidden|permission)/i);
+
+  // Without one, the handshake fails: one line, non-zero.
+  const none = kl(['history', state]);
+  expect(none.status).not.toBe(0);
+  expect(none.stderr).toMatch(/^kl: cannot reach kld at https:\/\/127\.0\.0\.1:\d+ \(.+\)/);
+  expect(none.stderr.trim().split('\n')).toHaveLength(1);
+
+  // Mistakes in the files are named before any connection.
+  const cases: [Record<string, string>, RegExp][] = [
+    [{ KL_CLIENT_CERT: file('client.pem') }, /needs both --client-cert .* and --client-key/],
+    [
+      { KL_CLIENT_CERT: file('client.pem'), KL_CLIENT_KEY: file('rogue.key') },
+      /rogue\.key is not the private key of the certificate in .*client\.pem/,
+    ],
+    [
+      { KL_CLIENT_CERT: file('missing.pem'), KL_CLIENT_KEY: file('client.key') },
+      /cannot read the client certificate .*missing\.pem \(ENOENT\)/,
+    ],
+    [
+      { KL_CLIENT_CERT: file('client.key'), KL_CLIENT_KEY: file('client.key') },
+      /client\.key is not a PEM certificate/,
+    ],
+  ];
+  for (const [extra, message] of cases) {
+    const r = kl(['history', state], extra);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(new RegExp(`^kl: [^\\n]*${message.source}[^\\n]*\\n$`));
+  }
+});
