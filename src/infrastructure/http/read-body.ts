@@ -18,17 +18,30 @@ export async function readBody(
 ): Promise<Buffer> {
   const declared = Number(req.header('content-length') ?? NaN);
   if (Number.isFinite(declared) && declared > limit) throw tooLarge(what, limit);
+  // With a declared length (terraform always sends one), the body goes
+  // straight into one buffer of that size: no list of chunks kept alive
+  // until a concat copies them again, so a big body is one allocation and
+  // its chunks die young.
+  const declaredSize = Number.isSafeInteger(declared) && declared >= 0 ? declared : -1;
+  let into = declaredSize >= 0 ? Buffer.allocUnsafe(declaredSize) : null;
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) {
+    if (size + chunk.length > limit) {
       req.resume(); // drain the rest so the connection can answer
       throw tooLarge(what, limit);
     }
     onChunk?.(chunk);
-    chunks.push(chunk);
+    if (into !== null && size + chunk.length <= into.length) chunk.copy(into, size);
+    else {
+      // More than declared (Node's parser does not allow it, but never trust it): collect.
+      if (into !== null) chunks.push(into.subarray(0, size));
+      into = null;
+      chunks.push(chunk);
+    }
+    size += chunk.length;
   }
+  if (into !== null) return size === into.length ? into : into.subarray(0, size);
   return Buffer.concat(chunks, size);
 }
 

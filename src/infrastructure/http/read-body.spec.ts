@@ -1,0 +1,43 @@
+import { Readable } from 'node:stream';
+import type { Request } from 'express';
+import { DomainError } from '../../domain/shared/domain-error';
+import { readBody } from './read-body';
+
+/** A request whose body arrives in `chunks`, declaring `length` (or nothing). */
+function request(chunks: string[], length?: number): Request {
+  const req = Readable.from(chunks.map((c) => Buffer.from(c))) as unknown as Request;
+  (req as unknown as { header: (n: string) => string | undefined }).header = (name) =>
+    name.toLowerCase() === 'content-length' && length !== undefined ? String(length) : undefined;
+  return req;
+}
+
+describe('readBody', () => {
+  const parts = ['{"a":', '"ü', 'x"', ',"b":[1,2,3]}'];
+  const whole = parts.join('');
+  const size = Buffer.byteLength(whole);
+
+  it('returns the exact bytes whether or not a length is declared, and sees every chunk', async () => {
+    for (const length of [size, undefined]) {
+      const seen: string[] = [];
+      const body = await readBody(request(parts, length), 1000, 'state', (c) =>
+        seen.push(c.toString()),
+      );
+      expect(body.toString()).toBe(whole);
+      expect(body.length).toBe(size);
+      expect(seen).toEqual(parts);
+    }
+  });
+
+  it('returns only what arrived when less than declared came, and all of it when more came', async () => {
+    expect((await readBody(request(parts, size + 50), 1000)).toString()).toBe(whole);
+    expect((await readBody(request(parts, 3), 1000)).toString()).toBe(whole);
+  });
+
+  it('refuses a body over the limit, declared or not', async () => {
+    await expect(readBody(request(parts, size), size - 1)).rejects.toThrow(DomainError);
+    await expect(readBody(request(parts), size - 1)).rejects.toThrow(
+      `request body exceeds the limit of ${size - 1} bytes`,
+    );
+    expect((await readBody(request(parts), size)).toString()).toBe(whole);
+  });
+});
