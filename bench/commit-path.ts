@@ -76,8 +76,8 @@ async function main(): Promise<void> {
     let flat = null as unknown as ReturnType<typeof flattenInstances>;
     t('flatten + hash memo', () => {
       const memo = hashes.open('s');
-      flat = flattenInstances(doc, memo.hash);
-      memo.done();
+      flat = flattenInstances(doc, memo.hash, memo.known);
+      memo.done(flat);
     });
     t('decider diff', () => {
       diffInstances(current, flat);

@@ -41,9 +41,9 @@ function counting(maxInstances?: number) {
   /** Flattens `d` as commit to `key` would; returns what had to be hashed. */
   const commit = (key: string, d: StateDocumentV4) => {
     hashed.length = 0;
-    const { hash, done } = memo.open(key);
-    const flat = flattenInstances(d, hash);
-    done();
+    const { hash, known, done } = memo.open(key);
+    const flat = flattenInstances(d, hash, known);
+    done(flat);
     expect(flat).toEqual(flattenInstances(d));
     return [...hashed];
   };
@@ -83,5 +83,30 @@ describe('InstanceHashMemo', () => {
     big.resources.push({ ...big.resources[1], name: 'c' });
     commit('s', big);
     expect(commit('s', doc('x'))).toEqual(['a:x', 'b:b']);
+  });
+
+  it('answers instance objects shared with the last commit by identity, under an equal resource only', () => {
+    const commit = counting();
+    const first = doc('x');
+    commit('s', first);
+    // The next document shares `a`'s and `b`'s objects (what the reusing parse does).
+    const shared: StateDocumentV4 = {
+      ...first,
+      resources: first.resources.map((r) => ({ ...r, instances: [...r.instances] })),
+    };
+    expect(commit('s', shared)).toEqual([]);
+    // The same object under another provider is another instance: hashed again.
+    const moved: StateDocumentV4 = {
+      ...shared,
+      resources: [{ ...shared.resources[0], provider: 'provider["other"]' }, shared.resources[1]],
+    };
+    expect(commit('s', moved)).toEqual(['a:x']);
+    // Back under its provider (the memo knew it under the other one last), and
+    // the same object under another name: another address; both hashed.
+    const renamed: StateDocumentV4 = {
+      ...shared,
+      resources: [shared.resources[0], { ...shared.resources[1], name: 'c' }],
+    };
+    expect(commit('s', renamed)).toEqual(['a:x', 'c:b']);
   });
 });

@@ -1,7 +1,10 @@
 import type { LRUCache } from 'lru-cache';
 import {
+  FlatInstance,
   instanceHash,
   InstanceHasher,
+  KnownFlatInstance,
+  sameDescriptor,
   InstanceObjectV4,
   ResourceDescriptor,
   sameJson,
@@ -19,7 +22,7 @@ type Memo = Map<string, Remembered>;
 type Hash = (resource: ResourceDescriptor, instance: InstanceObjectV4) => string;
 
 /**
- * The instances each state committed last, by address, with their canonical
+ * The instances each state committed, by address, with their canonical
  * hashes. Terraform rewrites the whole document on every change, so most
  * instances of a new commit are equal to the ones before; comparing values is
  * far cheaper than canonical hashing (sorting keys at every depth, then
@@ -27,7 +30,15 @@ type Hash = (resource: ResourceDescriptor, instance: InstanceObjectV4) => string
  * equal hash, so an entry can go stale but never lie: a miss only costs the
  * hash.
  *
- * Holds the parsed objects of the last document (treated as immutable, like
+ * An instance object shared with the state's last document (the parse reuses
+ * the objects of unchanged bytes, DocumentTextMemo) is answered by identity
+ * (`known`): its flat instance is the one made before, and neither its address
+ * nor its memo entry is touched, so a commit costs in proportion to what it
+ * changed. A state's memo is therefore kept from commit to commit and only
+ * rebuilt from the commit's instances once it holds twice as many addresses
+ * (the removed ones).
+ *
+ * Holds the parsed objects of the documents (treated as immutable, like
  * every parsed document), bounded by instances held (CacheBudgets
  * `hashInstances`, a few hundred MB for 100,000 big AWS instances), least
  * recently committed state first out.
@@ -35,6 +46,8 @@ type Hash = (resource: ResourceDescriptor, instance: InstanceObjectV4) => string
 export class InstanceHashMemo {
   private readonly states: LRUCache<string, Memo>;
   private readonly hashOf: Hash;
+  /** Flat instances by their instance object; they go when the objects do. */
+  private readonly flats = new WeakMap<InstanceObjectV4, FlatInstance>();
 
   constructor(options: { maxInstances?: number; hash?: Hash } = {}) {
     this.states = boundedCache<Memo>(
@@ -45,39 +58,52 @@ export class InstanceHashMemo {
   }
 
   /**
-   * A hasher for one commit to `key` (the state's stream). What it hashed
-   * becomes the state's memo when `done` is called, replacing the previous
-   * one, so the memo holds one document per state.
+   * A hasher and a lookup by identity for one commit to `key` (the state's
+   * stream); `done` with the commit's instances keeps what was hashed as the
+   * state's memo.
    */
-  open(key: string): { hash: InstanceHasher; done(): void } {
+  open(key: string): {
+    hash: InstanceHasher;
+    known: KnownFlatInstance;
+    done(instances: readonly FlatInstance[]): void;
+  } {
     // peek: a state's place in line is its last commit, not its last look.
     const previous = this.states.peek(key);
-    const next: Memo = new Map();
+    const added: Memo = new Map();
     // Instances of one resource share their descriptor: compare it once.
     const sameResource = new Map<ResourceDescriptor, Set<ResourceDescriptor>>();
     const same = (a: ResourceDescriptor, b: ResourceDescriptor): boolean => {
       if (a === b) return true;
       let known = sameResource.get(a);
       if (known?.has(b)) return true;
-      if (!sameJson({ ...a }, { ...b })) return false;
+      if (!sameDescriptor(a, b)) return false;
       if (!known) sameResource.set(a, (known = new Set()));
       known.add(b);
       return true;
     };
     const hash: InstanceHasher = (address, resource, instance) => {
-      const known = next.get(address) ?? previous?.get(address);
+      const known = added.get(address) ?? previous?.get(address);
       const value =
         known !== undefined && same(resource, known.resource) && sameJson(instance, known.instance)
           ? known.hash
           : this.hashOf(resource, instance);
-      next.set(address, { resource, instance, hash: value });
+      added.set(address, { resource, instance, hash: value });
+      this.flats.set(instance, { address, resource, instance, hash: value });
       return value;
     };
     return {
       hash,
-      done: () => {
-        if (next.size === 0) this.states.delete(key);
-        else this.states.set(key, next);
+      known: (instance) => this.flats.get(instance),
+      done: (instances) => {
+        let memo = previous ?? new Map<string, Remembered>();
+        for (const [address, entry] of added) memo.set(address, entry);
+        if (memo.size > 2 * instances.length) {
+          memo = new Map();
+          for (const i of instances) memo.set(i.address, i);
+        }
+        if (memo.size === 0) this.states.delete(key);
+        // Set again even when it is the same map: its size is counted anew.
+        else this.states.set(key, memo);
       },
     };
   }

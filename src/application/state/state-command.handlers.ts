@@ -2,7 +2,7 @@ import { Inject } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { DomainError } from '../../domain/shared/domain-error';
 import { stateStreamId } from '../../domain/state';
-import { flattenInstances } from '../../domain/terraform';
+import { FlatInstance, flattenInstances } from '../../domain/terraform';
 import { DeciderService } from '../decider.service';
 import { COMMAND_METRICS, CommandMetrics, CommandOutcome } from '../ports/metrics.port';
 import { SERVER_LAGGING } from '../ports/read-model-sync.port';
@@ -74,14 +74,16 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
     let outcome: CommandOutcome = 'failed';
     let instancesChanged = 0;
     const memo = this.hashes.open(stateStreamId(c.name));
+    let instances: FlatInstance[] = [];
     try {
+      instances = flattenInstances(c.document, memo.hash, memo.known);
       const { state, events } = await this.deciders.execute(STATE, {
         type: 'CommitState',
         data: {
           name: c.name,
           newStateId: this.deciders.newId(),
           document: c.document,
-          instances: flattenInstances(c.document, memo.hash),
+          instances,
           ...(c.lockId !== null ? { lockId: c.lockId } : {}),
           source: c.source,
           checksum: c.checksum,
@@ -105,7 +107,7 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
       }
       throw err;
     } finally {
-      memo.done();
+      memo.done(instances);
       this.metrics.commitRan({
         outcome,
         seconds: (performance.now() - started) / 1000,

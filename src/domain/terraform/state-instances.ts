@@ -1,6 +1,6 @@
 import { canonicalHash } from './canonical-hash';
 import { formatInstanceAddress, parseModulePath, ResourceMode } from './instance-address';
-import { JsonObject } from './json-value';
+import { JsonObject, sameJson } from './json-value';
 import { InstanceObjectV4, RESOURCE_FIELDS, ResourceV4, StateDocumentV4 } from './state-document';
 
 /** The resource-level fields an instance inherits; part of its identity and hash. */
@@ -66,16 +66,58 @@ export type InstanceHasher = (
 const hashInstance: InstanceHasher = (_address, resource, instance) =>
   instanceHash(resource, instance);
 
-/** Every instance object of a (validated) document, deposed ones included, in document order. */
+/**
+ * A flat instance already made of this very instance object (the same
+ * object, not an equal one: parsed documents are never changed), e.g. by the
+ * last commit of a document whose unchanged instances were shared with it.
+ */
+export type KnownFlatInstance = (instance: InstanceObjectV4) => FlatInstance | undefined;
+
+/** Do two descriptors describe the same resource, member for member? */
+export function sameDescriptor(a: ResourceDescriptor, b: ResourceDescriptor): boolean {
+  return (
+    a === b ||
+    (a.module === b.module &&
+      a.mode === b.mode &&
+      a.type === b.type &&
+      a.name === b.name &&
+      a.provider === b.provider &&
+      a.each === b.each &&
+      sameJson(a.extra, b.extra))
+  );
+}
+
+/**
+ * Every instance object of a (validated) document, deposed ones included, in
+ * document order. An instance `known` answers for, under an equal resource,
+ * is that answer: its address and hash are functions of the resource and the
+ * object alone, so nothing is formatted or hashed again for it.
+ */
 export function flattenInstances(
   doc: StateDocumentV4,
   hash: InstanceHasher = hashInstance,
+  known?: KnownFlatInstance,
 ): FlatInstance[] {
   const out: FlatInstance[] = [];
   for (const r of doc.resources) {
-    const resource = resourceDescriptor(r);
-    const module = parseModulePath(resource.module);
+    let resource = resourceDescriptor(r);
+    let module: ReturnType<typeof parseModulePath> | undefined;
+    // A descriptor of an earlier flattening found equal to this one.
+    let equal: ResourceDescriptor | undefined;
     for (const instance of r.instances) {
+      const flat = known?.(instance);
+      if (flat !== undefined) {
+        if (flat.resource === equal) {
+          out.push(flat);
+          continue;
+        }
+        if (equal === undefined && sameDescriptor(flat.resource, resource)) {
+          resource = equal = flat.resource;
+          out.push(flat);
+          continue;
+        }
+      }
+      module ??= parseModulePath(resource.module);
       const address = formatInstanceAddress({
         module,
         mode: r.mode,
