@@ -1,4 +1,5 @@
 import { createHash, webcrypto } from 'node:crypto';
+import { LayeredMap } from '../src/domain/shared/layered-map';
 import { DocumentTextMemo } from '../src/application/state/document-text-memo';
 import { InstanceHashMemo } from '../src/application/state/instance-hash-memo';
 import {
@@ -6,6 +7,7 @@ import {
   diffInstances,
   documentChunks,
   documentMeta,
+  FlatInstance,
   flattenInstances,
   instanceDigest,
   InstanceEncoding,
@@ -57,7 +59,7 @@ async function main(): Promise<void> {
     bytes: (i) => encodedOf(i).bytes,
     digest: (i) => encodedOf(i).digest,
   };
-  let current = new Map<string, string>();
+  let current = LayeredMap.of<string, string>();
   const steps: Record<string, number[]> = {};
   const add = (name: string, ms: number) => (steps[name] ??= []).push(ms);
 
@@ -79,13 +81,15 @@ async function main(): Promise<void> {
       flat = flattenInstances(doc, memo.hash, memo.known);
       memo.done(flat);
     });
+    let opened: FlatInstance[] = [];
     t('decider diff', () => {
-      diffInstances(current, flat);
+      opened = diffInstances(current, flat).opened;
       documentMeta(doc);
     });
     t('evolve (copy of the instance map)', () => {
-      current = new Map(current);
-      for (const i of flat) current.set(i.address, i.hash);
+      // What evolve does with the instance map: a copy, then the commit's opens.
+      current = current.copy();
+      for (const i of opened) current.set(i.address, i.hash);
     });
     t('projector: buildDocument + documentChunks', () => {
       const meta = documentMeta(doc);

@@ -606,7 +606,7 @@ describe('State decider', () => {
     it('tracks exactly the current instances and their hashes', () => {
       expect(state).toMatchObject({ status: 'active', stateId: ID, version: 2, serial: 18 });
       const expected = new Map(flattenInstances(v2).map((i) => [i.address, i.hash]));
-      expect(state.status === 'active' && state.instances).toEqual(expected);
+      expect(state.status === 'active' && new Map(state.instances)).toEqual(expected);
     });
 
     it('does not change the state it evolves from', () => {

@@ -5,6 +5,7 @@ import {
   formatResourceAddress,
   parseInstanceAddress,
 } from '../terraform/instance-address';
+import { LayeredMap } from '../shared/layered-map';
 import { ResourceDescriptor } from '../terraform/state-instances';
 import { StateEvent } from './state.events';
 import { ActiveState, Reservation, ResourceEntry, StateAggregate } from './state.model';
@@ -41,7 +42,7 @@ function resourceAddressOfClosed(address: string): string {
 }
 
 function withResource(
-  resources: Map<string, ResourceEntry>,
+  resources: LayeredMap<string, ResourceEntry>,
   address: string,
   fields: string,
   change: 1 | -1,
@@ -70,7 +71,8 @@ function withReservations(
  * The instance maps are copied once per commit, on ApplyCommitted, and that
  * commit's lifecycle events then update the copies in place: a copy per
  * lifecycle event would make a 10k-instance first commit quadratic. States
- * from before the commit never see the change.
+ * from before the commit never see the change. A copy costs what earlier
+ * commits changed, not the state's size (LayeredMap).
  */
 export function evolve(state: StateAggregate, event: StateEvent): StateAggregate {
   switch (event.type) {
@@ -84,10 +86,10 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
         version: 0,
         serial: null,
         lineage: null,
-        instances: new Map(),
+        instances: LayeredMap.of(),
         outputs: new Map(),
-        changedIn: new Map(),
-        resources: new Map(),
+        changedIn: LayeredMap.of(),
+        resources: LayeredMap.of(),
         meta: null,
         head: null,
       };
@@ -112,10 +114,10 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
         version: d.version,
         serial: d.serial,
         lineage: d.lineage,
-        instances: new Map(state.instances),
+        instances: state.instances.copy(),
         outputs: outputHashes(d.outputs),
-        changedIn: new Map(state.changedIn),
-        resources: new Map(state.resources),
+        changedIn: state.changedIn.copy(),
+        resources: state.resources.copy(),
         meta: {
           terraformVersion: d.terraformVersion,
           outputs: d.outputs,

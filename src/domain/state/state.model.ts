@@ -1,4 +1,5 @@
 import { ReservationMode } from '../reservations/address-glob';
+import { LayeredMap } from '../shared/layered-map';
 import { JsonObject, JsonValue } from '../terraform/json-value';
 import { OutputV4 } from '../terraform/state-document';
 import { LockInfo } from './lock-info';
@@ -29,17 +30,21 @@ export interface ActiveState {
   version: number;
   serial: number | null;
   lineage: string | null;
-  /** address → canonical hash of every current instance; size = instance count. */
-  instances: Map<string, string>;
+  /**
+   * address → canonical hash of every current instance; size = instance count.
+   * This and the other per-address maps are LayeredMaps: a commit copies only
+   * what earlier commits changed, not 20,000 entries.
+   */
+  instances: LayeredMap<string, string>;
   /** name → hash of every current output (outputHashes). */
   outputs: Map<string, string>;
   /**
    * address → the version that last opened or closed it, removed addresses
    * included: a plan based on an older version is stale for that address.
    */
-  changedIn: Map<string, number>;
+  changedIn: LayeredMap<string, number>;
   /** resource address → what its instances share; only resources with instances. */
-  resources: Map<string, ResourceEntry>;
+  resources: LayeredMap<string, ResourceEntry>;
   /** The last version's document members other than its instances; null before the first. */
   meta: CommitMeta | null;
   /** The last commit, to tell a retried request from a new one; null before the first. */

@@ -1,4 +1,5 @@
 import { DomainError } from '../shared/domain-error';
+import { LayeredMap } from '../shared/layered-map';
 import { isJsonObject, JsonObject, JsonValue } from '../terraform/json-value';
 import { OutputV4 } from '../terraform/state-document';
 import { storedLockInfo } from './lock-info';
@@ -153,12 +154,12 @@ export function fromSnapshot(json: unknown): StateAggregate {
         name: str(s.name, 'name'),
       };
     case 'active': {
-      const changedIn = new Map<string, number>();
+      const changedIn = LayeredMap.of<string, number>();
       for (const pair of arr(s.changedIn, 'changedIn')) {
         const [address, version] = tuple(pair, 2, 'changedIn');
         changedIn.set(str(address, 'changed address'), int(version, 'changed version'));
       }
-      const resources = new Map<string, ResourceEntry>();
+      const resources = LayeredMap.of<string, ResourceEntry>();
       for (const triple of arr(s.resources, 'resources')) {
         const [address, fields, count] = tuple(triple, 3, 'resources');
         resources.set(str(address, 'resource address'), {
@@ -185,7 +186,7 @@ export function fromSnapshot(json: unknown): StateAggregate {
         version: int(s.version, 'version'),
         serial: s.serial === null ? null : int(s.serial, 'serial'),
         lineage: s.lineage === null ? null : str(s.lineage, 'lineage'),
-        instances: pairs(s.instances, 'instance'),
+        instances: LayeredMap.of(pairs(s.instances, 'instance')),
         outputs: pairs(s.outputs, 'output'),
         changedIn,
         resources,
