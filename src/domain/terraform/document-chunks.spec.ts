@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { documentChunks, instanceDigest, InstanceEncoding } from './document-chunks';
 import { InstanceObjectV4, StateDocumentV4 } from './state-document';
 import { instanceObjectText, stateDocumentBytes } from './state-document-text';
@@ -99,4 +100,33 @@ describe('document chunks', () => {
     }
     expect(joined(big).equals(stateDocumentBytes(big))).toBe(true);
   });
+
+  it('names each chunk by the SHA-256 of its framed separators and instance digests, as stored ids always were', () => {
+    // Chunk ids are stored: the same document must keep getting the same ids.
+    const frame = (kind: number, length: number) => {
+      const b = Buffer.alloc(5);
+      b.writeUInt8(kind, 0);
+      b.writeUInt32BE(length, 1);
+      return b;
+    };
+    const doc = document(random(7), 3, 150);
+    for (const chunk of documentChunks(doc, encoding)) {
+      const hash = createHash('sha256');
+      let at = 0;
+      const bytes = Buffer.concat(chunk.parts);
+      for (const part of chunk.parts) {
+        const instance = instanceAt(doc, part);
+        if (instance === undefined) hash.update(frame(0, part.length)).update(part);
+        else hash.update(frame(1, 32)).update(encoding.digest(instance));
+        at += part.length;
+      }
+      expect(at).toBe(bytes.length);
+      expect(chunk.id).toBe(hash.digest('hex'));
+    }
+  });
 });
+
+/** The instance of `doc` whose served bytes are `part`, if any. */
+function instanceAt(doc: StateDocumentV4, part: Buffer): InstanceObjectV4 | undefined {
+  return doc.resources.flatMap((r) => r.instances).find((o) => encoding.bytes(o).equals(part));
+}
