@@ -37,25 +37,12 @@ export function documentChunks(doc: StateDocumentV4, encoding: InstanceEncoding)
   // Each separator's bytes with their frame, made once per distinct separator.
   const separators = new Map<string, { bytes: Buffer; frame: Buffer }>();
   const chunks: DocumentChunk[] = [];
-  // What a chunk's id hashes is gathered here and hashed once per chunk: one
-  // native hash call per instance was most of the cost of re-chunking.
-  let named = Buffer.allocUnsafe(64 * 1024);
-  let at = 0;
-  const name = (piece: Uint8Array) => {
-    if (at + piece.length > named.length) {
-      const bigger = Buffer.allocUnsafe(Math.max(2 * named.length, at + piece.length));
-      named.copy(bigger, 0, 0, at);
-      named = bigger;
-    }
-    named.set(piece, at);
-    at += piece.length;
-  };
+  let hash = createHash('sha256');
   let parts: Buffer[] = [];
   let size = 0;
   const cut = () => {
-    const id = createHash('sha256').update(named.subarray(0, at)).digest('hex');
-    chunks.push({ id, parts, size });
-    at = 0;
+    chunks.push({ id: hash.digest('hex'), parts, size });
+    hash = createHash('sha256');
     parts = [];
     size = 0;
   };
@@ -67,16 +54,15 @@ export function documentChunks(doc: StateDocumentV4, encoding: InstanceEncoding)
         separators.set(part, (separator = { bytes, frame: frame(0, bytes.length) }));
       }
       // Type and length first: no run of separators and digests reads as another.
-      name(separator.frame);
-      name(separator.bytes);
+      hash.update(separator.frame).update(separator.bytes);
       parts.push(separator.bytes);
       size += separator.bytes.length;
       continue;
     }
     const bytes = encoding.bytes(part);
     const digest = encoding.digest(part);
-    name(digest.length === DIGEST_BYTES ? DIGEST_FRAME : frame(1, digest.length));
-    name(digest);
+    hash.update(digest.length === DIGEST_BYTES ? DIGEST_FRAME : frame(1, digest.length));
+    hash.update(digest);
     parts.push(bytes);
     size += bytes.length;
     if (digest[0] < BOUNDARY_BELOW || size >= MAX_CHUNK_BYTES) cut();
