@@ -6,6 +6,7 @@ import { onPath } from '../test/support/terraform-aws';
 import { openBenchDatabase } from './support/bench-database';
 import { generateBigState } from './support/big-state-generator';
 import { CountingProxy, ProxiedExchange, startCountingProxy } from './support/counting-proxy';
+import { reapedChildrenCpuMs } from './support/process-cpu';
 import {
   httpBackend,
   Kld,
@@ -30,6 +31,7 @@ import { distribution, formatInt, formatMs, verdict } from './support/stats';
  *   KL_BENCH_DATABASE_URL=…      else an embedded PostgreSQL
  *
  *   KL_BENCH_PLAN_REPS=1         end-to-end plans per way (0: skip them)
+ *   KL_BENCH_KL_NODE_ARGS=…      node flags for the kl runs (`--cpu-prof --cpu-prof-dir=DIR`)
  *   KL_BENCH_BASE_KLD=path/kld.js another build of kld (an older checkout's dist) on a
  *                                database of its own, its exchanges interleaved with this
  *                                build's: before/after in one run
@@ -64,6 +66,8 @@ const ROOT = path.resolve(__dirname, '../..');
 const KLD = path.join(ROOT, 'dist/src/kld.js');
 const KL = path.join(ROOT, 'dist/src/cli/kl.js');
 const PLAN_REPS = Number(process.env.KL_BENCH_PLAN_REPS ?? 1);
+/** Node flags for the `kl plan` runs, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`. */
+const KL_NODE_ARGS = (process.env.KL_BENCH_KL_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
 const SLICE_TARGET_MS = 200;
 const PLAN_TARGET_RATIO = 5;
 const EXAMPLE = path.join(ROOT, 'examples/big-state');
@@ -289,6 +293,8 @@ function writeConfiguration(dir: string, size: number, url: string, state: strin
 interface PlanRun {
   way: string;
   wallMs: number;
+  /** CPU of the process and every process it waited for (terraform, its providers). */
+  cpuMs: number;
   bytes: number;
   exchanges: ProxiedExchange[];
   /** What the plan says it changes. */
@@ -371,6 +377,7 @@ async function planThreeWays(kld: Kld, name: string, size: number, tmp: string):
           return {
             way: '',
             wallMs: r.ms,
+            cpuMs: 0,
             bytes: 0,
             exchanges: [],
             changes: planned,
@@ -385,7 +392,19 @@ async function planThreeWays(kld: Kld, name: string, size: number, tmp: string):
           const r = await mustRun(
             `kl plan (${protocol})`,
             process.execPath,
-            [KL, '--server', proxy.url, 'plan', '-f', 'marker.tf', '--state', name, '-o', out],
+            [
+              ...KL_NODE_ARGS,
+              KL,
+              '--server',
+              proxy.url,
+              'plan',
+              '-f',
+              'marker.tf',
+              '--state',
+              name,
+              '-o',
+              out,
+            ],
             { ...opts, env: { ...env, KL_PROTOCOL: protocol } },
           );
           const plan = JSON.parse(fs.readFileSync(out, 'utf8')) as {
@@ -395,6 +414,7 @@ async function planThreeWays(kld: Kld, name: string, size: number, tmp: string):
           return {
             way: '',
             wallMs: r.ms,
+            cpuMs: 0,
             bytes: 0,
             exchanges: [],
             changes: changes || 'no changes',
@@ -407,10 +427,13 @@ async function planThreeWays(kld: Kld, name: string, size: number, tmp: string):
     for (const { way, run } of ways) {
       for (let rep = 0; rep < PLAN_REPS; rep++) {
         proxy.take();
+        const cpu0 = reapedChildrenCpuMs();
         const r = await run();
+        const cpuMs = reapedChildrenCpuMs() - cpu0;
         const exchanges = proxy.take();
         results.push({
           ...r,
+          cpuMs,
           way,
           exchanges,
           bytes: exchanges.reduce((n, e) => n + e.requestBytes + e.responseBytes, 0),
@@ -422,13 +445,14 @@ async function planThreeWays(kld: Kld, name: string, size: number, tmp: string):
       return hits.length === 0 ? '-' : formatMs(hits.reduce((n, e) => n + e.ms, 0));
     };
     console.log(
-      `\n  one-resource change (${MARKER}), ${PLAN_REPS} run(s) per way, wall clock of the process:`,
+      `\n  one-resource change (${MARKER}), ${PLAN_REPS} run(s) per way, wall clock of the process, CPU of it and every process it ran:`,
     );
     printTable(
-      ['way', 'wall ms', 'bytes moved', 'expand ms', 'slice ms', 'lane on the wire'],
+      ['way', 'wall ms', 'CPU ms', 'bytes moved', 'expand ms', 'slice ms', 'lane on the wire'],
       results.map((r) => [
         r.way,
         formatMs(r.wallMs),
+        formatMs(r.cpuMs),
         formatInt(r.bytes),
         serverMs(r, '/scope'),
         serverMs(r, '/slice'),
@@ -440,17 +464,24 @@ async function planThreeWays(kld: Kld, name: string, size: number, tmp: string):
       console.log(`      routes: ${routes(r.exchanges, name)}`);
       if (r.reported !== '-') console.log(`      kl reported: ${r.reported}`);
     }
-    const median = (way: string) => {
+    const median = (way: string, of: (r: PlanRun) => number) => {
       const xs = results
         .filter((r) => r.way.startsWith(way))
-        .map((r) => r.wallMs)
+        .map(of)
         .sort((x, y) => x - y);
       return xs[Math.floor(xs.length / 2)];
     };
-    const [a, b, c] = [median('(a)'), median('(b)'), median('(c)')];
+    const wall = (r: PlanRun) => r.wallMs;
+    const [a, b, c] = [median('(a)', wall), median('(b)', wall), median('(c)', wall)];
     console.log(
-      `  (a)/(b) = ${(a / b).toFixed(2)}×, (a)/(c) = ${(a / c).toFixed(2)}× ` +
+      `  wall medians: (a)/(b) = ${(a / b).toFixed(2)}×, (a)/(c) = ${(a / c).toFixed(2)}× ` +
         `(target (c) ≥ ${PLAN_TARGET_RATIO}× faster than (a)) ${verdict(a / c >= PLAN_TARGET_RATIO)}`,
+    );
+    const cpu = (r: PlanRun) => r.cpuMs;
+    const [ca, cc] = [median('(a)', cpu), median('(c)', cpu)];
+    console.log(
+      `  CPU medians (process and the processes it ran; less distorted by load): ` +
+        `(a) ${formatMs(ca)} ms, (c) ${formatMs(cc)} ms, (a)/(c) = ${(ca / cc).toFixed(2)}×`,
     );
   } finally {
     await proxy.close();

@@ -21,6 +21,18 @@ export function processCpuMs(pid: number): number {
 }
 
 /**
+ * CPU (user + system, ms) of this process's children that have exited and
+ * been waited for, with everything they in turn waited for: a `kl plan` run
+ * to completion counts itself and its terraform processes.
+ */
+export function reapedChildrenCpuMs(): number {
+  const text = fs.readFileSync('/proc/self/stat', 'utf8');
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  // cutime is field 16, cstime 17.
+  return (Number(fields[13]) + Number(fields[14])) * TICK_MS;
+}
+
+/**
  * CPU of a process and its live children (PostgreSQL's backends are children
  * of the postmaster); a backend that exited meanwhile takes its time with it.
  */

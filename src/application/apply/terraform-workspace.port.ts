@@ -49,6 +49,11 @@ export type ApplyResult =
  */
 export interface TerraformWorkspace {
   readonly dir: string;
+  /**
+   * Readies the directory for terraform: `terraform init`, or the user's own
+   * initialisation reused when it is there (the next plan() then falls back
+   * to a fresh init if terraform finds it does not fit).
+   */
   init(signal?: AbortSignal): Promise<void>;
   /** `terraform plan -out` then `terraform show -json` of that plan: the parsed JSON. */
   plan(options: { targets: string[]; refresh: boolean }, signal?: AbortSignal): Promise<unknown>;

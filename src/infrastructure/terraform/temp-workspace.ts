@@ -65,6 +65,15 @@ function commonAncestor(dirs: string[]): string {
  * slice. Providers come from the user's `.terraform/providers` (what their
  * own `terraform init` installed) when there is one, else from terraform's
  * usual sources (CLI configuration, TF_PLUGIN_CACHE_DIR).
+ *
+ * When the user's directory is initialised, kl reuses that instead of
+ * running `terraform init` (a process, and with a real provider a hash of
+ * its whole binary): their lock file is already copied, their modules'
+ * manifest too, and their installed providers are linked. Terraform itself
+ * checks all of it at plan (the lock file against the configuration, each
+ * provider against the lock file's checksums, the manifest against every
+ * module call), so a plan that succeeds is the plan a fresh init would give;
+ * a plan that fails is run again after a fresh `terraform init`.
  */
 export class TempWorkspaces implements TerraformWorkspaces {
   async open(spec: WorkspaceSpec): Promise<TerraformWorkspace> {
@@ -90,9 +99,14 @@ export class TempWorkspaces implements TerraformWorkspaces {
         );
       }
       const providers = path.join(configDir, '.terraform', 'providers');
-      const pluginDir =
-        !process.env.TF_PLUGIN_CACHE_DIR && (await exists(providers)) ? providers : null;
-      return new TempWorkspace(base, dir, pluginDir);
+      const hasProviders = await exists(providers);
+      const pluginDir = !process.env.TF_PLUGIN_CACHE_DIR && hasProviders ? providers : null;
+      const initialised = await exists(path.join(configDir, '.terraform'));
+      if (initialised && hasProviders) {
+        await fs.mkdir(path.join(dir, '.terraform'), { recursive: true });
+        await fs.symlink(providers, path.join(dir, '.terraform', 'providers'), 'dir');
+      }
+      return new TempWorkspace(base, dir, pluginDir, initialised);
     } catch (e) {
       await fs.rm(base, { recursive: true, force: true });
       throw e;
@@ -121,10 +135,14 @@ async function copyTree(from: string, to: string, rootModule: boolean): Promise<
 }
 
 class TempWorkspace implements TerraformWorkspace {
+  /** init() found the user's initialisation reusable: the next plan tries it first. */
+  private reusing = false;
+
   constructor(
     private readonly base: string,
     readonly dir: string,
     private readonly pluginDir: string | null,
+    private readonly reusable: boolean,
   ) {}
 
   private async run(
@@ -148,6 +166,17 @@ class TempWorkspace implements TerraformWorkspace {
   }
 
   async init(signal?: AbortSignal): Promise<void> {
+    if (this.reusable) {
+      this.reusing = true;
+      return;
+    }
+    await this.freshInit(signal);
+  }
+
+  private async freshInit(signal?: AbortSignal): Promise<void> {
+    this.reusing = false;
+    // The linked providers are the user's: init must install into a directory of its own.
+    await fs.rm(path.join(this.dir, '.terraform', 'providers'), { force: true });
     const args = ['-input=false', '-no-color'];
     if (this.pluginDir) args.push(`-plugin-dir=${this.pluginDir}`);
     await this.run('init', args, signal);
@@ -160,7 +189,14 @@ class TempWorkspace implements TerraformWorkspace {
     const args = ['-input=false', '-no-color', '-lock=false', `-out=${PLAN_FILE}`];
     if (!options.refresh) args.push('-refresh=false');
     for (const t of options.targets) args.push(`-target=${t}`);
-    await this.run('plan', args, signal);
+    try {
+      await this.run('plan', args, signal);
+    } catch (e) {
+      // Whatever terraform found wrong with the reused initialisation, a fresh init decides.
+      if (!this.reusing || !(e instanceof DomainError) || e.code !== TERRAFORM_FAILED) throw e;
+      await this.freshInit(signal);
+      await this.run('plan', args, signal);
+    }
     const shown = await this.run('show', ['-json', '-no-color', PLAN_FILE], signal);
     try {
       return JSON.parse(shown.stdout) as unknown;

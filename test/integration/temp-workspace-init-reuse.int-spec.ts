@@ -1,0 +1,217 @@
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { TERRAFORM_FAILED } from '../../src/application/apply/terraform-workspace.port';
+import { StateDocumentV4 } from '../../src/domain/terraform';
+import { TempWorkspaces } from '../../src/infrastructure/terraform/temp-workspace';
+import {
+  awsVersionIn,
+  findTerraformMirror,
+  onPath,
+  writeMirrorCliConfig,
+} from '../support/terraform-aws';
+
+/**
+ * kl's private terraform directory reuses the user's `terraform init`
+ * (lock file, installed providers, module manifest) instead of running its
+ * own, and falls back to a fresh init whenever terraform finds the reused
+ * initialisation does not fit. Real terraform, offline; a wrapper records
+ * which terraform commands kl ran.
+ */
+describe('TempWorkspaces: reusing the user terraform init', () => {
+  const saved = { ...process.env };
+  let tmp: string;
+  let log: string;
+  let terraform: string;
+  let cliConfig: string;
+
+  const EMPTY: StateDocumentV4 = {
+    version: 4,
+    terraform_version: '1.11.4',
+    serial: 1,
+    lineage: '7a1c2a3e-0000-4000-8000-000000000015',
+    outputs: {},
+    resources: [],
+  };
+
+  beforeAll(() => {
+    terraform = onPath('terraform', 'terraform plans in kl workspaces');
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-init-reuse-'));
+    cliConfig = path.join(tmp, 'terraformrc');
+    fs.writeFileSync(cliConfig, 'disable_checkpoint = true\n');
+    log = path.join(tmp, 'commands.log');
+    const wrapper = path.join(tmp, 'terraform-logged');
+    fs.writeFileSync(
+      wrapper,
+      `#!/bin/sh\necho "$1" >> ${JSON.stringify(log)}\nexec ${JSON.stringify(terraform)} "$@"\n`,
+      { mode: 0o755 },
+    );
+    process.env.KL_TERRAFORM = wrapper;
+    process.env.TF_CLI_CONFIG_FILE = cliConfig;
+    process.env.CHECKPOINT_DISABLE = '1';
+    delete process.env.TF_PLUGIN_CACHE_DIR;
+  });
+
+  afterAll(() => {
+    process.env = saved;
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  beforeEach(() => fs.rmSync(log, { force: true }));
+
+  const commands = (): string[] =>
+    fs.existsSync(log) ? fs.readFileSync(log, 'utf8').trim().split('\n') : [];
+
+  /** A user's directory with a local module, initialised by their own `terraform init`. */
+  function userDir(name: string, main: string): string {
+    const dir = path.join(tmp, name);
+    fs.mkdirSync(path.join(dir, 'mod'), { recursive: true });
+    fs.writeFileSync(
+      path.join(dir, 'mod', 'main.tf'),
+      'variable "n" {}\nresource "terraform_data" "item" {\n  input = var.n\n}\n',
+    );
+    fs.writeFileSync(path.join(dir, 'main.tf'), main);
+    execFileSync(terraform, ['init', '-input=false', '-no-color'], {
+      cwd: dir,
+      env: process.env,
+      stdio: 'ignore',
+    });
+    return dir;
+  }
+
+  /** kl's plan of `main` (the root module's one file) in a private directory for `dir`. */
+  async function planIn(dir: string, main: string): Promise<Record<string, unknown>> {
+    const workspace = await new TempWorkspaces().open({
+      configDir: dir,
+      rootFiles: [{ name: 'main.tf', text: main }],
+      state: EMPTY,
+    });
+    try {
+      await workspace.init();
+      return (await workspace.plan({ targets: [], refresh: true })) as Record<string, unknown>;
+    } finally {
+      await workspace.dispose();
+    }
+  }
+
+  const planned = (plan: Record<string, unknown>) =>
+    (plan.resource_changes as { address: string; change: { actions: string[]; after: unknown } }[])
+      .map((c) => ({ address: c.address, actions: c.change.actions, after: c.change.after }))
+      .sort((x, y) => x.address.localeCompare(y.address));
+
+  const MAIN =
+    'module "a" {\n  source = "./mod"\n  n      = 1\n}\n' +
+    'resource "terraform_data" "top" {\n  input = module.a\n}\n';
+
+  it('plans an initialised directory without terraform init, the same plan a fresh init gives', async () => {
+    const dir = userDir('initialised', MAIN);
+    const reused = await planIn(dir, MAIN);
+    expect(commands()).toEqual(['plan', 'show']);
+
+    // The same configuration never initialised: kl has to run terraform init itself.
+    const bare = path.join(tmp, 'never-initialised');
+    fs.cpSync(dir, bare, {
+      recursive: true,
+      filter: (src) => !src.split(path.sep).includes('.terraform'),
+    });
+    fs.rmSync(log, { force: true });
+    const fresh = await planIn(bare, MAIN);
+    expect(commands()).toEqual(['init', 'plan', 'show']);
+
+    expect(planned(reused)).toEqual(planned(fresh));
+    expect(planned(reused).map((c) => c.address)).toEqual([
+      'module.a.terraform_data.item',
+      'terraform_data.top',
+    ]);
+    expect(reused.configuration).toEqual(fresh.configuration);
+  });
+
+  it('runs a fresh init when the configuration calls a module the user has not installed', async () => {
+    const dir = userDir('stale-manifest', MAIN);
+    const manifest = path.join(dir, '.terraform', 'modules', 'modules.json');
+    const before = fs.readFileSync(manifest, 'utf8');
+    const grown = MAIN + 'module "b" {\n  source = "./mod"\n  n      = 2\n}\n';
+
+    const plan = await planIn(dir, grown);
+
+    // terraform refused the reused manifest ("Module not installed"), the fresh init fixed it.
+    expect(commands()).toEqual(['plan', 'init', 'plan', 'show']);
+    expect(planned(plan).map((c) => c.address)).toEqual([
+      'module.a.terraform_data.item',
+      'module.b.terraform_data.item',
+      'terraform_data.top',
+    ]);
+    // The user's own initialisation is left as it was.
+    expect(fs.readFileSync(manifest, 'utf8')).toBe(before);
+  });
+
+  it('reports a configuration error once it is sure init is not the cause', async () => {
+    const dir = userDir('broken', MAIN);
+    const broken = MAIN + 'resource "terraform_data" "bad" {\n  input = var.missing\n}\n';
+    await expect(planIn(dir, broken)).rejects.toMatchObject({
+      code: TERRAFORM_FAILED,
+      message: expect.stringContaining('Reference to undeclared input variable') as string,
+    });
+    expect(commands()).toEqual(['plan', 'init', 'plan']);
+  });
+
+  describe('with a provider (hashicorp/aws from the filesystem mirror)', () => {
+    let mirror: string;
+    const AWS_MAIN =
+      'terraform {\n  required_providers {\n    aws = { source = "hashicorp/aws" }\n  }\n}\n' +
+      MAIN;
+
+    beforeAll(() => {
+      mirror = findTerraformMirror();
+      writeMirrorCliConfig(cliConfig, mirror);
+    });
+
+    afterAll(() => fs.writeFileSync(cliConfig, 'disable_checkpoint = true\n'));
+
+    it('reuses the lock file and installed provider of an initialised directory', async () => {
+      const dir = userDir('aws-initialised', AWS_MAIN);
+      const plan = await planIn(dir, AWS_MAIN);
+      expect(commands()).toEqual(['plan', 'show']);
+      expect(planned(plan)).toHaveLength(2);
+    });
+
+    it('a lock file without the provider forces a fresh init from the installed provider', async () => {
+      const dir = userDir('aws-no-lock', AWS_MAIN);
+      fs.rmSync(path.join(dir, '.terraform.lock.hcl'));
+      const plan = await planIn(dir, AWS_MAIN);
+      // "Inconsistent dependency lock file" on the reused init; the fresh one selects the provider.
+      expect(commands()).toEqual(['plan', 'init', 'plan', 'show']);
+      expect(planned(plan)).toHaveLength(2);
+      // kl's init wrote its lock file in its own directory, not the user's.
+      expect(fs.existsSync(path.join(dir, '.terraform.lock.hcl'))).toBe(false);
+      const version = awsVersionIn(mirror);
+      expect(
+        fs.readdirSync(path.join(dir, '.terraform/providers/registry.terraform.io/hashicorp/aws')),
+      ).toEqual([version]);
+    });
+
+    it('a lock file whose checksum no longer matches the provider is never planned with', async () => {
+      const dir = userDir('aws-changed-lock', AWS_MAIN);
+      const lock = path.join(dir, '.terraform.lock.hcl');
+      const text = fs.readFileSync(lock, 'utf8');
+      const tampered = text.replace(
+        /"h1:[^"]+"/,
+        '"h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="',
+      );
+      expect(tampered).not.toBe(text);
+      fs.writeFileSync(lock, tampered);
+
+      await expect(planIn(dir, AWS_MAIN)).rejects.toMatchObject({
+        code: TERRAFORM_FAILED,
+        message: expect.stringContaining('terraform init failed') as string,
+        metadata: {
+          output: expect.stringMatching(/doesn't match any of the\s+checksums/) as string,
+        },
+      });
+      // The reused plan was refused by terraform, and so was the fresh init: no plan.
+      expect(commands()).toEqual(['plan', 'init']);
+      expect(fs.readFileSync(lock, 'utf8')).toBe(tampered);
+    });
+  });
+});
