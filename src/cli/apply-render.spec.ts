@@ -1,6 +1,7 @@
 import { Holder } from '../application/apply/apply-server.port';
 import { parseDuration } from './commands/apply.command';
-import { describeConflict } from './apply-render';
+import { describeConflict, groupDigits, renderLane } from './apply-render';
+import { KlPlan } from '../domain/apply/kl-plan';
 import { formatDuration } from './durations';
 
 describe('apply rendering', () => {
@@ -60,4 +61,23 @@ describe('apply rendering', () => {
   ])('reads the duration %j as %j seconds', (text, seconds) =>
     expect(parseDuration(text)).toBe(seconds),
   );
+
+  it("groups the whole state's instance count in thousands like toLocaleString(en-US)", () => {
+    for (const n of [0, 7, 999, 1000, 20008, 100008, 1234567, 987654321012]) {
+      expect(groupDigits(n)).toBe(n.toLocaleString('en-US'));
+    }
+    const plan = {
+      lane: 'state-engine',
+      laneReasons: [],
+      scope: {
+        provablySafe: true,
+        unresolved: [],
+        closure: [],
+        slice: { instances: 2, bytes: 6387, stateInstances: 100008 },
+      },
+    } as unknown as KlPlan;
+    expect(renderLane(plan)).toContain(
+      '  slice: 2 of 100,008 instances, 6.2 KiB fetched (not the whole state)',
+    );
+  });
 });

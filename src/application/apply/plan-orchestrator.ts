@@ -48,9 +48,18 @@ export class PlanOrchestrator {
   ) {}
 
   async plan(request: PlanRequest, signal?: AbortSignal): Promise<PlanOutcome> {
+    // What the server offers does not depend on the configuration: asked while it is read.
+    const offer = request.protocol === 'http' ? undefined : this.server.engineOffer();
+    offer?.catch(() => undefined); // awaited by chooseLane; unawaited only if reading failed
     const config = await prepareConfiguration(this.reader, request.configDir, request.files);
     // The lane decides where the slice comes from: the whole trunk or the server's slice.
-    const lane = await chooseLane(this.server, request.protocol, request.state, config.footprint);
+    const lane = await chooseLane(
+      this.server,
+      request.protocol,
+      request.state,
+      config.footprint,
+      offer,
+    );
     const slice = lane.slice;
     const workspace = await this.workspaces.open({
       configDir: request.configDir,

@@ -78,6 +78,8 @@ export async function chooseLane(
   protocol: Protocol,
   state: string,
   footprint: Footprint,
+  /** The server's engineOffer() when the caller already asked for it. */
+  offer?: Promise<EngineOffer | null>,
 ): Promise<LaneChoice> {
   const full = async (reasons: string[], scope: PlanScope | null = null) => ({
     ...(await fullTrunk(server, state, footprint)),
@@ -85,7 +87,7 @@ export async function chooseLane(
     scope,
   });
   if (protocol === 'http') return full(['protocol http: the full-trunk lane']);
-  if (!offers(await server.engineOffer())) {
+  if (!offers(await (offer ?? server.engineOffer()))) {
     if (protocol === 'state-engine') {
       throw new DomainError(
         ENGINE_UNAVAILABLE,
