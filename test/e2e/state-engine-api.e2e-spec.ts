@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import * as http from 'node:http';
+import { SEPARATE_RESOURCE_LOOKUPS } from '../../src/infrastructure/read-models/state-engine-read-model';
 import { KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -544,5 +545,64 @@ describe('state-engine API', () => {
       ['terraform_data.c', 'dependent', 'terraform_data.a'],
       ['terraform_data.d', 'dependent', 'terraform_data.b'],
     ]);
+  });
+
+  it('slices more whole-resource candidates than it looks up one by one: the same slice as in smaller requests', async () => {
+    const name = `engine/${randomUUID().slice(0, 8)}`;
+    const many = SEPARATE_RESOURCE_LOOKUPS + 40;
+    const counted = (n: string, keys: number[]) => ({
+      ...resource(n, []),
+      each: 'list',
+      instances: keys.map((k) => ({ index_key: k, ...instance(`${n}${k}`) })),
+    });
+    // Every third resource has three instances; some live in a module of the same names.
+    const resources = Array.from({ length: many + 20 }, (_, i) =>
+      i % 3 === 0
+        ? counted(`r${i}`, [0, 1, 2])
+        : resource(`r${i}`, i > 0 ? [`terraform_data.r${i - 1}`] : []),
+    );
+    resources.push(resource('r1', [], 'module.m'), resource('r2', [], 'module.m'));
+    expect((await call('POST', `/v1/states/${name}`, doc(1, randomUUID(), resources))).status).toBe(
+      200,
+    );
+    // Candidates: `many` resources of the state (r0..r{many-1}) and two it never held.
+    const asked = [
+      ...Array.from({ length: many }, (_, i) => `terraform_data.r${i}`),
+      'terraform_data.never',
+      'terraform_data.gone',
+    ];
+    expect(asked.length).toBeGreaterThan(SEPARATE_RESOURCE_LOOKUPS);
+    const slice = async (addresses: string[]) => {
+      const r = await call('POST', `/v1/engine/states/${name}/slice`, { addresses });
+      expect(r.status).toBe(200);
+      return r;
+    };
+    const all = await slice(asked);
+    // The same candidates in requests small enough for one lookup per resource.
+    const half = Math.ceil(asked.length / 2);
+    const parts = [await slice(asked.slice(0, half)), await slice(asked.slice(half))];
+    expect(parts.map((p) => p.json.resources.length).every((n: number) => n <= half)).toBe(true);
+    const byAddress = (rs: { type: string; name: string; module?: string }[]) =>
+      [...rs].sort((x, y) =>
+        `${x.module ?? ''}.${x.name}`.localeCompare(`${y.module ?? ''}.${y.name}`),
+      );
+    expect(byAddress(all.json.resources)).toEqual(
+      byAddress([...parts[0].json.resources, ...parts[1].json.resources]),
+    );
+    // And exactly the trunk's resources of those names at the root, not module.m's.
+    const trunk = (await current(name)).doc;
+    const wanted = new Set(asked);
+    expect(byAddress(all.json.resources)).toEqual(
+      byAddress(
+        trunk.resources.filter(
+          (x: { module?: string; type: string; name: string }) =>
+            x.module === undefined && wanted.has(`${x.type}.${x.name}`),
+        ),
+      ),
+    );
+    expect(all.json.resources).toHaveLength(many);
+    expect(all.headers['x-kilolock-slice-instances']).toBe(
+      String(Math.ceil(many / 3) * 3 + (many - Math.ceil(many / 3))),
+    );
   });
 });

@@ -21,7 +21,7 @@ import { descriptorOf } from './resource-descriptor-row';
 import type { Database, Queryable } from '../postgres/database';
 
 /** Up to this many whole-resource candidates are looked up each in a branch of its own. */
-const SEPARATE_RESOURCE_LOOKUPS = 200;
+export const SEPARATE_RESOURCE_LOOKUPS = 200;
 
 /** How many dependency levels a scope expansion follows at most. */
 const MAX_WALK_DEPTH = 64;
