@@ -295,17 +295,28 @@ export class DashboardReadModel {
       [stateId, targets],
     );
     const counts = new Map(alive.map((a) => [a.resource_address, a.n]));
-    const dependents = await this.db.query<{ from_address: string; total: string }>(
-      `SELECT from_address, count(*) OVER () AS total FROM resource_dependencies
-        WHERE state_id = $1 AND to_address = $2 AND delete_version IS NULL
-        ORDER BY from_address LIMIT ${MAX_DEPENDENTS}`,
-      [stateId, resourceAddress],
-    );
+    // The page names dependent instances, so the first of them come from the
+    // instance edges; their number from the resource edges, which hold it per
+    // dependent resource instead of one row per instance (a resource that
+    // 50,000 instances depend on was a 50,000-row count on every view).
+    const [dependents, total] = await Promise.all([
+      this.db.query<{ from_address: string }>(
+        `SELECT from_address FROM resource_dependencies
+          WHERE state_id = $1 AND to_address = $2 AND delete_version IS NULL
+          ORDER BY from_address LIMIT ${MAX_DEPENDENTS}`,
+        [stateId, resourceAddress],
+      ),
+      this.db.query<{ n: number }>(
+        `SELECT coalesce(sum(instances), 0)::int AS n FROM resource_edges
+          WHERE state_id = $1 AND to_address = $2`,
+        [stateId, resourceAddress],
+      ),
+    ]);
     return {
       resourceAddress,
       dependsOn: targets.map((t) => ({ resourceAddress: t, instances: counts.get(t) ?? 0 })),
       dependents: dependents.map((d) => d.from_address),
-      dependentsTotal: dependents.length > 0 ? Number(dependents[0].total) : 0,
+      dependentsTotal: total[0].n,
     };
   }
 

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { DashboardReadModel } from '../../infrastructure/read-models/dashboard-read-model';
 import {
   snapshotTables,
   StateHarness,
@@ -69,6 +70,29 @@ describe('resource_edges (dependency edges between resource addresses)', () => {
       .map(([k, n]) => `${k} ×${n}`);
   };
 
+  const instanceOf = (i: TestInstance) =>
+    `${resourceOf(i)}${i.key === undefined ? '' : `[${JSON.stringify(i.key)}]`}`;
+
+  /** The dashboard's "Depended on by" of one live instance per resource: the model's dependents. */
+  const expectDashboardNeighbours = async (instances: Iterable<TestInstance>) => {
+    const all = [...instances];
+    const byResource = new Map(all.map((i) => [resourceOf(i), i]));
+    const dashboard = new DashboardReadModel(h.db);
+    for (const [resource, one] of byResource) {
+      const dependents = all
+        .filter((i) => (i.dependsOn ?? []).includes(resource))
+        .map(instanceOf)
+        .sort();
+      const n = await dashboard.neighbours('edges', instanceOf(one));
+      expect({ resource: n.resourceAddress, total: n.dependentsTotal }).toEqual({
+        resource,
+        total: dependents.length,
+      });
+      expect(n.dependents).toEqual(dependents.slice(0, n.dependents.length));
+      expect(n.dependents.length).toBe(Math.min(dependents.length, 200));
+    }
+  };
+
   it('stays exact over random deltas, a projection rebuild and the migration backfill', async () => {
     const rnd = random(23);
     const pick = <T>(items: readonly T[]): T => items[Math.floor(rnd() * items.length)];
@@ -124,6 +148,7 @@ describe('resource_edges (dependency edges between resource addresses)', () => {
       const now = await edges('edges');
       expect(now).toEqual(expected(model.values()));
       expect(now).toEqual(await fromInstanceEdges('edges'));
+      await expectDashboardNeighbours(model.values());
     }
     expect((await edges('edges')).length).toBeGreaterThan(10);
 
