@@ -31,6 +31,8 @@ import { distribution, formatInt, formatMs, verdict } from './support/stats';
  *   KL_BENCH_DATABASE_URL=…      else an embedded PostgreSQL
  *
  *   KL_BENCH_PLAN_REPS=1         end-to-end plans per way (0: skip them)
+ *   KL_BENCH_BASE_KL=path/kl.js  another build of kl: (c) run with it too, interleaved
+ *                                with this build's (before/after of kl itself)
  *   KL_BENCH_KL_NODE_ARGS=…      node flags for the kl runs (`--cpu-prof --cpu-prof-dir=DIR`)
  *   KL_BENCH_BASE_KLD=path/kld.js another build of kld (an older checkout's dist) on a
  *                                database of its own, its exchanges interleaved with this
@@ -66,6 +68,8 @@ const ROOT = path.resolve(__dirname, '../..');
 const KLD = path.join(ROOT, 'dist/src/kld.js');
 const KL = path.join(ROOT, 'dist/src/cli/kl.js');
 const PLAN_REPS = Number(process.env.KL_BENCH_PLAN_REPS ?? 1);
+/** Another build's kl (an older checkout's dist/src/cli/kl.js): (c) again with it, interleaved. */
+const BASE_KL = process.env.KL_BENCH_BASE_KL;
 /** Node flags for the `kl plan` runs, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`. */
 const KL_NODE_ARGS = (process.env.KL_BENCH_KL_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
 const SLICE_TARGET_MS = 200;
@@ -385,16 +389,22 @@ async function planThreeWays(kld: Kld, name: string, size: number, tmp: string):
           };
         },
       },
-      ...(['http', 'state-engine'] as const).map((protocol, i) => ({
-        way: `(${i === 0 ? 'b' : 'c'}) KL_PROTOCOL=${protocol} kl plan -f`,
+      ...(
+        [
+          ['b', 'http', KL],
+          ['c', 'state-engine', KL],
+          ...(BASE_KL ? [['c-base', 'state-engine', BASE_KL]] : []),
+        ] as const
+      ).map(([letter, protocol, kl]) => ({
+        way: `(${letter}) KL_PROTOCOL=${protocol} kl plan -f`,
         run: async (): Promise<PlanRun> => {
-          const out = path.join(dir, `kl-plan-${i === 0 ? 'b' : 'c'}.json`);
+          const out = path.join(dir, `kl-plan-${letter}.json`);
           const r = await mustRun(
             `kl plan (${protocol})`,
             process.execPath,
             [
               ...KL_NODE_ARGS,
-              KL,
+              kl,
               '--server',
               proxy.url,
               'plan',
@@ -424,8 +434,9 @@ async function planThreeWays(kld: Kld, name: string, size: number, tmp: string):
       })),
     ];
     const results: PlanRun[] = [];
-    for (const { way, run } of ways) {
-      for (let rep = 0; rep < PLAN_REPS; rep++) {
+    // Interleaved, so that load drifting during the run weighs on every way alike.
+    for (let rep = 0; rep < PLAN_REPS; rep++) {
+      for (const { way, run } of ways) {
         proxy.take();
         const cpu0 = reapedChildrenCpuMs();
         const r = await run();
@@ -447,6 +458,7 @@ async function planThreeWays(kld: Kld, name: string, size: number, tmp: string):
     console.log(
       `\n  one-resource change (${MARKER}), ${PLAN_REPS} run(s) per way, wall clock of the process, CPU of it and every process it ran:`,
     );
+    results.sort((x, y) => x.way.localeCompare(y.way));
     printTable(
       ['way', 'wall ms', 'CPU ms', 'bytes moved', 'expand ms', 'slice ms', 'lane on the wire'],
       results.map((r) => [
@@ -472,17 +484,27 @@ async function planThreeWays(kld: Kld, name: string, size: number, tmp: string):
       return xs[Math.floor(xs.length / 2)];
     };
     const wall = (r: PlanRun) => r.wallMs;
-    const [a, b, c] = [median('(a)', wall), median('(b)', wall), median('(c)', wall)];
+    const [a, b, c] = [median('(a)', wall), median('(b)', wall), median('(c) ', wall)];
     console.log(
       `  wall medians: (a)/(b) = ${(a / b).toFixed(2)}×, (a)/(c) = ${(a / c).toFixed(2)}× ` +
         `(target (c) ≥ ${PLAN_TARGET_RATIO}× faster than (a)) ${verdict(a / c >= PLAN_TARGET_RATIO)}`,
     );
     const cpu = (r: PlanRun) => r.cpuMs;
-    const [ca, cc] = [median('(a)', cpu), median('(c)', cpu)];
+    const [ca, cc] = [median('(a)', cpu), median('(c) ', cpu)];
     console.log(
       `  CPU medians (process and the processes it ran; less distorted by load): ` +
         `(a) ${formatMs(ca)} ms, (c) ${formatMs(cc)} ms, (a)/(c) = ${(ca / cc).toFixed(2)}×`,
     );
+    if (BASE_KL) {
+      const min = (way: string, of: (r: PlanRun) => number) =>
+        Math.min(...results.filter((r) => r.way.startsWith(way)).map(of));
+      console.log(
+        `  (c) against (c-base) ${BASE_KL}, min / median: wall ${formatMs(min('(c) ', wall))} / ` +
+          `${formatMs(c)} ms against ${formatMs(min('(c-base)', wall))} / ${formatMs(median('(c-base)', wall))} ms, ` +
+          `CPU ${formatMs(min('(c) ', cpu))} / ${formatMs(cc)} ms against ` +
+          `${formatMs(min('(c-base)', cpu))} / ${formatMs(median('(c-base)', cpu))} ms`,
+      );
+    }
   } finally {
     await proxy.close();
   }
