@@ -1,5 +1,6 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
+import * as v8 from 'node:v8';
 import { Language, Node, Parser } from 'web-tree-sitter';
 import { ConfigReader, ModuleSource } from '../../application/apply/terraform-workspace.port';
 import { HclFile, HclRange, HclUnit, HclUnitKind } from '../../domain/apply/config-scope';
@@ -17,8 +18,19 @@ export const CONFIG_INVALID = 'PLAN.CONFIG_INVALID';
 
 let language: Promise<Language> | null = null;
 
+/**
+ * V8 recompiles a WebAssembly function with its optimising compiler once it
+ * has run a while; the grammar's lexer is one huge function, so reading a
+ * configuration of a few files spent ~150 ms of CPU (most of a second of
+ * wall time on a busy machine) compiling it, more than the parse itself. A
+ * higher budget leaves small reads on the baseline code; a big configuration
+ * still gets the optimised lexer. The grammar is the only WebAssembly kl runs.
+ */
+const WASM_TIERING_BUDGET = '--wasm-tiering-budget=100000000';
+
 function terraformLanguage(): Promise<Language> {
   language ??= (async () => {
+    v8.setFlagsFromString(WASM_TIERING_BUDGET);
     await Parser.init();
     const wasm =
       require.resolve('@tree-sitter-grammars/tree-sitter-hcl/tree-sitter-terraform.wasm');
