@@ -41,6 +41,11 @@ export interface RefreshProvider {
     current: ProviderState,
     privateData: Uint8Array | undefined,
   ): Promise<ReadOutcome>;
+  /**
+   * Settles, with how it ended (e.g. "exited (code 2, signal null)"), when the
+   * process ends before close() was asked for: a crash. Otherwise it never settles.
+   */
+  readonly crashed: Promise<string>;
   /** Cancels in-flight calls; the process keeps running. */
   stop(): Promise<void>;
   /** Ends the process (idempotent); never leaves it running. */

@@ -15,6 +15,7 @@ import {
   RefreshProvider,
 } from './provider-opener.port';
 import type { RefreshHost } from './refresh-host';
+import { MAX_DEFAULT_POOL, MIN_READS_PER_PROCESS, poolSize } from './refresh-group';
 import { RefreshOrchestrator, RefreshOrchestratorSettings } from './refresh-orchestrator';
 import { RefreshOptions } from './refresh-report';
 import type { RefreshResult } from '../../domain/refresh';
@@ -110,8 +111,12 @@ interface ProviderBehaviour {
   remote: Map<string, Remote>;
   schemaVersions: Record<string, number>;
   readDelayMs?: number;
+  /** A delay per object, so reads finish out of order. */
+  readDelayFor?: (id: string) => number;
   /** A provider that does not honour Stop: its reads run on regardless. */
   ignoresStop?: boolean;
+  /** Called as each read starts, e.g. to crash the process on a given object. */
+  onRead?: (provider: FakeProvider, id: string) => void;
   providerBlock?: SchemaBlock;
 }
 
@@ -123,6 +128,10 @@ class FakeProvider implements RefreshProvider {
   reads: { typeName: string; current: ProviderState; private?: Uint8Array }[] = [];
   stops = 0;
   closed = 0;
+  readonly crashed: Promise<string>;
+  /** Makes the process "exit" as a crash: its reads in flight and later ones fail. */
+  crash: (how: string) => void = () => undefined;
+  private dead: string | null = null;
   private readonly inFlight = new Set<(e: Error) => void>();
 
   constructor(
@@ -134,6 +143,14 @@ class FakeProvider implements RefreshProvider {
     for (const [type, version] of Object.entries(behaviour.schemaVersions)) {
       resourceSchemas[type] = { version, block: { attributes: [], blockTypes: [] } };
     }
+    this.crashed = new Promise((resolve) => {
+      this.crash = (how) => {
+        this.dead = how;
+        for (const cancel of this.inFlight) cancel(new Error(`plugin ${how} during ReadResource`));
+        this.inFlight.clear();
+        resolve(how);
+      };
+    });
     this.schema = {
       protocolVersion: 6,
       provider: {
@@ -169,12 +186,16 @@ class FakeProvider implements RefreshProvider {
     current: ProviderState,
     privateData: Uint8Array | undefined,
   ): Promise<ReadOutcome> {
+    if (this.dead) throw new Error(`plugin ${this.dead}`);
     this.reads.push({ typeName, current, private: privateData });
     const done = this.tracker.enter(this.source);
     try {
-      if (this.behaviour.readDelayMs) {
+      this.behaviour.onRead?.(this, String(current.attributes.id));
+      if (this.dead) throw new Error(`plugin ${this.dead} during ReadResource`);
+      const delay = this.behaviour.readDelayFor?.(String(current.attributes.id)) ?? 0;
+      if (this.behaviour.readDelayMs || delay) {
         await new Promise<void>((resolve, reject) => {
-          const timer = setTimeout(resolve, this.behaviour.readDelayMs).unref();
+          const timer = setTimeout(resolve, this.behaviour.readDelayMs ?? delay).unref();
           this.inFlight.add((e) => {
             clearTimeout(timer);
             reject(e);
@@ -948,6 +969,23 @@ describe('RefreshOrchestrator', () => {
     ]);
   });
 
+  it('sends results in document order, whichever read finishes first', async () => {
+    const behaviours = inSync();
+    // The first instances answer last.
+    const order = ['b1', 'b2', 'w1', 'r1'];
+    for (const source of [AWS, RANDOM]) {
+      behaviours[source].readDelayFor = (id) => 4 * (order.length - order.indexOf(id));
+    }
+    const { server, orchestrator } = setup(standardDocument(), behaviours, { batchSize: 3 });
+
+    await orchestrator.run('prod', options({ parallelism: 4 }), never);
+
+    expect(server.results.map((b) => b.map((r) => r.address))).toEqual([
+      ['aws_s3_bucket.logs[0]', 'aws_s3_bucket.logs[1]', 'aws_s3_bucket.west'],
+      ['random_id.x'],
+    ]);
+  });
+
   it('stamps the lock and times the run with the host clock', async () => {
     const { server, orchestrator, clock } = setup();
     server.onFinish = () => (clock.at += 2_500);
@@ -986,6 +1024,152 @@ describe('RefreshOrchestrator', () => {
     await orchestrator.run('prod', options({ onProgress: (p) => seen.push(p.done) }), never);
 
     expect(seen).toEqual([0, 1, 2, 3, 4]);
+  });
+});
+
+// ---------------------------------------------------------------- provider pools
+
+/** 60 aws and 25 random instances: drifted, gone and failing ones among them. */
+function pooledFixture(): { doc: StateDocumentV4; behaviours: Record<string, ProviderBehaviour> } {
+  const ids = (prefix: string, n: number) =>
+    Array.from({ length: n }, (_, i) => `${prefix}${String(i).padStart(2, '0')}`);
+  const buckets = ids('b', 60);
+  const randoms = ids('r', 25);
+  const remote = (list: string[]) =>
+    new Map<string, Remote>(
+      list.map((id, i): [string, Remote] => [
+        id,
+        i % 17 === 5
+          ? null
+          : i % 13 === 3
+            ? new Error(`AccessDenied reading ${id}`)
+            : { id, acl: i % 7 === 2 ? 'public-read' : 'private' },
+      ]),
+    );
+  // A different delay per object, so reads finish in an order of their own.
+  const delay = (id: string) => (id.charCodeAt(1) * 7 + Number(id.slice(1)) * 13) % 9;
+  return {
+    doc: documentOf([
+      resource(
+        'aws_s3_bucket',
+        'b',
+        awsDefault,
+        buckets.map((id) => ({ id, attrs: { acl: 'private' } })),
+      ),
+      resource(
+        'random_id',
+        'r',
+        random,
+        randoms.map((id) => ({ id, attrs: { acl: 'private' } })),
+      ),
+    ]),
+    behaviours: {
+      [AWS]: {
+        remote: remote(buckets),
+        schemaVersions: { aws_s3_bucket: 0 },
+        readDelayFor: delay,
+      },
+      [RANDOM]: { remote: remote(randoms), schemaVersions: { random_id: 0 }, readDelayFor: delay },
+    },
+  };
+}
+
+describe('RefreshOrchestrator with a pool of provider processes', () => {
+  it('records the same results, report and document with a pool of 1 as with a pool of 4', async () => {
+    const runWith = async (pool: number) => {
+      const { doc, behaviours } = pooledFixture();
+      const { server, opener, orchestrator } = setup(doc, behaviours, { batchSize: 7 });
+      const report = await orchestrator.run('prod', options({ pool, parallelism: 3 }), never);
+      return { server, opener, report };
+    };
+
+    const one = await runWith(1);
+    const four = await runWith(4);
+
+    // The pool is real: four processes per group, each configured once, each reading.
+    expect(one.opener.of(AWS)).toHaveLength(1);
+    expect(four.opener.of(AWS)).toHaveLength(4);
+    expect(four.opener.of(RANDOM)).toHaveLength(4);
+    for (const p of four.opener.opened) {
+      expect(p.configured).toHaveLength(1);
+      expect(p.reads.length).toBeGreaterThan(0);
+      expect(p.closed).toBe(1);
+    }
+    expect(four.opener.tracker.maxPerGroup).toBeGreaterThan(3);
+    // What is recorded (every batch, in order), reported and committed is the same.
+    expect(four.server.results).toEqual(one.server.results);
+    expect(four.server.finished).toEqual(one.server.finished);
+    expect(four.report).toEqual(one.report);
+    expect(one.report).toMatchObject({ checked: 85, failed: 7, gone: 6, changed: 11 });
+    expect(one.server.allResults.map((r) => r.address)).toEqual(
+      parseStateDocument(JSON.stringify(pooledFixture().doc)).resources.flatMap((r) =>
+        r.instances.map((_, i) => `${r.type}.${r.name}[${i}]`),
+      ),
+    );
+  });
+
+  it('fails the unread instances of a group whose pooled process crashes, naming it, and commits nothing', async () => {
+    const runWith = async (pool: number) => {
+      const { doc, behaviours } = pooledFixture();
+      for (const b of Object.values(behaviours))
+        b.remote.forEach((_, id) => b.remote.set(id, { id, acl: 'private' }));
+      // The process that reads b20 dies on it.
+      behaviours[AWS].onRead = (p, id) => {
+        if (id === 'b20') p.crash('exited (code 2, signal null)');
+      };
+      const { server, opener, orchestrator } = setup(doc, behaviours, { batchSize: 7 });
+      const report = await orchestrator.run('prod', options({ pool, parallelism: 2 }), never);
+      return { server, opener, report };
+    };
+
+    for (const pool of [1, 3]) {
+      const { server, opener, report } = await runWith(pool);
+      const results = server.allResults;
+      const who = pool > 1 ? /provider process \d of 3 exited \(code 2, signal null\)/ : /exited/;
+      expect(report.status).toBe('failed');
+      expect(server.finished).toEqual([
+        expect.objectContaining({ status: 'failed', document: undefined }),
+      ]);
+      // Every instance once; the other group is untouched by the crash.
+      expect(new Set(results.map((r) => r.address)).size).toBe(85);
+      expect(results).toHaveLength(85);
+      expect(results.filter((r) => r.address.startsWith('random_id.'))).toEqual(
+        results
+          .filter((r) => r.address.startsWith('random_id.'))
+          .map((r) => expect.objectContaining({ address: r.address, outcome: 'unchanged' })),
+      );
+      // Only reads a live process answered count as read; b20 and whatever it left unread failed.
+      const answered = new Set(
+        opener
+          .of(AWS)
+          .flatMap((p) => p.reads.map((r) => String(r.current.attributes.id)))
+          .filter((id) => id !== 'b20'),
+      );
+      for (const r of results.filter((x) => x.address.startsWith('aws_s3_bucket.'))) {
+        const id = `b${r.address.slice('aws_s3_bucket.b['.length, -1).padStart(2, '0')}`;
+        if (r.outcome === 'unchanged') expect(answered.has(id)).toBe(true);
+        else {
+          expect(r.outcome).toBe('failed');
+          expect(r.error).toMatch(pool > 1 ? who : /exited/);
+        }
+      }
+      expect(results.find((r) => r.address === 'aws_s3_bucket.b[20]')?.outcome).toBe('failed');
+      expect(report.failures.length).toBeGreaterThan(0);
+      for (const p of opener.opened) expect(p.closed).toBe(1);
+      // The healthy pool members were stopped, not left reading the rest.
+      if (pool > 1) expect(report.failed).toBeGreaterThan(1);
+    }
+  });
+
+  it('pools by CPU count by default, within bounds, and as asked when told', () => {
+    expect(poolSize(5_000, undefined, 2)).toBe(2);
+    expect(poolSize(5_000, undefined, 16)).toBe(MAX_DEFAULT_POOL);
+    expect(poolSize(MIN_READS_PER_PROCESS, undefined, 8)).toBe(1);
+    expect(poolSize(MIN_READS_PER_PROCESS + 1, undefined, 8)).toBe(2);
+    expect(poolSize(3, undefined, 8)).toBe(1);
+    expect(poolSize(5_000, 1, 8)).toBe(1);
+    expect(poolSize(5_000, 12, 2)).toBe(12);
+    expect(poolSize(3, 12, 2)).toBe(3);
   });
 });
 

@@ -9,7 +9,7 @@ import { groupByProvider, groupLabel, isBuiltInProvider, ProviderGroup } from '.
 import type { ProviderOpener } from './provider-opener.port';
 import type { StartedRun } from './refresh-commands';
 import { RefreshError } from './refresh-error';
-import { refreshGroup } from './refresh-group';
+import { poolSize, refreshGroup } from './refresh-group';
 import type { RefreshHost } from './refresh-host';
 import { skipped } from './refresh-instance';
 import { refreshedDocument, summarise } from './refresh-outcome';
@@ -30,9 +30,11 @@ export interface RefreshOrchestratorSettings {
 
 /**
  * Refreshes every managed instance of a state through its provider (ADR
- * 0005/0006): one provider process per provider configuration, groups in
- * parallel up to `concurrency`, and within a group up to `parallelism` reads
- * in flight on the one process, as terraform does. The refreshed
+ * 0005/0006): a pool of provider processes per provider configuration (one
+ * for a small group, see `poolSize`), groups in parallel up to
+ * `concurrency`, and up to `parallelism` reads in flight on each process, as
+ * terraform does on its one. Results are recorded in document order, so the
+ * run records the same events whatever the pool size. The refreshed
  * document is committed only when nothing failed and it is not a dry run; a
  * partly refreshed state would claim a freshness it does not have.
  */
@@ -128,10 +130,10 @@ export class RefreshOrchestrator {
     const builtIn = all.filter((g) => isBuiltInProvider(g.source));
     const groups = all.filter((g) => !isBuiltInProvider(g.source));
     const configs = await this.loadConfigs(stateName, groups);
-    const total = all.reduce((n, g) => n + g.instances.length, 0);
+    const managed = flat.filter((f) => f.resource.mode === 'managed');
     const ctx = new RunContext(this.server, {
       runId: run.runId,
-      total,
+      instances: managed,
       batchSize: this.batchSize,
       onProgress: options.onProgress,
     });
@@ -141,7 +143,7 @@ export class RefreshOrchestrator {
     signal.addEventListener('abort', halt, { once: true });
     let failedFast = false;
     try {
-      options.onProgress?.({ done: 0, total });
+      options.onProgress?.({ done: 0, total: ctx.total });
       for (const flat of builtIn.flatMap((g) => g.instances)) ctx.record(flat, skipped(flat));
       await forEachBounded(
         groups,
@@ -150,6 +152,11 @@ export class RefreshOrchestrator {
           await refreshGroup(group, configs.get(group.provider) ?? {}, ctx, {
             opener: this.opener,
             searchPaths: options.providerSearchPaths,
+            processes: poolSize(
+              group.instances.length,
+              options.pool === undefined ? undefined : atLeastOne(options.pool),
+              this.host.cpuCount,
+            ),
             parallelism: atLeastOne(options.parallelism ?? 10),
             closeTimeoutMs: this.closeTimeoutMs,
             onFailure: () => {
@@ -180,7 +187,7 @@ export class RefreshOrchestrator {
       errorSummary: cancelled
         ? 'cancelled'
         : status === 'failed'
-          ? `${counts.failed} of ${total} resource instance(s) failed`
+          ? `${counts.failed} of ${ctx.total} resource instance(s) failed`
           : undefined,
       document: commit ? refreshedDocument(doc, flat, ctx) : undefined,
       lockId: lock.ID,

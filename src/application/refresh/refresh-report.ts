@@ -15,6 +15,12 @@ export interface RefreshOptions {
   /** Provider groups refreshed at once; default: the number of CPUs. */
   concurrency?: number;
   /**
+   * Provider processes per provider configuration, each configured once and
+   * reading from the group's one queue. Default: one per CPU, at most 4, and
+   * at most one per 250 instances (see `poolSize`). 1 = terraform's one process.
+   */
+  pool?: number;
+  /**
    * Reads in flight per provider process; default 10, terraform's own
    * -parallelism. Providers serve concurrent RPCs (terraform relies on it);
    * 1 reads a group strictly one instance after another.

@@ -13,8 +13,8 @@ export interface InstanceResult {
 
 export interface RunContextOptions {
   runId: string;
-  /** Managed instances in the state: the progress denominator. */
-  total: number;
+  /** Every managed instance, in document order: the order results are sent in. */
+  instances: readonly FlatInstance[];
   /** Results are sent to the server in batches of this size. */
   batchSize: number;
   onProgress?: (progress: RefreshProgress) => void;
@@ -25,6 +25,12 @@ export interface RunContextOptions {
  * outcome of every instance so far, the providers open now (to stop them on
  * a halt), and the results not yet sent, which go to the server in batches
  * while the refresh goes on.
+ *
+ * Results are sent in document order whatever order the reads finish in
+ * (groups, provider processes and reads in flight race each other): a result
+ * waits until every instance before it has one, and batches are cut at
+ * `batchSize`, so the recorded events are the same for any pool size,
+ * parallelism or concurrency. A halt sends what it has, still in order.
  */
 export class RunContext {
   readonly halt = new AbortController();
@@ -33,6 +39,10 @@ export class RunContext {
   readonly runId: string;
   readonly total: number;
   private done = 0;
+  private readonly position = new Map<FlatInstance, number>();
+  /** Results by document position, until every one before them is in. */
+  private readonly held: (RefreshResult | undefined)[];
+  private released = 0;
   private pending: RefreshResult[] = [];
   private flushing: Promise<void> = Promise.resolve();
   private flushError: unknown = null;
@@ -42,7 +52,9 @@ export class RunContext {
     private readonly options: RunContextOptions,
   ) {
     this.runId = options.runId;
-    this.total = options.total;
+    this.total = options.instances.length;
+    options.instances.forEach((flat, i) => this.position.set(flat, i));
+    this.held = new Array<RefreshResult | undefined>(this.total);
   }
 
   get halted(): boolean {
@@ -50,10 +62,18 @@ export class RunContext {
   }
 
   record(flat: FlatInstance, outcome: InstanceResult): void {
+    const at = this.position.get(flat);
+    if (at === undefined || this.outcomes.has(flat)) {
+      throw new Error(`bug: ${flat.address} is not awaiting an outcome in this run`);
+    }
     this.outcomes.set(flat, outcome);
     this.done++;
-    this.pending.push(outcome.result);
-    if (this.pending.length >= this.options.batchSize) this.flush();
+    this.held[at] = outcome.result;
+    while (this.released < this.total && this.held[this.released] !== undefined) {
+      this.pending.push(this.held[this.released]!);
+      this.held[this.released++] = undefined;
+    }
+    this.flush(false);
     this.options.onProgress?.({
       done: this.done,
       total: this.total,
@@ -68,18 +88,27 @@ export class RunContext {
     for (const p of this.open) p.stop().catch(() => undefined);
   }
 
-  /** Every recorded result sent; rethrows the first failed send. */
+  /** Every recorded result sent (those behind an instance left unread too); rethrows the first failed send. */
   async drain(): Promise<void> {
-    this.flush();
+    for (; this.released < this.total; this.released++) {
+      const result = this.held[this.released];
+      if (result) this.pending.push(result);
+      this.held[this.released] = undefined;
+    }
+    this.flush(true);
     await this.flushing;
     if (this.flushError) throw this.flushError;
   }
 
-  /** Batches go out one at a time, in order. */
-  private flush(): void {
-    if (this.pending.length === 0) return;
-    const batch = this.pending;
-    this.pending = [];
+  /** Full batches (and with `all` the rest) go out one at a time, in order. */
+  private flush(all: boolean): void {
+    const size = this.options.batchSize;
+    while (this.pending.length >= size || (all && this.pending.length > 0)) {
+      this.send(this.pending.splice(0, size));
+    }
+  }
+
+  private send(batch: RefreshResult[]): void {
     this.flushing = this.flushing.then(async () => {
       if (this.flushError) return;
       try {

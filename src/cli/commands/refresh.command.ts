@@ -21,6 +21,7 @@ interface RefreshCommandOptions {
   dryRun?: boolean;
   failFast?: boolean;
   concurrency?: string;
+  pool?: string;
   parallelism?: string;
   actor: string;
   providerSearchPath: string[];
@@ -48,7 +49,14 @@ export function registerRefreshCommand(program: Command): void {
     .argument('<state>', 'state name')
     .option('--dry-run', 'refresh and report, but commit no new state version')
     .option('--fail-fast', 'stop at the first resource that fails')
-    .option('--concurrency <n>', 'provider processes at once (default: number of CPUs)')
+    .option(
+      '--concurrency <n>',
+      'provider configurations refreshed at once (default: number of CPUs)',
+    )
+    .option(
+      '--pool <n>',
+      'provider processes per provider configuration, each configured once, sharing its reads (default: one per CPU, at most 4, at most one per 250 instances; 1 = one process, as terraform)',
+    )
     .option(
       '--parallelism <n>',
       'reads in flight per provider process, like terraform -parallelism (default 10; 1 = one at a time)',
@@ -71,16 +79,22 @@ export function registerRefreshCommand(program: Command): void {
     )
     .action(async (state: string, options: RefreshCommandOptions, command: Command) => {
       const concurrency = positiveOption(command, options.concurrency, '--concurrency');
+      const pool = positiveOption(command, options.pool, '--pool');
       const parallelism = positiveOption(command, options.parallelism, '--parallelism');
       const globals = command.optsWithGlobals<Globals>();
-      process.exitCode = await runRefresh(state, { ...options, concurrency, parallelism }, globals);
+      process.exitCode = await runRefresh(
+        state,
+        { ...options, concurrency, pool, parallelism },
+        globals,
+      );
     });
 }
 
 async function runRefresh(
   state: string,
-  options: Omit<RefreshCommandOptions, 'concurrency' | 'parallelism'> & {
+  options: Omit<RefreshCommandOptions, 'concurrency' | 'pool' | 'parallelism'> & {
     concurrency: number | undefined;
+    pool: number | undefined;
     parallelism: number | undefined;
   },
   globals: Globals,
@@ -127,6 +141,7 @@ async function runRefresh(
         dryRun: options.dryRun === true,
         failFast: options.failFast === true,
         concurrency: options.concurrency,
+        pool: options.pool,
         parallelism: options.parallelism,
         actor: options.actor,
         providerSearchPaths: options.providerSearchPath,

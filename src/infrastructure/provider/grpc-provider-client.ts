@@ -172,6 +172,10 @@ class GrpcProviderClient implements ProviderClient {
     return this.plugin.socketDir;
   }
 
+  get exited(): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    return this.plugin.exited;
+  }
+
   async getSchema(): Promise<ProviderSchema> {
     const res = await this.call<WireGetSchemaResponse>(
       this.binding.getSchema,

@@ -49,6 +49,8 @@ export interface ProviderClient {
   readonly pid: number | undefined;
   /** The private directory that holds the plugin's socket; removed on close. */
   readonly socketDir: string;
+  /** Settles when the plugin process has ended, for whatever reason (close() included). */
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 
   /** Calls GetSchema / GetProviderSchema and uses the result for later encoding. */
   getSchema(): Promise<ProviderSchema>;

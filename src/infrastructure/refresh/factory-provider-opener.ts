@@ -27,12 +27,21 @@ export class FactoryProviderOpener implements ProviderOpener {
 }
 
 class ClientRefreshProvider implements RefreshProvider {
+  readonly crashed: Promise<string>;
+  private closing = false;
+
   constructor(
     private readonly client: ProviderClient,
     readonly source: string,
     readonly version: string,
     readonly schema: ProviderSchema,
-  ) {}
+  ) {
+    this.crashed = new Promise((resolve) => {
+      void client.exited.then(({ code, signal }) => {
+        if (!this.closing) resolve(`exited (code ${code}, signal ${signal})`);
+      });
+    });
+  }
 
   async configure(config: JsonObject): Promise<void> {
     await this.client.configure(config as CtyJson);
@@ -78,6 +87,7 @@ class ClientRefreshProvider implements RefreshProvider {
   }
 
   close(): Promise<void> {
+    this.closing = true;
     return this.client.close();
   }
 }
