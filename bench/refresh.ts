@@ -31,6 +31,7 @@ import {
   RefreshProfile,
 } from './support/refresh-profile';
 import { formatInt, formatMs, verdict } from './support/stats';
+import { poolSize } from '../src/application/refresh/refresh-group';
 
 /**
  * `kl refresh` against `terraform plan -refresh-only` on the same state, the
@@ -46,18 +47,23 @@ import { formatInt, formatMs, verdict } from './support/stats';
  *       (protocol 6); the state is generated from a terraform-written template
  *       (see bench/support/refresh-kltest.ts for how and why).
  *
- * Both sides are timed as child processes, wall clock, in alternation. The
- * first `kl refresh` of a scenario meets an empty schema cache (it calls
- * GetSchema and stores it in kld); later runs are served from the cache, as
- * every refresh after the first with a provider version is. Then one refresh
- * runs in this process with a stopwatch on every server call and provider
- * RPC, to say where the time goes.
+ * Both sides are timed as child processes, wall clock, in alternation:
+ * terraform, `kl refresh --pool 1` (one provider process per provider
+ * configuration, as terraform runs), `kl refresh` with its pool (default: one
+ * provider process per CPU, at most 4; KL_BENCH_POOL sets it). The first
+ * `kl refresh` of a scenario meets an empty schema cache (it calls GetSchema
+ * and stores it in kld); later runs are served from the cache, as every
+ * refresh after the first with a provider version is. Then refreshes run in
+ * this process with a stopwatch on every server call and provider RPC and
+ * the CPU of kl, the provider processes and kld, with a pool of 1 and with
+ * the pool, to say where the time goes; CPU time is what load distorts least.
  *
  * Environment:
  *   KL_BENCH_DATABASE_URL   a PostgreSQL server URL (else an embedded one)
  *   KL_TF_MIRROR            the Terraform filesystem mirror holding hashicorp/aws
  *                           (else found as the e2e tests find it)
  *   KL_BENCH_SSM=200  KL_BENCH_KLTEST=5000  KL_BENCH_KL_REPS=3  KL_BENCH_TF_REPS=2
+ *   KL_BENCH_POOL       kl refresh --pool for the "ours" runs (default: kl's own default)
  *   KL_BENCH_SKIP_AWS=1 / KL_BENCH_SKIP_KLTEST=1
  */
 
@@ -67,6 +73,7 @@ const SSM = intEnv('KL_BENCH_SSM', 200);
 const KLTEST = intEnv('KL_BENCH_KLTEST', 5_000);
 const KL_REPS = intEnv('KL_BENCH_KL_REPS', 3);
 const TF_REPS = intEnv('KL_BENCH_TF_REPS', 2);
+const POOL = process.env.KL_BENCH_POOL ? intEnv('KL_BENCH_POOL', 1) : undefined;
 const SKIP_AWS = process.env.KL_BENCH_SKIP_AWS === '1';
 const SKIP_KLTEST = process.env.KL_BENCH_SKIP_KLTEST === '1';
 const COMMAND_TIMEOUT_MS = 600_000;
@@ -112,11 +119,17 @@ interface Row {
 
 interface Comparison {
   label: string;
-  /** Wall ms of each `kl refresh`; the first met an empty schema cache. */
+  /** Provider processes `kl refresh` ran its one group on (the pool). */
+  pool: number;
+  /** Wall ms of each `kl refresh` with its pool; the first met an empty schema cache. */
   kl: Timed[];
+  /** Wall ms of each `kl refresh --pool 1` (schema cached). */
+  klSingle: Timed[];
   klOut: string[];
   terraform: Timed[];
   profile: RefreshProfile;
+  /** The same with one provider process. */
+  singleProfile: RefreshProfile;
   /** The same, after emptying kld's schema cache: what a first refresh with a provider version pays. */
   coldProfile: RefreshProfile;
   probe: ConcurrencyProbe[];
@@ -279,8 +292,14 @@ resource "aws_ssm_parameter" "p" {
     }),
   );
   await kl(dir, env, ['provider', 'configure', state, 'hashicorp/aws', '--from-json', config], kld);
-  return compare(`${formatInt(SSM)} aws_ssm_parameter (moto)`, state, dir, env, kld, (okCodes) =>
-    tf(['plan', '-refresh-only', '-detailed-exitcode'], okCodes),
+  return compare(
+    `${formatInt(SSM)} aws_ssm_parameter (moto)`,
+    state,
+    dir,
+    env,
+    kld,
+    SSM,
+    (okCodes) => tf(['plan', '-refresh-only', '-detailed-exitcode'], okCodes),
   );
 }
 
@@ -311,13 +330,20 @@ async function kltestScenario(kld: Kld, baseEnv: NodeJS.ProcessEnv): Promise<Com
     ['provider', 'configure', state, 'kilolock/kltest', '--from-json', config],
     kld,
   );
-  return compare(`${formatInt(KLTEST)} kltest_item`, state, ws.dir, ws.env, kld, (okCodes) =>
-    mustRun(
-      'terraform plan -refresh-only',
-      'terraform',
-      ['plan', '-refresh-only', '-detailed-exitcode', '-input=false', '-no-color'],
-      { cwd: ws.dir, env: ws.env, timeoutMs: COMMAND_TIMEOUT_MS, okCodes },
-    ),
+  return compare(
+    `${formatInt(KLTEST)} kltest_item`,
+    state,
+    ws.dir,
+    ws.env,
+    kld,
+    KLTEST,
+    (okCodes) =>
+      mustRun(
+        'terraform plan -refresh-only',
+        'terraform',
+        ['plan', '-refresh-only', '-detailed-exitcode', '-input=false', '-no-color'],
+        { cwd: ws.dir, env: ws.env, timeoutMs: COMMAND_TIMEOUT_MS, okCodes },
+      ),
   );
 }
 
@@ -332,18 +358,28 @@ async function compare(
   dir: string,
   env: NodeJS.ProcessEnv,
   kld: Kld,
+  instances: number,
   terraformRefresh: (okCodes: number[]) => Promise<Timed>,
 ): Promise<Comparison> {
+  const pool = poolSize(instances, POOL, os.cpus().length);
   const klRuns: Timed[] = [];
+  const klSingle: Timed[] = [];
   const klOut: string[] = [];
   const tfRuns: Timed[] = [];
-  const klRefresh = async () => {
-    const r = await kl(dir, env, ['refresh', state], kld);
-    klRuns.push(r);
-    klOut.push(r.stdout.split('\n')[0]);
-    console.log(`  kl refresh #${klRuns.length}: ${secs(r.ms)}  ${r.stdout.split('\n')[0]}`);
+  const klRefresh = async (poolArg: number | undefined) => {
+    const args = ['refresh', state, ...(poolArg === undefined ? [] : ['--pool', String(poolArg)])];
+    const r = await kl(dir, env, args, kld);
+    const first = r.stdout.split('\n')[0];
+    if (poolArg === 1 && pool !== 1) {
+      klSingle.push(r);
+      console.log(`  kl refresh --pool 1 #${klSingle.length}: ${secs(r.ms)}  ${first}`);
+    } else {
+      klRuns.push(r);
+      klOut.push(first);
+      console.log(`  kl refresh (pool ${pool}) #${klRuns.length}: ${secs(r.ms)}  ${first}`);
+    }
   };
-  await klRefresh();
+  await klRefresh(POOL);
   for (let i = 0; i < Math.max(TF_REPS, KL_REPS - 1); i++) {
     if (i < TF_REPS) {
       const r = await terraformRefresh([0, 2]);
@@ -359,26 +395,44 @@ async function compare(
         `  terraform plan -refresh-only #${tfRuns.length}: ${secs(r.ms)}  exit ${r.code} (${summary})`,
       );
     }
-    if (i < KL_REPS - 1) await klRefresh();
+    if (i < KL_REPS - 1) {
+      if (pool !== 1) await klRefresh(1);
+      await klRefresh(POOL);
+    }
   }
   const profiled = (p: RefreshProfile, what: string) =>
     console.log(
       `  profiled in-process refresh (${what}): ${secs(p.wallMs)}  status=${p.report.status} ` +
-        `checked=${p.report.checked} changed=${p.report.changed} failed=${p.report.failed}`,
+        `checked=${p.report.checked} changed=${p.report.changed} failed=${p.report.failed}; CPU ` +
+        `kl ${secs(p.cpu.kl)}, ${p.providerProcesses} provider process(es) ${secs(p.cpu.providers)}, ` +
+        `kld ${secs(p.cpu.kld)}`,
     );
-  const options = { cwd: dir, actor: 'bench@refresh', env };
-  const profile = await profileRefresh(kld.url, state, options);
-  profiled(profile, 'schema cached');
+  const options = { cwd: dir, actor: 'bench@refresh', env, kldPid: kld.pid };
+  const singleProfile = await profileRefresh(kld.url, state, { ...options, pool: 1 });
+  profiled(singleProfile, 'pool 1, schema cached');
+  const profile = await profileRefresh(kld.url, state, { ...options, pool });
+  profiled(profile, `pool ${pool}, schema cached`);
   // A plain cache (docs/sql.md): emptying it only costs the next refresh a GetSchema.
   await sql(kld.databaseUrl, 'DELETE FROM provider_schemas');
-  const coldProfile = await profileRefresh(kld.url, state, options);
-  profiled(coldProfile, 'schema cache emptied first');
+  const coldProfile = await profileRefresh(kld.url, state, { ...options, pool });
+  profiled(coldProfile, `pool ${pool}, schema cache emptied first`);
   const probe = await probeReadConcurrency(kld.url, state, { cwd: dir, env, levels: [1, 10] });
   console.log(
     `  what-if probe, all ${formatInt(probe[0].reads)} reads through one provider process: ` +
       probe.map((p) => `${p.concurrency} in flight ${secs(p.ms)}`).join(', '),
   );
-  return { label, kl: klRuns, klOut, terraform: tfRuns, profile, coldProfile, probe };
+  return {
+    label,
+    pool,
+    kl: klRuns,
+    klSingle,
+    klOut,
+    terraform: tfRuns,
+    profile,
+    singleProfile,
+    coldProfile,
+    probe,
+  };
 }
 
 function rowsOf(c: Comparison, target: number): Row[] {
@@ -387,17 +441,32 @@ function rowsOf(c: Comparison, target: number): Row[] {
   const peer = median(c.terraform.map((r) => r.ms));
   const ratio = peer / ours;
   const coldRatio = peer / c.kl[0].ms;
+  const single = c.klSingle.map((r) => r.ms);
+  const singleRows: Row[] =
+    single.length === 0
+      ? []
+      : [
+          {
+            measurement: `${c.label}: kl refresh --pool 1 vs terraform plan -refresh-only`,
+            ours: `${secs(median(single))} (median of ${single.length}, cached schema)`,
+            peer: secs(peer),
+            ratio: `${(peer / median(single)).toFixed(1)}×`,
+            target: '- (info)',
+            result: '-',
+          },
+        ];
   return [
     {
-      measurement: `${c.label}: kl refresh vs terraform plan -refresh-only`,
+      measurement: `${c.label}: kl refresh (pool ${c.pool}) vs terraform plan -refresh-only`,
       ours: `${secs(ours)}${warm.length > 0 ? ` (median of ${warm.length}, cached schema)` : ''}`,
       peer: `${secs(peer)} (median of ${c.terraform.length})`,
       ratio: `${ratio.toFixed(1)}×`,
       target: `≥ ${target}×`,
       result: verdict(ratio >= target),
     },
+    ...singleRows,
     {
-      measurement: `${c.label}: first kl refresh (empty schema cache)`,
+      measurement: `${c.label}: first kl refresh (pool ${c.pool}, empty schema cache)`,
       ours: secs(c.kl[0].ms),
       peer: secs(peer),
       ratio: `${coldRatio.toFixed(1)}×`,
@@ -472,14 +541,16 @@ function printHeader(origin: string, kld: Kld): void {
   console.log(`  temp:      ${tmpRoot}`);
 }
 
-/** Where the profiled refreshes spent their time, schema cached and not. */
+/** Where the profiled refreshes spent their time: one process or the pool, schema cached and not. */
 function printProfile(c: Comparison): void {
+  const single = c.singleProfile;
   const warm = c.profile;
   const cold = c.coldProfile;
-  const row = (name: string, a: string, b: string) =>
-    console.log(`  ${name.padEnd(42)} ${a.padStart(14)} ${b.padStart(12)}`);
+  const columns = [single, warm, cold];
+  const row = (name: string, cells: string[]) =>
+    console.log(`  ${name.padEnd(42)} ${cells.map((x) => x.padStart(16)).join(' ')}`);
   console.log(`\nWhere kl refresh spends its time: ${c.label} (in-process, ms)`);
-  row('phase', 'cached schema', 'empty cache');
+  row('phase', ['pool 1, cached', `pool ${c.pool}, cached`, `pool ${c.pool}, empty`]);
   const order = [
     'server startRun',
     'server lock',
@@ -498,27 +569,48 @@ function printProfile(c: Comparison): void {
     'provider close (shutdown, exit)',
     'server unlock',
   ];
-  const names = new Set([...Object.keys(warm.spans), ...Object.keys(cold.spans)]);
+  const names = new Set(columns.flatMap((p) => Object.keys(p.spans)));
   const cell = (p: RefreshProfile, name: string): string => {
     const s = p.spans[name];
     if (!s) return '-';
     return s.calls > 1 ? `${formatMs(s.ms)} (${s.calls}×)` : formatMs(s.ms);
   };
   for (const name of [...order, ...[...names].filter((n) => !order.includes(n))]) {
-    if (names.has(name)) row(name, cell(warm, name), cell(cold, name));
+    if (names.has(name))
+      row(
+        name,
+        columns.map((p) => cell(p, name)),
+      );
   }
   row(
     'read loop (Configure done → last read)',
-    formatMs(warm.readLoopMs),
-    formatMs(cold.readLoopMs),
+    columns.map((p) => formatMs(p.readLoopMs)),
   );
-  row('total (wall)', formatMs(warm.wallMs), formatMs(cold.wallMs));
+  row(
+    'total (wall)',
+    columns.map((p) => formatMs(p.wallMs)),
+  );
+  row(
+    'CPU kl (this process)',
+    columns.map((p) => formatMs(p.cpu.kl)),
+  );
+  row(
+    'CPU provider processes',
+    columns.map((p) => `${formatMs(p.cpu.providers)} (${p.providerProcesses}×)`),
+  );
+  row(
+    'CPU kld',
+    columns.map((p) => formatMs(p.cpu.kld)),
+  );
   const reads = warm.spans['provider ReadResource'] ?? { calls: 0, ms: 0 };
   if (reads.calls > 0) {
+    const perRead = (p: RefreshProfile, ms: number) => formatMs(ms / p.report.checked);
     console.log(
-      `  per instance: ${formatMs(warm.readLoopMs / reads.calls)} ms in the read loop, of which ` +
-        `ReadResource ${formatMs(reads.ms / reads.calls)} ms (kl-side msgpack encode/decode, gRPC, ` +
-        `the provider) and kl's own bookkeeping ${formatMs((warm.readLoopMs - reads.ms) / reads.calls)} ms`,
+      `  per instance (pool 1 / pool ${c.pool}): CPU kl ${perRead(single, single.cpu.kl)} / ` +
+        `${perRead(warm, warm.cpu.kl)} ms, provider ${perRead(single, single.cpu.providers)} / ` +
+        `${perRead(warm, warm.cpu.providers)} ms, kld ${perRead(single, single.cpu.kld)} / ` +
+        `${perRead(warm, warm.cpu.kld)} ms; read loop ${perRead(single, single.readLoopMs)} / ` +
+        `${perRead(warm, warm.readLoopMs)} ms wall`,
     );
   }
   if (warm.schemaJsonBytes) {
@@ -528,13 +620,10 @@ function printProfile(c: Comparison): void {
   }
   const [serial, parallel] = c.probe;
   if (serial && parallel) {
-    const projected = warm.wallMs - warm.readLoopMs + (warm.readLoopMs * parallel.ms) / serial.ms;
-    const peer = median(c.terraform.map((r) => r.ms));
     console.log(
-      `  what-if: ${parallel.concurrency} reads in flight on the one provider process (terraform's ` +
-        `-parallelism) read the ${formatInt(serial.reads)} instances in ${secs(parallel.ms)} instead of ` +
-        `${secs(serial.ms)} (${(serial.ms / parallel.ms).toFixed(1)}×); kl refresh would then take ` +
-        `≈ ${secs(projected)}, ≈ ${(peer / projected).toFixed(1)}× terraform (projection, not measured)`,
+      `  one provider process alone (no kld, no bookkeeping): ${formatInt(serial.reads)} reads in ` +
+        `${secs(serial.ms)} one at a time, ${secs(parallel.ms)} with ${parallel.concurrency} in ` +
+        `flight (${formatInt((serial.reads * 1000) / parallel.ms)} reads/s)`,
     );
   }
   const warmRuns = c.kl.slice(1).map((r) => r.ms);

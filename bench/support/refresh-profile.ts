@@ -21,6 +21,7 @@ import { systemRefreshHost } from '../../src/infrastructure/refresh/system-refre
 import { FactoryProviderOpener } from '../../src/infrastructure/refresh/factory-provider-opener';
 import { RestRefreshServer } from '../../src/infrastructure/refresh/rest-refresh-server';
 import { KldHttpClient } from '../../src/infrastructure/rest/kld-http-client';
+import { processCpuMs } from './process-cpu';
 
 /**
  * `kl refresh`'s own pipeline (the objects refresh.command.ts wires up), run
@@ -45,6 +46,10 @@ export interface RefreshProfile {
   schemaFromCache: boolean;
   /** Bytes of the schema as the cache serves it (JSON), when it came from the cache. */
   schemaJsonBytes: number | null;
+  /** CPU (user + system) of the run, ms: kl's side (this process), the provider processes, kld. */
+  cpu: { kl: number; providers: number; kld: number };
+  /** Provider processes launched (the pool size, once per group). */
+  providerProcesses: number;
 }
 
 class Stopwatch {
@@ -96,9 +101,18 @@ function timedCache(
 export async function profileRefresh(
   kldUrl: string,
   state: string,
-  options: { cwd: string; actor: string; env: NodeJS.ProcessEnv },
+  options: {
+    cwd: string;
+    actor: string;
+    env: NodeJS.ProcessEnv;
+    kldPid: number;
+    /** Provider processes per group (`kl refresh --pool`); the orchestrator's default else. */
+    pool?: number;
+  },
 ): Promise<RefreshProfile> {
   const watch = new Stopwatch();
+  let providerCpuMs = 0;
+  let providerProcesses = 0;
   const http = new KldHttpClient(kldUrl, { actor: options.actor });
   const server = timedServer(new RestRefreshServer(http), watch);
   const seen = { bytes: null as number | null };
@@ -114,6 +128,7 @@ export async function profileRefresh(
     const client = await watch.time('provider launch (spawn, handshake, TLS)', () =>
       launchProvider(binary, launchOptions),
     );
+    providerProcesses++;
     const wrapped: ProviderClient = {
       get protocolVersion() {
         return client.protocolVersion;
@@ -123,6 +138,9 @@ export async function profileRefresh(
       },
       get socketDir() {
         return client.socketDir;
+      },
+      get exited() {
+        return client.exited;
       },
       getSchema: () => {
         fromCache = false;
@@ -143,7 +161,12 @@ export async function profileRefresh(
       },
       importResourceState: (...args) => client.importResourceState(...args),
       stop: () => watch.time('provider Stop', () => client.stop()),
-      close: () => watch.time('provider close (shutdown, exit)', () => client.close()),
+      close: () => {
+        // Read before the process exits: its /proc entry goes with it.
+        const cpu = client.pid === undefined ? NaN : processCpuMs(client.pid);
+        if (Number.isFinite(cpu)) providerCpuMs += cpu;
+        return watch.time('provider close (shutdown, exit)', () => client.close());
+      },
     };
     return wrapped;
   };
@@ -161,13 +184,28 @@ export async function profileRefresh(
   // Discovery reads ./.terraform and the lock file, as `kl refresh` run from the workspace does.
   process.chdir(options.cwd);
   const t0 = performance.now();
+  const klCpu0 = process.cpuUsage();
+  const kldCpu0 = processCpuMs(options.kldPid);
   try {
     const report = await orchestrator.run(
       state,
-      { dryRun: false, failFast: false, actor: options.actor, providerSearchPaths: [] },
+      {
+        dryRun: false,
+        failFast: false,
+        actor: options.actor,
+        providerSearchPaths: [],
+        pool: options.pool,
+      },
       new AbortController().signal,
     );
+    const klCpu = process.cpuUsage(klCpu0);
     return {
+      cpu: {
+        kl: (klCpu.user + klCpu.system) / 1000,
+        providers: providerCpuMs,
+        kld: processCpuMs(options.kldPid) - kldCpu0,
+      },
+      providerProcesses,
       wallMs: performance.now() - t0,
       report,
       spans: watch.spans,

@@ -138,6 +138,8 @@ export class ProviderService {
         const type = impliedType(resourceSchema(typeName).block);
         const current = decodeObject(type, req.current_state);
         await this.readDelay();
+        // A provider that dies mid-refresh, for crash tests: exits when asked to read this id.
+        if (current !== null && current.id === process.env.KLTEST_CRASH_ON_READ) process.exit(2);
         const fresh = current === null ? null : readObject(this.configured(), typeName, current.id);
         return { new_state: encodeValue(type, fresh), private: req.private };
       },
