@@ -144,6 +144,16 @@ afterAll(async () => {
 });
 
 describe('kl refresh --pool', () => {
+  it('refuses a pool size that is not a positive integer, in one line, before starting anything', async () => {
+    for (const bad of ['0', '-2', 'many', '1.5']) {
+      const before = await currentSerial();
+      const r = await kl(['refresh', STATE, '--pool', bad]);
+      expect(r.code).toBe(2);
+      expect(r.stderr.trim()).toBe(`kl: --pool must be a positive integer, got "${bad}"`);
+      expect(await currentSerial()).toBe(before);
+    }
+  });
+
   it('records the same events and prints the same report through 1 and through 3 provider processes', async () => {
     // Drift on some objects, two gone: something to record besides "unchanged".
     const file = (i: number) =>
