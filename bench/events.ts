@@ -51,6 +51,7 @@ import { distribution, Distribution, formatInt, formatMs, verdict } from './supp
  *   npm run bench:events
  *   KL_BENCH_DATABASE_URL=postgres://… (a server URL whose user may create databases)
  *   KL_BENCH_SECONDS=15 KL_BENCH_CATCHUP_EVENTS=200000 KL_BENCH_ROUNDS=3
+ *   KL_BENCH_KLD_CPU_PROF=DIR (kld writes a --cpu-prof profile into DIR when it stops)
  */
 
 const TARGET_P99_MS = 100;
@@ -534,17 +535,24 @@ interface Kld {
 async function startKld(databaseUrl: string, tmp: string): Promise<Kld> {
   const port = await freePort();
   const grpcPort = await freePort();
-  const child = spawn(process.execPath, [KLD, 'serve', '--listen', `127.0.0.1:${port}`], {
-    env: {
-      ...process.env,
-      KL_DATABASE_URL: databaseUrl,
-      KL_DATA_DIR: path.join(tmp, 'kld'),
-      KL_LOG_LEVEL: 'warn',
-      KL_LOG_FORMAT: 'json',
-      KL_GRPC_LISTEN: `127.0.0.1:${grpcPort}`,
+  // KL_BENCH_KLD_CPU_PROF=DIR: kld writes a V8 CPU profile there when it stops.
+  const profile = process.env.KL_BENCH_KLD_CPU_PROF;
+  const nodeArgs = profile ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profile)}`] : [];
+  const child = spawn(
+    process.execPath,
+    [...nodeArgs, KLD, 'serve', '--listen', `127.0.0.1:${port}`],
+    {
+      env: {
+        ...process.env,
+        KL_DATABASE_URL: databaseUrl,
+        KL_DATA_DIR: path.join(tmp, 'kld'),
+        KL_LOG_LEVEL: 'warn',
+        KL_LOG_FORMAT: 'json',
+        KL_GRPC_LISTEN: `127.0.0.1:${grpcPort}`,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  );
   children.add(child);
   let tail = '';
   const keep = (c: Buffer) => (tail = (tail + c.toString()).slice(-4000));

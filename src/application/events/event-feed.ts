@@ -1,6 +1,6 @@
 import { stateNameOf, stateOfStreamId } from '../../domain/events/event-catalogue';
 import { DomainError } from '../../domain/shared/domain-error';
-import { comparePositions, LOG_START, LogPosition, RecordedEvent } from '../../domain/shared/event';
+import { comparePositions, LOG_START, LoggedEvent, LogPosition } from '../../domain/shared/event';
 import { EVENTS_INVALID_POSITION, formatCursor } from '../../domain/shared/log-cursor';
 import type { EventStore } from '../ports/event-store.port';
 import { EventFilter } from './event-filter';
@@ -8,9 +8,9 @@ import { EventFilter } from './event-filter';
 export const EVENT_FEED = Symbol('EventFeed');
 
 export type FeedItem =
-  | { kind: 'event'; event: RecordedEvent }
+  | { kind: 'event'; event: LoggedEvent }
   /** Consecutive matching events (only when the request asked for batches). */
-  | { kind: 'events'; events: RecordedEvent[] }
+  | { kind: 'events'; events: LoggedEvent[] }
   /** Every event up to `position` was delivered; from here on events come live. */
   | { kind: 'caught-up'; position: LogPosition }
   /** Events up to `position` did not match the filter: resume from here. */
@@ -134,7 +134,7 @@ export class EventFeed {
     // Matching events not handed out yet: they go out together as soon as
     // the events at hand (a page, what the live buffer holds) are looked at,
     // and always before a marker, so batching never reorders or delays.
-    let pending: RecordedEvent[] = [];
+    let pending: LoggedEvent[] = [];
     // Checkpoints go out on ticks of the subscription's own clock, never
     // when an event is passed over: so a checkpoint tells a consumer that
     // the log moved in the last interval, not when an event it may not see
@@ -143,7 +143,7 @@ export class EventFeed {
     const tickAfter = (t: number) =>
       origin + (Math.floor((t - origin) / checkpointMs) + 1) * checkpointMs;
 
-    const consider = async (event: RecordedEvent): Promise<void> => {
+    const consider = async (event: LoggedEvent): Promise<void> => {
       position = event.position;
       if (await this.matches(event, filter)) {
         pending.push(event);
@@ -162,7 +162,7 @@ export class EventFeed {
       else yield { kind: 'events', events };
     }
     /** Takes in events at hand; false once the limit is reached (everything flushed). */
-    async function* take(events: readonly RecordedEvent[]): AsyncGenerator<FeedItem, boolean> {
+    async function* take(events: readonly LoggedEvent[]): AsyncGenerator<FeedItem, boolean> {
       for (const event of events) {
         if (signal.aborted) return false;
         // Already delivered from the log while joining the live tail.
@@ -184,7 +184,7 @@ export class EventFeed {
     try {
       while (!signal.aborted) {
         if (live === null) {
-          const page = await this.store.readAll(position, this.pageSize);
+          const page = await this.store.readLog(position, this.pageSize);
           if (!(yield* take(page))) return;
           if (page.length === this.pageSize) {
             if (checkpointDue()) {
@@ -208,7 +208,7 @@ export class EventFeed {
           // The tail hands over what follows `joinedAt`; what lies between
           // here and there comes from the log.
           while (comparePositions(position, joinedAt) < 0 && !signal.aborted) {
-            const gap = await this.store.readAll(position, this.pageSize);
+            const gap = await this.store.readLog(position, this.pageSize);
             // The tail read up to there, so the log has it: only a moment's wait.
             if (gap.length === 0) await new Promise((r) => setTimeout(r, 20));
             if (!(yield* take(gap))) return;
@@ -240,7 +240,7 @@ export class EventFeed {
     }
   }
 
-  private async matches(event: RecordedEvent, filter: EventFilter): Promise<boolean> {
+  private async matches(event: LoggedEvent, filter: EventFilter): Promise<boolean> {
     // A run stream names its state in its first event: remember it when it passes.
     if (event.streamRevision === 0n && stateOfStreamId(event.streamId) === undefined) {
       this.remember(event.streamId, stateNameOf(event.data));
@@ -272,7 +272,7 @@ export class EventFeed {
 
 /** One live consumer's buffer of events the tail handed over. */
 class LiveSubscriber {
-  private queue: RecordedEvent[] = [];
+  private queue: LoggedEvent[] = [];
   private head = 0;
   private wake: (() => void) | null = null;
   overflowed = false;
@@ -282,7 +282,7 @@ class LiveSubscriber {
   constructor(private readonly capacity: number) {}
 
   /** From the tail. Returns false when the buffer is full: the tail drops this subscriber. */
-  push(event: RecordedEvent): boolean {
+  push(event: LoggedEvent): boolean {
     if (this.overflowed) return false;
     if (this.queue.length - this.head >= this.capacity) {
       this.drop();
@@ -311,7 +311,7 @@ class LiveSubscriber {
     max: number,
     waitMs: number | null,
     signal: AbortSignal,
-  ): Promise<RecordedEvent[] | 'overflow' | null> {
+  ): Promise<LoggedEvent[] | 'overflow' | null> {
     for (;;) {
       if (this.overflowed) return 'overflow';
       if (this.head < this.queue.length) {

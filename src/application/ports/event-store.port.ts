@@ -2,6 +2,7 @@ import type {
   DomainEvent,
   EventMetadata,
   LogPosition,
+  LoggedEvent,
   RecordedEvent,
 } from '../../domain/shared/event';
 
@@ -71,6 +72,11 @@ export interface EventStore {
    * their data (`data` null), so a reader still moves past them.
    */
   readAll(from: LogPosition, limit: number, types?: readonly string[]): Promise<RecordedEvent[]>;
+  /**
+   * readAll for delivery to consumers: the same events, each with its data
+   * still as stored JSON text (`dataJson`) unless an upcaster changed it.
+   */
+  readLog(from: LogPosition, limit: number): Promise<LoggedEvent[]>;
   /** The event at this global position (`event_log.position`), or null. */
   readAt(globalPosition: bigint): Promise<RecordedEvent | null>;
   /** Position of the last event `readAll` would return now; null for an empty log. */
@@ -87,6 +93,6 @@ export interface EventStore {
   appendMark(): number;
   /** Whether an event of this log sits at `position` (a cursor from elsewhere does not). */
   contains(position: LogPosition): Promise<boolean>;
-  /** Catch-up from `from`, then live. Ends when `signal` aborts. */
-  subscribe(from: LogPosition, signal: AbortSignal): AsyncIterable<RecordedEvent>;
+  /** Catch-up from `from`, then live, as readLog reads. Ends when `signal` aborts. */
+  subscribe(from: LogPosition, signal: AbortSignal): AsyncIterable<LoggedEvent>;
 }

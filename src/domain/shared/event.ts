@@ -53,6 +53,14 @@ export interface RecordedEvent<E extends DomainEvent = DomainEvent> {
 }
 
 /**
+ * An event read for delivery to consumers (EventStore.readLog, subscribe).
+ * While no upcaster changed its data, `dataJson` is that data's JSON text as
+ * it was stored, and `data` is only parsed from it if something asks for it:
+ * a transport passes the text on instead of parsing and re-encoding it.
+ */
+export type LoggedEvent = RecordedEvent & { readonly dataJson?: string };
+
+/**
  * Where an event sits in the global log. Order is by transaction id, then
  * global position: a plain sequence number would let a reader skip an event
  * whose transaction took its number early but committed late.

@@ -118,12 +118,12 @@ function atNumberPosition(text: string, start: number): boolean {
 
 /** JSON text with marked numbers written back as bare numbers. */
 export function stringifyJson(value: unknown, space?: number): string {
-  const text = JSON.stringify(value, null, space);
-  return text.includes(MARK) ? unmarkNumbers(text) : text;
+  return unmarkNumbers(JSON.stringify(value, null, space));
 }
 
+/** JSON text (as JSON.stringify wrote it) with marked numbers written back as bare numbers. */
 export function unmarkNumbers(jsonText: string): string {
-  return jsonText.replace(MARKED, '$1');
+  return jsonText.includes(MARK) ? jsonText.replace(MARKED, '$1') : jsonText;
 }
 
 const QUOTE = 0x22;

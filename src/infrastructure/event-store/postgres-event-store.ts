@@ -10,7 +10,7 @@ import {
   EventIdConflictError,
   WrongExpectedRevisionError,
 } from '../../domain/shared/concurrency-error';
-import { EventMetadata, LogPosition, RecordedEvent } from '../../domain/shared/event';
+import { EventMetadata, LoggedEvent, LogPosition, RecordedEvent } from '../../domain/shared/event';
 import { Upcasters } from '../../domain/shared/upcasting';
 import { Database, Queryable } from '../postgres/database';
 import { Notifier } from '../postgres/notifier';
@@ -78,17 +78,65 @@ async function readLogAfter(
   const dataColumn = onlyTypes ? 'CASE WHEN type = ANY($4) THEN data END AS data' : 'data';
   const params: unknown[] = [from.transactionId.toString(), from.globalPosition.toString(), limit];
   if (onlyTypes) params.push(onlyTypes);
-  const { rows } = await q.query<EventRow>(
-    `SELECT global_position, transaction_id::text AS txid, event_id, stream_id, stream_revision,
-            type, schema_version, ${dataColumn}, metadata
-       FROM kl_events
-      WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint) AND ${COMMITTED}
-      ORDER BY kl_events.transaction_id, kl_events.global_position
-      LIMIT $3`,
-    params,
-  );
+  const { rows } = await q.query<EventRow>(logQuery(dataColumn), params);
   return rows.map(toRecordedEvent);
 }
+
+function logQuery(dataColumn: string): string {
+  return `SELECT global_position, transaction_id::text AS txid, event_id, stream_id, stream_revision,
+                 type, schema_version, ${dataColumn}, metadata
+            FROM kl_events
+           WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint) AND ${COMMITTED}
+           ORDER BY kl_events.transaction_id, kl_events.global_position
+           LIMIT $3`;
+}
+
+// json::text is the stored text as it is: node-pg hands it over unparsed.
+const LOG_TEXT_QUERY = logQuery('data::text AS data');
+
+/**
+ * An event as readLog reads it: its data stays the stored JSON text until
+ * something asks for `data`. The text is kept in a private field and read
+ * through getters, so a copy (`{ ...event }`, as an upcaster makes) has no
+ * `dataJson` and never carries text that no longer matches its data.
+ */
+class TextDataEvent implements LoggedEvent {
+  readonly eventId: string;
+  readonly type: string;
+  readonly schemaVersion: number;
+  readonly metadata: EventMetadata;
+  readonly streamId: string;
+  readonly streamRevision: bigint;
+  readonly position: LogPosition;
+  readonly #text: string;
+  #data: unknown = UNPARSED;
+
+  constructor(row: EventRow & { data: string }) {
+    this.eventId = row.event_id;
+    this.type = row.type;
+    this.schemaVersion = row.schema_version;
+    this.metadata = row.metadata;
+    this.streamId = row.stream_id;
+    this.streamRevision = BigInt(row.stream_revision);
+    this.position = {
+      transactionId: BigInt(row.txid),
+      globalPosition: BigInt(row.global_position),
+    };
+    this.#text = row.data;
+  }
+
+  get dataJson(): string {
+    return this.#text;
+  }
+
+  /** As node-pg parses a json column (JSON.parse): the same value readAll gives. */
+  get data(): unknown {
+    if (this.#data === UNPARSED) this.#data = JSON.parse(this.#text);
+    return this.#data;
+  }
+}
+
+const UNPARSED = Symbol('unparsed');
 
 export class PostgresEventStore implements EventStore {
   constructor(
@@ -236,6 +284,15 @@ export class PostgresEventStore implements EventStore {
     return events.map((e) => (types && !types.includes(e.type) ? e : this.upcasters.upcast(e)));
   }
 
+  async readLog(from: LogPosition, limit: number): Promise<LoggedEvent[]> {
+    const { rows } = await this.db.pool.query<EventRow & { data: string }>(LOG_TEXT_QUERY, [
+      from.transactionId.toString(),
+      from.globalPosition.toString(),
+      limit,
+    ]);
+    return rows.map((row) => this.upcasters.upcast<LoggedEvent>(new TextDataEvent(row)));
+  }
+
   async readAt(globalPosition: bigint): Promise<RecordedEvent | null> {
     const { rows } = await this.db.pool.query<EventRow>(
       `SELECT ${EVENT_COLUMNS} FROM kl_events WHERE global_position = $1 AND ${COMMITTED}`,
@@ -272,7 +329,7 @@ export class PostgresEventStore implements EventStore {
     return rows.length === 1;
   }
 
-  async *subscribe(from: LogPosition, signal: AbortSignal): AsyncIterable<RecordedEvent> {
+  async *subscribe(from: LogPosition, signal: AbortSignal): AsyncIterable<LoggedEvent> {
     let position = from;
     const batchSize = 1000;
     // Reads in a row that stopped short of a committed event: it is behind
@@ -282,7 +339,7 @@ export class PostgresEventStore implements EventStore {
     let hidden = 0;
     while (!signal.aborted) {
       const mark = this.appendMark();
-      const batch = await this.readAll(position, batchSize);
+      const batch = await this.readLog(position, batchSize);
       for (const event of batch) {
         if (signal.aborted) return;
         yield event;

@@ -1,16 +1,16 @@
-import type { RecordedEvent } from '../../domain/shared/event';
+import type { LoggedEvent } from '../../domain/shared/event';
 import { formatCursor } from '../../domain/shared/log-cursor';
-import { stringifyJson } from '../../domain/terraform/lossless-json';
+import { stringifyJson, unmarkNumbers } from '../../domain/terraform/lossless-json';
 
 /**
  * An event as consumers get it, over SSE and in `kl events --format json`:
  * one JSON object whose `data` holds numbers exactly as they were written
  * (a state's big numbers travel marked inside the store: lossless-json).
  */
-export function eventJson(event: RecordedEvent): string {
+export function eventJson(event: LoggedEvent, position = formatCursor(event.position)): string {
   const { metadata } = event;
   const head = JSON.stringify({
-    position: formatCursor(event.position),
+    position,
     stream: event.streamId,
     revision: Number(event.streamRevision),
     type: event.type,
@@ -22,11 +22,22 @@ export function eventJson(event: RecordedEvent): string {
     causationId: metadata.causationId ?? null,
     metadata,
   });
-  return `${head.slice(0, -1)},"data":${stringifyJson(event.data)}}`;
+  return `${head.slice(0, -1)},"data":${dataJson(event)}}`;
+}
+
+/**
+ * The event's data as JSON text. The store writes data with JSON.stringify
+ * into a json column, which keeps the text as written, so the stored text
+ * (`dataJson`, when the event carries it) is exactly what parsing it and
+ * stringifying again would give: it goes out as it is, without that round
+ * trip.
+ */
+export function dataJson(event: LoggedEvent): string {
+  return event.dataJson !== undefined ? unmarkNumbers(event.dataJson) : stringifyJson(event.data);
 }
 
 /** The gRPC `Event` message (proto/kilolock/v1/events.proto). */
-export function eventMessage(event: RecordedEvent): Record<string, string | number> {
+export function eventMessage(event: LoggedEvent): Record<string, string | number> {
   const { metadata } = event;
   return {
     position: formatCursor(event.position),
@@ -39,7 +50,7 @@ export function eventMessage(event: RecordedEvent): Record<string, string | numb
     correlation_id: metadata.correlationId,
     causation_id: metadata.causationId ?? '',
     schema_version: event.schemaVersion,
-    data_json: stringifyJson(event.data),
+    data_json: dataJson(event),
     metadata_json: stringifyJson(metadata),
   };
 }

@@ -8,9 +8,9 @@ import { eventAccess, EventFilter } from '../../application/events/event-filter'
 import { DomainError } from '../../domain/shared/domain-error';
 import { formatCursor, parseCursor } from '../../domain/shared/log-cursor';
 import { type Authenticator, OPEN, subjectText } from '../auth/authenticator';
-import { eventMessage } from '../events/event-json';
 import { AUTH_FORBIDDEN, AUTH_UNAUTHENTICATED, requirePrincipalScope } from '../http/access';
 import type { Logger } from '../logging/logger';
+import { encodeBatches, encodeEvent } from './event-message-encoding';
 import { protoDir } from '../provider/plugin-protos';
 
 interface StartFields {
@@ -46,7 +46,17 @@ export function eventsServiceDefinition(): grpc.ServiceDefinition {
   });
   const pkg = grpc.loadPackageDefinition(definition).kilolock as grpc.GrpcObject;
   const v1 = pkg.v1 as grpc.GrpcObject;
-  return (v1.Events as grpc.ServiceClientConstructor).service;
+  const service = (v1.Events as grpc.ServiceClientConstructor).service;
+  // Events and batches go out already encoded (encodeEventMessage); markers
+  // as objects, through protobufjs.
+  const passEncoded = (method: grpc.MethodDefinition<unknown, unknown>) => ({
+    ...method,
+    responseSerialize: (value: unknown) =>
+      Buffer.isBuffer(value) ? value : method.responseSerialize(value),
+  });
+  return Object.fromEntries(
+    Object.entries(service).map(([name, method]) => [name, passEncoded(method)]),
+  );
 }
 
 /** PEM contents for serving TLS; `clientCa` requires client certificates signed by it. */
@@ -232,28 +242,12 @@ function readRequest(request: ReadRequest): Omit<FeedRequest, 'filter'> {
 }
 
 /** The EventMessages of one feed item: a batch splits where its JSON grows too big. */
-function messages(item: FeedItem): Record<string, unknown>[] {
+function messages(item: FeedItem): (Buffer | Record<string, unknown>)[] {
   switch (item.kind) {
     case 'event':
-      return [{ event: eventMessage(item.event) }];
-    case 'events': {
-      const out: Record<string, unknown>[] = [];
-      let events: Record<string, string | number>[] = [];
-      let chars = 0;
-      for (const event of item.events) {
-        const m = eventMessage(event);
-        const size = String(m.data_json).length + String(m.metadata_json).length;
-        if (events.length > 0 && chars + size > BATCH_JSON_CHARS) {
-          out.push({ batch: { events } });
-          events = [];
-          chars = 0;
-        }
-        events.push(m);
-        chars += size;
-      }
-      out.push({ batch: { events } });
-      return out;
-    }
+      return [encodeEvent(item.event)];
+    case 'events':
+      return encodeBatches(item.events, BATCH_JSON_CHARS);
     case 'caught-up':
       return [{ caught_up: { position: formatCursor(item.position) } }];
     case 'checkpoint':

@@ -3,7 +3,7 @@ import { Controller, Get, Inject, OnModuleDestroy, Query, Req, Res } from '@nest
 import type { Request, Response } from 'express';
 import { EVENT_FEED, EventFeed, FeedItem } from '../../application/events/event-feed';
 import { eventAccess, EventFilter } from '../../application/events/event-filter';
-import type { RecordedEvent } from '../../domain/shared/event';
+import type { LoggedEvent } from '../../domain/shared/event';
 import { formatCursor, parseCursor } from '../../domain/shared/log-cursor';
 import { eventJson } from '../events/event-json';
 import { LOGGER, type Logger } from '../logging/logger';
@@ -99,8 +99,9 @@ export class EventsController implements OnModuleDestroy {
   }
 }
 
-function eventFrame(event: RecordedEvent): string {
-  return `id: ${formatCursor(event.position)}\ndata: ${eventJson(event)}\n\n`;
+function eventFrame(event: LoggedEvent): string {
+  const position = formatCursor(event.position);
+  return `id: ${position}\ndata: ${eventJson(event, position)}\n\n`;
 }
 
 function frame(item: FeedItem): string {

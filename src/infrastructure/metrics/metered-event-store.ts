@@ -28,6 +28,7 @@ export function meteredEventStore(store: EventStore, metrics: PrometheusMetrics)
     },
     readStream: (streamId, options) => store.readStream(streamId, options),
     readAll: (from, limit, types) => store.readAll(from, limit, types),
+    readLog: (from, limit) => store.readLog(from, limit),
     readAt: (position) => store.readAt(position),
     lastPosition: () => store.lastPosition(),
     contains: (position) => store.contains(position),
