@@ -25,7 +25,7 @@ export function encodeBatches(events: readonly LoggedEvent[], maxJsonChars: numb
   let chars = 0;
   for (const event of events) {
     const f = eventFields(event);
-    const size = f.strings[DATA].length + f.strings[METADATA].length;
+    const size = f.strings[DATA]!.length + f.strings[METADATA]!.length;
     if (batch.length > 0 && chars + size > maxJsonChars) {
       out.push(encode(batch, true));
       batch = [];
@@ -68,7 +68,8 @@ function tag(field: number, wireType: number): number {
 
 /** Event's fields in field order: numbers 3 and 10 are varints, the rest strings. */
 interface EventFields {
-  strings: string[];
+  /** null: the field is left out (a metadata field an event lacks), as protobufjs leaves it. */
+  strings: (string | null)[];
   lengths: number[];
   /** A number while it is exact as one (always, in practice). */
   revision: number | bigint;
@@ -89,19 +90,20 @@ function eventFields(event: LoggedEvent): EventFields {
     event.streamId,
     event.type,
     event.eventId,
-    metadata.occurredAt,
-    metadata.actor,
-    metadata.correlationId,
-    metadata.causationId ?? '',
+    // Metadata written other than by kld (by SQL) may lack a field or hold a non-string.
+    optionalText(metadata.occurredAt),
+    optionalText(metadata.actor),
+    optionalText(metadata.correlationId),
+    optionalText(metadata.causationId) ?? '',
     dataJson(event),
     stringifyJson(metadata),
   ];
-  const lengths = strings.map((s) => Buffer.byteLength(s));
+  const lengths = strings.map((s) => (s === null ? 0 : Buffer.byteLength(s)));
   const revision =
     event.streamRevision <= MAX_SAFE ? Number(event.streamRevision) : event.streamRevision;
   // Every tag here fits one byte.
   let size = 2 + varintSize(revision) + varintSize(event.schemaVersion);
-  for (const n of lengths) size += 1 + varintSize(n) + n;
+  for (const [i, n] of lengths.entries()) if (strings[i] !== null) size += 1 + varintSize(n) + n;
   return {
     strings,
     lengths,
@@ -123,11 +125,17 @@ function writeEvent(out: Buffer, start: number, f: EventFields): number {
       out[at++] = tag(10, VARINT);
       at = writeVarint(out, at, f.schemaVersion);
     }
+    const text = f.strings[i];
+    if (text === null) continue;
     out[at++] = tag(field, LENGTH_DELIMITED);
     at = writeVarint(out, at, f.lengths[i]);
-    at += out.write(f.strings[i], at);
+    at += out.write(text, at);
   }
   return at;
+}
+
+function optionalText(value: unknown): string | null {
+  return value === null || value === undefined ? null : String(value);
 }
 
 /** Bytes of a varint of a non-negative integer (a number up to 2^53, or a bigint). */
