@@ -378,7 +378,10 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * returned, so the batch is the log's next events whichever snapshot read
    * them, and the checkpoint moves only from the position read under the
    * lock to the batch's last event (compare-and-set), so a batch that another
-   * process applied meanwhile is never applied twice.
+   * process applied meanwhile is never applied twice. When those next events
+   * are an append this process just committed, the port hands them over from
+   * memory (`readAppended`) instead of reading them back: the same events,
+   * decided on the same horizon.
    */
   private async batchIn(
     tx: PoolClient,
@@ -388,26 +391,34 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   ): Promise<{ consumed: number; handled: number }> {
     await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, lock]);
     const { position: from, skips } = await readCheckpoint(tx, projector.name);
-    const events = await this.events.readAll(from, limit, projector.handles);
+    const events =
+      (await this.events.readAppended(from, limit, projector.handles)) ??
+      (await this.events.readAll(from, limit, projector.handles));
     if (events.length === 0) return { consumed: 0, handled: 0 };
     const handled = events.filter(
       (e) => projector.handles.includes(e.type) && !skips.has(e.position.globalPosition),
     );
     if (handled.length) await projector.apply(handled, tx);
     const to = events[events.length - 1].position;
+    // Moved compare-and-set, and announced (at commit) only when it moved.
     const { rowCount } = await tx.query(
-      `UPDATE kl_checkpoints SET transaction_id = $2::xid8, global_position = $3, updated_at = now()
-        WHERE projection = $1 AND transaction_id = $4::xid8 AND global_position = $5`,
+      `WITH moved AS (
+         UPDATE kl_checkpoints
+            SET transaction_id = $2::xid8, global_position = $3, updated_at = now()
+          WHERE projection = $1 AND transaction_id = $4::xid8 AND global_position = $5
+         RETURNING projection
+       )
+       SELECT pg_notify($6, projection) FROM moved`,
       [
         projector.name,
         to.transactionId.toString(),
         to.globalPosition.toString(),
         from.transactionId.toString(),
         from.globalPosition.toString(),
+        CHECKPOINTS_CHANNEL,
       ],
     );
     if (rowCount !== 1) throw new Error(`checkpoint of ${projector.name} moved under us`);
-    await tx.query('SELECT pg_notify($1, $2)', [CHECKPOINTS_CHANNEL, projector.name]);
     return { consumed: events.length, handled: handled.length };
   }
 
@@ -427,6 +438,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
 
   async reached(position: LogPosition): Promise<boolean> {
     const cps = await this.checkpoints();
+    this.releaseAppends(cps);
     return this.projectors.every((p) => {
       const cp = cps.get(p.name);
       return cp !== undefined && comparePositions(cp, position) >= 0;
@@ -456,6 +468,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
           }),
       );
       const cps = await this.checkpoints();
+      this.releaseAppends(cps);
       const behind = this.projectors.filter((p) => {
         const cp = cps.get(p.name);
         return cp === undefined || comparePositions(cp, position) < 0;
@@ -469,6 +482,17 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       }
       await this.notifier.wait(CHECKPOINTS_CHANNEL, 20);
     }
+  }
+
+  /** Every projector is past the appends up to the slowest: the event store may let them go. */
+  private releaseAppends(cps: Map<string, LogPosition>): void {
+    let slowest: LogPosition | undefined;
+    for (const p of this.projectors) {
+      const cp = cps.get(p.name);
+      if (cp === undefined) return;
+      if (slowest === undefined || comparePositions(cp, slowest) < 0) slowest = cp;
+    }
+    if (slowest !== undefined) this.events.releaseAppends(slowest);
   }
 
   /** True when no projector has committed events left to apply. */
@@ -643,25 +667,34 @@ function shadowNames(tables: readonly string[]): string {
   return tables.map((t) => `${SHADOW_SCHEMA}.${t}`).join(', ');
 }
 
-async function ensureCheckpointRow(tx: PoolClient, name: string): Promise<void> {
-  await tx.query(
-    'INSERT INTO kl_checkpoints (projection) VALUES ($1) ON CONFLICT (projection) DO NOTHING',
-    [name],
-  );
-}
-
+/**
+ * The projector's checkpoint and the events it skips, in one statement that
+ * also creates the checkpoint row on first use: a row this statement inserts
+ * comes from its RETURNING (its own snapshot cannot see it), one that was
+ * there from the table.
+ */
 async function readCheckpoint(
   tx: PoolClient,
   name: string,
 ): Promise<{ position: LogPosition; skips: Set<bigint> }> {
-  await ensureCheckpointRow(tx, name);
   const { rows } = await tx.query<{ tx: string; gp: string; skips: string[] | null }>(
-    `SELECT transaction_id::text AS tx, global_position AS gp,
+    `WITH created AS (
+       INSERT INTO kl_checkpoints (projection) VALUES ($1)
+       ON CONFLICT (projection) DO NOTHING
+       RETURNING transaction_id, global_position
+     ), current AS (
+       SELECT transaction_id, global_position FROM created
+       UNION ALL
+       SELECT transaction_id, global_position FROM kl_checkpoints WHERE projection = $1
+     )
+     SELECT transaction_id::text AS tx, global_position AS gp,
             (SELECT array_agg(global_position::text) FROM kl_projection_skips
               WHERE projection = $1) AS skips
-       FROM kl_checkpoints WHERE projection = $1`,
+       FROM current`,
     [name],
   );
+  // Created meanwhile by a transaction this snapshot does not see: go again.
+  if (rows.length !== 1) throw new Error(`checkpoint of ${name} moved under us`);
   return {
     position: { transactionId: BigInt(rows[0].tx), globalPosition: BigInt(rows[0].gp) },
     skips: new Set((rows[0].skips ?? []).map(BigInt)),

@@ -77,6 +77,27 @@ export interface EventStore {
    * still as stored JSON text (`dataJson`) unless an upcaster changed it.
    */
   readLog(from: LogPosition, limit: number): Promise<LoggedEvent[]>;
+  /**
+   * What `readAll(from, limit, types)` returns, taken from memory when the
+   * next events after `from` are those of an append this process committed
+   * lately: the projectors of the writer's own process need not read back
+   * what it just wrote. Only that append's events, so maybe fewer than
+   * `limit` while more follow. Null when memory cannot answer (nothing held
+   * there, or the append is not yet the log's next): then read.
+   */
+  readAppended(
+    from: LogPosition,
+    limit: number,
+    types?: readonly string[],
+  ): Promise<RecordedEvent[] | null>;
+  /**
+   * Every event of the append this process committed in `transactionId` (an
+   * append is one transaction), with their data, while it holds them in
+   * memory; null otherwise.
+   */
+  heldAppend(transactionId: bigint): readonly RecordedEvent[] | null;
+  /** The readers of this process's held appends are past `position`: those up to it may go. */
+  releaseAppends(position: LogPosition): void;
   /** The event at this global position (`event_log.position`), or null. */
   readAt(globalPosition: bigint): Promise<RecordedEvent | null>;
   /** Position of the last event `readAll` would return now; null for an empty log. */

@@ -15,6 +15,7 @@ import { Upcasters } from '../../domain/shared/upcasting';
 import { Database, Queryable } from '../postgres/database';
 import { Notifier } from '../postgres/notifier';
 import { copyField, copyRows } from '../postgres/copy-rows';
+import { HeldAppends } from './held-appends';
 
 const EVENTS_CHANNEL = 'kl_events';
 
@@ -23,6 +24,9 @@ const EVENTS_CHANNEL = 'kl_events';
 const INSERT_CHUNK = 10_000;
 // Appends of at least this many events are streamed with COPY (copyEvents).
 const COPY_EVENTS = 1000;
+// Events of this process's recent appends held for its own projectors
+// (HeldAppends): a first commit of a 100,000-instance state fits.
+const HELD_EVENTS = 250_000;
 
 // The unique index on kl_events.event_id (migration 009).
 const EVENT_ID_INDEX = 'kl_events_event_id';
@@ -138,13 +142,25 @@ class TextDataEvent implements LoggedEvent {
 
 const UNPARSED = Symbol('unparsed');
 
+/** What one append wrote: its result, and each event's global position, in order. */
+interface Appended {
+  result: AppendResult;
+  positions: readonly string[];
+}
+
 export class PostgresEventStore implements EventStore {
+  private readonly held: HeldAppends;
+
   constructor(
     private readonly db: Database,
     private readonly notifier: Notifier,
     /** Every read hands out events in their type's current shape. */
     private readonly upcasters = new Upcasters(),
-  ) {}
+    /** Events of recent appends held for `readAppended` (0: none). */
+    heldEvents = HELD_EVENTS,
+  ) {
+    this.held = new HeldAppends(heldEvents);
+  }
 
   async appendToStream(
     streamId: string,
@@ -152,9 +168,9 @@ export class PostgresEventStore implements EventStore {
     { expectedRevision }: { expectedRevision: ExpectedRevision },
   ): Promise<AppendResult> {
     checkEventIds(events);
-    let result: AppendResult;
+    let appended: Appended;
     try {
-      result = await this.db.transaction((tx) =>
+      appended = await this.db.transaction((tx) =>
         insertEvents(tx, streamId, events, expectedRevision),
       );
     } catch (err) {
@@ -172,7 +188,70 @@ export class PostgresEventStore implements EventStore {
     // which serialises every appender. It is only a hint (readers also poll),
     // so a lost one costs latency, never an event.
     if (events.length > 0) void this.notifier.notify(EVENTS_CHANNEL, streamId);
-    return result;
+    this.hold(streamId, events, appended);
+    return appended.result;
+  }
+
+  /**
+   * Keeps a committed append's events as `readAll` would return them: the
+   * same fields, positions and upcasting; `data` is the object written (its
+   * JSON text is what was stored, and the log's JSON reads back equal).
+   */
+  private hold(streamId: string, events: EventToAppend[], { result, positions }: Appended): void {
+    if (events.length === 0) return;
+    const transactionId = result.position.transactionId;
+    const first = result.nextExpectedRevision - BigInt(events.length) + 1n;
+    this.held.hold(
+      events.map((e, i) =>
+        this.upcasters.upcast({
+          eventId: e.eventId,
+          type: e.type,
+          schemaVersion: e.schemaVersion,
+          data: e.data,
+          metadata: e.metadata,
+          streamId,
+          streamRevision: first + BigInt(i),
+          position: { transactionId, globalPosition: BigInt(positions[i]) },
+        }),
+      ),
+    );
+  }
+
+  async readAppended(
+    from: LogPosition,
+    limit: number,
+    types?: readonly string[],
+  ): Promise<RecordedEvent[] | null> {
+    const next = this.held.after(from);
+    if (next === null) return null;
+    // The held append is the log's next only once readAll would return its
+    // first event next: the same query, the same horizon. Then every event of
+    // its transaction follows in order (they are all held), none in between.
+    const { rows } = await this.db.pool.query<{ txid: string; global_position: string }>(
+      `SELECT transaction_id::text AS txid, global_position FROM kl_events
+        WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint) AND ${COMMITTED}
+        ORDER BY transaction_id, global_position
+        LIMIT 1`,
+      [from.transactionId.toString(), from.globalPosition.toString()],
+    );
+    const head = next[0].position;
+    if (
+      rows.length === 0 ||
+      BigInt(rows[0].txid) !== head.transactionId ||
+      BigInt(rows[0].global_position) !== head.globalPosition
+    ) {
+      return null;
+    }
+    const events = next.length > limit ? next.slice(0, limit) : next;
+    return types ? events.map((e) => (types.includes(e.type) ? e : { ...e, data: null })) : events;
+  }
+
+  heldAppend(transactionId: bigint): readonly RecordedEvent[] | null {
+    return this.held.ofTransaction(transactionId);
+  }
+
+  releaseAppends(position: LogPosition): void {
+    this.held.release(position);
   }
 
   /**
@@ -372,12 +451,13 @@ async function insertEvents(
   streamId: string,
   events: EventToAppend[],
   expectedRevision: ExpectedRevision,
-): Promise<AppendResult> {
+): Promise<Appended> {
   const count = BigInt(events.length);
   const length = await advanceStream(tx, streamId, count, expectedRevision);
   if (events.length >= COPY_EVENTS) return copyEvents(tx, streamId, events, length);
   let base = length - count;
   let last: { global_position: string; txid: string } | undefined;
+  const positions: string[] = [];
   for (let i = 0; i < events.length; i += INSERT_CHUNK) {
     const chunk = events.slice(i, i + INSERT_CHUNK);
     // Data and metadata travel as JSON lines, one text parameter each:
@@ -386,7 +466,11 @@ async function insertEvents(
     // quote of every event. `data` is cast to json, which keeps the text
     // exactly as written, \u0000 escapes included. The transaction's log key
     // (kl_log_xact: its id in the log's epoch) is taken once per statement.
-    const { rows } = await tx.query<{ global_position: string; txid: string }>(
+    const { rows } = await tx.query<{
+      global_position: string;
+      txid: string;
+      positions: string[];
+    }>(
       `WITH appended AS (
          INSERT INTO kl_events (event_id, stream_id, stream_revision, type, schema_version,
                                 data, metadata, transaction_id)
@@ -396,9 +480,10 @@ async function insertEvents(
                        string_to_array($6, chr(10)), string_to_array($7, chr(10)))
                 WITH ORDINALITY AS u(event_id, type, schema_version, data, metadata, ord)
           ORDER BY u.ord
-         RETURNING global_position, transaction_id
+         RETURNING global_position, transaction_id, stream_revision
        )
-       SELECT max(global_position) AS global_position, max(transaction_id::text) AS txid
+       SELECT max(global_position) AS global_position, max(transaction_id::text) AS txid,
+              array_agg(global_position ORDER BY stream_revision) AS positions
          FROM appended`,
       [
         streamId,
@@ -413,12 +498,13 @@ async function insertEvents(
     base += BigInt(chunk.length);
     for (const row of rows) {
       if (!last || BigInt(row.global_position) > BigInt(last.global_position)) last = row;
+      positions.push(...(row.positions ?? []));
     }
   }
   const position = last
     ? { transactionId: BigInt(last.txid), globalPosition: BigInt(last.global_position) }
     : { transactionId: 0n, globalPosition: 0n };
-  return { nextExpectedRevision: length - 1n, position };
+  return { result: { nextExpectedRevision: length - 1n, position }, positions };
 }
 
 /**
@@ -433,7 +519,7 @@ async function copyEvents(
   streamId: string,
   events: EventToAppend[],
   length: bigint,
-): Promise<AppendResult> {
+): Promise<Appended> {
   const { rows } = await tx.query<{ txid: string }>('SELECT kl_log_xact()::text AS txid');
   const txid = rows[0].txid;
   const stream = copyField(streamId);
@@ -466,16 +552,25 @@ async function copyEvents(
       }
     })(),
   );
-  const last = await tx.query<{ global_position: string }>(
-    `SELECT currval(pg_get_serial_sequence('kl_events', 'global_position'))::text
-       AS global_position`,
+  // Each row's position, in revision order: for the events held in memory.
+  const written = await tx.query<{ positions: string[] }>(
+    `SELECT array_agg(global_position ORDER BY stream_revision) AS positions FROM kl_events
+      WHERE stream_id = $1 AND stream_revision >= $2 AND stream_revision < $3`,
+    [streamId, first.toString(), length.toString()],
   );
+  const positions = written.rows[0].positions;
+  if (positions?.length !== events.length) {
+    throw new Error(`COPY of ${events.length} events into ${streamId} wrote ${positions?.length}`);
+  }
   return {
-    nextExpectedRevision: length - 1n,
-    position: {
-      transactionId: BigInt(txid),
-      globalPosition: BigInt(last.rows[0].global_position),
+    result: {
+      nextExpectedRevision: length - 1n,
+      position: {
+        transactionId: BigInt(txid),
+        globalPosition: BigInt(positions.reduce((a, b) => (BigInt(b) > BigInt(a) ? b : a))),
+      },
     },
+    positions,
   };
 }
 

@@ -19,7 +19,10 @@ export function meteredEventStore(store: EventStore, metrics: PrometheusMetrics)
       try {
         const result = await store.appendToStream(streamId, events, options);
         end({ outcome: 'ok' });
-        for (const e of events) metrics.eventsAppended.inc({ type: e.type });
+        // Counted per type, not per event: a first commit is tens of thousands.
+        const byType = new Map<string, number>();
+        for (const e of events) byType.set(e.type, (byType.get(e.type) ?? 0) + 1);
+        for (const [type, n] of byType) metrics.eventsAppended.inc({ type }, n);
         return result;
       } catch (err) {
         end({ outcome: err instanceof WrongExpectedRevisionError ? 'conflict' : 'error' });
@@ -29,6 +32,9 @@ export function meteredEventStore(store: EventStore, metrics: PrometheusMetrics)
     readStream: (streamId, options) => store.readStream(streamId, options),
     readAll: (from, limit, types) => store.readAll(from, limit, types),
     readLog: (from, limit) => store.readLog(from, limit),
+    readAppended: (from, limit, types) => store.readAppended(from, limit, types),
+    heldAppend: (transactionId) => store.heldAppend(transactionId),
+    releaseAppends: (position) => store.releaseAppends(position),
     readAt: (position) => store.readAt(position),
     lastPosition: () => store.lastPosition(),
     contains: (position) => store.contains(position),

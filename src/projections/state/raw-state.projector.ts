@@ -220,23 +220,22 @@ export class RawStateProjector implements Projector {
     return { version, meta: metaOf(null), instances, chunks: stored.chunks };
   }
 
-  /** Applies the commit's lifecycle events, read from its stream. */
+  /**
+   * Applies the commit's lifecycle events: from memory when this process
+   * appended the commit and still holds it, else read from its stream.
+   */
   private async readLifecycles(open: OpenCommit): Promise<void> {
+    const held = this.events.heldAppend(open.transactionId);
+    if (held !== null) {
+      applyLifecycles(open, held);
+      return;
+    }
     for (;;) {
       const events = await this.events.readStream(open.streamId, {
         fromRevision: open.revision + 1n,
         maxCount: READ_AHEAD,
       });
-      for (const recorded of events) {
-        // The commit's own events were appended with it, in one transaction.
-        if (recorded.position.transactionId !== open.transactionId) return;
-        const event = asStateEvent(recorded);
-        if (event?.type !== 'LifecycleOpened' && event?.type !== 'LifecycleClosed') return;
-        if (event.data.stateId !== open.stateId || event.data.version !== open.version) return;
-        applyLifecycle(open.doc, event);
-        open.revision = recorded.streamRevision;
-      }
-      if (events.length < READ_AHEAD) return;
+      if (!applyLifecycles(open, events) || events.length < READ_AHEAD) return;
     }
   }
 
@@ -338,6 +337,25 @@ function checkCount(open: OpenCommit): void {
         `projected, the commit has ${open.instanceCount}`,
     );
   }
+}
+
+/**
+ * Applies the lifecycle events of `open`'s commit among `events` (its
+ * stream's, in order, from anywhere up to its revision on); false once one
+ * is not of the commit: its events were appended with it, in one
+ * transaction, right after it.
+ */
+function applyLifecycles(open: OpenCommit, events: readonly RecordedEvent[]): boolean {
+  for (const recorded of events) {
+    if (recorded.streamId !== open.streamId || recorded.streamRevision <= open.revision) continue;
+    if (recorded.position.transactionId !== open.transactionId) return false;
+    const event = asStateEvent(recorded);
+    if (event?.type !== 'LifecycleOpened' && event?.type !== 'LifecycleClosed') return false;
+    if (event.data.stateId !== open.stateId || event.data.version !== open.version) return false;
+    applyLifecycle(open.doc, event);
+    open.revision = recorded.streamRevision;
+  }
+  return true;
 }
 
 function applyLifecycle(doc: CurrentDocument, event: LifecycleEvent): void {

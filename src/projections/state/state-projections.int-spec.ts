@@ -6,7 +6,7 @@ import {
   testDocument,
 } from '../../../test/support/state-harness';
 import { quietLogger } from '../../../test/support/test-database';
-import { LOG_START } from '../../domain/shared/event';
+import { comparePositions, LOG_START } from '../../domain/shared/event';
 import { STATE_EVENT_TYPES } from '../../domain/state';
 import { fixtureLines, fixtureText } from '../../domain/terraform/__fixtures__/fixtures';
 import { parseStateDocument, StateDocumentV4 } from '../../domain/terraform';
@@ -329,6 +329,12 @@ describe('State read models (projected from the real write path)', () => {
 
   it('never serves half a commit, even when a batch ends inside it', async () => {
     const position = await h.append(h.commitCommand('split', v1));
+    // Readers see the commit once every older transaction has ended (a
+    // VACUUM ANALYZE a batch started may still run): wait for that first.
+    for (let i = 0; i < 500; i++) {
+      if (comparePositions((await h.events.lastPosition())!, position!) >= 0) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
     const byName = (name: string) => h.projectors.find((p) => p.name === name)!;
     await h.runner.runBatch(byName('state-catalog'));
     const raw = byName('state-raw');

@@ -1,0 +1,156 @@
+import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
+import { createTestDatabase, TestDatabase } from '../../../test/support/test-database';
+import type { EventToAppend } from '../../application/ports/event-store.port';
+import { LOG_START, LogPosition } from '../../domain/shared/event';
+import { Notifier } from '../postgres/notifier';
+import { PostgresEventStore } from './postgres-event-store';
+
+const metadata = {
+  actor: 'alice',
+  correlationId: 'c-1',
+  causationId: null,
+  occurredAt: '2026-01-01T00:00:00.000Z',
+};
+
+/** Events whose data carries what JSON and COPY make awkward. */
+function events(n: number, type = (i: number) => (i % 3 === 0 ? 'Opened' : 'Closed')) {
+  return Array.from({ length: n }, (_, i): EventToAppend => ({
+    eventId: randomUUID(),
+    type: type(i),
+    schemaVersion: 1,
+    data: {
+      i,
+      text: `tab\there\nline \\ back \\N ${'é'.repeat(i % 4)}`,
+      nested: { list: [1, 2.5, null, true, 'x'], big: '\uF8FE\uF8FD#12345678901234567890' },
+    },
+    metadata,
+  }));
+}
+
+/** Polls until `read` returns something (a test database may hold an old transaction a moment). */
+async function eventually<T>(read: () => Promise<T[]>): Promise<T[]> {
+  let got = await read();
+  for (const deadline = Date.now() + 15_000; got.length === 0 && Date.now() < deadline;) {
+    await new Promise((r) => setTimeout(r, 50));
+    got = await read();
+  }
+  return got;
+}
+
+describe('PostgreSQL event store: appends handed over from memory', () => {
+  let t: TestDatabase;
+  let notifier: Notifier;
+  beforeAll(async () => {
+    t = await createTestDatabase('kl_held');
+    notifier = new Notifier(t.url);
+  });
+  afterAll(async () => {
+    await notifier.close();
+    await t.drop();
+  });
+
+  it('hands over exactly what readAll reads back, for small (INSERT) and big (COPY) appends', async () => {
+    const store = new PostgresEventStore(t.db, notifier);
+    const before = (await store.lastPosition()) ?? LOG_START;
+    const small = await store.appendToStream('held-small', events(7), {
+      expectedRevision: 'no_stream',
+    });
+    await eventually(() => store.readAll(before, 1));
+    const big = await store.appendToStream('held-big', events(1500), {
+      expectedRevision: 'no_stream',
+    });
+    const all = await eventually(async () => {
+      const read = await store.readAll(before, 10_000);
+      return read.length === 1507 ? read : [];
+    });
+    expect(all.length).toBe(1507);
+    expect(all[6].position).toEqual(small.position);
+    expect(all[1506].position).toEqual(big.position);
+
+    // From the start of each append, from inside it, cut by a limit, with
+    // and without a type filter (other types without data): as read back.
+    const froms: LogPosition[] = [before, all[2].position, all[6].position, all[900].position];
+    for (const from of froms) {
+      for (const limit of [1, 5, 700, 5000]) {
+        for (const types of [undefined, ['Opened']]) {
+          const held = await store.readAppended(from, limit, types);
+          expect(held).not.toBeNull();
+          const read = await store.readAll(from, limit, types);
+          // Memory answers with one append at most: a prefix of what readAll reads.
+          expect(held!.length).toBeGreaterThan(0);
+          expect(held).toEqual(read.slice(0, held!.length));
+          // The data's JSON too, key order included (toEqual ignores it).
+          expect(held!.map((e) => JSON.stringify(e.data))).toEqual(
+            read.slice(0, held!.length).map((e) => JSON.stringify(e.data)),
+          );
+        }
+      }
+    }
+    // The rest of an append, up to its end, and nothing past the log's end.
+    expect((await store.readAppended(all[2].position, 5000))!.length).toBe(4);
+    expect(await store.readAppended(big.position, 5000)).toBeNull();
+    // Every event of the append's transaction, for a reader of its stream.
+    expect(store.heldAppend(big.position.transactionId)).toEqual(all.slice(7));
+  });
+
+  it('never hands over an append ahead of an older transaction that commits late', async () => {
+    const store = new PostgresEventStore(t.db, notifier);
+    const before = (await store.lastPosition()) ?? LOG_START;
+    const slow = new Client({ connectionString: t.url });
+    await slow.connect();
+    try {
+      // A writer in another process takes its transaction id first...
+      await slow.query('BEGIN');
+      await slow.query(
+        `INSERT INTO kl_events (event_id, stream_id, stream_revision, type, schema_version,
+                                data, metadata)
+         VALUES (gen_random_uuid(), 'slow-other', 0, 'Late', 1, '{}', $1)`,
+        [metadata],
+      );
+      // ...this process appends and commits after it.
+      const fast = await store.appendToStream('fast-held', events(3), {
+        expectedRevision: 'no_stream',
+      });
+      expect(await store.readAppended(before, 100)).toBeNull();
+      expect(await store.readAll(before, 100)).toEqual([]);
+      await slow.query('COMMIT');
+      const read = await eventually(() => store.readAll(before, 100));
+      expect(read.map((e) => e.type)).toEqual(['Late', 'Opened', 'Closed', 'Closed']);
+      // The late event is next, and it is not in memory: read it back.
+      expect(await store.readAppended(before, 100)).toBeNull();
+      // Past it, the held append is next.
+      expect(await store.readAppended(read[0].position, 100)).toEqual(read.slice(1));
+      expect(read[3].position).toEqual(fast.position);
+    } finally {
+      await slow.end();
+    }
+  });
+
+  it('lets go of appends the readers are past, and of the oldest beyond its budget', async () => {
+    const store = new PostgresEventStore(t.db, notifier, undefined, 10);
+    const before = (await store.lastPosition()) ?? LOG_START;
+    const first = await store.appendToStream('budget-1', events(6), {
+      expectedRevision: 'no_stream',
+    });
+    const second = await store.appendToStream('budget-2', events(6), {
+      expectedRevision: 'no_stream',
+    });
+    await eventually(async () => {
+      const read = await store.readAll(before, 100);
+      return read.length === 12 ? read : [];
+    });
+    // Twelve events do not fit in ten: the first append went, the log answers.
+    expect(store.heldAppend(first.position.transactionId)).toBeNull();
+    expect(await store.readAppended(before, 100)).toBeNull();
+    expect(await store.readAppended(first.position, 100)).toHaveLength(6);
+    store.releaseAppends(second.position);
+    expect(store.heldAppend(second.position.transactionId)).toBeNull();
+    expect(await store.readAppended(first.position, 100)).toBeNull();
+    // Too big to hold at all.
+    const big = await store.appendToStream('budget-3', events(11), {
+      expectedRevision: 'no_stream',
+    });
+    expect(store.heldAppend(big.position.transactionId)).toBeNull();
+  });
+});
