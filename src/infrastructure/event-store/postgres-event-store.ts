@@ -14,7 +14,7 @@ import { EventMetadata, LoggedEvent, LogPosition, RecordedEvent } from '../../do
 import { Upcasters } from '../../domain/shared/upcasting';
 import { Database, Queryable } from '../postgres/database';
 import { Notifier } from '../postgres/notifier';
-import { copyField, copyRows } from '../postgres/copy-rows';
+import { copyField, copyJsonField, copyRows } from '../postgres/copy-rows';
 import { HeldAppends } from './held-appends';
 
 const EVENTS_CHANNEL = 'kl_events';
@@ -545,8 +545,8 @@ async function copyEvents(
           (first + BigInt(i)).toString(),
           copyField(e.type),
           String(e.schemaVersion),
-          copyField(jsonText(e.data)),
-          copyField(jsonText(e.metadata)),
+          copyJsonField(jsonText(e.data)),
+          copyJsonField(jsonText(e.metadata)),
           txid,
         ];
       }

@@ -21,6 +21,16 @@ export function copyField(value: string | null): string {
   return COPY_SPECIAL.test(value) ? value.replace(COPY_SPECIAL, (c) => COPY_ESCAPES[c]) : value;
 }
 
+/**
+ * JSON text as JSON.stringify writes it (or jsonbText) as a field of COPY's
+ * text format: it holds no raw control character (those are escaped), so
+ * only its backslashes need doubling; a plain replace, no pattern per
+ * character, for the megabytes a first commit sends.
+ */
+export function copyJsonField(json: string): string {
+  return json.includes('\\') ? json.replaceAll('\\', '\\\\') : json;
+}
+
 // Lines per write: a few hundred kilobytes for state-sized rows, so memory
 // stays bounded by the stream's buffer, not by the number of rows.
 const LINES_PER_WRITE = 256;

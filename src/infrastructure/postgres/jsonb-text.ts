@@ -18,7 +18,9 @@ const UNSTORABLE_ESCAPE = /(?<!\\)((?:\\\\)*)\\u(?:0000|d[89a-f][0-9a-f]{2})/g;
  */
 export function jsonbText(value: unknown): string {
   // jsonb numerics are exact: big numbers go in as numbers, not marked strings.
-  return stringifyJson(value).replace(UNSTORABLE_ESCAPE, '$1\\ufffd');
+  const text = stringifyJson(value);
+  // Most text has no escape at all: no need to look for these ones.
+  return text.includes('\\u') ? text.replace(UNSTORABLE_ESCAPE, '$1\\ufffd') : text;
 }
 
 /**

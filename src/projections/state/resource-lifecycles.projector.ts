@@ -6,7 +6,7 @@ import { ResourceAddresses, ResourceRow, resourceRow } from './lifecycle-row';
 import type { JsonValue } from '../../domain/terraform';
 import { asStateEvent } from './state-event';
 import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
-import { copyField, copyRows } from '../../infrastructure/postgres/copy-rows';
+import { copyField, copyJsonField, copyRows } from '../../infrastructure/postgres/copy-rows';
 import { bigNumberText, isBigNumber } from '../../domain/terraform/lossless-json';
 
 const RESOURCE_COLUMNS = `state_id uuid, address text, resource_address text, mode text, type text,
@@ -22,25 +22,28 @@ const RESOURCE_NAMES = RESOURCE_COLUMN_LIST.map(([name]) => name).join(', ');
 const COPY_ROWS = 500;
 
 /**
- * A value as COPY text, read the way json_to_recordset reads the same value
- * out of `jsonbText` (the INSERT path): jsonb columns get its JSON text, any
- * other column a string as it is and anything else as its JSON text, with
- * NUL and lone surrogates made U+FFFD in both.
+ * A value as a COPY field, read the way json_to_recordset reads the same
+ * value out of `jsonbText` (the INSERT path): jsonb columns get its JSON
+ * text, any other column a string as it is and anything else as its JSON
+ * text, with NUL and lone surrogates made U+FFFD in both.
  */
-function cellText(value: JsonValue | undefined, jsonb: boolean): string | null {
-  if (value === undefined || value === null) return null;
-  if (jsonb || typeof value !== 'string') return jsonbText(value);
-  return isBigNumber(value) ? bigNumberText(value) : textParam(value);
+function cellField(value: JsonValue | undefined, jsonb: boolean): string {
+  if (value === undefined || value === null) return copyField(null);
+  if (jsonb || typeof value !== 'string') return copyJsonField(jsonbText(value));
+  return copyField(isBigNumber(value) ? bigNumberText(value) : textParam(value));
 }
 
 const RESOURCE_CELLS: ((row: ResourceRow) => string)[] = [
   ...RESOURCE_COLUMN_LIST.map(([name, type]) => {
     const jsonb = type === 'jsonb';
-    return (row: ResourceRow) => copyField(cellText(row[name], jsonb));
+    return (row: ResourceRow) => cellField(row[name], jsonb);
   }),
   // json columns keep the exact text (see resourceParams).
-  (row) => copyField(JSON.stringify(row.instance)),
-  (row) => copyField(row.resource_extra === undefined ? null : JSON.stringify(row.resource_extra)),
+  (row) => copyJsonField(JSON.stringify(row.instance)),
+  (row) =>
+    row.resource_extra === undefined
+      ? copyField(null)
+      : copyJsonField(JSON.stringify(row.resource_extra)),
 ];
 
 const EDGE_COLUMNS = [
@@ -206,7 +209,7 @@ export class ResourceLifecyclesProjector implements Projector {
           EDGE_COLUMNS,
           (function* () {
             for (const e of edges) {
-              yield EDGE_COLUMNS.map((c) => copyField(cellText(e[c], false)));
+              yield EDGE_COLUMNS.map((c) => cellField(e[c], false));
             }
           })(),
         );
