@@ -1,4 +1,4 @@
-import { PoolClient } from 'pg';
+import { escapeLiteral, PoolClient } from 'pg';
 import { comparePositions, LogPosition, RecordedEvent } from '../domain/shared/event';
 import { DomainError } from '../domain/shared/domain-error';
 import type { EventStore } from '../application/ports/event-store.port';
@@ -245,8 +245,10 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   }
 
   private async attempt(projector: Projector, limit: number): Promise<number> {
-    const { consumed, handled } = await this.db.transaction((tx) =>
-      this.batchIn(tx, projector, limit),
+    // The lock goes with the BEGIN: one round trip less per batch.
+    const { consumed, handled } = await this.db.transaction(
+      (tx) => this.batchIn(tx, projector, limit, null),
+      lockStatement(projector.name),
     );
     if (handled >= ANALYZE_AFTER) this.analyzeSoon(projector);
     return consumed;
@@ -387,9 +389,10 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     tx: PoolClient,
     projector: Projector,
     limit: number,
-    lock = projector.name,
+    /** The advisory lock to take first; null when `tx` holds it already. */
+    lock: string | null = projector.name,
   ): Promise<{ consumed: number; handled: number }> {
-    await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, lock]);
+    if (lock !== null) await tx.query(lockStatement(lock));
     const { position: from, skips } = await readCheckpoint(tx, projector.name);
     const events =
       (await this.events.readAppended(from, limit, projector.handles)) ??
@@ -661,6 +664,11 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       }
     }
   }
+}
+
+/** Takes the transaction-scoped advisory lock `name` (a statement without parameters). */
+function lockStatement(name: string): string {
+  return `SELECT pg_advisory_xact_lock(${LOCK_NAMESPACE}, hashtext(${escapeLiteral(name)}))`;
 }
 
 function shadowNames(tables: readonly string[]): string {

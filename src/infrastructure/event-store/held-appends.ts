@@ -10,16 +10,16 @@ import { comparePositions, LogPosition, RecordedEvent } from '../../domain/share
  */
 export class HeldAppends {
   /** In the order they were committed (not necessarily log order). */
-  private readonly appends: RecordedEvent[][] = [];
+  private readonly appends: Held[] = [];
   private held = 0;
 
   constructor(private readonly budget: number) {}
 
   hold(events: RecordedEvent[]): void {
     if (events.length === 0 || events.length > this.budget) return;
-    this.appends.push(events);
+    this.appends.push({ events, confirmed: new Set() });
     this.held += events.length;
-    while (this.held > this.budget) this.held -= this.appends.shift()!.length;
+    while (this.held > this.budget) this.held -= this.appends.shift()!.events.length;
   }
 
   /**
@@ -28,29 +28,42 @@ export class HeldAppends {
    * append that starts first after it. Whether nothing else is in between is
    * for the caller to find out.
    */
-  after(from: LogPosition): RecordedEvent[] | null {
-    let best: RecordedEvent[] | null = null;
+  after(
+    from: LogPosition,
+  ): { events: RecordedEvent[]; confirmed: boolean; confirm: () => void } | null {
+    let best: Held | null = null;
     let start = 0;
-    for (const events of this.appends) {
+    for (const held of this.appends) {
+      const { events } = held;
       if (comparePositions(events[events.length - 1].position, from) <= 0) continue;
       const i = firstAfter(events, from);
-      if (best === null || comparePositions(events[i].position, best[start].position) < 0) {
-        best = events;
+      if (best === null || comparePositions(events[i].position, best.events[start].position) < 0) {
+        best = held;
         start = i;
       }
     }
-    return best === null ? null : best.slice(start);
+    if (best === null) return null;
+    const { confirmed } = best;
+    return {
+      events: best.events.slice(start),
+      confirmed: confirmed.has(key(from)),
+      // That the log's next event after `from` is this one never changes once
+      // seen (no transaction can commit an event before one already past the
+      // horizon): asked once per position, not once per reader.
+      confirm: () => confirmed.add(key(from)),
+    };
   }
 
   /** Every event of the append committed in `transactionId`, or null when not held. */
   ofTransaction(transactionId: bigint): readonly RecordedEvent[] | null {
-    return this.appends.find((a) => a[0].position.transactionId === transactionId) ?? null;
+    const held = this.appends.find((h) => h.events[0].position.transactionId === transactionId);
+    return held?.events ?? null;
   }
 
   /** Lets go of the appends that end at or before `position`. */
   release(position: LogPosition): void {
     for (let i = this.appends.length - 1; i >= 0; i--) {
-      const events = this.appends[i];
+      const { events } = this.appends[i];
       if (comparePositions(events[events.length - 1].position, position) <= 0) {
         this.appends.splice(i, 1);
         this.held -= events.length;
@@ -62,6 +75,17 @@ export class HeldAppends {
   size(): number {
     return this.held;
   }
+}
+
+interface Held {
+  /** One append's events, in log order. */
+  events: RecordedEvent[];
+  /** Positions (`key`) whose next event in the log was found to be one of these. */
+  confirmed: Set<string>;
+}
+
+function key(position: LogPosition): string {
+  return `${position.transactionId}:${position.globalPosition}`;
 }
 
 /** Index of the first event after `from` in `events` (sorted, its last one after `from`). */

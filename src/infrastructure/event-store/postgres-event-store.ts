@@ -222,25 +222,29 @@ export class PostgresEventStore implements EventStore {
     limit: number,
     types?: readonly string[],
   ): Promise<RecordedEvent[] | null> {
-    const next = this.held.after(from);
-    if (next === null) return null;
-    // The held append is the log's next only once readAll would return its
-    // first event next: the same query, the same horizon. Then every event of
-    // its transaction follows in order (they are all held), none in between.
-    const { rows } = await this.db.pool.query<{ txid: string; global_position: string }>(
-      `SELECT transaction_id::text AS txid, global_position FROM kl_events
-        WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint) AND ${COMMITTED}
-        ORDER BY transaction_id, global_position
-        LIMIT 1`,
-      [from.transactionId.toString(), from.globalPosition.toString()],
-    );
-    const head = next[0].position;
-    if (
-      rows.length === 0 ||
-      BigInt(rows[0].txid) !== head.transactionId ||
-      BigInt(rows[0].global_position) !== head.globalPosition
-    ) {
-      return null;
+    const held = this.held.after(from);
+    if (held === null) return null;
+    const next = held.events;
+    if (!held.confirmed) {
+      // The held append is the log's next only once readAll would return its
+      // first event next: the same query, the same horizon. Then every event
+      // of its transaction follows in order (they are all held), none between.
+      const { rows } = await this.db.pool.query<{ txid: string; global_position: string }>(
+        `SELECT transaction_id::text AS txid, global_position FROM kl_events
+          WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint) AND ${COMMITTED}
+          ORDER BY transaction_id, global_position
+          LIMIT 1`,
+        [from.transactionId.toString(), from.globalPosition.toString()],
+      );
+      const head = next[0].position;
+      if (
+        rows.length === 0 ||
+        BigInt(rows[0].txid) !== head.transactionId ||
+        BigInt(rows[0].global_position) !== head.globalPosition
+      ) {
+        return null;
+      }
+      held.confirm();
     }
     const events = next.length > limit ? next.slice(0, limit) : next;
     return types ? events.map((e) => (types.includes(e.type) ? e : { ...e, data: null })) : events;
