@@ -51,7 +51,7 @@ import { distribution, Distribution, formatInt, formatMs, verdict } from './supp
  *   npm run bench:events
  *   KL_BENCH_DATABASE_URL=postgres://… (a server URL whose user may create databases)
  *   KL_BENCH_SECONDS=15 KL_BENCH_CATCHUP_EVENTS=200000 KL_BENCH_ROUNDS=3
- *   KL_BENCH_KLD_CPU_PROF=DIR (kld writes a --cpu-prof profile into DIR when it stops)
+ *   KL_BENCH_KLD_NODE_ARGS="--cpu-prof --cpu-prof-dir=DIR" (node options for kld)
  */
 
 const TARGET_P99_MS = 100;
@@ -535,9 +535,8 @@ interface Kld {
 async function startKld(databaseUrl: string, tmp: string): Promise<Kld> {
   const port = await freePort();
   const grpcPort = await freePort();
-  // KL_BENCH_KLD_CPU_PROF=DIR: kld writes a V8 CPU profile there when it stops.
-  const profile = process.env.KL_BENCH_KLD_CPU_PROF;
-  const nodeArgs = profile ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profile)}`] : [];
+  // KL_BENCH_KLD_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof": profile kld itself.
+  const nodeArgs = (process.env.KL_BENCH_KLD_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const child = spawn(
     process.execPath,
     [...nodeArgs, KLD, 'serve', '--listen', `127.0.0.1:${port}`],

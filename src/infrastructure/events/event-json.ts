@@ -35,22 +35,3 @@ export function eventJson(event: LoggedEvent, position = formatCursor(event.posi
 export function dataJson(event: LoggedEvent): string {
   return event.dataJson !== undefined ? unmarkNumbers(event.dataJson) : stringifyJson(event.data);
 }
-
-/** The gRPC `Event` message (proto/kilolock/v1/events.proto). */
-export function eventMessage(event: LoggedEvent): Record<string, string | number> {
-  const { metadata } = event;
-  return {
-    position: formatCursor(event.position),
-    stream_id: event.streamId,
-    stream_revision: event.streamRevision.toString(),
-    type: event.type,
-    event_id: event.eventId,
-    occurred_at: metadata.occurredAt,
-    actor: metadata.actor,
-    correlation_id: metadata.correlationId,
-    causation_id: metadata.causationId ?? '',
-    schema_version: event.schemaVersion,
-    data_json: dataJson(event),
-    metadata_json: stringifyJson(metadata),
-  };
-}
