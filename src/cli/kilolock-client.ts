@@ -1,4 +1,4 @@
-import { createParser, type EventSourceMessage } from 'eventsource-parser';
+import type { EventSourceMessage } from 'eventsource-parser';
 import { DomainError } from '../domain/shared/domain-error';
 import type { QueryDto } from '../infrastructure/http/dto/query.dto';
 import type {
@@ -24,12 +24,13 @@ import type { SetQuotaDto } from '../infrastructure/http/dto/quota.dto';
 import type { QuotaCheckWire } from '../infrastructure/http/quotas.controller';
 import type { QuotaRuleRow, QuotaUsage } from '../infrastructure/read-models/quota-read-model';
 import type { CreatedTokenWire } from '../infrastructure/http/tokens.controller';
-import { parseStateDocument, StateDocumentV4 } from '../domain/terraform';
+import type { StateDocumentV4 } from '../domain/terraform';
 import { parseJsonExact } from '../domain/terraform/lossless-json';
 import {
   errorOf,
   KldHttpClient,
   KldRequest,
+  KldResponse,
   statePath,
 } from '../infrastructure/rest/kld-http-client';
 
@@ -189,15 +190,15 @@ export class KilolockClient {
       await this.send('GET', `/v1/states/${statePath(state)}`, { query: { version } }),
     );
     return {
-      bytes: Buffer.from(await res.arrayBuffer()),
-      version: Number(res.headers.get(STATE_VERSION_HEADER)),
+      bytes: await res.buffer(),
+      version: Number(res.header(STATE_VERSION_HEADER)),
     };
   }
 
   /** Without `force`, kld refuses another lineage or an older serial than the current version. */
   async importState(
     state: string,
-    body: Buffer | ReadableStream<Uint8Array>,
+    body: Buffer | AsyncIterable<Uint8Array>,
     force: boolean,
   ): Promise<{ version: number | null }> {
     return this.json('POST', `/v1/api/states/${statePath(state)}/import`, {
@@ -233,7 +234,8 @@ export class KilolockClient {
         signal,
       }),
     );
-    if (!res.body) return;
+    // Loaded by the commands that need them, not by every kl start-up.
+    const { createParser } = await import('eventsource-parser');
     const ready: EventSourceMessage[] = [];
     const parser = createParser({ onEvent: (message) => ready.push(message) });
     const decoder = new TextDecoder();
@@ -252,9 +254,8 @@ export class KilolockClient {
   }
 
   /** The state's whole history as an archive (NDJSON), streamed. */
-  async exportArchive(state: string): Promise<ReadableStream<Uint8Array>> {
+  async exportArchive(state: string): Promise<NodeJS.ReadableStream> {
     const res = await this.check(await this.send('GET', `/v1/archives/${statePath(state)}`, {}));
-    if (!res.body) throw new DomainError('SERVER.ERROR', 'kld sent an empty archive');
     return res.body;
   }
 
@@ -287,8 +288,9 @@ export class KilolockClient {
     const res = await this.check(
       await this.send('POST', `/v1/engine/states/${statePath(state)}/slice`, { json: candidates }),
     );
+    const { parseStateDocument } = await import('../domain/terraform/parse-state-document');
     const document = parseStateDocument(parseJsonExact(await res.text()));
-    return { document, version: Number(res.headers.get(STATE_VERSION_HEADER)) };
+    return { document, version: Number(res.header(STATE_VERSION_HEADER)) };
   }
 
   engineStartRun(
@@ -381,11 +383,11 @@ export class KilolockClient {
     return this.http.json(method, path, request);
   }
 
-  private send(method: string, path: string, request: KldRequest): Promise<Response> {
+  private send(method: string, path: string, request: KldRequest): Promise<KldResponse> {
     return this.http.send(method, path, request);
   }
 
-  private async check(res: Response): Promise<Response> {
+  private async check(res: KldResponse): Promise<KldResponse> {
     if (!res.ok) throw await errorOf(res);
     return res;
   }

@@ -1,6 +1,5 @@
 #!/usr/bin/env node
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { presentClientCertificate } from '../infrastructure/rest/client-certificate';
 import { registerCommands } from './commands';
 
 /** Global options every command can read with `program.opts()`. */
@@ -46,9 +45,14 @@ export async function buildProgram(args: readonly string[]): Promise<Command> {
         .choices(['table', 'json', 'csv'])
         .default('table'),
     )
-    .hook('preAction', (_program, action) => {
+    .hook('preAction', async (_program, action) => {
       const { clientCert, clientKey } = action.optsWithGlobals<GlobalOptions>();
-      return presentClientCertificate({ cert: clientCert, key: clientKey });
+      // node:crypto is loaded only by a kl that presents a certificate.
+      if (clientCert === undefined && clientKey === undefined) return;
+      const { presentClientCertificate } = await import(
+        '../infrastructure/rest/client-certificate'
+      );
+      presentClientCertificate({ cert: clientCert, key: clientKey });
     })
     .exitOverride()
     .showHelpAfterError(false)
@@ -80,8 +84,8 @@ async function main(argv: string[]): Promise<void> {
 
 /**
  * The command is done: leave once what it wrote is out, rather than wait for
- * fetch's idle keep-alive connection to time out (half a second of nothing
- * after every `kl states`). `process.exitCode` set by a command still counts.
+ * anything a command left behind (a provider's pipes, a timer).
+ * `process.exitCode` set by a command still counts.
  */
 function exitWhenWritten(): void {
   process.stdout.write('', () => process.stderr.write('', () => process.exit()));

@@ -1,6 +1,5 @@
 import { Command } from 'commander';
 import * as fs from 'node:fs';
-import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { KlError } from '../cli-error';
 import { contextOf, usage } from './context';
@@ -29,7 +28,7 @@ export function registerArchiveCommand(program: Command): void {
       const partial = options.output ? `${options.output}.partial` : null;
       const out = partial ? fs.createWriteStream(partial) : process.stdout;
       try {
-        await pipeline(Readable.fromWeb(body as never), out);
+        await pipeline(body, out);
       } catch (err) {
         if (partial) fs.rmSync(partial, { force: true });
         throw new KlError(

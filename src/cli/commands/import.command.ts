@@ -62,19 +62,11 @@ export function registerImportCommand(program: Command): void {
     });
 }
 
-/** The body in chunks, advancing the bar as fetch pulls them. */
-function streamed(bytes: Buffer, bar: SingleBar): ReadableStream<Uint8Array> {
-  let offset = 0;
-  return new ReadableStream<Uint8Array>({
-    pull(controller) {
-      if (offset >= bytes.length) {
-        controller.close();
-        return;
-      }
-      const chunk = bytes.subarray(offset, offset + CHUNK);
-      offset += chunk.length;
-      bar.update(offset);
-      controller.enqueue(chunk);
-    },
-  });
+/** The body in chunks, advancing the bar as the connection takes them. */
+async function* streamed(bytes: Buffer, bar: SingleBar): AsyncGenerator<Uint8Array> {
+  for (let offset = 0; offset < bytes.length; offset += CHUNK) {
+    const chunk = bytes.subarray(offset, offset + CHUNK);
+    bar.update(offset + chunk.length);
+    yield chunk;
+  }
 }

@@ -21,7 +21,7 @@ export class RestProviderSchemaCache implements ProviderSchemaCache {
       });
       if (!res.ok) {
         if (res.status !== 404) this.onError(`schema cache lookup answered ${res.status}`);
-        await res.body?.cancel();
+        res.discard();
         return null;
       }
       const body = (await res.json()) as { schema?: ProviderSchema };
@@ -38,7 +38,7 @@ export class RestProviderSchemaCache implements ProviderSchemaCache {
         json: { source, version, schema } satisfies PutProviderSchemaDto,
       });
       if (!res.ok) this.onError(`schema cache store answered ${res.status}`);
-      await res.body?.cancel();
+      res.discard();
     } catch (e) {
       this.onError(`schema cache store failed: ${(e as Error).message}`);
     }

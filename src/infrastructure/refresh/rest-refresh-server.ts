@@ -18,7 +18,7 @@ import type {
   StartRefreshRunDto,
 } from '../http/dto/refresh-run.dto';
 import { RestProviderSchemaCache } from '../provider/rest-provider-schema-cache';
-import { errorOf, KldHttpClient, statePath } from '../rest/kld-http-client';
+import { errorOf, KldHttpClient, KldResponse, statePath } from '../rest/kld-http-client';
 
 export interface StoredProviderConfig {
   source: string;
@@ -79,7 +79,7 @@ export class RestRefreshServer implements RefreshServerPort {
   async getState(name: string): Promise<string> {
     const res = await this.http.send('GET', `/v1/states/${statePath(name)}`);
     if (res.status === 404) {
-      await res.body?.cancel();
+      res.discard();
       throw new DomainError(STATE_NOT_FOUND, `state "${name}" does not exist on ${this.http.base}`);
     }
     if (!res.ok) throw await errorOf(res);
@@ -93,10 +93,10 @@ export class RestRefreshServer implements RefreshServerPort {
   async lock(name: string, info: LockInfo): Promise<LockOutcome> {
     const res = await this.http.send('LOCK', `/v1/states/${statePath(name)}`, { json: info });
     if (res.ok) {
-      await res.body?.cancel();
+      res.discard();
       return { acquired: true };
     }
-    const holder = await holderOf(res.clone());
+    const holder = await holderOf(res);
     if ((res.status === 423 || res.status === 409) && holder) return { acquired: false, holder };
     throw await errorOf(res);
   }
@@ -104,10 +104,10 @@ export class RestRefreshServer implements RefreshServerPort {
   async unlock(name: string, info: LockInfo): Promise<void> {
     const res = await this.http.send('UNLOCK', `/v1/states/${statePath(name)}`, { json: info });
     if (res.ok) {
-      await res.body?.cancel();
+      res.discard();
       return;
     }
-    const holder = await holderOf(res.clone());
+    const holder = await holderOf(res);
     if (holder) {
       throw new DomainError(
         STATE_LOCK_MISMATCH,
@@ -194,7 +194,7 @@ export class RestRefreshServer implements RefreshServerPort {
       query: configQuery(state, source, alias),
     });
     if (res.status === 404) {
-      await res.body?.cancel();
+      res.discard();
       return null;
     }
     if (!res.ok) throw await errorOf(res);
@@ -251,7 +251,7 @@ export class RestRefreshServer implements RefreshServerPort {
       query: configQuery(state, source, alias),
     });
     if (!res.ok) throw await errorOf(res);
-    await res.body?.cancel();
+    res.discard();
   }
 
   async drift(state: string): Promise<DriftEntry[]> {
@@ -276,7 +276,7 @@ function configQuery(state: string, source: string, alias: string | null) {
 }
 
 /** The holder's LockInfo, as it sent it, when the body is one (terraform's conflict answer). */
-async function holderOf(res: Response): Promise<LockInfo | null> {
+async function holderOf(res: KldResponse): Promise<LockInfo | null> {
   try {
     const body: unknown = parseJsonExact(await res.text());
     return isJsonObject(body) && typeof body.ID === 'string' ? (body as LockInfo) : null;

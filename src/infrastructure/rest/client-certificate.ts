@@ -1,6 +1,7 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import * as fs from 'node:fs';
 import { DomainError } from '../../domain/shared/domain-error';
+import { useClientCertificate } from './kld-http-client';
 
 export interface ClientCertificateFiles {
   cert?: string;
@@ -8,14 +9,13 @@ export interface ClientCertificateFiles {
 }
 
 /**
- * Makes every request of this process present a client certificate, for a
- * kld that requires one (`KL_TLS_CLIENT_CA`). Node's fetch takes its
- * connections from one process-wide dispatcher, which the undici package
- * sets; it is loaded only here, so a kl without a certificate starts as fast
- * as before. The files are checked first, so a wrong path or a key that does
- * not belong to the certificate is one clear line, not a failed handshake.
+ * Makes every https request of this process present a client certificate,
+ * for a kld that requires one (`KL_TLS_CLIENT_CA`). kl loads this module (and
+ * node:crypto) only when a certificate is given. The files are checked first,
+ * so a wrong path or a key that does not belong to the certificate is one
+ * clear line, not a failed handshake.
  */
-export async function presentClientCertificate(files: ClientCertificateFiles): Promise<void> {
+export function presentClientCertificate(files: ClientCertificateFiles): void {
   if (!files.cert && !files.key) return;
   if (!files.cert || !files.key) {
     throw new DomainError(
@@ -46,8 +46,7 @@ export async function presentClientCertificate(files: ClientCertificateFiles): P
       `${files.key} is not the private key of the certificate in ${files.cert}`,
     );
   }
-  const { Agent, setGlobalDispatcher } = await import('undici');
-  setGlobalDispatcher(new Agent({ connect: { cert, key } }));
+  useClientCertificate({ cert, key });
 }
 
 function readPem(file: string, what: string): Buffer {

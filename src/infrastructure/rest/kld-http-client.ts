@@ -1,3 +1,6 @@
+import type { Agent, ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
+import * as http from 'node:http';
+import type * as https from 'node:https';
 import * as os from 'node:os';
 import { DomainError } from '../../domain/shared/domain-error';
 import { isErrorCode } from '../../domain/shared/error-codes';
@@ -8,8 +11,8 @@ export interface KldRequest {
   query?: Record<string, string | number | boolean | null | undefined>;
   /** Serialised as JSON, numbers beyond double precision exactly (see lossless-json). */
   json?: unknown;
-  /** Sent verbatim, e.g. a state document streamed from a file; `json` wins if both are set. */
-  body?: string | Buffer | ReadableStream<Uint8Array>;
+  /** Sent verbatim, e.g. a state document streamed in chunks; `json` wins if both are set. */
+  body?: string | Buffer | AsyncIterable<Uint8Array>;
   contentType?: string;
   signal?: AbortSignal;
 }
@@ -19,10 +22,116 @@ export interface KldHttpOptions {
   actor?: string;
 }
 
+/** PEM client certificate and key every https request of this process presents. */
+export interface ClientTls {
+  cert: Buffer;
+  key: Buffer;
+}
+
 /**
- * The smallest fetch client of kld's REST API. Every failure is a
- * DomainError with a one-line message: the server's own `{error:{code,message}}`
- * when it sent one, the server URL when it cannot be reached.
+ * No byte from kld for this long, waiting for the answer or inside it, is a
+ * dead connection (what Node's fetch allowed before: 300 s). The event stream
+ * sends a comment well within it.
+ */
+const IDLE_TIMEOUT_MS = 300_000;
+
+let clientTls: ClientTls | null = null;
+const agents: { http?: Agent; https?: Agent } = {};
+
+/**
+ * Makes every later https request of this process present this certificate
+ * (`kl --client-cert`); checked by the caller (client-certificate.ts).
+ */
+export function useClientCertificate(tls: ClientTls): void {
+  clientTls = tls;
+  delete agents.https;
+}
+
+/**
+ * The connections of this process, one pool per scheme. Idle kept-alive
+ * sockets are unreferenced by Node's agent, so they never hold kl open after
+ * its answer, while `kl refresh`'s many uploads reuse one connection. node:https
+ * (and with it TLS and crypto) is loaded only for an https server.
+ */
+function agentFor(protocol: string): { agent: Agent; request: typeof http.request } {
+  if (protocol === 'https:') {
+    // Required here, not imported: an http kld never loads TLS.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const tls = require('node:https') as typeof https;
+    agents.https ??= new tls.Agent({ keepAlive: true, ...(clientTls ?? {}) });
+    return { agent: agents.https, request: tls.request };
+  }
+  agents.http ??= new http.Agent({ keepAlive: true });
+  return { agent: agents.http, request: http.request };
+}
+
+/** kld's answer: status, headers, and the body read once (kept, so it can be read again). */
+export class KldResponse {
+  readonly status: number;
+  readonly statusText: string;
+  private bytes: Promise<Buffer> | null = null;
+
+  constructor(
+    /** The body as it arrives, for streams (events, archives): an async iterable of Buffers. */
+    readonly body: IncomingMessage,
+    private readonly base: string,
+  ) {
+    this.status = body.statusCode ?? 0;
+    this.statusText = body.statusMessage ?? '';
+  }
+
+  get ok(): boolean {
+    return this.status >= 200 && this.status < 300;
+  }
+
+  header(name: string): string | null {
+    const value = this.body.headers[name.toLowerCase()];
+    if (value === undefined) return null;
+    return Array.isArray(value) ? value.join(', ') : value;
+  }
+
+  buffer(): Promise<Buffer> {
+    this.bytes ??= (async () => {
+      const chunks: Buffer[] = [];
+      try {
+        for await (const chunk of this.body) chunks.push(chunk as Buffer);
+      } catch (err) {
+        throw new DomainError(
+          'SERVER.UNREACHABLE',
+          redactUrls(`the answer from kld at ${this.base} broke off (${reason(err)})`),
+        );
+      }
+      return Buffer.concat(chunks);
+    })();
+    return this.bytes;
+  }
+
+  async text(): Promise<string> {
+    return (await this.buffer()).toString('utf8');
+  }
+
+  async json(): Promise<unknown> {
+    return JSON.parse(await this.text());
+  }
+
+  /**
+   * The body is not wanted: a short one is read off so its connection can be
+   * reused, a long one (a state document) drops its connection instead.
+   */
+  discard(): void {
+    if (this.bytes !== null || this.body.complete) return;
+    const length = Number(this.header('content-length') ?? Infinity);
+    if (length <= 65_536) this.body.resume();
+    else this.body.destroy();
+  }
+}
+
+/**
+ * The smallest client of kld's REST API, on node:http(s): Node's fetch costs
+ * kl ~0.2 s CPU at start-up (loading undici, compiling its HTTP parser). Every
+ * failure is a DomainError with a one-line message: the server's own
+ * `{error:{code,message}}` when it sent one, the server URL when it cannot be
+ * reached. Credentials in the server URL are sent as Basic authentication.
  */
 export class KldHttpClient {
   readonly base: string;
@@ -41,9 +150,14 @@ export class KldHttpClient {
     return parseJsonExact(await res.text()) as T;
   }
 
-  /** The raw response; the caller decides which statuses are answers. */
-  async send(method: string, path: string, request: KldRequest = {}): Promise<Response> {
-    const url = new URL(this.base + path);
+  /** The answer once its headers are in; the caller decides which statuses are answers. */
+  async send(method: string, path: string, request: KldRequest = {}): Promise<KldResponse> {
+    let url: URL;
+    try {
+      url = new URL(this.base + path);
+    } catch {
+      throw this.unreachable('not a URL');
+    }
     for (const [k, v] of Object.entries(request.query ?? {})) {
       if (v !== undefined && v !== null) url.searchParams.set(k, String(v));
     }
@@ -51,36 +165,87 @@ export class KldHttpClient {
       'X-Kilolock-Actor': this.options.actor ?? defaultActor(),
     };
     if (this.options.token) headers.Authorization = `Bearer ${this.options.token}`;
+    else if (url.username || url.password) {
+      const user = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
+      headers.Authorization = `Basic ${Buffer.from(user).toString('base64')}`;
+    }
     let body = request.body;
     if (request.contentType) headers['Content-Type'] = request.contentType;
     if (request.json !== undefined) {
       headers['Content-Type'] = 'application/json';
       body = stringifyJson(request.json);
     }
-    const init: RequestInit & { duplex?: 'half' } = {
+    if (typeof body === 'string') body = Buffer.from(body);
+    if (Buffer.isBuffer(body)) headers['Content-Length'] = String(body.length);
+    const { agent, request: open } = agentFor(url.protocol);
+    const options: RequestOptions = {
       method,
       headers,
-      body,
+      agent,
+      host: url.hostname.replace(/^\[|\]$/g, ''),
+      port: url.port || undefined,
+      path: url.pathname + url.search,
       signal: request.signal,
     };
-    // fetch streams a request body only in half-duplex mode.
-    if (body instanceof ReadableStream) init.duplex = 'half';
-    try {
-      return await fetch(url, init);
-    } catch (err) {
-      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-      const why = cause?.code ?? cause?.message ?? (err as Error).message;
-      throw new DomainError(
-        'SERVER.UNREACHABLE',
-        // A URL with credentials is refused by fetch with the URL in its message.
-        redactUrls(`cannot reach kld at ${this.base} (${why}); set --server or KL_SERVER_URL`),
+    request.signal?.throwIfAborted();
+    return new Promise<KldResponse>((resolve, reject) => {
+      const req = open(options, (res) => resolve(new KldResponse(res, this.base)));
+      req.setTimeout(IDLE_TIMEOUT_MS, () =>
+        req.destroy(new Error(`no answer in ${IDLE_TIMEOUT_MS / 1000} s`)),
       );
-    }
+      req.on('error', (err) => {
+        if (request.signal?.aborted) reject(err);
+        else reject(this.unreachable(reason(err)));
+      });
+      if (body === undefined) req.end();
+      else if (Buffer.isBuffer(body)) req.end(body);
+      else
+        writeAll(req, body).catch((err: unknown) =>
+          req.destroy(err instanceof Error ? err : new Error(String(err))),
+        );
+    });
+  }
+
+  private unreachable(why: string): DomainError {
+    return new DomainError(
+      'SERVER.UNREACHABLE',
+      redactUrls(`cannot reach kld at ${this.base} (${why}); set --server or KL_SERVER_URL`),
+    );
   }
 }
 
+/** A streamed body, chunk by chunk at the pace the connection takes them (chunked encoding). */
+async function writeAll(req: ClientRequest, body: AsyncIterable<Uint8Array>): Promise<void> {
+  for await (const chunk of body) {
+    if (!req.write(chunk)) {
+      await new Promise<void>((resolve, reject) => {
+        const done = (err?: Error) => {
+          req.off('drain', done).off('close', closed);
+          if (err) reject(err);
+          else resolve();
+        };
+        const closed = () => done(new Error('connection closed'));
+        req.once('drain', done).once('close', closed);
+      });
+    }
+  }
+  req.end();
+}
+
+function reason(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  return e?.code ?? e?.message ?? String(err);
+}
+
+/** What errorOf reads of an answer (a fetch Response has it too). */
+export interface AnswerText {
+  status: number;
+  statusText: string;
+  text(): Promise<string>;
+}
+
 /** The server's error as a DomainError carrying its code, so callers can match on it. */
-export async function errorOf(res: Response): Promise<DomainError> {
+export async function errorOf(res: AnswerText): Promise<DomainError> {
   const text = await res.text().catch(() => '');
   try {
     const body = JSON.parse(text) as {

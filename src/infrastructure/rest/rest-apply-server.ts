@@ -18,7 +18,7 @@ import {
   parseStateDocument,
   stringifyJson,
 } from '../../domain/terraform';
-import { errorOf, KldHttpClient, statePath } from './kld-http-client';
+import { errorOf, KldHttpClient, KldResponse, statePath } from './kld-http-client';
 
 function asString(v: unknown): string {
   return typeof v === 'string' ? v : '';
@@ -41,9 +41,9 @@ function holderOf(raw: unknown): Holder | null {
 }
 
 /** The `{error:{…}}` body of a refusal, with its extra members (`holders`, `addresses`). */
-async function refusal(res: Response): Promise<JsonObject | null> {
+async function refusal(res: KldResponse): Promise<JsonObject | null> {
   try {
-    const body = (await res.clone().json()) as unknown;
+    const body = (await res.json()) as unknown;
     if (isJsonObject(body) && isJsonObject(body.error)) return { ...body, ...body.error };
   } catch {
     // not JSON
@@ -71,7 +71,7 @@ export class RestApplyServer implements ApplyServerPort {
     const res = await this.http.send('GET', '/v1/engine');
     // A kld from before the lane (or behind a proxy that hides it) has no such route.
     if (res.status === 404 || res.status === 405) {
-      await res.body?.cancel();
+      res.discard();
       return null;
     }
     if (!res.ok) throw await errorOf(res);
@@ -141,8 +141,8 @@ export class RestApplyServer implements ApplyServerPort {
     };
   }
 
-  private versionOf(res: Response): number {
-    const version = Number(res.headers.get('x-kilolock-state-version'));
+  private versionOf(res: KldResponse): number {
+    const version = Number(res.header('x-kilolock-state-version'));
     if (!Number.isSafeInteger(version) || version < 1) {
       throw new DomainError(
         'SERVER.UNEXPECTED_ANSWER',
@@ -155,7 +155,7 @@ export class RestApplyServer implements ApplyServerPort {
   async trunk(state: string): Promise<Trunk> {
     const res = await this.http.send('GET', `/v1/states/${statePath(state)}`);
     if (res.status === 404) {
-      await res.body?.cancel();
+      res.discard();
       throw new DomainError(
         'STATE.NOT_FOUND',
         `state "${state}" does not exist on ${this.http.base}`,
@@ -204,14 +204,14 @@ export class RestApplyServer implements ApplyServerPort {
     }
     const body = await refusal(res);
     if (res.status === 409 && body?.code === 'RESERVATION.CONFLICT') {
-      await res.body?.cancel();
+      res.discard();
       const holders = (Array.isArray(body.holders) ? body.holders : [])
         .map(holderOf)
         .filter((h): h is Holder => h !== null);
       return { status: 'conflict', holders };
     }
     if (res.status === 409 && body?.code === 'APPLY.STALE') {
-      await res.body?.cancel();
+      res.discard();
       const addresses = (Array.isArray(body.addresses) ? body.addresses : [])
         .filter(isJsonObject)
         .map((a) => ({
@@ -293,7 +293,7 @@ export class RestApplyServer implements ApplyServerPort {
       contentType: 'application/json',
     });
     if (!res.ok) throw await errorOf(res);
-    await res.body?.cancel();
+    res.discard();
   }
 }
 
