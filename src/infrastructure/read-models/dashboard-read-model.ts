@@ -43,24 +43,29 @@ const LISTED = `s.deleted_at IS NULL
   AND (s.current_version > 0 OR EXISTS (SELECT 1 FROM state_locks k WHERE k.state_id = s.state_id))
   AND ($1::text[] IS NULL OR s.name LIKE ANY ($1::text[]))`;
 
-/** The States page's rows, for `WHERE ${LISTED}` and more conditions after it. */
-const STATE_ROWS = `SELECT s.name, s.current_version, s.current_serial, s.terraform_version, s.instance_count,
-        s.resource_count, s.updated_at, v.actor, v.source, v.created_at AS written_at,
-        l.lock_id, l.who, l.operation, l.acquired_at, l.acquired_by, d.drift_count,
-        a.run_count, a.run_holders
-   FROM states s
-   LEFT JOIN state_versions v ON v.state_id = s.state_id AND v.version = s.current_version
+/** A listed state's lock, drift count and apply runs, for `s` (a states row or a page of them). */
+const STATE_JOINS = `LEFT JOIN state_versions v ON v.state_id = s.state_id AND v.version = s.current_version
    -- The oldest holder when several share a state (plans lock it together).
    LEFT JOIN LATERAL (SELECT lock_id, who, operation, acquired_at, acquired_by
                         FROM state_locks WHERE state_id = s.state_id
                        ORDER BY acquired_at, lock_id LIMIT 1) l ON true
-   LEFT JOIN (SELECT state_id, count(*)::int AS drift_count
-                FROM current_resource_drift GROUP BY state_id) d ON d.state_id = s.state_id
-   LEFT JOIN (SELECT state_id, count(DISTINCT run_id)::int AS run_count,
-                     array_agg(DISTINCT holder ORDER BY holder) AS run_holders
-                FROM resource_reservations
-               WHERE kind = 'apply' AND (expires_at IS NULL OR expires_at > now())
-               GROUP BY state_id) a ON a.state_id = s.state_id
+   LEFT JOIN LATERAL (SELECT count(*)::int AS drift_count
+                        FROM current_resource_drift WHERE state_id = s.state_id) d ON true
+   LEFT JOIN LATERAL (SELECT count(DISTINCT run_id)::int AS run_count,
+                             array_agg(DISTINCT holder ORDER BY holder) AS run_holders
+                        FROM resource_reservations
+                       WHERE state_id = s.state_id AND kind = 'apply'
+                         AND (expires_at IS NULL OR expires_at > now())) a ON true`;
+
+const STATE_COLUMNS = `s.name, s.current_version, s.current_serial, s.terraform_version, s.instance_count,
+        s.resource_count, s.updated_at, v.actor, v.source, v.created_at AS written_at,
+        l.lock_id, l.who, l.operation, l.acquired_at, l.acquired_by, d.drift_count,
+        a.run_count, a.run_holders`;
+
+/** The States page's rows, for `WHERE ${LISTED}` and more conditions after it. */
+const STATE_ROWS = `SELECT ${STATE_COLUMNS}
+   FROM states s
+   ${STATE_JOINS}
   WHERE ${LISTED}`;
 
 /**
@@ -78,6 +83,15 @@ const SORT_SQL: Record<StateSort, string> = {
           + CASE WHEN coalesce(a.run_count, 0) > 0 THEN 1 ELSE 0 END)`,
   drift: 'coalesce(d.drift_count, 0)',
 };
+
+/** The sorts that need only a state's own row (and its current version's): a page is taken first. */
+const OWN_ROW_SORTS: ReadonlySet<StateSort> = new Set([
+  'name',
+  'version',
+  'serial',
+  'instances',
+  'written',
+]);
 
 export interface StatePageQuery {
   /** A name glob: `*` any run of characters, `?` one. */
@@ -155,14 +169,26 @@ export class DashboardReadModel {
     const like = page.glob ? globToLike(page.glob) : null;
     const order = `${SORT_SQL[page.sort ?? 'name']} ${page.desc ? 'DESC NULLS LAST' : 'ASC NULLS FIRST'}`;
     const offset = page.offset ?? 0;
+    const sort = page.sort ?? 'name';
+    const glob = `($2::text IS NULL OR s.name LIKE $2 ESCAPE '\\')`;
     // The counts apart from the page: a window count would build every listed row's
     // lock, drift and runs first, where the page alone stops after `limit` rows.
+    // A sort by a state's own columns takes the page first and builds lock, drift
+    // and runs for its rows only; by lock or drift every listed row needs them.
+    const rowsSql = OWN_ROW_SORTS.has(sort)
+      ? `WITH page AS MATERIALIZED (
+           SELECT s.*, row_number() OVER (ORDER BY ${order}, s.name) AS ord
+             FROM states s
+             LEFT JOIN state_versions v ON v.state_id = s.state_id AND v.version = s.current_version
+            WHERE ${LISTED} AND ${glob}
+            ORDER BY ord LIMIT $3 OFFSET $4)
+         SELECT ${STATE_COLUMNS}
+           FROM page s
+           ${STATE_JOINS}
+          ORDER BY s.ord`
+      : `${STATE_ROWS} AND ${glob} ORDER BY ${order}, s.name LIMIT $3 OFFSET $4`;
     const [rows, counts] = await Promise.all([
-      this.db.query<StateRow>(
-        `${STATE_ROWS} AND ($2::text IS NULL OR s.name LIKE $2 ESCAPE '\\')
-          ORDER BY ${order}, s.name LIMIT $3 OFFSET $4`,
-        [readable, like, page.limit ?? null, offset],
-      ),
+      this.db.query<StateRow>(rowsSql, [readable, like, page.limit ?? null, offset]),
       this.db.query<{ unfiltered: number; total: number }>(
         `SELECT count(*)::int AS unfiltered,
                 count(*) FILTER (WHERE $2::text IS NULL OR s.name LIKE $2 ESCAPE '\\')::int AS total

@@ -1,5 +1,32 @@
+import { createHash } from 'node:crypto';
+import * as http from 'node:http';
+import { AddressInfo } from 'node:net';
 import { DomainError } from '../../domain/shared/domain-error';
+import { bigNumberText } from '../../domain/terraform/lossless-json';
 import { errorOf, KldHttpClient } from './kld-http-client';
+
+/** A kld stand-in on 127.0.0.1 answering with `handler`; what it received is kept. */
+async function withServer(
+  handler: http.RequestListener,
+  test: (url: string) => Promise<void>,
+): Promise<void> {
+  const server = http.createServer(handler);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    await test(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+}
+
+async function bodyOf(req: http.IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
 
 describe('KldHttpClient', () => {
   it('names the server it cannot reach without the password in its URL', async () => {
@@ -8,8 +35,143 @@ describe('KldHttpClient', () => {
       () => null,
       (e: Error) => e,
     );
-    expect(error?.message).toMatch(/^cannot reach kld at http:\/\/ops:\*\*\*@127\.0\.0\.1:1 /);
+    expect(error).toBeInstanceOf(DomainError);
+    expect(error?.message).toMatch(
+      /^cannot reach kld at http:\/\/ops:\*\*\*@127\.0\.0\.1:1 \(ECONNREFUSED\); set --server or KL_SERVER_URL$/,
+    );
     expect(error?.message).not.toContain('S3cret');
+  });
+
+  it('sends the token as a Bearer token, credentials in the URL as Basic, the actor, the query', async () => {
+    const seen: http.IncomingHttpHeaders[] = [];
+    const urls: string[] = [];
+    await withServer(
+      (req, res) => {
+        seen.push(req.headers);
+        urls.push(req.url!);
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end('{"n":12345678901234567890}');
+      },
+      async (url) => {
+        const withToken = new KldHttpClient(url, { token: 't0k', actor: 'me@host' });
+        const answer = await withToken.json<{ n: string }>('GET', '/v1/x', {
+          query: { a: 'b c', skip: undefined, none: null, n: 2 },
+        });
+        // Numbers beyond double precision stay exact.
+        expect(bigNumberText(answer.n)).toBe('12345678901234567890');
+        const basic = new KldHttpClient(url.replace('//', '//ops:p%40ss@'), { actor: 'me@host' });
+        await basic.json('GET', '/v1/y');
+      },
+    );
+    expect(urls).toEqual(['/v1/x?a=b+c&n=2', '/v1/y']);
+    expect(seen[0].authorization).toBe('Bearer t0k');
+    expect(seen[0]['x-kilolock-actor']).toBe('me@host');
+    expect(seen[1].authorization).toBe(`Basic ${Buffer.from('ops:p@ss').toString('base64')}`);
+  });
+
+  it('carries a 24 MB body each way, whole, as a buffer and as a stream of chunks', async () => {
+    const big = Buffer.alloc(24 * 2 ** 20, 'x');
+    big.write('{"first":1}', 0);
+    big.write('last', big.length - 4);
+    const received: { length: number; sha: string; chunked: boolean }[] = [];
+    await withServer(
+      (req, res) => {
+        void bodyOf(req).then((body) => {
+          received.push({
+            length: body.length,
+            sha: sha(body),
+            chunked: req.headers['transfer-encoding'] === 'chunked',
+          });
+          res.writeHead(200).end(req.method === 'GET' ? big : 'ok');
+        });
+      },
+      async (url) => {
+        const client = new KldHttpClient(url);
+        await (await client.send('POST', '/up', { body: big })).buffer();
+        async function* chunks() {
+          for (let i = 0; i < big.length; i += 1 << 20) yield big.subarray(i, i + (1 << 20));
+        }
+        await (await client.send('POST', '/up', { body: chunks() })).buffer();
+        const down = await client.send('GET', '/down');
+        expect(sha(await down.buffer())).toBe(sha(big));
+        // Read twice (an error body is), the same bytes.
+        expect((await down.text()).length).toBe(big.length);
+      },
+    );
+    expect(received.slice(0, 2)).toEqual([
+      { length: big.length, sha: sha(big), chunked: false },
+      { length: big.length, sha: sha(big), chunked: true },
+    ]);
+  });
+
+  it("turns kld's JSON refusal into its code and message", async () => {
+    await withServer(
+      (_req, res) => {
+        res.writeHead(423, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { code: 'STATE.LOCKED', message: 'state a is locked' } }));
+      },
+      async (url) => {
+        const error = await new KldHttpClient(url).json('GET', '/v1/x').then(
+          () => null,
+          (e: DomainError) => e,
+        );
+        expect(error).toBeInstanceOf(DomainError);
+        expect(error?.code).toBe('STATE.LOCKED');
+        expect(error?.message).toBe('state a is locked');
+      },
+    );
+  });
+
+  it('says in one line when the answer breaks off', async () => {
+    await withServer(
+      (_req, res) => {
+        res.writeHead(200, { 'content-length': '1000' });
+        res.write('{"half":');
+        setTimeout(() => res.socket?.destroy(), 20);
+      },
+      async (url) => {
+        const error = await new KldHttpClient(url).json('GET', '/v1/x').then(
+          () => null,
+          (e: DomainError) => e,
+        );
+        expect(error?.code).toBe('SERVER.UNREACHABLE');
+        expect(error?.message).toMatch(
+          /^the answer from kld at http:\/\/127\.0\.0\.1:\d+ broke off/,
+        );
+        expect(error?.message).not.toContain('\n');
+      },
+    );
+  });
+
+  it('stops reading a stream when its signal aborts', async () => {
+    await withServer(
+      (_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(': hello\n\n');
+        // Never ends: only the abort stops the reader.
+      },
+      async (url) => {
+        const abort = new AbortController();
+        const res = await new KldHttpClient(url).send('GET', '/v1/events', {
+          signal: abort.signal,
+        });
+        const chunks: string[] = [];
+        const reading = (async () => {
+          try {
+            for await (const c of res.body) {
+              chunks.push(String(c));
+              abort.abort();
+            }
+          } catch {
+            return 'stopped';
+          }
+          return 'ended';
+        })();
+        expect(await reading).toBe('stopped');
+        expect(chunks).toEqual([': hello\n\n']);
+      },
+    );
   });
 });
 
