@@ -49,9 +49,8 @@ export async function buildProgram(args: readonly string[]): Promise<Command> {
       const { clientCert, clientKey } = action.optsWithGlobals<GlobalOptions>();
       // node:crypto is loaded only by a kl that presents a certificate.
       if (clientCert === undefined && clientKey === undefined) return;
-      const { presentClientCertificate } = await import(
-        '../infrastructure/rest/client-certificate'
-      );
+      const { presentClientCertificate } =
+        await import('../infrastructure/rest/client-certificate');
       presentClientCertificate({ cert: clientCert, key: clientKey });
     })
     .exitOverride()
