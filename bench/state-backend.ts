@@ -158,6 +158,9 @@ async function main(): Promise<void> {
     const deltaName = `bench/full-${FULL_REPS}`;
     const deltaUrl = `${kld.url}/v1/states/${deltaName}`;
     const delta: number[] = [];
+    // kld's CPU over each POST (10 ms ticks): its spikes, unlike wall clock, are the
+    // build's own, not the machine's load.
+    const kldPerDelta: number[] = [];
     const deltaCpu = cpuMeter(kld.pid, postgresPid);
     const deltaStart = performance.now();
     let lastBody = firstBody;
@@ -165,9 +168,11 @@ async function main(): Promise<void> {
       if (performance.now() - deltaStart > DELTA_BUDGET_MS) break;
       for (let c = 0; c <= v % DELTA_CHANGED; c++) state.changeOne((v * DELTA_CHANGED + c) * 7919);
       lastBody = Buffer.from(state.text());
+      const kldBefore = processCpuMs(kld.pid);
       const r = await request(agent, 'POST', deltaUrl, lastBody);
       if (r.status !== 200) throw new Error(`delta POST v${v}: ${r.status} ${r.body.toString()}`);
       delta.push(r.ms);
+      kldPerDelta.push(processCpuMs(kld.pid) - kldBefore);
     }
     const cpuTotal = deltaCpu();
     const d = distribution(delta);
@@ -190,6 +195,11 @@ async function main(): Promise<void> {
     console.log(`  by hundred: ${chunkMeans(delta, 100)}`);
     console.log(
       `  server CPU per delta POST (mean): ${formatCpu(scaleCpu(cpuTotal, delta.length))}`,
+    );
+    const k = distribution(kldPerDelta);
+    console.log(
+      `  kld CPU per delta POST: p50 ${formatMs(k.p50)}  p90 ${formatMs(k.p90)}  ` +
+        `p99 ${formatMs(k.p99)}  max ${formatMs(k.max)} ms`,
     );
     rows.push({
       measurement: `delta POST p50 (${delta.length} versions)`,
