@@ -1,5 +1,5 @@
 import { postgresSettings, printMachine, printRecords } from './support/report';
-import { ChildProcess, spawn } from 'node:child_process';
+import { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -10,7 +10,7 @@ import { Client } from 'pg';
 import { KilolockClient } from '../src/cli/kilolock-client';
 import { PostgresEventStore } from '../src/infrastructure/event-store/postgres-event-store';
 import { Database } from '../src/infrastructure/postgres/database';
-import { freePort } from '../src/infrastructure/postgres/embedded-postgres';
+import { KldProcess, startKld, waitReady } from './support/kld-process';
 import { Notifier } from '../src/infrastructure/postgres/notifier';
 import { openBenchDatabase } from './support/bench-database';
 import { benchEvent } from './support/events';
@@ -77,12 +77,12 @@ async function main(): Promise<void> {
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  let kld: Kld | undefined;
+  let kld: KldProcess | undefined;
   try {
     printMachine();
     const settings = await postgresSettings(bench.url);
     console.log(`  postgres: ${settings.server_version} (${bench.origin})`);
-    kld = await startKld(bench.url, tmp);
+    kld = await startKld({ kld: KLD, databaseUrl: bench.url, tmp, grpc: true, children });
     console.log(`  kld        pid ${kld.pid}, HTTP ${kld.url}, gRPC ${kld.grpc}\n`);
 
     const latency = await measureLatency(kld, bench.url);
@@ -137,10 +137,10 @@ async function main(): Promise<void> {
         `best of ${ROUNDS} interleaved rounds:`,
     );
     const readers = [
-      { name: 'gRPC Read, one event per message', read: () => catchUpGrpc(kld!.grpc, 0) },
+      { name: 'gRPC Read, one event per message', read: () => catchUpGrpc(kld!.grpc!, 0) },
       {
         name: `gRPC Read, max_batch ${BATCH}`,
-        read: () => catchUpGrpc(kld!.grpc, BATCH),
+        read: () => catchUpGrpc(kld!.grpc!, BATCH),
         target: true,
       },
       { name: 'SSE GET /v1/events?follow=false', read: () => catchUpSse(kld!.url) },
@@ -230,7 +230,7 @@ interface LatencyResult {
 /** `state-<name>` and serial of an ApplyCommitted: what a POST is recognised by. */
 const keyOf = (stream: string, serial: unknown) => `${stream}#${String(serial)}`;
 
-async function measureLatency(kld: Kld, databaseUrl: string): Promise<LatencyResult> {
+async function measureLatency(kld: KldProcess, databaseUrl: string): Promise<LatencyResult> {
   /** key → when the POST was sent, and when its 200 arrived (wall clock). */
   const accepted = new Map<string, { sent: number; answered: number }>();
   const seen = {
@@ -242,7 +242,7 @@ async function measureLatency(kld: Kld, databaseUrl: string): Promise<LatencyRes
   const abort = new AbortController();
 
   const subscribeGrpc = (maxBatch: number, into: Map<string, number>) => {
-    const call = eventsClient(kld.grpc).Subscribe({ origin: 'ORIGIN_END', max_batch: maxBatch });
+    const call = eventsClient(kld.grpc!).Subscribe({ origin: 'ORIGIN_END', max_batch: maxBatch });
     const ready = new Promise<void>((resolve, reject) => {
       call.on('data', (m: GrpcMessage) => {
         if (m.caught_up) resolve();
@@ -522,77 +522,6 @@ function eventsClient(address: string): EventsClient {
     .v1 as grpc.GrpcObject;
   const Events = v1.Events as grpc.ServiceClientConstructor;
   return new Events(address, grpc.credentials.createInsecure()) as unknown as EventsClient;
-}
-
-interface Kld {
-  pid: number;
-  url: string;
-  grpc: string;
-  stop(): Promise<void>;
-}
-
-/** `dist/src/kld.js serve` as its own process, as in production; waits for /readyz. */
-async function startKld(databaseUrl: string, tmp: string): Promise<Kld> {
-  const port = await freePort();
-  const grpcPort = await freePort();
-  // KL_BENCH_KLD_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof": profile kld itself.
-  const nodeArgs = (process.env.KL_BENCH_KLD_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const child = spawn(
-    process.execPath,
-    [...nodeArgs, KLD, 'serve', '--listen', `127.0.0.1:${port}`],
-    {
-      env: {
-        ...process.env,
-        KL_DATABASE_URL: databaseUrl,
-        KL_DATA_DIR: path.join(tmp, 'kld'),
-        KL_LOG_LEVEL: 'warn',
-        KL_LOG_FORMAT: 'json',
-        KL_GRPC_LISTEN: `127.0.0.1:${grpcPort}`,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  children.add(child);
-  let tail = '';
-  const keep = (c: Buffer) => (tail = (tail + c.toString()).slice(-4000));
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
-  const stop = () =>
-    new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      child.once('exit', () => {
-        clearTimeout(timer);
-        children.delete(child);
-        resolve();
-      });
-      child.kill('SIGTERM');
-    });
-  const url = `http://127.0.0.1:${port}`;
-  try {
-    await waitReady(url, () => {
-      if (child.exitCode !== null) throw new Error(`kld exited (${child.exitCode}):\n${tail}`);
-    });
-  } catch (err) {
-    await stop();
-    throw err;
-  }
-  return { pid: child.pid!, url, grpc: `127.0.0.1:${grpcPort}`, stop };
-}
-
-/** Until /readyz answers 200 (read models caught up), 60 s at most. */
-async function waitReady(url: string, check: () => void = () => undefined): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    check();
-    try {
-      if ((await fetch(`${url}/readyz`)).status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error(`kld not ready within 60 s`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 function intEnv(name: string, fallback: number): number {

@@ -7,7 +7,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import pino from 'pino';
 import { Client } from 'pg';
-import { freePort } from '../src/infrastructure/postgres/embedded-postgres';
+import { startKld } from './support/kld-process';
 import { BenchDatabase, openBenchDatabase } from './support/bench-database';
 import { postmasterOf, processCpuMs, processTreeCpuMs } from './support/process-cpu';
 import { SyntheticState } from './support/state-generator';
@@ -120,7 +120,8 @@ async function main(): Promise<void> {
     );
 
     // --- kld, a separate process on its own database ---------------------------
-    const kld = await startKld(bench.url, tmp);
+    const kld = await startKld({ kld: KLD, databaseUrl: bench.url, tmp, children });
+    undo.push({ label: 'kld', run: () => kld.stop() });
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     undo.push({ label: 'agent', run: () => agent.destroy() });
     console.log(`kld:   pid ${kld.pid}, ${kld.url}`);
@@ -157,6 +158,9 @@ async function main(): Promise<void> {
     const deltaName = `bench/full-${FULL_REPS}`;
     const deltaUrl = `${kld.url}/v1/states/${deltaName}`;
     const delta: number[] = [];
+    // kld's CPU over each POST (10 ms ticks): its spikes, unlike wall clock, are the
+    // build's own, not the machine's load.
+    const kldPerDelta: number[] = [];
     const deltaCpu = cpuMeter(kld.pid, postgresPid);
     const deltaStart = performance.now();
     let lastBody = firstBody;
@@ -164,9 +168,11 @@ async function main(): Promise<void> {
       if (performance.now() - deltaStart > DELTA_BUDGET_MS) break;
       for (let c = 0; c <= v % DELTA_CHANGED; c++) state.changeOne((v * DELTA_CHANGED + c) * 7919);
       lastBody = Buffer.from(state.text());
+      const kldBefore = processCpuMs(kld.pid);
       const r = await request(agent, 'POST', deltaUrl, lastBody);
       if (r.status !== 200) throw new Error(`delta POST v${v}: ${r.status} ${r.body.toString()}`);
       delta.push(r.ms);
+      kldPerDelta.push(processCpuMs(kld.pid) - kldBefore);
     }
     const cpuTotal = deltaCpu();
     const d = distribution(delta);
@@ -189,6 +195,11 @@ async function main(): Promise<void> {
     console.log(`  by hundred: ${chunkMeans(delta, 100)}`);
     console.log(
       `  server CPU per delta POST (mean): ${formatCpu(scaleCpu(cpuTotal, delta.length))}`,
+    );
+    const k = distribution(kldPerDelta);
+    console.log(
+      `  kld CPU per delta POST: p50 ${formatMs(k.p50)}  p90 ${formatMs(k.p90)}  ` +
+        `p99 ${formatMs(k.p99)}  max ${formatMs(k.max)} ms`,
     );
     rows.push({
       measurement: `delta POST p50 (${delta.length} versions)`,
@@ -470,64 +481,6 @@ function terraform(
 
 // ---------------------------------------------------------------------------
 // processes
-
-interface Kld {
-  pid: number;
-  url: string;
-  stop(): Promise<void>;
-}
-
-/** `dist/src/kld.js serve` as its own process, as in production; waits for /readyz. */
-async function startKld(databaseUrl: string, tmp: string): Promise<Kld> {
-  const port = await freePort();
-  // KL_BENCH_KLD_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof": profile kld itself.
-  const nodeArgs = (process.env.KL_BENCH_KLD_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const child = spawn(
-    process.execPath,
-    [...nodeArgs, KLD, 'serve', '--listen', `127.0.0.1:${port}`],
-    {
-      env: {
-        ...process.env,
-        KL_DATABASE_URL: databaseUrl,
-        KL_DATA_DIR: path.join(tmp, 'kld'),
-        KL_LOG_LEVEL: 'warn',
-        KL_LOG_FORMAT: 'json',
-        KL_GRPC_LISTEN: 'off',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  children.add(child);
-  let tail = '';
-  const keep = (c: Buffer) => (tail = (tail + c.toString()).slice(-4000));
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
-  const stop = () =>
-    new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      child.once('exit', () => {
-        clearTimeout(timer);
-        children.delete(child);
-        resolve();
-      });
-      child.kill('SIGTERM');
-    });
-  undo.push({ label: 'kld', run: stop });
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`kld exited (${child.exitCode}):\n${tail}`);
-    try {
-      if ((await fetch(`${url}/readyz`)).status === 200) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error(`kld not ready within 60 s:\n${tail}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return { pid: child.pid!, url, stop };
-}
 
 /** The GET peer: a tiny node server that reads the file on every request. */
 /** The static peer, stopped with the run. */

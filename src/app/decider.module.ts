@@ -1,4 +1,4 @@
-import { Module } from '@nestjs/common';
+import { BeforeApplicationShutdown, Inject, Module } from '@nestjs/common';
 import { DeciderService } from '../application/decider.service';
 import { CLOCK, Clock, IDS, Ids } from '../application/ports/clock.port';
 import { EVENT_STORE, EventStore } from '../application/ports/event-store.port';
@@ -30,4 +30,12 @@ import { ProjectionsModule } from './projections.module';
   ],
   exports: [DeciderService],
 })
-export class DeciderModule {}
+export class DeciderModule implements BeforeApplicationShutdown {
+  constructor(@Inject(DeciderService) private readonly decider: DeciderService) {}
+
+  // Snapshots are written after their command answered: let the last ones
+  // finish before the event store's pool closes.
+  beforeApplicationShutdown(): Promise<void> {
+    return this.decider.snapshotsWritten();
+  }
+}

@@ -23,6 +23,14 @@ export interface AggregateOptions<S> {
   fromSnapshot(json: unknown): S;
   /** Write a snapshot once this many events have accumulated past the last one. */
   snapshotEvery?: number;
+  /**
+   * How many events a snapshot of this state is worth, when more than
+   * `snapshotEvery`: a state whose snapshot grows with it (every address of
+   * a big Terraform state) is snapshotted once as many events as it holds
+   * entries have accumulated, so writing snapshots costs a constant per event
+   * and a cold load replays at most about as much as the snapshot holds.
+   */
+  snapshotSpacing?(state: S): number;
   /** How many streams to keep warm in memory (CacheBudgets). */
   cacheSize?: number;
   /** Attempts on a concurrent write before giving up. */
@@ -66,6 +74,8 @@ export class AggregateStore<C, S, E extends DomainEvent> {
   private readonly cache: LRUCache<string, Loaded<S>>;
   /** Tail of the queue of commands per stream in this process. */
   private readonly queues = new Map<string, Promise<unknown>>();
+  /** Snapshots being written, by stream: at most one per stream. */
+  private readonly snapshotting = new Map<string, Promise<void>>();
 
   constructor(
     private readonly events: EventStore,
@@ -140,9 +150,7 @@ export class AggregateStore<C, S, E extends DomainEvent> {
           snapshotRevision: loaded.snapshotRevision,
         };
         this.remember(streamId, next);
-        // The events are durable now: a snapshot that fails to save is only a
-        // slower load later, never a failed command.
-        await this.maybeSnapshot(streamId, next).catch(() => undefined);
+        this.snapshotLater(streamId, next);
         return { events, state, position: result.position, readAt: result.position };
       } catch (err) {
         if (err instanceof WrongExpectedRevisionError && attempt < attempts) {
@@ -231,15 +239,47 @@ export class AggregateStore<C, S, E extends DomainEvent> {
     this.cache.set(streamId, loaded);
   }
 
-  private async maybeSnapshot(streamId: string, loaded: Loaded<S>): Promise<void> {
-    const every = BigInt(this.options.snapshotEvery ?? 200);
+  /**
+   * Writes a snapshot of `loaded` when one is due, after the command has
+   * answered: serialising a big state and its write are never on a command's
+   * path. The state is immutable (evolve returns new states), so a snapshot
+   * taken later is still exactly the fold of the events up to its revision,
+   * whatever commands ran meanwhile. The events are durable already: a
+   * snapshot that fails to save is only a slower load later.
+   */
+  private snapshotLater(streamId: string, loaded: Loaded<S>): void {
+    const every = BigInt(
+      Math.max(
+        this.options.snapshotEvery ?? 200,
+        this.options.snapshotSpacing?.(loaded.state) ?? 0,
+      ),
+    );
     const since = loaded.revision! - (loaded.snapshotRevision ?? -1n);
-    if (since < every) return;
-    await this.snapshots.save(streamId, {
-      revision: loaded.revision!,
-      schema: this.options.snapshotSchema,
-      state: this.options.toSnapshot(loaded.state),
-    });
-    loaded.snapshotRevision = loaded.revision;
+    if (since < every || this.snapshotting.has(streamId)) return;
+    const { state } = loaded;
+    const revision = loaded.revision!;
+    const task = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() =>
+        this.snapshots.save(streamId, {
+          revision,
+          schema: this.options.snapshotSchema,
+          state: this.options.toSnapshot(state),
+        }),
+      )
+      .then(() => {
+        // Later commands copied the old snapshot revision into their entries.
+        for (const entry of [loaded, this.cache.peek(streamId)]) {
+          if (entry && (entry.snapshotRevision ?? -1n) < revision)
+            entry.snapshotRevision = revision;
+        }
+      })
+      .catch(() => undefined)
+      .finally(() => this.snapshotting.delete(streamId));
+    this.snapshotting.set(streamId, task);
+  }
+
+  /** Resolves once the snapshots being written now are written (or failed): before shutdown. */
+  async snapshotsWritten(): Promise<void> {
+    while (this.snapshotting.size > 0) await Promise.all([...this.snapshotting.values()]);
   }
 }

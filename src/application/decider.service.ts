@@ -24,6 +24,8 @@ export interface AggregateSpec<C extends { metadata: CommandContext }, S, E exte
     from(json: unknown): S;
     /** Events between snapshots (default 200). */
     every?: number;
+    /** More events between snapshots for a big state (AggregateOptions.snapshotSpacing). */
+    spacing?(state: S): number;
   };
   /** Which budget bounds the streams kept warm in memory (default `streams`). */
   cacheBudget?: 'streams' | 'refreshRuns';
@@ -104,6 +106,11 @@ export class DeciderService {
     }
   }
 
+  /** Resolves once the snapshots being written now are written: before the database closes. */
+  async snapshotsWritten(): Promise<void> {
+    await Promise.all([...this.stores.values()].map((s) => s.snapshotsWritten()));
+  }
+
   /** The aggregate's current state, deciding nothing. */
   state<C extends { metadata: CommandContext }, S, E extends DomainEvent>(
     spec: AggregateSpec<C, S, E>,
@@ -123,6 +130,7 @@ export class DeciderService {
         toSnapshot: spec.snapshots.to,
         fromSnapshot: spec.snapshots.from,
         snapshotEvery: spec.snapshots.every,
+        snapshotSpacing: spec.snapshots.spacing,
         cacheSize: (this.props.cache ?? DEFAULT_CACHE_BUDGETS)[spec.cacheBudget ?? 'streams'],
       });
       this.stores.set(spec, store as unknown as AggregateStore<never, unknown, DomainEvent>);

@@ -63,7 +63,10 @@ describe('AggregateStore on PostgreSQL', () => {
   it('reads only the tail: from the warm cache, and from a snapshot when cold', async () => {
     const stream = `counter-${randomUUID()}`;
     const warm = store();
-    for (let i = 0; i < 25; i++) await warm.handle(stream, { n: 1, limit: 1000 }, ctx());
+    for (let i = 0; i < 25; i++) {
+      await warm.handle(stream, { n: 1, limit: 1000 }, ctx());
+      await warm.snapshotsWritten(); // written after the command answered
+    }
     // Warm: every command asked only for events after the last one it knew.
     const mine = reads.filter((r) => r.stream === stream);
     expect(mine.map((r) => r.from)).toEqual(Array.from({ length: 25 }, (_, i) => BigInt(i)));
@@ -74,6 +77,81 @@ describe('AggregateStore on PostgreSQL', () => {
     expect(r.state.total).toBe(26);
     // Snapshots were written at revisions 9 and 19: a cold start reads from 20.
     expect(reads.filter((x) => x.stream === stream).map((x) => x.from)).toEqual([20n]);
+  });
+
+  it('answers before its snapshot is written, and the snapshot is the state at its revision', async () => {
+    const stream = `counter-${randomUUID()}`;
+    const snapshots = new PostgresSnapshotStore(t.db);
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const saved: bigint[] = [];
+    const slow = new AggregateStore(
+      spy,
+      {
+        load: (id) => snapshots.load(id),
+        save: async (id, snap) => {
+          saved.push(snap.revision);
+          await gate;
+          return snapshots.save(id, snap);
+        },
+      },
+      counter,
+      {
+        ids: { uuid: randomUUID },
+        snapshotSchema: 'counter/1',
+        toSnapshot: (s) => s,
+        fromSnapshot: (j) => j as { total: number },
+        snapshotEvery: 5,
+      },
+    );
+    // Revision 4 makes a snapshot due; its save hangs, yet every command answers.
+    for (let i = 0; i < 12; i++) await slow.handle(stream, { n: 1, limit: 1000 }, ctx());
+    await new Promise((r) => setImmediate(r));
+    expect(saved).toEqual([4n]); // one at a time per stream
+    expect(await snapshots.load(stream)).toBeNull();
+    open();
+    await slow.snapshotsWritten();
+    // The fold of revisions 0..4, not the state of the commands that ran meanwhile.
+    expect(await snapshots.load(stream)).toMatchObject({ revision: 4n, state: { total: 5 } });
+    reads.length = 0;
+    const cold = await store().handle(stream, { n: 1, limit: 1000 }, ctx());
+    expect(cold.state.total).toBe(13);
+    expect(reads.filter((x) => x.stream === stream).map((x) => x.from)).toEqual([5n]);
+    // The next one is due counting from revision 4: the 13th command (revision 12).
+    await slow.handle(stream, { n: 1, limit: 1000 }, ctx());
+    await slow.snapshotsWritten();
+    expect(saved).toEqual([4n, 13n]);
+    expect(await snapshots.load(stream)).toMatchObject({ revision: 13n, state: { total: 14 } });
+  });
+
+  it('spaces snapshots by what the state says its snapshot is worth', async () => {
+    const stream = `counter-${randomUUID()}`;
+    const saved: bigint[] = [];
+    const spaced = new AggregateStore(
+      spy,
+      {
+        load: () => Promise.resolve(null),
+        save: (_id, snap) => {
+          saved.push(snap.revision);
+          return Promise.resolve();
+        },
+      },
+      counter,
+      {
+        ids: { uuid: randomUUID },
+        snapshotSchema: 'counter/1',
+        toSnapshot: (s) => s,
+        fromSnapshot: (j) => j as { total: number },
+        snapshotEvery: 2,
+        snapshotSpacing: (s) => (s.total < 10 ? 0 : 6),
+      },
+    );
+    for (let i = 0; i < 20; i++) {
+      await spaced.handle(stream, { n: 1, limit: 1000 }, ctx());
+      await spaced.snapshotsWritten();
+    }
+    // Every 2 events while the total is below 10 (revision 9 holds 10), then every 6.
+    expect(saved).toEqual([1n, 3n, 5n, 7n, 13n, 19n]);
   });
 
   it('sees what another writer appended since, and decides on it', async () => {
@@ -200,6 +278,7 @@ describe('AggregateStore on PostgreSQL', () => {
     });
     const r = await strict.handle(stream, { n: 1, limit: 1000 }, ctx());
     expect(r.state.total).toBe(13);
+    await strict.snapshotsWritten();
     expect(await snapshots.load(stream)).toMatchObject({ revision: 12n, state: { total: 13 } });
   });
 

@@ -105,6 +105,7 @@ export class StateHarness {
   }
 
   async close(): Promise<void> {
+    await this.store.snapshotsWritten();
     await this.notifier.close();
     await this.t.drop();
   }

@@ -1,5 +1,6 @@
 import {
   fromSnapshot,
+  snapshotSpacing,
   STATE_SNAPSHOT_SCHEMA,
   StateAggregate,
   StateCommand,
@@ -15,7 +16,12 @@ export const STATE: AggregateSpec<StateCommand, StateAggregate, StateEvent> = {
   name: 'state',
   decider: stateDecider,
   streamOf: (command) => stateStreamId(command.data.name),
-  snapshots: { schema: STATE_SNAPSHOT_SCHEMA, to: toSnapshot, from: fromSnapshot },
+  snapshots: {
+    schema: STATE_SNAPSHOT_SCHEMA,
+    to: toSnapshot,
+    from: fromSnapshot,
+    spacing: snapshotSpacing,
+  },
   done: whatWasDone,
 };
 

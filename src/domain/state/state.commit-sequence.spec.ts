@@ -147,6 +147,8 @@ describe('the State commit path over random commit sequences', () => {
       const known: KnownFlatInstance = (o) => flats.get(o);
       let previous: StateDocumentV4 | null = null;
       let reusedTotal = 0;
+      const pending: { state: StateAggregate; json: string; due: number }[] = [];
+      let laterSnapshots = 0;
       for (let v = 1; v <= 30; v++) {
         m.serial = v;
         if (v > 1) edit(r, m);
@@ -208,6 +210,15 @@ describe('the State commit path over random commit sequences', () => {
         const older = state;
         const olderSeen = older.status === 'active' ? [...older.instances] : [];
         state = events.reduce(evolve, state);
+        // AggregateStore writes a snapshot after the command answered, while
+        // later commits evolve on: a state's snapshot taken three commits
+        // later must be the one taken at once.
+        if (v % 5 === 0)
+          pending.push({ state, json: JSON.stringify(toSnapshot(state)), due: v + 3 });
+        for (const p of pending.filter((p) => p.due === v)) {
+          expect(JSON.stringify(toSnapshot(p.state))).toBe(p.json);
+          laterSnapshots++;
+        }
         if (v % 7 === 0) state = fromSnapshot(JSON.parse(JSON.stringify(toSnapshot(state))));
         const active = state as ActiveState;
         expect(active.version).toBe(v);
@@ -224,6 +235,7 @@ describe('the State commit path over random commit sequences', () => {
       }
       // The sequences really shared objects, so the identity path was taken.
       expect(reusedTotal).toBeGreaterThan(100);
+      expect(laterSnapshots).toBe(5);
     }
   });
 });

@@ -9,6 +9,7 @@ import {
 } from '../../domain/state';
 import {
   buildDocument,
+  ChunkNames,
   documentChunks,
   formatInstanceAddress,
   instanceDigest,
@@ -103,6 +104,9 @@ export class RawStateProjector implements Projector {
     bytes: (instance) => this.encodedOf(instance).bytes,
     digest: (instance) => this.encodedOf(instance).digest,
   };
+
+  /** The ids of the chunks written last, so a commit hashes only the chunks it changed. */
+  private readonly chunkNames = new ChunkNames();
 
   /** Instances held in memory: cached documents, and commits not yet written in a batch. */
   private readonly maxUnwritten: number;
@@ -246,7 +250,11 @@ export class RawStateProjector implements Projector {
    */
   private async write(tx: Queryable, open: OpenCommit): Promise<void> {
     const { doc } = open;
-    const chunks = documentChunks(buildDocument(doc.meta, doc.instances.values()), this.encoding);
+    const chunks = documentChunks(
+      buildDocument(doc.meta, doc.instances.values()),
+      this.encoding,
+      this.chunkNames,
+    );
     const ids = chunks.map((c) => c.id);
     const had = new Set(doc.chunks ?? []);
     const has = new Set(ids);
