@@ -9,7 +9,7 @@ import { generateBigState } from './support/big-state-generator';
 import { Kld, killAll, sql, startKld } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
 import { formatInt, formatMs } from './support/stats';
-import { databaseCpuMs, postmasterOf, processCpuMs } from './support/process-cpu';
+import { DatabaseCpuMeter, postmasterOf, processCpuMs } from './support/process-cpu';
 import { send } from './support/http-send';
 
 /**
@@ -19,7 +19,9 @@ import { send } from './support/http-send';
  * PostgreSQL. The builds take turns, one POST each, so a busy machine slows
  * both alike; for each the minimum over the rounds of the wall time (the
  * server time: kld is on this host), kld's CPU time and PostgreSQL's CPU time
- * (the backends serving its database) per POST, and kld's peak RSS.
+ * (the backends serving its database) per POST, PostgreSQL's CPU from a POST
+ * until that build's next one (so with what kld starts after answering, the
+ * statistics refresh), and kld's peak RSS.
  *
  *   npm run bench:first-commit
  *   KL_BENCH_INSTANCES=20000   instances (approximately: 2 × size + 8)
@@ -53,6 +55,12 @@ interface Sample {
   ms: number;
   kldCpu: number;
   pgCpu: number;
+  /**
+   * PostgreSQL's CPU for the database from the POST until that kld's next
+   * POST (or 15 s after the last one): with the statistics refresh
+   * (VACUUM (ANALYZE)) kld starts once the commit is projected.
+   */
+  pgCpuSettled?: number;
 }
 
 async function main(): Promise<void> {
@@ -85,10 +93,12 @@ async function main(): Promise<void> {
   const klds: {
     label: string;
     kld: Kld;
-    database: string;
+    meter: DatabaseCpuMeter | null;
     agent: http.Agent;
     posts: Sample[];
     rebuild?: Sample;
+    /** PostgreSQL's CPU for its database when its last POST began. */
+    pgAtPost?: number;
   }[] = [];
   for (const [label, kldJs] of BUILDS) {
     const db = await openBenchDatabase(logger);
@@ -97,7 +107,10 @@ async function main(): Promise<void> {
     undo.push(() => kld.stop());
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     undo.push(() => agent.destroy());
-    klds.push({ label, kld, database: new URL(db.url).pathname.slice(1), agent, posts: [] });
+    const database = new URL(db.url).pathname.slice(1);
+    const meter = postmaster ? new DatabaseCpuMeter(postmaster, database) : null;
+    undo.push(() => meter?.stop());
+    klds.push({ label, kld, meter, agent, posts: [] });
   }
   const measure = async (
     k: (typeof klds)[number],
@@ -106,17 +119,24 @@ async function main(): Promise<void> {
     payload?: Buffer,
   ) => {
     const kld0 = processCpuMs(k.kld.pid);
-    const pg0 = postmaster ? databaseCpuMs(postmaster, k.database) : NaN;
+    const pg0 = k.meter?.totalMs() ?? NaN;
     const r = await send(k.agent, method, url, payload);
     if (r.status !== 200) throw new Error(`${method} ${url}: ${r.status} ${r.body.slice(0, 300)}`);
     return {
       ms: r.ms,
       kldCpu: processCpuMs(k.kld.pid) - kld0,
-      pgCpu: postmaster ? databaseCpuMs(postmaster, k.database) - pg0 : NaN,
+      pgCpu: (k.meter?.totalMs() ?? NaN) - pg0,
     };
+  };
+  const settle = (k: (typeof klds)[number]) => {
+    const pg = k.meter?.totalMs() ?? NaN;
+    const last = k.posts[k.posts.length - 1];
+    if (last && k.pgAtPost !== undefined) last.pgCpuSettled = pg - k.pgAtPost;
+    k.pgAtPost = pg;
   };
   for (let round = 1; round <= ROUNDS; round++) {
     for (const k of klds) {
+      settle(k);
       const s = await measure(k, 'POST', `${k.kld.url}/v1/states/bench/first-${round}`, body);
       k.posts.push(s);
       console.log(
@@ -124,6 +144,14 @@ async function main(): Promise<void> {
           `postgres CPU ${formatMs(s.pgCpu)} ms`,
       );
     }
+  }
+  await new Promise((r) => setTimeout(r, 15_000));
+  for (const k of klds) settle(k);
+  for (const k of klds) {
+    console.log(
+      `  ${k.label}: postgres CPU per POST until the next (incl. the VACUUM (ANALYZE) after): ` +
+        k.posts.map((s) => `${formatMs(s.pgCpuSettled ?? NaN)} ms`).join(' / '),
+    );
   }
   for (const k of REBUILD ? klds : []) {
     k.rebuild = await measure(
@@ -148,6 +176,7 @@ async function main(): Promise<void> {
       'full POST, min wall',
       'min kld CPU',
       'min postgres CPU',
+      'min postgres CPU incl. after',
       `rebuild (${ROUNDS} states)`,
       'kld peak RSS',
     ],
@@ -156,6 +185,7 @@ async function main(): Promise<void> {
       `${formatMs(min(k.posts.map((s) => s.ms)))} ms`,
       `${formatMs(min(k.posts.map((s) => s.kldCpu)))} ms`,
       `${formatMs(min(k.posts.map((s) => s.pgCpu)))} ms`,
+      `${formatMs(min(k.posts.map((s) => s.pgCpuSettled ?? NaN)))} ms`,
       k.rebuild ? cell(k.rebuild) : '-',
       `${formatInt(peakRssMib(k.kld.pid))} MiB`,
     ]),

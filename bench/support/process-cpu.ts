@@ -46,27 +46,6 @@ export function processTreeCpuMs(root: number): number {
   return total;
 }
 
-/**
- * CPU of the postmaster's live children that serve database `name` (their
- * command line names it: backends and autovacuum workers), so two builds on
- * two databases of one server are told apart.
- */
-export function databaseCpuMs(postmaster: number, name: string): number {
-  let total = 0;
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const s = procStat(Number(entry));
-    if (!s || s.ppid !== postmaster) continue;
-    try {
-      const cmd = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8');
-      if (cmd.split(/[\s\0]/).includes(name)) total += s.cpuMs;
-    } catch {
-      // exited while we looked
-    }
-  }
-  return total;
-}
-
 /** The embedded postmaster started in `dir` (EmbeddedPostgres.start), or null. */
 export function postmasterOf(dir: string): number | null {
   for (const entry of fs.readdirSync('/proc')) {
@@ -81,4 +60,56 @@ export function postmasterOf(dir: string): number | null {
     }
   }
   return null;
+}
+
+/**
+ * CPU of the postmaster's children that serve database `name` (their command
+ * line names it: backends and autovacuum workers), so two builds on two
+ * databases of one server are told apart. It samples them every `everyMs`
+ * and sums, per process, the most it saw, so what exited backends spent is
+ * kept. A backend that exits loses only what it spent since the last sample
+ * (the pool closes idle connections; a VACUUM's connection may go).
+ */
+export class DatabaseCpuMeter {
+  private readonly seen = new Map<number, number>();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly postmaster: number,
+    private readonly name: string,
+    everyMs = 250,
+  ) {
+    this.timer = setInterval(() => this.sample(), everyMs);
+    this.timer.unref();
+    this.sample();
+  }
+
+  /** CPU (ms) of the database's backends since the meter started, those gone included. */
+  totalMs(): number {
+    this.sample();
+    let total = 0;
+    for (const ms of this.seen.values()) total += ms;
+    return total;
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  private sample(): void {
+    for (const entry of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      const pid = Number(entry);
+      const s = procStat(pid);
+      if (!s || s.ppid !== this.postmaster) continue;
+      try {
+        const cmd = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+        if (!cmd.split(/[\s\0]/).includes(this.name)) continue;
+      } catch {
+        continue; // exited while we looked
+      }
+      // A backend's first sample counts from its start: it began after the meter did or holds little.
+      this.seen.set(pid, Math.max(this.seen.get(pid) ?? 0, s.cpuMs));
+    }
+  }
 }

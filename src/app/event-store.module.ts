@@ -5,6 +5,7 @@ import { PostgresEventStore } from '../infrastructure/event-store/postgres-event
 import { PostgresSnapshotStore } from '../infrastructure/event-store/postgres-snapshot-store';
 import { meteredEventStore } from '../infrastructure/metrics/metered-event-store';
 import { METRICS, PrometheusMetrics } from '../infrastructure/metrics/prometheus-metrics';
+import { CONFIG, type Config } from '../infrastructure/config/config';
 import { DATABASE, Database } from '../infrastructure/postgres/database';
 import { NOTIFIER, Notifier } from '../infrastructure/postgres/notifier';
 
@@ -30,9 +31,12 @@ const EVENTS_DATABASE = Symbol('EventsDatabase');
     },
     {
       provide: EVENT_STORE,
-      useFactory: (db: Database, n: Notifier, metrics: PrometheusMetrics) =>
-        meteredEventStore(new PostgresEventStore(db, n), metrics),
-      inject: [EVENTS_DATABASE, NOTIFIER, METRICS],
+      useFactory: (db: Database, n: Notifier, metrics: PrometheusMetrics, config: Config) =>
+        meteredEventStore(
+          new PostgresEventStore(db, n, undefined, config.cache.heldEvents),
+          metrics,
+        ),
+      inject: [EVENTS_DATABASE, NOTIFIER, METRICS, CONFIG],
     },
     {
       provide: SNAPSHOT_STORE,

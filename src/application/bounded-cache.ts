@@ -16,6 +16,8 @@ export interface CacheBudgets {
   documentInstances: number;
   /** Bytes of current documents kept ready to serve to terraform's GET. */
   servedBytes: number;
+  /** Events of this process's recent appends its projectors take from memory (0: none). */
+  heldEvents: number;
 }
 
 export const DEFAULT_CACHE_BUDGETS: Readonly<CacheBudgets> = {
@@ -24,6 +26,8 @@ export const DEFAULT_CACHE_BUDGETS: Readonly<CacheBudgets> = {
   hashInstances: 100_000,
   documentInstances: 200_000,
   servedBytes: 256 * 2 ** 20,
+  // a first commit of a 100,000-instance state fits
+  heldEvents: 250_000,
 };
 
 /**

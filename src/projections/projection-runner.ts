@@ -233,24 +233,34 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * Applies at most one batch; returns how many events it consumed. Throws
    * ProjectionHaltedError when the projector is (or now becomes) halted.
    */
-  async runBatch(projector: Projector, limit = BATCH): Promise<number> {
+  /**
+   * `bulk`, when given, counts the events the batch handled instead of
+   * refreshing statistics after a big batch: the caller does that once, when
+   * a catch-up is over (see waitForPosition).
+   */
+  async runBatch(projector: Projector, limit = BATCH, bulk?: { handled: number }): Promise<number> {
     const halt = this.halts.get(projector.name);
     if (halt) throw new ProjectionHaltedError(halt);
     try {
-      return await this.attempt(projector, limit);
+      return await this.attempt(projector, limit, bulk);
     } catch (err) {
       if (isPassing(err)) throw err;
       return this.isolate(projector, limit);
     }
   }
 
-  private async attempt(projector: Projector, limit: number): Promise<number> {
+  private async attempt(
+    projector: Projector,
+    limit: number,
+    bulk?: { handled: number },
+  ): Promise<number> {
     // The lock goes with the BEGIN: one round trip less per batch.
     const { consumed, handled } = await this.db.transaction(
       (tx) => this.batchIn(tx, projector, limit, null),
       lockStatement(projector.name),
     );
-    if (handled >= ANALYZE_AFTER) this.analyzeSoon(projector);
+    if (bulk) bulk.handled += handled;
+    else if (handled >= ANALYZE_AFTER) this.analyzeSoon(projector);
     return consumed;
   }
 
@@ -461,15 +471,26 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       // it. Projectors are independent (own tables, own checkpoint, own lock),
       // so they catch up side by side, each on its own connection; a halted
       // one is left alone (the others still show the write).
-      await Promise.all(
-        this.projectors
-          .filter((p) => !this.halts.has(p.name))
-          .map(async (p) => {
-            while ((await this.runBatch(p, CATCH_UP_BATCH)) === CATCH_UP_BATCH) {
-              /* keep going until this projector is caught up */
-            }
-          }),
-      );
+      // Statistics are refreshed once the whole catch-up is over: a VACUUM
+      // (ANALYZE) after its first big batch would scan the tables while the
+      // rest of the commit is still being written (competing for the CPU),
+      // and once more for the batches that landed meanwhile.
+      const bulk = new Map<Projector, { handled: number }>();
+      try {
+        await Promise.all(
+          this.projectors
+            .filter((p) => !this.halts.has(p.name))
+            .map(async (p) => {
+              const counted = { handled: 0 };
+              bulk.set(p, counted);
+              while ((await this.runBatch(p, CATCH_UP_BATCH, counted)) === CATCH_UP_BATCH) {
+                /* keep going until this projector is caught up */
+              }
+            }),
+        );
+      } finally {
+        for (const [p, { handled }] of bulk) if (handled >= ANALYZE_AFTER) this.analyzeSoon(p);
+      }
       const cps = await this.checkpoints();
       this.releaseAppends(cps);
       const behind = this.projectors.filter((p) => {

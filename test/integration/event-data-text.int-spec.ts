@@ -11,8 +11,7 @@ import { parseJsonLossless, stringifyJson } from '../../src/domain/terraform/los
 import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
 import { dataJson, eventJson } from '../../src/infrastructure/events/event-json';
 import { encodeBatches, encodeEvent } from '../../src/infrastructure/grpc/event-message-encoding';
-import { Notifier } from '../../src/infrastructure/postgres/notifier';
-import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { useEventStoreDatabase } from '../support/event-store-database';
 
 /**
  * The event feed reads data as the stored JSON text and passes it on
@@ -22,17 +21,7 @@ import { createTestDatabase, TestDatabase } from '../support/test-database';
  * objects the gRPC server built from them before.
  */
 describe('delivering stored data text', () => {
-  let t: TestDatabase;
-  let notifier: Notifier;
-
-  beforeAll(async () => {
-    t = await createTestDatabase();
-    notifier = new Notifier(t.url);
-  });
-  afterAll(async () => {
-    await notifier?.close();
-    await t?.drop();
-  });
+  const env = useEventStoreDatabase();
 
   // Version 2 of LockNoted renamed `who` to `holder`.
   const upcasters = new Upcasters([
@@ -75,13 +64,13 @@ describe('delivering stored data text', () => {
   ];
 
   it('readLog gives the events readAll gives, with the stored text where nothing upcast them', async () => {
-    const store = new PostgresEventStore(t.db, notifier, upcasters);
+    const store = new PostgresEventStore(env.t.db, env.notifier, upcasters);
     const run = randomUUID();
     const written = mix(run);
     await store.appendToStream(`mix-${run}`, written, { expectedRevision: 'no_stream' });
     // Written by SQL, not by kld: metadata that lacks fields, or holds a number.
     const bySql = [randomUUID(), randomUUID()];
-    await t.db.query(
+    await env.t.db.query(
       `INSERT INTO kl_events (event_id, stream_id, stream_revision, type, schema_version, data, metadata)
        VALUES ($1, $3, 0, 'BulkTick', 1, '{}', '{"actor":"held"}'),
               ($2, $3, 1, 'BulkTick', 1, '[]', '{"actor":5,"occurredAt":null}')`,
@@ -138,7 +127,7 @@ describe('delivering stored data text', () => {
   });
 
   it('a copy of an event read as text carries no stale text', async () => {
-    const store = new PostgresEventStore(t.db, notifier, new Upcasters([]));
+    const store = new PostgresEventStore(env.t.db, env.notifier, new Upcasters([]));
     const run = randomUUID();
     await store.appendToStream(`copy-${run}`, [event('Tick', { n: 1 })], {
       expectedRevision: 'no_stream',
@@ -151,7 +140,7 @@ describe('delivering stored data text', () => {
   });
 
   it('the feed delivers what readAll lists, upcast, through SSE JSON', async () => {
-    const store = new PostgresEventStore(t.db, notifier, upcasters);
+    const store = new PostgresEventStore(env.t.db, env.notifier, upcasters);
     const run = randomUUID();
     await store.appendToStream(`feed-${run}`, mix(run), { expectedRevision: 'no_stream' });
     const parsed = (await store.readAll(LOG_START, 1000)).filter((e) => e.streamId.endsWith(run));

@@ -166,6 +166,7 @@ describe('KL_CACHE_*', () => {
       hashInstances: 100_000,
       documentInstances: 200_000,
       servedBytes: 256 * 1024 * 1024,
+      heldEvents: 250_000,
     });
   });
 
@@ -177,6 +178,7 @@ describe('KL_CACHE_*', () => {
         KL_CACHE_HASH_INSTANCES: '1000',
         KL_CACHE_DOCUMENT_INSTANCES: '2000',
         KL_CACHE_SERVED_BYTES: '1GiB',
+        KL_CACHE_HELD_EVENTS: '0',
       }).cache,
     ).toEqual({
       streams: 50,
@@ -184,6 +186,7 @@ describe('KL_CACHE_*', () => {
       hashInstances: 1000,
       documentInstances: 2000,
       servedBytes: 1024 ** 3,
+      heldEvents: 0,
     });
   });
 
@@ -196,6 +199,8 @@ describe('KL_CACHE_*', () => {
       ['KL_CACHE_DOCUMENT_INSTANCES', '100000001'],
       ['KL_CACHE_SERVED_BYTES', '12 parsecs'],
       ['KL_CACHE_SERVED_BYTES', '10'],
+      ['KL_CACHE_HELD_EVENTS', '-1'],
+      ['KL_CACHE_HELD_EVENTS', 'all'],
     ]) {
       const error = errorOf({ [name]: bad });
       expect(error.message).toMatch(new RegExp(`^${name}: expected `));

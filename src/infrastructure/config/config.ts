@@ -309,6 +309,10 @@ function cacheBudgetsFrom(env: NodeJS.ProcessEnv): CacheBudgets {
             min: KIB,
             max: 64 * 1024 * MIB,
           }),
+    heldEvents: countFrom(env.KL_CACHE_HELD_EVENTS, 'KL_CACHE_HELD_EVENTS', d.heldEvents, {
+      min: 0,
+      max: 100_000_000,
+    }),
   };
 }
 

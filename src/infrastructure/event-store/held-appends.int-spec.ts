@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
-import { createTestDatabase, TestDatabase } from '../../../test/support/test-database';
+import { useEventStoreDatabase } from '../../../test/support/event-store-database';
 import type { EventToAppend } from '../../application/ports/event-store.port';
 import { LOG_START, LogPosition } from '../../domain/shared/event';
-import { Notifier } from '../postgres/notifier';
 import { PostgresEventStore } from './postgres-event-store';
 
 const metadata = {
@@ -39,19 +38,10 @@ async function eventually<T>(read: () => Promise<T[]>): Promise<T[]> {
 }
 
 describe('PostgreSQL event store: appends handed over from memory', () => {
-  let t: TestDatabase;
-  let notifier: Notifier;
-  beforeAll(async () => {
-    t = await createTestDatabase('kl_held');
-    notifier = new Notifier(t.url);
-  });
-  afterAll(async () => {
-    await notifier.close();
-    await t.drop();
-  });
+  const env = useEventStoreDatabase('kl_held');
 
   it('hands over exactly what readAll reads back, for small (INSERT) and big (COPY) appends', async () => {
-    const store = new PostgresEventStore(t.db, notifier);
+    const store = new PostgresEventStore(env.t.db, env.notifier);
     const before = (await store.lastPosition()) ?? LOG_START;
     const small = await store.appendToStream('held-small', events(7), {
       expectedRevision: 'no_stream',
@@ -95,9 +85,9 @@ describe('PostgreSQL event store: appends handed over from memory', () => {
   });
 
   it('never hands over an append ahead of an older transaction that commits late', async () => {
-    const store = new PostgresEventStore(t.db, notifier);
+    const store = new PostgresEventStore(env.t.db, env.notifier);
     const before = (await store.lastPosition()) ?? LOG_START;
-    const slow = new Client({ connectionString: t.url });
+    const slow = new Client({ connectionString: env.t.url });
     await slow.connect();
     try {
       // A writer in another process takes its transaction id first...
@@ -128,7 +118,7 @@ describe('PostgreSQL event store: appends handed over from memory', () => {
   });
 
   it('lets go of appends the readers are past, and of the oldest beyond its budget', async () => {
-    const store = new PostgresEventStore(t.db, notifier, undefined, 10);
+    const store = new PostgresEventStore(env.t.db, env.notifier, undefined, 10);
     const before = (await store.lastPosition()) ?? LOG_START;
     const first = await store.appendToStream('budget-1', events(6), {
       expectedRevision: 'no_stream',

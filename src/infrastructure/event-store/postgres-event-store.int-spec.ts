@@ -2,41 +2,24 @@ import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { describeEventStoreConformance } from '../../../test/conformance/event-store.conformance';
 import {
-  createEmptyDatabase,
-  createTestDatabase,
-  TestDatabase,
-} from '../../../test/support/test-database';
+  openEventStoreDatabase,
+  useEventStoreDatabase,
+} from '../../../test/support/event-store-database';
+import { createEmptyDatabase } from '../../../test/support/test-database';
 import { LOG_START } from '../../domain/shared/event';
-import { Notifier } from '../postgres/notifier';
 import { PostgresEventStore } from './postgres-event-store';
 
 describeEventStoreConformance('PostgreSQL', async () => {
-  const t = await createTestDatabase();
-  const notifier = new Notifier(t.url);
-  return {
-    store: new PostgresEventStore(t.db, notifier),
-    close: async () => {
-      await notifier.close();
-      await t.drop();
-    },
-  };
+  const { t, notifier, close } = await openEventStoreDatabase();
+  return { store: new PostgresEventStore(t.db, notifier), close };
 });
 
 describe('PostgreSQL event store: late commits', () => {
-  let t: TestDatabase;
-  let notifier: Notifier;
-  beforeAll(async () => {
-    t = await createTestDatabase();
-    notifier = new Notifier(t.url);
-  });
-  afterAll(async () => {
-    await notifier.close();
-    await t.drop();
-  });
+  const env = useEventStoreDatabase();
 
   it('does not let a reader pass an event whose transaction took its position early and commits late', async () => {
-    const store = new PostgresEventStore(t.db, notifier);
-    const slow = new Client({ connectionString: t.url });
+    const store = new PostgresEventStore(env.t.db, env.notifier);
+    const slow = new Client({ connectionString: env.t.url });
     await slow.connect();
     try {
       // The slow writer takes its transaction id and global position first...
@@ -47,24 +30,7 @@ describe('PostgreSQL event store: late commits', () => {
          VALUES (gen_random_uuid(), 'slow', 0, 'Late', 1, '{}', '{}')`,
       );
       // ...a fast writer commits after it, with a later position.
-      await store.appendToStream(
-        'fast',
-        [
-          {
-            eventId: randomUUID(),
-            type: 'Early',
-            schemaVersion: 1,
-            data: {},
-            metadata: {
-              actor: 'a',
-              correlationId: 'c',
-              causationId: null,
-              occurredAt: '2026-01-01T00:00:00Z',
-            },
-          },
-        ],
-        { expectedRevision: 'no_stream' },
-      );
+      await store.appendToStream('fast', [event('Early')], { expectedRevision: 'no_stream' });
 
       // A position-only reader would now see 'Early' and move past 'Late'.
       expect(await store.readAll(LOG_START, 100)).toEqual([]);
@@ -84,7 +50,7 @@ describe('PostgreSQL event store: late commits', () => {
   });
 
   it('does not wait for a transaction held open in another database of the same server', async () => {
-    const store = new PostgresEventStore(t.db, notifier);
+    const store = new PostgresEventStore(env.t.db, env.notifier);
     const other = await createEmptyDatabase();
     const elsewhere = new Client({ connectionString: other.url });
     await elsewhere.connect();
@@ -107,8 +73,8 @@ describe('PostgreSQL event store: late commits', () => {
   });
 
   it('waits for a transaction of its own database that could still append, and for its own appends', async () => {
-    const store = new PostgresEventStore(t.db, notifier);
-    const held = new Client({ connectionString: t.url });
+    const store = new PostgresEventStore(env.t.db, env.notifier);
+    const held = new Client({ connectionString: env.t.url });
     await held.connect();
     try {
       const before = (await store.readAll(LOG_START, 10_000)).length;

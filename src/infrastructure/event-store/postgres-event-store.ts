@@ -15,6 +15,7 @@ import { Upcasters } from '../../domain/shared/upcasting';
 import { Database, Queryable } from '../postgres/database';
 import { Notifier } from '../postgres/notifier';
 import { copyField, copyJsonField, copyRows } from '../postgres/copy-rows';
+import { DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { HeldAppends } from './held-appends';
 
 const EVENTS_CHANNEL = 'kl_events';
@@ -24,10 +25,6 @@ const EVENTS_CHANNEL = 'kl_events';
 const INSERT_CHUNK = 10_000;
 // Appends of at least this many events are streamed with COPY (copyEvents).
 const COPY_EVENTS = 1000;
-// Events of this process's recent appends held for its own projectors
-// (HeldAppends): a first commit of a 100,000-instance state fits.
-const HELD_EVENTS = 250_000;
-
 // The unique index on kl_events.event_id (migration 009).
 const EVENT_ID_INDEX = 'kl_events_event_id';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -156,8 +153,8 @@ export class PostgresEventStore implements EventStore {
     private readonly notifier: Notifier,
     /** Every read hands out events in their type's current shape. */
     private readonly upcasters = new Upcasters(),
-    /** Events of recent appends held for `readAppended` (0: none). */
-    heldEvents = HELD_EVENTS,
+    /** Events of recent appends held for `readAppended` (0: none; KL_CACHE_HELD_EVENTS). */
+    heldEvents = DEFAULT_CACHE_BUDGETS.heldEvents,
   ) {
     this.held = new HeldAppends(heldEvents);
   }
