@@ -31,6 +31,7 @@ import {
   RefreshProfile,
 } from './support/refresh-profile';
 import { formatInt, formatMs, verdict } from './support/stats';
+import { postmasterOf } from './support/process-cpu';
 import { poolSize } from '../src/application/refresh/refresh-group';
 
 /**
@@ -86,6 +87,8 @@ const KL = path.join(ROOT, 'dist/src/cli/kl.js');
 const undo: { label: string; run: () => Promise<void> | void }[] = [];
 let cleaning: Promise<void> | undefined;
 let tmpRoot = '';
+/** kld's database on the embedded server, for PostgreSQL's CPU; unset for an external server. */
+let postgres: { postmaster: number; database: string } | undefined;
 
 function cleanup(): Promise<void> {
   return (cleaning ??= (async () => {
@@ -162,6 +165,12 @@ async function main(): Promise<void> {
     undo.push({ label: 'database', run: () => bench.close() });
     const kld = await startKld(KLD, bench.url, path.join(tmpRoot, 'kld'));
     undo.push({ label: 'kld', run: () => kld.stop() });
+    // The embedded server's postmaster (its origin names the data directory); none for an external one.
+    const dataDir = /data in (.+)$/.exec(bench.origin)?.[1];
+    const postmaster = dataDir ? postmasterOf(dataDir) : null;
+    if (postmaster !== null) {
+      postgres = { postmaster, database: new URL(bench.url).pathname.slice(1) };
+    }
     printHeader(bench.origin, kld);
 
     const baseEnv = cleanEnv();
@@ -405,9 +414,9 @@ async function compare(
       `  profiled in-process refresh (${what}): ${secs(p.wallMs)}  status=${p.report.status} ` +
         `checked=${p.report.checked} changed=${p.report.changed} failed=${p.report.failed}; CPU ` +
         `kl ${secs(p.cpu.kl)}, ${p.providerProcesses} provider process(es) ${secs(p.cpu.providers)}, ` +
-        `kld ${secs(p.cpu.kld)}`,
+        `kld ${secs(p.cpu.kld)}, PostgreSQL ${secs(p.cpu.postgres)}`,
     );
-  const options = { cwd: dir, actor: 'bench@refresh', env, kldPid: kld.pid };
+  const options = { cwd: dir, actor: 'bench@refresh', env, kldPid: kld.pid, postgres };
   const singleProfile = await profileRefresh(kld.url, state, { ...options, pool: 1 });
   profiled(singleProfile, 'pool 1, schema cached');
   const profile = await profileRefresh(kld.url, state, { ...options, pool });
@@ -602,6 +611,10 @@ function printProfile(c: Comparison): void {
     'CPU kld',
     columns.map((p) => formatMs(p.cpu.kld)),
   );
+  row(
+    "CPU PostgreSQL (kld's database)",
+    columns.map((p) => formatMs(p.cpu.postgres)),
+  );
   const reads = warm.spans['provider ReadResource'] ?? { calls: 0, ms: 0 };
   if (reads.calls > 0) {
     const perRead = (p: RefreshProfile, ms: number) => formatMs(ms / p.report.checked);
@@ -609,7 +622,8 @@ function printProfile(c: Comparison): void {
       `  per instance (pool 1 / pool ${c.pool}): CPU kl ${perRead(single, single.cpu.kl)} / ` +
         `${perRead(warm, warm.cpu.kl)} ms, provider ${perRead(single, single.cpu.providers)} / ` +
         `${perRead(warm, warm.cpu.providers)} ms, kld ${perRead(single, single.cpu.kld)} / ` +
-        `${perRead(warm, warm.cpu.kld)} ms; read loop ${perRead(single, single.readLoopMs)} / ` +
+        `${perRead(warm, warm.cpu.kld)} ms, PostgreSQL ${perRead(single, single.cpu.postgres)} / ` +
+        `${perRead(warm, warm.cpu.postgres)} ms; read loop ${perRead(single, single.readLoopMs)} / ` +
         `${perRead(warm, warm.readLoopMs)} ms wall`,
     );
   }

@@ -21,7 +21,7 @@ import { systemRefreshHost } from '../../src/infrastructure/refresh/system-refre
 import { FactoryProviderOpener } from '../../src/infrastructure/refresh/factory-provider-opener';
 import { RestRefreshServer } from '../../src/infrastructure/refresh/rest-refresh-server';
 import { KldHttpClient } from '../../src/infrastructure/rest/kld-http-client';
-import { processCpuMs } from './process-cpu';
+import { databaseCpuMs, processCpuMs } from './process-cpu';
 
 /**
  * `kl refresh`'s own pipeline (the objects refresh.command.ts wires up), run
@@ -46,8 +46,11 @@ export interface RefreshProfile {
   schemaFromCache: boolean;
   /** Bytes of the schema as the cache serves it (JSON), when it came from the cache. */
   schemaJsonBytes: number | null;
-  /** CPU (user + system) of the run, ms: kl's side (this process), the provider processes, kld. */
-  cpu: { kl: number; providers: number; kld: number };
+  /**
+   * CPU (user + system) of the run, ms: kl's side (this process), the provider processes, kld,
+   * and PostgreSQL's backends serving kld's database (NaN when the server is not ours to see).
+   */
+  cpu: { kl: number; providers: number; kld: number; postgres: number };
   /** Provider processes launched (the pool size, once per group). */
   providerProcesses: number;
 }
@@ -108,6 +111,8 @@ export async function profileRefresh(
     kldPid: number;
     /** Provider processes per group (`kl refresh --pool`); the orchestrator's default else. */
     pool?: number;
+    /** The embedded postmaster and kld's database on it, to count PostgreSQL's CPU. */
+    postgres?: { postmaster: number; database: string };
   },
 ): Promise<RefreshProfile> {
   const watch = new Stopwatch();
@@ -186,6 +191,9 @@ export async function profileRefresh(
   const t0 = performance.now();
   const klCpu0 = process.cpuUsage();
   const kldCpu0 = processCpuMs(options.kldPid);
+  const pg = options.postgres;
+  const pgCpu = () => (pg ? databaseCpuMs(pg.postmaster, pg.database) : NaN);
+  const pgCpu0 = pgCpu();
   try {
     const report = await orchestrator.run(
       state,
@@ -204,6 +212,7 @@ export async function profileRefresh(
         kl: (klCpu.user + klCpu.system) / 1000,
         providers: providerCpuMs,
         kld: processCpuMs(options.kldPid) - kldCpu0,
+        postgres: pgCpu() - pgCpu0,
       },
       providerProcesses,
       wallMs: performance.now() - t0,

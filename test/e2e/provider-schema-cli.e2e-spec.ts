@@ -2,10 +2,9 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { KL, KldProcess, ROOT, startKld } from '../support/kld-process';
+import { kltestMirror } from '../support/kltest-mirror';
+import { KL, KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-
-const PROVIDER = path.join(ROOT, 'test/support/provider/terraform-provider-kltest');
 
 /** `kl provider schema` against a real kld: the schema is fetched once per (source, version). */
 describe('kl provider schema with kld as the schema cache', () => {
@@ -19,11 +18,8 @@ describe('kl provider schema with kld as the schema cache', () => {
     t = await createTestDatabase();
     kld = await startKld({ KL_DATABASE_URL: t.url });
     root = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-schema-'));
-    mirror = path.join(root, 'mirror');
     rpcLog = path.join(root, 'rpc.log');
-    const dir = path.join(mirror, 'registry.terraform.io/kilolock/kltest/0.1.0/linux_amd64');
-    fs.mkdirSync(dir, { recursive: true });
-    fs.symlinkSync(PROVIDER, path.join(dir, 'terraform-provider-kltest_v0.1.0'));
+    mirror = kltestMirror(root).mirror;
   });
   afterAll(async () => {
     await kld?.stop();

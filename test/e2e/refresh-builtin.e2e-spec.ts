@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { ChildRunner, ok, Run } from '../support/child-runner';
+import { kltestMirror, offlineTerraformEnv } from '../support/kltest-mirror';
 import { KL, KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -18,7 +19,6 @@ import { createTestDatabase, TestDatabase } from '../support/test-database';
 jest.setTimeout(180_000);
 
 const TERRAFORM = process.env.KL_TEST_TERRAFORM ?? 'terraform';
-const PROVIDER = path.resolve(__dirname, '../support/provider/terraform-provider-kltest');
 const STATE = 'e2e/refresh-builtin';
 
 interface StateDoc {
@@ -101,27 +101,12 @@ beforeAll(async () => {
   }
   root = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-refresh-builtin-'));
   workDir = path.join(root, 'work');
-  mirror = path.join(root, 'mirror');
-  const platformDir = path.join(mirror, 'registry.terraform.io/kilolock/kltest/0.1.0/linux_amd64');
-  for (const dir of [workDir, platformDir, path.join(root, 'objects')]) {
-    fs.mkdirSync(dir, { recursive: true });
-  }
-  fs.symlinkSync(PROVIDER, path.join(platformDir, 'terraform-provider-kltest_v0.1.0'));
-  const cliConfig = path.join(root, 'terraformrc');
-  fs.writeFileSync(
-    cliConfig,
-    `provider_installation {\n  filesystem_mirror {\n    path = "${mirror}"\n  }\n}\ndisable_checkpoint = true\n`,
-  );
-  const inherited = Object.fromEntries(
-    Object.entries(process.env).filter(
-      ([k]) => !k.startsWith('TF_') && !k.startsWith('KL_') && !k.startsWith('KLTEST_'),
-    ),
-  );
+  for (const dir of [workDir, path.join(root, 'objects')]) fs.mkdirSync(dir, { recursive: true });
+  const kltest = kltestMirror(root);
+  mirror = kltest.mirror;
   env = {
-    ...inherited,
-    TF_CLI_CONFIG_FILE: cliConfig,
-    CHECKPOINT_DISABLE: '1',
-    TF_IN_AUTOMATION: '1',
+    ...offlineTerraformEnv(),
+    TF_CLI_CONFIG_FILE: kltest.cliConfig,
     KL_CACHE_DIR: path.join(root, 'cache'),
     KLTEST_OBJECTS: path.join(root, 'objects'),
   };

@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { Client } from 'pg';
 import { prepareKltest } from '../../bench/support/refresh-kltest';
 import { ChildRunner, Run } from '../support/child-runner';
+import { kltestMirror, offlineTerraformEnv } from '../support/kltest-mirror';
 import { KL, KldProcess, processesMatching, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -16,7 +17,6 @@ import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 jest.setTimeout(240_000);
 
-const PROVIDER = path.resolve(__dirname, '../support/provider/terraform-provider-kltest');
 const STATE = 'e2e/refresh-pool';
 const ITEMS = 60;
 const COMMAND_TIMEOUT_MS = 120_000;
@@ -94,21 +94,9 @@ async function currentSerial(): Promise<number> {
 
 beforeAll(async () => {
   root = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-refresh-pool-e2e-'));
-  mirror = path.join(root, 'mirror');
   rpcLog = path.join(root, 'rpc.log');
-  const platformDir = path.join(mirror, 'registry.terraform.io/kilolock/kltest/0.1.0/linux_amd64');
-  fs.mkdirSync(platformDir, { recursive: true });
-  fs.symlinkSync(PROVIDER, path.join(platformDir, 'terraform-provider-kltest_v0.1.0'));
-  const cliConfig = path.join(root, 'terraformrc');
-  fs.writeFileSync(
-    cliConfig,
-    `provider_installation {\n  filesystem_mirror {\n    path = "${mirror}"\n  }\n}\ndisable_checkpoint = true\n`,
-  );
-  const inherited = Object.fromEntries(
-    Object.entries(process.env).filter(
-      ([k]) => !k.startsWith('TF_') && !k.startsWith('KL_') && !k.startsWith('KLTEST_'),
-    ),
-  );
+  const kltest = kltestMirror(root);
+  mirror = kltest.mirror;
   t = await createTestDatabase('kl_refresh_pool');
   kld = await startKld({ KL_DATABASE_URL: t.url });
   // terraform applies two items; the state is then grown to ITEMS copies (see the bench).
@@ -117,8 +105,8 @@ beforeAll(async () => {
     kldUrl: kld.url,
     state: STATE,
     instances: ITEMS,
-    baseEnv: { ...inherited, CHECKPOINT_DISABLE: '1', TF_IN_AUTOMATION: '1' },
-    cliConfig,
+    baseEnv: offlineTerraformEnv(),
+    cliConfig: kltest.cliConfig,
   });
   workDir = ws.dir;
   objectsDir = ws.objectsDir;

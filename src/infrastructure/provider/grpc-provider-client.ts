@@ -1,12 +1,12 @@
 import * as path from 'node:path';
-import * as grpc from '@grpc/grpc-js';
 import { decodeMsgpack, encodeMsgpack } from '../../domain/cty/cty-codec';
 import { CtyJson } from '../../domain/cty/cty-type';
 import { Diagnostic, hasErrors } from '../../domain/cty/diagnostic';
 import { blockType } from '../../domain/cty/implied-type';
 import { ProviderSchema, SchemaBlock } from '../../domain/cty/schema';
 import { stringifyJson } from '../../domain/terraform/lossless-json';
-import { pluginServices } from './plugin-protos';
+import { GrpcCallError, GrpcStatus, GrpcUnaryChannel } from './grpc-unary-channel';
+import { pluginServices, ServiceMethods } from './plugin-protos';
 import { startPlugin, StartedPlugin, StartPluginOptions } from './plugin-process';
 import { bindingFor, ProtocolBinding } from './protocol-binding';
 import {
@@ -42,14 +42,14 @@ export interface LaunchProviderOptions extends StartPluginOptions {
 // Terraform allows 64 MiB per message; the AWS schema alone is 4.7 MiB.
 const MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
 const CONNECTION_LOST = new Set<number>([
-  grpc.status.UNAVAILABLE,
-  grpc.status.CANCELLED,
-  grpc.status.INTERNAL,
-  grpc.status.UNKNOWN,
+  GrpcStatus.UNAVAILABLE,
+  GrpcStatus.CANCELLED,
+  GrpcStatus.INTERNAL,
+  GrpcStatus.UNKNOWN,
 ]);
 const CLIENT_CAPABILITIES = { deferral_allowed: false, write_only_attributes_allowed: true };
 
-/** Starts the plugin, completes the handshake and connects over mTLS gRPC. */
+/** Starts the plugin, completes the handshake and connects over mTLS gRPC (HTTP/2). */
 export async function launchProvider(
   binary: string,
   options: LaunchProviderOptions = {},
@@ -65,32 +65,29 @@ export async function launchProvider(
     }
     const services = pluginServices();
     const { handshake, certificate } = plugin;
-    const credentials = handshake.serverCertPem
-      ? grpc.credentials.createSsl(
-          Buffer.from(handshake.serverCertPem),
-          Buffer.from(certificate.keyPem),
-          Buffer.from(certificate.certPem),
-        )
-      : grpc.credentials.createInsecure();
-    const target = handshake.network === 'unix' ? `unix://${handshake.address}` : handshake.address;
-    const channelOptions: grpc.ChannelOptions = {
-      // The plugin's certificate is issued to "localhost" whatever the socket.
-      'grpc.ssl_target_name_override': 'localhost',
-      'grpc.default_authority': 'localhost',
-      'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
-      'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
-    };
-    const Provider = binding.version === 5 ? services.tfplugin5 : services.tfplugin6;
-    const provider = new Provider(target, credentials, channelOptions);
-    const controller = new services.controller(target, credentials, channelOptions);
-    try {
-      await waitForReady(provider, options.connectTimeoutMs ?? 10_000);
-    } catch (e) {
-      provider.close();
-      controller.close();
-      throw e;
-    }
-    return new GrpcProviderClient(name, plugin, binding, provider, controller, options);
+    const channel = await GrpcUnaryChannel.connect(
+      {
+        network: handshake.network,
+        address: handshake.address,
+        tls: handshake.serverCertPem
+          ? { ca: handshake.serverCertPem, key: certificate.keyPem, cert: certificate.certPem }
+          : null,
+        maxMessageBytes: MAX_MESSAGE_BYTES,
+      },
+      options.connectTimeoutMs ?? 10_000,
+    ).catch((e: Error) => {
+      throw new Error(`gRPC connection not ready: ${e.message}`);
+    });
+    const methods = binding.version === 5 ? services.tfplugin5 : services.tfplugin6;
+    return new GrpcProviderClient(
+      name,
+      plugin,
+      binding,
+      channel,
+      methods,
+      services.controller,
+      options,
+    );
   } catch (e) {
     await plugin.kill();
     if (e instanceof ProviderError) throw e;
@@ -102,34 +99,6 @@ export async function launchProvider(
       { cause: e },
     );
   }
-}
-
-function waitForReady(client: grpc.Client, timeoutMs: number): Promise<void> {
-  return new Promise((resolve, reject) =>
-    client.waitForReady(Date.now() + timeoutMs, (err) =>
-      err ? reject(new Error(`gRPC connection not ready: ${err.message}`)) : resolve(),
-    ),
-  );
-}
-
-type UnaryMethod = (
-  request: object,
-  options: grpc.CallOptions,
-  callback: (err: grpc.ServiceError | null, response?: unknown) => void,
-) => grpc.ClientUnaryCall;
-
-function unary<T>(
-  client: grpc.Client,
-  method: string,
-  request: object,
-  timeoutMs: number,
-): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const fn = (client as unknown as Record<string, UnaryMethod>)[method];
-    fn.call(client, request, { deadline: Date.now() + timeoutMs }, (err, response) =>
-      err ? reject(err) : resolve(response as T),
-    );
-  });
 }
 
 function delay(ms: number): Promise<void> {
@@ -151,8 +120,9 @@ class GrpcProviderClient implements ProviderClient {
     private readonly name: string,
     private readonly plugin: StartedPlugin,
     private readonly binding: ProtocolBinding,
-    private readonly provider: grpc.Client,
-    private readonly controller: grpc.Client,
+    private readonly channel: GrpcUnaryChannel,
+    private readonly methods: ServiceMethods,
+    private readonly controller: ServiceMethods,
     options: LaunchProviderOptions,
   ) {
     this.callTimeoutMs = options.callTimeoutMs ?? 60_000;
@@ -278,12 +248,11 @@ class GrpcProviderClient implements ProviderClient {
 
   private async shutdown(): Promise<void> {
     if (!this.plugin.hasExited()) {
-      await unary(this.provider, this.binding.stop, {}, 5_000).catch(() => undefined);
+      await this.channel.unary(this.methods[this.binding.stop], {}, 5_000).catch(() => undefined);
       // go-plugin stops its server hard, so the reply rarely arrives; any outcome is fine.
-      await unary(this.controller, 'Shutdown', {}, 2_000).catch(() => undefined);
+      await this.channel.unary(this.controller.Shutdown, {}, 2_000).catch(() => undefined);
     }
-    this.provider.close();
-    this.controller.close();
+    this.channel.close();
     await Promise.race([this.plugin.exited, delay(this.graceMs)]);
     await this.plugin.kill();
   }
@@ -330,10 +299,10 @@ class GrpcProviderClient implements ProviderClient {
     if (this.closing) throw new ProviderError('PROVIDER.CLOSED', `${this.name} is closed`);
     if (this.plugin.hasExited()) throw await this.crashed(method);
     try {
-      return await unary<T>(this.provider, method, request, timeoutMs);
+      return (await this.channel.unary(this.methods[method], request, timeoutMs)) as T;
     } catch (e) {
-      const err = e as grpc.ServiceError;
-      if (err.code === grpc.status.DEADLINE_EXCEEDED) {
+      const err = e as GrpcCallError;
+      if (err.code === GrpcStatus.DEADLINE_EXCEEDED) {
         throw new ProviderError(
           'PROVIDER.TIMEOUT',
           `${this.name}: ${method} did not answer within ${timeoutMs} ms`,

@@ -1,12 +1,15 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { UnaryMethod } from './grpc-unary-channel';
+
+/** The methods of one service, by name (`ReadResource`, `Shutdown`, ...). */
+export type ServiceMethods = Record<string, UnaryMethod>;
 
 export interface PluginServices {
-  tfplugin5: grpc.ServiceClientConstructor;
-  tfplugin6: grpc.ServiceClientConstructor;
-  controller: grpc.ServiceClientConstructor;
+  tfplugin5: ServiceMethods;
+  tfplugin6: ServiceMethods;
+  controller: ServiceMethods;
 }
 
 let loaded: PluginServices | null = null;
@@ -21,6 +24,7 @@ export function protoDir(): string {
   }
 }
 
+/** Each plugin service's methods: path and (de)serialisers, as @grpc/proto-loader builds them. */
 export function pluginServices(): PluginServices {
   if (loaded) return loaded;
   const dir = protoDir();
@@ -36,15 +40,11 @@ export function pluginServices(): PluginServices {
       oneofs: true,
     },
   );
-  const root = grpc.loadPackageDefinition(definition);
-  const service = (pkg: string, name: string): grpc.ServiceClientConstructor => {
-    const ns = root[pkg] as grpc.GrpcObject;
-    return ns[name] as grpc.ServiceClientConstructor;
-  };
+  const service = (name: string): ServiceMethods => definition[name] as unknown as ServiceMethods;
   loaded = {
-    tfplugin5: service('tfplugin5', 'Provider'),
-    tfplugin6: service('tfplugin6', 'Provider'),
-    controller: service('plugin', 'GRPCController'),
+    tfplugin5: service('tfplugin5.Provider'),
+    tfplugin6: service('tfplugin6.Provider'),
+    controller: service('plugin.GRPCController'),
   };
   return loaded;
 }
