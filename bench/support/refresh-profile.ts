@@ -21,7 +21,7 @@ import { systemRefreshHost } from '../../src/infrastructure/refresh/system-refre
 import { FactoryProviderOpener } from '../../src/infrastructure/refresh/factory-provider-opener';
 import { RestRefreshServer } from '../../src/infrastructure/refresh/rest-refresh-server';
 import { KldHttpClient } from '../../src/infrastructure/rest/kld-http-client';
-import { databaseCpuMs, processCpuMs } from './process-cpu';
+import { DatabaseCpuMeter, processCpuMs } from './process-cpu';
 
 /**
  * `kl refresh`'s own pipeline (the objects refresh.command.ts wires up), run
@@ -192,7 +192,9 @@ export async function profileRefresh(
   const klCpu0 = process.cpuUsage();
   const kldCpu0 = processCpuMs(options.kldPid);
   const pg = options.postgres;
-  const pgCpu = () => (pg ? databaseCpuMs(pg.postmaster, pg.database) : NaN);
+  // Backends already open count from their start: take the difference.
+  const pgMeter = pg ? new DatabaseCpuMeter(pg.postmaster, pg.database) : null;
+  const pgCpu = () => (pgMeter ? pgMeter.totalMs() : NaN);
   const pgCpu0 = pgCpu();
   try {
     const report = await orchestrator.run(
@@ -223,6 +225,7 @@ export async function profileRefresh(
       schemaJsonBytes: seen.bytes,
     };
   } finally {
+    pgMeter?.stop();
     process.chdir(previous);
   }
 }
