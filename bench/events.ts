@@ -82,7 +82,13 @@ async function main(): Promise<void> {
     printMachine();
     const settings = await postgresSettings(bench.url);
     console.log(`  postgres: ${settings.server_version} (${bench.origin})`);
-    kld = await startKld({ kld: KLD, databaseUrl: bench.url, tmp, grpc: true, children });
+    kld = await startKld({
+      kld: KLD,
+      databaseUrl: bench.url,
+      dataDir: path.join(tmp, 'kld'),
+      grpc: true,
+      children,
+    });
     console.log(`  kld        pid ${kld.pid}, HTTP ${kld.url}, gRPC ${kld.grpc}\n`);
 
     const latency = await measureLatency(kld, bench.url);

@@ -41,7 +41,6 @@ const BUILDS: [string, string][] = [
 ];
 if (process.env.KL_BENCH_KLD_BEFORE) BUILDS.push(['before', process.env.KL_BENCH_KLD_BEFORE]);
 const REBUILD = process.env.KL_BENCH_REBUILD !== '0';
-const NODE_ARGS = (process.env.KL_BENCH_KLD_NODE_ARGS ?? '').split(' ').filter(Boolean);
 
 const undo: (() => Promise<void> | void)[] = [];
 
@@ -103,7 +102,7 @@ async function main(): Promise<void> {
   for (const [label, kldJs] of BUILDS) {
     const db = await openBenchDatabase(logger);
     undo.push(() => db.close());
-    const kld = await startKld(kldJs, db.url, path.join(tmp, label.replace(/\W/g, '-')), NODE_ARGS);
+    const kld = await startKld(kldJs, db.url, path.join(tmp, label.replace(/\W/g, '-')));
     undo.push(() => kld.stop());
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     undo.push(() => agent.destroy());

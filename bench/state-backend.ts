@@ -120,7 +120,12 @@ async function main(): Promise<void> {
     );
 
     // --- kld, a separate process on its own database ---------------------------
-    const kld = await startKld({ kld: KLD, databaseUrl: bench.url, tmp, children });
+    const kld = await startKld({
+      kld: KLD,
+      databaseUrl: bench.url,
+      dataDir: path.join(tmp, 'kld'),
+      children,
+    });
     undo.push({ label: 'kld', run: () => kld.stop() });
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     undo.push({ label: 'agent', run: () => agent.destroy() });

@@ -1,5 +1,5 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import path from 'node:path';
+import fs from 'node:fs';
 import { freePort } from '../../src/infrastructure/postgres/embedded-postgres';
 
 export interface KldProcess {
@@ -16,8 +16,8 @@ export interface KldOptions {
   /** The kld entry point (`dist/src/kld.js` of this or another build). */
   kld: string;
   databaseUrl: string;
-  /** Scratch directory: kld's data dir goes under it. */
-  tmp: string;
+  /** kld's data directory (created when missing). */
+  dataDir: string;
   /** Listen for gRPC on a free port too (default: off). */
   grpc?: boolean;
   /** Every child is added here until it exits, for the bench's last-resort SIGKILL. */
@@ -32,6 +32,7 @@ export interface KldOptions {
 export async function startKld(options: KldOptions): Promise<KldProcess> {
   const port = await freePort();
   const grpc = options.grpc ? `127.0.0.1:${await freePort()}` : null;
+  fs.mkdirSync(options.dataDir, { recursive: true });
   const nodeArgs = (process.env.KL_BENCH_KLD_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const child = spawn(
     process.execPath,
@@ -40,7 +41,7 @@ export async function startKld(options: KldOptions): Promise<KldProcess> {
       env: {
         ...process.env,
         KL_DATABASE_URL: options.databaseUrl,
-        KL_DATA_DIR: path.join(options.tmp, 'kld'),
+        KL_DATA_DIR: options.dataDir,
         KL_LOG_LEVEL: 'warn',
         KL_LOG_FORMAT: 'json',
         KL_GRPC_LISTEN: grpc ?? 'off',

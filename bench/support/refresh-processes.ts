@@ -1,8 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { Client } from 'pg';
-import { freePort } from '../../src/infrastructure/postgres/embedded-postgres';
+import { startKld as startKldProcess } from './kld-process';
 
 /**
  * Child processes of the refresh bench: every one is tracked so a single
@@ -96,61 +95,9 @@ export interface Kld {
 }
 
 /** The built `kld serve` as its own process on `databaseUrl`; waits for /readyz. */
-export async function startKld(
-  kldJs: string,
-  databaseUrl: string,
-  dataDir: string,
-  nodeArgs: readonly string[] = [],
-): Promise<Kld> {
-  const port = await freePort();
-  fs.mkdirSync(dataDir, { recursive: true });
-  const child = spawn(
-    process.execPath,
-    [...nodeArgs, kldJs, 'serve', '--listen', `127.0.0.1:${port}`],
-    {
-      env: {
-        ...process.env,
-        KL_DATABASE_URL: databaseUrl,
-        KL_DATA_DIR: path.join(dataDir),
-        KL_LOG_LEVEL: 'warn',
-        KL_LOG_FORMAT: 'json',
-        KL_GRPC_LISTEN: 'off',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  children.add(child);
-  let tail = '';
-  const keep = (c: Buffer) => (tail = (tail + c.toString()).slice(-4000));
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
-  const stop = () =>
-    new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      child.once('exit', () => {
-        clearTimeout(timer);
-        children.delete(child);
-        resolve();
-      });
-      child.kill('SIGTERM');
-    });
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`kld exited (${child.exitCode}):\n${tail}`);
-    try {
-      if ((await fetch(`${url}/readyz`)).status === 200) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`kld not ready within 60 s:\n${tail}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return { pid: child.pid!, url, databaseUrl, stop };
+export async function startKld(kldJs: string, databaseUrl: string, dataDir: string): Promise<Kld> {
+  const kld = await startKldProcess({ kld: kldJs, databaseUrl, dataDir, children });
+  return { pid: kld.pid, url: kld.url, databaseUrl, stop: kld.stop };
 }
 
 /** The http backend block terraform writes through to kld, with kld's LOCK/UNLOCK methods. */
