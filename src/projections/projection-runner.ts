@@ -232,8 +232,6 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   /**
    * Applies at most one batch; returns how many events it consumed. Throws
    * ProjectionHaltedError when the projector is (or now becomes) halted.
-   */
-  /**
    * `bulk`, when given, counts the events the batch handled instead of
    * refreshing statistics after a big batch: the caller does that once, when
    * a catch-up is over (see waitForPosition).

@@ -22,6 +22,14 @@ const counter: Decider<Add, { total: number }, Added> = {
   },
 };
 
+/** What every store here shares: the counter, snapshotted as it is. */
+const counterOptions = {
+  ids: { uuid: randomUUID },
+  snapshotSchema: 'counter/1',
+  toSnapshot: (s: { total: number }) => s,
+  fromSnapshot: (j: unknown) => j as { total: number },
+};
+
 const ctx = (): CommandContext => ({
   actor: 'test',
   correlationId: randomUUID(),
@@ -53,10 +61,7 @@ describe('AggregateStore on PostgreSQL', () => {
 
   const store = () =>
     new AggregateStore(spy, new PostgresSnapshotStore(t.db), counter, {
-      ids: { uuid: randomUUID },
-      snapshotSchema: 'counter/1',
-      toSnapshot: (s) => s,
-      fromSnapshot: (j) => j as { total: number },
+      ...counterOptions,
       snapshotEvery: 10,
     });
 
@@ -97,10 +102,7 @@ describe('AggregateStore on PostgreSQL', () => {
       },
       counter,
       {
-        ids: { uuid: randomUUID },
-        snapshotSchema: 'counter/1',
-        toSnapshot: (s) => s,
-        fromSnapshot: (j) => j as { total: number },
+        ...counterOptions,
         snapshotEvery: 5,
       },
     );
@@ -138,10 +140,7 @@ describe('AggregateStore on PostgreSQL', () => {
       },
       counter,
       {
-        ids: { uuid: randomUUID },
-        snapshotSchema: 'counter/1',
-        toSnapshot: (s) => s,
-        fromSnapshot: (j) => j as { total: number },
+        ...counterOptions,
         snapshotEvery: 2,
         snapshotSpacing: (s) => (s.total < 10 ? 0 : 6),
       },
@@ -221,10 +220,7 @@ describe('AggregateStore on PostgreSQL', () => {
       },
     };
     const store = new AggregateStore(flaky, new PostgresSnapshotStore(t.db), counter, {
-      ids: { uuid: randomUUID },
-      snapshotSchema: 'counter/1',
-      toSnapshot: (s) => s,
-      fromSnapshot: (j) => j as { total: number },
+      ...counterOptions,
     });
     const r = await store.handle(stream, { n: 3, limit: 10 }, ctx());
     expect(r.state.total).toBe(3);
@@ -288,18 +284,12 @@ describe('AggregateStore on PostgreSQL', () => {
     const s = store();
     const written = await s.handle(stream, { n: 2, limit: 10 }, ctx());
     const again = await new AggregateStore(spy, new PostgresSnapshotStore(t.db), noop, {
-      ids: { uuid: randomUUID },
-      snapshotSchema: 'counter/1',
-      toSnapshot: (x) => x,
-      fromSnapshot: (j) => j as { total: number },
+      ...counterOptions,
     }).handle(stream, { n: 2, limit: 10 }, ctx());
     expect(written.readAt).toEqual(written.position);
     expect(again).toMatchObject({ events: [], position: null, readAt: written.position });
     const missing = await new AggregateStore(spy, new PostgresSnapshotStore(t.db), noop, {
-      ids: { uuid: randomUUID },
-      snapshotSchema: 'counter/1',
-      toSnapshot: (x) => x,
-      fromSnapshot: (j) => j as { total: number },
+      ...counterOptions,
     }).handle(`counter-${randomUUID()}`, { n: 1, limit: 1 }, ctx());
     expect(missing.readAt).toBeNull();
   });
