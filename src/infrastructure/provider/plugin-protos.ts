@@ -1,16 +1,40 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import * as protoLoader from '@grpc/proto-loader';
+// The light build: reflection, encode/decode and toObject/fromObject, without
+// the .proto parser (kl reads the parsed descriptor instead).
+import * as protobuf from 'protobufjs/light';
 import { UnaryMethod } from './grpc-unary-channel';
 
+/**
+ * One method as @grpc/proto-loader describes it (a @grpc/grpc-js server
+ * accepts a service made of these, as the tests' stub providers use).
+ */
+export interface PluginMethod extends UnaryMethod {
+  requestStream: boolean;
+  responseStream: boolean;
+  requestDeserialize(bytes: Buffer): unknown;
+  responseSerialize(value: object): Buffer;
+}
+
 /** The methods of one service, by name (`ReadResource`, `Shutdown`, ...). */
-export type ServiceMethods = Record<string, UnaryMethod>;
+export type ServiceMethods = Record<string, PluginMethod>;
 
 export interface PluginServices {
   tfplugin5: ServiceMethods;
   tfplugin6: ServiceMethods;
   controller: ServiceMethods;
 }
+
+/**
+ * How messages become objects: names as in the .proto, 64-bit numbers and
+ * enums as strings, defaults filled in, the set field of each oneof named.
+ */
+const TO_OBJECT: protobuf.IConversionOptions = {
+  longs: String,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+};
 
 let loaded: PluginServices | null = null;
 
@@ -24,27 +48,50 @@ export function protoDir(): string {
   }
 }
 
-/** Each plugin service's methods: path and (de)serialisers, as @grpc/proto-loader builds them. */
+/**
+ * Each plugin service's methods: path and (de)serialisers, built from
+ * proto/plugin-descriptor.json (the .proto files parsed at build time by
+ * scripts/plugin-descriptor.mjs). Parsing the .proto text with
+ * @grpc/proto-loader cost every `kl refresh` ~40 ms of CPU at start
+ * (docs/performance.md, "kl start-up (wave 9)"); the (de)serialisers are the
+ * ones proto-loader builds, over the same protobufjs types.
+ */
 export function pluginServices(): PluginServices {
   if (loaded) return loaded;
-  const dir = protoDir();
-  const definition = protoLoader.loadSync(
-    ['tfplugin5.proto', 'tfplugin6.proto', 'grpc_controller.proto'].map((f) => path.join(dir, f)),
-    // keepCase: Stop.Response has a field literally named `Error`.
-    {
-      includeDirs: [dir],
-      keepCase: true,
-      longs: String,
-      enums: String,
-      defaults: true,
-      oneofs: true,
-    },
-  );
-  const service = (name: string): ServiceMethods => definition[name] as unknown as ServiceMethods;
+  const descriptor = fs.readFileSync(path.join(protoDir(), 'plugin-descriptor.json'), 'utf8');
+  const root = protobuf.Root.fromJSON(JSON.parse(descriptor) as protobuf.INamespace);
+  root.resolveAll();
   loaded = {
-    tfplugin5: service('tfplugin5.Provider'),
-    tfplugin6: service('tfplugin6.Provider'),
-    controller: service('plugin.GRPCController'),
+    tfplugin5: serviceMethods(root, 'tfplugin5.Provider'),
+    tfplugin6: serviceMethods(root, 'tfplugin6.Provider'),
+    controller: serviceMethods(root, 'plugin.GRPCController'),
   };
   return loaded;
+}
+
+function serviceMethods(root: protobuf.Root, name: string): ServiceMethods {
+  const methods: ServiceMethods = {};
+  for (const method of root.lookupService(name).methodsArray) {
+    const request = method.resolvedRequestType!;
+    const response = method.resolvedResponseType!;
+    methods[method.name] = {
+      path: `/${name}/${method.name}`,
+      requestStream: method.requestStream === true,
+      responseStream: method.responseStream === true,
+      requestSerialize: serializer(request),
+      requestDeserialize: deserializer(request),
+      responseSerialize: serializer(response),
+      responseDeserialize: deserializer(response),
+    };
+  }
+  return methods;
+}
+
+function serializer(type: protobuf.Type): (value: object) => Buffer {
+  // Under Node protobufjs writes into a Buffer: no copy of a large message.
+  return (value) => type.encode(type.fromObject(value)).finish() as Buffer;
+}
+
+function deserializer(type: protobuf.Type): (bytes: Buffer) => unknown {
+  return (bytes) => type.toObject(type.decode(bytes), TO_OBJECT);
 }
