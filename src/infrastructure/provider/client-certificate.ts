@@ -1,6 +1,5 @@
-import 'reflect-metadata';
 import { webcrypto } from 'node:crypto';
-import * as x509 from '@peculiar/x509';
+import type * as X509 from '@peculiar/x509';
 
 export interface ClientCertificate {
   certPem: string;
@@ -22,9 +21,14 @@ export function clientCertificate(): Promise<ClientCertificate> {
   return cached;
 }
 
-type CreateParams = Parameters<typeof x509.X509CertificateGenerator.createSelfSigned>;
+type CreateParams = Parameters<typeof X509.X509CertificateGenerator.createSelfSigned>;
 
 async function generate(): Promise<ClientCertificate> {
+  // Loaded here, when a plugin is launched: @peculiar/x509 and its ASN.1
+  // modules (~200 files) cost ~70 ms of CPU, which `kl refresh --help`, a
+  // refresh that fails before launching anything, and kld need not pay.
+  await import('reflect-metadata');
+  const x509 = await import('@peculiar/x509');
   const crypto = webcrypto as unknown as NonNullable<CreateParams[1]>;
   const algorithm = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
   const keys = await webcrypto.subtle.generateKey(algorithm, true, ['sign', 'verify']);
