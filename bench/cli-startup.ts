@@ -182,6 +182,7 @@ async function main(): Promise<void> {
         },
       },
       { label: 'kl refresh --help', command: node, args: [KL, 'refresh', '--help'], goal: '' },
+      { label: 'kl plan --help', command: node, args: [KL, 'plan', '--help'], goal: '' },
     ];
     console.log(`kl start-up, ${REPS} runs each, interleaved: ${KL}`);
     const jq = QUERY_SIZE > 0 ? jqVersion() : null;

@@ -18,10 +18,10 @@ let dir: string;
 
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-startup-'));
-  // Written when kl exits: the built-in modules it loaded.
+  // Written when kl exits: the built-in modules it loaded, then the files.
   fs.writeFileSync(
     path.join(dir, 'record.js'),
-    `process.on('exit', () => require('fs').writeFileSync(process.env.KL_TEST_MODULES, JSON.stringify(process.moduleLoadList)));`,
+    `process.on('exit', () => require('fs').writeFileSync(process.env.KL_TEST_MODULES, JSON.stringify([...process.moduleLoadList, ...Object.keys(require.cache)])));`,
   );
   server = http.createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'application/json' });
@@ -53,7 +53,7 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** kl's stdout and the built-in modules it loaded (async: the stub answers in this process). */
+/** kl's stdout and the modules it loaded (async: the stub answers in this process). */
 function kl(args: string[]): Promise<{ stdout: string; modules: string[] }> {
   const record = path.join(dir, `modules-${args.join('-').replace(/\W/g, '_')}.json`);
   return new Promise((resolve, reject) => {
@@ -86,4 +86,16 @@ it('kl --help loads no HTTP client at all', async () => {
   expect(help.stdout).toMatch(/Usage: kl/);
   expect(heavy(help.modules)).toEqual([]);
   expect(help.modules.filter((m) => /\bhttp\b/.test(m))).toEqual([]);
+});
+
+it('kl refresh --help loads neither the certificate library nor a .proto parser', async () => {
+  // Both are for talking to a provider: X.509 for its TLS, protobufjs's
+  // parser was for the plugin protocol, now read from a parsed descriptor.
+  const help = await kl(['refresh', '--help']);
+  expect(help.stdout).toMatch(/Usage: kl refresh/);
+  const loaded = help.modules.filter((m) => m.includes('node_modules'));
+  expect(loaded.length).toBeGreaterThan(0);
+  expect(
+    loaded.filter((m) => /@peculiar|asn1|proto-loader|protobufjs\/src\/parse/.test(m)),
+  ).toEqual([]);
 });
