@@ -139,3 +139,18 @@ describe('identityOf', () => {
     );
   });
 });
+
+describe('a reader whose identity cannot be read', () => {
+  it('caches nothing and fails nothing', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-hcl-cache-'));
+    try {
+      const cache = new FileHclUnitsCache(dir, () => {
+        throw new Error('ENOENT');
+      });
+      await expect(cache.put('x = 1\n', [unit])).resolves.toBeUndefined();
+      expect(await cache.get('x = 1\n')).toBeNull();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -43,16 +43,17 @@ export class FileHclUnitsCache implements HclUnitsCache {
   }
 
   async put(text: string, units: HclUnit[]): Promise<void> {
-    const file = this.file(text);
     // Write then rename, so a concurrent reader never sees half an entry.
-    const tmp = `${file}.${process.pid}.tmp`;
+    let tmp: string | null = null;
     try {
+      const file = this.file(text);
+      tmp = `${file}.${process.pid}.tmp`;
       await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
       const entry: Entry = { length: text.length, units };
       await fs.writeFile(tmp, JSON.stringify(entry), { mode: 0o600 });
       await fs.rename(tmp, file);
     } catch {
-      await fs.rm(tmp, { force: true }).catch(() => undefined);
+      if (tmp !== null) await fs.rm(tmp, { force: true }).catch(() => undefined);
     }
   }
 
