@@ -82,8 +82,7 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
 
   /** kl's plan of `main` (the root module's one file) in a private directory for `dir`. */
   async function planIn(dir: string, main: string): Promise<Record<string, unknown>> {
-    const workspace = await new TempWorkspaces().open({
-      configDir: dir,
+    const workspace = await new TempWorkspaces().open(dir, {
       rootFiles: [{ name: 'main.tf', text: main }],
       state: EMPTY,
     });

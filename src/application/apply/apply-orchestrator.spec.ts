@@ -243,8 +243,8 @@ function setup(workspace: FakeWorkspace, planned: KlPlan = plan, configReader = 
   const server = new FakeServer();
   const opened: WorkspaceSpec[] = [];
   const workspaces: TerraformWorkspaces = {
-    open: async (spec) => {
-      opened.push(spec);
+    open: async (configDir, contents) => {
+      opened.push({ configDir, ...(await contents) });
       return workspace;
     },
   };

@@ -170,8 +170,7 @@ export class ApplyOrchestrator {
         config.footprint,
         plan.reservations,
       );
-      workspace = await this.workspaces.open({
-        configDir: plan.configDir,
+      workspace = await this.workspaces.open(plan.configDir, {
         rootFiles: config.rootFiles,
         state: slice,
         variables: plan.variables,

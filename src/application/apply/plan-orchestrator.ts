@@ -29,6 +29,12 @@ export interface PlanOutcome {
   warnings: string[];
   /** Seconds spent in terraform (init, plan, show). */
   terraformSeconds: number;
+  /**
+   * kl's private directory being removed: terraform is done with it, so the
+   * caller goes on (the quota check, writing the plan) meanwhile and awaits
+   * this before it exits.
+   */
+  cleanup: Promise<void>;
 }
 
 /**
@@ -51,22 +57,27 @@ export class PlanOrchestrator {
     // What the server offers does not depend on the configuration: asked while it is read.
     const offer = request.protocol === 'http' ? undefined : this.server.engineOffer();
     offer?.catch(() => undefined); // awaited by chooseLane; unawaited only if reading failed
-    const config = await prepareConfiguration(this.reader, request.configDir, request.files);
+    const config = prepareConfiguration(this.reader, request.configDir, request.files);
     // The lane decides where the slice comes from: the whole trunk or the server's slice.
-    const lane = await chooseLane(
-      this.server,
-      request.protocol,
-      request.state,
-      config.footprint,
-      offer,
+    const choice = config.then((c) =>
+      chooseLane(this.server, request.protocol, request.state, c.footprint, offer),
     );
+    // kl's private directory is copied meanwhile; the root files and the slice follow.
+    const opening = this.workspaces.open(
+      request.configDir,
+      Promise.all([config, choice]).then(([c, l]) => ({ rootFiles: c.rootFiles, state: l.slice })),
+    );
+    const [chosen, opened] = await Promise.allSettled([choice, opening]);
+    // Reading the configuration or the state failed: that is the error (the directory is gone).
+    if (chosen.status === 'rejected') {
+      if (opened.status === 'fulfilled') await opened.value.dispose();
+      throw chosen.reason;
+    }
+    if (opened.status === 'rejected') throw opened.reason;
+    const [prepared, lane, workspace] = [await config, chosen.value, opened.value];
     const slice = lane.slice;
-    const workspace = await this.workspaces.open({
-      configDir: request.configDir,
-      rootFiles: config.rootFiles,
-      state: slice,
-    });
     const started = this.clock.now().getTime();
+    let cleanup: Promise<void> | null = null;
     try {
       await workspace.init(signal);
       const raw = await workspace.plan(
@@ -77,16 +88,21 @@ export class PlanOrchestrator {
       const plan = parsePlanJson(raw);
       if (plan.errored) throw new DomainError(PLAN_INVALID, 'terraform reported an errored plan');
       const locals = await workspaceLocals(this.reader, workspace);
-      const sets = applySets(plan, slice, locals, { scoped: config.footprint !== null });
+      cleanup = workspace.dispose();
+      const sets = applySets(plan, slice, locals, { scoped: prepared.footprint !== null });
       const writes = plan.changes.filter((c) => isWrite(c.kind));
       const counts = countChanges(writes);
-      const warnings = [...config.warnings, ...this.warnings(plan.drift, sets, config.footprint)];
+      const warnings = [
+        ...prepared.warnings,
+        ...this.warnings(plan.drift, sets, prepared.footprint),
+      ];
       const summary =
         writes.length === 0 && sets.outputWrites.length === 0
           ? 'No changes.'
           : `${describeCounts(counts)}.`;
       return {
         terraformSeconds,
+        cleanup,
         warnings,
         resources: planResourceDelta(plan.changes),
         plan: {
@@ -107,7 +123,7 @@ export class PlanOrchestrator {
           writeSet: sets.writeSet,
           readSet: sets.readSet,
           outputWrites: sets.outputWrites,
-          footprint: config.footprint,
+          footprint: prepared.footprint,
           reservations: laneReservations(sets.reservations, lane.serverReservations ?? null),
           counts,
           summary,
@@ -116,8 +132,9 @@ export class PlanOrchestrator {
           scope: lane.scope,
         },
       };
-    } finally {
-      await workspace.dispose();
+    } catch (e) {
+      await (cleanup ?? workspace.dispose());
+      throw e;
     }
   }
 

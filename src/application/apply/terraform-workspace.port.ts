@@ -17,16 +17,20 @@ export interface ConfigReader {
   readModule(dir: string): Promise<ModuleSource>;
 }
 
-/** How kl's private directory is laid out. */
-export interface WorkspaceSpec {
-  /** The user's configuration directory (copied, minus its `.terraform` and state files). */
-  configDir: string;
+/** What kl writes into its private directory over the copied configuration. */
+export interface WorkspaceContents {
   /** The root module's `.tf`/`.tf.json` files as terraform must see them; no other root configuration file is copied. */
   rootFiles: ScopedFile[];
   /** Written as the local backend's `terraform.tfstate`. */
   state: StateDocumentV4;
   /** Root input variables to pin (a `*.auto.tfvars.json` that wins over the user's). */
   variables?: Record<string, JsonValue>;
+}
+
+/** How kl's private directory is laid out. */
+export interface WorkspaceSpec extends WorkspaceContents {
+  /** The user's configuration directory (copied, minus its `.terraform` and state files). */
+  configDir: string;
 }
 
 export interface TerraformFailure {
@@ -67,7 +71,16 @@ export interface TerraformWorkspace {
 }
 
 export interface TerraformWorkspaces {
-  open(spec: WorkspaceSpec): Promise<TerraformWorkspace>;
+  /**
+   * Lays out a private directory for `configDir`. Copying the configuration
+   * starts at once; the contents are written when they are there, so a
+   * caller still reading the state can pass them as a promise. If they
+   * fail, the directory is removed and open fails with their error.
+   */
+  open(
+    configDir: string,
+    contents: WorkspaceContents | Promise<WorkspaceContents>,
+  ): Promise<TerraformWorkspace>;
 }
 
 /** A terraform command failed; the message carries terraform's own last error lines. */

@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { ApplyOrchestrator, ApplyOutcome } from '../../application/apply/apply-orchestrator';
 import { klPlanFromJson, KlPlan } from '../../domain/apply/kl-plan';
 import { MAX_LEASE_SECONDS, MIN_LEASE_SECONDS } from '../../domain/state/reserve';
-import { HclConfigReader } from '../../infrastructure/terraform/hcl-reader';
+import { defaultHclUnitsCache, HclConfigReader } from '../../infrastructure/terraform/hcl-reader';
 import { TempWorkspaces } from '../../infrastructure/terraform/temp-workspace';
 import { defaultActor, KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestApplyServer } from '../../infrastructure/rest/rest-apply-server';
@@ -117,7 +117,7 @@ async function runApply(file: string, options: ApplyCommandOptions, cmd: Command
   const http = new KldHttpClient(server, { token: globals.token, actor: options.actor });
   const orchestrator = new ApplyOrchestrator(
     new RestApplyServer(http),
-    new HclConfigReader(),
+    new HclConfigReader(defaultHclUnitsCache()),
     new TempWorkspaces(),
     { now: () => new Date() },
     { uuid: randomUUID },

@@ -5,7 +5,7 @@ import { PlanOrchestrator } from '../../application/apply/plan-orchestrator';
 import { klPlanToJson } from '../../domain/apply/kl-plan';
 import { stringifyJson } from '../../domain/terraform';
 import { discoverHttpBackend } from '../../infrastructure/terraform/backend-discovery';
-import { HclConfigReader } from '../../infrastructure/terraform/hcl-reader';
+import { defaultHclUnitsCache, HclConfigReader } from '../../infrastructure/terraform/hcl-reader';
 import { TempWorkspaces } from '../../infrastructure/terraform/temp-workspace';
 import { defaultActor, KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestApplyServer } from '../../infrastructure/rest/rest-apply-server';
@@ -124,7 +124,7 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
     const http = new KldHttpClient(target.server, { token: globals.token, actor: defaultActor() });
     const orchestrator = new PlanOrchestrator(
       new RestApplyServer(http),
-      new HclConfigReader(),
+      new HclConfigReader(defaultHclUnitsCache()),
       new TempWorkspaces(),
       { now: () => new Date() },
     );
@@ -140,23 +140,29 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
       },
       signals.signal,
     );
-    if (signals.received) return APPLY_EXIT.signal(signals.received);
-    // Over the hard limit, no plan file: kl apply would be refused anyway.
-    const { creates, imports, deletes } = outcome.resources;
-    const preflight = await quotaPreflight(
-      new KilolockClient(target.server, globals.token),
-      target.state,
-      creates + imports,
-      deletes,
-    );
-    if (reportPreflight(preflight, APPLY_EXIT.conflict) !== 0) return APPLY_EXIT.conflict;
-    const text = stringifyJson(klPlanToJson(outcome.plan), 2) + '\n';
-    // It holds the input variables' values: readable by its owner only.
-    fs.writeFileSync(options.out, text, { mode: 0o600 });
-    fs.chmodSync(options.out, 0o600);
-    for (const w of outcome.warnings) process.stderr.write(`kl: warning: ${w}\n`);
-    process.stdout.write(globals.format === 'json' ? text : renderPlan(outcome.plan, options.out));
-    return 0;
+    try {
+      if (signals.received) return APPLY_EXIT.signal(signals.received);
+      // Over the hard limit, no plan file: kl apply would be refused anyway.
+      const { creates, imports, deletes } = outcome.resources;
+      const preflight = await quotaPreflight(
+        new KilolockClient(target.server, globals.token),
+        target.state,
+        creates + imports,
+        deletes,
+      );
+      if (reportPreflight(preflight, APPLY_EXIT.conflict) !== 0) return APPLY_EXIT.conflict;
+      const text = stringifyJson(klPlanToJson(outcome.plan), 2) + '\n';
+      // It holds the input variables' values: readable by its owner only.
+      fs.writeFileSync(options.out, text, { mode: 0o600 });
+      fs.chmodSync(options.out, 0o600);
+      for (const w of outcome.warnings) process.stderr.write(`kl: warning: ${w}\n`);
+      process.stdout.write(
+        globals.format === 'json' ? text : renderPlan(outcome.plan, options.out),
+      );
+      return 0;
+    } finally {
+      await outcome.cleanup;
+    }
   } catch (e) {
     if (signals.received) return APPLY_EXIT.signal(signals.received);
     process.stderr.write(

@@ -1,10 +1,13 @@
+import { readFileSync } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import * as v8 from 'node:v8';
-import { Language, Node, Parser } from 'web-tree-sitter';
+import type { Language, Node, Parser } from 'web-tree-sitter';
 import { ConfigReader, ModuleSource } from '../../application/apply/terraform-workspace.port';
 import { HclFile, HclRange, HclUnit, HclUnitKind } from '../../domain/apply/config-scope';
 import { DomainError } from '../../domain/shared/domain-error';
+import { defaultCacheDir } from '../provider/file-provider-schema-cache';
+import { FileHclUnitsCache, HclUnitsCache, identityOf } from './hcl-units-cache';
 
 export const CONFIG_INVALID = 'PLAN.CONFIG_INVALID';
 
@@ -16,7 +19,14 @@ export const CONFIG_INVALID = 'PLAN.CONFIG_INVALID';
  * ranges, and terraform itself offers no parser of its own to call.
  */
 
-let language: Promise<Language> | null = null;
+interface Grammar {
+  Parser: typeof Parser;
+  language: Language;
+}
+
+let grammar: Promise<Grammar> | null = null;
+
+const GRAMMAR_WASM = '@tree-sitter-grammars/tree-sitter-hcl/tree-sitter-terraform.wasm';
 
 /**
  * V8 recompiles a WebAssembly function with its optimising compiler once it
@@ -28,15 +38,41 @@ let language: Promise<Language> | null = null;
  */
 const WASM_TIERING_BUDGET = '--wasm-tiering-budget=100000000';
 
-function terraformLanguage(): Promise<Language> {
-  language ??= (async () => {
+/** Loaded on the first parse only: a configuration read wholly from the cache needs none of it. */
+function terraformGrammar(): Promise<Grammar> {
+  grammar ??= (async () => {
     v8.setFlagsFromString(WASM_TIERING_BUDGET);
+    const { Parser, Language } = await import('web-tree-sitter');
     await Parser.init();
-    const wasm =
-      require.resolve('@tree-sitter-grammars/tree-sitter-hcl/tree-sitter-terraform.wasm');
-    return Language.load(await fs.readFile(wasm));
+    const language = await Language.load(await fs.readFile(require.resolve(GRAMMAR_WASM)));
+    return { Parser, language };
   })();
-  return language;
+  return grammar;
+}
+
+let identity: string | null = null;
+
+/**
+ * What turns a file's text into units: this module, the tree-sitter runtime
+ * (its JavaScript and WebAssembly) and the grammar, by content. A cache
+ * entry made by any other combination has another name.
+ */
+function readerIdentity(): string {
+  identity ??= identityOf(
+    [
+      __filename,
+      require.resolve('web-tree-sitter'),
+      require.resolve('web-tree-sitter/tree-sitter.wasm'),
+      require.resolve(GRAMMAR_WASM),
+    ],
+    (f) => readFileSync(f),
+  );
+  return identity;
+}
+
+/** The units cache kl's commands use: in kl's cache directory (`KL_CACHE_DIR`, …). */
+export function defaultHclUnitsCache(): HclUnitsCache {
+  return new FileHclUnitsCache(defaultCacheDir(), readerIdentity);
 }
 
 const KINDS: Record<string, HclUnitKind> = {
@@ -146,10 +182,10 @@ function firstError(n: Node): Node | null {
 
 /** Parses one file's text. */
 export async function parseHcl(name: string, text: string): Promise<HclFile> {
-  const lang = await terraformLanguage();
+  const { Parser, language } = await terraformGrammar();
   const parser = new Parser();
   try {
-    parser.setLanguage(lang);
+    parser.setLanguage(language);
     const tree = parser.parse(text);
     if (!tree) throw new DomainError(CONFIG_INVALID, `${name}: cannot be parsed`);
     try {
@@ -171,8 +207,13 @@ export async function parseHcl(name: string, text: string): Promise<HclFile> {
   }
 }
 
-/** `ConfigReader` over the file system. */
+/**
+ * `ConfigReader` over the file system. With a cache, a file whose exact text
+ * was read before is not parsed again (see `HclUnitsCache`).
+ */
 export class HclConfigReader implements ConfigReader {
+  constructor(private readonly cache: HclUnitsCache | null = null) {}
+
   async readModule(dir: string): Promise<ModuleSource> {
     let entries: string[];
     try {
@@ -186,15 +227,32 @@ export class HclConfigReader implements ConfigReader {
         `cannot read the configuration directory ${dir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
       );
     }
+    // Read (and looked up) side by side; parsed in name order, so the first bad file is named.
+    const read = async (names: string[]) => {
+      const settled = await Promise.allSettled(
+        names.map((n) => fs.readFile(path.join(dir, n), 'utf8')),
+      );
+      return settled.map((r) => {
+        if (r.status === 'rejected') throw r.reason;
+        return r.value;
+      });
+    };
+    const tfNames = entries.filter((n) => n.endsWith('.tf'));
+    const jsonNames = entries.filter((n) => n.endsWith('.tf.json'));
+    const [texts, jsonTexts] = await Promise.all([read(tfNames), read(jsonNames)]);
+    const cached = await Promise.all(texts.map((t) => this.cache?.get(t) ?? null));
     const hcl: HclFile[] = [];
-    const json = new Map<string, string>();
-    for (const name of entries) {
-      if (name.endsWith('.tf')) {
-        hcl.push(await parseHcl(name, await fs.readFile(path.join(dir, name), 'utf8')));
-      } else if (name.endsWith('.tf.json')) {
-        json.set(name, await fs.readFile(path.join(dir, name), 'utf8'));
+    for (const [i, name] of tfNames.entries()) {
+      const units = cached[i];
+      if (units) {
+        hcl.push({ name, text: texts[i], units });
+        continue;
       }
+      const file = await parseHcl(name, texts[i]);
+      await this.cache?.put(texts[i], file.units);
+      hcl.push(file);
     }
-    return { hcl, json };
+    const json = jsonNames.map((n, i) => [n, jsonTexts[i]] as [string, string]);
+    return { hcl, json: new Map(json) };
   }
 }

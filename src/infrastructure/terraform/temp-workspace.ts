@@ -7,7 +7,7 @@ import {
   TERRAFORM_FAILED,
   TerraformWorkspace,
   TerraformWorkspaces,
-  WorkspaceSpec,
+  WorkspaceContents,
 } from '../../application/apply/terraform-workspace.port';
 import { DomainError } from '../../domain/shared/domain-error';
 import { stringifyJson } from '../../domain/terraform';
@@ -76,10 +76,18 @@ function commonAncestor(dirs: string[]): string {
  * a plan that fails is run again after a fresh `terraform init`.
  */
 export class TempWorkspaces implements TerraformWorkspaces {
-  async open(spec: WorkspaceSpec): Promise<TerraformWorkspace> {
+  async open(
+    configDir: string,
+    contents: WorkspaceContents | Promise<WorkspaceContents>,
+  ): Promise<TerraformWorkspace> {
+    // Settled here at once: a failure while the tree is being copied is not left unhandled.
+    const ready = Promise.resolve(contents).then(
+      (spec) => ({ spec }),
+      (error: unknown) => ({ error }),
+    );
     const base = await fs.mkdtemp(path.join(os.tmpdir(), 'kl-apply-'));
     try {
-      const configDir = path.resolve(spec.configDir);
+      configDir = path.resolve(configDir);
       const outside = await outsideModuleDirs(configDir);
       const top = outside.length > 0 ? commonAncestor([configDir, ...outside]) : configDir;
       const dir = path.join(base, 'tree', path.relative(top, configDir));
@@ -90,6 +98,9 @@ export class TempWorkspaces implements TerraformWorkspaces {
       if (await exists(userModules)) {
         await fs.cp(userModules, path.join(dir, '.terraform', 'modules'), { recursive: true });
       }
+      const settled = await ready;
+      if ('error' in settled) throw settled.error;
+      const { spec } = settled;
       for (const f of spec.rootFiles) await fs.writeFile(path.join(dir, f.name), f.text);
       await fs.writeFile(path.join(dir, STATE_FILE), stringifyJson(spec.state, 2) + '\n');
       if (spec.variables && Object.keys(spec.variables).length > 0) {
