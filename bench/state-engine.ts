@@ -46,7 +46,9 @@ import { distribution, formatInt, formatMs, verdict } from './support/stats';
  *
  * Then one one-resource change (examples/big-state with
  * `terraform_data.deployment_marker` moved to marker.tf and its input
- * changed) planned three ways, each a child process timed wall clock, all
+ * changed; marker.tf is edited again before each round, as a user edits
+ * before planning, and kl's cache directory starts empty) planned three
+ * ways, each a child process timed wall clock, all
  * through a counting proxy in front of kld (bytes moved, routes called,
  * time of the scope and slice exchanges):
  *
@@ -287,11 +289,25 @@ function writeConfiguration(dir: string, size: number, url: string, state: strin
     path.join(dir, 'main.tf'),
     main.replace(sizeDefault, `$1${size}`).replace(block, ''),
   );
+  fs.writeFileSync(path.join(dir, 'marker.tf.template'), block);
+  editMarker(dir, 0);
+  fs.writeFileSync(path.join(dir, 'backend.tf'), `terraform {\n${httpBackend(url, state)}}\n`);
+}
+
+/**
+ * The one-resource change as a user makes it: marker.tf edited before each
+ * round of plans (a new note each time), so a plan never finds the edited
+ * file's text in kl's per-file read cache; the unchanged files may be there.
+ */
+function editMarker(dir: string, round: number): void {
+  const block = fs.readFileSync(path.join(dir, 'marker.tf.template'), 'utf8');
   fs.writeFileSync(
     path.join(dir, 'marker.tf'),
-    block.replace('  input = {\n', '  input = {\n    note       = "planned by the bench"\n'),
+    block.replace(
+      '  input = {\n',
+      `  input = {\n    note       = "planned by the bench, round ${round}"\n`,
+    ),
   );
-  fs.writeFileSync(path.join(dir, 'backend.tf'), `terraform {\n${httpBackend(url, state)}}\n`);
 }
 
 interface PlanRun {
@@ -362,6 +378,8 @@ async function planThreeWays(kld: Kld, name: string, size: number, tmp: string):
       CHECKPOINT_DISABLE: '1',
       TF_IN_AUTOMATION: '1',
       KL_TERRAFORM: terraform,
+      // kl's cache starts empty: the first round's kl plans read every file.
+      KL_CACHE_DIR: path.join(tmp, `kl-cache-${size}`),
     };
     const opts = { cwd: dir, env, timeoutMs: 1_800_000 };
     await mustRun('terraform init', terraform, ['init', '-input=false', '-no-color'], opts);
@@ -436,6 +454,7 @@ async function planThreeWays(kld: Kld, name: string, size: number, tmp: string):
     const results: PlanRun[] = [];
     // Interleaved, so that load drifting during the run weighs on every way alike.
     for (let rep = 0; rep < PLAN_REPS; rep++) {
+      editMarker(dir, rep);
       for (const { way, run } of ways) {
         proxy.take();
         const cpu0 = reapedChildrenCpuMs();
