@@ -31,7 +31,12 @@ import {
   RefreshProfile,
 } from './support/refresh-profile';
 import { formatInt, formatMs, verdict } from './support/stats';
-import { postmasterOf } from './support/process-cpu';
+import {
+  DatabaseCpuMeter,
+  postmasterOf,
+  processCpuMs,
+  reapedChildrenCpuMs,
+} from './support/process-cpu';
 import { poolSize } from '../src/application/refresh/refresh-group';
 
 /**
@@ -66,6 +71,14 @@ import { poolSize } from '../src/application/refresh/refresh-group';
  *   KL_BENCH_SSM=200  KL_BENCH_KLTEST=5000  KL_BENCH_KL_REPS=3  KL_BENCH_TF_REPS=2
  *   KL_BENCH_POOL       kl refresh --pool for the "ours" runs (default: kl's own default)
  *   KL_BENCH_SKIP_AWS=1 / KL_BENCH_SKIP_KLTEST=1
+ *   KL_BENCH_TF_REPS=0  no terraform runs (kl's figures only, to iterate on kl)
+ *   KL_BENCH_BASE_KL    another build's dist/src/cli/kl.js (e.g. main's, in its own
+ *                       worktree): after the comparison, that kl and ours refresh the
+ *                       same state in alternation, KL_BENCH_AB_ROUNDS times (default 5),
+ *                       with their default pool and with --pool 1, and the bench prints
+ *                       wall and CPU (kl with its provider processes, kld, PostgreSQL)
+ *                       min and median per build: a before/after in one run
+ *   KL_BENCH_KL_NODE_ARGS  node options for our kl's runs, e.g. "--cpu-prof --cpu-prof-dir=DIR"
  */
 
 const TARGET_AWS = 5;
@@ -73,7 +86,13 @@ const TARGET_KLTEST = 10;
 const SSM = intEnv('KL_BENCH_SSM', 200);
 const KLTEST = intEnv('KL_BENCH_KLTEST', 5_000);
 const KL_REPS = intEnv('KL_BENCH_KL_REPS', 3);
-const TF_REPS = intEnv('KL_BENCH_TF_REPS', 2);
+const TF_REPS = intEnv('KL_BENCH_TF_REPS', 2, 0);
+const BASE_KL = process.env.KL_BENCH_BASE_KL
+  ? path.resolve(process.env.KL_BENCH_BASE_KL)
+  : undefined;
+const AB_ROUNDS = intEnv('KL_BENCH_AB_ROUNDS', 5);
+/** Node options for our kl only, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" (NODE_OPTIONS refuses --cpu-prof). */
+const KL_NODE_ARGS = (process.env.KL_BENCH_KL_NODE_ARGS ?? '').split(' ').filter(Boolean);
 const POOL = process.env.KL_BENCH_POOL ? intEnv('KL_BENCH_POOL', 1) : undefined;
 const SKIP_AWS = process.env.KL_BENCH_SKIP_AWS === '1';
 const SKIP_KLTEST = process.env.KL_BENCH_SKIP_KLTEST === '1';
@@ -136,6 +155,20 @@ interface Comparison {
   /** The same, after emptying kld's schema cache: what a first refresh with a provider version pays. */
   coldProfile: RefreshProfile;
   probe: ConcurrencyProbe[];
+  /** Before/after: KL_BENCH_BASE_KL's kl and ours in alternation (empty without it). */
+  ab: AbRun[];
+}
+
+/** One `kl refresh` child process of the before/after rounds. */
+interface AbRun {
+  build: 'base' | 'ours';
+  /** --pool, or undefined for the build's own default. */
+  pool: number | undefined;
+  wallMs: number;
+  /** kl and the provider processes it waited for (reaped children's CPU). */
+  klCpuMs: number;
+  kldCpuMs: number;
+  postgresCpuMs: number;
 }
 
 async function main(): Promise<void> {
@@ -409,6 +442,7 @@ async function compare(
       await klRefresh(POOL);
     }
   }
+  const ab = BASE_KL ? await beforeAfter(state, dir, env, kld) : [];
   const profiled = (p: RefreshProfile, what: string) =>
     console.log(
       `  profiled in-process refresh (${what}): ${secs(p.wallMs)}  status=${p.report.status} ` +
@@ -441,12 +475,82 @@ async function compare(
     singleProfile,
     coldProfile,
     probe,
+    ab,
   };
+}
+
+/**
+ * KL_BENCH_BASE_KL's kl and ours refresh the same state in alternation (the
+ * order flips every round, so neither always runs second), each with its
+ * default pool and with --pool 1. CPU is what load distorts least: kl's own
+ * with its provider processes (they are its children, reaped when it waits
+ * for them), kld's and PostgreSQL's over the run.
+ */
+async function beforeAfter(
+  state: string,
+  dir: string,
+  env: NodeJS.ProcessEnv,
+  kld: Kld,
+): Promise<AbRun[]> {
+  const runs: AbRun[] = [];
+  const one = async (build: 'base' | 'ours', pool: number | undefined) => {
+    const args = ['refresh', state, ...(pool === undefined ? [] : ['--pool', String(pool)])];
+    const pgMeter = postgres ? new DatabaseCpuMeter(postgres.postmaster, postgres.database) : null;
+    const pg0 = pgMeter ? pgMeter.totalMs() : NaN;
+    const cpu0 = reapedChildrenCpuMs();
+    const kld0 = processCpuMs(kld.pid);
+    const r = await kl(dir, env, args, kld, build === 'base' ? BASE_KL : KL);
+    const run: AbRun = {
+      build,
+      pool,
+      wallMs: r.ms,
+      klCpuMs: reapedChildrenCpuMs() - cpu0,
+      kldCpuMs: processCpuMs(kld.pid) - kld0,
+      postgresCpuMs: pgMeter ? pgMeter.totalMs() - pg0 : NaN,
+    };
+    pgMeter?.stop();
+    runs.push(run);
+    console.log(
+      `  before/after: ${build} kl refresh${pool === undefined ? '' : ` --pool ${pool}`}: ` +
+        `${secs(run.wallMs)} wall; CPU kl+providers ${secs(run.klCpuMs)}, kld ` +
+        `${secs(run.kldCpuMs)}, PostgreSQL ${secs(run.postgresCpuMs)}  ${r.stdout.split('\n')[0]}`,
+    );
+  };
+  for (let round = 0; round < AB_ROUNDS; round++) {
+    const order: ('base' | 'ours')[] = round % 2 === 0 ? ['base', 'ours'] : ['ours', 'base'];
+    for (const pool of [undefined, 1]) for (const build of order) await one(build, pool);
+  }
+  return runs;
 }
 
 function rowsOf(c: Comparison, target: number): Row[] {
   const warm = c.kl.slice(1).map((r) => r.ms);
   const ours = warm.length > 0 ? median(warm) : c.kl[0].ms;
+  if (c.terraform.length === 0) {
+    const single = c.klSingle.map((r) => r.ms);
+    return [
+      {
+        measurement: `${c.label}: kl refresh (pool ${c.pool}), terraform not run`,
+        ours: secs(ours),
+        peer: '-',
+        ratio: '-',
+        target: `≥ ${target}×`,
+        result: '-',
+      },
+      ...(single.length === 0
+        ? []
+        : [
+            {
+              measurement: `${c.label}: kl refresh --pool 1, terraform not run`,
+              ours: secs(median(single)),
+              peer: '-',
+              ratio: '-',
+              target: '- (info)',
+              result: '-',
+            },
+          ]),
+    ];
+  }
   const peer = median(c.terraform.map((r) => r.ms));
   const ratio = peer / ours;
   const coldRatio = peer / c.kl[0].ms;
@@ -488,12 +592,24 @@ function rowsOf(c: Comparison, target: number): Row[] {
 // ---------------------------------------------------------------------------
 // helpers
 
-async function kl(dir: string, env: NodeJS.ProcessEnv, args: string[], kld: Kld): Promise<Timed> {
-  return mustRun(`kl ${args[0]}`, process.execPath, [KL, '--server', kld.url, ...args], {
-    cwd: dir,
-    env,
-    timeoutMs: COMMAND_TIMEOUT_MS,
-  });
+async function kl(
+  dir: string,
+  env: NodeJS.ProcessEnv,
+  args: string[],
+  kld: Kld,
+  klJs = KL,
+): Promise<Timed> {
+  const nodeArgs = klJs === KL ? KL_NODE_ARGS : [];
+  return mustRun(
+    `kl ${args[0]}`,
+    process.execPath,
+    [...nodeArgs, klJs, '--server', kld.url, ...args],
+    {
+      cwd: dir,
+      env,
+      timeoutMs: COMMAND_TIMEOUT_MS,
+    },
+  );
 }
 
 /** The bench's own environment, less anything that would steer terraform, kl or the AWS SDK. */
@@ -510,11 +626,11 @@ function cleanEnv(): NodeJS.ProcessEnv {
   return { ...env, CHECKPOINT_DISABLE: '1', TF_IN_AUTOMATION: '1' };
 }
 
-function intEnv(name: string, fallback: number): number {
+function intEnv(name: string, fallback: number, min = 1): number {
   const v = process.env[name];
   if (v === undefined || v === '') return fallback;
   const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer`);
+  if (!Number.isInteger(n) || n < min) throw new Error(`${name} must be an integer >= ${min}`);
   return n;
 }
 
@@ -640,6 +756,7 @@ function printProfile(c: Comparison): void {
         `flight (${formatInt((serial.reads * 1000) / parallel.ms)} reads/s)`,
     );
   }
+  printBeforeAfter(c.ab);
   const warmRuns = c.kl.slice(1).map((r) => r.ms);
   if (warmRuns.length > 0) {
     console.log(
@@ -647,6 +764,36 @@ function printProfile(c: Comparison): void {
         `(${secs(warm.wallMs)}): ≈ ${secs(median(warmRuns) - warm.wallMs)} of node start-up, ` +
         'module loading and exit (noisy: different runs)',
     );
+  }
+}
+
+/** min / median per build and pool of the before/after rounds. */
+function printBeforeAfter(runs: AbRun[]): void {
+  if (runs.length === 0) return;
+  console.log(`\nBefore/after, in alternation (base: ${BASE_KL}), s: min / median`);
+  const row = (cells: string[]) =>
+    console.log(
+      `  ${cells[0].padEnd(26)} ${cells
+        .slice(1)
+        .map((x) => x.padStart(14))
+        .join(' ')}`,
+    );
+  row(['run', 'wall', 'CPU kl+prov', 'CPU kld', 'CPU PostgreSQL', 'CPU total']);
+  const mm = (xs: number[]) =>
+    `${(Math.min(...xs) / 1000).toFixed(2)} / ${(median(xs) / 1000).toFixed(2)}`;
+  for (const pool of [undefined, 1]) {
+    for (const build of ['base', 'ours'] as const) {
+      const rs = runs.filter((r) => r.build === build && r.pool === pool);
+      if (rs.length === 0) continue;
+      row([
+        `${build} ${pool === undefined ? 'default pool' : `--pool ${pool}`} (${rs.length}×)`,
+        mm(rs.map((r) => r.wallMs)),
+        mm(rs.map((r) => r.klCpuMs)),
+        mm(rs.map((r) => r.kldCpuMs)),
+        mm(rs.map((r) => r.postgresCpuMs)),
+        mm(rs.map((r) => r.klCpuMs + r.kldCpuMs + r.postgresCpuMs)),
+      ]);
+    }
   }
 }
 

@@ -1161,8 +1161,10 @@ describe('RefreshOrchestrator with a pool of provider processes', () => {
     }
   });
 
-  it('pools by CPU count by default, within bounds, and as asked when told', () => {
-    expect(poolSize(5_000, undefined, 2)).toBe(2);
+  it('pools by CPU count less one (kl keeps a core) by default, within bounds, and as asked when told', () => {
+    expect(poolSize(5_000, undefined, 1)).toBe(1);
+    expect(poolSize(5_000, undefined, 2)).toBe(1);
+    expect(poolSize(5_000, undefined, 3)).toBe(2);
     expect(poolSize(5_000, undefined, 16)).toBe(MAX_DEFAULT_POOL);
     expect(poolSize(MIN_READS_PER_PROCESS, undefined, 8)).toBe(1);
     expect(poolSize(MIN_READS_PER_PROCESS + 1, undefined, 8)).toBe(2);

@@ -1,7 +1,12 @@
 import { REFRESH_STATE_CHANGED, RefreshRunStatus } from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
 import type { LockInfo } from '../../domain/state';
-import { flattenInstances, JsonObject, parseStateDocument } from '../../domain/terraform';
+import {
+  flattenInstances,
+  InstanceHasher,
+  JsonObject,
+  parseStateDocument,
+} from '../../domain/terraform';
 import { atLeastOne, forEachBounded } from './async-limits';
 import { oneLine } from './one-line';
 import { EnvPolicy, resolveEnvReferences } from './provider-config';
@@ -16,6 +21,8 @@ import { refreshedDocument, summarise } from './refresh-outcome';
 import { RefreshOptions, RefreshReport } from './refresh-report';
 import { RunContext } from './refresh-run-context';
 import type { FinishRefreshRun, RefreshServerPort } from './refresh-server.port';
+
+const skipInstanceHash: InstanceHasher = () => '';
 
 export interface RefreshOrchestratorSettings {
   /** Which names `{"env": …}` may read; default any (the operator's own machine). */
@@ -124,7 +131,9 @@ export class RefreshOrchestrator {
         `state "${stateName}" moved from serial ${run.fromSerial} to ${doc.serial} while the refresh started; run it again`,
       );
     }
-    const flat = flattenInstances(doc);
+    // The refresh never reads an instance's lifecycle hash (kld computes its own when the
+    // refreshed document is committed): hashing 5,000 instances here was 5% of kl's CPU.
+    const flat = flattenInstances(doc, skipInstanceHash);
     const all = groupByProvider(flat);
     // terraform_data and its kin live inside terraform: no plugin reads them.
     const builtIn = all.filter((g) => isBuiltInProvider(g.source));

@@ -95,6 +95,23 @@ export class MsgpackWriter {
   }
 
   string(v: string): void {
+    // Attribute names and most values are short ASCII: one byte per char, no encoder call.
+    const short = v.length;
+    if (short < 32) {
+      this.ensure(1 + short);
+      const start = this.len;
+      let i = 0;
+      for (; i < short; i++) {
+        const c = v.charCodeAt(i);
+        if (c > 0x7f) break;
+        this.buf[start + 1 + i] = c;
+      }
+      if (i === short) {
+        this.buf[start] = 0xa0 | short;
+        this.len = start + 1 + short;
+        return;
+      }
+    }
     const data = utf8.encode(v);
     const n = data.length;
     if (n < 32) this.byte(0xa0 | n);
