@@ -27,7 +27,12 @@ const skipInstanceHash: InstanceHasher = () => '';
 export interface RefreshOrchestratorSettings {
   /** Which names `{"env": …}` may read; default any (the operator's own machine). */
   envPolicy?: EnvPolicy;
-  /** Results are sent to the server in batches of this size. */
+  /**
+   * Results are sent to the server in batches of this size. Each batch is one
+   * request, one command and one transaction on kld: 1,000 rather than 200
+   * took a fifth of those fixed costs off a 5,000-instance refresh, and a
+   * batch of 1,000 results is about 250 KB of JSON.
+   */
   batchSize?: number;
   /** How long to wait for a provider process to end before moving on (it is killed regardless). */
   closeTimeoutMs?: number;
@@ -58,7 +63,7 @@ export class RefreshOrchestrator {
     settings: RefreshOrchestratorSettings = {},
   ) {
     this.envPolicy = settings.envPolicy;
-    this.batchSize = settings.batchSize ?? 200;
+    this.batchSize = settings.batchSize ?? 1_000;
     this.closeTimeoutMs = settings.closeTimeoutMs ?? 2_500;
     this.clientVersion = settings.clientVersion ?? 'kilolock';
   }
