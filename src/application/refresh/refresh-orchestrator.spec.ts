@@ -934,6 +934,26 @@ describe('RefreshOrchestrator', () => {
     expect(server.finished).toEqual([expect.objectContaining({ status: 'failed' })]);
   });
 
+  it('reports the lock holder, not a failed read of the state fetched meanwhile', async () => {
+    const { server, opener, orchestrator } = setup();
+    server.holder = {
+      ID: 'abc-123',
+      Operation: 'OperationTypeApply',
+      Info: '',
+      Who: 'bob@ci',
+      Version: '1.11.4',
+      Created: '2026-01-01T00:00:00Z',
+      Path: '',
+    };
+    server.getStateError = new Error('connection reset');
+
+    await expect(orchestrator.run('prod', options(), never)).rejects.toMatchObject({
+      code: 'STATE.LOCKED',
+    });
+    expect(opener.opened).toEqual([]);
+    expect(server.unlocks).toEqual([]);
+  });
+
   it('always unlocks, also when the run fails half-way', async () => {
     const { server, orchestrator } = setup();
     server.getStateError = new Error('connection reset');

@@ -74,6 +74,7 @@ export class RefreshOrchestrator {
     signal: AbortSignal,
   ): Promise<RefreshReport> {
     const startedAt = this.host.clock.now().getTime();
+    this.opener.warmUp?.();
     const run = await this.server.startRun({
       state: stateName,
       dryRun: options.dryRun,
@@ -92,6 +93,10 @@ export class RefreshOrchestrator {
     let locked = false;
     const warnings: string[] = [];
     try {
+      // The document is fetched while the lock is asked for; it is only used once the lock is
+      // held, and its serial must still be the one the run started from (checked below).
+      const state = this.server.getState(stateName);
+      state.catch(() => undefined); // not awaited when the lock is refused
       const outcome = await this.server.lock(stateName, lock);
       if (!outcome.acquired) {
         const h = outcome.holder;
@@ -102,7 +107,7 @@ export class RefreshOrchestrator {
         );
       }
       locked = true;
-      return await this.refresh(stateName, run, lock, options, signal, startedAt, warnings);
+      return await this.refresh(state, stateName, run, lock, options, signal, startedAt, warnings);
     } catch (e) {
       await this.server
         .finishRun(run.runId, { status: 'failed', errorSummary: oneLine(e) })
@@ -121,6 +126,7 @@ export class RefreshOrchestrator {
   }
 
   private async refresh(
+    state: Promise<string>,
     stateName: string,
     run: StartedRun,
     lock: LockInfo,
@@ -129,7 +135,7 @@ export class RefreshOrchestrator {
     startedAt: number,
     warnings: string[],
   ): Promise<RefreshReport> {
-    const doc = parseStateDocument(await this.server.getState(stateName));
+    const doc = parseStateDocument(await state);
     if (doc.serial !== run.fromSerial) {
       throw new RefreshError(
         'REFRESH.STATE_CHANGED',
