@@ -22,10 +22,14 @@ import {
  * provider hashes and compares like the one the document held.
  */
 export function encodeMsgpack(type: CtyType, value: unknown): Uint8Array {
-  const w = new MsgpackWriter();
+  // Encoding is synchronous, so one writer serves every call; bytes() copies out.
+  const w = scratch;
+  w.reset();
   encode(w, type, value, null);
   return w.bytes();
 }
+
+const scratch = new MsgpackWriter();
 
 export function decodeMsgpack(type: CtyType, bytes: Uint8Array): CtyJson {
   const r = new MsgpackReader(bytes);

@@ -15,6 +15,18 @@ export class MsgpackWriter {
     return this.buf.slice(0, this.len);
   }
 
+  /**
+   * Empties the writer for the next value, keeping its buffer (a refresh
+   * encodes one state per read) unless a big value grew it past `keepBytes`.
+   */
+  reset(keepBytes = 1 << 20): void {
+    this.len = 0;
+    if (this.buf.length > keepBytes) {
+      this.buf = new Uint8Array(256);
+      this.view = new DataView(this.buf.buffer);
+    }
+  }
+
   private ensure(n: number): void {
     if (this.len + n <= this.buf.length) return;
     let size = this.buf.length * 2;
