@@ -116,7 +116,7 @@ export async function refreshGroup(
 
 /**
  * Provider processes for a group of `instances`: the one asked for, else
- * one per CPU but one (kl's own) up to `MAX_DEFAULT_POOL`, and by default
+ * one per CPU less one (kl's own), up to `MAX_DEFAULT_POOL`, and by default
  * never more than one per `MIN_READS_PER_PROCESS` instances, since a launch
  * costs a second or so of CPU and a big provider hundreds of MB.
  *
