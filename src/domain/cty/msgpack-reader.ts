@@ -3,7 +3,7 @@ import { CtyError } from './cty-error';
 export type MsgpackToken =
   | { t: 'nil' }
   | { t: 'bool'; v: boolean }
-  // A number when the encoding holds at most 32 bits (every safe integer), else a bigint.
+  // A number for the formats of up to 32 bits, a bigint for the 64-bit ones.
   | { t: 'int'; v: number | bigint }
   | { t: 'float'; v: number }
   | { t: 'str'; v: string }
