@@ -31,7 +31,12 @@ import {
   RefreshProfile,
 } from './support/refresh-profile';
 import { formatInt, formatMs, verdict } from './support/stats';
-import { postmasterOf } from './support/process-cpu';
+import {
+  DatabaseCpuMeter,
+  postmasterOf,
+  processCpuMs,
+  reapedChildrenCpuMs,
+} from './support/process-cpu';
 import { poolSize } from '../src/application/refresh/refresh-group';
 
 /**
@@ -49,9 +54,10 @@ import { poolSize } from '../src/application/refresh/refresh-group';
  *       (see bench/support/refresh-kltest.ts for how and why).
  *
  * Both sides are timed as child processes, wall clock, in alternation:
- * terraform, `kl refresh --pool 1` (one provider process per provider
- * configuration, as terraform runs), `kl refresh` with its pool (default: one
- * provider process per CPU, at most 4; KL_BENCH_POOL sets it). The first
+ * terraform, `kl refresh` with the other pool (`--pool 1`, one provider
+ * process per provider configuration as terraform runs, or `--pool 2` when
+ * the default is 1), `kl refresh` with its pool (default: one provider process
+ * per CPU less one, at most 4; KL_BENCH_POOL sets it; 1 on 2 CPUs). The first
  * `kl refresh` of a scenario meets an empty schema cache (it calls GetSchema
  * and stores it in kld); later runs are served from the cache, as every
  * refresh after the first with a provider version is. Then refreshes run in
@@ -66,6 +72,14 @@ import { poolSize } from '../src/application/refresh/refresh-group';
  *   KL_BENCH_SSM=200  KL_BENCH_KLTEST=5000  KL_BENCH_KL_REPS=3  KL_BENCH_TF_REPS=2
  *   KL_BENCH_POOL       kl refresh --pool for the "ours" runs (default: kl's own default)
  *   KL_BENCH_SKIP_AWS=1 / KL_BENCH_SKIP_KLTEST=1
+ *   KL_BENCH_TF_REPS=0  no terraform runs (kl's figures only, to iterate on kl)
+ *   KL_BENCH_BASE_KL    another build's dist/src/cli/kl.js (e.g. main's, in its own
+ *                       worktree): after the comparison, that kl and ours refresh the
+ *                       same state in alternation, KL_BENCH_AB_ROUNDS times (default 5),
+ *                       with their default pool and with --pool 1, and the bench prints
+ *                       wall and CPU (kl with its provider processes, kld, PostgreSQL)
+ *                       min and median per build: a before/after in one run
+ *   KL_BENCH_KL_NODE_ARGS  node options for our kl's runs, e.g. "--cpu-prof --cpu-prof-dir=DIR"
  */
 
 const TARGET_AWS = 5;
@@ -73,7 +87,13 @@ const TARGET_KLTEST = 10;
 const SSM = intEnv('KL_BENCH_SSM', 200);
 const KLTEST = intEnv('KL_BENCH_KLTEST', 5_000);
 const KL_REPS = intEnv('KL_BENCH_KL_REPS', 3);
-const TF_REPS = intEnv('KL_BENCH_TF_REPS', 2);
+const TF_REPS = intEnv('KL_BENCH_TF_REPS', 2, 0);
+const BASE_KL = process.env.KL_BENCH_BASE_KL
+  ? path.resolve(process.env.KL_BENCH_BASE_KL)
+  : undefined;
+const AB_ROUNDS = intEnv('KL_BENCH_AB_ROUNDS', 5);
+/** Node options for our kl only, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" (NODE_OPTIONS refuses --cpu-prof). */
+const KL_NODE_ARGS = (process.env.KL_BENCH_KL_NODE_ARGS ?? '').split(' ').filter(Boolean);
 const POOL = process.env.KL_BENCH_POOL ? intEnv('KL_BENCH_POOL', 1) : undefined;
 const SKIP_AWS = process.env.KL_BENCH_SKIP_AWS === '1';
 const SKIP_KLTEST = process.env.KL_BENCH_SKIP_KLTEST === '1';
@@ -126,16 +146,32 @@ interface Comparison {
   pool: number;
   /** Wall ms of each `kl refresh` with its pool; the first met an empty schema cache. */
   kl: Timed[];
-  /** Wall ms of each `kl refresh --pool 1` (schema cached). */
-  klSingle: Timed[];
+  /** The other pool size timed for comparison: 1, or 2 when `pool` is 1. */
+  otherPool: number;
+  /** Wall ms of each `kl refresh --pool <otherPool>` (schema cached). */
+  klOther: Timed[];
   klOut: string[];
   terraform: Timed[];
   profile: RefreshProfile;
   /** The same with one provider process. */
-  singleProfile: RefreshProfile;
+  otherProfile: RefreshProfile;
   /** The same, after emptying kld's schema cache: what a first refresh with a provider version pays. */
   coldProfile: RefreshProfile;
   probe: ConcurrencyProbe[];
+  /** Before/after: KL_BENCH_BASE_KL's kl and ours in alternation (empty without it). */
+  ab: AbRun[];
+}
+
+/** One `kl refresh` child process of the before/after rounds. */
+interface AbRun {
+  build: 'base' | 'ours';
+  /** --pool, or undefined for the build's own default. */
+  pool: number | undefined;
+  wallMs: number;
+  /** kl and the provider processes it waited for (reaped children's CPU). */
+  klCpuMs: number;
+  kldCpuMs: number;
+  postgresCpuMs: number;
 }
 
 async function main(): Promise<void> {
@@ -371,17 +407,19 @@ async function compare(
   terraformRefresh: (okCodes: number[]) => Promise<Timed>,
 ): Promise<Comparison> {
   const pool = poolSize(instances, POOL, os.cpus().length);
+  // The pool not taken by default, timed alongside it: which is faster here is measured, not assumed.
+  const otherPool = pool === 1 ? 2 : 1;
   const klRuns: Timed[] = [];
-  const klSingle: Timed[] = [];
+  const klOther: Timed[] = [];
   const klOut: string[] = [];
   const tfRuns: Timed[] = [];
   const klRefresh = async (poolArg: number | undefined) => {
     const args = ['refresh', state, ...(poolArg === undefined ? [] : ['--pool', String(poolArg)])];
     const r = await kl(dir, env, args, kld);
     const first = r.stdout.split('\n')[0];
-    if (poolArg === 1 && pool !== 1) {
-      klSingle.push(r);
-      console.log(`  kl refresh --pool 1 #${klSingle.length}: ${secs(r.ms)}  ${first}`);
+    if (poolArg === otherPool) {
+      klOther.push(r);
+      console.log(`  kl refresh --pool ${otherPool} #${klOther.length}: ${secs(r.ms)}  ${first}`);
     } else {
       klRuns.push(r);
       klOut.push(first);
@@ -405,10 +443,11 @@ async function compare(
       );
     }
     if (i < KL_REPS - 1) {
-      if (pool !== 1) await klRefresh(1);
+      await klRefresh(otherPool);
       await klRefresh(POOL);
     }
   }
+  const ab = BASE_KL ? await beforeAfter(state, dir, env, kld) : [];
   const profiled = (p: RefreshProfile, what: string) =>
     console.log(
       `  profiled in-process refresh (${what}): ${secs(p.wallMs)}  status=${p.report.status} ` +
@@ -417,8 +456,8 @@ async function compare(
         `kld ${secs(p.cpu.kld)}, PostgreSQL ${secs(p.cpu.postgres)}`,
     );
   const options = { cwd: dir, actor: 'bench@refresh', env, kldPid: kld.pid, postgres };
-  const singleProfile = await profileRefresh(kld.url, state, { ...options, pool: 1 });
-  profiled(singleProfile, 'pool 1, schema cached');
+  const otherProfile = await profileRefresh(kld.url, state, { ...options, pool: otherPool });
+  profiled(otherProfile, `pool ${otherPool}, schema cached`);
   const profile = await profileRefresh(kld.url, state, { ...options, pool });
   profiled(profile, `pool ${pool}, schema cached`);
   // A plain cache (docs/sql.md): emptying it only costs the next refresh a GetSchema.
@@ -434,29 +473,100 @@ async function compare(
     label,
     pool,
     kl: klRuns,
-    klSingle,
+    otherPool,
+    klOther,
     klOut,
     terraform: tfRuns,
     profile,
-    singleProfile,
+    otherProfile,
     coldProfile,
     probe,
+    ab,
   };
+}
+
+/**
+ * KL_BENCH_BASE_KL's kl and ours refresh the same state in alternation (the
+ * order flips every round, so neither always runs second), each with its
+ * default pool and with --pool 1. CPU is what load distorts least: kl's own
+ * with its provider processes (they are its children, reaped when it waits
+ * for them), kld's and PostgreSQL's over the run.
+ */
+async function beforeAfter(
+  state: string,
+  dir: string,
+  env: NodeJS.ProcessEnv,
+  kld: Kld,
+): Promise<AbRun[]> {
+  const runs: AbRun[] = [];
+  const one = async (build: 'base' | 'ours', pool: number | undefined) => {
+    const args = ['refresh', state, ...(pool === undefined ? [] : ['--pool', String(pool)])];
+    const pgMeter = postgres ? new DatabaseCpuMeter(postgres.postmaster, postgres.database) : null;
+    const pg0 = pgMeter ? pgMeter.totalMs() : NaN;
+    const cpu0 = reapedChildrenCpuMs();
+    const kld0 = processCpuMs(kld.pid);
+    const r = await kl(dir, env, args, kld, build === 'base' ? BASE_KL : KL);
+    const run: AbRun = {
+      build,
+      pool,
+      wallMs: r.ms,
+      klCpuMs: reapedChildrenCpuMs() - cpu0,
+      kldCpuMs: processCpuMs(kld.pid) - kld0,
+      postgresCpuMs: pgMeter ? pgMeter.totalMs() - pg0 : NaN,
+    };
+    pgMeter?.stop();
+    runs.push(run);
+    console.log(
+      `  before/after: ${build} kl refresh${pool === undefined ? '' : ` --pool ${pool}`}: ` +
+        `${secs(run.wallMs)} wall; CPU kl+providers ${secs(run.klCpuMs)}, kld ` +
+        `${secs(run.kldCpuMs)}, PostgreSQL ${secs(run.postgresCpuMs)}  ${r.stdout.split('\n')[0]}`,
+    );
+  };
+  for (let round = 0; round < AB_ROUNDS; round++) {
+    const order: ('base' | 'ours')[] = round % 2 === 0 ? ['base', 'ours'] : ['ours', 'base'];
+    for (const pool of [undefined, 1]) for (const build of order) await one(build, pool);
+  }
+  return runs;
 }
 
 function rowsOf(c: Comparison, target: number): Row[] {
   const warm = c.kl.slice(1).map((r) => r.ms);
   const ours = warm.length > 0 ? median(warm) : c.kl[0].ms;
+  if (c.terraform.length === 0) {
+    const single = c.klOther.map((r) => r.ms);
+    return [
+      {
+        measurement: `${c.label}: kl refresh (pool ${c.pool}), terraform not run`,
+        ours: secs(ours),
+        peer: '-',
+        ratio: '-',
+        target: `≥ ${target}×`,
+        result: '-',
+      },
+      ...(single.length === 0
+        ? []
+        : [
+            {
+              measurement: `${c.label}: kl refresh --pool ${c.otherPool}, terraform not run`,
+              ours: secs(median(single)),
+              peer: '-',
+              ratio: '-',
+              target: '- (info)',
+              result: '-',
+            },
+          ]),
+    ];
+  }
   const peer = median(c.terraform.map((r) => r.ms));
   const ratio = peer / ours;
   const coldRatio = peer / c.kl[0].ms;
-  const single = c.klSingle.map((r) => r.ms);
+  const single = c.klOther.map((r) => r.ms);
   const singleRows: Row[] =
     single.length === 0
       ? []
       : [
           {
-            measurement: `${c.label}: kl refresh --pool 1 vs terraform plan -refresh-only`,
+            measurement: `${c.label}: kl refresh --pool ${c.otherPool} vs terraform plan -refresh-only`,
             ours: `${secs(median(single))} (median of ${single.length}, cached schema)`,
             peer: secs(peer),
             ratio: `${(peer / median(single)).toFixed(1)}×`,
@@ -488,12 +598,24 @@ function rowsOf(c: Comparison, target: number): Row[] {
 // ---------------------------------------------------------------------------
 // helpers
 
-async function kl(dir: string, env: NodeJS.ProcessEnv, args: string[], kld: Kld): Promise<Timed> {
-  return mustRun(`kl ${args[0]}`, process.execPath, [KL, '--server', kld.url, ...args], {
-    cwd: dir,
-    env,
-    timeoutMs: COMMAND_TIMEOUT_MS,
-  });
+async function kl(
+  dir: string,
+  env: NodeJS.ProcessEnv,
+  args: string[],
+  kld: Kld,
+  klJs = KL,
+): Promise<Timed> {
+  const nodeArgs = klJs === KL ? KL_NODE_ARGS : [];
+  return mustRun(
+    `kl ${args[0]}`,
+    process.execPath,
+    [...nodeArgs, klJs, '--server', kld.url, ...args],
+    {
+      cwd: dir,
+      env,
+      timeoutMs: COMMAND_TIMEOUT_MS,
+    },
+  );
 }
 
 /** The bench's own environment, less anything that would steer terraform, kl or the AWS SDK. */
@@ -510,11 +632,11 @@ function cleanEnv(): NodeJS.ProcessEnv {
   return { ...env, CHECKPOINT_DISABLE: '1', TF_IN_AUTOMATION: '1' };
 }
 
-function intEnv(name: string, fallback: number): number {
+function intEnv(name: string, fallback: number, min = 1): number {
   const v = process.env[name];
   if (v === undefined || v === '') return fallback;
   const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer`);
+  if (!Number.isInteger(n) || n < min) throw new Error(`${name} must be an integer >= ${min}`);
   return n;
 }
 
@@ -552,14 +674,14 @@ function printHeader(origin: string, kld: Kld): void {
 
 /** Where the profiled refreshes spent their time: one process or the pool, schema cached and not. */
 function printProfile(c: Comparison): void {
-  const single = c.singleProfile;
+  const single = c.otherProfile;
   const warm = c.profile;
   const cold = c.coldProfile;
   const columns = [single, warm, cold];
   const row = (name: string, cells: string[]) =>
     console.log(`  ${name.padEnd(42)} ${cells.map((x) => x.padStart(16)).join(' ')}`);
   console.log(`\nWhere kl refresh spends its time: ${c.label} (in-process, ms)`);
-  row('phase', ['pool 1, cached', `pool ${c.pool}, cached`, `pool ${c.pool}, empty`]);
+  row('phase', [`pool ${c.otherPool}, cached`, `pool ${c.pool}, cached`, `pool ${c.pool}, empty`]);
   const order = [
     'server startRun',
     'server lock',
@@ -619,7 +741,7 @@ function printProfile(c: Comparison): void {
   if (reads.calls > 0) {
     const perRead = (p: RefreshProfile, ms: number) => formatMs(ms / p.report.checked);
     console.log(
-      `  per instance (pool 1 / pool ${c.pool}): CPU kl ${perRead(single, single.cpu.kl)} / ` +
+      `  per instance (pool ${c.otherPool} / pool ${c.pool}): CPU kl ${perRead(single, single.cpu.kl)} / ` +
         `${perRead(warm, warm.cpu.kl)} ms, provider ${perRead(single, single.cpu.providers)} / ` +
         `${perRead(warm, warm.cpu.providers)} ms, kld ${perRead(single, single.cpu.kld)} / ` +
         `${perRead(warm, warm.cpu.kld)} ms, PostgreSQL ${perRead(single, single.cpu.postgres)} / ` +
@@ -640,6 +762,7 @@ function printProfile(c: Comparison): void {
         `flight (${formatInt((serial.reads * 1000) / parallel.ms)} reads/s)`,
     );
   }
+  printBeforeAfter(c.ab);
   const warmRuns = c.kl.slice(1).map((r) => r.ms);
   if (warmRuns.length > 0) {
     console.log(
@@ -647,6 +770,36 @@ function printProfile(c: Comparison): void {
         `(${secs(warm.wallMs)}): ≈ ${secs(median(warmRuns) - warm.wallMs)} of node start-up, ` +
         'module loading and exit (noisy: different runs)',
     );
+  }
+}
+
+/** min / median per build and pool of the before/after rounds. */
+function printBeforeAfter(runs: AbRun[]): void {
+  if (runs.length === 0) return;
+  console.log(`\nBefore/after, in alternation (base: ${BASE_KL}), s: min / median`);
+  const row = (cells: string[]) =>
+    console.log(
+      `  ${cells[0].padEnd(26)} ${cells
+        .slice(1)
+        .map((x) => x.padStart(14))
+        .join(' ')}`,
+    );
+  row(['run', 'wall', 'CPU kl+prov', 'CPU kld', 'CPU PostgreSQL', 'CPU total']);
+  const mm = (xs: number[]) =>
+    `${(Math.min(...xs) / 1000).toFixed(2)} / ${(median(xs) / 1000).toFixed(2)}`;
+  for (const pool of [undefined, 1]) {
+    for (const build of ['base', 'ours'] as const) {
+      const rs = runs.filter((r) => r.build === build && r.pool === pool);
+      if (rs.length === 0) continue;
+      row([
+        `${build} ${pool === undefined ? 'default pool' : `--pool ${pool}`} (${rs.length}×)`,
+        mm(rs.map((r) => r.wallMs)),
+        mm(rs.map((r) => r.klCpuMs)),
+        mm(rs.map((r) => r.kldCpuMs)),
+        mm(rs.map((r) => r.postgresCpuMs)),
+        mm(rs.map((r) => r.klCpuMs + r.kldCpuMs + r.postgresCpuMs)),
+      ]);
+    }
   }
 }
 

@@ -60,4 +60,11 @@ export interface OpenProviderOptions {
 /** Discovers, launches and fetches the schema of a provider (cached where possible). */
 export interface ProviderOpener {
   open(source: string, options: OpenProviderOptions): Promise<RefreshProvider>;
+  /**
+   * Starts, without waiting, the work every launch needs whatever the
+   * provider (the plugin client certificate), so it is done while the run's
+   * first server calls are in flight rather than on the way to the first read.
+   * A failure here is left for `open` to report.
+   */
+  warmUp?(): void;
 }

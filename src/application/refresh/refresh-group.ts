@@ -116,14 +116,20 @@ export async function refreshGroup(
 
 /**
  * Provider processes for a group of `instances`: the one asked for, else
- * one per CPU up to `MAX_DEFAULT_POOL`, and by default never more than one
- * per `MIN_READS_PER_PROCESS` instances, since a launch costs a second or so
- * of CPU and a big provider hundreds of MB.
+ * one per CPU less one (kl's own), up to `MAX_DEFAULT_POOL`, and by default
+ * never more than one per `MIN_READS_PER_PROCESS` instances, since a launch
+ * costs a second or so of CPU and a big provider hundreds of MB.
+ *
+ * One CPU is left to kl because kl itself is one busy thread for the whole
+ * read loop (it encodes, decodes, hashes and compares every read): on 2 CPUs,
+ * with kld and PostgreSQL on the same machine, 5,000 reads took 2.48 s on one
+ * provider process and 2.67 s on two, which only took CPU from kl
+ * (docs/performance.md, "Refresh (wave 9)").
  */
 export function poolSize(instances: number, asked: number | undefined, cpuCount: number): number {
   if (asked !== undefined) return Math.max(1, Math.min(asked, instances));
   const byWork = Math.ceil(instances / MIN_READS_PER_PROCESS);
-  return Math.max(1, Math.min(cpuCount, MAX_DEFAULT_POOL, byWork));
+  return Math.max(1, Math.min(cpuCount - 1, MAX_DEFAULT_POOL, byWork));
 }
 
 export const MAX_DEFAULT_POOL = 4;

@@ -934,6 +934,26 @@ describe('RefreshOrchestrator', () => {
     expect(server.finished).toEqual([expect.objectContaining({ status: 'failed' })]);
   });
 
+  it('reports the lock holder, not a failed read of the state fetched meanwhile', async () => {
+    const { server, opener, orchestrator } = setup();
+    server.holder = {
+      ID: 'abc-123',
+      Operation: 'OperationTypeApply',
+      Info: '',
+      Who: 'bob@ci',
+      Version: '1.11.4',
+      Created: '2026-01-01T00:00:00Z',
+      Path: '',
+    };
+    server.getStateError = new Error('connection reset');
+
+    await expect(orchestrator.run('prod', options(), never)).rejects.toMatchObject({
+      code: 'STATE.LOCKED',
+    });
+    expect(opener.opened).toEqual([]);
+    expect(server.unlocks).toEqual([]);
+  });
+
   it('always unlocks, also when the run fails half-way', async () => {
     const { server, orchestrator } = setup();
     server.getStateError = new Error('connection reset');
@@ -1161,8 +1181,10 @@ describe('RefreshOrchestrator with a pool of provider processes', () => {
     }
   });
 
-  it('pools by CPU count by default, within bounds, and as asked when told', () => {
-    expect(poolSize(5_000, undefined, 2)).toBe(2);
+  it('pools by CPU count less one (kl keeps a core) by default, within bounds, and as asked when told', () => {
+    expect(poolSize(5_000, undefined, 1)).toBe(1);
+    expect(poolSize(5_000, undefined, 2)).toBe(1);
+    expect(poolSize(5_000, undefined, 3)).toBe(2);
     expect(poolSize(5_000, undefined, 16)).toBe(MAX_DEFAULT_POOL);
     expect(poolSize(MIN_READS_PER_PROCESS, undefined, 8)).toBe(1);
     expect(poolSize(MIN_READS_PER_PROCESS + 1, undefined, 8)).toBe(2);

@@ -1,7 +1,12 @@
 import { REFRESH_STATE_CHANGED, RefreshRunStatus } from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
 import type { LockInfo } from '../../domain/state';
-import { flattenInstances, JsonObject, parseStateDocument } from '../../domain/terraform';
+import {
+  flattenInstances,
+  InstanceHasher,
+  JsonObject,
+  parseStateDocument,
+} from '../../domain/terraform';
 import { atLeastOne, forEachBounded } from './async-limits';
 import { oneLine } from './one-line';
 import { EnvPolicy, resolveEnvReferences } from './provider-config';
@@ -17,10 +22,17 @@ import { RefreshOptions, RefreshReport } from './refresh-report';
 import { RunContext } from './refresh-run-context';
 import type { FinishRefreshRun, RefreshServerPort } from './refresh-server.port';
 
+const skipInstanceHash: InstanceHasher = () => '';
+
 export interface RefreshOrchestratorSettings {
   /** Which names `{"env": …}` may read; default any (the operator's own machine). */
   envPolicy?: EnvPolicy;
-  /** Results are sent to the server in batches of this size. */
+  /**
+   * Results are sent to the server in batches of this size. Each batch is one
+   * request, one command and one transaction on kld: 1,000 rather than 200
+   * took a fifth of those fixed costs off a 5,000-instance refresh, and a
+   * batch of 1,000 results is about 250 KB of JSON.
+   */
   batchSize?: number;
   /** How long to wait for a provider process to end before moving on (it is killed regardless). */
   closeTimeoutMs?: number;
@@ -51,7 +63,7 @@ export class RefreshOrchestrator {
     settings: RefreshOrchestratorSettings = {},
   ) {
     this.envPolicy = settings.envPolicy;
-    this.batchSize = settings.batchSize ?? 200;
+    this.batchSize = settings.batchSize ?? 1_000;
     this.closeTimeoutMs = settings.closeTimeoutMs ?? 2_500;
     this.clientVersion = settings.clientVersion ?? 'kilolock';
   }
@@ -62,6 +74,7 @@ export class RefreshOrchestrator {
     signal: AbortSignal,
   ): Promise<RefreshReport> {
     const startedAt = this.host.clock.now().getTime();
+    this.opener.warmUp?.();
     const run = await this.server.startRun({
       state: stateName,
       dryRun: options.dryRun,
@@ -80,6 +93,10 @@ export class RefreshOrchestrator {
     let locked = false;
     const warnings: string[] = [];
     try {
+      // The document is fetched while the lock is asked for; it is only used once the lock is
+      // held, and its serial must still be the one the run started from (checked below).
+      const state = this.server.getState(stateName);
+      state.catch(() => undefined); // not awaited when the lock is refused
       const outcome = await this.server.lock(stateName, lock);
       if (!outcome.acquired) {
         const h = outcome.holder;
@@ -90,7 +107,7 @@ export class RefreshOrchestrator {
         );
       }
       locked = true;
-      return await this.refresh(stateName, run, lock, options, signal, startedAt, warnings);
+      return await this.refresh(state, stateName, run, lock, options, signal, startedAt, warnings);
     } catch (e) {
       await this.server
         .finishRun(run.runId, { status: 'failed', errorSummary: oneLine(e) })
@@ -109,6 +126,7 @@ export class RefreshOrchestrator {
   }
 
   private async refresh(
+    state: Promise<string>,
     stateName: string,
     run: StartedRun,
     lock: LockInfo,
@@ -117,14 +135,16 @@ export class RefreshOrchestrator {
     startedAt: number,
     warnings: string[],
   ): Promise<RefreshReport> {
-    const doc = parseStateDocument(await this.server.getState(stateName));
+    const doc = parseStateDocument(await state);
     if (doc.serial !== run.fromSerial) {
       throw new RefreshError(
         'REFRESH.STATE_CHANGED',
         `state "${stateName}" moved from serial ${run.fromSerial} to ${doc.serial} while the refresh started; run it again`,
       );
     }
-    const flat = flattenInstances(doc);
+    // The refresh never reads an instance's lifecycle hash (kld computes its own when the
+    // refreshed document is committed): hashing 5,000 instances here was 3-5 % of kl's CPU.
+    const flat = flattenInstances(doc, skipInstanceHash);
     const all = groupByProvider(flat);
     // terraform_data and its kin live inside terraform: no plugin reads them.
     const builtIn = all.filter((g) => isBuiltInProvider(g.source));

@@ -16,8 +16,9 @@ export interface RefreshOptions {
   concurrency?: number;
   /**
    * Provider processes per provider configuration, each configured once and
-   * reading from the group's one queue. Default: one per CPU, at most 4, and
-   * at most one per 250 instances (see `poolSize`). 1 = terraform's one process.
+   * reading from the group's one queue. Default: one per CPU less one (kl's
+   * own), at most 4, and at most one per 250 instances (see `poolSize`).
+   * 1 = terraform's one process.
    */
   pool?: number;
   /**

@@ -55,7 +55,7 @@ export function registerRefreshCommand(program: Command): void {
     )
     .option(
       '--pool <n>',
-      'provider processes per provider configuration, each configured once, sharing its reads (default: one per CPU, at most 4, at most one per 250 instances; 1 = one process, as terraform)',
+      'provider processes per provider configuration, each configured once, sharing its reads (default: one per CPU less one for kl, at most 4, at most one per 250 instances; 1 = one process, as terraform)',
     )
     .option(
       '--parallelism <n>',

@@ -51,6 +51,24 @@ describe('cty msgpack codec', () => {
       expect(roundTrip(STRING, 'é').encoded).toBe('a2c3a9');
     });
 
+    it('spells every string byte for byte, ASCII or not, short or long', () => {
+      // Short ASCII strings take a fast path both ways; each length around its bounds.
+      for (const n of [0, 1, 30, 31, 32, 63, 64, 65]) {
+        for (const text of [
+          'a'.repeat(n),
+          'é'.repeat(n),
+          `${'b'.repeat(n)}€`,
+          `😀${'c'.repeat(n)}`,
+        ]) {
+          const utf8 = Buffer.from(text);
+          const { encoded, decoded } = roundTrip(STRING, text);
+          expect(encoded.endsWith(utf8.toString('hex'))).toBe(true);
+          expect(decoded).toBe(text);
+        }
+      }
+      expect(decodeMsgpack(STRING, bytes('a3 00 7f 41'))).toBe('\u0000\u007fA');
+    });
+
     it('writes booleans and null', () => {
       expect(roundTrip(BOOL, true).encoded).toBe('c3');
       expect(roundTrip(BOOL, false).encoded).toBe('c2');
@@ -225,6 +243,17 @@ describe('cty msgpack codec', () => {
       expect(decodeMsgpack(t, bytes('81a16105'))).toEqual({ a: 5, b: null });
     });
 
+    it('reads an object attribute named __proto__ as data', () => {
+      const type = objectOf({ ['__proto__']: NUMBER, a: NUMBER });
+      const decoded = decodeMsgpack(type, bytes('82a95f5f70726f746f5f5f01a16102')) as Record<
+        string,
+        unknown
+      >;
+      expect(Object.keys(decoded)).toEqual(['__proto__', 'a']);
+      expect(Object.getPrototypeOf(decoded)).toBe(Object.prototype);
+      expect(decoded.a).toBe(2);
+    });
+
     it('treats a key named __proto__ as data', () => {
       const decoded = decodeMsgpack(mapOf(NUMBER), bytes('81a95f5f70726f746f5f5f01')) as Record<
         string,
@@ -303,5 +332,12 @@ describe('cty msgpack codec', () => {
       code: 'CTY.MALFORMED_MSGPACK',
       path: '',
     });
+    // Invalid UTF-8, short and long: a lone continuation byte, a truncated sequence.
+    for (const bad of ['a180', 'a3 41 e2 82', `d941${'41'.repeat(64)}ff`]) {
+      expect(codeOf(() => decodeMsgpack(STRING, bytes(bad)))).toEqual({
+        code: 'CTY.MALFORMED_MSGPACK',
+        path: '',
+      });
+    }
   });
 });

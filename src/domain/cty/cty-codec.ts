@@ -22,10 +22,14 @@ import {
  * provider hashes and compares like the one the document held.
  */
 export function encodeMsgpack(type: CtyType, value: unknown): Uint8Array {
-  const w = new MsgpackWriter();
+  // Encoding is synchronous, so one writer serves every call; bytes() copies out.
+  const w = scratch;
+  w.reset();
   encode(w, type, value, null);
   return w.bytes();
 }
+
+const scratch = new MsgpackWriter();
 
 export function decodeMsgpack(type: CtyType, bytes: Uint8Array): CtyJson {
   const r = new MsgpackReader(bytes);
@@ -34,16 +38,34 @@ export function decodeMsgpack(type: CtyType, bytes: Uint8Array): CtyJson {
   return value;
 }
 
-/** A path built parent-first only when an error needs it. */
-type PathNode = { readonly parent: PathNode; readonly step: PathStep } | null;
+/**
+ * A path built parent-first, one link per step, and made into steps only
+ * when an error needs it: a value's every attribute and element gets a link,
+ * so a link is one small object (not a step object as well).
+ */
+type PathNode = {
+  readonly parent: PathNode;
+  readonly kind: PathStep['kind'];
+  readonly label: string | number;
+} | null;
 
-function at(parent: PathNode, step: PathStep): PathNode {
-  return { parent, step };
+function at(parent: PathNode, kind: 'attribute' | 'key', label: string): PathNode;
+function at(parent: PathNode, kind: 'index', label: number): PathNode;
+function at(parent: PathNode, kind: PathStep['kind'], label: string | number): PathNode {
+  return { parent, kind, label };
 }
 
 function toPath(node: PathNode): AttributePath {
   const steps: PathStep[] = [];
-  for (let n = node; n; n = n.parent) steps.push(n.step);
+  for (let n = node; n; n = n.parent) {
+    steps.push(
+      n.kind === 'index'
+        ? { kind: 'index', index: n.label as number }
+        : n.kind === 'key'
+          ? { kind: 'key', key: n.label as string }
+          : { kind: 'attribute', name: n.label as string },
+    );
+  }
   return steps.reverse();
 }
 
@@ -103,7 +125,7 @@ function encode(w: MsgpackWriter, type: CtyType, v: unknown, path: PathNode): vo
         return fail('CTY.TYPE_MISMATCH', `${type.kind} required, got ${describe(v)}`, path);
       }
       w.arrayHeader(v.length);
-      v.forEach((item, i) => encode(w, type.element, item, at(path, { kind: 'index', index: i })));
+      v.forEach((item, i) => encode(w, type.element, item, at(path, 'index', i)));
       return;
     }
     case 'tuple': {
@@ -115,9 +137,7 @@ function encode(w: MsgpackWriter, type: CtyType, v: unknown, path: PathNode): vo
         );
       }
       w.arrayHeader(v.length);
-      v.forEach((item, i) =>
-        encode(w, type.elements[i], item, at(path, { kind: 'index', index: i })),
-      );
+      v.forEach((item, i) => encode(w, type.elements[i], item, at(path, 'index', i)));
       return;
     }
     case 'map': {
@@ -126,7 +146,7 @@ function encode(w: MsgpackWriter, type: CtyType, v: unknown, path: PathNode): vo
       w.mapHeader(keys.length);
       for (const k of keys) {
         w.string(k);
-        encode(w, type.element, v[k], at(path, { kind: 'key', key: k }));
+        encode(w, type.element, v[k], at(path, 'key', k));
       }
       return;
     }
@@ -146,7 +166,7 @@ function encode(w: MsgpackWriter, type: CtyType, v: unknown, path: PathNode): vo
           : type.absent && own(type.absent, name)
             ? type.absent[name]
             : null;
-        encode(w, type.attributes[name], value, at(path, { kind: 'attribute', name }));
+        encode(w, type.attributes[name], value, at(path, 'attribute', name));
       }
       return;
     }
@@ -200,39 +220,36 @@ function decode(r: MsgpackReader, type: CtyType, tok: MsgpackToken, path: PathNo
       if (tok.t !== 'array') return mismatch(type, tok, path);
       const out: CtyJson[] = new Array<CtyJson>(tok.n);
       for (let i = 0; i < tok.n; i++) {
-        out[i] = decode(r, type.element, r.next(), at(path, { kind: 'index', index: i }));
+        out[i] = decode(r, type.element, r.next(), at(path, 'index', i));
       }
       return out;
     }
     case 'tuple': {
       if (tok.t !== 'array' || tok.n !== type.elements.length) return mismatch(type, tok, path);
-      return type.elements.map((t, i) =>
-        decode(r, t, r.next(), at(path, { kind: 'index', index: i })),
-      );
+      return type.elements.map((t, i) => decode(r, t, r.next(), at(path, 'index', i)));
     }
     case 'map': {
       if (tok.t !== 'map') return mismatch(type, tok, path);
       const entries: [string, CtyJson][] = [];
       for (let i = 0; i < tok.n; i++) {
         const k = readKey(r, path);
-        entries.push([k, decode(r, type.element, r.next(), at(path, { kind: 'key', key: k }))]);
+        entries.push([k, decode(r, type.element, r.next(), at(path, 'key', k))]);
       }
       return Object.fromEntries(entries);
     }
     case 'object': {
       if (tok.t !== 'map') return mismatch(type, tok, path);
-      const seen = new Map<string, CtyJson>();
+      // Every attribute of the type, in the type's order, null until the map names it.
+      const out: { [name: string]: CtyJson } = {};
+      for (const name of type.names) setMember(out, name, null);
       for (let i = 0; i < tok.n; i++) {
         const k = readKey(r, path);
         if (!own(type.attributes, k)) {
           fail('CTY.UNSUPPORTED_ATTRIBUTE', `unsupported attribute "${k}"`, path);
         }
-        seen.set(
-          k,
-          decode(r, type.attributes[k], r.next(), at(path, { kind: 'attribute', name: k })),
-        );
+        setMember(out, k, decode(r, type.attributes[k], r.next(), at(path, 'attribute', k)));
       }
-      return Object.fromEntries(type.names.map((n) => [n, seen.get(n) ?? null]));
+      return out;
     }
     case 'dynamic': {
       if (tok.t !== 'array' || tok.n !== 2) {
@@ -251,6 +268,18 @@ function decode(r: MsgpackReader, type: CtyType, tok: MsgpackToken, path: PathNo
       return { value: decode(r, concrete, r.next(), path), type: ctyTypeJson(concrete) as CtyJson };
     }
   }
+}
+
+/** An own member even for "__proto__", which plain assignment would take as the prototype. */
+function setMember(out: { [name: string]: CtyJson }, name: string, value: CtyJson): void {
+  if (name === '__proto__') {
+    Object.defineProperty(out, name, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  } else out[name] = value;
 }
 
 function readKey(r: MsgpackReader, path: PathNode): string {

@@ -3,7 +3,8 @@ import { CtyError } from './cty-error';
 export type MsgpackToken =
   | { t: 'nil' }
   | { t: 'bool'; v: boolean }
-  | { t: 'int'; v: bigint }
+  // A number for the formats of up to 32 bits, a bigint for the 64-bit ones.
+  | { t: 'int'; v: number | bigint }
   | { t: 'float'; v: number }
   | { t: 'str'; v: string }
   | { t: 'bin'; v: Uint8Array }
@@ -12,6 +13,8 @@ export type MsgpackToken =
   | { t: 'ext'; type: number; data: Uint8Array };
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+/** Up to this many bytes, an all-ASCII string is built from its char codes (one byte, one char). */
+const ASCII_FAST_PATH_MAX = 64;
 
 /** A pull reader: containers yield only their length, their items follow. */
 export class MsgpackReader {
@@ -55,8 +58,21 @@ export class MsgpackReader {
     return out;
   }
   private str(n: number): MsgpackToken {
+    const bytes = this.take(n);
+    // Attribute names and most values are short ASCII: no decoder call for them.
+    if (n <= ASCII_FAST_PATH_MAX) {
+      let ascii = true;
+      for (let i = 0; i < n; i++) {
+        if (bytes[i] > 0x7f) {
+          ascii = false;
+          break;
+        }
+      }
+      if (ascii)
+        return { t: 'str', v: String.fromCharCode.apply(null, bytes as unknown as number[]) };
+    }
     try {
-      return { t: 'str', v: utf8.decode(this.take(n)) };
+      return { t: 'str', v: utf8.decode(bytes) };
     } catch (e) {
       if (e instanceof CtyError) throw e;
       throw new CtyError('CTY.MALFORMED_MSGPACK', 'string is not valid UTF-8');
@@ -71,8 +87,8 @@ export class MsgpackReader {
 
   next(): MsgpackToken {
     const b = this.u8();
-    if (b <= 0x7f) return { t: 'int', v: BigInt(b) };
-    if (b >= 0xe0) return { t: 'int', v: BigInt(b - 0x100) };
+    if (b <= 0x7f) return { t: 'int', v: b };
+    if (b >= 0xe0) return { t: 'int', v: b - 0x100 };
     if ((b & 0xf0) === 0x80) return { t: 'map', n: b & 0x0f };
     if ((b & 0xf0) === 0x90) return { t: 'array', n: b & 0x0f };
     if ((b & 0xe0) === 0xa0) return this.str(b & 0x1f);
@@ -107,11 +123,11 @@ export class MsgpackReader {
         this.pos += 8;
         return v;
       case 0xcc:
-        return { t: 'int', v: BigInt(this.u8()) };
+        return { t: 'int', v: this.u8() };
       case 0xcd:
-        return { t: 'int', v: BigInt(this.u16()) };
+        return { t: 'int', v: this.u16() };
       case 0xce:
-        return { t: 'int', v: BigInt(this.u32()) };
+        return { t: 'int', v: this.u32() };
       case 0xcf:
         this.need(8);
         v = { t: 'int', v: this.view.getBigUint64(this.pos) };
@@ -119,15 +135,15 @@ export class MsgpackReader {
         return v;
       case 0xd0:
         this.need(1);
-        return { t: 'int', v: BigInt(this.view.getInt8(this.pos++)) };
+        return { t: 'int', v: this.view.getInt8(this.pos++) };
       case 0xd1:
         this.need(2);
-        v = { t: 'int', v: BigInt(this.view.getInt16(this.pos)) };
+        v = { t: 'int', v: this.view.getInt16(this.pos) };
         this.pos += 2;
         return v;
       case 0xd2:
         this.need(4);
-        v = { t: 'int', v: BigInt(this.view.getInt32(this.pos)) };
+        v = { t: 'int', v: this.view.getInt32(this.pos) };
         this.pos += 4;
         return v;
       case 0xd3:

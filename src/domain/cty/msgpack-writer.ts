@@ -15,6 +15,18 @@ export class MsgpackWriter {
     return this.buf.slice(0, this.len);
   }
 
+  /**
+   * Empties the writer for the next value, keeping its buffer (a refresh
+   * encodes one state per read) unless a big value grew it past `keepBytes`.
+   */
+  reset(keepBytes = 1 << 20): void {
+    this.len = 0;
+    if (this.buf.length > keepBytes) {
+      this.buf = new Uint8Array(256);
+      this.view = new DataView(this.buf.buffer);
+    }
+  }
+
   private ensure(n: number): void {
     if (this.len + n <= this.buf.length) return;
     let size = this.buf.length * 2;
@@ -95,6 +107,23 @@ export class MsgpackWriter {
   }
 
   string(v: string): void {
+    // Attribute names and most values are short ASCII: one byte per char, no encoder call.
+    const short = v.length;
+    if (short < 32) {
+      this.ensure(1 + short);
+      const start = this.len;
+      let i = 0;
+      for (; i < short; i++) {
+        const c = v.charCodeAt(i);
+        if (c > 0x7f) break;
+        this.buf[start + 1 + i] = c;
+      }
+      if (i === short) {
+        this.buf[start] = 0xa0 | short;
+        this.len = start + 1 + short;
+        return;
+      }
+    }
     const data = utf8.encode(v);
     const n = data.length;
     if (n < 32) this.byte(0xa0 | n);

@@ -1,5 +1,6 @@
 import { ProviderSchemaCache } from '../../application/ports/provider-schema-cache.port';
 import { ProviderSchema } from '../../domain/cty/schema';
+import { clientCertificate } from './client-certificate';
 import { DiscoveredProvider, discoverProvider, DiscoveryOptions } from './discovery';
 import { launchProvider, LaunchProviderOptions } from './grpc-provider-client';
 import { ProviderClient } from './provider-client';
@@ -26,6 +27,14 @@ export class CachedSchemaProviderFactory {
     private readonly launch: Launcher = launchProvider,
     private readonly discover: Discoverer = discoverProvider,
   ) {}
+
+  /**
+   * Generates the plugin client certificate (one per process) ahead of the
+   * first launch. A failure is dropped here: the launch makes it again and reports it.
+   */
+  warmUp(): void {
+    clientCertificate().catch(() => undefined);
+  }
 
   /** The schema alone: from the cache when it has it, else from a short-lived plugin. */
   async schema(

@@ -15,6 +15,10 @@ import { ProviderClient, StateValue } from '../provider/provider-client';
 export class FactoryProviderOpener implements ProviderOpener {
   constructor(private readonly factory: CachedSchemaProviderFactory) {}
 
+  warmUp(): void {
+    this.factory.warmUp();
+  }
+
   async open(source: string, options: OpenProviderOptions): Promise<RefreshProvider> {
     const opened = await this.factory.open(source, { searchPaths: options.searchPaths });
     return new ClientRefreshProvider(
