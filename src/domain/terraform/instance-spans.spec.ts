@@ -187,6 +187,7 @@ function outcome(parse: () => unknown): { ok: unknown } | { error: string } {
 describe('parseStateBodyReusing', () => {
   it('parses every randomly edited document exactly as parseStateDocument does, and hashes the same changed set', () => {
     let reusedSomething = false;
+    let checkedByBook = 0;
     for (let seed = 1; seed <= 150; seed++) {
       const r = random(seed);
       let resources = newState(r);
@@ -224,6 +225,17 @@ describe('parseStateBodyReusing', () => {
               if (memo?.objects.includes(instance)) reusedSomething = true;
             }
           }
+          if (instances.addresses !== null) {
+            // The book handed to the next parse holds exactly this document's addresses.
+            const addresses = flattenInstances(document).map((i) => i.address);
+            expect(instances.addresses.slots.map((s) => s.address)).toEqual(addresses);
+            expect(instances.addresses.slots.map((s) => s.index)).toEqual(
+              addresses.map((_, k) => k),
+            );
+            expect([...instances.addresses.byAddress.keys()].sort()).toEqual([...addresses].sort());
+          }
+          // The previous document's book was taken over: its addresses were not formatted again.
+          if (memo?.addresses?.taken === true) checkedByBook++;
           if (instances.spans.length > 0) memo = instances;
         }
         resources = edit(r, resources);
@@ -231,6 +243,7 @@ describe('parseStateBodyReusing', () => {
       }
     }
     expect(reusedSomething).toBe(true);
+    expect(checkedByBook).toBeGreaterThan(100);
   });
 
   it('parses only the instances whose text changed, and shares the others with the previous document', () => {
