@@ -246,6 +246,54 @@ describe('parseStateBodyReusing', () => {
     expect(checkedByBook).toBeGreaterThan(100);
   });
 
+  it('compares long runs of unchanged instances at once and still finds exactly what changed', () => {
+    // Arrays of hundreds of instances: the scan compares runs of them with one
+    // memcmp; edits anywhere in a run (and at its ends) must still be found.
+    for (let seed = 1; seed <= 5; seed++) {
+      const r = random(seed);
+      let resources: Res[] = [0, 1].map((i) => ({
+        name: `big${i}`,
+        provider: 'provider["registry.terraform.io/hashicorp/null"]',
+        instances: Array.from({ length: 300 }, (_, k) => ({
+          key: k,
+          text: instanceText(r, k, true),
+        })),
+      }));
+      let memo: InstanceBytes | undefined;
+      for (let serial = 1; serial <= 10; serial++) {
+        const bytes = Buffer.from(text(resources, serial, '\n  '));
+        const full = outcome(() => parseStateDocument(decode(bytes)));
+        const reusing = outcome(() => parseStateBodyReusing(bytes, memo, decode));
+        if ('error' in full) {
+          expect(reusing).toEqual(full);
+        } else {
+          const { document, instances } = (
+            reusing as { ok: ReturnType<typeof parseStateBodyReusing> }
+          ).ok;
+          expect(document).toEqual(full.ok);
+          const texts = resources.flatMap((res) => res.instances.map((i) => i.text));
+          expect(instances.spans.map((sp) => bytes.toString('utf8', sp.start, sp.end))).toEqual(
+            texts,
+          );
+          if (memo !== undefined) {
+            // An instance is shared exactly when the previous document had its text next.
+            const shared = instances.spans.filter((sp) => sp.reuse !== undefined).length;
+            expect(shared).toBeGreaterThan(texts.length - 30);
+            for (const sp of instances.spans) {
+              if (sp.reuse === undefined) continue;
+              const before = memo.spans[sp.from!];
+              expect(memo.body.subarray(before.start, before.end)).toEqual(
+                bytes.subarray(sp.start, sp.end),
+              );
+            }
+          }
+          memo = instances;
+        }
+        for (let e = 0; e < 1 + Math.floor(r() * 6); e++) resources = edit(r, resources);
+      }
+    }
+  });
+
   it('parses only the instances whose text changed, and shares the others with the previous document', () => {
     const r = random(7);
     const resources = newState(r);

@@ -11,6 +11,8 @@ export interface InstanceSpan {
   reuse?: InstanceObjectV4;
   /** That object's position in the previous document. */
   from?: number;
+  /** The position of the last instance of the same `instances` array. */
+  last?: number;
 }
 
 /** A document's bytes as received, and its instance objects in document order with their spans. */
@@ -211,6 +213,10 @@ const INSTANCES = Buffer.from('instances', 'latin1');
 
 class NotAState extends Error {}
 
+/** The fewest and most instances `SpanScanner.run` compares at once. */
+const MIN_RUN = 2;
+const MAX_RUN = 256;
+
 /**
  * The byte span of every element of `resources[*].instances` in a JSON
  * document, in document order, without parsing them; null when the bytes are
@@ -257,8 +263,10 @@ class SpanScanner {
   private resource(): void {
     this.members((name) => {
       if (!name.equals(INSTANCES)) return this.skipValue();
+      const first = this.spans.length;
       this.elements(() => {
         const start = this.at;
+        if (this.run(start)) return;
         const from = this.known(start);
         if (from < 0) {
           this.skipValue();
@@ -267,7 +275,46 @@ class SpanScanner {
           this.spans.push({ start, end: this.at, reuse: this.previous.objects[from], from });
         }
       });
+      const last = this.spans.length - 1;
+      for (let k = first; k <= last; k++) this.spans[k].last = last;
     });
+  }
+
+  /** Instances compared at once by `run`: grows while runs match, shrinks when one does not. */
+  private stride = MIN_RUN;
+
+  /**
+   * Several of the previous document's instances at once, when the bytes
+   * here are those of the previous document's next instances of one array
+   * and what lies between them (one memcmp instead of one per instance).
+   * Those bytes were scanned in the same place before (an element of an
+   * `instances` array), so a scan would find the same instances, moved by
+   * the same offset. False (nothing moved) when no run of two or more matches.
+   */
+  private run(start: number): boolean {
+    const { body: before, spans, objects } = this.previous;
+    const j = this.next;
+    if (j >= spans.length) return false;
+    const last = spans[j].last;
+    if (last === undefined) return false;
+    for (let count = Math.min(this.stride, last - j + 1); count >= MIN_RUN; count >>= 1) {
+      const from = spans[j].start;
+      const to = spans[j + count - 1].end;
+      const end = start + (to - from);
+      if (end <= this.body.length && this.body.compare(before, from, to, start, end) === 0) {
+        const shift = start - from;
+        for (let k = j; k < j + count; k++) {
+          const { start: a, end: b } = spans[k];
+          this.spans.push({ start: a + shift, end: b + shift, reuse: objects[k], from: k });
+        }
+        this.next = j + count;
+        this.at = end;
+        this.stride = Math.min(count * 2, MAX_RUN);
+        return true;
+      }
+      this.stride = Math.max(count >> 1, MIN_RUN);
+    }
+    return false;
   }
 
   /** The position of the previous document's instance whose bytes start here (moving past them), or -1. */
