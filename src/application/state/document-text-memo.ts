@@ -2,32 +2,76 @@ import type { LRUCache } from 'lru-cache';
 import { InstanceBytes, parseStateBodyReusing, StateDocumentV4 } from '../../domain/terraform';
 import { boundedCache, DEFAULT_CACHE_BUDGETS } from '../bounded-cache';
 
+/** Bodies from this size up are read into a buffer the memo recycles; smaller ones are cheap. */
+const RECYCLED_FROM = 1 << 20;
+
+interface Entry {
+  instances: InstanceBytes;
+  /** A body buffer of this state that no entry holds any more: the next body is read into it. */
+  spare?: Buffer;
+}
+
 /**
  * The bytes and instance objects of each state's last received document, so
  * that parsing the next one decodes and parses only the instances whose
  * bytes changed (parseStateBodyReusing). Equal bytes are an equal parse, so
  * an entry can go stale but never lie; entries are kept whether or not the
  * commit is accepted. Bounded by instances held (the `hashInstances` budget),
- * least recently received state first out; an entry keeps its body alive.
+ * least recently received state first out; an entry keeps its body alive,
+ * and for a big body one more buffer of its size: the body before it, which
+ * the next body is read into (`bodyBuffer`), so a state's bodies do not each
+ * cost a fresh allocation of their size (its page faults and the garbage).
  */
 export class DocumentTextMemo {
-  private readonly states: LRUCache<string, InstanceBytes>;
+  private readonly states: LRUCache<string, Entry>;
+  /** The backing stores this memo allocated: only those are ever recycled. */
+  private readonly own = new WeakSet<ArrayBufferLike>();
 
   constructor(options: { maxInstances?: number } = {}) {
-    this.states = boundedCache<InstanceBytes>(
+    this.states = boundedCache<Entry>(
       options.maxInstances ?? DEFAULT_CACHE_BUDGETS.hashInstances,
-      (instances) => instances.spans.length,
+      (entry) => entry.instances.spans.length,
     );
+  }
+
+  /**
+   * A buffer of `size` bytes to read the next body of `key` into: the state's
+   * spare one when it is big enough (handed out once: a second body read at
+   * the same time gets its own), else a new one with room to grow.
+   */
+  bodyBuffer(key: string, size: number): Buffer {
+    const entry = this.states.peek(key);
+    const spare = entry?.spare;
+    if (spare !== undefined) {
+      entry!.spare = undefined;
+      if (spare.length >= size) return spare.subarray(0, size);
+    }
+    if (size < RECYCLED_FROM) return Buffer.allocUnsafe(size);
+    // Terraform's next document is usually a little longer (serials, added instances).
+    const fresh = Buffer.allocUnsafeSlow(size + (size >> 4));
+    this.own.add(fresh.buffer);
+    return fresh.subarray(0, size);
   }
 
   /**
    * `parseStateDocument(decode(body))` for a document sent to `key` (the
    * state's stream); `decode` checks and decodes the whole body, and words
-   * its refusals.
+   * its refusals. `body` must not be used by the caller once this returned:
+   * it may be kept, and the body it replaces recycled.
    */
   parse(key: string, body: Buffer, decode: (body: Buffer) => string): StateDocumentV4 {
-    const { document, instances } = parseStateBodyReusing(body, this.states.get(key), decode);
-    if (instances.spans.length > 0) this.states.set(key, instances);
+    const before = this.states.get(key);
+    const { document, instances } = parseStateBodyReusing(body, before?.instances, decode);
+    if (instances.spans.length > 0) {
+      // The body it replaces is held by nothing else now (the parse copied
+      // what it kept out of it).
+      const old = before?.instances.body.buffer;
+      const spare =
+        old !== undefined && old !== body.buffer && this.own.has(old)
+          ? Buffer.from(old)
+          : before?.spare;
+      this.states.set(key, { instances, spare });
+    }
     return document;
   }
 }

@@ -187,6 +187,7 @@ function outcome(parse: () => unknown): { ok: unknown } | { error: string } {
 describe('parseStateBodyReusing', () => {
   it('parses every randomly edited document exactly as parseStateDocument does, and hashes the same changed set', () => {
     let reusedSomething = false;
+    let checkedByBook = 0;
     for (let seed = 1; seed <= 150; seed++) {
       const r = random(seed);
       let resources = newState(r);
@@ -224,6 +225,17 @@ describe('parseStateBodyReusing', () => {
               if (memo?.objects.includes(instance)) reusedSomething = true;
             }
           }
+          if (instances.addresses !== null) {
+            // The book handed to the next parse holds exactly this document's addresses.
+            const addresses = flattenInstances(document).map((i) => i.address);
+            expect(instances.addresses.slots.map((s) => s.address)).toEqual(addresses);
+            expect(instances.addresses.slots.map((s) => s.index)).toEqual(
+              addresses.map((_, k) => k),
+            );
+            expect([...instances.addresses.byAddress.keys()].sort()).toEqual([...addresses].sort());
+          }
+          // The previous document's book was taken over: its addresses were not formatted again.
+          if (memo?.addresses?.taken === true) checkedByBook++;
           if (instances.spans.length > 0) memo = instances;
         }
         resources = edit(r, resources);
@@ -231,6 +243,55 @@ describe('parseStateBodyReusing', () => {
       }
     }
     expect(reusedSomething).toBe(true);
+    expect(checkedByBook).toBeGreaterThan(100);
+  });
+
+  it('compares long runs of unchanged instances at once and still finds exactly what changed', () => {
+    // Arrays of hundreds of instances: the scan compares runs of them with one
+    // memcmp; edits anywhere in a run (and at its ends) must still be found.
+    for (let seed = 1; seed <= 5; seed++) {
+      const r = random(seed);
+      let resources: Res[] = [0, 1].map((i) => ({
+        name: `big${i}`,
+        provider: 'provider["registry.terraform.io/hashicorp/null"]',
+        instances: Array.from({ length: 300 }, (_, k) => ({
+          key: k,
+          text: instanceText(r, k, true),
+        })),
+      }));
+      let memo: InstanceBytes | undefined;
+      for (let serial = 1; serial <= 10; serial++) {
+        const bytes = Buffer.from(text(resources, serial, '\n  '));
+        const full = outcome(() => parseStateDocument(decode(bytes)));
+        const reusing = outcome(() => parseStateBodyReusing(bytes, memo, decode));
+        if ('error' in full) {
+          expect(reusing).toEqual(full);
+        } else {
+          const { document, instances } = (
+            reusing as { ok: ReturnType<typeof parseStateBodyReusing> }
+          ).ok;
+          expect(document).toEqual(full.ok);
+          const texts = resources.flatMap((res) => res.instances.map((i) => i.text));
+          expect(instances.spans.map((sp) => bytes.toString('utf8', sp.start, sp.end))).toEqual(
+            texts,
+          );
+          if (memo !== undefined) {
+            // An instance is shared exactly when the previous document had its text next.
+            const shared = instances.spans.filter((sp) => sp.reuse !== undefined).length;
+            expect(shared).toBeGreaterThan(texts.length - 30);
+            for (const sp of instances.spans) {
+              if (sp.reuse === undefined) continue;
+              const before = memo.spans[sp.from!];
+              expect(memo.body.subarray(before.start, before.end)).toEqual(
+                bytes.subarray(sp.start, sp.end),
+              );
+            }
+          }
+          memo = instances;
+        }
+        for (let e = 0; e < 1 + Math.floor(r() * 6); e++) resources = edit(r, resources);
+      }
+    }
   });
 
   it('parses only the instances whose text changed, and shares the others with the previous document', () => {

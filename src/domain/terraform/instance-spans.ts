@@ -1,6 +1,6 @@
 import { MAX_JSON_DEPTH, nestsDeeperThan } from './json-limits';
 import { parseJsonLossless } from './lossless-json';
-import { parseStateDocument, validateStateDocument } from './parse-state-document';
+import { AddressBook, parseStateDocument, validateReusingDocument } from './parse-state-document';
 import { InstanceObjectV4, StateDocumentV4 } from './state-document';
 
 /** Where an instance object sits in a document's bytes: `body.subarray(start, end)`. */
@@ -9,6 +9,10 @@ export interface InstanceSpan {
   end: number;
   /** The previous document's object of the same bytes, when the bytes were found there. */
   reuse?: InstanceObjectV4;
+  /** That object's position in the previous document. */
+  from?: number;
+  /** The position of the last instance of the same `instances` array. */
+  last?: number;
 }
 
 /** A document's bytes as received, and its instance objects in document order with their spans. */
@@ -16,6 +20,8 @@ export interface InstanceBytes {
   body: Buffer;
   spans: readonly InstanceSpan[];
   objects: readonly InstanceObjectV4[];
+  /** The instances' addresses, once a reusing parse checked them (for the next one). */
+  addresses: AddressBook | null;
 }
 
 export interface ReusingParse {
@@ -36,7 +42,7 @@ function utf8OrNull(bytes: Uint8Array): string | null {
   }
 }
 
-const NONE: InstanceBytes = { body: Buffer.alloc(0), spans: [], objects: [] };
+const NONE: InstanceBytes = { body: Buffer.alloc(0), spans: [], objects: [], addresses: null };
 
 // An instance object is at depth 4: document, resources, a resource, instances.
 const INSTANCE_DEPTH = 4;
@@ -72,7 +78,7 @@ export function parseStateBodyReusing(
   const spans = instanceSpans(body, previous);
   if (spans !== null) {
     try {
-      const reused = assemble(body, spans);
+      const reused = assemble(body, spans, previous.addresses);
       if (reused !== null) return reused;
     } catch {
       // refused the way parseStateDocument words it, below
@@ -137,7 +143,7 @@ function bytesOf(body: Buffer, document: StateDocumentV4): InstanceBytes {
   }
   if (!holdsOrdinals(skeleton, spans.length)) return NONE;
   const objects = document.resources.flatMap((r) => r.instances);
-  return { body, spans, objects };
+  return { body, spans, objects, addresses: null };
 }
 
 /**
@@ -156,7 +162,11 @@ function holdsOrdinals(skeleton: unknown, count: number): boolean {
   return k === count;
 }
 
-function assemble(body: Buffer, spans: InstanceSpan[]): ReusingParse | null {
+function assemble(
+  body: Buffer,
+  spans: InstanceSpan[],
+  book: AddressBook | null,
+): ReusingParse | null {
   const text = skeletonText(body, spans);
   if (text === null) return null;
   const skeleton = parseJsonLossless(text);
@@ -180,11 +190,12 @@ function assemble(body: Buffer, spans: InstanceSpan[]): ReusingParse | null {
     const slots = resource.instances;
     for (let j = 0; j < slots.length; j++) slots[j] = objects[k++];
   }
-  const accepted = new Set<object>();
-  for (const span of spans) if (span.reuse !== undefined) accepted.add(span.reuse);
+  const from = new Int32Array(spans.length);
+  for (let k = 0; k < spans.length; k++) from[k] = spans[k].from ?? -1;
+  const { document, book: addresses } = validateReusingDocument(skeleton, { from, book });
   return {
-    document: validateStateDocument(skeleton, accepted),
-    instances: { body, spans, objects: objects as InstanceObjectV4[] },
+    document,
+    instances: { body, spans, objects: objects as InstanceObjectV4[], addresses },
   };
 }
 
@@ -201,6 +212,10 @@ const RESOURCES = Buffer.from('resources', 'latin1');
 const INSTANCES = Buffer.from('instances', 'latin1');
 
 class NotAState extends Error {}
+
+/** The fewest and most instances `SpanScanner.run` compares at once. */
+const MIN_RUN = 2;
+const MAX_RUN = 256;
 
 /**
  * The byte span of every element of `resources[*].instances` in a JSON
@@ -248,28 +263,73 @@ class SpanScanner {
   private resource(): void {
     this.members((name) => {
       if (!name.equals(INSTANCES)) return this.skipValue();
+      const first = this.spans.length;
       this.elements(() => {
         const start = this.at;
-        const reuse = this.known(start);
-        if (reuse === undefined) this.skipValue();
-        this.spans.push({ start, end: this.at, reuse });
+        if (this.run(start)) return;
+        const from = this.known(start);
+        if (from < 0) {
+          this.skipValue();
+          this.spans.push({ start, end: this.at });
+        } else {
+          this.spans.push({ start, end: this.at, reuse: this.previous.objects[from], from });
+        }
       });
+      const last = this.spans.length - 1;
+      for (let k = first; k <= last; k++) this.spans[k].last = last;
     });
   }
 
-  /** The previous document's object if its next instance's bytes start here; moves past them. */
-  private known(start: number): InstanceObjectV4 | undefined {
+  /** Instances compared at once by `run`: grows while runs match, shrinks when one does not. */
+  private stride = MIN_RUN;
+
+  /**
+   * Several of the previous document's instances at once, when the bytes
+   * here are those of the previous document's next instances of one array
+   * and what lies between them (one memcmp instead of one per instance).
+   * Those bytes were scanned in the same place before (an element of an
+   * `instances` array), so a scan would find the same instances, moved by
+   * the same offset. False (nothing moved) when no run of two or more matches.
+   */
+  private run(start: number): boolean {
     const { body: before, spans, objects } = this.previous;
+    const j = this.next;
+    if (j >= spans.length) return false;
+    const last = spans[j].last;
+    if (last === undefined) return false;
+    for (let count = Math.min(this.stride, last - j + 1); count >= MIN_RUN; count >>= 1) {
+      const from = spans[j].start;
+      const to = spans[j + count - 1].end;
+      const end = start + (to - from);
+      if (end <= this.body.length && this.body.compare(before, from, to, start, end) === 0) {
+        const shift = start - from;
+        for (let k = j; k < j + count; k++) {
+          const { start: a, end: b } = spans[k];
+          this.spans.push({ start: a + shift, end: b + shift, reuse: objects[k], from: k });
+        }
+        this.next = j + count;
+        this.at = end;
+        this.stride = Math.min(count * 2, MAX_RUN);
+        return true;
+      }
+      this.stride = Math.max(count >> 1, MIN_RUN);
+    }
+    return false;
+  }
+
+  /** The position of the previous document's instance whose bytes start here (moving past them), or -1. */
+  private known(start: number): number {
+    const { body: before, spans } = this.previous;
     for (let j = this.next; j < this.next + 2 && j < spans.length; j++) {
       const { start: from, end: to } = spans[j];
       const end = start + (to - from);
       if (end <= this.body.length && this.body.compare(before, from, to, start, end) === 0) {
         this.next = j + 1;
         this.at = end;
-        return objects[j];
+        return j;
       }
     }
-    return undefined;
+    return -1;
   }
 
   /** An object; `member` reads each value (given its name's bytes as written), the scanner standing at it. */

@@ -1,6 +1,12 @@
 import { DomainError } from '../shared/domain-error';
 import { JsonObject } from './json-value';
-import { parseStateDocument } from './parse-state-document';
+import {
+  parseStateDocument,
+  ReusedInstances,
+  validateReusingDocument,
+  validateStateDocument,
+} from './parse-state-document';
+import { InstanceObjectV4, StateDocumentV4 } from './state-document';
 
 function validDocument(): JsonObject {
   return {
@@ -248,5 +254,156 @@ describe('parseStateDocument', () => {
 
   it('rejects a root that is not an object', () => {
     expect(errorOf(() => parseStateDocument('[]')).message).toBe('state must be an object');
+  });
+});
+
+describe('validateReusingDocument', () => {
+  type Resource = { name: string; instances: InstanceObjectV4[] };
+  const instance = (key: number, id: string): InstanceObjectV4 => ({
+    index_key: key,
+    schema_version: 0,
+    attributes: { id },
+  });
+  const doc = (resources: Resource[]): JsonObject =>
+    ({
+      version: 4,
+      terraform_version: '1.11.4',
+      serial: 1,
+      lineage: 'l',
+      outputs: {},
+      resources: resources.map((r) => ({
+        mode: 'managed',
+        type: 'terraform_data',
+        name: r.name,
+        provider: 'provider["terraform.io/builtin/terraform"]',
+        instances: r.instances,
+      })),
+    }) as unknown as JsonObject;
+  const objectsOf = (d: JsonObject) =>
+    (d as unknown as StateDocumentV4).resources.flatMap((r) => r.instances);
+  /** What the reusing parse passes: where each object sat in the previous document. */
+  const reusedFrom = (before: JsonObject, after: JsonObject): Int32Array => {
+    const previous = objectsOf(before);
+    return Int32Array.from(objectsOf(after), (o) => previous.indexOf(o));
+  };
+  const outcome = (run: () => unknown) => {
+    try {
+      return { ok: run() };
+    } catch (e) {
+      if (!(e instanceof DomainError)) throw e;
+      return { error: e.message };
+    }
+  };
+
+  const a = [instance(0, 'a0'), instance(1, 'a1'), instance(2, 'a2')];
+  const b = [instance(0, 'b0')];
+  const first = doc([
+    { name: 'a', instances: a },
+    { name: 'b', instances: b },
+  ]);
+
+  /** Validates `first`, then `next` with first's book. */
+  function second(next: JsonObject) {
+    const { book } = validateReusingDocument(first, {
+      from: new Int32Array(objectsOf(first).length).fill(-1),
+      book: null,
+    });
+    const reused: ReusedInstances = { from: reusedFrom(first, next), book };
+    const result = outcome(() => validateReusingDocument(next, reused));
+    // The full check decides the same: a refusal worded alike, or acceptance.
+    const full = outcome(() => validateStateDocument(next));
+    if ('error' in full) expect(result).toEqual(full);
+    else expect(result).toMatchObject({ ok: { document: next } });
+    return { book, result };
+  }
+
+  it('accepts a change that keeps the other objects, and hands its book on', () => {
+    const { book, result } = second(
+      doc([
+        { name: 'a', instances: [a[0], instance(1, 'a1 changed'), a[2], instance(3, 'a3')] },
+        { name: 'b', instances: b },
+      ]),
+    );
+    expect(book.taken).toBe(true);
+    const next = (result as { ok: ReturnType<typeof validateReusingDocument> }).ok.book;
+    expect(next.slots.map((s) => s.address)).toEqual([
+      'terraform_data.a[0]',
+      'terraform_data.a[1]',
+      'terraform_data.a[2]',
+      'terraform_data.a[3]',
+      'terraform_data.b[0]',
+    ]);
+    expect(next.slots.map((s) => s.index)).toEqual([0, 1, 2, 3, 4]);
+    expect([...next.byAddress.keys()].sort()).toEqual(next.slots.map((s) => s.address).sort());
+  });
+
+  it('refuses a new object that repeats the address of a kept one, as the full check words it', () => {
+    const { result } = second(
+      doc([
+        { name: 'a', instances: [a[0], a[1], a[2], instance(1, 'a second [1]')] },
+        { name: 'b', instances: b },
+      ]),
+    );
+    expect(result).toEqual({
+      error: 'resources[0].instances[3] repeats the address terraform_data.a[1]',
+    });
+  });
+
+  it('refuses a kept object moved under a resource where its address repeats another', () => {
+    // b's object, unchanged, now sits in a second resource named "a": its
+    // address is terraform_data.a[0], which a[0] already has.
+    const { result } = second(
+      doc([
+        { name: 'a', instances: a },
+        { name: 'a', instances: b },
+      ]),
+    );
+    expect(result).toEqual({
+      error: 'resources[1].instances[0] repeats the address terraform_data.a[0]',
+    });
+  });
+
+  it('refuses two new objects with one address, and an address grown too long', () => {
+    expect(
+      second(
+        doc([
+          { name: 'a', instances: [...a, instance(7, 'x'), instance(7, 'y')] },
+          { name: 'b', instances: b },
+        ]),
+      ).result,
+    ).toEqual({ error: 'resources[0].instances[4] repeats the address terraform_data.a[7]' });
+    const long = { ...instance(0, 'x'), index_key: 'k'.repeat(900) };
+    expect(
+      second(
+        doc([
+          { name: 'a', instances: a },
+          { name: 'b', instances: [long] },
+        ]),
+      ).result,
+    ).toMatchObject({
+      error: expect.stringMatching(
+        /^resources\[1\].instances\[0\] has an address longer than 800 bytes/,
+      ),
+    });
+  });
+
+  it('checks in full, and still refuses, with a book another document took over', () => {
+    const { book } = validateReusingDocument(first, {
+      from: new Int32Array(4).fill(-1),
+      book: null,
+    });
+    const keep = doc([
+      { name: 'a', instances: a },
+      { name: 'b', instances: b },
+    ]);
+    validateReusingDocument(keep, { from: reusedFrom(first, keep), book });
+    expect(book.taken).toBe(true);
+    const repeated = doc([
+      { name: 'a', instances: [...a, instance(0, 'again')] },
+      { name: 'b', instances: b },
+    ]);
+    expect(
+      outcome(() => validateReusingDocument(repeated, { from: reusedFrom(first, repeated), book })),
+    ).toEqual({ error: 'resources[0].instances[3] repeats the address terraform_data.a[0]' });
   });
 });

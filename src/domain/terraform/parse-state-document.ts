@@ -69,16 +69,56 @@ export function parseStateDocument(input: string | unknown): StateDocumentV4 {
 /**
  * Validates a decoded v4 document (from JSON.parse or parseJsonLossless: plain
  * JSON by construction) and returns it typed; the checks of parseStateDocument
- * after parsing. An instance object in `accepted` passed these checks in an
- * accepted document before (the same object, treated as immutable): only the
- * checks that depend on its resource and its neighbours run again (address
- * length, repeated address). It can fail nothing else, so every refusal and
- * its wording stay the same.
+ * after parsing.
  */
-export function validateStateDocument(
+export function validateStateDocument(raw: unknown): StateDocumentV4 {
+  return validate(raw, null, new AllAddresses(false));
+}
+
+/**
+ * What a document shares with the accepted document before it (the reusing
+ * parse): for the k-th instance object in document order, the position in the
+ * previous document of the very same object, or -1 (a new object).
+ */
+export interface ReusedInstances {
+  from: Int32Array;
+  /** The previous document's addresses, if it kept them. */
+  book: AddressBook | null;
+}
+
+/**
+ * `validateStateDocument` for a document whose instance objects are partly
+ * the previous accepted document's own (the same objects, treated as
+ * immutable): those passed every check of their own before, so only the
+ * checks that depend on their resource and neighbours could fail, and with
+ * the previous document's `book`, not even those for an object that stays
+ * under the same resource address (its address is the same string, and the
+ * addresses it kept were distinct). Only the addresses of new or moved
+ * objects are formatted and checked, against each other and the kept ones.
+ * Any doubt (a refusal included) runs the full checks, so every refusal is
+ * worded exactly as validateStateDocument words it. Returns the document's
+ * own book; the previous one is taken over (and answers nothing after).
+ */
+export function validateReusingDocument(
   raw: unknown,
-  accepted: ReadonlySet<object> = NOTHING,
-): StateDocumentV4 {
+  reused: ReusedInstances,
+): { document: StateDocumentV4; book: AddressBook } {
+  const book = reused.book;
+  if (book !== null && !book.taken) {
+    try {
+      const addresses = new KeptAddresses(reused.from, book);
+      const document = validate(raw, reused.from, addresses);
+      return { document, book: addresses.finish() };
+    } catch {
+      // refused, or a doubt: the full checks below decide and word it
+    }
+  }
+  const addresses = new AllAddresses(true);
+  const document = validate(raw, reused.from, addresses);
+  return { document, book: addresses.book() };
+}
+
+function validate(raw: unknown, from: Int32Array | null, addresses: AddressCheck): StateDocumentV4 {
   const doc = object(raw, '');
 
   if (doc.version === undefined) fail('version', 'is required');
@@ -101,10 +141,8 @@ export function validateStateDocument(
   }
 
   if (!Array.isArray(doc.resources)) fail('resources', 'must be an array');
-  const seen = new Set<string>();
-  doc.resources.forEach((resource, i) =>
-    validateResource(resource, `resources[${i}]`, seen, accepted),
-  );
+  const walk: Walk = { from, ordinal: 0, addresses };
+  doc.resources.forEach((resource, i) => validateResource(resource, `resources[${i}]`, walk));
 
   const checks = doc.check_results;
   if (checks !== undefined && checks !== null && !Array.isArray(checks)) {
@@ -113,14 +151,28 @@ export function validateStateDocument(
   return doc as StateDocumentV4;
 }
 
-const NOTHING: ReadonlySet<object> = new Set();
+/** Where the walk through a document's instances is: the next one's position in document order. */
+interface Walk {
+  readonly from: Int32Array | null;
+  ordinal: number;
+  readonly addresses: AddressCheck;
+}
 
-function validateResource(
-  value: unknown,
-  at: string,
-  seen: Set<string>,
-  accepted: ReadonlySet<object>,
-): void {
+/** The address checks of an instance: at most MAX_KEY_BYTES, never repeated in the document. */
+interface AddressCheck {
+  /** The instance at `walk.ordinal`, `j`-th of its resource `r` (whose address is `resource`). */
+  check(
+    instance: InstanceObjectV4,
+    j: number,
+    pathOf: (j: number) => string,
+    r: ResourceV4,
+    module: ModuleInstanceStep[],
+    resource: string,
+    from: number,
+  ): void;
+}
+
+function validateResource(value: unknown, at: string, walk: Walk): void {
   const r = object(value, at);
   let module: ModuleInstanceStep[] = [];
   if (r.module !== undefined) {
@@ -144,14 +196,181 @@ function validateResource(
   }
   if (!Array.isArray(r.instances)) fail(`${at}.instances`, 'must be an array');
   const resource = r as ResourceV4;
-  key(formatResourceAddress({ module, mode: resource.mode, type: r.type, name: r.name }), at);
+  const address = formatResourceAddress({
+    module,
+    mode: resource.mode,
+    type: r.type,
+    name: r.name,
+  });
+  key(address, at);
   // The path of an accepted instance is only spelled out if it fails: a
   // string per instance of a big state is most of what checking it costs.
   const pathOf = (j: number) => `${at}.instances[${j}]`;
+  const { from, addresses } = walk;
   r.instances.forEach((instance, j) => {
-    if (!accepted.has(instance as object)) validateInstanceObject(instance, pathOf(j));
-    checkAddress(instance as InstanceObjectV4, j, pathOf, resource, module, seen);
+    const previous = from === null ? -1 : from[walk.ordinal];
+    // An object of the previous accepted document passed these checks then.
+    if (previous < 0) validateInstanceObject(instance, pathOf(j));
+    addresses.check(instance as InstanceObjectV4, j, pathOf, resource, module, address, previous);
+    walk.ordinal++;
   });
+}
+
+/**
+ * The address of every instance of an accepted document, in document order
+ * and by address: what lets the next document of the same state check only
+ * the addresses of objects it changed or moved (validateReusingDocument).
+ * Handed on from document to document, not copied: once the next document
+ * took it over it is `taken`, and the document that held it would be checked
+ * in full again.
+ */
+export class AddressBook {
+  taken = false;
+
+  constructor(
+    /** In document order. */
+    readonly slots: readonly AddressSlot[],
+    readonly byAddress: Map<string, AddressSlot>,
+  ) {}
+}
+
+interface AddressSlot {
+  readonly address: string;
+  /** The address of the resource it sits in. */
+  readonly resource: string;
+  /** Its position in the document that holds the book. */
+  index: number;
+}
+
+/** Thrown where the full checks must decide (and word the refusal). */
+class Doubt extends Error {}
+
+const UNRECORDED: AddressSlot = { address: '', resource: '', index: -1 };
+
+/** Every address formatted and checked (and, to `record`, kept for the next document). */
+class AllAddresses implements AddressCheck {
+  private readonly seen = new Map<string, AddressSlot>();
+  private readonly slots: AddressSlot[] = [];
+
+  constructor(private readonly record: boolean) {}
+
+  check(
+    instance: InstanceObjectV4,
+    j: number,
+    pathOf: (j: number) => string,
+    r: ResourceV4,
+    module: ModuleInstanceStep[],
+    resource: string,
+  ): void {
+    const address = formatInstanceAddress({
+      module,
+      mode: r.mode,
+      type: r.type,
+      name: r.name,
+      key: instance.index_key,
+      deposed: instance.deposed,
+    });
+    if (tooLong(address)) {
+      fail(
+        pathOf(j),
+        `has an address longer than ${MAX_KEY_BYTES} bytes (${address.slice(0, 60)}…)`,
+      );
+    }
+    if (this.seen.has(address)) fail(pathOf(j), `repeats the address ${address}`);
+    if (!this.record) {
+      this.seen.set(address, UNRECORDED);
+      return;
+    }
+    const slot = { address, resource, index: this.slots.length };
+    this.seen.set(address, slot);
+    this.slots.push(slot);
+  }
+
+  book(): AddressBook {
+    return new AddressBook(this.slots, this.seen);
+  }
+}
+
+/**
+ * An object kept from the previous document under the same resource address
+ * has the address it had there (an instance address is its resource's
+ * address, its key and its deposed key), already checked: only the others
+ * are formatted, and checked against each other and against the kept ones.
+ */
+class KeptAddresses implements AddressCheck {
+  /** Per position in the previous document: kept here under the same address. */
+  private readonly kept: Uint8Array;
+  private readonly slots: AddressSlot[] = [];
+  private readonly fresh: AddressSlot[] = [];
+  private last = -1;
+
+  constructor(
+    private readonly from: Int32Array,
+    private readonly book: AddressBook,
+  ) {
+    this.kept = new Uint8Array(book.slots.length);
+  }
+
+  check(
+    instance: InstanceObjectV4,
+    _j: number,
+    _pathOf: (j: number) => string,
+    r: ResourceV4,
+    module: ModuleInstanceStep[],
+    resource: string,
+    from: number,
+  ): void {
+    if (from >= 0) {
+      // Each previous object at most once, in order: its address is then not repeated among the kept.
+      if (from <= this.last || from >= this.kept.length) throw new Doubt();
+      this.last = from;
+      const slot = this.book.slots[from];
+      if (slot.resource === resource) {
+        this.kept[from] = 1;
+        this.slots.push(slot);
+        return;
+      }
+    }
+    const address = formatInstanceAddress({
+      module,
+      mode: r.mode,
+      type: r.type,
+      name: r.name,
+      key: instance.index_key,
+      deposed: instance.deposed,
+    });
+    if (tooLong(address)) throw new Doubt();
+    const slot = { address, resource, index: -1 };
+    this.fresh.push(slot);
+    this.slots.push(slot);
+  }
+
+  /** Checks the new addresses, then hands the book on to this document. */
+  finish(): AddressBook {
+    const { byAddress, slots: before } = this.book;
+    const seen = new Set<string>();
+    for (const { address } of this.fresh) {
+      if (seen.has(address)) throw new Doubt();
+      seen.add(address);
+      const held = byAddress.get(address);
+      if (held !== undefined && this.kept[held.index] === 1) throw new Doubt();
+    }
+    this.book.taken = true;
+    for (let p = 0; p < before.length; p++) {
+      if (this.kept[p] === 0 && byAddress.get(before[p].address) === before[p]) {
+        byAddress.delete(before[p].address);
+      }
+    }
+    for (const slot of this.fresh) byAddress.set(slot.address, slot);
+    for (let k = 0; k < this.slots.length; k++) this.slots[k].index = k;
+    return new AddressBook(this.slots, byAddress);
+  }
+}
+
+/** Longer than an indexed key may be, in UTF-8 bytes. */
+function tooLong(address: string): boolean {
+  // Each UTF-16 unit is at most 3 UTF-8 bytes: most addresses need no count.
+  return address.length * 3 > MAX_KEY_BYTES && utf8Length(address) > MAX_KEY_BYTES;
 }
 
 /** The checks of an instance object that depend on nothing but the object. */
@@ -202,29 +421,4 @@ function validateInstanceObject(value: unknown, at: string): void {
   if (o.create_before_destroy !== undefined && typeof o.create_before_destroy !== 'boolean') {
     fail(`${at}.create_before_destroy`, 'must be a boolean');
   }
-}
-
-/** The checks of an instance that depend on its resource and the instances before it. */
-function checkAddress(
-  instance: InstanceObjectV4,
-  j: number,
-  pathOf: (j: number) => string,
-  r: ResourceV4,
-  module: ModuleInstanceStep[],
-  seen: Set<string>,
-): void {
-  const address = formatInstanceAddress({
-    module,
-    mode: r.mode,
-    type: r.type,
-    name: r.name,
-    key: instance.index_key,
-    deposed: instance.deposed,
-  });
-  // Each UTF-16 unit is at most 3 UTF-8 bytes: most addresses need no count.
-  if (address.length * 3 > MAX_KEY_BYTES && utf8Length(address) > MAX_KEY_BYTES) {
-    fail(pathOf(j), `has an address longer than ${MAX_KEY_BYTES} bytes (${address.slice(0, 60)}…)`);
-  }
-  if (seen.has(address)) fail(pathOf(j), `repeats the address ${address}`);
-  seen.add(address);
 }

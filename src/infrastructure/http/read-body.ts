@@ -9,12 +9,15 @@ import { checkJsonValue, JsonLimitError } from '../../domain/terraform';
  * global body parser) so each route has its own limit and a too-large body is
  * refused as a JSON 413 before it is buffered whole. `onChunk` sees each
  * chunk as it arrives (to hash the body while the rest is still on the wire).
+ * `allocate` gives the buffer a body of a declared size is read into (one a
+ * caller recycles), a new one by default.
  */
 export async function readBody(
   req: Request,
   limit: number,
   what = 'request body',
   onChunk?: (chunk: Buffer) => void,
+  allocate: (size: number) => Buffer = (size) => Buffer.allocUnsafe(size),
 ): Promise<Buffer> {
   const declared = Number(req.header('content-length') ?? NaN);
   if (Number.isFinite(declared) && declared > limit) throw tooLarge(what, limit);
@@ -23,7 +26,7 @@ export async function readBody(
   // until a concat copies them again, so a big body is one allocation and
   // its chunks die young.
   const declaredSize = Number.isSafeInteger(declared) && declared >= 0 ? declared : -1;
-  let into = declaredSize >= 0 ? Buffer.allocUnsafe(declaredSize) : null;
+  let into = declaredSize >= 0 ? allocate(declaredSize) : null;
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {

@@ -20,16 +20,17 @@ export interface ReceivedStateDocument {
  * big body). Every failure is a STATE.INVALID naming the problem. `parse` may
  * be the equal of `parseStateDocument(decode(body))` that reuses the state's
  * previous document's bytes (DocumentTextMemo), given `decode` for what it
- * decodes.
+ * decodes; `allocate` the buffer the body is read into (`readBody`).
  */
 export async function receiveStateDocument(
   req: Request,
   limit: number,
   parse: (body: Buffer, decode: (body: Buffer) => string) => StateDocumentV4 = (b) =>
     parseStateDocument(decode(b)),
+  allocate?: (size: number) => Buffer,
 ): Promise<ReceivedStateDocument> {
   const hash = createHash('sha256');
-  const body = await readBody(req, limit, 'state', (chunk) => hash.update(chunk));
+  const body = await readBody(req, limit, 'state', (chunk) => hash.update(chunk), allocate);
   const checksum = hash.digest('hex');
   return { document: parse(body, decode), checksum, bytes: body.length };
 }

@@ -176,10 +176,12 @@ export class TerraformBackendController {
     if (namesAnAction(param)) return next();
     const name = stateNameFrom(param);
     const lockId = lockIdFrom(lockIdParam, 'ID');
+    const key = stateStreamId(name);
     const { document, checksum, bytes } = await receiveStateDocument(
       req,
       this.config.maxStateBytes,
-      (body, decode) => this.texts.parse(stateStreamId(name), body, decode),
+      (body, decode) => this.texts.parse(key, body, decode),
+      (size) => this.texts.bodyBuffer(key, size),
     );
     await this.answerLockConflicts(res, () =>
       this.commands.execute(

@@ -1,0 +1,97 @@
+import { parseStateDocument } from '../../domain/terraform';
+import { DocumentTextMemo } from './document-text-memo';
+
+/** A state document of `count` instances, the k-th holding `value(k)`, padded to a big body. */
+function body(serial: number, count: number, value: (k: number) => string): Buffer {
+  const instances = Array.from(
+    { length: count },
+    (_, k) =>
+      `{"index_key":${k},"schema_version":0,"attributes":{"id":"${value(k)}","pad":"${'p'.repeat(200)}"}}`,
+  );
+  return Buffer.from(
+    `{"version":4,"terraform_version":"1.11.4","serial":${serial},"lineage":"l","outputs":{},` +
+      `"resources":[{"mode":"managed","type":"terraform_data","name":"x",` +
+      `"provider":"provider[\\"terraform.io/builtin/terraform\\"]","instances":[${instances.join(',')}]}]}`,
+  );
+}
+
+const decode = (b: Buffer) => b.toString('utf8');
+
+/** What kld does with a received body: read it into the memo's buffer, then parse it. */
+function receive(memo: DocumentTextMemo, bytes: Buffer) {
+  const into = memo.bodyBuffer('s', bytes.length);
+  bytes.copy(into);
+  return { into, document: memo.parse('s', into, decode) };
+}
+
+describe('DocumentTextMemo', () => {
+  const count = 6000; // about 1.4 MB: big enough to be recycled
+
+  it('reads a big body into the buffer of the body before the last, and parses it exactly', () => {
+    const memo = new DocumentTextMemo();
+    const versions = [
+      body(1, count, (k) => `a${k}`),
+      body(2, count, (k) => (k === 17 ? 'changed' : `a${k}`)),
+      // shorter than the first: the recycled buffer's tail must not show
+      body(3, count - 1, (k) => (k === 4000 ? 'again' : `a${k}`)),
+      body(4, count - 1, (k) => (k === 4000 ? 'again' : `a${k}`)),
+    ];
+    const received = versions.map((bytes) => receive(memo, bytes));
+    received.forEach(({ document }, v) => {
+      expect(document).toEqual(parseStateDocument(versions[v].toString('utf8')));
+    });
+    expect(received[2].into.buffer).toBe(received[0].into.buffer);
+    expect(received[3].into.buffer).toBe(received[1].into.buffer);
+    expect(received[1].into.buffer).not.toBe(received[0].into.buffer);
+    expect(received[2].into.length).toBe(versions[2].length);
+  });
+
+  it('gives two bodies read at the same time two buffers', () => {
+    const memo = new DocumentTextMemo();
+    receive(
+      memo,
+      body(1, count, (k) => `a${k}`),
+    );
+    receive(
+      memo,
+      body(2, count, (k) => `b${k}`),
+    );
+    const one = memo.bodyBuffer('s', 1_500_000);
+    const other = memo.bodyBuffer('s', 1_500_000);
+    expect(one.buffer).not.toBe(other.buffer);
+  });
+
+  it('keeps a refused body out: the buffer it was read into is not handed out again', () => {
+    const memo = new DocumentTextMemo();
+    const first = receive(
+      memo,
+      body(1, count, (k) => `a${k}`),
+    );
+    receive(
+      memo,
+      body(2, count, (k) => `b${k}`),
+    );
+    const bad = body(3, count, (k) => `c${k}`);
+    bad[bad.length - 1] = 0x20; // cut: not JSON
+    const into = memo.bodyBuffer('s', bad.length);
+    expect(into.buffer).toBe(first.into.buffer);
+    bad.copy(into);
+    expect(() => memo.parse('s', into, decode)).toThrow();
+    // the entry still holds the second body; nothing spare until the next accepted one
+    const next = memo.bodyBuffer('s', bad.length);
+    expect(next.buffer).not.toBe(first.into.buffer);
+    const fourth = body(4, count, (k) => `b${k}`);
+    fourth.copy(next);
+    expect(memo.parse('s', next, decode)).toEqual(parseStateDocument(fourth.toString('utf8')));
+  });
+
+  it('does not recycle small bodies', () => {
+    const memo = new DocumentTextMemo();
+    const small = (serial: number) => body(serial, 3, (k) => `a${k}`);
+    const a = receive(memo, small(1));
+    receive(memo, small(2));
+    const c = receive(memo, small(3));
+    expect(c.into.buffer === a.into.buffer && c.into.byteOffset === a.into.byteOffset).toBe(false);
+    expect(c.document).toEqual(parseStateDocument(small(3).toString('utf8')));
+  });
+});
