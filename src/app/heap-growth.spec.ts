@@ -11,6 +11,7 @@ describe('growingPercent', () => {
   it('bounds the garbage a big live heap may gather to the headroom', () => {
     // 400 MB kept: at most 128 MB more before the next full collection.
     expect(growingPercent(400 * MIB, 128 * MIB)).toBe(32);
+    expect(growingPercent(400 * MIB)).toBe(64);
     expect(growingPercent(HEAP_HEADROOM_BYTES + MIB)).toBe(99);
   });
 

@@ -5,14 +5,16 @@ import * as v8 from 'node:v8';
  * The most garbage a big kld heap may gather past its live objects before
  * V8's next full collection. V8 picks the growth itself, up to 4x the live
  * heap on a machine with more than 2 GB for it: cheap while the heap is
- * small (at 20,000 instances, 70-100 MB live), but a big state's commit or a
- * projection rebuild allocates fast enough to get the most, and at 100,000
- * instances about 250-420 MB of live objects grew to 1.0-1.5 GB of heap,
- * mostly garbage, before a full collection (docs/performance.md, "kld's
- * memory at 100,000 instances (wave 9)"). Not a limit: the heap still grows
- * as far as live objects need.
+ * small (at 20,000 instances 70-100 MB live, at 100,000 about 240 MB between
+ * delta commits), but a big state's first commit, GET or projection rebuild
+ * allocates fast enough to get the most, and at 100,000 instances 350-420 MB
+ * of live objects grew to 1.0-1.5 GB of heap, mostly garbage, before a full
+ * collection (docs/performance.md, "kld's memory at 100,000 instances (wave
+ * 9)"). Not a limit: the heap still grows as far as live objects need. Half
+ * this headroom bounded the peak further but cost 20 % more CPU per delta
+ * commit at 100,000 instances (a full collection every few commits).
  */
-export const HEAP_HEADROOM_BYTES = 128 * 2 ** 20;
+export const HEAP_HEADROOM_BYTES = 256 * 2 ** 20;
 
 // Below this a heap of a few GB would collect all the time for little gain.
 const MIN_PERCENT = 10;
