@@ -12,7 +12,7 @@ import { generateBigState } from './support/big-state-generator';
 import { QUERIES, STATE_NAME } from './support/big-state-queries';
 import { httpBackend, killAll, startKld } from './support/refresh-processes';
 import { send as sendRequest } from './support/http-send';
-import { processCpuMs } from './support/process-cpu';
+import { DatabaseCpuMeter, postmasterOf, processCpuMs } from './support/process-cpu';
 import { startStaticServer } from './support/static-server';
 import { printMachine, printTable } from './support/report';
 import { distribution, formatInt, formatMs } from './support/stats';
@@ -22,7 +22,8 @@ import { distribution, formatInt, formatMs } from './support/stats';
  * gets the big-state example's document (examples/big-state, 2 × size + 8
  * instances) and is timed on what terraform and operators do to it — the
  * full POST, delta POSTs, GET, the seed queries, a projection rebuild — with
- * kld's peak RSS. In the same run, the peers: a static file server of the
+ * kld's CPU (and the embedded PostgreSQL's, where metered) and kld's peak RSS,
+ * over the run and in each phase. In the same run, the peers: a static file server of the
  * same bytes for GET, `jq` over the file for the queries, and terraform's
  * own `pg` backend for `terraform state push` (same PostgreSQL). Prints
  * figures; never fails on a miss.
@@ -59,6 +60,9 @@ interface Rung {
   cells: Record<string, string>;
 }
 
+/** The embedded postmaster of the run, to meter PostgreSQL's CPU (null on KL_BENCH_DATABASE_URL). */
+let postmaster: number | null = null;
+
 async function main(): Promise<void> {
   const logger = pino({ level: 'warn' }, pino.destination(2));
   process.once('SIGINT', () => void cleanup().finally(() => process.exit(130)));
@@ -70,6 +74,7 @@ async function main(): Promise<void> {
     undo.push(() => fs.rmSync(pgDir, { recursive: true, force: true }));
     const pg = await EmbeddedPostgres.start(pgDir, logger);
     undo.push(() => pg.stop());
+    postmaster = postmasterOf(pgDir);
     process.env.KL_BENCH_DATABASE_URL = pg.url;
   }
   const serverUrl = process.env.KL_BENCH_DATABASE_URL;
@@ -103,15 +108,25 @@ async function rung(
   const db = await openBenchDatabase(logger);
   const kld = await startKld(KLD, db.url, path.join(dir, 'kld'));
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const meter = postmaster
+    ? new DatabaseCpuMeter(postmaster, new URL(db.url).pathname.slice(1))
+    : null;
+  /** kld's CPU since `kld0` (ms), and PostgreSQL's since `pg0` when metered. */
+  const cpuSince = (kld0: number, pg0: number) =>
+    `kld CPU ${formatMs(processCpuMs(kld.pid) - kld0)} ms` +
+    (meter ? `, PostgreSQL ${formatMs(meter.totalMs() - pg0)} ms` : '');
   const cells: Record<string, string> = {};
   console.log(
     `\n${formatInt(big.instanceCount)} instances, ${mib(big.text.length)}: kld pid ${kld.pid}`,
   );
   try {
     const stateUrl = `${kld.url}/v1/states/${STATE_NAME}`;
+    const peaks = new PhasePeaks(kld.pid);
     const cpu0 = processCpuMs(kld.pid);
+    const pg0 = meter?.totalMs() ?? 0;
     const full = await send(agent, 'POST', stateUrl, Buffer.from(big.text));
-    cells.full = `${formatMs(full.ms)} ms (kld CPU ${formatMs(processCpuMs(kld.pid) - cpu0)} ms)`;
+    cells.full = `${formatMs(full.ms)} ms (${cpuSince(cpu0, pg0)})`;
+    peaks.end('full');
 
     // Deltas as terraform writes them: the whole document, one instance changed, serial + 1.
     const doc = JSON.parse(big.text) as Doc;
@@ -126,12 +141,17 @@ async function rung(
         .ms;
     };
     const one: number[] = [];
+    const oneCpu0 = processCpuMs(kld.pid);
     for (let i = 0; i < DELTAS; i++) one.push(await delta(1, i));
+    const oneCpu = (processCpuMs(kld.pid) - oneCpu0) / DELTAS;
     const ten: number[] = [];
-    for (let i = 0; i < Math.max(1, Math.floor(DELTAS / 3)); i++)
-      ten.push(await delta(10, 1000 + i));
-    cells.delta1 = spread(one);
-    cells.delta10 = spread(ten);
+    const tens = Math.max(1, Math.floor(DELTAS / 3));
+    const tenCpu0 = processCpuMs(kld.pid);
+    for (let i = 0; i < tens; i++) ten.push(await delta(10, 1000 + i));
+    const tenCpu = (processCpuMs(kld.pid) - tenCpu0) / tens;
+    cells.delta1 = `${spread(one)} (kld CPU ${formatMs(oneCpu)} ms each)`;
+    cells.delta10 = `${spread(ten)} (kld CPU ${formatMs(tenCpu)} ms each)`;
+    peaks.end('deltas');
     const current = JSON.stringify(doc, null, 2) + '\n';
     fs.writeFileSync(file, current);
 
@@ -144,6 +164,7 @@ async function rung(
       statics.push((await send(agent, 'GET', staticServer.url)).ms);
     }
     cells.get = `${spread(gets)} (static ${spread(statics)})`;
+    peaks.end('get');
 
     for (const q of QUERIES) {
       const ours: number[] = [];
@@ -161,8 +182,10 @@ async function rung(
       const jq = await timedJq(q.jq, file);
       cells[q.key] = `${formatMs(distribution(ours).p50)} ms (jq ${jq})`;
     }
+    peaks.end('queries');
 
     const rebuildCpu0 = processCpuMs(kld.pid);
+    const rebuildPg0 = meter?.totalMs() ?? 0;
     const rebuild = await send(
       agent,
       'POST',
@@ -170,8 +193,9 @@ async function rung(
       Buffer.from('{}'),
     );
     if (rebuild.status !== 200) throw new Error(`rebuild: ${rebuild.status} ${rebuild.body}`);
-    cells.rebuild = `${formatMs(rebuild.ms)} ms (kld CPU ${formatMs(processCpuMs(kld.pid) - rebuildCpu0)} ms)`;
-    cells.rss = `${formatInt(peakRssMib(kld.pid))} MiB`;
+    cells.rebuild = `${formatMs(rebuild.ms)} ms (${cpuSince(rebuildCpu0, rebuildPg0)})`;
+    peaks.end('rebuild');
+    Object.assign(cells, peaks.cells());
 
     if (!SKIP_TERRAFORM) {
       const tf = await terraformPushes(dir, serverUrl, kld.url, big.text, current);
@@ -180,6 +204,7 @@ async function rung(
     }
     staticServer.child.kill('SIGTERM');
   } finally {
+    meter?.stop();
     agent.destroy();
     await kld.stop();
     await db.close();
@@ -197,6 +222,12 @@ const COLUMNS: [string, string][] = [
   ['blast-radius', 'blast radius'],
   ['rebuild', 'rebuild'],
   ['rss', 'kld peak RSS'],
+  ['rss-full', '  during full POST'],
+  ['rss-deltas', '  during deltas'],
+  ['rss-get', '  during GET'],
+  ['rss-queries', '  during queries'],
+  ['rss-rebuild', '  during rebuild'],
+  ['rss-end', '  resident after rebuild'],
   ['push', 'state push -force, empty (pg)'],
   ['pushNext', 'state push -force, next serial (pg)'],
 ];
@@ -233,11 +264,48 @@ function timedJq(filter: string, file: string): Promise<string> {
   });
 }
 
-/** VmHWM: the most resident memory kld had at any time. */
-function peakRssMib(pid: number): number {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? NaN);
-  return kb / 1024;
+/**
+ * kld's peak resident memory in each phase of a rung and over the whole run:
+ * VmHWM (the most resident memory since it was last reset) read at the end of
+ * each phase, then reset for the next one by writing 5 to clear_refs (Linux).
+ * Where the reset is refused, each phase shows the peak so far.
+ */
+class PhasePeaks {
+  private readonly peaks = new Map<string, number>();
+  private whole: number;
+
+  constructor(private readonly pid: number) {
+    this.whole = this.status('VmHWM');
+    this.reset();
+  }
+
+  end(phase: string): void {
+    const peak = this.status('VmHWM');
+    this.peaks.set(phase, peak);
+    this.whole = Math.max(this.whole, peak);
+    this.reset();
+  }
+
+  cells(): Record<string, string> {
+    const cells: Record<string, string> = { rss: `${formatInt(this.whole)} MiB` };
+    for (const [phase, peak] of this.peaks) cells[`rss-${phase}`] = `${formatInt(peak)} MiB`;
+    cells['rss-end'] = `${formatInt(this.status('VmRSS'))} MiB`;
+    return cells;
+  }
+
+  /** A field of /proc/PID/status in MiB. */
+  private status(field: 'VmHWM' | 'VmRSS'): number {
+    const status = fs.readFileSync(`/proc/${this.pid}/status`, 'utf8');
+    return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? NaN) / 1024;
+  }
+
+  private reset(): void {
+    try {
+      fs.writeFileSync(`/proc/${this.pid}/clear_refs`, '5');
+    } catch {
+      // Not Linux, or not allowed: the phases show the running peak.
+    }
+  }
 }
 
 /**

@@ -10,6 +10,7 @@ import { migrate } from './infrastructure/postgres/migrator';
 import { ServerRunningError, withoutServer } from './infrastructure/postgres/serving-lock';
 import { redactUrls } from './infrastructure/logging/redact';
 import { openDatabase, openMaintenance, startServer } from './app/server';
+import { boundHeapGrowth } from './app/heap-growth';
 import { NestFactory } from '@nestjs/core';
 import { CommandBus } from '@nestjs/cqrs';
 import { TokenAdminModule } from './app/kilolock.module';
@@ -32,6 +33,7 @@ function configuration(flags: { listen?: string } = {}): Config {
 }
 
 async function serve(opts: { listen?: string }): Promise<void> {
+  boundHeapGrowth();
   const config = configuration(opts);
   const logger = loggerFor(config);
   const server = await startServer(config, logger);

@@ -46,6 +46,31 @@ describe('DocumentTextMemo', () => {
     expect(received[2].into.length).toBe(versions[2].length);
   });
 
+  it('keeps no spare buffer when there is no room for one, and still parses every body exactly', () => {
+    const asked: number[] = [];
+    const memo = new DocumentTextMemo({
+      roomFor: (bytes) => {
+        asked.push(bytes);
+        return false;
+      },
+    });
+    const versions = [
+      body(1, count, (k) => `a${k}`),
+      body(2, count, (k) => (k === 17 ? 'changed' : `a${k}`)),
+      body(3, count, (k) => (k === 17 ? 'changed' : `a${k}`)),
+      body(4, count + 1, (k) => (k === 4000 ? 'again' : `a${k}`)),
+    ];
+    const received = versions.map((bytes) => receive(memo, bytes));
+    received.forEach(({ document }, v) => {
+      expect(document).toEqual(parseStateDocument(versions[v].toString('utf8')));
+    });
+    const buffers = new Set(received.map(({ into }) => into.buffer));
+    expect(buffers.size).toBe(versions.length);
+    // asked once per replaced big body, for the whole buffer it would keep
+    expect(asked).toHaveLength(versions.length - 1);
+    expect(asked[0]).toBeGreaterThanOrEqual(versions[0].length);
+  });
+
   it('gives two bodies read at the same time two buffers', () => {
     const memo = new DocumentTextMemo();
     receive(

@@ -1,3 +1,4 @@
+import * as os from 'node:os';
 import type { LRUCache } from 'lru-cache';
 import { InstanceBytes, parseStateBodyReusing, StateDocumentV4 } from '../../domain/terraform';
 import { boundedCache, DEFAULT_CACHE_BUDGETS } from '../bounded-cache';
@@ -21,17 +22,21 @@ interface Entry {
  * and for a big body one more buffer of its size: the body before it, which
  * the next body is read into (`bodyBuffer`), so a state's bodies do not each
  * cost a fresh allocation of their size (its page faults and the garbage).
+ * That spare is kept only while there is room for it (`roomFor`, by default
+ * `roomInMemory`): when memory is short, the next body costs an allocation.
  */
 export class DocumentTextMemo {
   private readonly states: LRUCache<string, Entry>;
   /** The backing stores this memo allocated: only those are ever recycled. */
   private readonly own = new WeakSet<ArrayBufferLike>();
+  private readonly roomFor: (bytes: number) => boolean;
 
-  constructor(options: { maxInstances?: number } = {}) {
+  constructor(options: { maxInstances?: number; roomFor?: (bytes: number) => boolean } = {}) {
     this.states = boundedCache<Entry>(
       options.maxInstances ?? DEFAULT_CACHE_BUDGETS.hashInstances,
       (entry) => entry.instances.spans.length,
     );
+    this.roomFor = options.roomFor ?? roomInMemory;
   }
 
   /**
@@ -66,12 +71,25 @@ export class DocumentTextMemo {
       // The body it replaces is held by nothing else now (the parse copied
       // what it kept out of it).
       const old = before?.instances.body.buffer;
-      const spare =
+      let spare =
         old !== undefined && old !== body.buffer && this.own.has(old)
           ? Buffer.from(old)
           : before?.spare;
+      if (spare !== undefined && !this.roomFor(spare.buffer.byteLength)) spare = undefined;
       this.states.set(key, { instances, spare });
     }
     return document;
   }
+}
+
+/**
+ * Can kld keep `bytes` more resident? Yes while it would stay under half the
+ * memory it may use: its control group's limit where it has one, else the
+ * machine's.
+ */
+export function roomInMemory(bytes: number): boolean {
+  const constrained = process.constrainedMemory?.() ?? 0;
+  const total = os.totalmem();
+  const usable = constrained > 0 && constrained < total ? constrained : total;
+  return process.memoryUsage.rss() + bytes <= usable / 2;
 }
