@@ -21,29 +21,34 @@ export interface StoredRawStateParts {
 /**
  * Reads the row and the chunks its manifest lists in one statement, so in
  * one snapshot: a commit that replaces chunks meanwhile is seen whole or not
- * at all. Null when the state has no row.
+ * at all. The manifest comes once, in its own row: repeated on every chunk's
+ * row (a join), a 100,000-instance state's 1,500 ids would travel and be
+ * parsed 1,500 times. Null when the state has no row.
  */
 export async function readRawStateParts(
   q: Queryable,
   stateId: string,
 ): Promise<StoredRawStateParts | null> {
   const { rows } = await q.query<{
-    version: number;
+    version: number | null;
     chunks: string[] | null;
     chunk_id: string | null;
     bytes: Buffer | null;
   }>(
-    `SELECT r.version, r.chunks, c.chunk_id, c.bytes
-       FROM raw_state r
-       LEFT JOIN raw_state_chunks c ON c.state_id = r.state_id AND c.chunk_id = ANY (r.chunks)
-      WHERE r.state_id = $1`,
+    `WITH r AS (SELECT version, chunks FROM raw_state WHERE state_id = $1)
+     SELECT r.version, r.chunks, NULL::text AS chunk_id, NULL::bytea AS bytes FROM r
+     UNION ALL
+     SELECT NULL, NULL, c.chunk_id, c.bytes
+       FROM r JOIN raw_state_chunks c ON c.state_id = $1 AND c.chunk_id = ANY (r.chunks)`,
     [stateId],
   );
-  if (rows.length === 0) return null;
-  const { version, chunks } = rows[0];
+  const row = rows.find((x) => x.chunk_id === null);
+  if (row === undefined) return null;
+  const version = row.version!;
+  const { chunks } = row;
   if (chunks === null) return { version, chunks, parts: null };
   const found = new Map<string, Buffer>();
-  for (const row of rows) if (row.chunk_id !== null) found.set(row.chunk_id, row.bytes!);
+  for (const x of rows) if (x.chunk_id !== null) found.set(x.chunk_id, x.bytes!);
   const parts = chunks.map((id) => {
     const bytes = found.get(id);
     if (bytes === undefined) {
