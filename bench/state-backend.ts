@@ -231,7 +231,10 @@ async function main(): Promise<void> {
     });
 
     // --- 3. GET of the current state, next to a static file server ----------------
+    // The first GET after a commit (what terraform's next push reads) is timed apart.
+    const kldBeforeFirstGet = processCpuMs(kld.pid);
     const served = await request(agent, 'GET', deltaUrl);
+    const firstGetCpu = processCpuMs(kld.pid) - kldBeforeFirstGet;
     if (served.status !== 200) throw new Error(`GET: ${served.status}`);
     const file = path.join(tmp, 'current.tfstate');
     fs.writeFileSync(file, served.body);
@@ -263,12 +266,22 @@ async function main(): Promise<void> {
         `ratio ${(getMed / staticMed).toFixed(2)}`,
     );
     console.log(`  server CPU per GET (mean): ${formatCpu(scaleCpu(getCpuSplit!, GET_REPS))}`);
+    console.log(
+      `  the first GET after the last commit: ${formatMs(served.ms)} ms, kld CPU ${formatMs(firstGetCpu)} ms`,
+    );
     rows.push({
       measurement: `GET current state (median of ${GET_REPS})`,
       ours: `${formatMs(getMed)} ms`,
       peer: `${formatMs(staticMed)} ms static file`,
       target: `≤ ${TARGET_GET_VS_STATIC}× peer`,
       result: `${verdict(getMed <= TARGET_GET_VS_STATIC * staticMed)} (${(getMed / staticMed).toFixed(2)}×)`,
+    });
+    rows.push({
+      measurement: 'GET right after a commit (one)',
+      ours: `${formatMs(served.ms)} ms`,
+      peer: `${formatMs(staticMed)} ms static file (median)`,
+      target: `≤ ${TARGET_GET_VS_STATIC}× peer`,
+      result: `${verdict(served.ms <= TARGET_GET_VS_STATIC * staticMed)} (${(served.ms / staticMed).toFixed(2)}×)`,
     });
     statics.child.kill('SIGTERM');
 

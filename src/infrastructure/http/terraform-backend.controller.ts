@@ -131,9 +131,15 @@ export class TerraformBackendController {
     res
       .status(200)
       .setHeader('Content-Type', 'application/json')
+      .setHeader('Content-Length', served.size)
       .setHeader('Content-MD5', served.md5)
-      .setHeader(STATE_VERSION_HEADER, String(served.version))
-      .end(served.body);
+      .setHeader(STATE_VERSION_HEADER, String(served.version));
+    // The document as its chunks, not joined: no copy of a big state per GET;
+    // corked, so the socket takes them in one vectored write, not one per chunk.
+    res.cork();
+    for (const part of served.parts) res.write(part);
+    res.uncork();
+    res.end();
   }
 
   /** Why there is nothing to serve: no such state, or no such version of it. */

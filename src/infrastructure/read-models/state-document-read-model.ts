@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { LRUCache } from 'lru-cache';
 import { boundedCache, DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { DomainError } from '../../domain/shared/domain-error';
@@ -13,7 +14,7 @@ import {
 } from '../../domain/terraform';
 import { descriptorOf } from './resource-descriptor-row';
 import type { Database } from '../postgres/database';
-import { readRawState } from '../postgres/raw-state-chunks';
+import { readChunks, readRawStateParts } from '../postgres/raw-state-chunks';
 
 export interface CurrentDocument {
   stateId: string;
@@ -23,21 +24,29 @@ export interface CurrentDocument {
   md5: string;
 }
 
-/** The current document as terraform's GET serves it. */
-export interface ServedDocument {
-  stateId: string;
-  version: number;
-  /** The exact bytes to serve (UTF-8). */
-  body: Buffer;
-  /** Base64 MD5 of `body`, for Content-MD5. */
-  md5: string;
-}
-
 /** A version as terraform's GET serves it. */
 export interface ServedVersion {
   version: number;
-  body: Buffer;
+  /** The exact bytes to serve (UTF-8), in order: the document is their concatenation. */
+  parts: readonly Buffer[];
+  /** The document's length in bytes. */
+  size: number;
+  /** Base64 MD5 of the document, for Content-MD5. */
   md5: string;
+}
+
+/** The current document as terraform's GET serves it. */
+export interface ServedDocument extends ServedVersion {
+  stateId: string;
+}
+
+/**
+ * A served current document as this process keeps it, with its chunk ids
+ * (the manifest's order, one per part): the next version shares most of its
+ * chunks, so only its new ones are read.
+ */
+interface ServedEntry extends ServedDocument {
+  chunks: readonly string[];
 }
 
 /** Which version of a state to read: ours, or the newest carrying a terraform serial. */
@@ -76,15 +85,15 @@ const VERSION_COLUMNS = `sv.state_id, sv.version, sv.serial, sv.lineage, sv.terr
  */
 export class StateDocumentReadModel {
   /** The last served version of each state, least recently used out, bounded by bytes. */
-  private readonly served: LRUCache<string, ServedDocument & { chunks: string[] }>;
+  private readonly served: LRUCache<string, ServedEntry>;
 
   constructor(
     private readonly db: Database,
     options: { cacheBytes?: number } = {},
   ) {
-    this.served = boundedCache<ServedDocument & { chunks: string[] }>(
+    this.served = boundedCache<ServedEntry>(
       options.cacheBytes ?? DEFAULT_CACHE_BUDGETS.servedBytes,
-      (entry) => entry.body.length,
+      (entry) => entry.size,
     );
   }
 
@@ -92,16 +101,18 @@ export class StateDocumentReadModel {
   async current(name: string): Promise<CurrentDocument | null> {
     const served = await this.currentBody(name);
     if (served === null) return null;
-    return { stateId: served.stateId, document: served.body.toString('utf8'), md5: served.md5 };
+    const document = Buffer.concat(served.parts, served.size).toString('utf8');
+    return { stateId: served.stateId, document, md5: served.md5 };
   }
 
   /**
    * The current document's bytes. Which version is current is asked of the
    * database every time (the row and its manifest, not the chunks), so a GET
-   * after a POST sees that POST on any replica; the bytes of a version never
-   * change, so they come from memory when this process has served that
-   * version (with that manifest) before, and are otherwise assembled from
-   * the manifest's chunks.
+   * after a POST sees that POST on any replica. A chunk's bytes never change
+   * (its id names its content), so only the chunks this process does not
+   * hold from the last version it served are read: after a commit of a few
+   * instances, the first chunk (it holds the serial) and the one or two the
+   * change touched, not the whole document.
    */
   async currentBody(name: string): Promise<ServedDocument | null> {
     const head = await this.db.query<{ state_id: string; version: number; chunks: string[] }>(
@@ -114,28 +125,33 @@ export class StateDocumentReadModel {
     const { state_id: stateId, version, chunks } = head[0];
     const cached = this.served.get(stateId);
     if (cached && cached.version === version && sameIds(cached.chunks, chunks)) return cached;
-    // Only the row, by its key: were the state deleted meanwhile, the row is gone.
-    const stored = await readRawState(this.db.pool, stateId);
-    if (stored?.bytes == null) return null;
-    const served: ServedDocument & { chunks: string[] } = {
-      stateId,
-      version: stored.version,
-      body: stored.bytes,
-      md5: contentMd5(stored.bytes),
-      chunks: stored.chunks!,
-    };
+    const held = new Map<string, Buffer>();
+    cached?.chunks.forEach((id, i) => held.set(id, cached.parts[i]));
+    const wanted = [...new Set(chunks.filter((id) => !held.has(id)))];
+    const read = wanted.length > 0 ? await readChunks(this.db.pool, stateId, wanted) : held;
+    let served: ServedEntry;
+    if (wanted.every((id) => read.has(id))) {
+      const parts = chunks.map((id) => held.get(id) ?? read.get(id)!);
+      served = entryOf(stateId, version, chunks, parts);
+    } else {
+      // A later commit (or a deletion) removed a chunk of this manifest since
+      // it was read: read the row and its chunks again, in one snapshot.
+      const stored = await readRawStateParts(this.db.pool, stateId);
+      if (stored?.parts == null) return null;
+      served = entryOf(stateId, stored.version, stored.chunks!, stored.parts);
+    }
     this.served.set(stateId, served);
     return served;
   }
 
   /** The newest version that carried terraform serial `serial`, as it was served then. */
   async atSerial(name: string, serial: number): Promise<string | null> {
-    return (await this.version(name, { serial }))?.body.toString('utf8') ?? null;
+    return textOf(await this.version(name, { serial }));
   }
 
   /** Version `version` (ours: 1, 2, 3…) as it was served while current. */
   async atVersion(name: string, version: number): Promise<string | null> {
-    return (await this.version(name, { version }))?.body.toString('utf8') ?? null;
+    return textOf(await this.version(name, { version }));
   }
 
   /** A past (or the current) version of a live state, rebuilt as it was served while current. */
@@ -153,7 +169,7 @@ export class StateDocumentReadModel {
     );
     if (rows.length === 0) return null;
     const body = Buffer.from(await this.rebuild(rows[0]), 'utf8');
-    return { version: rows[0].version, body, md5: contentMd5(body) };
+    return { version: rows[0].version, parts: [body], size: body.length, md5: contentMd5(body) };
   }
 
   /**
@@ -194,4 +210,24 @@ export class StateDocumentReadModel {
 
 function sameIds(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((id, i) => id === b[i]);
+}
+
+function textOf(served: ServedVersion | null): string | null {
+  return served === null ? null : Buffer.concat(served.parts, served.size).toString('utf8');
+}
+
+/** The entry for `parts`; its MD5 is over the whole document (the serial, near its start, changes every commit). */
+function entryOf(
+  stateId: string,
+  version: number,
+  chunks: readonly string[],
+  parts: readonly Buffer[],
+): ServedEntry {
+  const md5 = createHash('md5');
+  let size = 0;
+  for (const part of parts) {
+    md5.update(part);
+    size += part.length;
+  }
+  return { stateId, version, chunks, parts, size, md5: md5.digest('base64') };
 }

@@ -1,0 +1,333 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import pino from 'pino';
+import { EmbeddedPostgres } from '../../src/infrastructure/postgres/embedded-postgres';
+import { openBenchDatabase } from './bench-database';
+import { startKld, KldProcess } from './kld-process';
+import { processCpuMs } from './process-cpu';
+import { SyntheticState } from './state-generator';
+import { formatMs } from './stats';
+
+/**
+ * Probe: what the first GET after a commit costs against the GETs after it,
+ * for one or more kld builds taking turns, each on its own database of one
+ * embedded PostgreSQL. Every GET is checked to return exactly the bytes just
+ * POSTed. Prints per build the round trip and kld's CPU (10 ms ticks) of the
+ * first GET after each delta POST and of the next two, min / median / max.
+ *
+ *   node dist/bench/support/get-after-commit-probe.js A=/path/a/dist/src/kld.js B=/path/b/…
+ *   KL_PROBE_INSTANCES=20000 KL_PROBE_ROUNDS=15 KL_PROBE_CHANGED=3
+ */
+
+const INSTANCES = Number(process.env.KL_PROBE_INSTANCES ?? 20_000);
+const ROUNDS = Number(process.env.KL_PROBE_ROUNDS ?? 15);
+const CHANGED = Number(process.env.KL_PROBE_CHANGED ?? 3);
+const PUSHES = Number(process.env.KL_PROBE_PUSHES ?? 0);
+// Restart kld after the first POST: round 0 then measures the paths of a process
+// with nothing cached (the first GET reads every chunk, the POST's projector
+// reads the document back), reported apart from the other rounds.
+const RESTART = process.env.KL_PROBE_RESTART === '1';
+
+/** terraform to completion, with TF_LOG=DEBUG into `log`; its wall time. */
+function terraform(
+  cwd: string,
+  env: NodeJS.ProcessEnv,
+  args: string[],
+  log?: string,
+): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const extra = log ? { TF_LOG: 'DEBUG', TF_LOG_PATH: log } : {};
+    const child = spawn('terraform', args, {
+      cwd,
+      env: { ...env, ...extra },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let err = '';
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    child.on('error', reject);
+    child.on('exit', (code) =>
+      code === 0
+        ? resolve(performance.now() - t0)
+        : reject(new Error(`terraform ${args.join(' ')}: ${err}`)),
+    );
+  });
+}
+
+/** The DEBUG log's lines about backend requests and state writing, with their times. */
+function requestLines(log: string): string[] {
+  if (!fs.existsSync(log)) return [];
+  const lines = fs.readFileSync(log, 'utf8').split('\n');
+  fs.rmSync(log);
+  return lines
+    .filter((l) => /http|GET|POST|LOCK|UNLOCK|pg|statemgr|state push/i.test(l))
+    .map((l) => l.slice(0, 200));
+}
+
+/**
+ * `terraform state push` of the next serial to each kld build and to the pg
+ * backend, taking turns, PUSHES times; prints wall and kld CPU per push and,
+ * for the last round, the DEBUG log's request lines.
+ */
+async function pushes(
+  tmp: string,
+  pgUrl: string,
+  builds: { label: string; kld: KldProcess }[],
+): Promise<void> {
+  const rc = path.join(tmp, 'terraformrc');
+  fs.writeFileSync(rc, '\n');
+  const env = {
+    ...process.env,
+    TF_CLI_CONFIG_FILE: rc,
+    CHECKPOINT_DISABLE: '1',
+    TF_IN_AUTOMATION: '1',
+    TF_INPUT: '0',
+  };
+  const conn = new URL(pgUrl);
+  conn.pathname = '/postgres';
+  conn.searchParams.set('sslmode', 'disable');
+  const targets = [
+    {
+      label: 'pg',
+      pid: 0,
+      tf: `terraform {\n backend "pg" {\n conn_str = ${JSON.stringify(conn.toString())}\n }\n}\n`,
+    },
+    ...builds.map((b) => {
+      const a = JSON.stringify(`${b.kld.url}/v1/states/tf-probe`);
+      return {
+        label: b.label,
+        pid: b.kld.pid,
+        tf: `terraform {\n backend "http" {\n address = ${a}\n lock_address = ${a}\n unlock_address = ${a}\n }\n}\n`,
+      };
+    }),
+  ];
+  const state = new SyntheticState({ instances: INSTANCES });
+  const file = path.join(tmp, 'push.tfstate');
+  fs.writeFileSync(file, state.text());
+  const times = new Map<string, { ms: number; cpu: number }[]>();
+  for (const t of targets) {
+    const dir = path.join(tmp, `tf-${t.label}`);
+    fs.mkdirSync(dir);
+    fs.writeFileSync(path.join(dir, 'main.tf'), t.tf);
+    await terraform(dir, env, ['init', '-input=false', '-no-color']);
+    await terraform(dir, env, ['state', 'push', '-force', file]);
+    await terraform(dir, env, ['state', 'push', '-force', file]);
+    times.set(t.label, []);
+  }
+  for (let i = 0; i < PUSHES; i++) {
+    state.changeOne(1_000_003 + i * 31);
+    state.serial += 1;
+    fs.writeFileSync(file, state.text());
+    for (const t of targets) {
+      const log = path.join(tmp, `tf-${t.label}.log`);
+      const before = t.pid ? processCpuMs(t.pid) : 0;
+      const ms = await terraform(
+        path.join(tmp, `tf-${t.label}`),
+        env,
+        ['state', 'push', file],
+        log,
+      );
+      times.get(t.label)!.push({ ms, cpu: t.pid ? processCpuMs(t.pid) - before : 0 });
+      const lines = requestLines(log);
+      if (i === PUSHES - 1) console.log(`${t.label}, last push:\n  ${lines.join('\n  ')}`);
+    }
+  }
+  console.log(`state push of the next serial, ${PUSHES} each, taking turns: min / median / max`);
+  for (const [label, xs] of times) {
+    console.log(
+      `  ${label.padEnd(6)} wall ${summary(xs.map((x) => x.ms))} ms, kld CPU ${summary(xs.map((x) => x.cpu))} ms`,
+    );
+  }
+}
+
+interface Build {
+  label: string;
+  kld: KldProcess;
+  url: string;
+  state: SyntheticState;
+  first: { ms: number; cpu: number }[];
+  later: { ms: number; cpu: number }[];
+  post: { ms: number; cpu: number }[];
+  lock: { ms: number; cpu: number }[];
+  unlock: { ms: number; cpu: number }[];
+  /** The body of the last POST, which every GET until the next must return. */
+  posted: Buffer;
+}
+
+function request(
+  agent: http.Agent,
+  method: string,
+  url: string,
+  body?: Buffer,
+): Promise<{ status: number; body: Buffer; ms: number }> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const headers = body
+      ? { 'content-type': 'application/json', 'content-length': body.length }
+      : undefined;
+    const req = http.request(url, { method, agent, headers }, (res) => {
+      const parts: Buffer[] = [];
+      res.on('data', (c: Buffer) => parts.push(c));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          body: Buffer.concat(parts),
+          ms: performance.now() - t0,
+        }),
+      );
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+async function timed(
+  b: Build,
+  agent: http.Agent,
+  method: string,
+  body?: Buffer,
+  query = '',
+): Promise<{ ms: number; cpu: number; body: Buffer }> {
+  const before = processCpuMs(b.kld.pid);
+  const r = await request(agent, method, b.url + query, body);
+  if (r.status !== 200) throw new Error(`${b.label} ${method}: ${r.status} ${r.body.toString()}`);
+  return { ms: r.ms, cpu: processCpuMs(b.kld.pid) - before, body: r.body };
+}
+
+function summary(xs: number[]): string {
+  const s = [...xs].sort((a, b) => a - b);
+  const med = s[Math.floor(s.length / 2)];
+  return `${formatMs(s[0])} / ${formatMs(med)} / ${formatMs(s[s.length - 1])}`;
+}
+
+async function main(): Promise<void> {
+  const logger = pino({ level: 'warn' }, pino.destination(2));
+  const builds = process.argv.slice(2).map((arg) => {
+    const [label, kld] = arg.split('=');
+    return { label, kld };
+  });
+  if (builds.length === 0) throw new Error('give LABEL=path/to/kld.js, one or more');
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-get-probe-'));
+  const children = new Set<ChildProcess>();
+  const pgDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-get-probe-pg-'));
+  const pg = await EmbeddedPostgres.start(pgDir, logger);
+  process.env.KL_BENCH_DATABASE_URL = pg.url;
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const running: Build[] = [];
+  try {
+    for (const { label, kld } of builds) {
+      const db = await openBenchDatabase(logger);
+      const k = await startKld({
+        kld,
+        databaseUrl: db.url,
+        dataDir: path.join(tmp, label),
+        children,
+      });
+      const state = new SyntheticState({ instances: INSTANCES });
+      const url = `${k.url}/v1/states/probe`;
+      const b: Build = {
+        label,
+        kld: k,
+        url,
+        state,
+        first: [],
+        later: [],
+        post: [],
+        lock: [],
+        unlock: [],
+        posted: Buffer.from(state.text()),
+      };
+      await timed(b, agent, 'POST', b.posted);
+      if (RESTART) {
+        await k.stop();
+        b.kld = await startKld({
+          kld,
+          databaseUrl: db.url,
+          dataDir: path.join(tmp, label),
+          children,
+        });
+        b.url = `${b.kld.url}/v1/states/probe`;
+      }
+      running.push(b);
+    }
+    console.log(
+      `${INSTANCES} instances, ${ROUNDS} rounds of ${CHANGED} changed, load ${os.loadavg()[0].toFixed(1)}`,
+    );
+    // Each round as terraform's `state push` of the next serial: LOCK, GET (the
+    // first after the last round's commit), two more GETs (not terraform's), POST, UNLOCK.
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const b of running) {
+        for (let c = 0; c < CHANGED; c++) b.state.changeOne((round * CHANGED + c) * 7919 + 13);
+        const id = `00000000-0000-4000-8000-${String(round).padStart(12, '0')}`;
+        const info = Buffer.from(
+          JSON.stringify({
+            ID: id,
+            Operation: 'OperationTypeInvalid',
+            Info: '',
+            Who: 'probe',
+            Version: '1.11.4',
+            Created: new Date().toISOString(),
+            Path: '',
+          }),
+        );
+        b.lock.push(await timed(b, agent, 'LOCK', info));
+        const first = await timed(b, agent, 'GET');
+        b.first.push(first);
+        if (!first.body.equals(b.posted)) throw new Error(`${b.label}: first GET differs`);
+        for (let g = 0; g < 2; g++) {
+          const r = await timed(b, agent, 'GET');
+          if (!r.body.equals(b.posted)) throw new Error(`${b.label}: GET ${g} differs`);
+          b.later.push(r);
+        }
+        b.state.serial += 1;
+        b.posted = Buffer.from(b.state.text());
+        b.post.push(await timed(b, agent, 'POST', b.posted, `?ID=${id}`));
+        b.unlock.push(await timed(b, agent, 'UNLOCK', info));
+      }
+    }
+    for (const b of running) {
+      const line = (label: string, xs: { ms: number; cpu: number }[]) =>
+        console.log(
+          `  ${label.padEnd(11)} wall ${summary(xs.map((x) => x.ms))} ms, kld CPU ${summary(xs.map((x) => x.cpu))} ms`,
+        );
+      if (RESTART) {
+        const cold = (xs: { cpu: number }[]) => formatMs(xs.shift()!.cpu);
+        console.log(
+          `${b.label} after a restart: first GET kld CPU ${cold(b.first)} ms, POST ${cold(b.post)} ms`,
+        );
+        b.lock.shift();
+        b.unlock.shift();
+        b.later.splice(0, 2);
+      }
+      console.log(`${b.label}: min / median / max${RESTART ? ' (rounds after the first)' : ''}`);
+      line('LOCK', b.lock);
+      line('first GET', b.first);
+      line('delta POST', b.post);
+      line('UNLOCK', b.unlock);
+      line('later GETs', b.later);
+    }
+    if (PUSHES > 0) await pushes(tmp, pg.url, running);
+    console.log(
+      `load after ${os
+        .loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}`,
+    );
+  } finally {
+    agent.destroy();
+    for (const b of running) await b.kld.stop();
+    for (const c of children) c.kill('SIGKILL');
+    await pg.stop();
+    fs.rmSync(tmp, { recursive: true, force: true });
+    fs.rmSync(pgDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
