@@ -14,7 +14,7 @@ import { KldProcess, startKld, waitReady } from './support/kld-process';
 import { Notifier } from '../src/infrastructure/postgres/notifier';
 import { openBenchDatabase } from './support/bench-database';
 import { benchEvent } from './support/events';
-import { processCpuMs } from './support/refresh-processes';
+import { processCpuMs } from './support/process-cpu';
 import { distribution, Distribution, formatInt, formatMs, verdict } from './support/stats';
 
 /**

@@ -16,6 +16,7 @@ import { DatabaseCpuMeter, postmasterOf, processCpuMs } from './support/process-
 import { startStaticServer } from './support/static-server';
 import { printMachine, printTable } from './support/report';
 import { distribution, formatInt, formatMs } from './support/stats';
+import { terraformEnv } from './support/terraform-env';
 
 /**
  * The size ladder (issue 14): for each size, a fresh kld on a fresh database
@@ -322,13 +323,7 @@ async function terraformPushes(
 ): Promise<{ first: string; next: string }> {
   const rc = path.join(dir, 'terraformrc');
   fs.writeFileSync(rc, '# empty: the pg and http backends are built in\n');
-  const env = {
-    ...process.env,
-    TF_CLI_CONFIG_FILE: rc,
-    CHECKPOINT_DISABLE: '1',
-    TF_IN_AUTOMATION: '1',
-    TF_INPUT: '0',
-  };
+  const env = terraformEnv(rc);
   const dbName = `kl_bench_tfpg_${randomBytes(4).toString('hex')}`;
   await adminQuery(serverUrl, `CREATE DATABASE ${dbName}`);
   undo.push(() => adminQuery(serverUrl, `DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`));

@@ -9,10 +9,12 @@ import pino from 'pino';
 import { Client } from 'pg';
 import { startKld } from './support/kld-process';
 import { BenchDatabase, openBenchDatabase } from './support/bench-database';
+import { sendBytes } from './support/http-send';
 import { postmasterOf, processCpuMs, processTreeCpuMs } from './support/process-cpu';
 import { SyntheticState } from './support/state-generator';
 import { startStaticServer as startStaticPeer } from './support/static-server';
 import { distribution, formatInt, formatMs, verdict } from './support/stats';
+import { terraformEnv } from './support/terraform-env';
 
 /**
  * State-backend benchmark: terraform's http-backend traffic (full POST of a
@@ -332,13 +334,7 @@ async function terraformPhases(
 ): Promise<Row[]> {
   const rc = path.join(tmp, 'terraformrc');
   fs.writeFileSync(rc, '# empty: the pg and http backends are built in\n');
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    TF_CLI_CONFIG_FILE: rc,
-    CHECKPOINT_DISABLE: '1',
-    TF_IN_AUTOMATION: '1',
-    TF_INPUT: '0',
-  };
+  const env = terraformEnv(rc);
 
   // A throwaway database for terraform's pg backend, on the same server.
   const dbName = `kl_bench_tfpg_${randomBytes(4).toString('hex')}`;
@@ -513,20 +509,13 @@ async function startStaticServer(file: string): Promise<{ url: string; child: Ch
 // ---------------------------------------------------------------------------
 // HTTP
 
-interface Response_ {
-  status: number;
-  body: Buffer;
-  /** From the first byte written to the last byte read. */
-  ms: number;
-}
-
 /** One request on a keep-alive agent (terraform's Go client keeps connections too). */
 function request(
   agent: http.Agent,
   method: 'GET' | 'POST',
   url: string,
   body?: Buffer,
-): Promise<Response_> {
+): Promise<{ status: number; body: Buffer; ms: number }> {
   // Terraform's http backend sends Content-MD5 with every POST; computed before timing.
   const headers: http.OutgoingHttpHeaders = body
     ? {
@@ -535,23 +524,7 @@ function request(
         'Content-MD5': createHash('md5').update(body).digest('base64'),
       }
     : {};
-  return new Promise((resolve, reject) => {
-    const startedAt = performance.now();
-    const req = http.request(url, { method, agent, headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () =>
-        resolve({
-          status: res.statusCode ?? 0,
-          body: Buffer.concat(chunks),
-          ms: performance.now() - startedAt,
-        }),
-      );
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+  return sendBytes(agent, method, url, body, headers);
 }
 
 // ---------------------------------------------------------------------------

@@ -6,16 +6,8 @@ import { onPath } from '../test/support/terraform-aws';
 import { openBenchDatabase } from './support/bench-database';
 import { generateBigState } from './support/big-state-generator';
 import { CountingProxy, ProxiedExchange, startCountingProxy } from './support/counting-proxy';
-import { reapedChildrenCpuMs } from './support/process-cpu';
-import {
-  httpBackend,
-  Kld,
-  killAll,
-  mustRun,
-  processCpuMs,
-  startKld,
-  Timed,
-} from './support/refresh-processes';
+import { processCpuMs, reapedChildrenCpuMs } from './support/process-cpu';
+import { httpBackend, Kld, killAll, mustRun, startKld, Timed } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
 import { distribution, formatInt, formatMs, verdict } from './support/stats';
 

@@ -6,10 +6,12 @@ import * as path from 'node:path';
 import pino from 'pino';
 import { EmbeddedPostgres } from '../../src/infrastructure/postgres/embedded-postgres';
 import { openBenchDatabase } from './bench-database';
+import { sendBytes } from './http-send';
 import { startKld, KldProcess } from './kld-process';
 import { processCpuMs } from './process-cpu';
 import { SyntheticState } from './state-generator';
 import { formatMs } from './stats';
+import { terraformEnv } from './terraform-env';
 
 /**
  * Probe: what the first GET after a commit costs against the GETs after it,
@@ -79,13 +81,7 @@ async function pushes(
 ): Promise<void> {
   const rc = path.join(tmp, 'terraformrc');
   fs.writeFileSync(rc, '\n');
-  const env = {
-    ...process.env,
-    TF_CLI_CONFIG_FILE: rc,
-    CHECKPOINT_DISABLE: '1',
-    TF_IN_AUTOMATION: '1',
-    TF_INPUT: '0',
-  };
+  const env = terraformEnv(rc);
   const conn = new URL(pgUrl);
   conn.pathname = '/postgres';
   conn.searchParams.set('sslmode', 'disable');
@@ -157,34 +153,6 @@ interface Build {
   posted: Buffer;
 }
 
-function request(
-  agent: http.Agent,
-  method: string,
-  url: string,
-  body?: Buffer,
-): Promise<{ status: number; body: Buffer; ms: number }> {
-  return new Promise((resolve, reject) => {
-    const t0 = performance.now();
-    const headers = body
-      ? { 'content-type': 'application/json', 'content-length': body.length }
-      : undefined;
-    const req = http.request(url, { method, agent, headers }, (res) => {
-      const parts: Buffer[] = [];
-      res.on('data', (c: Buffer) => parts.push(c));
-      res.on('end', () =>
-        resolve({
-          status: res.statusCode ?? 0,
-          body: Buffer.concat(parts),
-          ms: performance.now() - t0,
-        }),
-      );
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
 async function timed(
   b: Build,
   agent: http.Agent,
@@ -193,7 +161,7 @@ async function timed(
   query = '',
 ): Promise<{ ms: number; cpu: number; body: Buffer }> {
   const before = processCpuMs(b.kld.pid);
-  const r = await request(agent, method, b.url + query, body);
+  const r = await sendBytes(agent, method, b.url + query, body);
   if (r.status !== 200) throw new Error(`${b.label} ${method}: ${r.status} ${r.body.toString()}`);
   return { ms: r.ms, cpu: processCpuMs(b.kld.pid) - before, body: r.body };
 }

@@ -1,24 +1,24 @@
 import * as http from 'node:http';
 
-/** One HTTP request on a kept-alive agent: its status, its body as text, its round trip. */
-export function send(
+/** One HTTP request on a kept-alive agent: its status, its body's bytes, its round trip. */
+export function sendBytes(
   agent: http.Agent,
   method: string,
   url: string,
   body?: Buffer,
-): Promise<{ status: number; body: string; ms: number }> {
+  headers: http.OutgoingHttpHeaders = body
+    ? { 'content-type': 'application/json', 'content-length': body.length }
+    : {},
+): Promise<{ status: number; body: Buffer; ms: number }> {
   return new Promise((resolve, reject) => {
     const startedAt = performance.now();
-    const headers: Record<string, string | number> = body
-      ? { 'content-type': 'application/json', 'content-length': body.length }
-      : {};
     const req = http.request(url, { method, agent, headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () =>
         resolve({
           status: res.statusCode ?? 0,
-          body: Buffer.concat(chunks).toString('utf8'),
+          body: Buffer.concat(chunks),
           ms: performance.now() - startedAt,
         }),
       );
@@ -27,4 +27,15 @@ export function send(
     req.on('error', reject);
     req.end(body);
   });
+}
+
+/** One HTTP request on a kept-alive agent: its status, its body as text, its round trip. */
+export async function send(
+  agent: http.Agent,
+  method: string,
+  url: string,
+  body?: Buffer,
+): Promise<{ status: number; body: string; ms: number }> {
+  const r = await sendBytes(agent, method, url, body);
+  return { ...r, body: r.body.toString('utf8') };
 }

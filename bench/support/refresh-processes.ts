@@ -1,5 +1,4 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import * as fs from 'node:fs';
 import { Client } from 'pg';
 import { startKld as startKldProcess } from './kld-process';
 
@@ -107,17 +106,6 @@ export function httpBackend(kldUrl: string, state: string): string {
     `  backend "http" {\n    address        = ${address}\n    lock_address   = ${address}\n` +
     `    unlock_address = ${address}\n    lock_method    = "LOCK"\n    unlock_method  = "UNLOCK"\n  }\n`
   );
-}
-
-/** CPU time (user + system) of one process so far, in ms, from /proc; NaN when gone. */
-export function processCpuMs(pid: number): number {
-  try {
-    const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return NaN;
-  }
 }
 
 /** One statement on the bench database. */

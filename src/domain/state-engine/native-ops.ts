@@ -2,6 +2,7 @@ import { parseAddressGlob } from '../reservations/address-glob';
 import { DomainError } from '../shared/domain-error';
 import {
   formatInstanceAddress,
+  instanceAddressOf,
   formatModulePath,
   formatResourceAddress,
   InstanceAddress,
@@ -45,14 +46,7 @@ export function sliceInstances(doc: StateDocumentV4): SliceInstance[] {
     const module = parseModulePath(resource.module);
     for (const instance of r.instances) {
       out.push({
-        address: formatInstanceAddress({
-          module,
-          mode: resource.mode,
-          type: resource.type,
-          name: resource.name,
-          ...(instance.index_key === undefined ? {} : { key: instance.index_key }),
-          ...(instance.deposed === undefined ? {} : { deposed: instance.deposed }),
-        }),
+        address: instanceAddressOf(module, resource, instance),
         resource,
         instance,
       });

@@ -2,7 +2,7 @@ import { DomainError } from '../shared/domain-error';
 import { diffOutputs, outputHashes } from '../terraform/diff-outputs';
 import { compareGoStrings } from '../terraform/go-string-order';
 import {
-  formatInstanceAddress,
+  instanceAddressOf,
   InstanceAddress,
   parseInstanceAddress,
   parseModulePath,
@@ -40,14 +40,7 @@ function parseTouched(text: string): { text: string; parsed: InstanceAddress } {
 function checkUpsertAddress(u: DeltaUpsert): void {
   let spelled: string;
   try {
-    spelled = formatInstanceAddress({
-      module: parseModulePath(u.resource.module),
-      mode: u.resource.mode,
-      type: u.resource.type,
-      name: u.resource.name,
-      key: u.instance.index_key,
-      deposed: u.instance.deposed,
-    });
+    spelled = instanceAddressOf(parseModulePath(u.resource.module), u.resource, u.instance);
   } catch {
     throw invalid(`the resource of ${u.address} has an invalid module path`);
   }

@@ -55,6 +55,25 @@ export function formatInstanceAddress(a: InstanceAddress): string {
   return `${formatResourceAddress(a)}${key}${deposed}`;
 }
 
+/**
+ * The address of a state document's instance object: its resource's mode,
+ * type and name in `module`, its `index_key` and `deposed` key.
+ */
+export function instanceAddressOf(
+  module: ModuleInstanceStep[],
+  resource: { mode: ResourceMode; type: string; name: string },
+  instance: { index_key?: IndexKey; deposed?: string },
+): string {
+  return formatInstanceAddress({
+    module,
+    mode: resource.mode,
+    type: resource.type,
+    name: resource.name,
+    key: instance.index_key,
+    deposed: instance.deposed,
+  });
+}
+
 class Cursor {
   pos = 0;
   constructor(readonly text: string) {}

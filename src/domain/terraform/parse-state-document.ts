@@ -2,7 +2,7 @@ import { parseJsonLossless } from './lossless-json';
 import { DomainError } from '../shared/domain-error';
 import { keyProblem, textProblem, utf8Length, MAX_KEY_BYTES } from '../shared/storable-text';
 import {
-  formatInstanceAddress,
+  instanceAddressOf,
   formatResourceAddress,
   ModuleInstanceStep,
   parseModulePath,
@@ -262,14 +262,7 @@ class AllAddresses implements AddressCheck {
     module: ModuleInstanceStep[],
     resource: string,
   ): void {
-    const address = formatInstanceAddress({
-      module,
-      mode: r.mode,
-      type: r.type,
-      name: r.name,
-      key: instance.index_key,
-      deposed: instance.deposed,
-    });
+    const address = instanceAddressOf(module, r, instance);
     if (tooLong(address)) {
       fail(
         pathOf(j),
@@ -331,14 +324,7 @@ class KeptAddresses implements AddressCheck {
         return;
       }
     }
-    const address = formatInstanceAddress({
-      module,
-      mode: r.mode,
-      type: r.type,
-      name: r.name,
-      key: instance.index_key,
-      deposed: instance.deposed,
-    });
+    const address = instanceAddressOf(module, r, instance);
     if (tooLong(address)) throw new Doubt();
     const slot = { address, resource, index: -1 };
     this.fresh.push(slot);

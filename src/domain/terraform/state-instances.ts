@@ -1,5 +1,5 @@
 import { canonicalHash } from './canonical-hash';
-import { formatInstanceAddress, parseModulePath, ResourceMode } from './instance-address';
+import { instanceAddressOf, parseModulePath, ResourceMode } from './instance-address';
 import { JsonObject, sameJson } from './json-value';
 import { InstanceObjectV4, RESOURCE_FIELDS, ResourceV4, StateDocumentV4 } from './state-document';
 
@@ -118,14 +118,7 @@ export function flattenInstances(
         }
       }
       module ??= parseModulePath(resource.module);
-      const address = formatInstanceAddress({
-        module,
-        mode: r.mode,
-        type: r.type,
-        name: r.name,
-        key: instance.index_key,
-        deposed: instance.deposed,
-      });
+      const address = instanceAddressOf(module, r, instance);
       out.push({ address, resource, instance, hash: hash(address, resource, instance) });
     }
   }

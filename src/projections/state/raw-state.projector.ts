@@ -11,7 +11,7 @@ import {
   buildDocument,
   ChunkNames,
   documentChunks,
-  formatInstanceAddress,
+  instanceAddressOf,
   instanceDigest,
   InstanceEncoding,
   InstanceObjectV4,
@@ -212,12 +212,7 @@ export class RawStateProjector implements Projector {
       const resource = resourceDescriptor(r);
       const module = parseModulePath(resource.module);
       for (const instance of r.instances) {
-        const address = formatInstanceAddress({
-          ...resource,
-          module,
-          key: instance.index_key,
-          deposed: instance.deposed,
-        });
+        const address = instanceAddressOf(module, resource, instance);
         instances.set(address, { resource, instance });
       }
     }
