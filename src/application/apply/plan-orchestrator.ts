@@ -1,8 +1,6 @@
 import { configAddressOf } from '../../domain/apply/addresses';
-import { applySets } from '../../domain/apply/apply-sets';
-import { describeCounts, KL_PLAN_FORMAT, KlPlan } from '../../domain/apply/kl-plan';
-import { countChanges, isWrite, parsePlanJson, PLAN_INVALID } from '../../domain/apply/plan-json';
-import { planResourceDelta, PlanResourceDelta } from '../../domain/quota';
+import type { KlPlan } from '../../domain/apply/kl-plan';
+import type { PlanResourceDelta } from '../../domain/quota';
 import { DomainError } from '../../domain/shared/domain-error';
 import { parseInstanceAddress } from '../../domain/terraform';
 import { Clock } from '../ports/clock.port';
@@ -80,10 +78,20 @@ export class PlanOrchestrator {
     let cleanup: Promise<void> | null = null;
     try {
       await workspace.init(signal);
-      const raw = await workspace.plan(
+      const planned = workspace.plan(
         { targets: request.targets, refresh: request.refresh },
         signal,
       );
+      // What reads terraform's answer is loaded while terraform runs, not at kl's start.
+      const [{ applySets }, { describeCounts, KL_PLAN_FORMAT }, json, { planResourceDelta }] =
+        await Promise.all([
+          import('../../domain/apply/apply-sets'),
+          import('../../domain/apply/kl-plan'),
+          import('../../domain/apply/plan-json'),
+          import('../../domain/quota'),
+        ]);
+      const { countChanges, isWrite, parsePlanJson, PLAN_INVALID } = json;
+      const raw = await planned;
       const terraformSeconds = (this.clock.now().getTime() - started) / 1000;
       const plan = parsePlanJson(raw);
       if (plan.errored) throw new DomainError(PLAN_INVALID, 'terraform reported an errored plan');

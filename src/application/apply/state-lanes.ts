@@ -101,6 +101,9 @@ export async function chooseLane(
       `protocol ${protocol}: without -f the whole configuration is in scope, so the full-trunk lane`,
     ]);
   }
+  // The state's instance count is metadata the plan only reports: asked beside the expansion.
+  const stateInstances = server.engineInstanceCount(state);
+  stateInstances.catch(() => undefined); // awaited with the slice; unawaited when falling back
   // The proof and the slice must be of one version: a write in between means asking again.
   for (let attempt = 1; ; attempt++) {
     const expanded = await server.expandScope(state, candidatesOf(footprint));
@@ -125,10 +128,7 @@ export async function chooseLane(
         scope,
       );
     }
-    const [slice, stateInstances] = await Promise.all([
-      server.slice(state, candidatesOf(footprint)),
-      server.engineInstanceCount(state),
-    ]);
+    const slice = await server.slice(state, candidatesOf(footprint));
     if (slice.version !== expanded.version && attempt < 3) continue;
     if (slice.version !== expanded.version) {
       return full(
@@ -147,7 +147,11 @@ export async function chooseLane(
       ],
       scope: {
         ...scope,
-        slice: { instances: countInstances(slice.document), bytes: slice.bytes, stateInstances },
+        slice: {
+          instances: countInstances(slice.document),
+          bytes: slice.bytes,
+          stateInstances: await stateInstances,
+        },
       },
       serverReservations: expanded.reservations,
     };

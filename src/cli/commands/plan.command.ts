@@ -2,14 +2,12 @@ import { Command } from 'commander';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { PlanOrchestrator } from '../../application/apply/plan-orchestrator';
-import { klPlanToJson } from '../../domain/apply/kl-plan';
 import { stringifyJson } from '../../domain/terraform';
 import { discoverHttpBackend } from '../../infrastructure/terraform/backend-discovery';
 import { defaultHclUnitsCache, HclConfigReader } from '../../infrastructure/terraform/hcl-reader';
 import { TempWorkspaces } from '../../infrastructure/terraform/temp-workspace';
 import { defaultActor, KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestApplyServer } from '../../infrastructure/rest/rest-apply-server';
-import { renderPlan } from '../apply-render';
 import { loadKlConfig } from '../kl-config';
 import { KilolockClient } from '../kilolock-client';
 import { quotaPreflight, reportPreflight } from '../quota-preflight';
@@ -128,6 +126,11 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
       new TempWorkspaces(),
       { now: () => new Date() },
     );
+    // Most plans create and delete nothing: the quota's answer for that is asked while
+    // terraform runs, and asked again with the plan's counts only when it has some.
+    const quota = new KilolockClient(target.server, globals.token);
+    const unchanged = quotaPreflight(quota, target.state, 0, 0);
+    unchanged.catch(() => undefined); // awaited below; unawaited only if the plan fails
     const outcome = await orchestrator.plan(
       {
         server: target.server,
@@ -144,13 +147,16 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
       if (signals.received) return APPLY_EXIT.signal(signals.received);
       // Over the hard limit, no plan file: kl apply would be refused anyway.
       const { creates, imports, deletes } = outcome.resources;
-      const preflight = await quotaPreflight(
-        new KilolockClient(target.server, globals.token),
-        target.state,
-        creates + imports,
-        deletes,
-      );
+      const preflight =
+        creates + imports === 0 && deletes === 0
+          ? await unchanged
+          : await quotaPreflight(quota, target.state, creates + imports, deletes);
       if (reportPreflight(preflight, APPLY_EXIT.conflict) !== 0) return APPLY_EXIT.conflict;
+      // Needed only now: not loaded at kl's start (the orchestrator loaded kl-plan meanwhile).
+      const [{ klPlanToJson }, { renderPlan }] = await Promise.all([
+        import('../../domain/apply/kl-plan'),
+        import('../apply-render'),
+      ]);
       const text = stringifyJson(klPlanToJson(outcome.plan), 2) + '\n';
       // It holds the input variables' values: readable by its owner only.
       fs.writeFileSync(options.out, text, { mode: 0o600 });
