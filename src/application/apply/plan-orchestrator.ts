@@ -18,6 +18,8 @@ export interface PlanRequest {
   refresh: boolean;
   /** Which lane to try (ADR 0029): http = the full-trunk lane. */
   protocol: Protocol;
+  /** Called once terraform has started: what the caller can ask meanwhile. */
+  whileTerraformRuns?: () => void;
 }
 
 export interface PlanOutcome {
@@ -82,6 +84,7 @@ export class PlanOrchestrator {
         { targets: request.targets, refresh: request.refresh },
         signal,
       );
+      request.whileTerraformRuns?.();
       // What reads terraform's answer is loaded while terraform runs, not at kl's start.
       const [{ applySets }, { describeCounts, KL_PLAN_FORMAT }, json, { planResourceDelta }] =
         await Promise.all([

@@ -10,7 +10,7 @@ import { defaultActor, KldHttpClient } from '../../infrastructure/rest/kld-http-
 import { RestApplyServer } from '../../infrastructure/rest/rest-apply-server';
 import { loadKlConfig } from '../kl-config';
 import { KilolockClient } from '../kilolock-client';
-import { quotaPreflight, reportPreflight } from '../quota-preflight';
+import { QuotaPreflight, quotaPreflight, reportPreflight } from '../quota-preflight';
 import { APPLY_EXIT, exitCodeOf, onceSignalled, usageExit3, UsageError } from './apply-cli';
 
 interface PlanOptions {
@@ -129,8 +129,11 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
     // Most plans create and delete nothing: the quota's answer for that is asked while
     // terraform runs, and asked again with the plan's counts only when it has some.
     const quota = new KilolockClient(target.server, globals.token);
-    const unchanged = quotaPreflight(quota, target.state, 0, 0);
-    unchanged.catch(() => undefined); // awaited below; unawaited only if the plan fails
+    let unchanged: Promise<QuotaPreflight> | null = null;
+    const askUnchanged = () => {
+      unchanged = quotaPreflight(quota, target.state, 0, 0);
+      unchanged.catch(() => undefined); // awaited below; unawaited only if the plan fails
+    };
     const outcome = await orchestrator.plan(
       {
         server: target.server,
@@ -140,6 +143,7 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
         targets: options.target,
         refresh: options.refresh,
         protocol,
+        whileTerraformRuns: askUnchanged,
       },
       signals.signal,
     );
@@ -147,10 +151,9 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
       if (signals.received) return APPLY_EXIT.signal(signals.received);
       // Over the hard limit, no plan file: kl apply would be refused anyway.
       const { creates, imports, deletes } = outcome.resources;
-      const preflight =
-        creates + imports === 0 && deletes === 0
-          ? await unchanged
-          : await quotaPreflight(quota, target.state, creates + imports, deletes);
+      const preflight = await (creates + imports === 0 && deletes === 0 && unchanged !== null
+        ? unchanged
+        : quotaPreflight(quota, target.state, creates + imports, deletes));
       if (reportPreflight(preflight, APPLY_EXIT.conflict) !== 0) return APPLY_EXIT.conflict;
       // Needed only now: not loaded at kl's start (the orchestrator loaded kl-plan meanwhile).
       const [{ klPlanToJson }, { renderPlan }] = await Promise.all([
