@@ -231,6 +231,17 @@ it('kl plan preflights: over the hard limit exit 2 and no plan file; over the so
   expect(r.code).toBe(2);
   expect(fs.existsSync(out)).toBe(false);
 
+  // A plan that creates nothing is refused too while the state is over the hard limit.
+  r = kl(['plan', dir, '--state', state, '-o', out, '--target', 'terraform_data.r[0]'], {
+    token: writer.secret,
+    cwd: dir,
+  });
+  expect(r.stderr).toContain(
+    `kl: quota exceeded: state ${state} would hold 3 resources (now 3, +0), over the hard limit 2`,
+  );
+  expect(r.code).toBe(2);
+  expect(fs.existsSync(out)).toBe(false);
+
   // The way out: an admin raises the limit.
   expect(kl(['quota', 'set', `${team}/*`, '--max-resources', '10', '--soft', '3']).code).toBe(0);
   r = kl(['plan', dir, '--state', state, '-o', out], { token: writer.secret, cwd: dir });
