@@ -338,6 +338,17 @@ function inSync(): Record<string, ProviderBehaviour> {
   };
 }
 
+/** Someone else's terraform apply holding the state's lock. */
+const BOB_APPLYING: LockInfo = {
+  ID: 'abc-123',
+  Operation: 'OperationTypeApply',
+  Info: '',
+  Who: 'bob@ci',
+  Version: '1.11.4',
+  Created: '2026-01-01T00:00:00Z',
+  Path: '',
+};
+
 function options(overrides: Partial<RefreshOptions> = {}): RefreshOptions {
   return {
     dryRun: false,
@@ -913,15 +924,7 @@ describe('RefreshOrchestrator', () => {
 
   it('refuses to run while someone else holds the lock, naming the holder', async () => {
     const { server, opener, orchestrator } = setup();
-    server.holder = {
-      ID: 'abc-123',
-      Operation: 'OperationTypeApply',
-      Info: '',
-      Who: 'bob@ci',
-      Version: '1.11.4',
-      Created: '2026-01-01T00:00:00Z',
-      Path: '',
-    };
+    server.holder = BOB_APPLYING;
 
     const failure = orchestrator.run('prod', options(), never);
 
@@ -936,15 +939,7 @@ describe('RefreshOrchestrator', () => {
 
   it('reports the lock holder, not a failed read of the state fetched meanwhile', async () => {
     const { server, opener, orchestrator } = setup();
-    server.holder = {
-      ID: 'abc-123',
-      Operation: 'OperationTypeApply',
-      Info: '',
-      Who: 'bob@ci',
-      Version: '1.11.4',
-      Created: '2026-01-01T00:00:00Z',
-      Path: '',
-    };
+    server.holder = BOB_APPLYING;
     server.getStateError = new Error('connection reset');
 
     await expect(orchestrator.run('prod', options(), never)).rejects.toMatchObject({
