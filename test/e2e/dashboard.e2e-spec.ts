@@ -382,16 +382,31 @@ describe('States', () => {
 
 describe('State', () => {
   it('shows the history timeline with instance changes and the count chart', async () => {
+    // The counts are held back at first: until they arrive a row must not claim "none".
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const isChanges = (url: URL) => url.pathname === '/v1/dashboard/changes';
+    await page.route(isChanges, async (route) => {
+      await held;
+      await route.continue();
+    });
     await open(`#/state/${APP}`);
     const rows = page.locator('table.timeline tbody tr');
     await rows.first().waitFor();
     await expect(rows.count()).resolves.toBe(3);
     const cells = async (i: number) =>
       (await rows.nth(i).locator('td').allTextContents()).slice(0, 6).join(' | ');
+    await expect(cells(0)).resolves.toMatch(
+      /^3 \| 3 \| refresh \| nightly-refresh \| .* \| … \(5\)$/,
+    );
+    release();
+    await page.unrouteAll({ behavior: 'wait' }); // once the held request went on
     // Newest first: the refresh changed the leader; apply 2 changed the leader, the secret and
     // both tags (their input follows the leader) and added tag c; apply 1 created everything.
-    await expect(cells(0)).resolves.toMatch(
-      /^3 \| 3 \| refresh \| nightly-refresh \| .* \| \+0 ~1 −0 \(5\)$/,
+    // The counts come with a second request: until it answers a row says "…", not "none".
+    await eventually(
+      () => cells(0),
+      expect.stringMatching(/^3 \| 3 \| refresh \| nightly-refresh \| .* \| \+0 ~1 −0 \(5\)$/),
     );
     await expect(cells(1)).resolves.toMatch(/^2 \| 2 \| http \| alice \| .* \| \+1 ~4 −0 \(5\)$/);
     await expect(cells(2)).resolves.toMatch(/^1 \| 1 \| http \| alice \| .* \| \+4 ~0 −0 \(4\)$/);

@@ -24,7 +24,10 @@ export function StatePage({ name, route }: { name: string; route: Route }) {
         {(h) => {
           if (h.versions.length === 0)
             return <Empty>This state is locked but has no version yet.</Empty>;
-          const byVersion = new Map((changes.data?.changes ?? []).map((c) => [c.version, c]));
+          // Null until the changes have loaded: "none" would claim a version changed nothing.
+          const byVersion = changes.data
+            ? new Map(changes.data.changes.map((c) => [c.version, c]))
+            : null;
           const latest = h.versions[h.versions.length - 1];
           const to = Number(route.params.get('to')) || latest.version;
           const from = Number(route.params.get('from')) || Math.max(1, latest.version - 1);
@@ -114,7 +117,8 @@ function CountChart({ versions }: { versions: VersionRow[] }) {
 function Timeline(props: {
   name: string;
   versions: VersionRow[];
-  changes: Map<number, VersionChanges>;
+  /** Null while loading. */
+  changes: Map<number, VersionChanges> | null;
   from: number;
   to: number;
   onPick: (side: 'from' | 'to', version: number) => void;
@@ -155,7 +159,7 @@ function Timeline(props: {
           </thead>
           <tbody>
             {[...props.versions].reverse().map((v) => {
-              const c = props.changes.get(v.version);
+              const c = props.changes?.get(v.version);
               return (
                 <tr
                   key={v.version}
@@ -187,7 +191,7 @@ function Timeline(props: {
                         <span class="del">−{c.removed}</span>
                       </>
                     ) : (
-                      <span class="muted">none</span>
+                      <span class="muted">{props.changes ? 'none' : '…'}</span>
                     )}{' '}
                     <span class="muted">({v.instanceCount})</span>
                   </td>
