@@ -154,11 +154,14 @@ describe('kl refresh --pool', () => {
     }
     for (const i of [11, 40]) fs.rmSync(file(i));
 
+    // Each read takes 30 ms, as a remote API's would: one process alone would need about a
+    // second for the 60 items, so the others are ready before it could drain them all.
+    const slow = { KLTEST_READ_DELAY_MS: '30' };
     fs.rmSync(rpcLog, { force: true });
-    const one = await refresh(1, ['--dry-run', '--parallelism', '2']);
+    const one = await refresh(1, ['--dry-run', '--parallelism', '2'], slow);
     const oneReaders = readers();
     fs.rmSync(rpcLog, { force: true });
-    const three = await refresh(3, ['--dry-run', '--parallelism', '2']);
+    const three = await refresh(3, ['--dry-run', '--parallelism', '2'], slow);
     const threeReaders = readers();
     const threeConfigured = callers('ConfigureProvider');
 
@@ -166,7 +169,7 @@ describe('kl refresh --pool', () => {
     expect(three.code).toBe(0);
     expect(oneReaders.size).toBe(1);
     // Three processes ran, each configured once; which of them reads how much depends on
-    // which is ready first (a fast one may drain the 60 items before the last starts).
+    // which is ready first.
     expect(threeConfigured.size).toBe(3);
     expect(threeReaders.size).toBeGreaterThan(1);
     expect([...threeReaders].every((pid) => threeConfigured.has(pid))).toBe(true);
