@@ -28,7 +28,9 @@ describe('TempWorkspaces.open with contents still being read', () => {
     fs.mkdirSync(process.env.TMPDIR);
   });
   afterEach(() => {
-    process.env.TMPDIR = savedTmpdir;
+    // Assigning undefined would set the text "undefined".
+    if (savedTmpdir === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = savedTmpdir;
     fs.rmSync(tmp, { recursive: true, force: true });
   });
 
