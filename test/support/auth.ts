@@ -18,6 +18,12 @@ export function bootstrapToken(
       timeout: 60_000,
     },
   );
+  if (r.status !== 0) {
+    // Said where the test's own message cannot: why the bootstrap did not finish.
+    console.error(
+      `kld token create: status ${r.status}, signal ${r.signal}, ${r.error?.message ?? 'no spawn error'}\n${r.stderr}`,
+    );
+  }
   return { code: r.status, secret: r.stdout.trim(), stderr: r.stderr };
 }
 
