@@ -19,7 +19,7 @@ beforeAll(async () => {
   notifier = new Notifier(t.url);
   app = await NestFactory.create<NestExpressApplication>(
     KilolockModule.forRuntime({
-      config: loadConfig({ KL_DATABASE_URL: t.url }),
+      config: loadConfig({ KL_DATABASE_URL: t.url, KL_GRPC_LISTEN: 'off' }),
       logger: quietLogger,
       db: t.db,
       notifier,

@@ -67,7 +67,7 @@ describe('quotas over HTTP', () => {
     t = await createTestDatabase();
     // Tokens made with authentication off, then the server that checks them.
     const open = await startServer(
-      loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0' }),
+      loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0', KL_GRPC_LISTEN: 'off' }),
       quietLogger,
     );
     const create = async (name: string, scopes: string[]) => {
@@ -82,7 +82,12 @@ describe('quotas over HTTP', () => {
     teamA = await create('team-a-ci', ['write:team-a/*']);
     await open.close();
     server = await startServer(
-      loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0', KL_AUTH: 'on' }),
+      loadConfig({
+        KL_DATABASE_URL: t.url,
+        KL_LISTEN: '127.0.0.1:0',
+        KL_GRPC_LISTEN: 'off',
+        KL_AUTH: 'on',
+      }),
       quietLogger,
     );
     for (const state of ['team-a/app', 'team-b/app']) {
