@@ -42,7 +42,8 @@ import { distribution, formatInt, formatMs, verdict } from './support/stats';
  * before planning, and kl's cache directory starts empty) planned three
  * ways, each a child process timed wall clock, all
  * through a counting proxy in front of kld (bytes moved, routes called,
- * time of the scope and slice exchanges):
+ * time of the scope and slice exchanges; a scope asked with its slice
+ * counts as the scope's):
  *
  *   (a) terraform plan -target=terraform_data.deployment_marker (http backend)
  *   (b) KL_PROTOCOL=http          kl plan -f marker.tf
@@ -315,10 +316,12 @@ interface PlanRun {
   reported: string;
 }
 
-/** The lane the wire shows: a trunk read, /v1/engine slices, or both. */
+/** The lane the wire shows: a trunk read, /v1/engine slices (alone or in a scope's answer), or both. */
 function wireLane(exchanges: ProxiedExchange[], state: string): string {
   const trunk = exchanges.some((e) => e.method === 'GET' && e.path === `/v1/states/${state}`);
-  const engine = exchanges.some((e) => e.path.endsWith('/slice'));
+  const engine = exchanges.some(
+    (e) => e.path.startsWith('/v1/engine/') && e.sliceInstances !== undefined,
+  );
   if (trunk && engine) return 'both (trunk GET and engine slice)';
   if (engine) return 'state-engine (slice, no trunk GET)';
   return trunk ? 'full trunk (GET /v1/states)' : 'none';

@@ -11,6 +11,8 @@ export interface ProxiedExchange {
   responseBytes: number;
   /** From the request's last byte forwarded to the answer's last byte received. */
   ms: number;
+  /** The answer's X-Kilolock-Slice-Instances: it carried a slice (`/slice`, or a scope with it). */
+  sliceInstances?: number;
 }
 
 export interface CountingProxy {
@@ -61,6 +63,9 @@ export async function startCountingProxy(upstream: string): Promise<CountingProx
               requestBytes: body.length,
               responseBytes: bytes,
               ms: performance.now() - started,
+              ...(answer.headers['x-kilolock-slice-instances'] === undefined
+                ? {}
+                : { sliceInstances: Number(answer.headers['x-kilolock-slice-instances']) }),
             });
             res.end();
           });

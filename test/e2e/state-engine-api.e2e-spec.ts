@@ -135,7 +135,9 @@ describe('state-engine API', () => {
     const p = await call('GET', '/v1/engine');
     expect(p.status).toBe(200);
     expect(p.json.protocol_version).toBe(1);
-    expect(p.json.operations).toEqual(expect.arrayContaining(['scope', 'slice', 'delta-commit']));
+    expect(p.json.operations).toEqual(
+      expect.arrayContaining(['scope', 'slice', 'delta-commit', 'scope-slice']),
+    );
     const m = await call('GET', `/v1/engine/states/${name}`);
     expect(m.status).toBe(200);
     expect(m.json).toMatchObject({
@@ -214,6 +216,41 @@ describe('state-engine API', () => {
     expect(safe.json.provably_safe).toBe(true);
   });
 
+  it('answers a scope with its slice in one exchange when asked, only when it proves the scope safe', async () => {
+    const { name } = await newState();
+    const candidates = { addresses: ['terraform_data.c'], module_prefixes: ['module.net'] };
+    const both = await call('POST', `/v1/engine/states/${name}/scope`, {
+      ...candidates,
+      slice: true,
+    });
+    expect(both.status).toBe(200);
+    const alone = await call('POST', `/v1/engine/states/${name}/scope`, candidates);
+    const { slice, ...scope } = both.json;
+    // The scope's answer as without the slice, with the state's instance count.
+    expect(scope).toEqual(alone.json);
+    expect(scope).toMatchObject({ provably_safe: true, version: 2, instance_count: 4 });
+    expect(alone.json.slice).toBeUndefined();
+    expect(both.headers['x-kilolock-slice-instances']).toBe('2');
+    expect(alone.headers['x-kilolock-slice-instances']).toBeUndefined();
+    const separate = await call('POST', `/v1/engine/states/${name}/slice`, candidates);
+    expect(slice).toEqual({
+      version: 2,
+      serial: 2,
+      instances: 2,
+      bytes: Buffer.byteLength(separate.text),
+      document: separate.json,
+    });
+
+    const unsafe = await call('POST', `/v1/engine/states/${name}/scope`, {
+      addresses: ['terraform_data.b'],
+      module_prefixes: ['module.ghost'],
+      slice: true,
+    });
+    expect(unsafe.status).toBe(200);
+    expect(unsafe.json.provably_safe).toBe(false);
+    expect(unsafe.json.slice).toBeUndefined();
+  });
+
   it('refuses a malformed scope request and changes nothing', async () => {
     const { name } = await newState();
     for (const body of [
@@ -222,6 +259,7 @@ describe('state-engine API', () => {
       { module_prefixes: ['terraform_data.a'] },
       { selectors: [{ module: 'module.net' }] },
       { candidates: [] },
+      { addresses: ['terraform_data.a'], slice: 'yes' },
     ]) {
       const r = await call('POST', `/v1/engine/states/${name}/scope`, body);
       expect({ body, status: r.status, code: r.json?.error?.code }).toEqual({

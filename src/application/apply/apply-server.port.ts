@@ -89,6 +89,13 @@ export interface EngineScope {
   reservations: { write: string[]; read: string[] };
   provablySafe: boolean;
   reasons: string[];
+  /** The state's instance count, when the server says it beside the scope. */
+  instanceCount?: number;
+  /**
+   * The slice of the same candidates at `version`, when asked for
+   * (`withSlice`) and the server proved the scope safe.
+   */
+  slice?: EngineSlice;
 }
 
 /** A slice of the state, the version it was read at, and what it cost to move. */
@@ -112,7 +119,15 @@ export interface ApplyServerPort {
   engineOffer(): Promise<EngineOffer | null>;
   /** The state's instance count as the state-engine lane reports it. */
   engineInstanceCount(state: string): Promise<number>;
-  expandScope(state: string, candidates: EngineCandidates): Promise<EngineScope>;
+  /**
+   * `withSlice`: the slice in the same answer when the scope is provably safe
+   * (a server whose offer lists `scope-slice`).
+   */
+  expandScope(
+    state: string,
+    candidates: EngineCandidates,
+    options?: { withSlice?: boolean },
+  ): Promise<EngineScope>;
   /** Raises STATE.NOT_FOUND when the state has no document. */
   slice(state: string, candidates: EngineCandidates): Promise<EngineSlice>;
   acquire(state: string, request: AcquireRequest): Promise<AcquireOutcome>;

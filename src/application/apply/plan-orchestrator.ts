@@ -2,7 +2,7 @@ import { configAddressOf } from '../../domain/apply/addresses';
 import type { KlPlan } from '../../domain/apply/kl-plan';
 import type { PlanResourceDelta } from '../../domain/quota';
 import { DomainError } from '../../domain/shared/domain-error';
-import { parseInstanceAddress } from '../../domain/terraform';
+import { parseInstanceAddress } from '../../domain/terraform/instance-address';
 import { Clock } from '../ports/clock.port';
 import { ApplyServerPort } from './apply-server.port';
 import { chooseLane, laneReservations, Protocol } from './state-lanes';

@@ -43,13 +43,32 @@ const safe: EngineScope = {
   reasons: [],
 };
 
-/** A server that records what kl read from it. */
+const LANE = ['scope', 'slice', 'runs', 'delta-commit', 'state-rm'];
+/** A server from before the combined exchange: scope, then slice. */
+const SEPARATE = { protocolVersion: 1, operations: LANE };
+
+/**
+ * A server that records what kl read from it. It answers a scope asked
+ * `withSlice` with the slice when the scope is provably safe (or always,
+ * with `sliceUnproven`, to show kl does not use it then).
+ */
 function server(
-  options: { offer?: EngineOffer | null; scopes?: EngineScope[]; sliceVersions?: number[] } = {},
+  options: {
+    offer?: EngineOffer | null;
+    scopes?: EngineScope[];
+    sliceVersions?: number[];
+    sliceUnproven?: boolean;
+  } = {},
 ) {
   const reads: string[] = [];
   const scopes = [...(options.scopes ?? [safe])];
   const sliceVersions = [...(options.sliceVersions ?? [])];
+  const sliced = (bytes: number) => ({
+    document: { ...trunk, resources: [resource('app')] },
+    version: sliceVersions.shift() ?? 7,
+    bytes,
+  });
+  const names = (c: EngineCandidates) => [...c.addresses, ...c.modulePrefixes].join(',');
   return {
     reads,
     async trunk() {
@@ -58,20 +77,23 @@ function server(
     },
     async engineOffer() {
       return options.offer === undefined
-        ? { protocolVersion: 1, operations: ['scope', 'slice', 'runs', 'delta-commit', 'state-rm'] }
+        ? { protocolVersion: 1, operations: [...LANE, 'scope-slice'] }
         : options.offer;
     },
     async engineInstanceCount() {
+      reads.push('count');
       return 20_008;
     },
-    async expandScope(_s: string, c: EngineCandidates) {
-      reads.push(`scope ${[...c.addresses, ...c.modulePrefixes].join(',')}`);
-      return scopes.length > 1 ? scopes.shift()! : scopes[0];
+    async expandScope(_s: string, c: EngineCandidates, o?: { withSlice?: boolean }) {
+      reads.push(`${o?.withSlice ? 'scope+slice' : 'scope'} ${names(c)}`);
+      const answer = scopes.length > 1 ? scopes.shift()! : scopes[0];
+      if (!o?.withSlice) return answer;
+      const withSlice = answer.provablySafe || options.sliceUnproven === true;
+      return { ...answer, instanceCount: 20_008, ...(withSlice ? { slice: sliced(654) } : {}) };
     },
     async slice(_s: string, c: EngineCandidates) {
-      reads.push(`slice ${[...c.addresses, ...c.modulePrefixes].join(',')}`);
-      const document = { ...trunk, resources: [resource('app')] };
-      return { document, version: sliceVersions.shift() ?? 7, bytes: 321 };
+      reads.push(`slice ${names(c)}`);
+      return sliced(321);
     },
     acquire: jest.fn(),
     heartbeat: jest.fn(),
@@ -99,14 +121,11 @@ describe('the lanes of kl plan and kl apply', () => {
   });
 
   it.each(['auto', 'state-engine'] as const)(
-    'protocol %s and a provable scope: only the slice is fetched, for the trusted lane with the server reservations',
+    'protocol %s and a provable scope: one exchange answers the scope with its slice, for the trusted lane with the server reservations',
     async (protocol) => {
       const s = server();
       const choice = await chooseLane(s, protocol, 'st', FOOTPRINT);
-      expect(s.reads).toEqual([
-        'scope terraform_data.app,terraform_data.support',
-        'slice terraform_data.app,terraform_data.support',
-      ]);
+      expect(s.reads).toEqual(['scope+slice terraform_data.app,terraform_data.support']);
       expect(choice).toMatchObject({
         lane: 'state-engine',
         version: 7,
@@ -114,12 +133,63 @@ describe('the lanes of kl plan and kl apply', () => {
         scope: {
           provablySafe: true,
           unresolved: [{ candidate: 'terraform_data.support', classification: 'undeployed' }],
-          slice: { instances: 1, bytes: 321, stateInstances: 20_008 },
+          slice: { instances: 1, bytes: 654, stateInstances: 20_008 },
         },
       });
       expect(choice.reasons[0]).toContain('the server proved the scope safe');
     },
   );
+
+  it('a server without the combined exchange: the scope, then only the slice, the count beside', async () => {
+    const s = server({ offer: SEPARATE });
+    const choice = await chooseLane(s, 'auto', 'st', FOOTPRINT);
+    expect(s.reads.filter((r) => r !== 'count')).toEqual([
+      'scope terraform_data.app,terraform_data.support',
+      'slice terraform_data.app,terraform_data.support',
+    ]);
+    expect(choice).toMatchObject({
+      lane: 'state-engine',
+      scope: { slice: { instances: 1, bytes: 321, stateInstances: 20_008 } },
+    });
+  });
+
+  it('protocol state-engine asks the scope beside the offer, but uses it only when the offer lists the combined exchange', async () => {
+    const s = server({ offer: SEPARATE, sliceUnproven: true });
+    const choice = await chooseLane(s, 'state-engine', 'st', FOOTPRINT);
+    // The early answer (its slice included) is dropped: the lane asks the way the offer says.
+    expect(s.reads.filter((r) => r !== 'count')).toEqual([
+      'scope+slice terraform_data.app,terraform_data.support',
+      'scope terraform_data.app,terraform_data.support',
+      'slice terraform_data.app,terraform_data.support',
+    ]);
+    expect(choice.scope?.slice?.bytes).toBe(321);
+  });
+
+  it("never uses a slice that came without the server's proof", async () => {
+    const s = server({
+      scopes: [{ ...safe, provablySafe: false, reasons: ['terraform_data.x has no edges'] }],
+      sliceUnproven: true,
+    });
+    const choice = await chooseLane(s, 'state-engine', 'st', FOOTPRINT);
+    expect(choice.lane).toBe('full');
+    expect(choice.serverReservations).toBeUndefined();
+    expect(choice.slice.resources.map((r) => r.name)).toEqual(['app']);
+    expect(s.reads).toEqual(['scope+slice terraform_data.app,terraform_data.support', 'trunk']);
+  });
+
+  it('asks again when the slice in the answer is not of the version the scope was proven at', async () => {
+    const s = server({ sliceVersions: [8, 7] });
+    const choice = await chooseLane(s, 'state-engine', 'st', FOOTPRINT);
+    expect(choice).toMatchObject({ lane: 'state-engine', version: 7 });
+    expect(s.reads).toEqual([
+      'scope+slice terraform_data.app,terraform_data.support',
+      'scope+slice terraform_data.app,terraform_data.support',
+    ]);
+    const moving = server({ sliceVersions: [8, 9, 10] });
+    const fallback = await chooseLane(moving, 'state-engine', 'st', FOOTPRINT);
+    expect(fallback.lane).toBe('full');
+    expect(fallback.reasons[0]).toContain('the state kept changing');
+  });
 
   it('an unprovable scope falls back to the full trunk and says why', async () => {
     const s = server({
@@ -139,13 +209,13 @@ describe('the lanes of kl plan and kl apply', () => {
       /cannot prove the scope safe \(module module.fresh matches nothing.*\), so kl falls back to the full-trunk lane/,
     );
     expect(s.reads).toEqual([
-      'scope terraform_data.app,terraform_data.support,module.fresh',
+      'scope+slice terraform_data.app,terraform_data.support,module.fresh',
       'trunk',
     ]);
   });
 
   it('asks again when the state changed between the proof and the slice', async () => {
-    const s = server({ sliceVersions: [8, 7] });
+    const s = server({ offer: SEPARATE, sliceVersions: [8, 7] });
     const choice = await chooseLane(s, 'auto', 'st', FOOTPRINT);
     expect(choice.lane).toBe('state-engine');
     expect(s.reads.filter((r) => r.startsWith('scope'))).toHaveLength(2);
@@ -178,7 +248,8 @@ describe('the lanes of kl plan and kl apply', () => {
     const failure = chooseLane(s, 'state-engine', 'st', FOOTPRINT);
     await expect(failure).rejects.toThrow(DomainError);
     await expect(failure).rejects.toThrow(/offers no state-engine lane.*use protocol http or auto/);
-    expect(s.reads).toEqual([]);
+    // Only the scope asked beside the offer: no slice, no trunk.
+    expect(s.reads).toEqual(['scope+slice terraform_data.app,terraform_data.support']);
   });
 
   // What a trusted plan of FOOTPRINT reserves: its write, and the server's contract for read.

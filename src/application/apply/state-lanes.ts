@@ -3,7 +3,8 @@ import { PlanScope } from '../../domain/apply/kl-plan';
 import { Footprint, sliceOf } from '../../domain/apply/state-slice';
 import { DomainError } from '../../domain/shared/domain-error';
 import { globCovers, parseAddressGlob } from '../../domain/reservations';
-import { parseInstanceAddress, StateDocumentV4 } from '../../domain/terraform';
+import { parseInstanceAddress } from '../../domain/terraform/instance-address';
+import type { StateDocumentV4 } from '../../domain/terraform/state-document';
 import { ApplyServerPort, EngineCandidates, EngineOffer } from './apply-server.port';
 
 /**
@@ -21,6 +22,8 @@ export type Protocol = (typeof PROTOCOLS)[number];
 /** What the state-engine lane must offer for kl plan/apply to use it. */
 const NEEDED_OPERATIONS = ['scope', 'slice', 'runs', 'delta-commit'];
 export const ENGINE_PROTOCOL_VERSION = 1;
+/** A server that offers this answers a scope expansion with its slice when asked. */
+export const SCOPE_WITH_SLICE = 'scope-slice';
 
 export const ENGINE_UNAVAILABLE = 'CONFIG.INVALID';
 
@@ -47,7 +50,7 @@ export function candidatesOf(footprint: readonly string[]): EngineCandidates {
   };
 }
 
-function offers(offer: EngineOffer | null): boolean {
+function offers(offer: EngineOffer | null): offer is EngineOffer {
   return (
     offer !== null &&
     offer.protocolVersion === ENGINE_PROTOCOL_VERSION &&
@@ -87,7 +90,15 @@ export async function chooseLane(
     scope,
   });
   if (protocol === 'http') return full(['protocol http: the full-trunk lane']);
-  if (!offers(await (offer ?? server.engineOffer()))) {
+  // Protocol state-engine says the server has the lane: the scope (and with it the slice) is
+  // asked beside the offer, not after it. The offer still decides whether the answer is used.
+  const early =
+    protocol === 'state-engine' && footprint !== null
+      ? server.expandScope(state, candidatesOf(footprint), { withSlice: true })
+      : null;
+  early?.catch(() => undefined); // awaited below; unawaited when the offer rules it out
+  const offered = await (offer ?? server.engineOffer());
+  if (!offers(offered)) {
     if (protocol === 'state-engine') {
       throw new DomainError(
         ENGINE_UNAVAILABLE,
@@ -101,12 +112,18 @@ export async function chooseLane(
       `protocol ${protocol}: without -f the whole configuration is in scope, so the full-trunk lane`,
     ]);
   }
-  // The state's instance count is metadata the plan only reports: asked beside the expansion.
-  const stateInstances = server.engineInstanceCount(state);
-  stateInstances.catch(() => undefined); // awaited with the slice; unawaited when falling back
+  const candidates = candidatesOf(footprint);
+  // One exchange when the server answers the scope with its slice; else scope, then slice.
+  const combined = offered.operations.includes(SCOPE_WITH_SLICE);
+  // The state's instance count is metadata the plan only reports: asked beside the expansion
+  // (a combined answer carries it).
+  const stateInstances = combined ? null : server.engineInstanceCount(state);
+  stateInstances?.catch(() => undefined); // awaited with the slice; unawaited when falling back
   // The proof and the slice must be of one version: a write in between means asking again.
   for (let attempt = 1; ; attempt++) {
-    const expanded = await server.expandScope(state, candidatesOf(footprint));
+    const expanded = await (attempt === 1 && combined && early !== null
+      ? early
+      : server.expandScope(state, candidates, { withSlice: combined }));
     const scope: PlanScope = {
       provablySafe: expanded.provablySafe,
       unresolved: expanded.unresolved.map((u) => ({
@@ -128,7 +145,8 @@ export async function chooseLane(
         scope,
       );
     }
-    const slice = await server.slice(state, candidatesOf(footprint));
+    // Only a proven scope's slice is used, and only with the version it was proven at.
+    const slice = expanded.slice ?? (await server.slice(state, candidates));
     if (slice.version !== expanded.version && attempt < 3) continue;
     if (slice.version !== expanded.version) {
       return full(
@@ -150,7 +168,8 @@ export async function chooseLane(
         slice: {
           instances: countInstances(slice.document),
           bytes: slice.bytes,
-          stateInstances: await stateInstances,
+          stateInstances:
+            expanded.instanceCount ?? (await (stateInstances ?? server.engineInstanceCount(state))),
         },
       },
       serverReservations: expanded.reservations,

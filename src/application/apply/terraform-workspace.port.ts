@@ -1,5 +1,5 @@
 import { HclFile, ScopedFile } from '../../domain/apply/config-scope';
-import { JsonValue, StateDocumentV4 } from '../../domain/terraform';
+import type { JsonValue, StateDocumentV4 } from '../../domain/terraform';
 
 export const TERRAFORM_WORKSPACES = Symbol('TerraformWorkspaces');
 export const CONFIG_READER = Symbol('ConfigReader');

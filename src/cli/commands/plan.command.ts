@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { PlanOrchestrator } from '../../application/apply/plan-orchestrator';
-import { stringifyJson } from '../../domain/terraform';
+import { stringifyJson } from '../../domain/terraform/lossless-json';
 import { discoverHttpBackend } from '../../infrastructure/terraform/backend-discovery';
 import { defaultHclUnitsCache, HclConfigReader } from '../../infrastructure/terraform/hcl-reader';
 import { TempWorkspaces } from '../../infrastructure/terraform/temp-workspace';

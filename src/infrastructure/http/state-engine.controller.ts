@@ -46,7 +46,7 @@ export const STATE_ENGINE_OPERATIONS = [
   'slice',
   'runs',
   'delta-commit',
-  'state-rm',
+  'scope-slice',
   'state-mv',
   'rollback-resource',
 ] as const;
@@ -107,18 +107,40 @@ export class StateEngineController {
   @Access.state('read', stateInPath('name'))
   @HttpCode(200)
   @JsonBody({ what: 'scope request', limit: 'maxStateBytes' })
-  async scope(@Param('name') param: string[], @Body() body: ExpandScopeDto) {
+  async scope(
+    @Param('name') param: string[],
+    @Body() body: ExpandScopeDto,
+    @Res() res: Response,
+  ): Promise<void> {
     const name = stateNameFrom(param);
     const candidates = candidatesOf(body);
     await this.caughtUp();
-    const { head, ...answer } = await this.engine.expand(name, candidates);
-    return {
+    const { head, slice, ...answer } =
+      body.slice === true
+        ? await this.engine.expandWithSlice(name, candidates)
+        : { ...(await this.engine.expand(name, candidates)), slice: null };
+    const text = JSON.stringify({
       state: head.name,
       version: head.version,
       serial: head.serial,
       lineage: head.lineage,
+      instance_count: head.instanceCount,
       ...answer,
-    };
+    });
+    res.status(200).setHeader('Content-Type', 'application/json');
+    if (slice === null) {
+      res.end(text);
+      return;
+    }
+    // The slice's document is the same text /slice streams, set in as it is (exact numbers).
+    res.setHeader('X-Kilolock-Slice-Instances', String(slice.instances.length));
+    const meta = JSON.stringify({
+      version: slice.version,
+      serial: slice.serial,
+      instances: slice.instances.length,
+      bytes: Buffer.byteLength(slice.document),
+    });
+    res.end(`${text.slice(0, -1)},"slice":${meta.slice(0, -1)},"document":${slice.document}}}`);
   }
 
   @Post('states/*name/slice')

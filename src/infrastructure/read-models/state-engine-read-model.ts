@@ -266,53 +266,78 @@ export class StateEngineReadModel {
     name: string,
     candidates: Candidate[],
   ): Promise<ScopeAnswer & { head: EngineStateHead }> {
+    return this.snapshot((q) => this.expandIn(q, name, candidates));
+  }
+
+  /**
+   * A scope expansion and, only when it proves the scope safe, the slice of
+   * the same candidates, both read in one snapshot: the slice is of the
+   * version the proof was made on, and a client that asks for both waits for
+   * one exchange instead of two (docs/state-engine.md, "Scope expansion").
+   */
+  async expandWithSlice(
+    name: string,
+    candidates: Candidate[],
+  ): Promise<ScopeAnswer & { head: EngineStateHead; slice: Slice | null }> {
     return this.snapshot(async (q) => {
-      const head = await this.requireHead(name, q);
-      const params: unknown[] = [head.stateId];
-      const candidateRows = prefiltered(
-        candidates,
-        'r.address, r.resource_address, r.delete_version IS NULL AS live',
-        'r.state_id = $1',
-        params,
-      );
-      const { rows } = await q.query<{ address: string; resource_address: string; live: boolean }>(
-        `SELECT DISTINCT address, resource_address, live FROM (${candidateRows}) c`,
-        params,
-      );
-      const matcher = new CandidateMatcher(candidates);
-      const matched: RealizedInstance[][] = candidates.map(() => []);
-      const seenBefore = new Set<number>();
-      // Rows are distinct (address, live) pairs: a live address comes once.
-      for (const row of rows) {
-        for (const i of matcher.matches(parsedAddress(row.address))) {
-          if (row.live) {
-            matched[i].push({ address: row.address, resourceAddress: row.resource_address });
-          } else seenBefore.add(i);
-        }
-      }
-      const inScope = [...new Set(matched.flat().map((m) => m.resourceAddress))];
-      const dependencies = await this.walk(q, head.stateId, inScope, 'up');
-      const dependents = await this.walk(q, head.stateId, inScope, 'down');
-      const named = [...new Set(dependencies.map((d) => d.address))];
-      // One index probe per named resource: DISTINCT over the rows read every instance of a
-      // resource with thousands of them.
-      const { rows: realizedRows } = await q.query<{ resource_address: string }>(
-        `SELECT n.resource_address FROM unnest($2::text[]) AS n(resource_address)
-          WHERE EXISTS (SELECT 1 FROM resources r
-                         WHERE r.state_id = $1 AND r.delete_version IS NULL
-                           AND r.resource_address = n.resource_address)`,
-        [head.stateId, named],
-      );
-      const answer = expandScope({
-        candidates,
-        matched,
-        seenBefore,
-        dependencies,
-        dependents,
-        realized: new Set(realizedRows.map((r) => r.resource_address)),
-      });
-      return { ...answer, head };
+      const answer = await this.expandIn(q, name, candidates);
+      const slice = answer.provably_safe
+        ? await this.sliceIn(q, answer.head, candidates, answer.head.version)
+        : null;
+      return { ...answer, slice };
     });
+  }
+
+  private async expandIn(
+    q: Queryable,
+    name: string,
+    candidates: Candidate[],
+  ): Promise<ScopeAnswer & { head: EngineStateHead }> {
+    const head = await this.requireHead(name, q);
+    const params: unknown[] = [head.stateId];
+    const candidateRows = prefiltered(
+      candidates,
+      'r.address, r.resource_address, r.delete_version IS NULL AS live',
+      'r.state_id = $1',
+      params,
+    );
+    const { rows } = await q.query<{ address: string; resource_address: string; live: boolean }>(
+      `SELECT DISTINCT address, resource_address, live FROM (${candidateRows}) c`,
+      params,
+    );
+    const matcher = new CandidateMatcher(candidates);
+    const matched: RealizedInstance[][] = candidates.map(() => []);
+    const seenBefore = new Set<number>();
+    // Rows are distinct (address, live) pairs: a live address comes once.
+    for (const row of rows) {
+      for (const i of matcher.matches(parsedAddress(row.address))) {
+        if (row.live) {
+          matched[i].push({ address: row.address, resourceAddress: row.resource_address });
+        } else seenBefore.add(i);
+      }
+    }
+    const inScope = [...new Set(matched.flat().map((m) => m.resourceAddress))];
+    const dependencies = await this.walk(q, head.stateId, inScope, 'up');
+    const dependents = await this.walk(q, head.stateId, inScope, 'down');
+    const named = [...new Set(dependencies.map((d) => d.address))];
+    // One index probe per named resource: DISTINCT over the rows read every instance of a
+    // resource with thousands of them.
+    const { rows: realizedRows } = await q.query<{ resource_address: string }>(
+      `SELECT n.resource_address FROM unnest($2::text[]) AS n(resource_address)
+        WHERE EXISTS (SELECT 1 FROM resources r
+                       WHERE r.state_id = $1 AND r.delete_version IS NULL
+                         AND r.resource_address = n.resource_address)`,
+      [head.stateId, named],
+    );
+    const answer = expandScope({
+      candidates,
+      matched,
+      seenBefore,
+      dependencies,
+      dependents,
+      realized: new Set(realizedRows.map((r) => r.resource_address)),
+    });
+    return { ...answer, head };
   }
 
   /**
@@ -366,53 +391,61 @@ export class StateEngineReadModel {
    * carrying the trunk's lineage and that version's serial.
    */
   async slice(name: string, candidates: Candidate[], version?: number): Promise<Slice> {
-    return this.snapshot(async (q) => {
-      const head = await this.requireHead(name, q);
-      const at = version ?? head.version;
-      const { rows: versions } = await q.query<VersionRow>(
-        `SELECT version, serial, lineage, terraform_version, outputs, check_results, extra
-           FROM state_versions WHERE state_id = $1 AND version = $2`,
-        [head.stateId, at],
-      );
-      if (versions.length === 0) {
-        throw new DomainError('VERSION.NOT_FOUND', `state ${name} has no version ${at}`);
-      }
-      const v = versions[0];
-      const params: unknown[] = [head.stateId, at];
-      const { rows } = await q.query<SliceRow>(
-        prefiltered(
-          candidates,
-          `r.address, r.resource_address, r.module_path, r.mode, r.type, r.name, r.provider,
-           r.each_mode, r.resource_extra, r.instance`,
-          'r.state_id = $1 AND r.create_version <= $2 AND (r.delete_version IS NULL OR r.delete_version > $2)',
-          params,
-        ),
+    return this.snapshot(async (q) =>
+      this.sliceIn(q, await this.requireHead(name, q), candidates, version),
+    );
+  }
+
+  private async sliceIn(
+    q: Queryable,
+    head: EngineStateHead,
+    candidates: Candidate[],
+    version?: number,
+  ): Promise<Slice> {
+    const at = version ?? head.version;
+    const { rows: versions } = await q.query<VersionRow>(
+      `SELECT version, serial, lineage, terraform_version, outputs, check_results, extra
+         FROM state_versions WHERE state_id = $1 AND version = $2`,
+      [head.stateId, at],
+    );
+    if (versions.length === 0) {
+      throw new DomainError('VERSION.NOT_FOUND', `state ${head.name} has no version ${at}`);
+    }
+    const v = versions[0];
+    const params: unknown[] = [head.stateId, at];
+    const { rows } = await q.query<SliceRow>(
+      prefiltered(
+        candidates,
+        `r.address, r.resource_address, r.module_path, r.mode, r.type, r.name, r.provider,
+         r.each_mode, r.resource_extra, r.instance`,
+        'r.state_id = $1 AND r.create_version <= $2 AND (r.delete_version IS NULL OR r.delete_version > $2)',
         params,
-      );
-      const matcher = new CandidateMatcher(candidates);
-      // One lifecycle of an address spans a version: a repeated address is the same row.
-      const picked = [...new Map(rows.map((r) => [r.address, r])).values()].filter(
-        (r) => matcher.matches(parsedAddress(r.address)).length > 0,
-      );
-      const doc = buildDocument(
-        {
-          terraformVersion: v.terraform_version,
-          serial: Number(v.serial),
-          lineage: v.lineage,
-          outputs: v.outputs,
-          checkResults: v.check_results,
-          extra: v.extra ?? {},
-        },
-        picked.map((r) => ({ resource: descriptorOf(r), instance: r.instance })),
-      );
-      return {
-        head,
-        version: v.version,
+      ),
+      params,
+    );
+    const matcher = new CandidateMatcher(candidates);
+    // One lifecycle of an address spans a version: a repeated address is the same row.
+    const picked = [...new Map(rows.map((r) => [r.address, r])).values()].filter(
+      (r) => matcher.matches(parsedAddress(r.address)).length > 0,
+    );
+    const doc = buildDocument(
+      {
+        terraformVersion: v.terraform_version,
         serial: Number(v.serial),
-        instances: picked.map((r) => r.address).sort(),
-        document: stateDocumentText(doc),
-      };
-    });
+        lineage: v.lineage,
+        outputs: v.outputs,
+        checkResults: v.check_results,
+        extra: v.extra ?? {},
+      },
+      picked.map((r) => ({ resource: descriptorOf(r), instance: r.instance })),
+    );
+    return {
+      head,
+      version: v.version,
+      serial: Number(v.serial),
+      instances: picked.map((r) => r.address).sort(),
+      document: stateDocumentText(doc),
+    };
   }
 
   private async requireHead(name: string, q: Queryable): Promise<EngineStateHead> {

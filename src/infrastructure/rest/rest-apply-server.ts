@@ -12,12 +12,9 @@ import {
   Trunk,
 } from '../../application/apply/apply-server.port';
 import { DomainError } from '../../domain/shared/domain-error';
-import {
-  isJsonObject,
-  JsonObject,
-  parseStateDocument,
-  stringifyJson,
-} from '../../domain/terraform';
+import { isJsonObject, JsonObject } from '../../domain/terraform/json-value';
+import { stringifyJson } from '../../domain/terraform/lossless-json';
+import { parseStateDocument } from '../../domain/terraform/parse-state-document';
 import { errorOf, KldHttpClient, KldResponse, statePath } from './kld-http-client';
 
 function asString(v: unknown): string {
@@ -96,9 +93,13 @@ export class RestApplyServer implements ApplyServerPort {
     };
   }
 
-  async expandScope(state: string, candidates: EngineCandidates): Promise<EngineScope> {
+  async expandScope(
+    state: string,
+    candidates: EngineCandidates,
+    options: { withSlice?: boolean } = {},
+  ): Promise<EngineScope> {
     const body = await this.http.json<JsonObject>('POST', this.enginePath(state, '/scope'), {
-      json: this.candidates(candidates),
+      json: { ...this.candidates(candidates), ...(options.withSlice ? { slice: true } : {}) },
     });
     const objects = (v: unknown) => (Array.isArray(v) ? v.filter(isJsonObject) : []);
     const strings = (v: unknown) =>
@@ -125,6 +126,24 @@ export class RestApplyServer implements ApplyServerPort {
       // Only an explicit true proves anything.
       provablySafe: body.provably_safe === true,
       reasons: strings(body.reasons),
+      ...(typeof body.instance_count === 'number' ? { instanceCount: body.instance_count } : {}),
+      ...(isJsonObject(body.slice) ? { slice: this.sliceIn(body.slice) } : {}),
+    };
+  }
+
+  /** The slice a scope expansion answered with (`withSlice`). */
+  private sliceIn(raw: JsonObject): EngineSlice {
+    const version = raw.version;
+    if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) {
+      throw new DomainError(
+        'SERVER.UNEXPECTED_ANSWER',
+        `${this.http.base} sent a scope's slice without its version`,
+      );
+    }
+    return {
+      document: parseStateDocument(raw.document),
+      version,
+      bytes: typeof raw.bytes === 'number' ? raw.bytes : 0,
     };
   }
 

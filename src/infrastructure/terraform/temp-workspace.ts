@@ -10,7 +10,7 @@ import {
   WorkspaceContents,
 } from '../../application/apply/terraform-workspace.port';
 import { DomainError } from '../../domain/shared/domain-error';
-import { stringifyJson } from '../../domain/terraform';
+import { stringifyJson } from '../../domain/terraform/lossless-json';
 import { runTerraform, TerraformRun } from './terraform-cli';
 
 const PLAN_FILE = 'kl.tfplan';

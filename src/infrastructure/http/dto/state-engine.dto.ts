@@ -2,6 +2,7 @@ import { Type } from 'class-transformer';
 import {
   ArrayMaxSize,
   IsArray,
+  IsBoolean,
   IsInt,
   IsOptional,
   IsUUID,
@@ -46,7 +47,12 @@ export class CandidatesDto {
 }
 
 /** `POST /v1/engine/states/<name>/scope`. */
-export class ExpandScopeDto extends CandidatesDto {}
+export class ExpandScopeDto extends CandidatesDto {
+  /** Answer with the slice of the same candidates too, when the scope is provably safe. */
+  @IsOptional()
+  @IsBoolean({ message: '$property must be true or false' })
+  slice?: boolean;
+}
 
 /** `POST /v1/engine/states/<name>/slice`: the current version unless `version` is given. */
 export class SliceDto extends CandidatesDto {
