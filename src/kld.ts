@@ -11,6 +11,7 @@ import { ServerRunningError, withoutServer } from './infrastructure/postgres/ser
 import { redactUrls } from './infrastructure/logging/redact';
 import { openDatabase, openMaintenance, startServer } from './app/server';
 import { boundHeapGrowth } from './app/heap-growth';
+import { armExitWatchdog } from './app/exit-watchdog';
 import { NestFactory } from '@nestjs/core';
 import { CommandBus } from '@nestjs/cqrs';
 import { TokenAdminModule } from './app/kilolock.module';
@@ -225,6 +226,10 @@ async function main(argv: string[]): Promise<void> {
     )
     .hook('preAction', (command) => {
       configFile = command.opts<{ config?: string }>().config;
+    })
+    .hook('postAction', (_, action) => {
+      // `serve` runs on; every other command is done once its action is.
+      if (action.name() !== 'serve') armExitWatchdog(commandPath(action));
     });
 
   program
@@ -294,6 +299,13 @@ async function main(argv: string[]): Promise<void> {
     );
 
   await program.parseAsync(argv);
+}
+
+/** `token create`: the command's name under kld. */
+function commandPath(command: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = command; c?.parent; c = c.parent) names.unshift(c.name());
+  return names.join(' ');
 }
 
 function loggerFor(config: Config): Logger {

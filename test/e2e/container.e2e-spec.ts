@@ -50,6 +50,12 @@ describe('the container image', () => {
     fs.rmSync(dir, { recursive: true, force: true });
     await t.drop();
   });
+  /**
+   * Where gRPC listens: in a container the image's default (127.0.0.1:8081)
+   * is the container's own; here it is the machine's, which another test
+   * file's kld (or anything else) may hold at the same moment.
+   */
+  const grpc = async () => ({ KL_GRPC_LISTEN: `127.0.0.1:${await freePort()}` });
   /** A clean environment: PATH, HOME and the image's ENV, no KL_* of ours. */
   const env = (extra: Record<string, string>) => ({
     PATH: process.env.PATH ?? '',
@@ -70,7 +76,7 @@ describe('the container image', () => {
 
   it('serves with the image command, is healthy by its HEALTHCHECK, and stops on SIGTERM', async () => {
     const port = await freePort();
-    const e = env({ KL_DATABASE_URL: t.url, KL_LISTEN: `127.0.0.1:${port}` });
+    const e = env({ KL_DATABASE_URL: t.url, KL_LISTEN: `127.0.0.1:${port}`, ...(await grpc()) });
     const health = () =>
       spawnSync(ENTRYPOINT, ['healthcheck'], { cwd: dir, env: e, encoding: 'utf8' }).status;
     expect(health()).toBe(1); // nothing listens yet
@@ -112,7 +118,12 @@ describe('the container image', () => {
     const port = await freePort();
     const db = await createTestDatabase();
     // KL_AUTH=on stands for what 0.0.0.0 turns on: this test listens on loopback only.
-    const e = env({ KL_DATABASE_URL: db.url, KL_LISTEN: `127.0.0.1:${port}`, KL_AUTH: 'on' });
+    const e = env({
+      KL_DATABASE_URL: db.url,
+      KL_LISTEN: `127.0.0.1:${port}`,
+      KL_AUTH: 'on',
+      ...(await grpc()),
+    });
     const run = (args: string[]) =>
       spawnSync(ENTRYPOINT, args, { cwd: dir, env: e, encoding: 'utf8', timeout: 120_000 });
     try {

@@ -35,8 +35,8 @@ export class Notifier {
   ): Promise<void> {
     if (this.closed || signal?.aborted) return;
     await this.ensureListening(channel).catch(() => undefined);
-    // Aborted while the LISTEN was set up: its event has fired already.
-    if (signal?.aborted) return;
+    // Closed or aborted while the LISTEN was set up: its wake-up has passed.
+    if (this.closed || signal?.aborted) return;
     if (since !== undefined && this.mark(channel) !== since) return;
     await new Promise<void>((resolve) => {
       const set = this.waiters.get(channel) ?? new Set();
@@ -79,14 +79,18 @@ export class Notifier {
   }
 
   private async connect(): Promise<void> {
-    if (!this.client) {
+    if (!this.client && !this.closed) {
       this.connecting ??= (async () => {
         const client = new Client({ connectionString: this.url });
         client.on('error', () => this.reset());
         client.on('end', () => this.reset());
         client.on('notification', (msg) => this.wake(msg.channel));
         await client.connect();
-        this.client = client;
+        // Closed while the connection was being opened (a hint sent just
+        // before a one-shot command ends): kept, it would hold the process
+        // open for ever.
+        if (this.closed) await client.end().catch(() => undefined);
+        else this.client = client;
       })().finally(() => (this.connecting = null));
       await this.connecting;
     }
@@ -102,11 +106,15 @@ export class Notifier {
     this.listening.clear();
   }
 
+  /** Resolves once no connection is left open, one still being opened included. */
   async close(): Promise<void> {
     this.closed = true;
     for (const set of this.waiters.values()) for (const w of [...set]) w();
     const client = this.client;
     this.reset();
-    await client?.end().catch(() => undefined);
+    await Promise.all([
+      client?.end().catch(() => undefined),
+      this.connecting?.catch(() => undefined),
+    ]);
   }
 }
