@@ -91,6 +91,11 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   private readonly kicks = new Set<() => void>();
   private readonly analyzing = new Set<string>();
   private readonly analyzeAgain = new Set<string>();
+  /**
+   * Projectors a writer of this process is catching up (waitForPosition),
+   * with how many writers: the projector's loop stands aside meanwhile.
+   */
+  private readonly catchingUp = new Map<string, number>();
   private readonly halts = new Map<string, ProjectionHalt>();
   /** The last passing failure logged per projector, so a flapping database logs once. */
   private readonly failing = new Map<string, string>();
@@ -155,6 +160,14 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
           this.notifier.wait(MAINTENANCE_CHANNEL, this.recheckMs, wake),
         );
         if (!signal.aborted) await this.recheck(projector);
+        continue;
+      }
+      if (this.catchingUp.has(projector.name)) {
+        // A writer is applying these very events in big batches: a batch of
+        // the loop's size in between would wait for its lock, then cut the
+        // commit into one more transaction (and, for a first commit, a run
+        // of opens too short for COPY).
+        await this.idle(signal, (wake) => this.events.waitForAppend(250, wake));
         continue;
       }
       let applied = 0;
@@ -481,8 +494,15 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
             .map(async (p) => {
               const counted = { handled: 0 };
               bulk.set(p, counted);
-              while ((await this.runBatch(p, CATCH_UP_BATCH, counted)) === CATCH_UP_BATCH) {
-                /* keep going until this projector is caught up */
+              this.catchingUp.set(p.name, (this.catchingUp.get(p.name) ?? 0) + 1);
+              try {
+                while ((await this.runBatch(p, CATCH_UP_BATCH, counted)) === CATCH_UP_BATCH) {
+                  /* keep going until this projector is caught up */
+                }
+              } finally {
+                const left = this.catchingUp.get(p.name)! - 1;
+                if (left > 0) this.catchingUp.set(p.name, left);
+                else this.catchingUp.delete(p.name);
               }
             }),
         );
