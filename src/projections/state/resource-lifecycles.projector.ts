@@ -18,9 +18,10 @@ const RESOURCE_COLUMNS = `state_id uuid, address text, resource_address text, mo
 const RESOURCE_COLUMN_LIST = RESOURCE_COLUMNS.split(',').map((c) => c.trim().split(/\s+/));
 const RESOURCE_NAMES = RESOURCE_COLUMN_LIST.map(([name]) => name).join(', ');
 
-// Opens of at least this many rows go through COPY (see `open`). A loop's
-// batch of 500 events that starts a first commit holds 499 opens, which the
-// recordset statement took 20 times as long per row as COPY.
+// Opens of at least this many rows go through COPY (see `open`). A batch of
+// 500 events that starts a first commit holds 499 opens: the recordset
+// statement took 1.3-1.4 s for them where COPY took 0.3-0.6 s for 5,000 rows
+// under the same load (docs/performance.md, wave 10).
 const COPY_ROWS = 100;
 
 /**
