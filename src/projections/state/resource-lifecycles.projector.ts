@@ -20,7 +20,7 @@ const RESOURCE_NAMES = RESOURCE_COLUMN_LIST.map(([name]) => name).join(', ');
 
 // Opens of at least this many rows go through COPY (see `open`). A batch of
 // 500 events that starts a first commit holds 499 opens: the recordset
-// statement took 1.3-1.4 s for them where COPY took 0.3-0.6 s for 5,000 rows
+// statement took 1.3-1.4 s for them where COPY took 0.2-0.7 s for 5,000 rows
 // under the same load (docs/performance.md, wave 10).
 const COPY_ROWS = 100;
 
