@@ -32,7 +32,7 @@ const ANALYZE_AFTER = 2000;
 // transaction of its own that re-reads the checkpoint.
 const CATCH_UP_BATCH = 5000;
 // Namespace for the per-projector advisory locks (pg_advisory_xact_lock(int, int)).
-const LOCK_NAMESPACE = 7_300_422;
+export const LOCK_NAMESPACE = 7_300_422;
 // In that namespace: the session lock one rebuild holds from start to end.
 const REBUILD_LOCK = 'kl:rebuild';
 // A rebuild's own batches lock the shadow copies, never the live projector.
@@ -91,6 +91,11 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   private readonly kicks = new Set<() => void>();
   private readonly analyzing = new Set<string>();
   private readonly analyzeAgain = new Set<string>();
+  /**
+   * Projectors a writer of this process is catching up (waitForPosition),
+   * with how many writers: the projector's loop stands aside meanwhile.
+   */
+  private readonly catchingUp = new Map<string, number>();
   private readonly halts = new Map<string, ProjectionHalt>();
   /** The last passing failure logged per projector, so a flapping database logs once. */
   private readonly failing = new Map<string, string>();
@@ -157,9 +162,17 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         if (!signal.aborted) await this.recheck(projector);
         continue;
       }
+      if (this.catchingUp.has(projector.name)) {
+        // A writer is applying these very events in big batches: a batch of
+        // the loop's size in between would wait for its lock, then cut the
+        // commit into one more transaction (and, for a first commit, a run
+        // of opens too short for COPY).
+        await this.idle(signal, (wake) => this.events.waitForAppend(250, wake));
+        continue;
+      }
       let applied = 0;
       try {
-        applied = await this.runBatch(projector);
+        applied = await this.runBatch(projector, BATCH, undefined, true);
         backoff = 0;
         if (this.failing.delete(projector.name)) {
           this.logger.info({ projector: projector.name }, 'projection batches succeed again');
@@ -234,13 +247,20 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * ProjectionHaltedError when the projector is (or now becomes) halted.
    * `bulk`, when given, counts the events the batch handled instead of
    * refreshing statistics after a big batch: the caller does that once, when
-   * a catch-up is over (see waitForPosition).
+   * a catch-up is over (see waitForPosition). `loop`: the projector's own
+   * loop asks, which leaves the batch to a writer of this process catching
+   * the projector up.
    */
-  async runBatch(projector: Projector, limit = BATCH, bulk?: { handled: number }): Promise<number> {
+  async runBatch(
+    projector: Projector,
+    limit = BATCH,
+    bulk?: { handled: number },
+    loop = false,
+  ): Promise<number> {
     const halt = this.halts.get(projector.name);
     if (halt) throw new ProjectionHaltedError(halt);
     try {
-      return await this.attempt(projector, limit, bulk);
+      return await this.attempt(projector, limit, bulk, loop);
     } catch (err) {
       if (isPassing(err)) throw err;
       return this.isolate(projector, limit);
@@ -251,10 +271,17 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     projector: Projector,
     limit: number,
     bulk?: { handled: number },
+    loop = false,
   ): Promise<number> {
     // The lock goes with the BEGIN: one round trip less per batch.
     const { consumed, handled } = await this.db.transaction(
-      (tx) => this.batchIn(tx, projector, limit, null),
+      (tx) =>
+        // The loop is woken by the append itself, and may take the lock
+        // before the writer that appended starts waiting: once it holds the
+        // lock, it looks again.
+        loop && this.catchingUp.has(projector.name)
+          ? Promise.resolve({ consumed: 0, handled: 0 })
+          : this.batchIn(tx, projector, limit, null),
       lockStatement(projector.name),
     );
     if (bulk) bulk.handled += handled;
@@ -461,6 +488,23 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * write path awaits this before answering (read-your-writes on any replica).
    */
   async waitForPosition(position: LogPosition, timeoutMs = 30_000): Promise<void> {
+    // Marked before the first look, so that a loop woken by the same append
+    // leaves these events to this writer's big batches.
+    for (const p of this.projectors) {
+      this.catchingUp.set(p.name, (this.catchingUp.get(p.name) ?? 0) + 1);
+    }
+    try {
+      await this.catchUp(position, timeoutMs);
+    } finally {
+      for (const p of this.projectors) {
+        const left = this.catchingUp.get(p.name)! - 1;
+        if (left > 0) this.catchingUp.set(p.name, left);
+        else this.catchingUp.delete(p.name);
+      }
+    }
+  }
+
+  private async catchUp(position: LogPosition, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       if (await this.reached(position)) return;

@@ -2,6 +2,7 @@ import type { RecordedEvent } from '../../domain/shared/event';
 import { StateEventType } from '../../domain/state';
 import type { Queryable } from '../../infrastructure/postgres/database';
 import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
+import { copyField, copyRows } from '../../infrastructure/postgres/copy-rows';
 import { Projector } from '../projector';
 import { ResourceAddresses } from './lifecycle-row';
 import { asStateEvent } from './state-event';
@@ -28,6 +29,14 @@ type Change =
     };
 
 const key = (stateId: string, address: string) => `${stateId}\u0000${address}`;
+
+// Sources written in one batch from which COPY pays (a first commit's).
+const COPY_ROWS = 500;
+
+/** A text[] literal: every element quoted, its quotes and backslashes escaped. */
+function textArrayLiteral(items: readonly string[]): string {
+  return `{${items.map((t) => `"${t.replace(/["\\]/g, '\\$&')}"`).join(',')}}`;
+}
 
 /**
  * `resource_edges`: the live dependency edges between resource addresses,
@@ -79,6 +88,7 @@ export class ResourceEdgesProjector implements Projector {
     if (changes.length === 0) return;
 
     const sources = await this.sources(tx, changes);
+    const stored = sources.size;
     const changed = new Set<string>();
     const counts = new Map<string, { state_id: string; from: string; to: string; n: number }>();
     const count = (stateId: string, from: string, deps: string[], n: number) => {
@@ -116,7 +126,28 @@ export class ResourceEdgesProjector implements Projector {
       changed.add(k);
     }
 
-    if (changed.size > 0) {
+    if (changed.size >= COPY_ROWS && stored === 0) {
+      // None of these addresses has a row (read under this projector's
+      // lock): a first commit's sources are all new, so they are streamed
+      // with COPY instead of planned and decoded as one big recordset.
+      await copyRows(
+        tx,
+        'resource_edge_sources',
+        ['state_id', 'address', 'version', 'from_resource_address', 'dependencies'],
+        (function* () {
+          for (const k of changed) {
+            const s = sources.get(k)!;
+            yield [
+              s.state_id,
+              copyField(s.address),
+              String(s.version),
+              copyField(s.from_resource_address),
+              copyField(s.dependencies === null ? null : textArrayLiteral(s.dependencies)),
+            ];
+          }
+        })(),
+      );
+    } else if (changed.size > 0) {
       await tx.query(
         `INSERT INTO resource_edge_sources
                 (state_id, address, version, from_resource_address, dependencies)

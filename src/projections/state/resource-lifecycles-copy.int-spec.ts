@@ -10,7 +10,7 @@ import {
 } from '../shadow-tables';
 import { ResourceLifecyclesProjector } from './resource-lifecycles.projector';
 
-const INSTANCES = 700; // more than the projector's COPY threshold (500 opens)
+const INSTANCES = 700; // more than the projector's COPY threshold (100 opens)
 const ODD = ['tab\there', 'line\nbreak\r\n', 'back\\slash \\N \\.', 'nul\u0000', '"q" \u{1F600}'];
 
 /**

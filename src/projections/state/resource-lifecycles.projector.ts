@@ -18,8 +18,11 @@ const RESOURCE_COLUMNS = `state_id uuid, address text, resource_address text, mo
 const RESOURCE_COLUMN_LIST = RESOURCE_COLUMNS.split(',').map((c) => c.trim().split(/\s+/));
 const RESOURCE_NAMES = RESOURCE_COLUMN_LIST.map(([name]) => name).join(', ');
 
-// Opens of at least this many rows go through COPY (see `open`).
-const COPY_ROWS = 500;
+// Opens of at least this many rows go through COPY (see `open`). A batch of
+// 500 events that starts a first commit holds 499 opens: the recordset
+// statement took 1.3-1.4 s for them where COPY took 0.2-0.7 s for 5,000 rows
+// under the same load (docs/performance.md, wave 10).
+const COPY_ROWS = 100;
 
 /**
  * A value as a COPY field, read the way json_to_recordset reads the same

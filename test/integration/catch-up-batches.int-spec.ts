@@ -1,0 +1,110 @@
+import { StateEventType } from '../../src/domain/state';
+import { Notifier } from '../../src/infrastructure/postgres/notifier';
+import { LOCK_NAMESPACE, ProjectionRunner } from '../../src/projections/projection-runner';
+import type { Projector } from '../../src/projections/projector';
+import { StateHarness, testDocument } from '../support/state-harness';
+import { quietLogger } from '../support/test-database';
+
+/**
+ * A writer waiting for a big commit applies it in big batches; the
+ * projector's own loop, woken meanwhile, must not cut it up with batches of
+ * its size (each one more transaction waiting for the writer's lock, and for
+ * a first commit a run of opens too short for COPY).
+ */
+describe('a writer catching up a big commit', () => {
+  let h: StateHarness;
+  let notifier: Notifier;
+  beforeAll(async () => {
+    h = await StateHarness.create();
+    notifier = new Notifier(h.db.url);
+  });
+  afterAll(async () => {
+    await notifier.close();
+    await h.close();
+  });
+
+  it('is not interleaved with the loop’s batches', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let started!: () => void;
+    const first = new Promise<void>((r) => (started = r));
+    const batches: number[] = [];
+    const spy: Projector = {
+      name: 'catch-up-spy',
+      handles: [StateEventType.LifecycleOpened],
+      tables: [],
+      async apply(events) {
+        batches.push(events.length);
+        if (batches.length === 1) {
+          started();
+          await held; // the writer's first batch holds the lock a while
+        }
+      },
+    };
+    const runner = new ProjectionRunner({
+      events: h.events,
+      db: h.db,
+      notifier,
+      logger: quietLogger,
+    }).register([spy]);
+    // 6,000 opens: two batches of the writer (5,000 events each, the first
+    // two events of the commit are not opens).
+    const instances = Array.from({ length: 6_000 }, (_, i) => ({
+      name: 'z',
+      key: i,
+      input: `${i}`,
+    }));
+    const position = await h.append(
+      h.commitCommand('catch-up', testDocument(1, instances), { source: 'import' }),
+    );
+    const caughtUp = runner.waitForPosition(position!);
+    await first;
+    runner.start(); // the loop wakes while the writer holds its first batch
+    await new Promise((r) => setTimeout(r, 500));
+    release();
+    await caughtUp;
+    await runner.stop();
+    // Before, the loop took 500 between them: [4998, 500, 502].
+    expect(batches).toHaveLength(2);
+    expect(batches[0] + batches[1]).toBe(6_000);
+  });
+  it('is left to the writer when the append wakes the loop first', async () => {
+    const batches: number[] = [];
+    const spy: Projector = {
+      name: 'catch-up-spy-2',
+      handles: [StateEventType.LifecycleOpened],
+      tables: [],
+      apply: async (events) => void batches.push(events.length),
+    };
+    const runner = new ProjectionRunner({
+      events: h.events,
+      db: h.db,
+      notifier,
+      logger: quietLogger,
+    }).register([spy]);
+    runner.start();
+    await runner.waitForPosition((await h.events.lastPosition())!); // caught up, idle
+    batches.length = 0;
+    // Another batch (another replica's) holds the projector's lock, so the
+    // loop the append wakes waits for it before the writer does.
+    const other = await h.db.pool.connect();
+    await other.query('SELECT pg_advisory_lock($1, hashtext($2))', [LOCK_NAMESPACE, spy.name]);
+    const instances = Array.from({ length: 6_000 }, (_, i) => ({
+      name: 'w',
+      key: i,
+      input: `${i}`,
+    }));
+    const position = await h.append(
+      h.commitCommand('woken', testDocument(1, instances), { source: 'import' }),
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    const caughtUp = runner.waitForPosition(position!);
+    await new Promise((r) => setTimeout(r, 100));
+    await other.query('SELECT pg_advisory_unlock($1, hashtext($2))', [LOCK_NAMESPACE, spy.name]);
+    other.release();
+    await caughtUp;
+    await runner.stop();
+    expect(batches).toHaveLength(2);
+    expect(batches[0] + batches[1]).toBe(6_000);
+  });
+});
