@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { sha256Bytes } from './canonical-hash';
 import { InstanceObjectV4, StateDocumentV4 } from './state-document';
 import { documentParts } from './state-document-text';
 
@@ -145,5 +146,5 @@ function frame(kind: number, length: number): Buffer {
 
 /** SHA-256 of an instance's served bytes, as `InstanceEncoding.digest` answers. */
 export function instanceDigest(bytes: Buffer): Buffer {
-  return createHash('sha256').update(bytes).digest();
+  return sha256Bytes(bytes);
 }

@@ -539,7 +539,14 @@ async function copyEvents(
       'transaction_id',
     ],
     (function* () {
+      // An append's events usually share one metadata object: written once.
+      let metadata: unknown;
+      let metadataField = '';
       for (const [i, e] of events.entries()) {
+        if (i === 0 || e.metadata !== metadata) {
+          metadata = e.metadata;
+          metadataField = copyJsonField(jsonText(e.metadata));
+        }
         yield [
           e.eventId,
           stream,
@@ -547,7 +554,7 @@ async function copyEvents(
           copyField(e.type),
           String(e.schemaVersion),
           copyJsonField(jsonText(e.data)),
-          copyJsonField(jsonText(e.metadata)),
+          metadataField,
           txid,
         ];
       }

@@ -1,5 +1,5 @@
 import type { RecordedEvent } from '../../domain/shared/event';
-import { ApplyCommitted, StateEventType } from '../../domain/state';
+import { ApplyCommitted, LifecycleOpened, StateEventType } from '../../domain/state';
 import type { Queryable } from '../../infrastructure/postgres/database';
 import { Projector } from '../projector';
 import { ResourceAddresses, ResourceRow, resourceRow } from './lifecycle-row';
@@ -95,6 +95,24 @@ interface Edge {
   create_serial: number;
 }
 
+/** A lifecycle to open: its event's data and the resource address it belongs to. */
+interface Opening {
+  data: LifecycleOpened['data'];
+  resourceAddress: string;
+}
+
+/** The dependency edges an opened lifecycle declares, each target once. */
+function edgesOf({ data: d, resourceAddress }: Opening): Edge[] {
+  return [...new Set(d.instance.dependencies ?? [])].map((to) => ({
+    state_id: d.stateId,
+    from_address: d.address,
+    from_resource_address: resourceAddress,
+    to_address: to,
+    create_version: d.version,
+    create_serial: d.serial,
+  }));
+}
+
 /**
  * `resources`, `resource_dependencies` and `outputs`. A first commit of a big
  * state is thousands of LifecycleOpened events, so consecutive opens (and
@@ -116,14 +134,12 @@ export class ResourceLifecyclesProjector implements Projector {
   private readonly addresses = new ResourceAddresses();
 
   async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
-    let opened: ResourceRow[] = [];
-    let edges: Edge[] = [];
+    let opened: Opening[] = [];
     let closed: Closing[] = [];
     const flush = async () => {
       if (closed.length) await this.close(tx, closed);
-      if (opened.length) await this.open(tx, opened, edges);
+      if (opened.length) await this.open(tx, opened);
       opened = [];
-      edges = [];
       closed = [];
     };
     for (const recorded of events) {
@@ -139,22 +155,14 @@ export class ResourceLifecyclesProjector implements Projector {
             serial: event.data.serial,
           });
           break;
-        case 'LifecycleOpened': {
-          const d = event.data;
-          const resourceAddress = this.addresses.of(d.resource);
-          opened.push(resourceRow(d, resourceAddress));
-          for (const to of new Set(d.instance.dependencies ?? [])) {
-            edges.push({
-              state_id: d.stateId,
-              from_address: d.address,
-              from_resource_address: resourceAddress,
-              to_address: to,
-              create_version: d.version,
-              create_serial: d.serial,
-            });
-          }
+        case 'LifecycleOpened':
+          // Rows and edges are made as they are written (see `open`): made
+          // here, thousands of them would outlive many young collections.
+          opened.push({
+            data: event.data,
+            resourceAddress: this.addresses.of(event.data.resource),
+          });
           break;
-        }
         case 'ApplyCommitted':
           await flush();
           await this.projectOutputs(tx, event.data);
@@ -194,8 +202,8 @@ export class ResourceLifecyclesProjector implements Projector {
    * back to the statements below, which ignore what exists. Both write the
    * same rows (resource-lifecycles-copy.int-spec.ts).
    */
-  private async open(tx: Queryable, rows: ResourceRow[], edges: Edge[]): Promise<void> {
-    if (rows.length >= COPY_ROWS) {
+  private async open(tx: Queryable, opened: Opening[]): Promise<void> {
+    if (opened.length >= COPY_ROWS) {
       await tx.query('SAVEPOINT kl_open_copy');
       try {
         await copyRows(
@@ -203,7 +211,10 @@ export class ResourceLifecyclesProjector implements Projector {
           'resources',
           [...RESOURCE_COLUMN_LIST.map(([name]) => name), 'instance', 'resource_extra'],
           (function* () {
-            for (const row of rows) yield RESOURCE_CELLS.map((cell) => cell(row));
+            for (const o of opened) {
+              const row = resourceRow(o.data, o.resourceAddress);
+              yield RESOURCE_CELLS.map((cell) => cell(row));
+            }
           })(),
         );
         await copyRows(
@@ -211,8 +222,8 @@ export class ResourceLifecyclesProjector implements Projector {
           'resource_dependencies',
           EDGE_COLUMNS,
           (function* () {
-            for (const e of edges) {
-              yield EDGE_COLUMNS.map((c) => cellField(e[c], false));
+            for (const o of opened) {
+              for (const e of edgesOf(o)) yield EDGE_COLUMNS.map((c) => cellField(e[c], false));
             }
           })(),
         );
@@ -223,7 +234,11 @@ export class ResourceLifecyclesProjector implements Projector {
         await tx.query('ROLLBACK TO SAVEPOINT kl_open_copy');
       }
     }
-    await this.insert(tx, rows, edges);
+    await this.insert(
+      tx,
+      opened.map((o) => resourceRow(o.data, o.resourceAddress)),
+      opened.flatMap(edgesOf),
+    );
   }
 
   private async insert(tx: Queryable, rows: ResourceRow[], edges: Edge[]): Promise<void> {
