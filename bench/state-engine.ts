@@ -26,6 +26,9 @@ import { distribution, formatInt, formatMs, verdict } from './support/stats';
  *   KL_BENCH_BASE_KL=path/kl.js  another build of kl: (c) run with it too, interleaved
  *                                with this build's (before/after of kl itself)
  *   KL_BENCH_KL_NODE_ARGS=…      node flags for the kl runs (`--cpu-prof --cpu-prof-dir=DIR`)
+ *   KL_BENCH_APPLY_REPS=0        kl apply of a state-engine plan of the change, per build of
+ *                                kl (this one and KL_BENCH_BASE_KL), interleaved: the
+ *                                apply's requests on the wire and kld's CPU during it
  *   KL_BENCH_BASE_KLD=path/kld.js another build of kld (an older checkout's dist) on a
  *                                database of its own, its exchanges interleaved with this
  *                                build's: before/after in one run
@@ -66,6 +69,7 @@ const PLAN_REPS = Number(process.env.KL_BENCH_PLAN_REPS ?? 1);
 /** Another build's kl (an older checkout's dist/src/cli/kl.js): (c) again with it, interleaved. */
 const BASE_KL = process.env.KL_BENCH_BASE_KL;
 /** Node flags for the `kl plan` runs, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`. */
+const APPLY_REPS = Number(process.env.KL_BENCH_APPLY_REPS ?? 0);
 const KL_NODE_ARGS = (process.env.KL_BENCH_KL_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
 const SLICE_TARGET_MS = 200;
 const PLAN_TARGET_RATIO = 5;
@@ -543,8 +547,93 @@ async function planThreeWays(kld: Kld, name: string, size: number, tmp: string):
           `${formatMs(min('(c-base)', cpu))} / ${formatMs(median('(c-base)', cpu))} ms`,
       );
     }
+    if (APPLY_REPS > 0) await applyOnTheLane(kld, proxy, dir, name, opts);
   } finally {
     await proxy.close();
+  }
+}
+
+/**
+ * `kl apply` of a state-engine plan of the one-resource change, with this
+ * build of kl and KL_BENCH_BASE_KL's, interleaved: each round plans a new
+ * edit of marker.tf with this build (the plan file is the same for both),
+ * then applies it with one build through the proxy. What the apply asked
+ * of kld (requests, bytes, the time of its scope and slice exchanges) and kld's CPU meanwhile.
+ */
+async function applyOnTheLane(
+  kld: Kld,
+  proxy: CountingProxy,
+  dir: string,
+  name: string,
+  opts: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number },
+): Promise<void> {
+  const builds = [['this build', KL], ...(BASE_KL ? [[`base`, BASE_KL]] : [])] as const;
+  const env = { ...opts.env, KL_PROTOCOL: 'state-engine' };
+  const runs: { build: string; exchanges: ProxiedExchange[]; kldCpu: number; wall: number }[] = [];
+  let round = 0;
+  for (let rep = 0; rep < APPLY_REPS; rep++) {
+    // The order alternates each rep, so drifting load falls on both builds alike.
+    for (const [build, kl] of rep % 2 === 0 ? builds : [...builds].reverse()) {
+      editMarker(dir, 10_000 + round++);
+      const out = path.join(dir, 'kl-plan-apply.json');
+      await mustRun(
+        'kl plan (state-engine)',
+        process.execPath,
+        [KL, '--server', proxy.url, 'plan', '-f', 'marker.tf', '--state', name, '-o', out],
+        { ...opts, env },
+      );
+      proxy.take();
+      const cpu0 = processCpuMs(kld.pid);
+      const r = await mustRun('kl apply', process.execPath, [kl, 'apply', out], {
+        ...opts,
+        env,
+      });
+      const kldCpu = processCpuMs(kld.pid) - cpu0;
+      const exchanges = proxy.take();
+      if (!/lane state-engine/.test(r.stdout + r.stderr)) {
+        throw new Error(`kl apply (${build}) did not run on the trusted lane:\n${r.stdout}`);
+      }
+      runs.push({ build, exchanges, kldCpu, wall: r.ms });
+    }
+  }
+  console.log(
+    `\n  kl apply of a state-engine plan of the change, ${APPLY_REPS} per build, interleaved:`,
+  );
+  // What the apply waits for one after the other once it holds its reservations.
+  const scopeAndSliceMs = (xs: ProxiedExchange[]) =>
+    xs
+      .filter((e) => e.path.endsWith('/scope') || e.path.endsWith('/slice'))
+      .reduce((n, e) => n + e.ms, 0);
+  const stat = (xs: number[]) => {
+    const sorted = [...xs].sort((x, y) => x - y);
+    return `${formatMs(sorted[0])} / ${formatMs(sorted[Math.floor(sorted.length / 2)])}`;
+  };
+  printTable(
+    [
+      'build',
+      'requests',
+      'bytes',
+      'scope + slice ms, min / p50',
+      'kld CPU ms, min / p50 / mean',
+      'wall ms, min / p50',
+    ],
+    builds.map(([build]) => {
+      const mine = runs.filter((r) => r.build === build);
+      const first = mine[0].exchanges;
+      return [
+        build,
+        formatInt(first.length),
+        formatInt(first.reduce((n, e) => n + e.requestBytes + e.responseBytes, 0)),
+        stat(mine.map((r) => scopeAndSliceMs(r.exchanges))),
+        // 10 ms ticks: the mean over the rounds tells what the ticks hide.
+        `${stat(mine.map((r) => r.kldCpu))} / ${formatMs(mine.reduce((n, r) => n + r.kldCpu, 0) / mine.length)}`,
+        stat(mine.map((r) => r.wall)),
+      ];
+    }),
+  );
+  for (const [build] of builds) {
+    const first = runs.find((r) => r.build === build)!;
+    console.log(`  ${build}: ${routes(first.exchanges, name)}`);
   }
 }
 

@@ -114,8 +114,9 @@ class FakeServer implements ApplyServerPort {
   reads: string[] = [];
   offer: { protocolVersion: number; operations: string[] } | null = {
     protocolVersion: 1,
-    operations: ['scope', 'slice', 'runs', 'delta-commit'],
+    operations: ['scope', 'slice', 'runs', 'delta-commit', 'scope-slice'],
   };
+  /** The scope answers, in order; the last one answers every later request. */
   scopes: EngineScope[] = [];
 
   async trunk() {
@@ -128,14 +129,24 @@ class FakeServer implements ApplyServerPort {
   async engineInstanceCount() {
     return 20_008;
   }
-  async expandScope(_state: string, candidates: EngineCandidates): Promise<EngineScope> {
-    this.reads.push(`scope ${JSON.stringify(candidates)}`);
-    const next = this.scopes.shift();
+  async expandScope(
+    _state: string,
+    candidates: EngineCandidates,
+    options?: { withSlice?: boolean },
+  ): Promise<EngineScope> {
+    this.reads.push(`scope${options?.withSlice ? '+slice' : ''} ${JSON.stringify(candidates)}`);
+    const next = this.scopes.length > 1 ? this.scopes.shift() : this.scopes[0];
     if (next === undefined) throw new Error('no scope answer queued');
-    return next;
+    // Like kld: the slice comes with the scope only when asked and proven.
+    return options?.withSlice && next.provablySafe
+      ? { ...next, slice: this.sliceOf(candidates) }
+      : next;
   }
   async slice(_state: string, candidates: EngineCandidates) {
     this.reads.push(`slice ${JSON.stringify(candidates)}`);
+    return this.sliceOf(candidates);
+  }
+  private sliceOf(candidates: EngineCandidates) {
     const wanted = new Set(candidates.addresses);
     const document = {
       ...trunk,
@@ -360,16 +371,35 @@ describe('ApplyOrchestrator', () => {
     expect(await run()).toMatchObject({ status: 'committed', lane: 'state-engine' });
     expect(server.acquired[0].lane).toBe('state-engine');
     expect(events.find((e) => e.type === 'acquired')).toMatchObject({ lane: 'state-engine' });
-    // The scope is proved again once the run holds its reservations, then sliced.
+    // The scope is proved again once the run holds its reservations, its slice in the answer.
     expect(server.reads).toEqual([
-      'scope {"addresses":["terraform_data.a"],"modulePrefixes":[]}',
-      'slice {"addresses":["terraform_data.a"],"modulePrefixes":[]}',
+      'scope+slice {"addresses":["terraform_data.a"],"modulePrefixes":[]}',
     ]);
     expect(opened[0].state.resources.map((r) => r.name)).toEqual(['a']);
     expect(server.commits).toEqual([
       expect.objectContaining({ lane: 'state-engine', deletes: [] }),
     ]);
     expect(server.commits[0].upserts.map((u) => u.address)).toEqual(['terraform_data.a']);
+  });
+
+  it('on the trusted lane with a server from before the combined exchange: the scope, then the slice', async () => {
+    const ws = new FakeWorkspace(replanOf([['terraform_data.a', ['delete', 'create']]]), {
+      ok: true,
+      state: withA('a-v2', (d) => {
+        d.resources = d.resources.filter((r) => r.name === 'a');
+      }),
+    });
+    const { server, opened, run } = setup(ws, trusted, oneFile);
+    server.offer = { protocolVersion: 1, operations: ['scope', 'slice', 'runs', 'delta-commit'] };
+    server.scopes.push(provedA);
+    expect(await run()).toMatchObject({ status: 'committed', lane: 'state-engine' });
+    // The answer asked beside the offer is dropped; the offer says how to ask.
+    expect(server.reads).toEqual([
+      'scope+slice {"addresses":["terraform_data.a"],"modulePrefixes":[]}',
+      'scope {"addresses":["terraform_data.a"],"modulePrefixes":[]}',
+      'slice {"addresses":["terraform_data.a"],"modulePrefixes":[]}',
+    ]);
+    expect(opened[0].state.resources.map((r) => r.name)).toEqual(['a']);
   });
 
   it('reserves and runs nothing for a plan without changes', async () => {

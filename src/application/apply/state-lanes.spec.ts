@@ -258,34 +258,76 @@ describe('the lanes of kl plan and kl apply', () => {
     read: ['terraform_data.base', 'terraform_data.support'],
   };
 
-  it("kl apply reads the plan's lane again: the slice on the trusted lane, the trunk otherwise", async () => {
+  it("kl apply reads the plan's lane again: the scope with its slice in one exchange on the trusted lane, the trunk otherwise", async () => {
     const s = server();
     expect(
       (await laneState(s, 'state-engine', 'st', FOOTPRINT, planned)).slice.resources,
     ).toHaveLength(1);
     expect((await laneState(s, 'full', 'st', FOOTPRINT, planned)).slice.resources).toHaveLength(1);
+    expect(s.reads).toEqual(['scope+slice terraform_data.app,terraform_data.support', 'trunk']);
+  });
+
+  it('kl apply on a server without the combined exchange drops the early answer: the scope, then the slice', async () => {
+    const s = server({ offer: SEPARATE, sliceUnproven: true });
+    const state = await laneState(s, 'state-engine', 'st', FOOTPRINT, planned);
+    expect(state).toMatchObject({ lane: 'state-engine', version: 7 });
     expect(s.reads).toEqual([
+      'scope+slice terraform_data.app,terraform_data.support',
       'scope terraform_data.app,terraform_data.support',
       'slice terraform_data.app,terraform_data.support',
-      'trunk',
     ]);
   });
 
-  it('kl apply proves the scope again: one no longer provable is refused before any slice', async () => {
+  it('kl apply refuses when the server no longer offers the lane: nothing read but the early scope', async () => {
+    const s = server({ offer: null });
+    await expect(laneState(s, 'state-engine', 'st', FOOTPRINT, planned)).rejects.toThrow(
+      /no longer offers the state-engine lane this plan was made for: nothing applied; run kl plan again/,
+    );
+    expect(s.reads).toEqual(['scope+slice terraform_data.app,terraform_data.support']);
+  });
+
+  it('kl apply proves the scope again: one no longer provable is refused, its slice (if any came) unused', async () => {
     const s = server({
       scopes: [
         { ...safe, provablySafe: false, reasons: ['terraform_data.gone is not in this state'] },
       ],
+      sliceUnproven: true,
     });
     const refused = laneState(s, 'state-engine', 'st', FOOTPRINT, planned);
     await expect(refused).rejects.toThrow(DomainError);
     await expect(refused).rejects.toThrow(
       /can no longer prove the scope safe \(terraform_data.gone is not in this state\): nothing applied; run kl plan again/,
     );
-    expect(s.reads.some((r) => r.startsWith('slice'))).toBe(false);
+    expect(s.reads).toEqual(['scope+slice terraform_data.app,terraform_data.support']);
+    // The same on a server that answers scope, then slice: no slice is asked.
+    const separate = server({
+      offer: SEPARATE,
+      scopes: [{ ...safe, provablySafe: false, reasons: ['terraform_data.gone is gone'] }],
+    });
+    await expect(laneState(separate, 'state-engine', 'st', FOOTPRINT, planned)).rejects.toThrow(
+      /can no longer prove the scope safe/,
+    );
+    expect(separate.reads.some((r) => r.startsWith('slice'))).toBe(false);
   });
 
-  it('kl apply refuses a scope that grew past what the run reserved', async () => {
+  it('kl apply asks again when the slice is not of the version the scope was proven at, and gives up after three', async () => {
+    const s = server({ sliceVersions: [8, 7] });
+    expect(await laneState(s, 'state-engine', 'st', FOOTPRINT, planned)).toMatchObject({
+      lane: 'state-engine',
+      version: 7,
+    });
+    expect(s.reads).toEqual([
+      'scope+slice terraform_data.app,terraform_data.support',
+      'scope+slice terraform_data.app,terraform_data.support',
+    ]);
+    const moving = server({ sliceVersions: [8, 9, 10] });
+    await expect(laneState(moving, 'state-engine', 'st', FOOTPRINT, planned)).rejects.toThrow(
+      /the state kept changing between scope expansion and slice: nothing applied; run kl apply again/,
+    );
+    expect(moving.reads).toHaveLength(3);
+  });
+
+  it('kl apply refuses a scope that grew past what the run reserved, though its slice came with it', async () => {
     const grown: EngineScope = {
       ...safe,
       reservations: { ...safe.reservations, read: ['terraform_data.base', 'terraform_data.new'] },
@@ -294,6 +336,13 @@ describe('the lanes of kl plan and kl apply', () => {
     await expect(laneState(s, 'state-engine', 'st', FOOTPRINT, planned)).rejects.toThrow(
       /the scope grew since the plan \(terraform_data.new not reserved by this run\)/,
     );
+    expect(s.reads).toEqual(['scope+slice terraform_data.app,terraform_data.support']);
+    // On a server that answers scope, then slice, the slice is not even asked.
+    const separate = server({ offer: SEPARATE, scopes: [grown] });
+    await expect(laneState(separate, 'state-engine', 'st', FOOTPRINT, planned)).rejects.toThrow(
+      /the scope grew since the plan/,
+    );
+    expect(separate.reads.some((r) => r.startsWith('slice'))).toBe(false);
     // A glob the run holds covers it.
     const wide = { ...planned, read: [...planned.read, '*'] };
     const ok = await laneState(server({ scopes: [grown] }), 'state-engine', 'st', FOOTPRINT, wide);

@@ -5,7 +5,13 @@ import { DomainError } from '../../domain/shared/domain-error';
 import { globCovers, parseAddressGlob } from '../../domain/reservations';
 import { parseInstanceAddress } from '../../domain/terraform/instance-address';
 import type { StateDocumentV4 } from '../../domain/terraform/state-document';
-import { ApplyServerPort, EngineCandidates, EngineOffer } from './apply-server.port';
+import {
+  ApplyServerPort,
+  EngineCandidates,
+  EngineOffer,
+  EngineScope,
+  EngineSlice,
+} from './apply-server.port';
 
 /**
  * The two lanes `kl plan` and `kl apply` run on (ADR 0029 D8), as one
@@ -69,9 +75,75 @@ async function fullTrunk(
 }
 
 /**
+ * The scope expansion asked with its slice beside the offer, by a caller
+ * that knows the server has the lane (protocol state-engine, or kl apply of
+ * a trusted plan): the offer still decides whether the answer is used.
+ */
+function scopeBesideOffer(
+  server: ApplyServerPort,
+  state: string,
+  candidates: EngineCandidates,
+): Promise<EngineScope> {
+  const early = server.expandScope(state, candidates, { withSlice: true });
+  early.catch(() => undefined); // awaited when the offer lists scope-slice; dropped otherwise
+  return early;
+}
+
+/** A scope the server proved safe with its slice of one version, or why there is none. */
+type ProvenSlice =
+  | { kind: 'sliced'; expanded: EngineScope; slice: EngineSlice }
+  | { kind: 'unproven'; expanded: EngineScope }
+  | { kind: 'changing'; expanded: EngineScope };
+
+/**
+ * The one way kl plan and kl apply get a proven scope's slice: in one
+ * exchange when the offer lists `scope-slice` (the first answer may already
+ * be on its way, `early`), else the scope, then the slice. Only a proven
+ * scope's slice is used, and only of the version it was proven at: a slice
+ * of another version means asking again, twice at most. `admit` may refuse
+ * a proven scope (by throwing) before its slice is fetched or used.
+ */
+async function provenSlice(
+  server: ApplyServerPort,
+  state: string,
+  candidates: EngineCandidates,
+  offered: EngineOffer,
+  early: Promise<EngineScope> | null,
+  admit: (expanded: EngineScope) => void = () => undefined,
+): Promise<ProvenSlice> {
+  const combined = offered.operations.includes(SCOPE_WITH_SLICE);
+  for (let attempt = 1; ; attempt++) {
+    const expanded = await (attempt === 1 && combined && early !== null
+      ? early
+      : server.expandScope(state, candidates, { withSlice: combined }));
+    if (!expanded.provablySafe) return { kind: 'unproven', expanded };
+    admit(expanded);
+    const slice = expanded.slice ?? (await server.slice(state, candidates));
+    if (slice.version === expanded.version) return { kind: 'sliced', expanded, slice };
+    if (attempt >= 3) return { kind: 'changing', expanded };
+  }
+}
+
+function planScope(expanded: EngineScope): PlanScope {
+  return {
+    provablySafe: expanded.provablySafe,
+    unresolved: expanded.unresolved.map((u) => ({
+      candidate: u.candidate,
+      classification: u.classification,
+    })),
+    closure: expanded.closure.map((c) => ({
+      address: c.address,
+      direction: c.direction,
+      via: c.via,
+    })),
+    slice: null,
+  };
+}
+
+/**
  * `kl plan`'s lane. With protocol http, the full-trunk lane. Otherwise the
  * server expands the scope of the `-f` footprint; only when it proves the
- * scope safe does kl fetch just that slice and plan for the trusted lane.
+ * scope safe does kl take just that slice and plan for the trusted lane.
  * When it cannot, kl falls back to the full-trunk lane and says why. `auto`
  * takes the state-engine lane only when the server's metadata offers it;
  * `state-engine` asked of a server without it is a configuration error.
@@ -90,13 +162,12 @@ export async function chooseLane(
     scope,
   });
   if (protocol === 'http') return full(['protocol http: the full-trunk lane']);
-  // Protocol state-engine says the server has the lane: the scope (and with it the slice) is
-  // asked beside the offer, not after it. The offer still decides whether the answer is used.
+  const candidates = footprint === null ? null : candidatesOf(footprint);
+  // Protocol state-engine says the server has the lane: the scope is asked beside the offer.
   const early =
-    protocol === 'state-engine' && footprint !== null
-      ? server.expandScope(state, candidatesOf(footprint), { withSlice: true })
+    protocol === 'state-engine' && candidates !== null
+      ? scopeBesideOffer(server, state, candidates)
       : null;
-  early?.catch(() => undefined); // awaited below; unawaited when the offer rules it out
   const offered = await (offer ?? server.engineOffer());
   if (!offers(offered)) {
     if (protocol === 'state-engine') {
@@ -107,84 +178,66 @@ export async function chooseLane(
     }
     return full(['protocol auto: the server offers no state-engine lane, so the full-trunk lane']);
   }
-  if (footprint === null) {
+  if (candidates === null) {
     return full([
       `protocol ${protocol}: without -f the whole configuration is in scope, so the full-trunk lane`,
     ]);
   }
-  const candidates = candidatesOf(footprint);
-  // One exchange when the server answers the scope with its slice; else scope, then slice.
-  const combined = offered.operations.includes(SCOPE_WITH_SLICE);
   // The state's instance count is metadata the plan only reports: asked beside the expansion
   // (a combined answer carries it).
-  const stateInstances = combined ? null : server.engineInstanceCount(state);
+  const stateInstances = offered.operations.includes(SCOPE_WITH_SLICE)
+    ? null
+    : server.engineInstanceCount(state);
   stateInstances?.catch(() => undefined); // awaited with the slice; unawaited when falling back
-  // The proof and the slice must be of one version: a write in between means asking again.
-  for (let attempt = 1; ; attempt++) {
-    const expanded = await (attempt === 1 && combined && early !== null
-      ? early
-      : server.expandScope(state, candidates, { withSlice: combined }));
-    const scope: PlanScope = {
-      provablySafe: expanded.provablySafe,
-      unresolved: expanded.unresolved.map((u) => ({
-        candidate: u.candidate,
-        classification: u.classification,
-      })),
-      closure: expanded.closure.map((c) => ({
-        address: c.address,
-        direction: c.direction,
-        via: c.via,
-      })),
-      slice: null,
-    };
-    if (!expanded.provablySafe) {
-      return full(
-        [
-          `protocol ${protocol}: the server cannot prove the scope safe (${expanded.reasons.join('; ')}), so kl falls back to the full-trunk lane`,
-        ],
-        scope,
-      );
-    }
-    // Only a proven scope's slice is used, and only with the version it was proven at.
-    const slice = expanded.slice ?? (await server.slice(state, candidates));
-    if (slice.version !== expanded.version && attempt < 3) continue;
-    if (slice.version !== expanded.version) {
-      return full(
-        [
-          `protocol ${protocol}: the state kept changing between scope expansion and slice, so kl falls back to the full-trunk lane`,
-        ],
-        scope,
-      );
-    }
-    return {
-      lane: 'state-engine',
-      slice: slice.document,
-      version: slice.version,
-      reasons: [
-        `protocol ${protocol}: the server proved the scope safe, so the trusted state-engine lane`,
+  const proven = await provenSlice(server, state, candidates, offered, early);
+  const scope = planScope(proven.expanded);
+  if (proven.kind === 'unproven') {
+    return full(
+      [
+        `protocol ${protocol}: the server cannot prove the scope safe (${proven.expanded.reasons.join('; ')}), so kl falls back to the full-trunk lane`,
       ],
-      scope: {
-        ...scope,
-        slice: {
-          instances: countInstances(slice.document),
-          bytes: slice.bytes,
-          stateInstances:
-            expanded.instanceCount ?? (await (stateInstances ?? server.engineInstanceCount(state))),
-        },
-      },
-      serverReservations: expanded.reservations,
-    };
+      scope,
+    );
   }
+  if (proven.kind === 'changing') {
+    return full(
+      [
+        `protocol ${protocol}: the state kept changing between scope expansion and slice, so kl falls back to the full-trunk lane`,
+      ],
+      scope,
+    );
+  }
+  const { expanded, slice } = proven;
+  return {
+    lane: 'state-engine',
+    slice: slice.document,
+    version: slice.version,
+    reasons: [
+      `protocol ${protocol}: the server proved the scope safe, so the trusted state-engine lane`,
+    ],
+    scope: {
+      ...scope,
+      slice: {
+        instances: countInstances(slice.document),
+        bytes: slice.bytes,
+        stateInstances:
+          expanded.instanceCount ?? (await (stateInstances ?? server.engineInstanceCount(state))),
+      },
+    },
+    serverReservations: expanded.reservations,
+  };
 }
 
 /**
  * `kl apply`'s state: the lane its plan chose, read again at the current
- * version. The trusted lane is taken only on a scope the server proves safe
- * now, not only when it was planned: the state may have changed since (a
- * dependency removed, a new dependent), so the scope is expanded again and
- * must still be provable, and everything it now reserves must be among
- * what the run holds (`reserved`: the plan's reservations). Otherwise
- * nothing is applied and kl says to plan again.
+ * version (the plan file keeps no slice). The trusted lane is taken only on
+ * a scope the server proves safe now, not only when it was planned: the
+ * state may have changed since (a dependency removed, a new dependent), so
+ * the scope is expanded again and must still be provable, and everything it
+ * now reserves must be among what the run holds (`reserved`: the plan's
+ * reservations). Otherwise nothing is applied and kl says to plan again.
+ * The plan found the lane on this server, so the scope with its slice is
+ * asked beside the offer, as kl plan does with protocol state-engine.
  */
 export async function laneState(
   server: ApplyServerPort,
@@ -194,15 +247,17 @@ export async function laneState(
   reserved: { write: string[]; read: string[] } = { write: [], read: [] },
 ): Promise<LaneState> {
   if (lane === 'full' || footprint === null) return fullTrunk(server, state, footprint);
-  for (let attempt = 1; ; attempt++) {
-    const expanded = await server.expandScope(state, candidatesOf(footprint));
-    if (!expanded.provablySafe) {
-      throw new DomainError(
-        SCOPE_CHANGED,
-        `the server can no longer prove the scope safe (${expanded.reasons.join('; ')}): nothing applied; run kl plan again`,
-      );
-    }
-    const held = [...reserved.write, ...reserved.read];
+  const candidates = candidatesOf(footprint);
+  const early = scopeBesideOffer(server, state, candidates);
+  const offered = await server.engineOffer();
+  if (!offers(offered)) {
+    throw new DomainError(
+      SCOPE_CHANGED,
+      'the server no longer offers the state-engine lane this plan was made for: nothing applied; run kl plan again',
+    );
+  }
+  const held = [...reserved.write, ...reserved.read];
+  const proven = await provenSlice(server, state, candidates, offered, early, (expanded) => {
     const uncovered = [...expanded.reservations.write, ...expanded.reservations.read].filter(
       (a) => !held.some((g) => g === a || covers(g, a)),
     );
@@ -212,17 +267,20 @@ export async function laneState(
         `the scope grew since the plan (${uncovered.slice(0, 5).join(', ')}${uncovered.length > 5 ? ` and ${uncovered.length - 5} more` : ''} not reserved by this run): nothing applied; run kl plan again`,
       );
     }
-    const slice = await server.slice(state, candidatesOf(footprint));
-    if (slice.version === expanded.version) {
-      return { lane, slice: slice.document, version: slice.version };
-    }
-    if (attempt >= 3) {
-      throw new DomainError(
-        SCOPE_CHANGED,
-        'the state kept changing between scope expansion and slice: nothing applied; run kl apply again',
-      );
-    }
+  });
+  if (proven.kind === 'unproven') {
+    throw new DomainError(
+      SCOPE_CHANGED,
+      `the server can no longer prove the scope safe (${proven.expanded.reasons.join('; ')}): nothing applied; run kl plan again`,
+    );
   }
+  if (proven.kind === 'changing') {
+    throw new DomainError(
+      SCOPE_CHANGED,
+      'the state kept changing between scope expansion and slice: nothing applied; run kl apply again',
+    );
+  }
+  return { lane, slice: proven.slice.document, version: proven.slice.version };
 }
 
 /** A stale scope is a stale plan. */
