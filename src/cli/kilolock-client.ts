@@ -276,10 +276,6 @@ export class KilolockClient {
     return this.json('GET', `/v1/engine/states/${statePath(state)}`);
   }
 
-  engineScope(state: string, candidates: EngineCandidates): Promise<EngineScope> {
-    return this.json('POST', `/v1/engine/states/${statePath(state)}/scope`, { json: candidates });
-  }
-
   /** A slice document (numbers exact) and the version it was read at. */
   async engineSlice(
     state: string,
