@@ -150,6 +150,8 @@ interface Appended {
 
 export class PostgresEventStore implements EventStore {
   private readonly held: HeldAppends;
+  /** Confirmations of held appends being asked now (readAppended), by question. */
+  private readonly confirming = new Map<string, Promise<boolean>>();
 
   constructor(
     private readonly db: Database,
@@ -230,25 +232,36 @@ export class PostgresEventStore implements EventStore {
       // The held append is the log's next only once readAll would return its
       // first event next: the same query, the same horizon. Then every event
       // of its transaction follows in order (they are all held), none between.
-      const { rows } = await this.db.pool.query<{ txid: string; global_position: string }>(
-        `SELECT transaction_id::text AS txid, global_position FROM kl_events
-          WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint) AND ${COMMITTED}
-          ORDER BY transaction_id, global_position
-          LIMIT 1`,
-        [from.transactionId.toString(), from.globalPosition.toString()],
-      );
+      // Projectors catching up side by side ask the same question at once:
+      // they share one query.
       const head = next[0].position;
-      if (
-        rows.length === 0 ||
-        BigInt(rows[0].txid) !== head.transactionId ||
-        BigInt(rows[0].global_position) !== head.globalPosition
-      ) {
-        return null;
+      const question = `${from.transactionId}/${from.globalPosition}/${head.globalPosition}`;
+      let answer = this.confirming.get(question);
+      if (answer === undefined) {
+        answer = this.isNext(from, head).finally(() => this.confirming.delete(question));
+        this.confirming.set(question, answer);
       }
+      if (!(await answer)) return null;
       held.confirm();
     }
     const events = next.length > limit ? next.slice(0, limit) : next;
     return types ? events.map((e) => (types.includes(e.type) ? e : { ...e, data: null })) : events;
+  }
+
+  /** Whether the log's next committed event after `from` (readAll's horizon) is `head`. */
+  private async isNext(from: LogPosition, head: LogPosition): Promise<boolean> {
+    const { rows } = await this.db.pool.query<{ txid: string; global_position: string }>(
+      `SELECT transaction_id::text AS txid, global_position FROM kl_events
+        WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint) AND ${COMMITTED}
+        ORDER BY transaction_id, global_position
+        LIMIT 1`,
+      [from.transactionId.toString(), from.globalPosition.toString()],
+    );
+    return (
+      rows.length === 1 &&
+      BigInt(rows[0].txid) === head.transactionId &&
+      BigInt(rows[0].global_position) === head.globalPosition
+    );
   }
 
   heldAppend(transactionId: bigint): readonly RecordedEvent[] | null {
