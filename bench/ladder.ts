@@ -32,6 +32,7 @@ import { terraformEnv } from './support/terraform-env';
  *   npm run bench:ladder
  *   KL_BENCH_SIZES=1000,10000,20000,100000   instances (approximately: 2 × size + 8)
  *   KL_BENCH_DELTAS=10  KL_BENCH_GET_REPS=5  KL_BENCH_SKIP_TERRAFORM=1
+ *   KL_BENCH_PUSH_REPS=5   pushes of the next serial per backend (median)
  *   KL_BENCH_DATABASE_URL=postgres://…  (else one embedded PostgreSQL for the run)
  *   KL_BENCH_KLD=path/to/kld.js         another build of kld (e.g. an older checkout's dist)
  */
@@ -43,6 +44,7 @@ const SIZES = (process.env.KL_BENCH_SIZES ?? '1000,10000,20000,100000')
 const DELTAS = Number(process.env.KL_BENCH_DELTAS ?? 10);
 const GET_REPS = Number(process.env.KL_BENCH_GET_REPS ?? 5);
 const SKIP_TERRAFORM = process.env.KL_BENCH_SKIP_TERRAFORM === '1';
+const PUSH_REPS = Math.max(1, Number(process.env.KL_BENCH_PUSH_REPS ?? 5));
 const ROOT = path.resolve(__dirname, '../..');
 const KLD = process.env.KL_BENCH_KLD ?? path.join(ROOT, 'dist/src/kld.js');
 
@@ -199,7 +201,7 @@ async function rung(
     Object.assign(cells, peaks.cells());
 
     if (!SKIP_TERRAFORM) {
-      const tf = await terraformPushes(dir, serverUrl, kld.url, big.text, current);
+      const tf = await terraformPushes(dir, serverUrl, kld, big.text, current);
       cells.push = tf.first;
       cells.pushNext = tf.next;
     }
@@ -230,7 +232,7 @@ const COLUMNS: [string, string][] = [
   ['rss-rebuild', '  during rebuild'],
   ['rss-end', '  resident after rebuild'],
   ['push', 'state push -force, empty (pg)'],
-  ['pushNext', 'state push -force, next serial (pg)'],
+  ['pushNext', 'state push -force, next serial, median (pg)'],
 ];
 
 function printLadder(rungs: Rung[]): void {
@@ -310,14 +312,17 @@ class PhasePeaks {
 }
 
 /**
- * `terraform state push -force` of the document into an empty workspace and
- * of the next serial (changed instances) over it, to the pg backend and to
- * kld's http backend, alternating, same file each.
+ * `terraform state push -force` of the document into an empty workspace, then
+ * PUSH_REPS pushes of the next serial over it (one more instance changed each
+ * time), to the pg backend and to kld's http backend, taking turns. A single
+ * push of a small state is a few tens of milliseconds of work among
+ * terraform's own start-up: the median of several is the figure, with kld's
+ * CPU per push beside it.
  */
 async function terraformPushes(
   dir: string,
   serverUrl: string,
-  kldUrl: string,
+  kld: { url: string; pid: number },
   first: string,
   next: string,
 ): Promise<{ first: string; next: string }> {
@@ -332,28 +337,43 @@ async function terraformPushes(
   conn.searchParams.set('sslmode', 'disable');
   const backends = {
     pg: `terraform {\n  backend "pg" {\n    conn_str = ${JSON.stringify(conn.toString())}\n  }\n}\n`,
-    http: `terraform {\n${httpBackend(kldUrl, 'bench/terraform-http')}}\n`,
+    http: `terraform {\n${httpBackend(kld.url, 'bench/terraform-http')}}\n`,
   };
-  const firstFile = path.join(dir, 'push-1.tfstate');
-  const nextFile = path.join(dir, 'push-2.tfstate');
-  fs.writeFileSync(firstFile, first);
-  fs.writeFileSync(nextFile, next);
-  const ms: Record<string, number[]> = { pg: [], http: [] };
+  const file = path.join(dir, 'push.tfstate');
+  const ms: Record<'pg' | 'http', number[]> = { pg: [], http: [] };
+  const kldCpu: number[] = [];
   for (const kind of ['pg', 'http'] as const) {
     const cwd = path.join(dir, `tf-${kind}`);
     fs.mkdirSync(cwd);
     fs.writeFileSync(path.join(cwd, 'main.tf'), backends[kind]);
     await terraform(cwd, env, ['init', '-input=false', '-no-color']);
   }
-  for (const f of [firstFile, nextFile]) {
+  const push = async (text: string, rep: number) => {
+    fs.writeFileSync(file, text);
     for (const kind of ['pg', 'http'] as const) {
       const cwd = path.join(dir, `tf-${kind}`);
-      ms[kind].push(await terraform(cwd, env, ['state', 'push', '-force', '-no-color', f]));
+      const cpu0 = processCpuMs(kld.pid);
+      ms[kind].push(await terraform(cwd, env, ['state', 'push', '-force', '-no-color', file]));
+      if (kind === 'http' && rep > 0) kldCpu.push(processCpuMs(kld.pid) - cpu0);
     }
+  };
+  await push(first, 0);
+  const doc = JSON.parse(next) as Doc;
+  const editable = doc.resources.flatMap((r) => r.instances).filter((i) => i.attributes);
+  for (let rep = 1; rep <= PUSH_REPS; rep++) {
+    if (rep > 1) {
+      editable[(rep * 7919) % editable.length].attributes!.kl_bench_push = rep;
+      doc.serial += 1;
+    }
+    await push(rep === 1 ? next : JSON.stringify(doc, null, 2) + '\n', rep);
   }
-  const cell = (i: number) =>
-    `${formatMs(ms.http[i])} ms (pg ${formatMs(ms.pg[i])}, ${(ms.http[i] / ms.pg[i]).toFixed(2)}×)`;
-  return { first: cell(0), next: cell(1) };
+  const firstCell = `${formatMs(ms.http[0])} ms (pg ${formatMs(ms.pg[0])}, ${(ms.http[0] / ms.pg[0]).toFixed(2)}×)`;
+  const ours = distribution(ms.http.slice(1)).p50;
+  const theirs = distribution(ms.pg.slice(1)).p50;
+  const nextCell =
+    `${formatMs(ours)} ms (pg ${formatMs(theirs)}, ${(ours / theirs).toFixed(2)}×; ` +
+    `${PUSH_REPS} each, kld CPU ${formatMs(distribution(kldCpu).p50)} ms)`;
+  return { first: firstCell, next: nextCell };
 }
 
 function terraform(cwd: string, env: NodeJS.ProcessEnv, args: string[]): Promise<number> {

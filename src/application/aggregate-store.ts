@@ -197,6 +197,7 @@ export class AggregateStore<C, S, E extends DomainEvent> {
 
   private async load(streamId: string): Promise<Loaded<S>> {
     let base = this.cache.get(streamId);
+    const warm = base !== undefined;
     if (!base) {
       base = (await this.fromSnapshot(streamId)) ?? {
         state: this.decider.initialState(),
@@ -206,7 +207,13 @@ export class AggregateStore<C, S, E extends DomainEvent> {
     }
     const fromRevision = base.revision === null ? 0n : base.revision + 1n;
     const tail = await this.events.readStream(streamId, { fromRevision });
-    if (tail.length === 0) return base;
+    if (tail.length === 0) {
+      // Kept warm even when nothing followed the snapshot, or when the stream
+      // does not exist yet (the quota rules' stream, read by every lock and
+      // commit): the next load reads only the tail, not the snapshot again.
+      if (!warm) this.remember(streamId, base);
+      return base;
+    }
     let state = base.state;
     for (const e of tail) state = this.decider.evolve(state, e as unknown as E);
     const loaded = {

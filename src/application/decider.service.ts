@@ -83,7 +83,14 @@ export class DeciderService {
         probe,
       );
       decided = events;
-      await awaitReadModels(this.props.sync, readAt, () => spec.done(command, state));
+      // What it appended needs only the read models its event types feed; a
+      // command that appended nothing (a retry) waits for all of them.
+      await awaitReadModels(
+        this.props.sync,
+        readAt,
+        () => spec.done(command, state),
+        events.length > 0 ? [...new Set(events.map((e) => e.type))] : undefined,
+      );
       outcome = events.length > 0 ? 'decided' : 'unchanged';
       return { events, state };
     } catch (err) {

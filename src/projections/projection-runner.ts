@@ -273,16 +273,17 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     bulk?: { handled: number },
     loop = false,
   ): Promise<number> {
-    // The lock goes with the BEGIN: one round trip less per batch.
+    // The lock and the read of the checkpoint go with the BEGIN: two round
+    // trips less per batch.
     const { consumed, handled } = await this.db.transaction(
-      (tx) =>
+      (tx, [, checkpoint]) =>
         // The loop is woken by the append itself, and may take the lock
         // before the writer that appended starts waiting: once it holds the
         // lock, it looks again.
         loop && this.catchingUp.has(projector.name)
           ? Promise.resolve({ consumed: 0, handled: 0 })
-          : this.batchIn(tx, projector, limit, null),
-      lockStatement(projector.name),
+          : this.batchIn(tx, projector, limit, checkpointOf(checkpoint.rows, projector.name)),
+      `${lockStatement(projector.name)}; ${checkpointQuery(escapeLiteral(projector.name))}`,
     );
     if (bulk) bulk.handled += handled;
     else if (handled >= ANALYZE_AFTER) this.analyzeSoon(projector);
@@ -424,11 +425,15 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     tx: PoolClient,
     projector: Projector,
     limit: number,
-    /** The advisory lock to take first; null when `tx` holds it already. */
-    lock: string | null = projector.name,
+    /**
+     * The advisory lock to take first, or, when `tx` holds it already, the
+     * checkpoint it read under it.
+     */
+    lock: string | Checkpoint = projector.name,
   ): Promise<{ consumed: number; handled: number }> {
-    if (lock !== null) await tx.query(lockStatement(lock));
-    const { position: from, skips } = await readCheckpoint(tx, projector.name);
+    if (typeof lock === 'string') await tx.query(lockStatement(lock));
+    const { position: from, skips } =
+      typeof lock === 'string' ? await readCheckpoint(tx, projector.name) : lock;
     const events =
       (await this.events.readAppended(from, limit, projector.handles)) ??
       (await this.events.readAll(from, limit, projector.handles));
@@ -475,28 +480,38 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   }
 
   async reached(position: LogPosition): Promise<boolean> {
-    const cps = await this.checkpoints();
-    this.releaseAppends(cps);
-    return this.projectors.every((p) => {
-      const cp = cps.get(p.name);
-      return cp !== undefined && comparePositions(cp, position) >= 0;
-    });
+    return (await this.short(position, this.projectors)) === null;
   }
 
   /**
    * Resolves once every read model includes the event at `position`; the
    * write path awaits this before answering (read-your-writes on any replica).
+   * With `types`, the types of the events a command appended up to
+   * `position`, only the projectors that handle one of them have to get
+   * there: the others add no row for those events, so their read models
+   * show the write however far behind they are, and are left to their
+   * loops. A lock or an unlock then waits for two projectors, not all ten.
+   * A halted projector short of `position` still refuses the wait, needed
+   * or not: writes answer SERVER.LAGGING until it resumes.
    */
-  async waitForPosition(position: LogPosition, timeoutMs = 30_000): Promise<void> {
+  async waitForPosition(
+    position: LogPosition,
+    types?: readonly string[],
+    timeoutMs = 30_000,
+  ): Promise<void> {
+    const needed =
+      types === undefined
+        ? this.projectors
+        : this.projectors.filter((p) => p.handles.some((t) => types.includes(t)));
     // Marked before the first look, so that a loop woken by the same append
     // leaves these events to this writer's big batches.
-    for (const p of this.projectors) {
+    for (const p of needed) {
       this.catchingUp.set(p.name, (this.catchingUp.get(p.name) ?? 0) + 1);
     }
     try {
-      await this.catchUp(position, timeoutMs);
+      await this.catchUp(position, needed, types !== undefined, timeoutMs);
     } finally {
-      for (const p of this.projectors) {
+      for (const p of needed) {
         const left = this.catchingUp.get(p.name)! - 1;
         if (left > 0) this.catchingUp.set(p.name, left);
         else this.catchingUp.delete(p.name);
@@ -504,10 +519,22 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     }
   }
 
-  private async catchUp(position: LogPosition, timeoutMs: number): Promise<void> {
+  private async catchUp(
+    position: LogPosition,
+    needed: readonly Projector[],
+    ownEvents: boolean,
+    timeoutMs: number,
+  ): Promise<void> {
     const deadline = Date.now() + timeoutMs;
+    // A command's own events were appended just now: the projectors they
+    // feed are behind, so the first look at the checkpoints is skipped.
+    let known: { behind: Projector[]; halted: ProjectionHalt[] } | null =
+      ownEvents && needed.length > 0 ? { behind: [...needed], halted: [] } : null;
     for (;;) {
-      if (await this.reached(position)) return;
+      const first = known ?? (await this.short(position, needed));
+      known = null;
+      if (first === null) return;
+      if (first.behind.length === 0) throw new ProjectionHaltedError(first.halted[0]);
       if (Date.now() > deadline) throw new ProjectionTimeoutError(position, timeoutMs);
       // Do the work here rather than wait for a loop: the caller is blocked on
       // it. Projectors are independent (own tables, own checkpoint, own lock),
@@ -520,7 +547,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       const bulk = new Map<Projector, { handled: number }>();
       try {
         await Promise.all(
-          this.projectors
+          first.behind
             .filter((p) => !this.halts.has(p.name))
             .map(async (p) => {
               const counted = { handled: 0 };
@@ -533,21 +560,41 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       } finally {
         for (const [p, { handled }] of bulk) if (handled >= ANALYZE_AFTER) this.analyzeSoon(p);
       }
-      const cps = await this.checkpoints();
-      this.releaseAppends(cps);
-      const behind = this.projectors.filter((p) => {
-        const cp = cps.get(p.name);
-        return cp === undefined || comparePositions(cp, position) < 0;
-      });
-      if (behind.length === 0) return;
+      const after = await this.short(position, needed);
+      if (after === null) return;
       // Once only halted projectors are missing (halted at or before
       // `position`), waiting will not get them there.
-      const halts = behind.map((p) => this.halts.get(p.name));
-      if (halts.every((h) => h !== undefined && comparePositions(haltPosition(h), position) <= 0)) {
-        throw new ProjectionHaltedError(halts[0]!);
+      if (after.behind.every((p) => after.halted.some((h) => h.projector === p.name))) {
+        throw new ProjectionHaltedError(after.halted[0]);
       }
       await this.notifier.wait(CHECKPOINTS_CHANNEL, 20);
     }
+  }
+
+  /**
+   * Null when every projector of `needed` is at `position` or past it and no
+   * halted projector is short of it; else the projectors of `needed` short
+   * of it and the halts (at or before `position`) of every projector short
+   * of it. One read of the checkpoints.
+   */
+  private async short(
+    position: LogPosition,
+    needed: readonly Projector[],
+  ): Promise<{ behind: Projector[]; halted: ProjectionHalt[] } | null> {
+    const cps = await this.checkpoints();
+    this.releaseAppends(cps);
+    const isShort = (p: Projector) => {
+      const cp = cps.get(p.name);
+      return cp === undefined || comparePositions(cp, position) < 0;
+    };
+    const behind = needed.filter(isShort);
+    const halted = this.projectors.flatMap((p) => {
+      const halt = this.halts.get(p.name);
+      return halt && isShort(p) && comparePositions(haltPosition(halt), position) <= 0
+        ? [halt]
+        : [];
+    });
+    return behind.length === 0 && halted.length === 0 ? null : { behind, halted };
   }
 
   /** Every projector is past the appends up to the slowest: the event store may let them go. */
@@ -744,26 +791,40 @@ function shadowNames(tables: readonly string[]): string {
  * comes from its RETURNING (its own snapshot cannot see it), one that was
  * there from the table.
  */
-async function readCheckpoint(
-  tx: PoolClient,
-  name: string,
-): Promise<{ position: LogPosition; skips: Set<bigint> }> {
-  const { rows } = await tx.query<{ tx: string; gp: string; skips: string[] | null }>(
-    `WITH created AS (
-       INSERT INTO kl_checkpoints (projection) VALUES ($1)
+async function readCheckpoint(tx: PoolClient, name: string): Promise<Checkpoint> {
+  const { rows } = await tx.query<CheckpointRow>(checkpointQuery('$1'), [name]);
+  return checkpointOf(rows, name);
+}
+
+interface Checkpoint {
+  position: LogPosition;
+  skips: Set<bigint>;
+}
+
+interface CheckpointRow {
+  tx: string;
+  gp: string;
+  skips: string[] | null;
+}
+
+/** readCheckpoint's statement; `name`: a parameter (`$1`) or an escaped literal. */
+function checkpointQuery(name: string): string {
+  return `WITH created AS (
+       INSERT INTO kl_checkpoints (projection) VALUES (${name})
        ON CONFLICT (projection) DO NOTHING
        RETURNING transaction_id, global_position
      ), current AS (
        SELECT transaction_id, global_position FROM created
        UNION ALL
-       SELECT transaction_id, global_position FROM kl_checkpoints WHERE projection = $1
+       SELECT transaction_id, global_position FROM kl_checkpoints WHERE projection = ${name}
      )
      SELECT transaction_id::text AS tx, global_position AS gp,
             (SELECT array_agg(global_position::text) FROM kl_projection_skips
-              WHERE projection = $1) AS skips
-       FROM current`,
-    [name],
-  );
+              WHERE projection = ${name}) AS skips
+       FROM current`;
+}
+
+function checkpointOf(rows: CheckpointRow[], name: string): Checkpoint {
   // Created meanwhile by a transaction this snapshot does not see: go again.
   if (rows.length !== 1) throw new Error(`checkpoint of ${name} moved under us`);
   return {

@@ -84,6 +84,19 @@ describe('AggregateStore on PostgreSQL', () => {
     expect(reads.filter((x) => x.stream === stream).map((x) => x.from)).toEqual([20n]);
   });
 
+  it('keeps a stream that does not exist warm too: its snapshot is looked up once', async () => {
+    const stream = `counter-${randomUUID()}`;
+    const snapshots = new PostgresSnapshotStore(t.db);
+    const lookups = jest.spyOn(snapshots, 'load');
+    const warm = new AggregateStore(spy, snapshots, counter, counterOptions);
+    for (let i = 0; i < 3; i++) expect((await warm.state(stream)).total).toBe(0);
+    expect(lookups).toHaveBeenCalledTimes(1);
+    // Still read up to date: another writer creates it, and the next read sees it.
+    await store().handle(stream, { n: 2, limit: 1000 }, ctx());
+    expect((await warm.state(stream)).total).toBe(2);
+    expect(lookups).toHaveBeenCalledTimes(1);
+  });
+
   it('answers before its snapshot is written, and the snapshot is the state at its revision', async () => {
     const stream = `counter-${randomUUID()}`;
     const snapshots = new PostgresSnapshotStore(t.db);

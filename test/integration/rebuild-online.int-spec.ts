@@ -128,7 +128,7 @@ describe(`rebuilding ${INSTANCES} instances × ${VERSIONS} versions while terraf
         notifier,
         logger: quietLogger,
       }).register(allProjectors(events));
-      await runner.waitForPosition(seeded, 120_000);
+      await runner.waitForPosition(seeded, undefined, 120_000);
     } finally {
       await notifier.close();
     }

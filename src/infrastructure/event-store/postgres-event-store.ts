@@ -25,6 +25,9 @@ const EVENTS_CHANNEL = 'kl_events';
 const INSERT_CHUNK = 10_000;
 // Appends of at least this many events are streamed with COPY (copyEvents).
 const COPY_EVENTS = 1000;
+// Appends of at most this many events (a lock, an unlock, a commit of a few
+// instances) are one statement: one round trip, no BEGIN and COMMIT.
+const ONE_STATEMENT = 100;
 // The unique index on kl_events.event_id (migration 009).
 const EVENT_ID_INDEX = 'kl_events_event_id';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -147,6 +150,8 @@ interface Appended {
 
 export class PostgresEventStore implements EventStore {
   private readonly held: HeldAppends;
+  /** Confirmations of held appends being asked now (readAppended), by question. */
+  private readonly confirming = new Map<string, Promise<boolean>>();
 
   constructor(
     private readonly db: Database,
@@ -167,9 +172,10 @@ export class PostgresEventStore implements EventStore {
     checkEventIds(events);
     let appended: Appended;
     try {
-      appended = await this.db.transaction((tx) =>
-        insertEvents(tx, streamId, events, expectedRevision),
-      );
+      appended =
+        events.length > 0 && events.length <= ONE_STATEMENT
+          ? await appendInOneStatement(this.db.pool, streamId, events, expectedRevision)
+          : await this.db.transaction((tx) => insertEvents(tx, streamId, events, expectedRevision));
     } catch (err) {
       // Either way the batch may be a repeat of an append that was stored
       // (and whose answer the writer lost): then that append's result is the
@@ -226,25 +232,36 @@ export class PostgresEventStore implements EventStore {
       // The held append is the log's next only once readAll would return its
       // first event next: the same query, the same horizon. Then every event
       // of its transaction follows in order (they are all held), none between.
-      const { rows } = await this.db.pool.query<{ txid: string; global_position: string }>(
-        `SELECT transaction_id::text AS txid, global_position FROM kl_events
-          WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint) AND ${COMMITTED}
-          ORDER BY transaction_id, global_position
-          LIMIT 1`,
-        [from.transactionId.toString(), from.globalPosition.toString()],
-      );
+      // Projectors catching up side by side ask the same question at once:
+      // they share one query.
       const head = next[0].position;
-      if (
-        rows.length === 0 ||
-        BigInt(rows[0].txid) !== head.transactionId ||
-        BigInt(rows[0].global_position) !== head.globalPosition
-      ) {
-        return null;
+      const question = `${from.transactionId}/${from.globalPosition}/${head.globalPosition}`;
+      let answer = this.confirming.get(question);
+      if (answer === undefined) {
+        answer = this.isNext(from, head).finally(() => this.confirming.delete(question));
+        this.confirming.set(question, answer);
       }
+      if (!(await answer)) return null;
       held.confirm();
     }
     const events = next.length > limit ? next.slice(0, limit) : next;
     return types ? events.map((e) => (types.includes(e.type) ? e : { ...e, data: null })) : events;
+  }
+
+  /** Whether the log's next committed event after `from` (readAll's horizon) is `head`. */
+  private async isNext(from: LogPosition, head: LogPosition): Promise<boolean> {
+    const { rows } = await this.db.pool.query<{ txid: string; global_position: string }>(
+      `SELECT transaction_id::text AS txid, global_position FROM kl_events
+        WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint) AND ${COMMITTED}
+        ORDER BY transaction_id, global_position
+        LIMIT 1`,
+      [from.transactionId.toString(), from.globalPosition.toString()],
+    );
+    return (
+      rows.length === 1 &&
+      BigInt(rows[0].txid) === head.transactionId &&
+      BigInt(rows[0].global_position) === head.globalPosition
+    );
   }
 
   heldAppend(transactionId: bigint): readonly RecordedEvent[] | null {
@@ -447,6 +464,73 @@ export class PostgresEventStore implements EventStore {
   }
 }
 
+/**
+ * A small append as one statement, so one round trip and one transaction:
+ * the stream's length moves (the same condition and row lock as
+ * advanceStream) and the events are inserted after it, the same rows
+ * insertEvents writes. When the expectation does not hold nothing is
+ * inserted, and the stream's actual length is read for the error.
+ */
+async function appendInOneStatement(
+  q: Queryable,
+  streamId: string,
+  events: EventToAppend[],
+  expectedRevision: ExpectedRevision,
+): Promise<Appended> {
+  const { sql: advance, params } = advanceStatement(
+    streamId,
+    BigInt(events.length),
+    expectedRevision,
+  );
+  const n = params.length;
+  const { rows } = await q.query<{
+    length: string | null;
+    global_position: string;
+    txid: string;
+    positions: string[] | null;
+  }>(
+    `WITH advanced AS (${advance}),
+     appended AS (
+       INSERT INTO kl_events (event_id, stream_id, stream_revision, type, schema_version,
+                              data, metadata, transaction_id)
+       SELECT u.event_id, $1, a.length - $2::bigint + u.ord - 1, u.type, u.schema_version,
+              u.data::json, u.metadata::jsonb, (SELECT kl_log_xact())
+         FROM advanced a,
+              unnest($${n + 1}::uuid[], $${n + 2}::text[], $${n + 3}::int[],
+                     string_to_array($${n + 4}, chr(10)), string_to_array($${n + 5}, chr(10)))
+              WITH ORDINALITY AS u(event_id, type, schema_version, data, metadata, ord)
+        ORDER BY u.ord
+       RETURNING global_position, transaction_id, stream_revision
+     )
+     SELECT (SELECT length::text FROM advanced) AS length,
+            max(global_position) AS global_position, max(transaction_id::text) AS txid,
+            array_agg(global_position ORDER BY stream_revision) AS positions
+       FROM appended`,
+    [
+      ...params,
+      events.map((e) => e.eventId),
+      events.map((e) => e.type),
+      events.map((e) => e.schemaVersion),
+      jsonLines(events.map((e) => e.data)),
+      jsonLines(events.map((e) => e.metadata)),
+    ],
+  );
+  const [row] = rows;
+  if (row.length === null) throw await wrongRevision(q, streamId, expectedRevision);
+  if (row.positions?.length !== events.length) {
+    throw new Error(
+      `append of ${events.length} events to ${streamId} wrote ${row.positions?.length}`,
+    );
+  }
+  return {
+    result: {
+      nextExpectedRevision: BigInt(row.length) - 1n,
+      position: { transactionId: BigInt(row.txid), globalPosition: BigInt(row.global_position) },
+    },
+    positions: row.positions,
+  };
+}
+
 async function insertEvents(
   tx: PoolClient,
   streamId: string,
@@ -625,42 +709,65 @@ async function advanceStream(
   count: bigint,
   expected: ExpectedRevision,
 ): Promise<bigint> {
-  const n = count.toString();
-  let rows: { length: string }[];
-  if (expected === 'no_stream') {
-    ({ rows } = await tx.query(
-      `INSERT INTO kl_streams (stream_id, length) VALUES ($1, $2)
-       ON CONFLICT (stream_id) DO NOTHING RETURNING length`,
-      [streamId, n],
-    ));
-  } else if (expected === 'any') {
-    ({ rows } = await tx.query(
-      `INSERT INTO kl_streams (stream_id, length) VALUES ($1, $2)
-       ON CONFLICT (stream_id) DO UPDATE
-         SET length = kl_streams.length + EXCLUDED.length, updated_at = now()
-       RETURNING length`,
-      [streamId, n],
-    ));
-  } else if (expected === 'stream_exists') {
-    ({ rows } = await tx.query(
-      `UPDATE kl_streams SET length = length + $2, updated_at = now()
-        WHERE stream_id = $1 RETURNING length`,
-      [streamId, n],
-    ));
-  } else {
-    ({ rows } = await tx.query(
-      `UPDATE kl_streams SET length = length + $2, updated_at = now()
-        WHERE stream_id = $1 AND length = $3 RETURNING length`,
-      [streamId, n, (expected + 1n).toString()],
-    ));
-  }
+  const { sql, params } = advanceStatement(streamId, count, expected);
+  const { rows } = await tx.query<{ length: string }>(sql, params);
   if (rows.length === 1) return BigInt(rows[0].length);
-  const actual = await tx.query<{ length: string }>(
+  throw await wrongRevision(tx, streamId, expected);
+}
+
+/**
+ * The statement that moves the stream's length (advanceStream), returning
+ * the new length, or no row when the expectation does not hold. Parameters:
+ * $1 the stream, $2 the count, $3 the expected length (an expected revision).
+ */
+function advanceStatement(
+  streamId: string,
+  count: bigint,
+  expected: ExpectedRevision,
+): { sql: string; params: string[] } {
+  const params = [streamId, count.toString()];
+  if (expected === 'no_stream') {
+    return {
+      sql: `INSERT INTO kl_streams (stream_id, length) VALUES ($1, $2::bigint)
+            ON CONFLICT (stream_id) DO NOTHING RETURNING length`,
+      params,
+    };
+  }
+  if (expected === 'any') {
+    return {
+      sql: `INSERT INTO kl_streams (stream_id, length) VALUES ($1, $2::bigint)
+            ON CONFLICT (stream_id) DO UPDATE
+              SET length = kl_streams.length + EXCLUDED.length, updated_at = now()
+            RETURNING length`,
+      params,
+    };
+  }
+  if (expected === 'stream_exists') {
+    return {
+      sql: `UPDATE kl_streams SET length = length + $2::bigint, updated_at = now()
+             WHERE stream_id = $1 RETURNING length`,
+      params,
+    };
+  }
+  return {
+    sql: `UPDATE kl_streams SET length = length + $2::bigint, updated_at = now()
+           WHERE stream_id = $1 AND length = $3::bigint RETURNING length`,
+    params: [...params, (expected + 1n).toString()],
+  };
+}
+
+/** The error for an append whose expected revision did not hold: with the stream's actual one. */
+async function wrongRevision(
+  q: Queryable,
+  streamId: string,
+  expected: ExpectedRevision,
+): Promise<WrongExpectedRevisionError> {
+  const actual = await q.query<{ length: string }>(
     'SELECT length FROM kl_streams WHERE stream_id = $1',
     [streamId],
   );
   const actualText = actual.rows.length
     ? (BigInt(actual.rows[0].length) - 1n).toString()
     : 'no_stream';
-  throw new WrongExpectedRevisionError(streamId, String(expected), actualText);
+  return new WrongExpectedRevisionError(streamId, String(expected), actualText);
 }

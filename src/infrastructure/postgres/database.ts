@@ -1,4 +1,4 @@
-import { Pool, PoolClient, PoolConfig, QueryResultRow, types } from 'pg';
+import { Pool, PoolClient, PoolConfig, QueryResult, QueryResultRow, types } from 'pg';
 import { parseJsonExact } from '../../domain/terraform/lossless-json';
 
 /** DI token of the process's Database (the owner's pool). */
@@ -53,13 +53,19 @@ export class Database {
   /**
    * Runs `fn` in a transaction. `opening`: statements without parameters
    * (literals escaped by the caller) sent together with the BEGIN, one round
-   * trip instead of two; each still runs with its own snapshot.
+   * trip instead of two; each still runs with its own snapshot. `fn` gets
+   * their results (the BEGIN's left out), in order.
    */
-  async transaction<T>(fn: (client: PoolClient) => Promise<T>, opening?: string): Promise<T> {
+  async transaction<T>(
+    fn: (client: PoolClient, opened: QueryResult[]) => Promise<T>,
+    opening?: string,
+  ): Promise<T> {
     const client = await this.pool.connect();
     try {
-      await client.query(opening === undefined ? 'BEGIN' : `BEGIN; ${opening}`);
-      const result = await fn(client);
+      const begun = (await client.query(opening === undefined ? 'BEGIN' : `BEGIN; ${opening}`)) as
+        QueryResult | QueryResult[];
+      // Several statements answer with one result each.
+      const result = await fn(client, Array.isArray(begun) ? begun.slice(1) : []);
       await client.query('COMMIT');
       return result;
     } catch (err) {

@@ -1,0 +1,310 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import pino from 'pino';
+import { EmbeddedPostgres } from '../../src/infrastructure/postgres/embedded-postgres';
+import { openBenchDatabase } from './bench-database';
+import { sendBytes } from './http-send';
+import { KldProcess, startKld } from './kld-process';
+import { DatabaseCpuMeter, postmasterOf, processCpuMs } from './process-cpu';
+import { SyntheticState } from './state-generator';
+import { formatMs } from './stats';
+import { terraformEnv } from './terraform-env';
+
+/**
+ * Probe: what each exchange of a `terraform state push` of the next serial
+ * costs (LOCK, GET, POST of a few changed instances, UNLOCK), for one or more
+ * kld builds taking turns, each on its own database of one embedded
+ * PostgreSQL: per exchange the wall time (min / median), kld's CPU and its
+ * database's backends' CPU (totals over the rounds divided by the rounds, so
+ * 10 ms ticks average out), and, from a first round of its own, the
+ * statements kld sent (one line per round trip). Then, with
+ * KL_PROBE_PUSHES=N, N real `terraform state push` runs per build and to the
+ * `pg` backend, taking turns; for the first, what terraform sent, on which
+ * connections, and how many statements kld sent for each request.
+ *
+ *   node dist/bench/support/push-exchange-probe.js base=/path/a/dist/src/kld.js new=dist/src/kld.js
+ *   KL_PROBE_INSTANCES=1000 KL_PROBE_ROUNDS=40 KL_PROBE_CHANGED=3 KL_PROBE_PUSHES=0
+ */
+
+const INSTANCES = Number(process.env.KL_PROBE_INSTANCES ?? 1000);
+const ROUNDS = Number(process.env.KL_PROBE_ROUNDS ?? 40);
+const CHANGED = Number(process.env.KL_PROBE_CHANGED ?? 3);
+const PUSHES = Number(process.env.KL_PROBE_PUSHES ?? 0);
+const EXCHANGES = ['LOCK', 'GET', 'POST', 'UNLOCK'] as const;
+type Exchange = (typeof EXCHANGES)[number];
+
+interface Build {
+  label: string;
+  kld: KldProcess;
+  url: string;
+  state: SyntheticState;
+  meter: DatabaseCpuMeter | null;
+  posted: Buffer;
+  wall: Record<Exchange, number[]>;
+  kldCpu: Record<Exchange, number>;
+  pgCpu: Record<Exchange, number>;
+  sql: Partial<Record<Exchange, string[]>>;
+}
+
+function lockInfo(id: string): Buffer {
+  return Buffer.from(
+    JSON.stringify({
+      ID: id,
+      Operation: 'OperationTypeInvalid',
+      Info: '',
+      Who: 'probe@host',
+      Version: '1.11.4',
+      Created: new Date().toISOString(),
+      Path: '',
+    }),
+  );
+}
+
+async function sqlSince(b: Build, out: string): Promise<string[]> {
+  const file = `${out}.${b.kld.pid}`;
+  fs.rmSync(file, { force: true });
+  process.kill(b.kld.pid, 'SIGUSR2');
+  for (let i = 0; i < 100 && !fs.existsSync(file); i++) await new Promise((r) => setTimeout(r, 10));
+  await new Promise((r) => setTimeout(r, 20));
+  return fs.readFileSync(file, 'utf8').split('\n').filter(Boolean);
+}
+
+/** One push's four exchanges; `sql` collects each one's statements instead of timing it. */
+async function round(b: Build, agent: http.Agent, n: number, sql: string | null): Promise<void> {
+  for (let c = 0; c < CHANGED; c++) b.state.changeOne((n * CHANGED + c) * 7919 + 13);
+  const id = `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
+  const info = lockInfo(id);
+  const steps: [Exchange, () => Promise<{ status: number; body: Buffer; ms: number }>][] = [
+    ['LOCK', () => sendBytes(agent, 'LOCK', b.url, info)],
+    ['GET', () => sendBytes(agent, 'GET', b.url)],
+    [
+      'POST',
+      () => {
+        b.state.serial += 1;
+        b.posted = Buffer.from(b.state.text());
+        return sendBytes(agent, 'POST', `${b.url}?ID=${id}`, b.posted);
+      },
+    ],
+    ['UNLOCK', () => sendBytes(agent, 'UNLOCK', b.url, info)],
+  ];
+  const expected = b.posted;
+  for (const [name, step] of steps) {
+    if (sql !== null) await sqlSince(b, sql);
+    const cpu0 = processCpuMs(b.kld.pid);
+    const pg0 = b.meter?.totalMs() ?? 0;
+    const r = await step();
+    const cpu = processCpuMs(b.kld.pid) - cpu0;
+    const pg = (b.meter?.totalMs() ?? 0) - pg0;
+    if (r.status !== 200) throw new Error(`${b.label} ${name}: ${r.status} ${r.body.toString()}`);
+    if (name === 'GET' && !r.body.equals(expected)) throw new Error(`${b.label}: GET differs`);
+    if (sql !== null) {
+      b.sql[name] = (await sqlSince(b, sql)).filter((l) => l.startsWith('sql '));
+    } else {
+      b.wall[name].push(r.ms);
+      b.kldCpu[name] += cpu;
+      b.pgCpu[name] += pg;
+    }
+  }
+}
+
+function terraform(cwd: string, env: NodeJS.ProcessEnv, args: string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const child = spawn('terraform', args, { cwd, env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    child.on('error', reject);
+    child.on('exit', (code) =>
+      code === 0
+        ? resolve(performance.now() - t0)
+        : reject(new Error(`terraform in ${cwd} ${args.join(' ')}: ${err}`)),
+    );
+  });
+}
+
+function summary(xs: number[]): string {
+  const s = [...xs].sort((a, b) => a - b);
+  return `${formatMs(s[0])} / ${formatMs(s[Math.floor(s.length / 2)])}`;
+}
+
+/** Real pushes of the next serial, builds and `pg` taking turns; the first through a proxy. */
+async function pushes(tmp: string, pgUrl: string, builds: Build[], sql: string): Promise<void> {
+  const rc = path.join(tmp, 'terraformrc');
+  fs.writeFileSync(rc, '\n');
+  const env = terraformEnv(rc);
+  const conn = new URL(pgUrl);
+  conn.pathname = '/postgres';
+  conn.searchParams.set('sslmode', 'disable');
+  const targets = [
+    {
+      label: 'pg',
+      pid: 0,
+      build: null,
+      tf: `terraform {\n backend "pg" {\n conn_str = ${JSON.stringify(conn.toString())}\n }\n}\n`,
+    },
+    ...builds.map((b) => {
+      const a = JSON.stringify(`${b.kld.url}/v1/states/tf-probe`);
+      return {
+        label: b.label,
+        pid: b.kld.pid,
+        build: b,
+        tf: `terraform {\n backend "http" {\n address = ${a}\n lock_address = ${a}\n unlock_address = ${a}\n }\n}\n`,
+      };
+    }),
+  ];
+  const state = new SyntheticState({ instances: INSTANCES });
+  const file = path.join(tmp, 'push.tfstate');
+  fs.writeFileSync(file, state.text());
+  const times = new Map<string, { ms: number; cpu: number }[]>();
+  for (const t of targets) {
+    const dir = path.join(tmp, `tf-${t.label}`);
+    fs.mkdirSync(dir);
+    fs.writeFileSync(path.join(dir, 'main.tf'), t.tf);
+    await terraform(dir, env, ['init', '-input=false', '-no-color']);
+    // Twice: the first -force push over the empty state `init` left keeps that state's lineage.
+    await terraform(dir, env, ['state', 'push', '-force', file]);
+    await terraform(dir, env, ['state', 'push', '-force', file]);
+    times.set(t.label, []);
+  }
+  for (let i = 0; i < PUSHES; i++) {
+    state.changeOne(1_000_003 + i * 31);
+    state.serial += 1;
+    fs.writeFileSync(file, state.text());
+    for (const t of targets) {
+      if (t.build) await sqlSince(t.build, sql);
+      const before = t.pid ? processCpuMs(t.pid) : 0;
+      const ms = await terraform(path.join(tmp, `tf-${t.label}`), env, ['state', 'push', file]);
+      times.get(t.label)!.push({ ms, cpu: t.pid ? processCpuMs(t.pid) - before : 0 });
+      if (t.build && i === 0) {
+        // What terraform sent, on which connections, and kld's statements for each.
+        let statements = 0;
+        const lines: string[] = [];
+        for (const line of await sqlSince(t.build, sql)) {
+          if (line.startsWith('sql ')) statements++;
+          else {
+            if (lines.length > 0) lines[lines.length - 1] += `, ${statements} statements`;
+            lines.push(line.slice(5));
+            statements = 0;
+          }
+        }
+        if (lines.length > 0) lines[lines.length - 1] += `, ${statements} statements`;
+        console.log(`${t.label}, what terraform sent (first push):\n  ${lines.join('\n  ')}`);
+      }
+    }
+  }
+  console.log(`state push of the next serial, ${PUSHES} each, taking turns: min / median`);
+  for (const [label, xs] of times) {
+    console.log(
+      `  ${label.padEnd(6)} wall ${summary(xs.map((x) => x.ms))} ms` +
+        (label === 'pg' ? '' : `, kld CPU ${summary(xs.map((x) => x.cpu))} ms`),
+    );
+  }
+}
+
+async function main(): Promise<void> {
+  const logger = pino({ level: 'warn' }, pino.destination(2));
+  const args = process.argv.slice(2).map((arg) => arg.split('='));
+  if (args.length === 0) throw new Error('give LABEL=path/to/kld.js, one or more');
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-push-probe-'));
+  const sqlOut = path.join(tmp, 'sql');
+  process.env.KL_PROBE_SQL_OUT = sqlOut;
+  process.env.KL_BENCH_KLD_NODE_ARGS = [
+    process.env.KL_BENCH_KLD_NODE_ARGS ?? '',
+    `-r ${path.join(__dirname, 'sql-count-preload.js')}`,
+  ].join(' ');
+  const children = new Set<ChildProcess>();
+  const pgDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-push-probe-pg-'));
+  const pg = await EmbeddedPostgres.start(pgDir, logger);
+  const postmaster = postmasterOf(pgDir);
+  process.env.KL_BENCH_DATABASE_URL = pg.url;
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const running: Build[] = [];
+  const zero = () => ({ LOCK: 0, GET: 0, POST: 0, UNLOCK: 0 });
+  try {
+    for (const [label, kld] of args) {
+      const db = await openBenchDatabase(logger);
+      const k = await startKld({
+        kld,
+        databaseUrl: db.url,
+        dataDir: path.join(tmp, label),
+        children,
+      });
+      const state = new SyntheticState({ instances: INSTANCES });
+      const b: Build = {
+        label,
+        kld: k,
+        url: `${k.url}/v1/states/probe`,
+        state,
+        meter: postmaster
+          ? new DatabaseCpuMeter(postmaster, new URL(db.url).pathname.slice(1))
+          : null,
+        posted: Buffer.from(state.text()),
+        wall: { LOCK: [], GET: [], POST: [], UNLOCK: [] },
+        kldCpu: zero(),
+        pgCpu: zero(),
+        sql: {},
+      };
+      const first = await sendBytes(agent, 'POST', b.url, b.posted);
+      if (first.status !== 200) throw new Error(`${label} first POST: ${first.status}`);
+      running.push(b);
+    }
+    // Warm-up (JIT, caches) and the statements of one push, untimed.
+    for (const b of running) {
+      for (let n = 0; n < 3; n++) await round(b, agent, n, null);
+      await round(b, agent, 3, sqlOut);
+      b.wall = { LOCK: [], GET: [], POST: [], UNLOCK: [] };
+      b.kldCpu = zero();
+      b.pgCpu = zero();
+    }
+    console.log(
+      `${INSTANCES} instances, ${ROUNDS} rounds of ${CHANGED} changed, load ${os.loadavg()[0].toFixed(1)}`,
+    );
+    for (let n = 4; n < ROUNDS + 4; n++) for (const b of running) await round(b, agent, n, null);
+    for (const b of running) {
+      console.log(`${b.label}: wall min / median, kld and PostgreSQL CPU per exchange (mean)`);
+      for (const x of EXCHANGES) {
+        console.log(
+          `  ${x.padEnd(6)} wall ${summary(b.wall[x])} ms, kld ${formatMs(b.kldCpu[x] / ROUNDS)} ms, ` +
+            `PostgreSQL ${formatMs(b.pgCpu[x] / ROUNDS)} ms, ${b.sql[x]?.length ?? '?'} statements`,
+        );
+      }
+      const total = (r: Record<Exchange, number>) =>
+        EXCHANGES.reduce((s, x) => s + r[x], 0) / ROUNDS;
+      console.log(
+        `  push   kld ${formatMs(total(b.kldCpu))} ms, PostgreSQL ${formatMs(total(b.pgCpu))} ms`,
+      );
+    }
+    if (process.env.KL_PROBE_SHOW_SQL === '1') {
+      for (const b of running) {
+        for (const x of EXCHANGES) {
+          console.log(`${b.label} ${x}:\n    ${(b.sql[x] ?? []).join('\n    ')}`);
+        }
+      }
+    }
+    if (PUSHES > 0) await pushes(tmp, pg.url, running, sqlOut);
+    console.log(
+      `load after ${os
+        .loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}`,
+    );
+  } finally {
+    agent.destroy();
+    for (const b of running) {
+      b.meter?.stop();
+      await b.kld.stop();
+    }
+    for (const c of children) c.kill('SIGKILL');
+    await pg.stop();
+    fs.rmSync(tmp, { recursive: true, force: true });
+    fs.rmSync(pgDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
