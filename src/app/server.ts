@@ -87,6 +87,8 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
         ...(httpsOptions ? { httpsOptions } : {}),
       },
     );
+    // Naming the framework (and so its version's known holes) helps no caller.
+    app.disable('x-powered-by');
     app.use(requestLog(logger));
     app.use(httpMetrics(app.get<PrometheusMetrics>(METRICS)));
     app.use(crossSiteGuard(config.allowedOrigins));

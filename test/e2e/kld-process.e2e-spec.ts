@@ -183,7 +183,7 @@ describe('kld as a process', () => {
     }
   });
 
-  it('answers unknown routes with a JSON error, not a stack trace', async () => {
+  it('answers unknown routes with a JSON error, not a stack trace, and does not name its framework', async () => {
     const kld = await startKld({ KL_DATA_DIR: path.join(dir, 'data') });
     try {
       const r = await fetch(`${kld.url}/v1/nothing-here`);
@@ -191,6 +191,9 @@ describe('kld as a process', () => {
       expect(await r.json()).toEqual({
         error: { code: 'REQUEST.NOT_FOUND', message: expect.any(String) },
       });
+      const ready = await fetch(`${kld.url}/readyz`);
+      expect(ready.headers.get('x-powered-by')).toBeNull();
+      expect(r.headers.get('x-powered-by')).toBeNull();
     } finally {
       await kld.stop();
     }
