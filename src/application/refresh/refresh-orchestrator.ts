@@ -2,10 +2,12 @@ import { REFRESH_STATE_CHANGED, RefreshRunStatus } from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
 import type { LockInfo } from '../../domain/state';
 import {
+  FlatInstance,
   flattenInstances,
   InstanceHasher,
   JsonObject,
   parseStateDocument,
+  StateDocumentV4,
 } from '../../domain/terraform';
 import { atLeastOne, forEachBounded } from './async-limits';
 import { oneLine } from './one-line';
@@ -15,6 +17,7 @@ import type { ProviderOpener } from './provider-opener.port';
 import type { StartedRun } from './refresh-commands';
 import { RefreshError } from './refresh-error';
 import { poolSize, refreshGroup } from './refresh-group';
+import { ProviderLaunches } from './provider-launches';
 import type { RefreshHost } from './refresh-host';
 import { skipped } from './refresh-instance';
 import { refreshedDocument, summarise } from './refresh-outcome';
@@ -23,6 +26,15 @@ import { RunContext } from './refresh-run-context';
 import type { FinishRefreshRun, RefreshServerPort } from './refresh-server.port';
 
 const skipInstanceHash: InstanceHasher = () => '';
+
+/** What the run knows once the document is in: see `RefreshOrchestrator.prepare`. */
+interface PreparedRun {
+  doc: StateDocumentV4;
+  flat: FlatInstance[];
+  builtIn: ProviderGroup[];
+  groups: ProviderGroup[];
+  configs: Map<string, JsonObject>;
+}
 
 export interface RefreshOrchestratorSettings {
   /** Which names `{"env": …}` may read; default any (the operator's own machine). */
@@ -90,13 +102,22 @@ export class RefreshOrchestrator {
       Path: '',
     };
 
+    const launches = new ProviderLaunches(this.opener, options.providerSearchPaths);
     let locked = false;
     const warnings: string[] = [];
     try {
-      // The document is fetched while the lock is asked for; it is only used once the lock is
-      // held, and its serial must still be the one the run started from (checked below).
-      const state = this.server.getState(stateName);
-      state.catch(() => undefined); // not awaited when the lock is refused
+      // The document is fetched, parsed and grouped, and its providers' configurations are
+      // resolved, while the lock is asked for; the providers it needs are started meanwhile
+      // (ProviderLaunches). The document is used only once the lock is held, and its serial
+      // must be the one the run started from (checked in `prepare`).
+      const prepared = this.server
+        .getState(stateName)
+        .then((text) => this.prepare(text, stateName, run));
+      prepared
+        .then((p) => {
+          if (!signal.aborted) this.launchFirstGroups(p.groups, options, launches);
+        })
+        .catch(() => undefined); // reported below once the lock is held; not when it is refused
       const outcome = await this.server.lock(stateName, lock);
       if (!outcome.acquired) {
         const h = outcome.holder;
@@ -107,13 +128,25 @@ export class RefreshOrchestrator {
         );
       }
       locked = true;
-      return await this.refresh(state, stateName, run, lock, options, signal, startedAt, warnings);
+      return await this.refresh(
+        await prepared,
+        stateName,
+        run,
+        lock,
+        launches,
+        options,
+        signal,
+        startedAt,
+        warnings,
+      );
     } catch (e) {
+      await launches.closeUntaken();
       await this.server
         .finishRun(run.runId, { status: 'failed', errorSummary: oneLine(e) })
         .catch(() => undefined);
       throw e;
     } finally {
+      await launches.closeUntaken();
       if (locked) {
         try {
           await this.server.unlock(stateName, lock);
@@ -125,17 +158,12 @@ export class RefreshOrchestrator {
     }
   }
 
-  private async refresh(
-    state: Promise<string>,
-    stateName: string,
-    run: StartedRun,
-    lock: LockInfo,
-    options: RefreshOptions,
-    signal: AbortSignal,
-    startedAt: number,
-    warnings: string[],
-  ): Promise<RefreshReport> {
-    const doc = parseStateDocument(await state);
+  /**
+   * The document, its instances and groups, and every group's config resolved: a missing
+   * variable stops the run before any provider starts.
+   */
+  private async prepare(text: string, stateName: string, run: StartedRun): Promise<PreparedRun> {
+    const doc = parseStateDocument(text);
     if (doc.serial !== run.fromSerial) {
       throw new RefreshError(
         'REFRESH.STATE_CHANGED',
@@ -150,6 +178,43 @@ export class RefreshOrchestrator {
     const builtIn = all.filter((g) => isBuiltInProvider(g.source));
     const groups = all.filter((g) => !isBuiltInProvider(g.source));
     const configs = await this.loadConfigs(stateName, groups);
+    return { doc, flat, builtIn, groups, configs };
+  }
+
+  /** The groups the run starts first (up to the concurrency), each with its whole pool. */
+  private launchFirstGroups(
+    groups: ProviderGroup[],
+    options: RefreshOptions,
+    launches: ProviderLaunches,
+  ): void {
+    for (const group of groups.slice(0, this.concurrency(options))) {
+      launches.start(group, this.processes(group, options));
+    }
+  }
+
+  private concurrency(options: RefreshOptions): number {
+    return atLeastOne(options.concurrency ?? this.host.cpuCount);
+  }
+
+  private processes(group: ProviderGroup, options: RefreshOptions): number {
+    return poolSize(
+      group.instances.length,
+      options.pool === undefined ? undefined : atLeastOne(options.pool),
+      this.host.cpuCount,
+    );
+  }
+
+  private async refresh(
+    { doc, flat, builtIn, groups, configs }: PreparedRun,
+    stateName: string,
+    run: StartedRun,
+    lock: LockInfo,
+    launches: ProviderLaunches,
+    options: RefreshOptions,
+    signal: AbortSignal,
+    startedAt: number,
+    warnings: string[],
+  ): Promise<RefreshReport> {
     const managed = flat.filter((f) => f.resource.mode === 'managed');
     const ctx = new RunContext(this.server, {
       runId: run.runId,
@@ -165,29 +230,22 @@ export class RefreshOrchestrator {
     try {
       options.onProgress?.({ done: 0, total: ctx.total });
       for (const flat of builtIn.flatMap((g) => g.instances)) ctx.record(flat, skipped(flat));
-      await forEachBounded(
-        groups,
-        atLeastOne(options.concurrency ?? this.host.cpuCount),
-        async (group) => {
-          await refreshGroup(group, configs.get(group.provider) ?? {}, ctx, {
-            opener: this.opener,
-            searchPaths: options.providerSearchPaths,
-            processes: poolSize(
-              group.instances.length,
-              options.pool === undefined ? undefined : atLeastOne(options.pool),
-              this.host.cpuCount,
-            ),
-            parallelism: atLeastOne(options.parallelism ?? 10),
-            closeTimeoutMs: this.closeTimeoutMs,
-            onFailure: () => {
-              if (options.failFast && !ctx.halted) {
-                failedFast = true;
-                halt();
-              }
-            },
-          });
-        },
-      );
+      await forEachBounded(groups, this.concurrency(options), async (group) => {
+        await refreshGroup(group, configs.get(group.provider) ?? {}, ctx, {
+          open: () => launches.take(group),
+          processes: this.processes(group, options),
+          parallelism: atLeastOne(options.parallelism ?? 10),
+          closeTimeoutMs: this.closeTimeoutMs,
+          onFailure: () => {
+            if (options.failFast && !ctx.halted) {
+              failedFast = true;
+              halt();
+            }
+          },
+        });
+      });
+      // A halt can leave a group unstarted; its early processes end here, before the finish.
+      await launches.closeUntaken();
     } finally {
       signal.removeEventListener('abort', halt);
     }
