@@ -1,12 +1,15 @@
 import type { ProviderGroup } from './provider-groups';
 import type { ProviderOpener, RefreshProvider } from './provider-opener.port';
 
+/** A group as far as launching goes: its configuration address (the key) and source. */
+type LaunchGroup = Pick<ProviderGroup, 'provider' | 'source'>;
+
 /**
  * Provider processes started before the run may use them: a provider takes
  * a few hundred milliseconds to start (a Node or Go program, its handshake
  * and TLS), which is otherwise spent after the lock is held. The run starts
- * them as soon as the document says which providers it needs and their
- * configurations are resolved, while the lock request is still in flight;
+ * them as soon as the document says which providers it needs, while the
+ * lock request is still in flight and before the document is fully parsed;
  * a group's pool takes them before opening any more. Whatever is not taken
  * (a refused lock, a failure, a halt) is closed by `closeUntaken`, so no
  * process outlives the run.
@@ -21,7 +24,7 @@ export class ProviderLaunches {
   ) {}
 
   /** Starts `count` processes for the group now; refused once `closeUntaken` has run. */
-  start(group: ProviderGroup, count: number): void {
+  start(group: LaunchGroup, count: number): void {
     if (this.closed) return;
     const openings = Array.from({ length: count }, () => {
       const opening = this.open(group);
@@ -52,7 +55,7 @@ export class ProviderLaunches {
     );
   }
 
-  private open(group: ProviderGroup): Promise<RefreshProvider> {
+  private open(group: LaunchGroup): Promise<RefreshProvider> {
     return this.opener.open(group.source, { searchPaths: this.searchPaths });
   }
 }

@@ -394,6 +394,12 @@ function setup(
 
 const never = new AbortController().signal;
 
+/** Providers started early (before the lock and the configs) and then not used: all ended, none configured or read. */
+function expectNoneLeftOrUsed(opener: FakeOpener): void {
+  expect(opener.opened.every((p) => p.closed === 1)).toBe(true);
+  expect(opener.opened.flatMap((p) => [...p.configured, ...p.reads])).toEqual([]);
+}
+
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
   const promise = new Promise<void>((r) => (resolve = r));
@@ -517,7 +523,7 @@ describe('RefreshOrchestrator', () => {
     await expect(orchestrator.run('prod', options(), never)).rejects.toThrow(
       /secret_key refers to environment variable AWS_SECRET_ACCESS_KEY, which is not set/,
     );
-    expect(opener.opened).toEqual([]);
+    expectNoneLeftOrUsed(opener);
     expect(server.finished).toEqual([expect.objectContaining({ status: 'failed' })]);
     expect(server.unlocks).toHaveLength(1);
   });
@@ -746,7 +752,7 @@ describe('RefreshOrchestrator', () => {
     expect(server.unlocks).toHaveLength(1);
   });
 
-  it('under an env policy, refuses a name it does not allow before starting any provider', async () => {
+  it('under an env policy, refuses a name it does not allow before configuring any provider', async () => {
     const { server, opener, orchestrator } = setup(standardDocument(), inSync(), {
       env: { KL_DATABASE_URL: 'postgres://kl:secret@db/kl', AWS_SECRET_ACCESS_KEY: 's' },
       envPolicy: { refusal: (n) => (n.startsWith('AWS_') ? null : 'ask the operator') },
@@ -764,7 +770,7 @@ describe('RefreshOrchestrator', () => {
       message: `provider ${AWS} (alias west): endpoints[0].access_key refers to environment variable KL_DATABASE_URL, which this server may not read: ask the operator`,
     });
     await failure.catch(() => undefined);
-    expect(opener.opened).toEqual([]);
+    expectNoneLeftOrUsed(opener);
     expect(server.results).toEqual([]);
     // The run is recorded as failed with the refusal; nothing is committed.
     expect(server.finished).toEqual([
@@ -949,7 +955,7 @@ describe('RefreshOrchestrator', () => {
       'state "prod" is locked by bob@ci (lock ID abc-123, operation OperationTypeApply)',
     );
     await expect(failure).rejects.toMatchObject({ code: 'STATE.LOCKED' });
-    expect(opener.opened).toEqual([]);
+    expectNoneLeftOrUsed(opener);
     expect(server.unlocks).toEqual([]);
     expect(server.finished).toEqual([expect.objectContaining({ status: 'failed' })]);
   });

@@ -12,7 +12,13 @@ import {
 import { atLeastOne, forEachBounded } from './async-limits';
 import { oneLine } from './one-line';
 import { EnvPolicy, resolveEnvReferences } from './provider-config';
-import { groupByProvider, groupLabel, isBuiltInProvider, ProviderGroup } from './provider-groups';
+import {
+  groupByProvider,
+  groupLabel,
+  isBuiltInProvider,
+  ProviderGroup,
+  providerCensus,
+} from './provider-groups';
 import type { ProviderOpener } from './provider-opener.port';
 import type { StartedRun } from './refresh-commands';
 import { RefreshError } from './refresh-error';
@@ -86,12 +92,16 @@ export class RefreshOrchestrator {
     signal: AbortSignal,
   ): Promise<RefreshReport> {
     const startedAt = this.host.clock.now().getTime();
-    this.opener.warmUp?.();
-    const run = await this.server.startRun({
+    const starting = this.server.startRun({
       state: stateName,
       dryRun: options.dryRun,
       actor: options.actor,
     });
+    // The warm-up loads and runs code for most of 0.1 s of CPU: begun at once, it held the
+    // request above in this process until it was done; a turn of the event loop later, the
+    // request is on its way and the server answers it meanwhile.
+    setImmediate(() => this.opener.warmUp?.());
+    const run = await starting;
     const lock: LockInfo = {
       ID: this.host.ids.uuid(),
       Operation: 'OperationTypeRefresh',
@@ -106,18 +116,18 @@ export class RefreshOrchestrator {
     let locked = false;
     const warnings: string[] = [];
     try {
-      // The document is fetched, parsed and grouped, and its providers' configurations are
-      // resolved, while the lock is asked for; the providers it needs are started meanwhile
-      // (ProviderLaunches). The document is used only once the lock is held, and its serial
-      // must be the one the run started from (checked in `prepare`).
-      const prepared = this.server
-        .getState(stateName)
-        .then((text) => this.prepare(text, stateName, run));
-      prepared
-        .then((p) => {
-          if (!signal.aborted) this.launchFirstGroups(p.groups, options, launches);
-        })
-        .catch(() => undefined); // reported below once the lock is held; not when it is refused
+      // The document is fetched while the lock is asked for, and the providers it needs are
+      // started as soon as it arrives (ProviderLaunches): a provider takes longer to start than
+      // the lock and the parse take. It is parsed and its providers' configurations resolved
+      // meanwhile; it is used only once the lock is held, and its serial must be the one the
+      // run started from (checked in `prepare`).
+      const prepared = this.server.getState(stateName).then(async (text) => {
+        if (!signal.aborted) this.launchEarly(text, run, options, launches);
+        // The launches reach their spawn before the parse below holds the thread.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        return this.prepare(text, stateName, run);
+      });
+      prepared.catch(() => undefined); // reported once the lock is held; not when it is refused
       const outcome = await this.server.lock(stateName, lock);
       if (!outcome.acquired) {
         const h = outcome.holder;
@@ -158,10 +168,7 @@ export class RefreshOrchestrator {
     }
   }
 
-  /**
-   * The document, its instances and groups, and every group's config resolved: a missing
-   * variable stops the run before any provider starts.
-   */
+  /** The document, its instances and groups, and every group's config resolved. */
   private async prepare(text: string, stateName: string, run: StartedRun): Promise<PreparedRun> {
     const doc = parseStateDocument(text);
     if (doc.serial !== run.fromSerial) {
@@ -181,14 +188,22 @@ export class RefreshOrchestrator {
     return { doc, flat, builtIn, groups, configs };
   }
 
-  /** The groups the run starts first (up to the concurrency), each with its whole pool. */
-  private launchFirstGroups(
-    groups: ProviderGroup[],
+  /**
+   * Starts the pools of the groups the run refreshes first (up to the concurrency), found by
+   * `providerCensus` without the lossless parse. Nothing is started for a document the run
+   * will refuse (another serial) or one the census cannot read.
+   */
+  private launchEarly(
+    text: string,
+    run: StartedRun,
     options: RefreshOptions,
     launches: ProviderLaunches,
   ): void {
-    for (const group of groups.slice(0, this.concurrency(options))) {
-      launches.start(group, this.processes(group, options));
+    const census = providerCensus(text);
+    if (!census || census.serial !== run.fromSerial) return;
+    const plugins = census.counts.filter((c) => !isBuiltInProvider(c.source));
+    for (const count of plugins.slice(0, this.concurrency(options))) {
+      launches.start(count, this.processes(count.instances, options));
     }
   }
 
@@ -196,9 +211,9 @@ export class RefreshOrchestrator {
     return atLeastOne(options.concurrency ?? this.host.cpuCount);
   }
 
-  private processes(group: ProviderGroup, options: RefreshOptions): number {
+  private processes(instances: number, options: RefreshOptions): number {
     return poolSize(
-      group.instances.length,
+      instances,
       options.pool === undefined ? undefined : atLeastOne(options.pool),
       this.host.cpuCount,
     );
@@ -233,7 +248,7 @@ export class RefreshOrchestrator {
       await forEachBounded(groups, this.concurrency(options), async (group) => {
         await refreshGroup(group, configs.get(group.provider) ?? {}, ctx, {
           open: () => launches.take(group),
-          processes: this.processes(group, options),
+          processes: this.processes(group.instances.length, options),
           parallelism: atLeastOne(options.parallelism ?? 10),
           closeTimeoutMs: this.closeTimeoutMs,
           onFailure: () => {
@@ -283,7 +298,7 @@ export class RefreshOrchestrator {
     };
   }
 
-  /** Every group's config is resolved before any provider starts: a missing variable stops the run cheaply. */
+  /** Every group's config is resolved before any provider is configured: a missing variable stops the run before any read. */
   private async loadConfigs(
     stateName: string,
     groups: ProviderGroup[],
