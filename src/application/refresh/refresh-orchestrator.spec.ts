@@ -523,7 +523,7 @@ describe('RefreshOrchestrator', () => {
     await expect(orchestrator.run('prod', options(), never)).rejects.toThrow(
       /secret_key refers to environment variable AWS_SECRET_ACCESS_KEY, which is not set/,
     );
-    expectNoneLeftOrUsed(opener);
+    expect(opener.opened).toEqual([]);
     expect(server.finished).toEqual([expect.objectContaining({ status: 'failed' })]);
     expect(server.unlocks).toHaveLength(1);
   });
@@ -752,7 +752,7 @@ describe('RefreshOrchestrator', () => {
     expect(server.unlocks).toHaveLength(1);
   });
 
-  it('under an env policy, refuses a name it does not allow before configuring any provider', async () => {
+  it('under an env policy, refuses a name it does not allow before starting any provider', async () => {
     const { server, opener, orchestrator } = setup(standardDocument(), inSync(), {
       env: { KL_DATABASE_URL: 'postgres://kl:secret@db/kl', AWS_SECRET_ACCESS_KEY: 's' },
       envPolicy: { refusal: (n) => (n.startsWith('AWS_') ? null : 'ask the operator') },
@@ -770,7 +770,7 @@ describe('RefreshOrchestrator', () => {
       message: `provider ${AWS} (alias west): endpoints[0].access_key refers to environment variable KL_DATABASE_URL, which this server may not read: ask the operator`,
     });
     await failure.catch(() => undefined);
-    expectNoneLeftOrUsed(opener);
+    expect(opener.opened).toEqual([]);
     expect(server.results).toEqual([]);
     // The run is recorded as failed with the refusal; nothing is committed.
     expect(server.finished).toEqual([

@@ -16,6 +16,7 @@ import {
   groupByProvider,
   groupLabel,
   isBuiltInProvider,
+  ProviderConfigRef,
   ProviderGroup,
   providerCensus,
 } from './provider-groups';
@@ -122,10 +123,10 @@ export class RefreshOrchestrator {
       // meanwhile; it is used only once the lock is held, and its serial must be the one the
       // run started from (checked in `prepare`).
       const prepared = this.server.getState(stateName).then(async (text) => {
-        if (!signal.aborted) this.launchEarly(text, run, options, launches);
+        const early = await this.launchEarly(text, stateName, run, options, signal, launches);
         // The launches reach their spawn before the parse below holds the thread.
         await new Promise<void>((resolve) => setImmediate(resolve));
-        return this.prepare(text, stateName, run);
+        return this.prepare(text, stateName, run, early);
       });
       prepared.catch(() => undefined); // reported once the lock is held; not when it is refused
       const outcome = await this.server.lock(stateName, lock);
@@ -169,7 +170,12 @@ export class RefreshOrchestrator {
   }
 
   /** The document, its instances and groups, and every group's config resolved. */
-  private async prepare(text: string, stateName: string, run: StartedRun): Promise<PreparedRun> {
+  private async prepare(
+    text: string,
+    stateName: string,
+    run: StartedRun,
+    early: Map<string, JsonObject>,
+  ): Promise<PreparedRun> {
     const doc = parseStateDocument(text);
     if (doc.serial !== run.fromSerial) {
       throw new RefreshError(
@@ -184,27 +190,39 @@ export class RefreshOrchestrator {
     // terraform_data and its kin live inside terraform: no plugin reads them.
     const builtIn = all.filter((g) => isBuiltInProvider(g.source));
     const groups = all.filter((g) => !isBuiltInProvider(g.source));
-    const configs = await this.loadConfigs(stateName, groups);
+    const configs = await this.loadConfigs(
+      stateName,
+      groups.filter((g) => !early.has(g.provider)),
+      early,
+    );
     return { doc, flat, builtIn, groups, configs };
   }
 
   /**
-   * Starts the pools of the groups the run refreshes first (up to the concurrency), found by
-   * `providerCensus` without the lossless parse. Nothing is started for a document the run
-   * will refuse (another serial) or one the census cannot read.
+   * Resolves the configurations of the providers `providerCensus` finds (without the lossless
+   * parse), then starts the pools of the groups the run refreshes first (up to the
+   * concurrency): a missing or refused variable stops the run before any provider starts.
+   * Nothing is started for a document the run will refuse (another serial) or one the census
+   * cannot read. Answers the configurations it resolved, by provider configuration address.
    */
-  private launchEarly(
+  private async launchEarly(
     text: string,
+    stateName: string,
     run: StartedRun,
     options: RefreshOptions,
+    signal: AbortSignal,
     launches: ProviderLaunches,
-  ): void {
+  ): Promise<Map<string, JsonObject>> {
     const census = providerCensus(text);
-    if (!census || census.serial !== run.fromSerial) return;
+    if (!census || census.serial !== run.fromSerial) return new Map();
     const plugins = census.counts.filter((c) => !isBuiltInProvider(c.source));
-    for (const count of plugins.slice(0, this.concurrency(options))) {
-      launches.start(count, this.processes(count.instances, options));
+    const configs = await this.loadConfigs(stateName, plugins);
+    if (!signal.aborted) {
+      for (const count of plugins.slice(0, this.concurrency(options))) {
+        launches.start(count, this.processes(count.instances, options));
+      }
     }
+    return configs;
   }
 
   private concurrency(options: RefreshOptions): number {
@@ -298,12 +316,13 @@ export class RefreshOrchestrator {
     };
   }
 
-  /** Every group's config is resolved before any provider is configured: a missing variable stops the run before any read. */
+  /** Each group's config, resolved; those in `known` (resolved already) are not read again. */
   private async loadConfigs(
     stateName: string,
-    groups: ProviderGroup[],
+    groups: readonly (ProviderConfigRef & { provider: string })[],
+    known: ReadonlyMap<string, JsonObject> = new Map(),
   ): Promise<Map<string, JsonObject>> {
-    const out = new Map<string, JsonObject>();
+    const out = new Map<string, JsonObject>(known);
     for (const g of groups) {
       const stored = await this.server.getProviderConfig(stateName, g.source, g.alias);
       out.set(
