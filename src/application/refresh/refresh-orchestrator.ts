@@ -98,9 +98,14 @@ export class RefreshOrchestrator {
       dryRun: options.dryRun,
       actor: options.actor,
     });
+    // The document is asked for beside the run: kl is busy with the warm-up meanwhile, so it
+    // is there when the run is. It is used only once the lock is held, and only if its serial
+    // is the run's (`launchEarly`, `prepare`).
+    const document = this.server.getState(stateName);
+    document.catch(() => undefined); // reported once the lock is held, if the run starts at all
     // The warm-up loads and runs code for most of 0.1 s of CPU: begun at once, it held the
-    // request above in this process until it was done; a turn of the event loop later, the
-    // request is on its way and the server answers it meanwhile.
+    // requests above in this process until it was done; a turn of the event loop later, they
+    // are on their way and the server answers them meanwhile.
     setImmediate(() => this.opener.warmUp?.());
     const run = await starting;
     const lock: LockInfo = {
@@ -117,12 +122,11 @@ export class RefreshOrchestrator {
     let locked = false;
     const warnings: string[] = [];
     try {
-      // The document is fetched while the lock is asked for, and the providers it needs are
-      // started as soon as it arrives (ProviderLaunches): a provider takes longer to start than
-      // the lock and the parse take. It is parsed and its providers' configurations resolved
-      // meanwhile; it is used only once the lock is held, and its serial must be the one the
-      // run started from (checked in `prepare`).
-      const prepared = this.server.getState(stateName).then(async (text) => {
+      // The providers the document needs are started as soon as it and the run are in
+      // (ProviderLaunches), while the lock is asked for: a provider takes longer to start than
+      // the lock and the parse take. The document is parsed and its providers' configurations
+      // resolved meanwhile.
+      const prepared = document.then(async (text) => {
         const early = await this.launchEarly(text, stateName, run, options, signal, launches);
         // The launches reach their spawn before the parse below holds the thread.
         await new Promise<void>((resolve) => setImmediate(resolve));
