@@ -436,6 +436,7 @@ describe('kl refresh with the kltest provider', () => {
   });
 
   it('names a missing env variable and starts no provider', async () => {
+    fs.writeFileSync(rpcLog, '');
     const r = await kl(['refresh', STATE, '--provider-search-path', mirror], {
       env: { KLTEST_OBJECTS: undefined },
     });
@@ -443,6 +444,8 @@ describe('kl refresh with the kltest provider', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/KLTEST_OBJECTS, which is not set/);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(fs.readFileSync(rpcLog, 'utf8')).toBe('');
+    expect(kltestProcesses()).toEqual([]);
   });
 
   it('refuses while terraform holds the lock, naming the holder', async () => {
@@ -466,11 +469,15 @@ describe('kl refresh with the kltest provider', () => {
       ).status,
     ).toBe(200);
     try {
+      fs.writeFileSync(rpcLog, '');
       const r = await kl(['refresh', STATE, '--provider-search-path', mirror]);
       expect(r.code).toBe(1);
       expect(r.stderr).toContain(
         'locked by carol@laptop (lock ID held-by-test, operation OperationTypeApply',
       );
+      // A provider started while the lock was asked for is gone, never configured.
+      expect(fs.readFileSync(rpcLog, 'utf8')).not.toMatch(/ConfigureProvider|ReadResource/);
+      expect(kltestProcesses()).toEqual([]);
     } finally {
       await fetch(url, {
         method: 'UNLOCK',

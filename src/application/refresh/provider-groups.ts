@@ -72,3 +72,46 @@ export function groupLabel(group: ProviderConfigRef): string {
     ? `provider ${group.source} (alias ${group.alias})`
     : `provider ${group.source}`;
 }
+
+/** A provider configuration of a document and how many managed instances it serves. */
+export interface ProviderCount extends ProviderConfigRef {
+  provider: string;
+  instances: number;
+}
+
+/**
+ * The document's serial and its provider configurations as `groupByProvider`
+ * would group them (managed instances, document order), read with the
+ * platform's JSON parser: about a fifth of the lossless parse's CPU, so the
+ * refresh can start the providers a state needs before it has parsed the
+ * state. Numbers are not kept exactly, and none is needed here. null for a
+ * document this cannot read (the lossless parse reports what is wrong).
+ */
+export function providerCensus(text: string): { serial: number; counts: ProviderCount[] } | null {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  const { serial, resources } = (doc ?? {}) as { serial?: unknown; resources?: unknown };
+  if (typeof serial !== 'number' || !Array.isArray(resources)) return null;
+  const counts = new Map<string, ProviderCount>();
+  for (const r of resources as { mode?: unknown; provider?: unknown; instances?: unknown }[]) {
+    if (r?.mode !== 'managed' || typeof r.provider !== 'string') continue;
+    if (!Array.isArray(r.instances) || r.instances.length === 0) continue;
+    let count = counts.get(r.provider);
+    if (!count) {
+      let ref: ProviderConfigRef;
+      try {
+        ref = parseProviderConfigRef(r.provider);
+      } catch {
+        return null;
+      }
+      count = { provider: r.provider, ...ref, instances: 0 };
+      counts.set(r.provider, count);
+    }
+    count.instances += r.instances.length;
+  }
+  return { serial, counts: [...counts.values()] };
+}

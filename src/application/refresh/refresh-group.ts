@@ -4,13 +4,13 @@ import { Halted, untilHalted, withTimeout } from './async-limits';
 import { oneLine } from './one-line';
 import { shapeProviderConfig } from './provider-config';
 import { groupLabel, ProviderGroup } from './provider-groups';
-import type { ProviderOpener, RefreshProvider } from './provider-opener.port';
+import type { RefreshProvider } from './provider-opener.port';
 import { failure, refreshInstance } from './refresh-instance';
 import type { RunContext } from './refresh-run-context';
 
 export interface GroupSettings {
-  opener: ProviderOpener;
-  searchPaths: readonly string[];
+  /** Launches (or hands over one already launching, see ProviderLaunches) a provider process. */
+  open: () => Promise<RefreshProvider>;
   /** Provider processes for this group (see `poolSize`), each launched and configured once. */
   processes: number;
   /** Reads in flight on each provider process. */
@@ -62,7 +62,7 @@ export async function refreshGroup(
 
   let next = 0;
   const member = async (index: number): Promise<void> => {
-    const opening = settings.opener.open(group.source, { searchPaths: settings.searchPaths });
+    const opening = settings.open();
     let provider: RefreshProvider;
     try {
       provider = await untilHalted(opening, signal);

@@ -46,6 +46,8 @@ class FakeServer implements RefreshServerPort {
   finishError: Error | null = null;
   /** Runs as the finish arrives, e.g. to move a test clock. */
   onFinish: () => void = () => undefined;
+  /** While set, the lock is answered only once this settles (a slow lock request). */
+  lockAnswer: Promise<void> | null = null;
 
   constructor(document: StateDocumentV4) {
     this.document = document;
@@ -57,6 +59,7 @@ class FakeServer implements RefreshServerPort {
   }
   async lock(_name: string, info: LockInfo): Promise<LockOutcome> {
     this.locks.push(info);
+    await this.lockAnswer;
     return this.holder ? { acquired: false, holder: this.holder } : { acquired: true };
   }
   async unlock(_name: string, info: LockInfo): Promise<void> {
@@ -390,6 +393,26 @@ function setup(
 }
 
 const never = new AbortController().signal;
+
+/** Providers started early (before the lock and the configs) and then not used: all ended, none configured or read. */
+function expectNoneLeftOrUsed(opener: FakeOpener): void {
+  expect(opener.opened.every((p) => p.closed === 1)).toBe(true);
+  expect(opener.opened.flatMap((p) => [...p.configured, ...p.reads])).toEqual([]);
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+/** Waits (a macrotask at a time) until the condition holds; fails the test after 2 s. */
+async function until(condition: () => boolean): Promise<void> {
+  for (let waited = 0; !condition(); waited += 5) {
+    if (waited > 2_000) throw new Error('condition not reached within 2 s');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
 
 // ---------------------------------------------------------------- specs
 
@@ -932,7 +955,7 @@ describe('RefreshOrchestrator', () => {
       'state "prod" is locked by bob@ci (lock ID abc-123, operation OperationTypeApply)',
     );
     await expect(failure).rejects.toMatchObject({ code: 'STATE.LOCKED' });
-    expect(opener.opened).toEqual([]);
+    expectNoneLeftOrUsed(opener);
     expect(server.unlocks).toEqual([]);
     expect(server.finished).toEqual([expect.objectContaining({ status: 'failed' })]);
   });
@@ -947,6 +970,64 @@ describe('RefreshOrchestrator', () => {
     });
     expect(opener.opened).toEqual([]);
     expect(server.unlocks).toEqual([]);
+  });
+
+  it('starts the providers while the lock is asked for, but configures and reads only once it is held', async () => {
+    const { server, opener, orchestrator } = setup();
+    const answer = deferred();
+    server.lockAnswer = answer.promise;
+
+    const run = orchestrator.run('prod', options(), never);
+    await until(() => opener.opened.length === 3);
+    expect(opener.opened.map((p) => p.source).sort()).toEqual([AWS, AWS, RANDOM]);
+    expect(opener.opened.every((p) => p.configured.length === 0 && p.reads.length === 0)).toBe(
+      true,
+    );
+    expect(server.results).toEqual([]);
+    answer.resolve();
+    const report = await run;
+
+    expect(report).toMatchObject({ status: 'succeeded', checked: 4, failed: 0 });
+    // The processes started early are the ones used: none more, each closed once.
+    expect(opener.opened).toHaveLength(3);
+    expect(opener.opened.every((p) => p.configured.length === 1 && p.closed === 1)).toBe(true);
+  });
+
+  it('ends the providers it started when the lock turns out to be held, and reads nothing', async () => {
+    const { server, opener, orchestrator } = setup();
+    server.holder = BOB_APPLYING;
+    const answer = deferred();
+    server.lockAnswer = answer.promise;
+
+    const run = orchestrator.run('prod', options(), never);
+    await until(() => opener.opened.length === 3);
+    answer.resolve();
+
+    await expect(run).rejects.toMatchObject({ code: 'STATE.LOCKED' });
+    expect(opener.opened.every((p) => p.closed === 1)).toBe(true);
+    expect(opener.opened.flatMap((p) => [...p.configured, ...p.reads])).toEqual([]);
+    expect(server.results).toEqual([]);
+    expect(server.unlocks).toEqual([]);
+    expect(server.finished).toEqual([expect.objectContaining({ status: 'failed' })]);
+  });
+
+  it('ends the providers it started when cancelled while the lock is asked for', async () => {
+    const { server, opener, orchestrator } = setup();
+    const answer = deferred();
+    server.lockAnswer = answer.promise;
+    const cancel = new AbortController();
+
+    const run = orchestrator.run('prod', options(), cancel.signal);
+    await until(() => opener.opened.length === 3);
+    cancel.abort();
+    answer.resolve();
+    const report = await run;
+
+    expect(report.status).toBe('cancelled');
+    expect(report.checked).toBe(0);
+    expect(opener.opened.every((p) => p.closed === 1 && p.reads.length === 0)).toBe(true);
+    expect(server.committed).toBeUndefined();
+    expect(server.unlocks).toHaveLength(1);
   });
 
   it('always unlocks, also when the run fails half-way', async () => {

@@ -2,19 +2,29 @@ import { REFRESH_STATE_CHANGED, RefreshRunStatus } from '../../domain/refresh';
 import { DomainError } from '../../domain/shared/domain-error';
 import type { LockInfo } from '../../domain/state';
 import {
+  FlatInstance,
   flattenInstances,
   InstanceHasher,
   JsonObject,
   parseStateDocument,
+  StateDocumentV4,
 } from '../../domain/terraform';
 import { atLeastOne, forEachBounded } from './async-limits';
 import { oneLine } from './one-line';
 import { EnvPolicy, resolveEnvReferences } from './provider-config';
-import { groupByProvider, groupLabel, isBuiltInProvider, ProviderGroup } from './provider-groups';
+import {
+  groupByProvider,
+  groupLabel,
+  isBuiltInProvider,
+  ProviderConfigRef,
+  ProviderGroup,
+  providerCensus,
+} from './provider-groups';
 import type { ProviderOpener } from './provider-opener.port';
 import type { StartedRun } from './refresh-commands';
 import { RefreshError } from './refresh-error';
 import { poolSize, refreshGroup } from './refresh-group';
+import { ProviderLaunches } from './provider-launches';
 import type { RefreshHost } from './refresh-host';
 import { skipped } from './refresh-instance';
 import { refreshedDocument, summarise } from './refresh-outcome';
@@ -23,6 +33,15 @@ import { RunContext } from './refresh-run-context';
 import type { FinishRefreshRun, RefreshServerPort } from './refresh-server.port';
 
 const skipInstanceHash: InstanceHasher = () => '';
+
+/** What the run knows once the document is in: see `RefreshOrchestrator.prepare`. */
+interface PreparedRun {
+  doc: StateDocumentV4;
+  flat: FlatInstance[];
+  builtIn: ProviderGroup[];
+  groups: ProviderGroup[];
+  configs: Map<string, JsonObject>;
+}
 
 export interface RefreshOrchestratorSettings {
   /** Which names `{"env": …}` may read; default any (the operator's own machine). */
@@ -74,12 +93,21 @@ export class RefreshOrchestrator {
     signal: AbortSignal,
   ): Promise<RefreshReport> {
     const startedAt = this.host.clock.now().getTime();
-    this.opener.warmUp?.();
-    const run = await this.server.startRun({
+    const starting = this.server.startRun({
       state: stateName,
       dryRun: options.dryRun,
       actor: options.actor,
     });
+    // The document is asked for beside the run: kl is busy with the warm-up meanwhile, so it
+    // is there when the run is. It is used only once the lock is held, and only if its serial
+    // is the run's (`launchEarly`, `prepare`).
+    const document = this.server.getState(stateName);
+    document.catch(() => undefined); // reported once the lock is held, if the run starts at all
+    // The warm-up loads and runs code for most of 0.1 s of CPU: begun at once, it held the
+    // requests above in this process until it was done; a turn of the event loop later, they
+    // are on their way and the server answers them meanwhile.
+    setImmediate(() => this.opener.warmUp?.());
+    const run = await starting;
     const lock: LockInfo = {
       ID: this.host.ids.uuid(),
       Operation: 'OperationTypeRefresh',
@@ -90,13 +118,21 @@ export class RefreshOrchestrator {
       Path: '',
     };
 
+    const launches = new ProviderLaunches(this.opener, options.providerSearchPaths);
     let locked = false;
     const warnings: string[] = [];
     try {
-      // The document is fetched while the lock is asked for; it is only used once the lock is
-      // held, and its serial must still be the one the run started from (checked below).
-      const state = this.server.getState(stateName);
-      state.catch(() => undefined); // not awaited when the lock is refused
+      // The providers the document needs are started as soon as it and the run are in
+      // (ProviderLaunches), while the lock is asked for: a provider takes longer to start than
+      // the lock and the parse take. The document is parsed and its providers' configurations
+      // resolved meanwhile.
+      const prepared = document.then(async (text) => {
+        const early = await this.launchEarly(text, stateName, run, options, signal, launches);
+        // The launches reach their spawn before the parse below holds the thread.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        return this.prepare(text, stateName, run, early);
+      });
+      prepared.catch(() => undefined); // reported once the lock is held; not when it is refused
       const outcome = await this.server.lock(stateName, lock);
       if (!outcome.acquired) {
         const h = outcome.holder;
@@ -107,13 +143,25 @@ export class RefreshOrchestrator {
         );
       }
       locked = true;
-      return await this.refresh(state, stateName, run, lock, options, signal, startedAt, warnings);
+      return await this.refresh(
+        await prepared,
+        stateName,
+        run,
+        lock,
+        launches,
+        options,
+        signal,
+        startedAt,
+        warnings,
+      );
     } catch (e) {
+      await launches.closeUntaken();
       await this.server
         .finishRun(run.runId, { status: 'failed', errorSummary: oneLine(e) })
         .catch(() => undefined);
       throw e;
     } finally {
+      await launches.closeUntaken();
       if (locked) {
         try {
           await this.server.unlock(stateName, lock);
@@ -125,17 +173,14 @@ export class RefreshOrchestrator {
     }
   }
 
-  private async refresh(
-    state: Promise<string>,
+  /** The document, its instances and groups, and every group's config resolved. */
+  private async prepare(
+    text: string,
     stateName: string,
     run: StartedRun,
-    lock: LockInfo,
-    options: RefreshOptions,
-    signal: AbortSignal,
-    startedAt: number,
-    warnings: string[],
-  ): Promise<RefreshReport> {
-    const doc = parseStateDocument(await state);
+    early: Map<string, JsonObject>,
+  ): Promise<PreparedRun> {
+    const doc = parseStateDocument(text);
     if (doc.serial !== run.fromSerial) {
       throw new RefreshError(
         'REFRESH.STATE_CHANGED',
@@ -149,7 +194,64 @@ export class RefreshOrchestrator {
     // terraform_data and its kin live inside terraform: no plugin reads them.
     const builtIn = all.filter((g) => isBuiltInProvider(g.source));
     const groups = all.filter((g) => !isBuiltInProvider(g.source));
-    const configs = await this.loadConfigs(stateName, groups);
+    const configs = await this.loadConfigs(
+      stateName,
+      groups.filter((g) => !early.has(g.provider)),
+      early,
+    );
+    return { doc, flat, builtIn, groups, configs };
+  }
+
+  /**
+   * Resolves the configurations of the providers `providerCensus` finds (without the lossless
+   * parse), then starts the pools of the groups the run refreshes first (up to the
+   * concurrency): a missing or refused variable stops the run before any provider starts.
+   * Nothing is started for a document the run will refuse (another serial) or one the census
+   * cannot read. Answers the configurations it resolved, by provider configuration address.
+   */
+  private async launchEarly(
+    text: string,
+    stateName: string,
+    run: StartedRun,
+    options: RefreshOptions,
+    signal: AbortSignal,
+    launches: ProviderLaunches,
+  ): Promise<Map<string, JsonObject>> {
+    const census = providerCensus(text);
+    if (!census || census.serial !== run.fromSerial) return new Map();
+    const plugins = census.counts.filter((c) => !isBuiltInProvider(c.source));
+    const configs = await this.loadConfigs(stateName, plugins);
+    if (!signal.aborted) {
+      for (const count of plugins.slice(0, this.concurrency(options))) {
+        launches.start(count, this.processes(count.instances, options));
+      }
+    }
+    return configs;
+  }
+
+  private concurrency(options: RefreshOptions): number {
+    return atLeastOne(options.concurrency ?? this.host.cpuCount);
+  }
+
+  private processes(instances: number, options: RefreshOptions): number {
+    return poolSize(
+      instances,
+      options.pool === undefined ? undefined : atLeastOne(options.pool),
+      this.host.cpuCount,
+    );
+  }
+
+  private async refresh(
+    { doc, flat, builtIn, groups, configs }: PreparedRun,
+    stateName: string,
+    run: StartedRun,
+    lock: LockInfo,
+    launches: ProviderLaunches,
+    options: RefreshOptions,
+    signal: AbortSignal,
+    startedAt: number,
+    warnings: string[],
+  ): Promise<RefreshReport> {
     const managed = flat.filter((f) => f.resource.mode === 'managed');
     const ctx = new RunContext(this.server, {
       runId: run.runId,
@@ -165,29 +267,22 @@ export class RefreshOrchestrator {
     try {
       options.onProgress?.({ done: 0, total: ctx.total });
       for (const flat of builtIn.flatMap((g) => g.instances)) ctx.record(flat, skipped(flat));
-      await forEachBounded(
-        groups,
-        atLeastOne(options.concurrency ?? this.host.cpuCount),
-        async (group) => {
-          await refreshGroup(group, configs.get(group.provider) ?? {}, ctx, {
-            opener: this.opener,
-            searchPaths: options.providerSearchPaths,
-            processes: poolSize(
-              group.instances.length,
-              options.pool === undefined ? undefined : atLeastOne(options.pool),
-              this.host.cpuCount,
-            ),
-            parallelism: atLeastOne(options.parallelism ?? 10),
-            closeTimeoutMs: this.closeTimeoutMs,
-            onFailure: () => {
-              if (options.failFast && !ctx.halted) {
-                failedFast = true;
-                halt();
-              }
-            },
-          });
-        },
-      );
+      await forEachBounded(groups, this.concurrency(options), async (group) => {
+        await refreshGroup(group, configs.get(group.provider) ?? {}, ctx, {
+          open: () => launches.take(group),
+          processes: this.processes(group.instances.length, options),
+          parallelism: atLeastOne(options.parallelism ?? 10),
+          closeTimeoutMs: this.closeTimeoutMs,
+          onFailure: () => {
+            if (options.failFast && !ctx.halted) {
+              failedFast = true;
+              halt();
+            }
+          },
+        });
+      });
+      // A halt can leave a group unstarted; its early processes end here, before the finish.
+      await launches.closeUntaken();
     } finally {
       signal.removeEventListener('abort', halt);
     }
@@ -225,12 +320,13 @@ export class RefreshOrchestrator {
     };
   }
 
-  /** Every group's config is resolved before any provider starts: a missing variable stops the run cheaply. */
+  /** Each group's config, resolved; those in `known` (resolved already) are not read again. */
   private async loadConfigs(
     stateName: string,
-    groups: ProviderGroup[],
+    groups: readonly (ProviderConfigRef & { provider: string })[],
+    known: ReadonlyMap<string, JsonObject> = new Map(),
   ): Promise<Map<string, JsonObject>> {
-    const out = new Map<string, JsonObject>();
+    const out = new Map<string, JsonObject>(known);
     for (const g of groups) {
       const stored = await this.server.getProviderConfig(stateName, g.source, g.alias);
       out.set(

@@ -6,7 +6,7 @@ import { blockType } from '../../domain/cty/implied-type';
 import { ProviderSchema, SchemaBlock } from '../../domain/cty/schema';
 import { stringifyJson } from '../../domain/terraform/lossless-json';
 import { GrpcCallError, GrpcStatus, GrpcUnaryChannel } from './grpc-unary-channel';
-import { pluginServices, ServiceMethods } from './plugin-protos';
+import { PluginServices, pluginServices, ServiceMethods } from './plugin-protos';
 import { startPlugin, StartedPlugin, StartPluginOptions } from './plugin-process';
 import { bindingFor, ProtocolBinding } from './protocol-binding';
 import {
@@ -54,7 +54,21 @@ export async function launchProvider(
   binary: string,
   options: LaunchProviderOptions = {},
 ): Promise<ProviderClient> {
-  const plugin = await startPlugin(binary, options);
+  const starting = startPlugin(binary, options);
+  // The protocol's message types are built while the plugin starts (this process waits for
+  // its handshake meanwhile), once the spawn is done: after the handshake, they were on the
+  // way to the first call.
+  const building = new Promise<PluginServices>((resolve, reject) =>
+    setImmediate(() => {
+      try {
+        resolve(pluginServices());
+      } catch (e) {
+        reject(e as Error);
+      }
+    }),
+  );
+  building.catch(() => undefined); // a failed start is reported instead
+  const plugin = await starting;
   const name = path.basename(binary);
   try {
     const binding = bindingFor(plugin.handshake.appProtocol);
@@ -63,7 +77,7 @@ export async function launchProvider(
         `it speaks plugin protocol ${plugin.handshake.appProtocol}; only 5 and 6 are supported`,
       );
     }
-    const services = pluginServices();
+    const services = await building;
     const { handshake, certificate } = plugin;
     const channel = await GrpcUnaryChannel.connect(
       {

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage, AsyncResource } from 'node:async_hooks';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -166,6 +167,32 @@ describe('GrpcUnaryChannel against a grpc-js server', () => {
       expect(during.code).toBe(GrpcStatus.UNAVAILABLE);
       const after = await failure(channel.unary(read, request('x'), 5_000));
       expect(after.code).toBe(GrpcStatus.UNAVAILABLE);
+    } finally {
+      channel.close();
+    }
+  });
+
+  it("keeps the caller's async context and leaves AsyncResource#bind as Node has it", async () => {
+    handler = (call, cb) => cb(null, { private: Buffer.from(String(call.request.type_name)) });
+    const nodeBind = AsyncResource.prototype.bind;
+    const context = new AsyncLocalStorage<string>();
+    const channel = await connect();
+    try {
+      const seen = await Promise.all(
+        ['a', 'b', 'c'].map((name) =>
+          context.run(name, async () => {
+            const res = (await channel.unary(read, request(name), 5_000)) as { private: Buffer };
+            return `${res.private.toString()}:${context.getStore()}`;
+          }),
+        ),
+      );
+      expect(seen).toEqual(['a:a', 'b:b', 'c:c']);
+      channel.close();
+      // A request on a closed session throws inside request(): bind is restored all the same.
+      expect((await failure(channel.unary(read, request('x'), 5_000))).code).toBe(
+        GrpcStatus.UNAVAILABLE,
+      );
+      expect(AsyncResource.prototype.bind).toBe(nodeBind);
     } finally {
       channel.close();
     }

@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import * as tls from 'node:tls';
@@ -107,13 +108,14 @@ export class GrpcUnaryChannel {
       message.copy(frame, PREFIX_BYTES);
       let stream: http2.ClientHttp2Stream;
       try {
-        stream = this.session.request({
+        const headers = {
           ':method': 'POST',
           ':path': method.path,
           'content-type': 'application/grpc',
           te: 'trailers',
           'grpc-timeout': `${Math.max(1, Math.ceil(timeoutMs))}m`,
-        });
+        };
+        stream = withPlainBind(() => this.session.request(headers));
       } catch (e) {
         reject(new GrpcCallError(GrpcStatus.UNAVAILABLE, (e as Error).message));
         return;
@@ -203,6 +205,55 @@ export class GrpcUnaryChannel {
     if (this.session.destroyed) return;
     if (delta > 0 && this.inFlight === 1) this.session.ref();
     if (delta < 0 && this.inFlight === 0) this.session.unref();
+  }
+}
+
+type Bind = (
+  this: AsyncResource,
+  fn: (...args: unknown[]) => unknown,
+  thisArg?: unknown,
+) => unknown;
+
+/**
+ * `AsyncResource#bind` as Node defines it, less the deprecated `asyncResource`
+ * accessor (DEP0172) on the bound function.
+ */
+const plainBind: Bind = function (fn, thisArg) {
+  if (thisArg !== undefined) return this.runInAsyncScope.bind(this, fn, thisArg);
+  // eslint-disable-next-line @typescript-eslint/no-this-alias
+  const resource = this;
+  return function (this: unknown, ...args: unknown[]) {
+    return resource.runInAsyncScope(fn, this, ...args);
+  };
+};
+
+const nodeBind = AsyncResource.prototype.bind as unknown as Bind;
+
+/** Whether this Node's `bind` gives bound functions the deprecated accessor (Node 20 does). */
+const bindAddsAccessor =
+  Object.getOwnPropertyDescriptor(
+    new AsyncResource('GrpcUnaryChannelProbe').bind(() => undefined),
+    'asyncResource',
+  ) !== undefined;
+
+/**
+ * Runs `fn` (a synchronous `session.request`) with `plainBind` as
+ * `AsyncResource#bind`. Node 20's http2 `request()` binds every new stream's
+ * connect callback with it, and the accessor it adds is two `util.deprecate`
+ * wrappers, each given a new prototype with `Object.setPrototypeOf`: per
+ * ReadResource call that cost kl far more CPU than the call's own work
+ * (docs/performance.md, "Refresh (wave 10)"). Nothing reads the accessor
+ * (Node only calls the bound function), and the swap lasts only while
+ * `request()` runs, so no other code in the process sees it.
+ */
+function withPlainBind<T>(fn: () => T): T {
+  if (!bindAddsAccessor) return fn();
+  const proto = AsyncResource.prototype as unknown as { bind: Bind };
+  proto.bind = plainBind;
+  try {
+    return fn();
+  } finally {
+    proto.bind = nodeBind;
   }
 }
 
