@@ -6,6 +6,7 @@ import { COMMAND_METRICS, CommandMetrics } from '../application/ports/metrics.po
 import { READ_MODEL_SYNC, ReadModelSync } from '../application/ports/read-model-sync.port';
 import { SNAPSHOT_STORE, SnapshotStore } from '../application/ports/snapshot-store.port';
 import { CONFIG, type Config } from '../infrastructure/config/config';
+import { LOGGER, type Logger } from '../infrastructure/logging/logger';
 import { EventStoreModule } from './event-store.module';
 import { ProjectionsModule } from './projections.module';
 
@@ -23,9 +24,29 @@ import { ProjectionsModule } from './projections.module';
         ids: Ids,
         config: Config,
         metrics: CommandMetrics,
+        logger: Logger,
       ) =>
-        new DeciderService({ events, snapshots, sync, clock, ids, cache: config.cache, metrics }),
-      inject: [EVENT_STORE, SNAPSHOT_STORE, READ_MODEL_SYNC, CLOCK, IDS, CONFIG, COMMAND_METRICS],
+        new DeciderService({
+          events,
+          snapshots,
+          sync,
+          clock,
+          ids,
+          cache: config.cache,
+          metrics,
+          snapshotFailed: (aggregate, streamId, err) =>
+            logger.warn({ err, aggregate, streamId }, 'snapshot not written'),
+        }),
+      inject: [
+        EVENT_STORE,
+        SNAPSHOT_STORE,
+        READ_MODEL_SYNC,
+        CLOCK,
+        IDS,
+        CONFIG,
+        COMMAND_METRICS,
+        LOGGER,
+      ],
     },
   ],
   exports: [DeciderService],

@@ -35,6 +35,8 @@ export interface AggregateOptions<S> {
   cacheSize?: number;
   /** Attempts on a concurrent write before giving up. */
   maxAttempts?: number;
+  /** Told of a snapshot that could not be written (the command was answered long before). */
+  snapshotFailed?(streamId: string, err: unknown): void;
 }
 
 export interface HandleResult<S, E> {
@@ -56,6 +58,13 @@ export interface HandleProbe {
   queueSeconds: number;
   /** Appends lost to a concurrent writer, decided again. */
   conflicts: number;
+  /**
+   * Settles once the command has answered (its read models caught up): a
+   * snapshot the command makes due waits for it, so serialising and writing
+   * a big state does not compete with the catch-up the answer waits for.
+   * Without it the snapshot starts as soon as the command has appended.
+   */
+  answered?: Promise<unknown>;
 }
 
 interface Loaded<S> {
@@ -150,7 +159,7 @@ export class AggregateStore<C, S, E extends DomainEvent> {
           snapshotRevision: loaded.snapshotRevision,
         };
         this.remember(streamId, next);
-        this.snapshotLater(streamId, next);
+        this.snapshotLater(streamId, next, probe.answered);
         return { events, state, position: result.position, readAt: result.position };
       } catch (err) {
         if (err instanceof WrongExpectedRevisionError && attempt < attempts) {
@@ -248,13 +257,20 @@ export class AggregateStore<C, S, E extends DomainEvent> {
 
   /**
    * Writes a snapshot of `loaded` when one is due, after the command has
-   * answered: serialising a big state and its write are never on a command's
-   * path. The state is immutable (evolve returns new states), so a snapshot
-   * taken later is still exactly the fold of the events up to its revision,
-   * whatever commands ran meanwhile. The events are durable already: a
-   * snapshot that fails to save is only a slower load later.
+   * answered (`answered`, then the next turn of the event loop, so the answer
+   * is written first): serialising a big state and its write are never on a
+   * command's path, nor beside the catch-up of the read models it waits for.
+   * The state is immutable (evolve returns new states), so a snapshot taken
+   * later is still exactly the fold of the events up to its revision, whatever
+   * commands ran meanwhile, and the store never puts it over a newer one. The
+   * events are durable already: a snapshot that fails to save is only a
+   * slower load later.
    */
-  private snapshotLater(streamId: string, loaded: Loaded<S>): void {
+  private snapshotLater(
+    streamId: string,
+    loaded: Loaded<S>,
+    answered: Promise<unknown> = Promise.resolve(),
+  ): void {
     const every = BigInt(
       Math.max(
         this.options.snapshotEvery ?? 200,
@@ -265,7 +281,9 @@ export class AggregateStore<C, S, E extends DomainEvent> {
     if (since < every || this.snapshotting.has(streamId)) return;
     const { state } = loaded;
     const revision = loaded.revision!;
-    const task = new Promise<void>((resolve) => setImmediate(resolve))
+    const task = answered
+      .catch(() => undefined)
+      .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
       .then(() =>
         this.snapshots.save(streamId, {
           revision,
@@ -280,7 +298,7 @@ export class AggregateStore<C, S, E extends DomainEvent> {
             entry.snapshotRevision = revision;
         }
       })
-      .catch(() => undefined)
+      .catch((err: unknown) => this.options.snapshotFailed?.(streamId, err))
       .finally(() => this.snapshotting.delete(streamId));
     this.snapshotting.set(streamId, task);
   }

@@ -43,6 +43,8 @@ export interface DeciderServiceProps {
   cache?: Pick<CacheBudgets, 'streams' | 'refreshRuns'>;
   /** Default: none. */
   metrics?: CommandMetrics;
+  /** Told of a snapshot that could not be written (logged; a snapshot is only a cache). */
+  snapshotFailed?(aggregate: string, streamId: string, err: unknown): void;
 }
 
 /**
@@ -71,7 +73,9 @@ export class DeciderService {
     command: C,
   ): Promise<{ events: E[]; state: S }> {
     const started = performance.now();
-    const probe: HandleProbe = { queueSeconds: 0, conflicts: 0 };
+    let answer = (): void => undefined;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    const probe: HandleProbe = { queueSeconds: 0, conflicts: 0, answered };
     let decided: E[] = [];
     let outcome: CommandOutcome = 'failed';
     let code: string | undefined;
@@ -100,6 +104,8 @@ export class DeciderService {
       }
       throw err;
     } finally {
+      // A snapshot this command made due is written from here on (AggregateStore).
+      answer();
       (this.props.metrics ?? NO_METRICS).commandRan({
         aggregate: spec.name,
         command: typeOf(command),
@@ -139,6 +145,7 @@ export class DeciderService {
         snapshotEvery: spec.snapshots.every,
         snapshotSpacing: spec.snapshots.spacing,
         cacheSize: (this.props.cache ?? DEFAULT_CACHE_BUDGETS)[spec.cacheBudget ?? 'streams'],
+        snapshotFailed: (streamId, err) => this.props.snapshotFailed?.(spec.name, streamId, err),
       });
       this.stores.set(spec, store as unknown as AggregateStore<never, unknown, DomainEvent>);
     }

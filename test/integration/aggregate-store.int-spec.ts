@@ -307,6 +307,91 @@ describe('AggregateStore on PostgreSQL', () => {
     expect(missing.readAt).toBeNull();
   });
 
+  it('writes a due snapshot only once the command has answered, and the next command uses it', async () => {
+    type Command = Add & { stream: string; metadata: CommandContext };
+    const snapshots = new PostgresSnapshotStore(t.db);
+    const saved: bigint[] = [];
+    const failed: [string, string, unknown][] = [];
+    let fail = false;
+    let caughtUp!: () => void;
+    let catchingUp = Promise.resolve();
+    let waiting = (): void => undefined;
+    const service = new DeciderService({
+      events: spy,
+      snapshots: {
+        load: (id) => snapshots.load(id),
+        save: (id, snap) => {
+          saved.push(snap.revision);
+          return fail ? Promise.reject(new Error('disk full')) : snapshots.save(id, snap);
+        },
+      },
+      // The read models catch up when the test says so: the answer waits for them.
+      sync: {
+        waitForPosition: () => {
+          waiting();
+          return catchingUp;
+        },
+      },
+      clock: { now: () => new Date('2026-01-01T00:00:00Z') },
+      ids: { uuid: randomUUID },
+      snapshotFailed: (aggregate, streamId, err) => failed.push([aggregate, streamId, err]),
+    });
+    const spec: AggregateSpec<Command, { total: number }, Added> = {
+      name: 'counter',
+      decider: { ...counter, decide: (c: Command, s: { total: number }) => counter.decide(c, s) },
+      streamOf: (c) => c.stream,
+      snapshots: {
+        schema: 'counter/1',
+        to: (s) => s,
+        from: (j) => j as { total: number },
+        every: 3,
+      },
+      done: () => 'added',
+    };
+    const stream = `counter-${randomUUID()}`;
+    const add = () => service.execute(spec, { stream, n: 1, limit: 100, metadata: ctx() });
+    await add();
+    await add();
+    // The third event makes a snapshot due while the read models are still catching up.
+    catchingUp = new Promise<void>((resolve) => (caughtUp = resolve));
+    const appended = new Promise<void>((resolve) => (waiting = resolve));
+    const third = add();
+    await appended;
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    expect(saved).toEqual([]);
+    caughtUp();
+    await expect(third).resolves.toMatchObject({ state: { total: 3 } });
+    await service.snapshotsWritten();
+    expect(saved).toEqual([2n]);
+    expect(await snapshots.load(stream)).toMatchObject({ revision: 2n, state: { total: 3 } });
+
+    // Another replica (or a restart) starts from the snapshot: it reads from revision 3.
+    reads.length = 0;
+    const cold = await store().handle(stream, { n: 1, limit: 100 }, ctx());
+    expect(cold.state.total).toBe(4);
+    expect(reads.filter((r) => r.stream === stream).map((r) => r.from)).toEqual([3n]);
+
+    // A snapshot that cannot be written is reported, and the stored commands still answer:
+    // revision 5 (after the other replica's 3) is the next one due.
+    fail = true;
+    await expect(add()).resolves.toMatchObject({ state: { total: 5 } });
+    await expect(add()).resolves.toMatchObject({ state: { total: 6 } });
+    await service.snapshotsWritten();
+    expect(saved).toEqual([2n, 5n]);
+    expect(failed).toEqual([['counter', stream, new Error('disk full')]]);
+  });
+
+  it('never puts a late snapshot over a newer one', async () => {
+    const stream = `counter-${randomUUID()}`;
+    const snapshots = new PostgresSnapshotStore(t.db);
+    await snapshots.save(stream, { revision: 20n, schema: 'counter/1', state: { total: 21 } });
+    await snapshots.save(stream, { revision: 10n, schema: 'counter/1', state: { total: 11 } });
+    await snapshots.save(stream, { revision: 20n, schema: 'counter/1', state: { total: 99 } });
+    expect(await snapshots.load(stream)).toMatchObject({ revision: 20n, state: { total: 21 } });
+    await snapshots.save(stream, { revision: 30n, schema: 'counter/1', state: { total: 31 } });
+    expect(await snapshots.load(stream)).toMatchObject({ revision: 30n, state: { total: 31 } });
+  });
+
   it("keeps as many streams warm as the DeciderService's budget for the aggregate", async () => {
     type Command = Add & { stream: string; metadata: CommandContext };
     const spec = (cacheBudget?: 'streams' | 'refreshRuns') =>
