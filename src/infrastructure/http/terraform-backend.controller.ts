@@ -289,6 +289,10 @@ export class TerraformBackendController {
     await this.answerLockConflicts(res, () =>
       this.commands.execute(new UnlockStateCommand({ name, lockId, caller: callerOf(req) })),
     );
+    // Answered. Terraform's next command on this state starts with a GET:
+    // have the document it will read ready now, while nothing waits. A
+    // failure here costs nothing: that GET reads (and reports) for itself.
+    if (res.statusCode === 200) this.documents.refreshHeld(name).catch(() => undefined);
   }
 
   private async answerLockConflicts(res: Response, run: () => Promise<unknown>): Promise<void> {

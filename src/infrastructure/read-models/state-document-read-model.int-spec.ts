@@ -149,4 +149,49 @@ describe('StateDocumentReadModel: the GET right after a commit', () => {
     expect(served.md5).toBe(contentMd5(third));
     expect((await reader.current('race'))!.document).toBe(third);
   });
+  it('brings a document it holds up to date when asked, so the next GET reads no chunk; leaves a state it never served alone', async () => {
+    const values = new Map<number, string>();
+    const bigs = new Map<number, string>();
+    for (let k = 0; k < 500; k++) values.set(k, `value ${k}`);
+    await h.commit('held', parseStateDocument(body(1, values, bigs)));
+    await h.commit('unheld', parseStateDocument(body(1, values, bigs)));
+    // The chunks are read through db.pool (the manifest through db.query): count those reads.
+    let chunkReads = 0;
+    const pool = new Proxy(h.db.pool, {
+      get(target, prop, receiver) {
+        if (prop === 'query') {
+          return (...args: unknown[]) => {
+            chunkReads += 1;
+            return (target.query as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        }
+        return Reflect.get(target, prop, receiver) as unknown;
+      },
+    });
+    const counting = { pool, query: h.db.query.bind(h.db) } as unknown as Database;
+    const reader = new StateDocumentReadModel(counting);
+    await reader.currentBody('held');
+
+    values.set(250, 'changed in version 2');
+    const second = body(2, values, bigs);
+    await h.commit('held', parseStateDocument(second));
+    await h.commit('unheld', parseStateDocument(second));
+
+    chunkReads = 0;
+    await reader.refreshHeld('held');
+    expect(chunkReads).toBeGreaterThan(0);
+    chunkReads = 0;
+    const served = (await reader.currentBody('held'))!;
+    expect(chunkReads).toBe(0);
+    expect(served.version).toBe(2);
+    expect(Buffer.concat(served.parts).toString('utf8')).toBe(second);
+    expect(served.md5).toBe(contentMd5(second));
+
+    await reader.refreshHeld('unheld');
+    expect(chunkReads).toBe(0);
+    expect(Buffer.concat((await reader.currentBody('unheld'))!.parts).toString('utf8')).toBe(
+      second,
+    );
+    expect(chunkReads).toBeGreaterThan(0);
+  });
 });

@@ -114,7 +114,23 @@ export class StateDocumentReadModel {
    * instances, the first chunk (it holds the serial) and the one or two the
    * change touched, not the whole document.
    */
-  async currentBody(name: string): Promise<ServedDocument | null> {
+  currentBody(name: string): Promise<ServedDocument | null> {
+    return this.readCurrent(name, false);
+  }
+
+  /**
+   * Brings this process's copy of `name`'s current document up to date when
+   * it holds an earlier version: the changed chunks are read and the MD5
+   * taken now, so the next GET (terraform's next command starts with one)
+   * is served from memory. Called when a write session ends. A state this
+   * process does not hold is left to the GET that asks for it: reading it
+   * whole could cost far more than that GET will.
+   */
+  async refreshHeld(name: string): Promise<void> {
+    await this.readCurrent(name, true);
+  }
+
+  private async readCurrent(name: string, onlyHeld: boolean): Promise<ServedDocument | null> {
     const head = await this.db.query<{ state_id: string; version: number; chunks: string[] }>(
       `SELECT r.state_id, r.version, r.chunks FROM raw_state r
          JOIN states s ON s.state_id = r.state_id AND s.deleted_at IS NULL
@@ -125,6 +141,7 @@ export class StateDocumentReadModel {
     const { state_id: stateId, version, chunks } = head[0];
     const cached = this.served.get(stateId);
     if (cached && cached.version === version && sameIds(cached.chunks, chunks)) return cached;
+    if (onlyHeld && !cached) return null;
     const held = new Map<string, Buffer>();
     cached?.chunks.forEach((id, i) => held.set(id, cached.parts[i]));
     const wanted = [...new Set(chunks.filter((id) => !held.has(id)))];
