@@ -4,12 +4,17 @@ import * as path from 'node:path';
 // CPU accounting from /proc (Linux): USER_HZ is 100.
 const TICK_MS = 10;
 
-function procStat(pid: number): { ppid: number; cpuMs: number } | null {
+function procStat(pid: number): { ppid: number; cpuMs: number; reapedMs: number } | null {
   try {
     const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    // fields[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
-    return { ppid: Number(fields[1]), cpuMs: (Number(fields[11]) + Number(fields[12])) * TICK_MS };
+    // fields[0] is field 3 (state): ppid is field 4, utime 14, stime 15,
+    // cutime 16, cstime 17 (children that exited and were waited for).
+    return {
+      ppid: Number(fields[1]),
+      cpuMs: (Number(fields[11]) + Number(fields[12])) * TICK_MS,
+      reapedMs: (Number(fields[13]) + Number(fields[14])) * TICK_MS,
+    };
   } catch {
     return null;
   }
@@ -33,11 +38,14 @@ export function reapedChildrenCpuMs(): number {
 }
 
 /**
- * CPU of a process and its live children (PostgreSQL's backends are children
- * of the postmaster); a backend that exited meanwhile takes its time with it.
+ * CPU of a process, its live children (PostgreSQL's backends are children
+ * of the postmaster) and the children it has reaped: a backend that exits
+ * moves its time from the live sum into the root's, so the figure never
+ * goes back (up to the instant between its exit and its reaping).
  */
 export function processTreeCpuMs(root: number): number {
-  let total = procStat(root)?.cpuMs ?? 0;
+  const self = procStat(root);
+  let total = self ? self.cpuMs + self.reapedMs : 0;
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const s = procStat(Number(entry));
