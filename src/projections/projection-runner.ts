@@ -47,6 +47,8 @@ const SWAP_LOCK_TIMEOUT_MS = 500;
 const SWAP_PATIENCE_MS = 10 * 60_000;
 /** How often a halted projector tries its event again, quietly. */
 const RECHECK_MS = 30_000;
+/** How far a projector may trail, over events it does not handle, and still count as caught up. */
+const READY_LOOKAHEAD = 1000;
 const MAX_BACKOFF_MS = 30_000;
 
 /** The read models lag: what a write answers as SERVER.LAGGING (awaitReadModels). */
@@ -608,10 +610,30 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     if (slowest !== undefined) this.events.releaseAppends(slowest);
   }
 
-  /** True when no projector has committed events left to apply. */
+  /**
+   * True when no projector has committed events left to apply. A projector
+   * behind only by events it does not handle shows every write already:
+   * commands wait only for the projectors their events feed, and the
+   * others' loops move their checkpoints past such events a moment later,
+   * so under steady writes a replica would otherwise flap out of
+   * readiness. A projector further behind than READY_LOOKAHEAD events is
+   * catching up a backlog and not ready.
+   */
   async caughtUp(): Promise<boolean> {
     const last = await this.events.lastPosition();
-    return last === null || this.reached(last);
+    if (last === null) return true;
+    const short = await this.short(last, this.projectors);
+    if (short === null) return true;
+    if (short.halted.length > 0) return false;
+    const cps = await this.checkpoints();
+    for (const p of short.behind) {
+      const from = cps.get(p.name);
+      if (from === undefined) return false;
+      const next = await this.events.readAll(from, READY_LOOKAHEAD, p.handles);
+      if (next.length >= READY_LOOKAHEAD) return false;
+      if (next.some((e) => p.handles.includes(e.type))) return false;
+    }
+    return true;
   }
 
   /**

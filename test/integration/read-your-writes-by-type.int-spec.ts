@@ -1,7 +1,7 @@
 import { Client } from 'pg';
 import { ProjectionRunner } from '../../src/projections/projection-runner';
 import type { Projector } from '../../src/projections/projector';
-import { lockInfo, StateHarness } from '../support/state-harness';
+import { lockInfo, StateHarness, testDocument } from '../support/state-harness';
 import { quietLogger } from '../support/test-database';
 
 /**
@@ -58,5 +58,26 @@ describe('read-your-writes for the read models a command feeds', () => {
     await holder.query('SELECT pg_advisory_unlock(7300422, hashtext($1))', [stuck.name]);
     await waitingForAll;
     expect(all).toBe(true);
+  });
+  it('is ready while a read model trails only by events it does not handle, and not while one it handles waits', async () => {
+    await holder.query('SELECT pg_advisory_lock(7300422, hashtext($1))', [stuck.name]);
+    const position = await h.append({
+      type: 'LockState',
+      data: { name: 'ready', newStateId: h.newStateId(), lockInfo: lockInfo('L-2') },
+      metadata: h.context(),
+    });
+    await runner.waitForPosition(position!, ['StateCreated', 'LockAcquired']);
+    expect(await runner.reached(position!)).toBe(false);
+    expect(await runner.caughtUp()).toBe(true);
+
+    // A commit feeds the stuck read model: not ready until it has applied it.
+    const committed = await h.append(
+      h.commitCommand('other', testDocument(1, [{ name: 'a', input: 'x' }])),
+    );
+    await runner.waitForPosition(committed!, ['StateCreated', 'LifecycleOpened']);
+    expect(await runner.caughtUp()).toBe(false);
+    await holder.query('SELECT pg_advisory_unlock(7300422, hashtext($1))', [stuck.name]);
+    await runner.waitForPosition(committed!);
+    expect(await runner.caughtUp()).toBe(true);
   });
 });
