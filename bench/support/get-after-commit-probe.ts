@@ -1,4 +1,4 @@
-import { ChildProcess, spawn } from 'node:child_process';
+import { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
@@ -11,7 +11,7 @@ import { startKld, KldProcess } from './kld-process';
 import { processCpuMs } from './process-cpu';
 import { SyntheticState } from './state-generator';
 import { formatMs } from './stats';
-import { terraformEnv } from './terraform-env';
+import { preparePushTargets, runTerraform } from './terraform-pushes';
 
 /**
  * Probe: what the first GET after a commit costs against the GETs after it,
@@ -33,32 +33,6 @@ const PUSHES = Number(process.env.KL_PROBE_PUSHES ?? 0);
 // reads the document back), reported apart from the other rounds.
 const RESTART = process.env.KL_PROBE_RESTART === '1';
 
-/** terraform to completion, with TF_LOG=DEBUG into `log`; its wall time. */
-function terraform(
-  cwd: string,
-  env: NodeJS.ProcessEnv,
-  args: string[],
-  log?: string,
-): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const t0 = performance.now();
-    const extra = log ? { TF_LOG: 'DEBUG', TF_LOG_PATH: log } : {};
-    const child = spawn('terraform', args, {
-      cwd,
-      env: { ...env, ...extra },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    let err = '';
-    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-    child.on('error', reject);
-    child.on('exit', (code) =>
-      code === 0
-        ? resolve(performance.now() - t0)
-        : reject(new Error(`terraform ${args.join(' ')}: ${err}`)),
-    );
-  });
-}
-
 /** The DEBUG log's lines about backend requests and state writing, with their times. */
 function requestLines(log: string): string[] {
   if (!fs.existsSync(log)) return [];
@@ -79,40 +53,13 @@ async function pushes(
   pgUrl: string,
   builds: { label: string; kld: KldProcess }[],
 ): Promise<void> {
-  const rc = path.join(tmp, 'terraformrc');
-  fs.writeFileSync(rc, '\n');
-  const env = terraformEnv(rc);
-  const conn = new URL(pgUrl);
-  conn.pathname = '/postgres';
-  conn.searchParams.set('sslmode', 'disable');
-  const targets = [
-    {
-      label: 'pg',
-      pid: 0,
-      tf: `terraform {\n backend "pg" {\n conn_str = ${JSON.stringify(conn.toString())}\n }\n}\n`,
-    },
-    ...builds.map((b) => {
-      const a = JSON.stringify(`${b.kld.url}/v1/states/tf-probe`);
-      return {
-        label: b.label,
-        pid: b.kld.pid,
-        tf: `terraform {\n backend "http" {\n address = ${a}\n lock_address = ${a}\n unlock_address = ${a}\n }\n}\n`,
-      };
-    }),
-  ];
-  const state = new SyntheticState({ instances: INSTANCES });
-  const file = path.join(tmp, 'push.tfstate');
-  fs.writeFileSync(file, state.text());
-  const times = new Map<string, { ms: number; cpu: number }[]>();
-  for (const t of targets) {
-    const dir = path.join(tmp, `tf-${t.label}`);
-    fs.mkdirSync(dir);
-    fs.writeFileSync(path.join(dir, 'main.tf'), t.tf);
-    await terraform(dir, env, ['init', '-input=false', '-no-color']);
-    await terraform(dir, env, ['state', 'push', '-force', file]);
-    await terraform(dir, env, ['state', 'push', '-force', file]);
-    times.set(t.label, []);
-  }
+  const { env, targets, state, file } = await preparePushTargets({
+    tmp,
+    pgUrl,
+    builds,
+    instances: INSTANCES,
+  });
+  const times = new Map<string, { ms: number; cpu: number }[]>(targets.map((t) => [t.label, []]));
   for (let i = 0; i < PUSHES; i++) {
     state.changeOne(1_000_003 + i * 31);
     state.serial += 1;
@@ -120,12 +67,7 @@ async function pushes(
     for (const t of targets) {
       const log = path.join(tmp, `tf-${t.label}.log`);
       const before = t.pid ? processCpuMs(t.pid) : 0;
-      const ms = await terraform(
-        path.join(tmp, `tf-${t.label}`),
-        env,
-        ['state', 'push', file],
-        log,
-      );
+      const ms = await runTerraform(t.dir, env, ['state', 'push', file], log);
       times.get(t.label)!.push({ ms, cpu: t.pid ? processCpuMs(t.pid) - before : 0 });
       const lines = requestLines(log);
       if (i === PUSHES - 1) console.log(`${t.label}, last push:\n  ${lines.join('\n  ')}`);

@@ -1,4 +1,4 @@
-import { ChildProcess, spawn } from 'node:child_process';
+import { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
@@ -11,7 +11,7 @@ import { KldProcess, startKld } from './kld-process';
 import { DatabaseCpuMeter, postmasterOf, processCpuMs } from './process-cpu';
 import { SyntheticState } from './state-generator';
 import { formatMs } from './stats';
-import { terraformEnv } from './terraform-env';
+import { preparePushTargets, runTerraform } from './terraform-pushes';
 
 /**
  * Probe: what each exchange of a `terraform state push` of the next serial
@@ -110,21 +110,6 @@ async function round(b: Build, agent: http.Agent, n: number, sql: string | null)
   }
 }
 
-function terraform(cwd: string, env: NodeJS.ProcessEnv, args: string[]): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const t0 = performance.now();
-    const child = spawn('terraform', args, { cwd, env, stdio: ['ignore', 'ignore', 'pipe'] });
-    let err = '';
-    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-    child.on('error', reject);
-    child.on('exit', (code) =>
-      code === 0
-        ? resolve(performance.now() - t0)
-        : reject(new Error(`terraform in ${cwd} ${args.join(' ')}: ${err}`)),
-    );
-  });
-}
-
 function summary(xs: number[]): string {
   const s = [...xs].sort((a, b) => a - b);
   return `${formatMs(s[0])} / ${formatMs(s[Math.floor(s.length / 2)])}`;
@@ -132,57 +117,28 @@ function summary(xs: number[]): string {
 
 /** Real pushes of the next serial, builds and `pg` taking turns; the first through a proxy. */
 async function pushes(tmp: string, pgUrl: string, builds: Build[], sql: string): Promise<void> {
-  const rc = path.join(tmp, 'terraformrc');
-  fs.writeFileSync(rc, '\n');
-  const env = terraformEnv(rc);
-  const conn = new URL(pgUrl);
-  conn.pathname = '/postgres';
-  conn.searchParams.set('sslmode', 'disable');
-  const targets = [
-    {
-      label: 'pg',
-      pid: 0,
-      build: null,
-      tf: `terraform {\n backend "pg" {\n conn_str = ${JSON.stringify(conn.toString())}\n }\n}\n`,
-    },
-    ...builds.map((b) => {
-      const a = JSON.stringify(`${b.kld.url}/v1/states/tf-probe`);
-      return {
-        label: b.label,
-        pid: b.kld.pid,
-        build: b,
-        tf: `terraform {\n backend "http" {\n address = ${a}\n lock_address = ${a}\n unlock_address = ${a}\n }\n}\n`,
-      };
-    }),
-  ];
-  const state = new SyntheticState({ instances: INSTANCES });
-  const file = path.join(tmp, 'push.tfstate');
-  fs.writeFileSync(file, state.text());
-  const times = new Map<string, { ms: number; cpu: number }[]>();
-  for (const t of targets) {
-    const dir = path.join(tmp, `tf-${t.label}`);
-    fs.mkdirSync(dir);
-    fs.writeFileSync(path.join(dir, 'main.tf'), t.tf);
-    await terraform(dir, env, ['init', '-input=false', '-no-color']);
-    // Twice: the first -force push over the empty state `init` left keeps that state's lineage.
-    await terraform(dir, env, ['state', 'push', '-force', file]);
-    await terraform(dir, env, ['state', 'push', '-force', file]);
-    times.set(t.label, []);
-  }
+  const { env, targets, state, file } = await preparePushTargets({
+    tmp,
+    pgUrl,
+    builds,
+    instances: INSTANCES,
+  });
+  const times = new Map<string, { ms: number; cpu: number }[]>(targets.map((t) => [t.label, []]));
   for (let i = 0; i < PUSHES; i++) {
     state.changeOne(1_000_003 + i * 31);
     state.serial += 1;
     fs.writeFileSync(file, state.text());
     for (const t of targets) {
-      if (t.build) await sqlSince(t.build, sql);
+      const build = builds.find((b) => b.label === t.label);
+      if (build) await sqlSince(build, sql);
       const before = t.pid ? processCpuMs(t.pid) : 0;
-      const ms = await terraform(path.join(tmp, `tf-${t.label}`), env, ['state', 'push', file]);
+      const ms = await runTerraform(t.dir, env, ['state', 'push', file]);
       times.get(t.label)!.push({ ms, cpu: t.pid ? processCpuMs(t.pid) - before : 0 });
-      if (t.build && i === 0) {
+      if (build && i === 0) {
         // What terraform sent, on which connections, and kld's statements for each.
         let statements = 0;
         const lines: string[] = [];
-        for (const line of await sqlSince(t.build, sql)) {
+        for (const line of await sqlSince(build, sql)) {
           if (line.startsWith('sql ')) statements++;
           else {
             if (lines.length > 0) lines[lines.length - 1] += `, ${statements} statements`;

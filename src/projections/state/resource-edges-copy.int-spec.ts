@@ -1,13 +1,13 @@
 import { StateHarness } from '../../../test/support/state-harness';
-import type { Database } from '../../infrastructure/postgres/database';
-import { LOG_START, RecordedEvent } from '../../domain/shared/event';
-import { parseStateDocument, StateDocumentV4 } from '../../domain/terraform';
 import {
-  createShadowTables,
-  dropShadowTables,
-  SHADOW_SCHEMA,
-  useShadowTables,
-} from '../shadow-tables';
+  appliedToEmptyCopies,
+  handledEvents,
+  recordingStatements,
+  tableRows,
+} from '../../../test/support/projector-batches';
+import type { RecordedEvent } from '../../domain/shared/event';
+import { parseStateDocument, StateDocumentV4 } from '../../domain/terraform';
+import { dropShadowTables } from '../shadow-tables';
 import { ResourceEdgesProjector } from './resource-edges.projector';
 
 const INSTANCES = 700; // more than the projector's COPY threshold (500 sources)
@@ -47,15 +47,6 @@ function document(serial: number, drop = 0): StateDocumentV4 {
   );
 }
 
-async function snapshotTables(db: Database, tables: readonly string[]): Promise<string[][]> {
-  const out: string[][] = [];
-  for (const table of tables) {
-    const rows = await db.query<{ r: string }>(`SELECT t::text AS r FROM ${table} t ORDER BY 1`);
-    out.push(rows.map((row) => row.r));
-  }
-  return out;
-}
-
 describe('resource edges: the COPY of new sources writes what the statements write', () => {
   let h: StateHarness;
   let events: RecordedEvent[];
@@ -65,28 +56,15 @@ describe('resource edges: the COPY of new sources writes what the statements wri
     h = await StateHarness.create();
     await h.commit('edges', document(1));
     await h.commit('edges', document(2, 40)); // closes the last 40 instances
-    const handles: readonly string[] = projector.handles;
-    events = (await h.events.readAll(LOG_START, 100_000, handles)).filter((e) =>
-      handles.includes(e.type),
-    );
+    events = await handledEvents(h, projector);
   });
   afterAll(async () => {
     await dropShadowTables(h.db);
     await h.close();
   });
 
-  async function applied(apply: (tx: Parameters<typeof projector.apply>[1]) => Promise<void>) {
-    await dropShadowTables(h.db);
-    const live = await createShadowTables(h.db, projector.tables);
-    await h.db.transaction(async (tx) => {
-      await useShadowTables(tx, live);
-      await apply(tx);
-    });
-    return snapshotTables(
-      h.db,
-      projector.tables.map((t) => `${SHADOW_SCHEMA}.${t}`),
-    );
-  }
+  const applied = (apply: (tx: Parameters<typeof projector.apply>[1]) => Promise<void>) =>
+    appliedToEmptyCopies(h.db, projector, apply);
 
   it('a first commit and a second version in one batch project like one event at a time', async () => {
     expect(events.filter((e) => e.type === 'LifecycleClosed')).toHaveLength(40);
@@ -95,19 +73,14 @@ describe('resource edges: the COPY of new sources writes what the statements wri
     });
     const statements: string[] = [];
     const inOneBatch = await applied((tx) =>
-      projector.apply(events, {
-        query: (q: unknown, ...rest: unknown[]) => {
-          statements.push(typeof q === 'string' ? q : (q as { text: string }).text);
-          return (tx.query as (...args: unknown[]) => unknown)(q, ...rest);
-        },
-      } as typeof tx),
+      projector.apply(events, recordingStatements(tx, statements)),
     );
     expect(statements.filter((q) => q.startsWith('COPY resource_edge_sources'))).toHaveLength(1);
     expect(inOneBatch).toEqual(oneByOne);
     expect(oneByOne[1]).toHaveLength(INSTANCES); // a source per address, 40 of them closed
     expect(oneByOne[1].filter((r) => r.endsWith(',)'))).toHaveLength(40);
     // The live projection (a first commit, then a delta) holds the same rows.
-    expect(await snapshotTables(h.db, projector.tables)).toEqual(oneByOne);
+    expect(await tableRows(h.db, projector.tables)).toEqual(oneByOne);
     const [odd] = await h.db.query<{ dependencies: string[] }>(
       `SELECT dependencies FROM resource_edge_sources WHERE address LIKE '%k5 emo%'`,
     );
@@ -122,12 +95,7 @@ describe('resource edges: the COPY of new sources writes what the statements wri
     const statements: string[] = [];
     const opens = events.filter((e) => e.type === 'LifecycleOpened');
     const inTwo = await applied(async (tx) => {
-      const seen = {
-        query: (q: unknown, ...rest: unknown[]) => {
-          statements.push(typeof q === 'string' ? q : (q as { text: string }).text);
-          return (tx.query as (...args: unknown[]) => unknown)(q, ...rest);
-        },
-      } as typeof tx;
+      const seen = recordingStatements(tx, statements);
       await projector.apply(opens.slice(0, 600), seen);
       await projector.apply(opens.slice(590), seen); // ten redelivered
     });

@@ -1,13 +1,14 @@
 import { StateHarness } from '../../../test/support/state-harness';
-import type { Database } from '../../infrastructure/postgres/database';
-import { LOG_START, RecordedEvent } from '../../domain/shared/event';
-import { parseStateDocument, StateDocumentV4 } from '../../domain/terraform';
 import {
-  createShadowTables,
-  dropShadowTables,
-  SHADOW_SCHEMA,
-  useShadowTables,
-} from '../shadow-tables';
+  appliedToEmptyCopies,
+  handledEvents,
+  recordingStatements,
+  shadowRows,
+  tableRows,
+} from '../../../test/support/projector-batches';
+import type { RecordedEvent } from '../../domain/shared/event';
+import { parseStateDocument, StateDocumentV4 } from '../../domain/terraform';
+import { createShadowTables, dropShadowTables, useShadowTables } from '../shadow-tables';
 import { ResourceLifecyclesProjector } from './resource-lifecycles.projector';
 
 const INSTANCES = 700; // more than the projector's COPY threshold (100 opens)
@@ -64,16 +65,6 @@ function bigDocument(serial: number): StateDocumentV4 {
   return parseStateDocument(text);
 }
 
-/** Every row of each table as its row text (json columns hold NUL, which jsonb refuses), sorted. */
-async function snapshotTables(db: Database, tables: readonly string[]): Promise<string[][]> {
-  const out: string[][] = [];
-  for (const table of tables) {
-    const rows = await db.query<{ r: string }>(`SELECT t::text AS r FROM ${table} t ORDER BY 1`);
-    out.push(rows.map((row) => row.r));
-  }
-  return out;
-}
-
 describe('resource lifecycles: the COPY path writes what the row-by-row path writes', () => {
   let h: StateHarness;
   let events: RecordedEvent[];
@@ -86,29 +77,15 @@ describe('resource lifecycles: the COPY path writes what the row-by-row path wri
     // A second version: closes and a few opens (under the COPY threshold).
     next.resources[1].instances.splice(10, 3);
     await h.commit('big', next);
-    const handles: readonly string[] = projector.handles;
-    events = (await h.events.readAll(LOG_START, 100_000, handles)).filter((e) =>
-      handles.includes(e.type),
-    );
+    events = await handledEvents(h, projector);
   });
   afterAll(async () => {
     await dropShadowTables(h.db);
     await h.close();
   });
 
-  /** The projector's tables after `apply` ran against empty copies of them. */
-  async function applied(apply: (tx: Parameters<typeof projector.apply>[1]) => Promise<void>) {
-    await dropShadowTables(h.db);
-    const live = await createShadowTables(h.db, projector.tables);
-    await h.db.transaction(async (tx) => {
-      await useShadowTables(tx, live);
-      await apply(tx);
-    });
-    return snapshotTables(
-      h.db,
-      projector.tables.map((t) => `${SHADOW_SCHEMA}.${t}`),
-    );
-  }
+  const applied = (apply: (tx: Parameters<typeof projector.apply>[1]) => Promise<void>) =>
+    appliedToEmptyCopies(h.db, projector, apply);
 
   it('a first commit of 700 instances projects to the same rows in one batch as one event at a time', async () => {
     const opens = events.filter((e) => e.type === 'LifecycleOpened').length;
@@ -118,12 +95,7 @@ describe('resource lifecycles: the COPY path writes what the row-by-row path wri
     });
     const statements: string[] = [];
     const inOneBatch = await applied((tx) => {
-      const seen = {
-        query: (q: unknown, ...rest: unknown[]) => {
-          statements.push(typeof q === 'string' ? q : (q as { text: string }).text);
-          return (tx.query as (...args: unknown[]) => unknown)(q, ...rest);
-        },
-      } as typeof tx;
+      const seen = recordingStatements(tx, statements);
       return projector.apply(events, seen);
     });
     expect(statements.filter((q) => q.startsWith('COPY '))).toHaveLength(2);
@@ -131,7 +103,7 @@ describe('resource lifecycles: the COPY path writes what the row-by-row path wri
     expect(oneByOne[0]).toHaveLength(opens); // resources
     expect(oneByOne[1]).toHaveLength(INSTANCES); // resource_dependencies
     // …and the live projection (the runner's batches) holds the same rows.
-    expect(await snapshotTables(h.db, projector.tables)).toEqual(oneByOne);
+    expect(await tableRows(h.db, projector.tables)).toEqual(oneByOne);
     // The exact text survives in `instance`; the queryable columns hold U+FFFD for NUL.
     const [row] = await h.db.query<{ instance: string; value: string }>(
       `SELECT instance::text AS instance, attributes->'input'->>'value' AS value FROM resources
@@ -163,10 +135,7 @@ describe('resource lifecycles: the COPY path writes what the row-by-row path wri
         throw new Error('the checkpoint moved under us');
       }),
     ).rejects.toThrow(/moved under us/);
-    const left = await snapshotTables(
-      h.db,
-      projector.tables.map((t) => `${SHADOW_SCHEMA}.${t}`),
-    );
+    const left = await shadowRows(h.db, projector);
     expect(left.flat()).toEqual([]);
   });
 });

@@ -1,0 +1,97 @@
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { KldProcess } from './kld-process';
+import { SyntheticState } from './state-generator';
+import { terraformEnv } from './terraform-env';
+
+/** Where the probes' `terraform state push` runs go: the `pg` backend, or one kld build. */
+export interface PushTarget {
+  label: string;
+  /** kld's pid; 0 for the `pg` backend. */
+  pid: number;
+  /** terraform's working directory, initialised for this backend. */
+  dir: string;
+}
+
+/** terraform to completion (with TF_LOG=DEBUG into `log` when given); its wall time. */
+export function runTerraform(
+  cwd: string,
+  env: NodeJS.ProcessEnv,
+  args: string[],
+  log?: string,
+): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const extra = log ? { TF_LOG: 'DEBUG', TF_LOG_PATH: log } : {};
+    const child = spawn('terraform', args, {
+      cwd,
+      env: { ...env, ...extra },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let err = '';
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    child.on('error', reject);
+    child.on('exit', (code) =>
+      code === 0
+        ? resolve(performance.now() - t0)
+        : reject(new Error(`terraform in ${cwd} ${args.join(' ')}: ${err}`)),
+    );
+  });
+}
+
+/**
+ * One working directory per backend (the `pg` backend on `pgUrl`'s server,
+ * then each kld build's state `tf-probe`), initialised, each holding a
+ * synthetic state of `instances` pushed with -force (twice: the first push
+ * over the empty state `init` left keeps that state's lineage). The caller
+ * then pushes next serials: change `state`, raise its serial, write `file`.
+ */
+export async function preparePushTargets(options: {
+  tmp: string;
+  pgUrl: string;
+  builds: readonly { label: string; kld: KldProcess }[];
+  instances: number;
+}): Promise<{
+  env: NodeJS.ProcessEnv;
+  targets: PushTarget[];
+  state: SyntheticState;
+  file: string;
+}> {
+  const { tmp } = options;
+  const rc = path.join(tmp, 'terraformrc');
+  fs.writeFileSync(rc, '\n');
+  const env = terraformEnv(rc);
+  const conn = new URL(options.pgUrl);
+  conn.pathname = '/postgres';
+  conn.searchParams.set('sslmode', 'disable');
+  const backends = [
+    {
+      label: 'pg',
+      pid: 0,
+      tf: `terraform {\n backend "pg" {\n conn_str = ${JSON.stringify(conn.toString())}\n }\n}\n`,
+    },
+    ...options.builds.map((b) => {
+      const a = JSON.stringify(`${b.kld.url}/v1/states/tf-probe`);
+      return {
+        label: b.label,
+        pid: b.kld.pid,
+        tf: `terraform {\n backend "http" {\n address = ${a}\n lock_address = ${a}\n unlock_address = ${a}\n }\n}\n`,
+      };
+    }),
+  ];
+  const state = new SyntheticState({ instances: options.instances });
+  const file = path.join(tmp, 'push.tfstate');
+  fs.writeFileSync(file, state.text());
+  const targets: PushTarget[] = [];
+  for (const b of backends) {
+    const dir = path.join(tmp, `tf-${b.label}`);
+    fs.mkdirSync(dir);
+    fs.writeFileSync(path.join(dir, 'main.tf'), b.tf);
+    await runTerraform(dir, env, ['init', '-input=false', '-no-color']);
+    await runTerraform(dir, env, ['state', 'push', '-force', file]);
+    await runTerraform(dir, env, ['state', 'push', '-force', file]);
+    targets.push({ label: b.label, pid: b.pid, dir });
+  }
+  return { env, targets, state, file };
+}
