@@ -292,7 +292,14 @@ describe('GET /metrics', () => {
   });
 
   it('reports each projector caught up, then behind when events wait unapplied', async () => {
-    const caughtUp = await scrape();
+    // A command waits only for the projectors its events feed; the others'
+    // loops pass its events a moment later: a bounded wait for them.
+    let caughtUp = await scrape();
+    for (let i = 0; i < 50; i++) {
+      if (samples(caughtUp, 'kilolock_projection_lag_events').every((s) => s.value === 0)) break;
+      await new Promise((r) => setTimeout(r, 100));
+      caughtUp = await scrape();
+    }
     const projectors = samples(caughtUp, 'kilolock_projection_lag_events');
     expect(projectors.map((s) => s.labels.projector).sort()).toEqual(
       server.app.get(ProjectionRunner).names().sort(),
