@@ -11,7 +11,7 @@ import { startKld, KldProcess } from './kld-process';
 import { processCpuMs } from './process-cpu';
 import { SyntheticState } from './state-generator';
 import { formatMs } from './stats';
-import { preparePushTargets, runTerraform } from './terraform-pushes';
+import { preparePushTargets, PushTarget, pushNextSerials } from './terraform-pushes';
 
 /**
  * Probe: what the first GET after a commit costs against the GETs after it,
@@ -59,20 +59,20 @@ async function pushes(
     builds,
     instances: INSTANCES,
   });
-  const times = new Map<string, { ms: number; cpu: number }[]>(targets.map((t) => [t.label, []]));
-  for (let i = 0; i < PUSHES; i++) {
-    state.changeOne(1_000_003 + i * 31);
-    state.serial += 1;
-    fs.writeFileSync(file, state.text());
-    for (const t of targets) {
-      const log = path.join(tmp, `tf-${t.label}.log`);
-      const before = t.pid ? processCpuMs(t.pid) : 0;
-      const ms = await runTerraform(t.dir, env, ['state', 'push', file], log);
-      times.get(t.label)!.push({ ms, cpu: t.pid ? processCpuMs(t.pid) - before : 0 });
-      const lines = requestLines(log);
-      if (i === PUSHES - 1) console.log(`${t.label}, last push:\n  ${lines.join('\n  ')}`);
-    }
-  }
+  const logOf = (t: PushTarget) => path.join(tmp, `tf-${t.label}.log`);
+  const times = await pushNextSerials({
+    env,
+    targets,
+    state,
+    file,
+    pushes: PUSHES,
+    log: logOf,
+    around: (t, i) =>
+      Promise.resolve(async () => {
+        const lines = requestLines(logOf(t));
+        if (i === PUSHES - 1) console.log(`${t.label}, last push:\n  ${lines.join('\n  ')}`);
+      }),
+  });
   console.log(`state push of the next serial, ${PUSHES} each, taking turns: min / median / max`);
   for (const [label, xs] of times) {
     console.log(

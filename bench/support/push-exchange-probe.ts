@@ -11,7 +11,7 @@ import { KldProcess, startKld } from './kld-process';
 import { DatabaseCpuMeter, postmasterOf, processCpuMs } from './process-cpu';
 import { SyntheticState } from './state-generator';
 import { formatMs } from './stats';
-import { preparePushTargets, runTerraform } from './terraform-pushes';
+import { preparePushTargets, pushNextSerials } from './terraform-pushes';
 
 /**
  * Probe: what each exchange of a `terraform state push` of the next serial
@@ -123,18 +123,18 @@ async function pushes(tmp: string, pgUrl: string, builds: Build[], sql: string):
     builds,
     instances: INSTANCES,
   });
-  const times = new Map<string, { ms: number; cpu: number }[]>(targets.map((t) => [t.label, []]));
-  for (let i = 0; i < PUSHES; i++) {
-    state.changeOne(1_000_003 + i * 31);
-    state.serial += 1;
-    fs.writeFileSync(file, state.text());
-    for (const t of targets) {
+  const times = await pushNextSerials({
+    env,
+    targets,
+    state,
+    file,
+    pushes: PUSHES,
+    around: async (t, i) => {
       const build = builds.find((b) => b.label === t.label);
-      if (build) await sqlSince(build, sql);
-      const before = t.pid ? processCpuMs(t.pid) : 0;
-      const ms = await runTerraform(t.dir, env, ['state', 'push', file]);
-      times.get(t.label)!.push({ ms, cpu: t.pid ? processCpuMs(t.pid) - before : 0 });
-      if (build && i === 0) {
+      if (!build) return async () => {};
+      await sqlSince(build, sql);
+      return async () => {
+        if (i !== 0) return;
         // What terraform sent, on which connections, and kld's statements for each.
         let statements = 0;
         const lines: string[] = [];
@@ -148,9 +148,9 @@ async function pushes(tmp: string, pgUrl: string, builds: Build[], sql: string):
         }
         if (lines.length > 0) lines[lines.length - 1] += `, ${statements} statements`;
         console.log(`${t.label}, what terraform sent (first push):\n  ${lines.join('\n  ')}`);
-      }
-    }
-  }
+      };
+    },
+  });
   console.log(`state push of the next serial, ${PUSHES} each, taking turns: min / median`);
   for (const [label, xs] of times) {
     console.log(

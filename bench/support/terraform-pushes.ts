@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { KldProcess } from './kld-process';
+import { processCpuMs } from './process-cpu';
 import { SyntheticState } from './state-generator';
 import { terraformEnv } from './terraform-env';
 
@@ -94,4 +95,43 @@ export async function preparePushTargets(options: {
     targets.push({ label: b.label, pid: b.pid, dir });
   }
   return { env, targets, state, file };
+}
+
+/** One timed push: its wall time and its kld's CPU (0 for `pg`). */
+export interface PushTime {
+  ms: number;
+  cpu: number;
+}
+
+/**
+ * `pushes` rounds: each changes one instance of `state`, raises its serial
+ * and pushes it with `terraform state push` to every target in turn. `around`
+ * runs before each push and returns what runs after it (with the push's
+ * round), for what a probe records beside the times; `log` names a file for
+ * terraform's DEBUG log of a push.
+ */
+export async function pushNextSerials(options: {
+  env: NodeJS.ProcessEnv;
+  targets: readonly PushTarget[];
+  state: SyntheticState;
+  file: string;
+  pushes: number;
+  around?: (target: PushTarget, round: number) => Promise<() => Promise<void>>;
+  log?: (target: PushTarget) => string;
+}): Promise<Map<string, PushTime[]>> {
+  const { env, targets, state, file } = options;
+  const times = new Map<string, PushTime[]>(targets.map((t) => [t.label, []]));
+  for (let i = 0; i < options.pushes; i++) {
+    state.changeOne(1_000_003 + i * 31);
+    state.serial += 1;
+    fs.writeFileSync(file, state.text());
+    for (const t of targets) {
+      const after = options.around ? await options.around(t, i) : null;
+      const before = t.pid ? processCpuMs(t.pid) : 0;
+      const ms = await runTerraform(t.dir, env, ['state', 'push', file], options.log?.(t));
+      times.get(t.label)!.push({ ms, cpu: t.pid ? processCpuMs(t.pid) - before : 0 });
+      if (after) await after();
+    }
+  }
+  return times;
 }
