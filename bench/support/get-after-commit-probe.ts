@@ -1,17 +1,14 @@
-import { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import pino from 'pino';
-import { EmbeddedPostgres } from '../../src/infrastructure/postgres/embedded-postgres';
-import { openBenchDatabase } from './bench-database';
 import { sendBytes } from './http-send';
-import { startKld, KldProcess } from './kld-process';
+import type { KldProcess } from './kld-process';
 import { processCpuMs } from './process-cpu';
 import { SyntheticState } from './state-generator';
 import { formatMs } from './stats';
-import { preparePushTargets, PushTarget, pushNextSerials } from './terraform-pushes';
+import { PushTarget, pushNextSerials } from './terraform-pushes';
+import { lockInfoBody, runProbe } from './probe-harness';
 
 /**
  * Probe: what the first GET after a commit costs against the GETs after it,
@@ -53,18 +50,12 @@ async function pushes(
   pgUrl: string,
   builds: { label: string; kld: KldProcess }[],
 ): Promise<void> {
-  const { env, targets, state, file } = await preparePushTargets({
+  const logOf = (t: PushTarget) => path.join(tmp, `tf-${t.label}.log`);
+  const times = await pushNextSerials({
     tmp,
     pgUrl,
     builds,
     instances: INSTANCES,
-  });
-  const logOf = (t: PushTarget) => path.join(tmp, `tf-${t.label}.log`);
-  const times = await pushNextSerials({
-    env,
-    targets,
-    state,
-    file,
     pushes: PUSHES,
     log: logOf,
     around: (t, i) =>
@@ -115,34 +106,14 @@ function summary(xs: number[]): string {
 }
 
 async function main(): Promise<void> {
-  const logger = pino({ level: 'warn' }, pino.destination(2));
-  const builds = process.argv.slice(2).map((arg) => {
-    const [label, kld] = arg.split('=');
-    return { label, kld };
-  });
-  if (builds.length === 0) throw new Error('give LABEL=path/to/kld.js, one or more');
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-get-probe-'));
-  const children = new Set<ChildProcess>();
-  const pgDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-get-probe-pg-'));
-  const pg = await EmbeddedPostgres.start(pgDir, logger);
-  process.env.KL_BENCH_DATABASE_URL = pg.url;
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const running: Build[] = [];
-  try {
-    for (const { label, kld } of builds) {
-      const db = await openBenchDatabase(logger);
-      const k = await startKld({
-        kld,
-        databaseUrl: db.url,
-        dataDir: path.join(tmp, label),
-        children,
-      });
+  await runProbe('get-probe', async ({ tmp, pg, agent, klds }) => {
+    const running: Build[] = [];
+    for (const k of klds) {
       const state = new SyntheticState({ instances: INSTANCES });
-      const url = `${k.url}/v1/states/probe`;
       const b: Build = {
-        label,
-        kld: k,
-        url,
+        label: k.label,
+        kld: k.kld,
+        url: `${k.kld.url}/v1/states/probe`,
         state,
         first: [],
         later: [],
@@ -153,87 +124,63 @@ async function main(): Promise<void> {
       };
       await timed(b, agent, 'POST', b.posted);
       if (RESTART) {
-        await k.stop();
-        b.kld = await startKld({
-          kld,
-          databaseUrl: db.url,
-          dataDir: path.join(tmp, label),
-          children,
-        });
+        b.kld = await k.restart();
         b.url = `${b.kld.url}/v1/states/probe`;
       }
       running.push(b);
     }
-    console.log(
-      `${INSTANCES} instances, ${ROUNDS} rounds of ${CHANGED} changed, load ${os.loadavg()[0].toFixed(1)}`,
-    );
-    // Each round as terraform's `state push` of the next serial: LOCK, GET (the
-    // first after the last round's commit), two more GETs (not terraform's), POST, UNLOCK.
-    for (let round = 0; round < ROUNDS; round++) {
-      for (const b of running) {
-        for (let c = 0; c < CHANGED; c++) b.state.changeOne((round * CHANGED + c) * 7919 + 13);
-        const id = `00000000-0000-4000-8000-${String(round).padStart(12, '0')}`;
-        const info = Buffer.from(
-          JSON.stringify({
-            ID: id,
-            Operation: 'OperationTypeInvalid',
-            Info: '',
-            Who: 'probe',
-            Version: '1.11.4',
-            Created: new Date().toISOString(),
-            Path: '',
-          }),
-        );
-        b.lock.push(await timed(b, agent, 'LOCK', info));
-        const first = await timed(b, agent, 'GET');
-        b.first.push(first);
-        if (!first.body.equals(b.posted)) throw new Error(`${b.label}: first GET differs`);
-        for (let g = 0; g < 2; g++) {
-          const r = await timed(b, agent, 'GET');
-          if (!r.body.equals(b.posted)) throw new Error(`${b.label}: GET ${g} differs`);
-          b.later.push(r);
-        }
-        b.state.serial += 1;
-        b.posted = Buffer.from(b.state.text());
-        b.post.push(await timed(b, agent, 'POST', b.posted, `?ID=${id}`));
-        b.unlock.push(await timed(b, agent, 'UNLOCK', info));
-      }
-    }
-    for (const b of running) {
-      const line = (label: string, xs: { ms: number; cpu: number }[]) =>
-        console.log(
-          `  ${label.padEnd(11)} wall ${summary(xs.map((x) => x.ms))} ms, kld CPU ${summary(xs.map((x) => x.cpu))} ms`,
-        );
-      if (RESTART) {
-        const cold = (xs: { cpu: number }[]) => formatMs(xs.shift()!.cpu);
-        console.log(
-          `${b.label} after a restart: first GET kld CPU ${cold(b.first)} ms, POST ${cold(b.post)} ms`,
-        );
-        b.lock.shift();
-        b.unlock.shift();
-        b.later.splice(0, 2);
-      }
-      console.log(`${b.label}: min / median / max${RESTART ? ' (rounds after the first)' : ''}`);
-      line('LOCK', b.lock);
-      line('first GET', b.first);
-      line('delta POST', b.post);
-      line('UNLOCK', b.unlock);
-      line('later GETs', b.later);
-    }
+    await measure(running, agent);
     if (PUSHES > 0) await pushes(tmp, pg.url, running);
-    console.log(
-      `load after ${os
-        .loadavg()
-        .map((l) => l.toFixed(1))
-        .join(' ')}`,
-    );
-  } finally {
-    agent.destroy();
-    for (const b of running) await b.kld.stop();
-    for (const c of children) c.kill('SIGKILL');
-    await pg.stop();
-    fs.rmSync(tmp, { recursive: true, force: true });
-    fs.rmSync(pgDir, { recursive: true, force: true });
+  });
+}
+
+/** ROUNDS rounds of a push's exchanges with two more GETs, then the figures per build. */
+async function measure(running: Build[], agent: http.Agent): Promise<void> {
+  console.log(
+    `${INSTANCES} instances, ${ROUNDS} rounds of ${CHANGED} changed, load ${os.loadavg()[0].toFixed(1)}`,
+  );
+  // Each round as terraform's `state push` of the next serial: LOCK, GET (the
+  // first after the last round's commit), two more GETs (not terraform's), POST, UNLOCK.
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const b of running) {
+      for (let c = 0; c < CHANGED; c++) b.state.changeOne((round * CHANGED + c) * 7919 + 13);
+      const id = `00000000-0000-4000-8000-${String(round).padStart(12, '0')}`;
+      const info = lockInfoBody(id, 'probe');
+      b.lock.push(await timed(b, agent, 'LOCK', info));
+      const first = await timed(b, agent, 'GET');
+      b.first.push(first);
+      if (!first.body.equals(b.posted)) throw new Error(`${b.label}: first GET differs`);
+      for (let g = 0; g < 2; g++) {
+        const r = await timed(b, agent, 'GET');
+        if (!r.body.equals(b.posted)) throw new Error(`${b.label}: GET ${g} differs`);
+        b.later.push(r);
+      }
+      b.state.serial += 1;
+      b.posted = Buffer.from(b.state.text());
+      b.post.push(await timed(b, agent, 'POST', b.posted, `?ID=${id}`));
+      b.unlock.push(await timed(b, agent, 'UNLOCK', info));
+    }
+  }
+  for (const b of running) {
+    const line = (label: string, xs: { ms: number; cpu: number }[]) =>
+      console.log(
+        `  ${label.padEnd(11)} wall ${summary(xs.map((x) => x.ms))} ms, kld CPU ${summary(xs.map((x) => x.cpu))} ms`,
+      );
+    if (RESTART) {
+      const cold = (xs: { cpu: number }[]) => formatMs(xs.shift()!.cpu);
+      console.log(
+        `${b.label} after a restart: first GET kld CPU ${cold(b.first)} ms, POST ${cold(b.post)} ms`,
+      );
+      b.lock.shift();
+      b.unlock.shift();
+      b.later.splice(0, 2);
+    }
+    console.log(`${b.label}: min / median / max${RESTART ? ' (rounds after the first)' : ''}`);
+    line('LOCK', b.lock);
+    line('first GET', b.first);
+    line('delta POST', b.post);
+    line('UNLOCK', b.unlock);
+    line('later GETs', b.later);
   }
 }
 

@@ -1,17 +1,14 @@
-import { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import pino from 'pino';
-import { EmbeddedPostgres } from '../../src/infrastructure/postgres/embedded-postgres';
-import { openBenchDatabase } from './bench-database';
 import { sendBytes } from './http-send';
-import { KldProcess, startKld } from './kld-process';
-import { DatabaseCpuMeter, postmasterOf, processCpuMs } from './process-cpu';
+import type { KldProcess } from './kld-process';
+import { DatabaseCpuMeter, processCpuMs } from './process-cpu';
 import { SyntheticState } from './state-generator';
 import { formatMs } from './stats';
-import { preparePushTargets, pushNextSerials } from './terraform-pushes';
+import { pushNextSerials } from './terraform-pushes';
+import { lockInfoBody, runProbe } from './probe-harness';
 
 /**
  * Probe: what each exchange of a `terraform state push` of the next serial
@@ -49,20 +46,6 @@ interface Build {
   sql: Partial<Record<Exchange, string[]>>;
 }
 
-function lockInfo(id: string): Buffer {
-  return Buffer.from(
-    JSON.stringify({
-      ID: id,
-      Operation: 'OperationTypeInvalid',
-      Info: '',
-      Who: 'probe@host',
-      Version: '1.11.4',
-      Created: new Date().toISOString(),
-      Path: '',
-    }),
-  );
-}
-
 async function sqlSince(b: Build, out: string): Promise<string[]> {
   const file = `${out}.${b.kld.pid}`;
   fs.rmSync(file, { force: true });
@@ -76,7 +59,7 @@ async function sqlSince(b: Build, out: string): Promise<string[]> {
 async function round(b: Build, agent: http.Agent, n: number, sql: string | null): Promise<void> {
   for (let c = 0; c < CHANGED; c++) b.state.changeOne((n * CHANGED + c) * 7919 + 13);
   const id = `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
-  const info = lockInfo(id);
+  const info = lockInfoBody(id, 'probe@host');
   const steps: [Exchange, () => Promise<{ status: number; body: Buffer; ms: number }>][] = [
     ['LOCK', () => sendBytes(agent, 'LOCK', b.url, info)],
     ['GET', () => sendBytes(agent, 'GET', b.url)],
@@ -117,17 +100,11 @@ function summary(xs: number[]): string {
 
 /** Real pushes of the next serial, builds and `pg` taking turns; the first through a proxy. */
 async function pushes(tmp: string, pgUrl: string, builds: Build[], sql: string): Promise<void> {
-  const { env, targets, state, file } = await preparePushTargets({
+  const times = await pushNextSerials({
     tmp,
     pgUrl,
     builds,
     instances: INSTANCES,
-  });
-  const times = await pushNextSerials({
-    env,
-    targets,
-    state,
-    file,
     pushes: PUSHES,
     around: async (t, i) => {
       const build = builds.find((b) => b.label === t.label);
@@ -161,102 +138,84 @@ async function pushes(tmp: string, pgUrl: string, builds: Build[], sql: string):
 }
 
 async function main(): Promise<void> {
-  const logger = pino({ level: 'warn' }, pino.destination(2));
-  const args = process.argv.slice(2).map((arg) => arg.split('='));
-  if (args.length === 0) throw new Error('give LABEL=path/to/kld.js, one or more');
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-push-probe-'));
-  const sqlOut = path.join(tmp, 'sql');
-  process.env.KL_PROBE_SQL_OUT = sqlOut;
-  process.env.KL_BENCH_KLD_NODE_ARGS = [
-    process.env.KL_BENCH_KLD_NODE_ARGS ?? '',
-    `-r ${path.join(__dirname, 'sql-count-preload.js')}`,
-  ].join(' ');
-  const children = new Set<ChildProcess>();
-  const pgDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-push-probe-pg-'));
-  const pg = await EmbeddedPostgres.start(pgDir, logger);
-  const postmaster = postmasterOf(pgDir);
-  process.env.KL_BENCH_DATABASE_URL = pg.url;
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const running: Build[] = [];
-  const zero = () => ({ LOCK: 0, GET: 0, POST: 0, UNLOCK: 0 });
-  try {
-    for (const [label, kld] of args) {
-      const db = await openBenchDatabase(logger);
-      const k = await startKld({
-        kld,
-        databaseUrl: db.url,
-        dataDir: path.join(tmp, label),
-        children,
-      });
-      const state = new SyntheticState({ instances: INSTANCES });
-      const b: Build = {
-        label,
-        kld: k,
-        url: `${k.url}/v1/states/probe`,
-        state,
-        meter: postmaster
-          ? new DatabaseCpuMeter(postmaster, new URL(db.url).pathname.slice(1))
-          : null,
-        posted: Buffer.from(state.text()),
-        wall: { LOCK: [], GET: [], POST: [], UNLOCK: [] },
-        kldCpu: zero(),
-        pgCpu: zero(),
-        sql: {},
-      };
-      const first = await sendBytes(agent, 'POST', b.url, b.posted);
-      if (first.status !== 200) throw new Error(`${label} first POST: ${first.status}`);
-      running.push(b);
-    }
-    // Warm-up (JIT, caches) and the statements of one push, untimed.
-    for (const b of running) {
-      for (let n = 0; n < 3; n++) await round(b, agent, n, null);
-      await round(b, agent, 3, sqlOut);
-      b.wall = { LOCK: [], GET: [], POST: [], UNLOCK: [] };
-      b.kldCpu = zero();
-      b.pgCpu = zero();
-    }
-    console.log(
-      `${INSTANCES} instances, ${ROUNDS} rounds of ${CHANGED} changed, load ${os.loadavg()[0].toFixed(1)}`,
-    );
-    for (let n = 4; n < ROUNDS + 4; n++) for (const b of running) await round(b, agent, n, null);
-    for (const b of running) {
-      console.log(`${b.label}: wall min / median, kld and PostgreSQL CPU per exchange (mean)`);
-      for (const x of EXCHANGES) {
-        console.log(
-          `  ${x.padEnd(6)} wall ${summary(b.wall[x])} ms, kld ${formatMs(b.kldCpu[x] / ROUNDS)} ms, ` +
-            `PostgreSQL ${formatMs(b.pgCpu[x] / ROUNDS)} ms, ${b.sql[x]?.length ?? '?'} statements`,
-        );
+  let sqlOut = '';
+  await runProbe(
+    'push-probe',
+    async ({ tmp, pg, postmaster, agent, klds }) => {
+      const running: Build[] = [];
+      for (const { label, kld, databaseUrl } of klds) {
+        const state = new SyntheticState({ instances: INSTANCES });
+        const b: Build = {
+          label,
+          kld,
+          url: `${kld.url}/v1/states/probe`,
+          state,
+          meter: postmaster
+            ? new DatabaseCpuMeter(postmaster, new URL(databaseUrl).pathname.slice(1))
+            : null,
+          posted: Buffer.from(state.text()),
+          wall: { LOCK: [], GET: [], POST: [], UNLOCK: [] },
+          kldCpu: zero(),
+          pgCpu: zero(),
+          sql: {},
+        };
+        const first = await sendBytes(agent, 'POST', b.url, b.posted);
+        if (first.status !== 200) throw new Error(`${label} first POST: ${first.status}`);
+        running.push(b);
       }
-      const total = (r: Record<Exchange, number>) =>
-        EXCHANGES.reduce((s, x) => s + r[x], 0) / ROUNDS;
+      try {
+        await measure(running, agent, sqlOut);
+        if (PUSHES > 0) await pushes(tmp, pg.url, running, sqlOut);
+      } finally {
+        for (const b of running) b.meter?.stop();
+      }
+    },
+    (tmp) => {
+      sqlOut = path.join(tmp, 'sql');
+      process.env.KL_PROBE_SQL_OUT = sqlOut;
+      process.env.KL_BENCH_KLD_NODE_ARGS = [
+        process.env.KL_BENCH_KLD_NODE_ARGS ?? '',
+        `-r ${path.join(__dirname, 'sql-count-preload.js')}`,
+      ].join(' ');
+    },
+  );
+}
+
+const zero = () => ({ LOCK: 0, GET: 0, POST: 0, UNLOCK: 0 });
+
+/** Per exchange, wall and CPU over ROUNDS rounds, after an untimed warm-up and one round of statements. */
+async function measure(running: Build[], agent: http.Agent, sqlOut: string): Promise<void> {
+  // Warm-up (JIT, caches) and the statements of one push, untimed.
+  for (const b of running) {
+    for (let n = 0; n < 3; n++) await round(b, agent, n, null);
+    await round(b, agent, 3, sqlOut);
+    b.wall = { LOCK: [], GET: [], POST: [], UNLOCK: [] };
+    b.kldCpu = zero();
+    b.pgCpu = zero();
+  }
+  console.log(
+    `${INSTANCES} instances, ${ROUNDS} rounds of ${CHANGED} changed, load ${os.loadavg()[0].toFixed(1)}`,
+  );
+  for (let n = 4; n < ROUNDS + 4; n++) for (const b of running) await round(b, agent, n, null);
+  for (const b of running) {
+    console.log(`${b.label}: wall min / median, kld and PostgreSQL CPU per exchange (mean)`);
+    for (const x of EXCHANGES) {
       console.log(
-        `  push   kld ${formatMs(total(b.kldCpu))} ms, PostgreSQL ${formatMs(total(b.pgCpu))} ms`,
+        `  ${x.padEnd(6)} wall ${summary(b.wall[x])} ms, kld ${formatMs(b.kldCpu[x] / ROUNDS)} ms, ` +
+          `PostgreSQL ${formatMs(b.pgCpu[x] / ROUNDS)} ms, ${b.sql[x]?.length ?? '?'} statements`,
       );
     }
-    if (process.env.KL_PROBE_SHOW_SQL === '1') {
-      for (const b of running) {
-        for (const x of EXCHANGES) {
-          console.log(`${b.label} ${x}:\n    ${(b.sql[x] ?? []).join('\n    ')}`);
-        }
+    const total = (r: Record<Exchange, number>) => EXCHANGES.reduce((s, x) => s + r[x], 0) / ROUNDS;
+    console.log(
+      `  push   kld ${formatMs(total(b.kldCpu))} ms, PostgreSQL ${formatMs(total(b.pgCpu))} ms`,
+    );
+  }
+  if (process.env.KL_PROBE_SHOW_SQL === '1') {
+    for (const b of running) {
+      for (const x of EXCHANGES) {
+        console.log(`${b.label} ${x}:\n    ${(b.sql[x] ?? []).join('\n    ')}`);
       }
     }
-    if (PUSHES > 0) await pushes(tmp, pg.url, running, sqlOut);
-    console.log(
-      `load after ${os
-        .loadavg()
-        .map((l) => l.toFixed(1))
-        .join(' ')}`,
-    );
-  } finally {
-    agent.destroy();
-    for (const b of running) {
-      b.meter?.stop();
-      await b.kld.stop();
-    }
-    for (const c of children) c.kill('SIGKILL');
-    await pg.stop();
-    fs.rmSync(tmp, { recursive: true, force: true });
-    fs.rmSync(pgDir, { recursive: true, force: true });
   }
 }
 

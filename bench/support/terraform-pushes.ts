@@ -16,7 +16,7 @@ export interface PushTarget {
 }
 
 /** terraform to completion (with TF_LOG=DEBUG into `log` when given); its wall time. */
-export function runTerraform(
+function runTerraform(
   cwd: string,
   env: NodeJS.ProcessEnv,
   args: string[],
@@ -48,7 +48,7 @@ export function runTerraform(
  * over the empty state `init` left keeps that state's lineage). The caller
  * then pushes next serials: change `state`, raise its serial, write `file`.
  */
-export async function preparePushTargets(options: {
+async function preparePushTargets(options: {
   tmp: string;
   pgUrl: string;
   builds: readonly { label: string; kld: KldProcess }[];
@@ -104,22 +104,23 @@ export interface PushTime {
 }
 
 /**
- * `pushes` rounds: each changes one instance of `state`, raises its serial
- * and pushes it with `terraform state push` to every target in turn. `around`
- * runs before each push and returns what runs after it (with the push's
- * round), for what a probe records beside the times; `log` names a file for
- * terraform's DEBUG log of a push.
+ * Prepares the targets (see preparePushTargets), then `pushes` rounds: each
+ * changes one instance of the state, raises its serial and pushes it with
+ * `terraform state push` to every target in turn. `around` runs before each
+ * push and returns what runs after it (with the push's round), for what a
+ * probe records beside the times; `log` names a file for terraform's DEBUG
+ * log of a push.
  */
 export async function pushNextSerials(options: {
-  env: NodeJS.ProcessEnv;
-  targets: readonly PushTarget[];
-  state: SyntheticState;
-  file: string;
+  tmp: string;
+  pgUrl: string;
+  builds: readonly { label: string; kld: KldProcess }[];
+  instances: number;
   pushes: number;
   around?: (target: PushTarget, round: number) => Promise<() => Promise<void>>;
   log?: (target: PushTarget) => string;
 }): Promise<Map<string, PushTime[]>> {
-  const { env, targets, state, file } = options;
+  const { env, targets, state, file } = await preparePushTargets(options);
   const times = new Map<string, PushTime[]>(targets.map((t) => [t.label, []]));
   for (let i = 0; i < options.pushes; i++) {
     state.changeOne(1_000_003 + i * 31);

@@ -577,13 +577,14 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * Null when every projector of `needed` is at `position` or past it and no
    * halted projector is short of it; else the projectors of `needed` short
    * of it and the halts (at or before `position`) of every projector short
-   * of it. One read of the checkpoints.
+   * of it. One read of the checkpoints, none when the caller has them.
    */
   private async short(
     position: LogPosition,
     needed: readonly Projector[],
+    cps?: Map<string, LogPosition>,
   ): Promise<{ behind: Projector[]; halted: ProjectionHalt[] } | null> {
-    const cps = await this.checkpoints();
+    cps ??= await this.checkpoints();
     this.releaseAppends(cps);
     const isShort = (p: Projector) => {
       const cp = cps.get(p.name);
@@ -622,10 +623,10 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   async caughtUp(): Promise<boolean> {
     const last = await this.events.lastPosition();
     if (last === null) return true;
-    const short = await this.short(last, this.projectors);
+    const cps = await this.checkpoints();
+    const short = await this.short(last, this.projectors, cps);
     if (short === null) return true;
     if (short.halted.length > 0) return false;
-    const cps = await this.checkpoints();
     for (const p of short.behind) {
       const from = cps.get(p.name);
       if (from === undefined) return false;
