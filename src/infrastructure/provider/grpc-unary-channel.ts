@@ -134,6 +134,7 @@ export class GrpcUnaryChannel {
         status = Number(code);
         details = percentDecode(String(headers['grpc-message'] ?? ''));
       };
+      const deadline = performance.now() + timeoutMs;
       const timer = setTimeout(() => {
         failure = new GrpcCallError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline exceeded');
         stream.close(http2.constants.NGHTTP2_CANCEL);
@@ -161,6 +162,10 @@ export class GrpcUnaryChannel {
         this.track(-1);
         if (failure) return reject(failure);
         if (status === undefined) {
+          // A provider past the deadline may reset the stream rather than answer.
+          if (performance.now() >= deadline) {
+            return reject(new GrpcCallError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline exceeded'));
+          }
           const why =
             httpStatus && httpStatus !== 200
               ? `HTTP status ${httpStatus}`
@@ -172,7 +177,18 @@ export class GrpcUnaryChannel {
             ),
           );
         }
-        if (status !== GrpcStatus.OK) return reject(new GrpcCallError(status, details));
+        if (status !== GrpcStatus.OK) {
+          // The provider holds the same deadline (grpc-timeout): once it has
+          // passed, its failure is the deadline's, whatever status it chose
+          // (a Go provider often answers "context deadline exceeded" as
+          // UNKNOWN) and whichever of its answer and our timer came first.
+          if (performance.now() >= deadline && status !== GrpcStatus.DEADLINE_EXCEEDED) {
+            return reject(
+              new GrpcCallError(GrpcStatus.DEADLINE_EXCEEDED, `Deadline exceeded (${details})`),
+            );
+          }
+          return reject(new GrpcCallError(status, details));
+        }
         const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, received);
         const length = body.length >= PREFIX_BYTES ? body.readUInt32BE(1) : -1;
         if (length < 0 || body[0] !== 0 || length !== body.length - PREFIX_BYTES) {
