@@ -5,8 +5,8 @@ import * as path from 'node:path';
 import { DockerfileParser, Instruction } from 'dockerfile-ast';
 import { validate } from 'dockerfile-utils';
 import { parse as parseYaml } from 'yaml';
-import { freePort } from '../../src/infrastructure/postgres/embedded-postgres';
 import { ROOT } from '../support/kld-process';
+import { listenPort } from '../support/listen-port';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 const DOCKERFILE = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
@@ -53,9 +53,10 @@ describe('the container image', () => {
   /**
    * Where gRPC listens: in a container the image's default (127.0.0.1:8081)
    * is the container's own; here it is the machine's, which another test
-   * file's kld (or anything else) may hold at the same moment.
+   * file's kld (or anything else) may hold at the same moment. These tests
+   * never connect to it: any port the kernel gives.
    */
-  const grpc = async () => ({ KL_GRPC_LISTEN: `127.0.0.1:${await freePort()}` });
+  const grpc = { KL_GRPC_LISTEN: '127.0.0.1:0' };
   /** A clean environment: PATH, HOME and the image's ENV, no KL_* of ours. */
   const env = (extra: Record<string, string>) => ({
     PATH: process.env.PATH ?? '',
@@ -75,8 +76,8 @@ describe('the container image', () => {
   });
 
   it('serves with the image command, is healthy by its HEALTHCHECK, and stops on SIGTERM', async () => {
-    const port = await freePort();
-    const e = env({ KL_DATABASE_URL: t.url, KL_LISTEN: `127.0.0.1:${port}`, ...(await grpc()) });
+    const port = await listenPort();
+    const e = env({ KL_DATABASE_URL: t.url, KL_LISTEN: `127.0.0.1:${port}`, ...grpc });
     const health = () =>
       spawnSync(ENTRYPOINT, ['healthcheck'], { cwd: dir, env: e, encoding: 'utf8' }).status;
     expect(health()).toBe(1); // nothing listens yet
@@ -115,14 +116,14 @@ describe('the container image', () => {
   });
 
   it('with authentication on (the image listens on 0.0.0.0), starts once a token was created through the entrypoint', async () => {
-    const port = await freePort();
+    const port = await listenPort();
     const db = await createTestDatabase();
     // KL_AUTH=on stands for what 0.0.0.0 turns on: this test listens on loopback only.
     const e = env({
       KL_DATABASE_URL: db.url,
       KL_LISTEN: `127.0.0.1:${port}`,
       KL_AUTH: 'on',
-      ...(await grpc()),
+      ...grpc,
     });
     const run = (args: string[]) =>
       spawnSync(ENTRYPOINT, args, { cwd: dir, env: e, encoding: 'utf8', timeout: 120_000 });

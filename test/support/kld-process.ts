@@ -2,7 +2,6 @@ import { ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as https from 'node:https';
 import * as path from 'node:path';
-import { freePort } from '../../src/infrastructure/postgres/embedded-postgres';
 
 export const ROOT = path.resolve(__dirname, '../..');
 export const KLD = path.join(ROOT, 'dist/src/kld.js');
@@ -28,6 +27,11 @@ process.once('exit', () => {
  * Starts the built `kld serve` as a real child process and waits for /readyz
  * (or only /healthz, for a server that is expected not to be ready).
  * A variable set to undefined in `env` is left out of the child's environment.
+ *
+ * kld binds port 0 (HTTP, and gRPC unless `env` names an address) and the
+ * ports come from its "listening" log lines: a port picked free beforehand
+ * was taken by another worker's connection in the seconds kld spends
+ * migrating before it binds (EADDRINUSE in a CI run).
  */
 export async function startKld(
   env: Record<string, string | undefined>,
@@ -41,16 +45,14 @@ export async function startKld(
     args?: string[];
   } = {},
 ): Promise<KldProcess> {
-  const port = await freePort();
-  const grpc = env.KL_GRPC_LISTEN ?? `127.0.0.1:${await freePort()}`;
-  const args = [KLD, ...(options.args ?? []), 'serve', '--listen', `127.0.0.1:${port}`];
+  const args = [KLD, ...(options.args ?? []), 'serve', '--listen', '127.0.0.1:0'];
   const child = spawn(process.execPath, args, {
     env: {
       ...process.env,
       KL_LOG_FORMAT: 'json',
       KL_LOG_LEVEL: 'info',
       ...env,
-      KL_GRPC_LISTEN: grpc,
+      KL_GRPC_LISTEN: env.KL_GRPC_LISTEN ?? '127.0.0.1:0',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
     cwd: options.cwd,
@@ -60,26 +62,21 @@ export async function startKld(
   let out = '';
   child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
-  const url = `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   const deadline = Date.now() + readyTimeoutMs;
+  let bound: { url: string; grpc: string } | null = null;
   for (;;) {
     if (child.exitCode !== null)
       throw new Error(`kld exited (${child.exitCode}) during start:\n${out}`);
-    try {
-      const path = `/${options.waitFor ?? 'readyz'}`;
-      const status = options.tls
-        ? await httpsStatus(`${url}${path}`, options.tls)
-        : (await fetch(`${url}${path}`)).status;
-      if (status === 200) break;
-    } catch {
-      // not listening yet
-    }
+    bound ??= listeningAt(out, env.KL_GRPC_LISTEN);
+    if (bound && (await answers200(`${bound.url}/${options.waitFor ?? 'readyz'}`, options.tls)))
+      break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`kld not ready within ${readyTimeoutMs} ms:\n${out}`);
     }
     await new Promise((r) => setTimeout(r, 100));
   }
+  const { url, grpc } = bound;
   return {
     url,
     grpc,
@@ -93,6 +90,40 @@ export async function startKld(
         child.kill(signal);
       }),
   };
+}
+
+/**
+ * Where kld said it listens: the URL of its "kld listening" line and the
+ * address of its gRPC line (`off` when turned off); null until both are out.
+ */
+function listeningAt(
+  output: string,
+  grpcListen: string | undefined,
+): { url: string; grpc: string } | null {
+  let url: string | undefined;
+  let grpc = grpcListen === 'off' ? 'off' : undefined;
+  for (const line of output.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    let entry: { msg?: unknown; url?: unknown; grpc?: unknown };
+    try {
+      entry = JSON.parse(line) as typeof entry;
+    } catch {
+      continue; // a line still being written
+    }
+    if (entry.msg === 'kld listening' && typeof entry.url === 'string') url = entry.url;
+    if (entry.msg === 'kld gRPC events listening' && typeof entry.grpc === 'string')
+      grpc = entry.grpc;
+  }
+  return url && grpc ? { url, grpc } : null;
+}
+
+/** The URL answers 200 (false while kld is not listening yet). */
+async function answers200(url: string, tls: TlsClient | undefined): Promise<boolean> {
+  try {
+    return (tls ? await httpsStatus(url, tls) : (await fetch(url)).status) === 200;
+  } catch {
+    return false;
+  }
 }
 
 export interface TlsClient {
