@@ -19,14 +19,19 @@ export class EmbeddedPostgres {
   private constructor(
     private readonly child: ChildProcess,
     public readonly url: string,
+    private readonly port: number,
     private readonly logger: Logger,
   ) {}
 
-  /** `bins`: another PostgreSQL's `postgres` and `initdb` (tests run the one pg_dump matches). */
+  /**
+   * `bins`: another PostgreSQL's `postgres` and `initdb` (tests run the one
+   * pg_dump matches); `pickPort`: where to try listening (tests hand it a taken one).
+   */
   static async start(
     dataDir: string,
     logger: Logger,
     bins: Binaries = binaries(),
+    pickPort: () => Promise<number> = freePort,
   ): Promise<EmbeddedPostgres> {
     const owner = postgresOwner();
     const pgdata = path.join(dataDir, 'pgdata');
@@ -66,7 +71,34 @@ export class EmbeddedPostgres {
       }
     }
 
-    const port = await freePort();
+    // The port is picked free, then bound by postgres a moment later: a
+    // process that took it in between makes postgres exit at once, and a
+    // second port is tried (a few times) rather than failing kld's start.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await EmbeddedPostgres.launch(
+          pgdata,
+          password,
+          await pickPort(),
+          bins,
+          owner,
+          logger,
+        );
+      } catch (err) {
+        if (attempt >= 3 || !(err instanceof PortTaken)) throw err;
+        logger.warn({ port: err.port }, 'embedded PostgreSQL port was taken, trying another');
+      }
+    }
+  }
+
+  private static async launch(
+    pgdata: string,
+    password: string,
+    port: number,
+    bins: Binaries,
+    owner: { uid: number; gid: number } | null,
+    logger: Logger,
+  ): Promise<EmbeddedPostgres> {
     // PostgreSQL's own defaults otherwise, measured on the first commit of a
     // 20,000-instance state (about 170 MB of WAL, no checkpoint, no
     // autovacuum of the projected tables: kld runs their VACUUM (ANALYZE)):
@@ -114,7 +146,7 @@ export class EmbeddedPostgres {
     child.stderr?.on('data', onOutput);
 
     const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
-    const pg = new EmbeddedPostgres(child, url, logger);
+    const pg = new EmbeddedPostgres(child, url, port, logger);
     await pg.waitUntilReady(tail);
     logger.info({ port, pgdata }, 'embedded PostgreSQL started');
     return pg;
@@ -129,8 +161,18 @@ export class EmbeddedPostgres {
     let exited = false;
     this.child.once('exit', () => (exited = true));
     while (Date.now() < deadline) {
-      if (exited) throw new Error(`embedded PostgreSQL exited during start: ${tail.join(' | ')}`);
-      const client = new Client({ connectionString: this.url });
+      if (exited) {
+        const said = tail.join(' | ');
+        if (/Address already in use/.test(said)) throw new PortTaken(this.port, said);
+        throw new Error(`embedded PostgreSQL exited during start: ${said}`);
+      }
+      // Bounded: whatever else holds the port (postgres could not bind it)
+      // may accept the connection and never answer.
+      const client = new Client({
+        connectionString: this.url,
+        connectionTimeoutMillis: 2_000,
+        query_timeout: 2_000,
+      });
       client.on('error', () => undefined);
       try {
         await client.connect();
@@ -155,6 +197,16 @@ export class EmbeddedPostgres {
     await exited;
     clearTimeout(timer);
     this.logger.info('embedded PostgreSQL stopped');
+  }
+}
+
+/** postgres could not bind its port: another process took it after it was picked. */
+class PortTaken extends Error {
+  constructor(
+    readonly port: number,
+    said: string,
+  ) {
+    super(`embedded PostgreSQL exited during start: ${said}`);
   }
 }
 
