@@ -1,3 +1,4 @@
+import * as net from 'node:net';
 import { Notifier } from './notifier';
 
 /**
@@ -48,5 +49,30 @@ describe('Notifier: closing leaves no connection open', () => {
     await notifier.notify('kl_notifier_spec', 'y');
     await notifier.wait('kl_notifier_spec', 60_000);
     expect(openConnections()).toBe(before);
+  });
+});
+
+describe('Notifier: a server that never answers', () => {
+  it('ends a wait at its timeout, and closes the connections it tried', async () => {
+    // Accepts the connection and never answers, as a wedged proxy would.
+    const closed: Promise<void>[] = [];
+    // It reads (and drops) what comes, so it sees the other side close.
+    const silent = net.createServer((socket) => {
+      closed.push(new Promise((resolve) => socket.once('close', () => resolve())));
+      socket.resume();
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as net.AddressInfo;
+    try {
+      const notifier = new Notifier(`postgres://kl:pw@127.0.0.1:${port}/kl`, 200);
+      await notifier.wait('kl_notifier_spec', 10);
+      await notifier.notify('kl_notifier_spec', 'x');
+      await notifier.close();
+      expect(closed.length).toBeGreaterThan(0); // it did try
+      // Each attempt was given up on: kld's side closed every connection.
+      await Promise.all(closed);
+    } finally {
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 });

@@ -16,7 +16,15 @@ export class Notifier {
   private readonly notified = new Map<string, number>();
   private closed = false;
 
-  constructor(private readonly url: string) {}
+  /**
+   * `connectTimeoutMs` bounds opening the LISTEN connection: a server that
+   * accepts and never answers would otherwise hold every waiter (and the
+   * projectors' loops behind them) for as long as the socket lives.
+   */
+  constructor(
+    private readonly url: string,
+    private readonly connectTimeoutMs = 10_000,
+  ) {}
 
   /**
    * How many notifications of `channel` arrived so far. Take it before
@@ -81,7 +89,10 @@ export class Notifier {
   private async connect(): Promise<void> {
     if (!this.client && !this.closed) {
       this.connecting ??= (async () => {
-        const client = new Client({ connectionString: this.url });
+        const client = new Client({
+          connectionString: this.url,
+          connectionTimeoutMillis: this.connectTimeoutMs,
+        });
         client.on('error', () => this.reset());
         client.on('end', () => this.reset());
         client.on('notification', (msg) => this.wake(msg.channel));
