@@ -3,6 +3,7 @@ import type { Request, Response } from 'express';
 import { DomainError } from '../../domain/shared/domain-error';
 import type { ErrorCode } from '../../domain/shared/error-codes';
 import type { Logger } from '../logging/logger';
+import { isDatabaseUnavailable } from '../postgres/database-unavailable';
 import { statusFor } from './error-status';
 
 /**
@@ -65,6 +66,20 @@ export class ErrorFilter implements ExceptionFilter {
             ? 'REQUEST.TOO_LARGE'
             : 'REQUEST.INVALID';
       res.status(status).json(errorBody(code, httpMessage(err)));
+      return;
+    }
+    if (isDatabaseUnavailable(err)) {
+      // Not a bug, and not the caller's: the same request can succeed later.
+      this.logger.warn(
+        { err: { message: String((err as { message?: unknown }).message) }, requestId: req?.id },
+        'database unavailable',
+      );
+      res.setHeader('Retry-After', '1');
+      res
+        .status(503)
+        .json(
+          errorBody('SERVER.UNAVAILABLE', 'the database cannot be reached now; retry the request'),
+        );
       return;
     }
     this.logger.error({ err, requestId: req?.id }, 'unhandled error');
