@@ -1,4 +1,5 @@
 import * as net from 'node:net';
+import { freePort } from '../../src/infrastructure/postgres/embedded-postgres';
 
 /**
  * A port for a server a test must name in advance (the container's
@@ -13,26 +14,14 @@ export async function listenPort(): Promise<number> {
     const port = 20_000 + Math.floor(Math.random() * 12_000);
     if (await bindable(port)) return port;
   }
-  return bindAndRelease(0);
+  return freePort();
 }
 
-async function bindable(port: number): Promise<boolean> {
-  try {
-    await bindAndRelease(port);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function bindAndRelease(port: number): Promise<number> {
-  return new Promise((resolve, reject) => {
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = net.createServer();
     server.unref();
-    server.on('error', reject);
-    server.listen(port, '127.0.0.1', () => {
-      const bound = (server.address() as net.AddressInfo).port;
-      server.close(() => resolve(bound));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
 }
