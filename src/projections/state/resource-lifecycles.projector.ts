@@ -32,6 +32,10 @@ const COPY_ROWS = 100;
  */
 function cellField(value: JsonValue | undefined, jsonb: boolean): string {
   if (value === undefined || value === null) return copyField(null);
+  // A number or boolean's JSON text is its string (parsed JSON holds only
+  // finite numbers): the versions, serials and flags of every row skip the
+  // stringify-and-scan of jsonbText.
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
   if (jsonb || typeof value !== 'string') return copyJsonField(jsonbText(value));
   return copyField(isBigNumber(value) ? bigNumberText(value) : textParam(value));
 }
@@ -101,9 +105,15 @@ interface Opening {
   resourceAddress: string;
 }
 
+/** The targets an opened lifecycle declares, each once. */
+function targetsOf(o: Opening): Set<string> {
+  return new Set(o.data.instance.dependencies ?? []);
+}
+
 /** The dependency edges an opened lifecycle declares, each target once. */
-function edgesOf({ data: d, resourceAddress }: Opening): Edge[] {
-  return [...new Set(d.instance.dependencies ?? [])].map((to) => ({
+function edgesOf(o: Opening): Edge[] {
+  const { data: d, resourceAddress } = o;
+  return [...targetsOf(o)].map((to) => ({
     state_id: d.stateId,
     from_address: d.address,
     from_resource_address: resourceAddress,
@@ -222,8 +232,19 @@ export class ResourceLifecyclesProjector implements Projector {
           'resource_dependencies',
           EDGE_COLUMNS,
           (function* () {
+            // An opening's edges share every field but the target: encoded once.
             for (const o of opened) {
-              for (const e of edgesOf(o)) yield EDGE_COLUMNS.map((c) => cellField(e[c], false));
+              const targets = targetsOf(o);
+              if (targets.size === 0) continue;
+              const d = o.data;
+              const state = cellField(d.stateId, false);
+              const from = cellField(d.address, false);
+              const fromResource = cellField(o.resourceAddress, false);
+              const version = cellField(d.version, false);
+              const serial = cellField(d.serial, false);
+              for (const to of targets) {
+                yield [state, from, fromResource, cellField(to, false), version, serial];
+              }
             }
           })(),
         );
