@@ -56,6 +56,8 @@ function bigDocument(serial: number): StateDocumentV4 {
           ...(i % 5 === 0 ? { private: `cHJpdmF0ZQ==${i}` } : {}),
           ...(i % 6 === 0 ? { create_before_destroy: true } : {}),
           ...(i % 9 === 0 ? { identity_schema_version: 0, identity: { id: ODD[i % 5] } } : {}),
+          // an unknown member whose key JSON must escape
+          ...(i % 11 === 0 ? { 'x "quoted" \\ key\u00e9': ODD[i % 5] } : {}),
           dependencies: ['terraform_data.base'],
         })),
       },

@@ -3,9 +3,9 @@ import { ApplyCommitted, LifecycleOpened, StateEventType } from '../../domain/st
 import type { Queryable } from '../../infrastructure/postgres/database';
 import { Projector } from '../projector';
 import { ResourceAddresses, ResourceRow, resourceRow } from './lifecycle-row';
-import type { JsonValue } from '../../domain/terraform';
+import type { InstanceObjectV4, JsonObject, JsonValue } from '../../domain/terraform';
 import { asStateEvent } from './state-event';
-import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
+import { jsonbText, jsonbTextOf, textParam } from '../../infrastructure/postgres/jsonb-text';
 import { copyField, copyJsonField, copyRows } from '../../infrastructure/postgres/copy-rows';
 import { bigNumberText, isBigNumber } from '../../domain/terraform/lossless-json';
 
@@ -40,13 +40,52 @@ function cellField(value: JsonValue | undefined, jsonb: boolean): string {
   return copyField(isBigNumber(value) ? bigNumberText(value) : textParam(value));
 }
 
-const RESOURCE_CELLS: ((row: ResourceRow) => string)[] = [
+/**
+ * An instance's JSON.stringify text, spelled member by member (the same
+ * text: its own keys in their order, undefined members left out), keeping
+ * the members that are also jsonb columns of the row, which then need no
+ * serialisation of their own: `attributes` is most of an instance's bytes.
+ */
+function instanceTexts(instance: InstanceObjectV4): InstanceTexts {
+  const texts: InstanceTexts = { instance: '' };
+  let whole = '';
+  for (const key of Object.keys(instance)) {
+    const value = (instance as JsonObject)[key];
+    if (value === undefined) continue;
+    const text = JSON.stringify(value);
+    if (key === 'attributes' || key === 'sensitive_attributes' || key === 'dependencies') {
+      texts[key] = text;
+    }
+    whole += `${whole === '' ? '{' : ','}${JSON.stringify(key)}:${text}`;
+  }
+  texts.instance = whole === '' ? '{}' : `${whole}}`;
+  return texts;
+}
+
+interface InstanceTexts {
+  instance: string;
+  attributes?: string;
+  sensitive_attributes?: string;
+  dependencies?: string;
+}
+
+const RESOURCE_CELLS: ((row: ResourceRow, texts: InstanceTexts) => string)[] = [
   ...RESOURCE_COLUMN_LIST.map(([name, type]) => {
     const jsonb = type === 'jsonb';
+    if (name === 'attributes' || name === 'sensitive_attributes' || name === 'dependencies') {
+      return (row: ResourceRow, texts: InstanceTexts) => {
+        const value = row[name];
+        const text = texts[name];
+        // The row's member is the instance's own (resourceRow): its text is at hand.
+        return value === undefined || value === null || text === undefined
+          ? cellField(value, jsonb)
+          : copyJsonField(jsonbTextOf(text));
+      };
+    }
     return (row: ResourceRow) => cellField(row[name], jsonb);
   }),
   // json columns keep the exact text (see resourceParams).
-  (row) => copyJsonField(JSON.stringify(row.instance)),
+  (_row, texts) => copyJsonField(texts.instance),
   (row) =>
     row.resource_extra === undefined
       ? copyField(null)
@@ -223,7 +262,8 @@ export class ResourceLifecyclesProjector implements Projector {
           (function* () {
             for (const o of opened) {
               const row = resourceRow(o.data, o.resourceAddress);
-              yield RESOURCE_CELLS.map((cell) => cell(row));
+              const texts = instanceTexts(o.data.instance);
+              yield RESOURCE_CELLS.map((cell) => cell(row, texts));
             }
           })(),
         );
