@@ -1,13 +1,14 @@
-import { Inject } from '@nestjs/common';
+import { Inject, Optional } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { DomainError } from '../../domain/shared/domain-error';
 import { stateStreamId } from '../../domain/state';
-import { FlatInstance, flattenInstances } from '../../domain/terraform';
+import { FlatInstance, flattenInstances, InstanceObjectV4 } from '../../domain/terraform';
 import { DeciderService } from '../decider.service';
 import { COMMAND_METRICS, CommandMetrics, CommandOutcome } from '../ports/metrics.port';
 import { SERVER_LAGGING } from '../ports/read-model-sync.port';
 import { quotaOf } from '../quota/quota-commands';
 import { InstanceHashMemo } from './instance-hash-memo';
+import { ServedInstanceBytes } from './served-instance-bytes';
 import { STATE } from './state-aggregate';
 import {
   CommitStateCommand,
@@ -67,6 +68,7 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
     private readonly deciders: DeciderService,
     private readonly hashes: InstanceHashMemo,
     @Inject(COMMAND_METRICS) private readonly metrics: CommandMetrics,
+    @Optional() private readonly served?: ServedInstanceBytes,
   ) {}
 
   async execute(c: CommitStateCommand): Promise<{ version: number | null }> {
@@ -75,8 +77,21 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
     let instancesChanged = 0;
     const memo = this.hashes.open(stateStreamId(c.name));
     let instances: FlatInstance[] = [];
+    let warming: { stop(): void } | undefined;
     try {
-      instances = flattenInstances(c.document, memo.hash, memo.known);
+      // The instances hashed here are the ones no earlier commit made (the
+      // rest are known by identity): their served bytes are made while the
+      // append waits for PostgreSQL (ServedInstanceBytes).
+      const fresh: InstanceObjectV4[] = [];
+      instances = flattenInstances(
+        c.document,
+        (address, resource, instance) => {
+          fresh.push(instance);
+          return memo.hash(address, resource, instance);
+        },
+        memo.known,
+      );
+      warming = this.served?.warm(fresh);
       const { state, events } = await this.deciders.execute(STATE, {
         type: 'CommitState',
         data: {
@@ -107,6 +122,8 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
       }
       throw err;
     } finally {
+      // Answered: the projectors have what they needed; refused: nothing to serve.
+      warming?.stop();
       memo.done(instances);
       this.metrics.commitRan({
         outcome,

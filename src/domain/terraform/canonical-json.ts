@@ -48,7 +48,7 @@ function inKeyOrder(value: JsonValue): JsonValue | typeof UNORDERABLE {
       break;
     }
   }
-  if (!sorted) keys.sort();
+  if (!sorted) sortKeys(keys);
   let copy: Record<string, JsonValue> | undefined = sorted ? undefined : {};
   for (let i = 0; i < keys.length; i++) {
     const member = value[keys[i]];
@@ -65,8 +65,34 @@ function inKeyOrder(value: JsonValue): JsonValue | typeof UNORDERABLE {
     if (copy !== undefined) setMember(copy, keys[i], ordered);
   }
   if (copy === undefined) return value;
-  if (!sorted && !enumeratesInOrder(copy)) return UNORDERABLE;
+  // Only integer-like keys enumerate out of insertion order, and those start
+  // with a digit: without one, the copy is in order as built.
+  if (!sorted && keys.some(startsWithDigit) && !enumeratesInOrder(copy)) return UNORDERABLE;
   return copy;
+}
+
+function startsWithDigit(key: string): boolean {
+  const c = key.charCodeAt(0);
+  return c >= 0x30 && c <= 0x39;
+}
+
+/**
+ * Sorts keys in place in code-unit order, as `keys.sort()` does: by
+ * insertion for the few keys of most objects (the built-in sort allocates
+ * its work arrays for each call, tens of thousands of calls per first
+ * commit), by the built-in sort for long lists.
+ */
+function sortKeys(keys: string[]): void {
+  if (keys.length > 16) {
+    keys.sort();
+    return;
+  }
+  for (let i = 1; i < keys.length; i++) {
+    const key = keys[i];
+    let j = i - 1;
+    for (; j >= 0 && keys[j] > key; j--) keys[j + 1] = keys[j];
+    keys[j + 1] = key;
+  }
 }
 
 /**

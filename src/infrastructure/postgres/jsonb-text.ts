@@ -1,5 +1,5 @@
 import { hasLoneSurrogate } from '../../domain/shared/storable-text';
-import { stringifyJson } from '../../domain/terraform/lossless-json';
+import { unmarkNumbers } from '../../domain/terraform/lossless-json';
 
 // NUL and lone surrogates, as characters: matching NUL is the point here.
 const UNSTORABLE_CHAR =
@@ -17,8 +17,13 @@ const UNSTORABLE_ESCAPE = /(?<!\\)((?:\\\\)*)\\u(?:0000|d[89a-f][0-9a-f]{2})/g;
  * jsonb) columns.
  */
 export function jsonbText(value: unknown): string {
+  return jsonbTextOf(JSON.stringify(value));
+}
+
+/** `jsonbText` of a value whose JSON.stringify text the caller already has. */
+export function jsonbTextOf(json: string): string {
   // jsonb numerics are exact: big numbers go in as numbers, not marked strings.
-  const text = stringifyJson(value);
+  const text = unmarkNumbers(json);
   // Most text has no escape at all: no need to look for these ones.
   return text.includes('\\u') ? text.replace(UNSTORABLE_ESCAPE, '$1\\ufffd') : text;
 }

@@ -2,6 +2,7 @@ import type { EventStore } from '../../application/ports/event-store.port';
 import type { Projector } from '../projector';
 import { RawStateProjector } from './raw-state.projector';
 import { ReservationsProjector } from './reservations.projector';
+import { ResourceDependenciesProjector } from './resource-dependencies.projector';
 import { ResourceEdgesProjector } from './resource-edges.projector';
 import { ResourceLifecyclesProjector } from './resource-lifecycles.projector';
 import { StateCatalogProjector } from './state-catalog.projector';
@@ -9,6 +10,7 @@ import { StateCatalogProjector } from './state-catalog.projector';
 export {
   RawStateProjector,
   ReservationsProjector,
+  ResourceDependenciesProjector,
   ResourceEdgesProjector,
   ResourceLifecyclesProjector,
   StateCatalogProjector,
@@ -22,6 +24,7 @@ export {
 export const STATE_PROJECTORS = [
   StateCatalogProjector,
   ResourceLifecyclesProjector,
+  ResourceDependenciesProjector,
   ResourceEdgesProjector,
   RawStateProjector,
   ReservationsProjector,
@@ -32,6 +35,7 @@ export function stateProjectors(events: EventStore): Projector[] {
   return [
     new StateCatalogProjector(),
     new ResourceLifecyclesProjector(),
+    new ResourceDependenciesProjector(),
     new ResourceEdgesProjector(),
     new RawStateProjector(events),
     new ReservationsProjector(),

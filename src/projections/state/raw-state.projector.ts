@@ -12,10 +12,7 @@ import {
   ChunkNames,
   documentChunks,
   instanceAddressOf,
-  instanceDigest,
   InstanceEncoding,
-  InstanceObjectV4,
-  instanceObjectText,
   parseModulePath,
   parseStateDocument,
   resourceDescriptor,
@@ -28,6 +25,7 @@ import { CurrentDocument, DocumentCache, PlacedInstance } from './document-cache
 import { DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { asStateEvent } from './state-event';
 import { readRawState } from '../../infrastructure/postgres/raw-state-chunks';
+import { ServedInstanceBytes } from '../../application/state/served-instance-bytes';
 
 // Lifecycle events read per query.
 const READ_AHEAD = 5000;
@@ -85,25 +83,10 @@ export class RawStateProjector implements Projector {
 
   private readonly cache: DocumentCache;
   /**
-   * Each instance object as served (UTF-8) and the digest chunking names it
-   * by. Cached documents keep their instance objects from commit to commit,
-   * so a commit serialises and hashes only the instances it opened; the
-   * bytes go when their objects do.
+   * Each instance object as served and its digest (ServedInstanceBytes,
+   * shared with the commit handler, which warms a commit's new instances).
    */
-  private readonly encoded = new WeakMap<InstanceObjectV4, { bytes: Buffer; digest: Buffer }>();
-  private readonly encodedOf = (instance: InstanceObjectV4) => {
-    let e = this.encoded.get(instance);
-    if (e === undefined) {
-      const bytes = Buffer.from(instanceObjectText(instance), 'utf8');
-      e = { bytes, digest: instanceDigest(bytes) };
-      this.encoded.set(instance, e);
-    }
-    return e;
-  };
-  private readonly encoding: InstanceEncoding = {
-    bytes: (instance) => this.encodedOf(instance).bytes,
-    digest: (instance) => this.encodedOf(instance).digest,
-  };
+  private readonly encoding: InstanceEncoding;
 
   /** The ids of the chunks written last, so a commit hashes only the chunks it changed. */
   private readonly chunkNames = new ChunkNames();
@@ -115,7 +98,9 @@ export class RawStateProjector implements Projector {
   constructor(
     @Inject(EVENT_STORE) private readonly events: EventStore,
     @Optional() @Inject(CONFIG) config?: Pick<Config, 'cache'>,
+    @Optional() served?: ServedInstanceBytes,
   ) {
+    this.encoding = (served ?? new ServedInstanceBytes()).encoding;
     this.maxUnwritten = (config?.cache ?? DEFAULT_CACHE_BUDGETS).documentInstances;
     this.cache = new DocumentCache(this.maxUnwritten);
   }

@@ -9,6 +9,8 @@ import {
 import type { RecordedEvent } from '../../domain/shared/event';
 import { parseStateDocument, StateDocumentV4 } from '../../domain/terraform';
 import { createShadowTables, dropShadowTables, useShadowTables } from '../shadow-tables';
+import type { Projector } from '../projector';
+import { ResourceDependenciesProjector } from './resource-dependencies.projector';
 import { ResourceLifecyclesProjector } from './resource-lifecycles.projector';
 
 const INSTANCES = 700; // more than the projector's COPY threshold (100 opens)
@@ -56,6 +58,8 @@ function bigDocument(serial: number): StateDocumentV4 {
           ...(i % 5 === 0 ? { private: `cHJpdmF0ZQ==${i}` } : {}),
           ...(i % 6 === 0 ? { create_before_destroy: true } : {}),
           ...(i % 9 === 0 ? { identity_schema_version: 0, identity: { id: ODD[i % 5] } } : {}),
+          // an unknown member whose key JSON must escape
+          ...(i % 11 === 0 ? { 'x "quoted" \\ key\u00e9': ODD[i % 5] } : {}),
           dependencies: ['terraform_data.base'],
         })),
       },
@@ -68,7 +72,19 @@ function bigDocument(serial: number): StateDocumentV4 {
 describe('resource lifecycles: the COPY path writes what the row-by-row path writes', () => {
   let h: StateHarness;
   let events: RecordedEvent[];
-  const projector = new ResourceLifecyclesProjector();
+  // The lifecycles (`resources`, `outputs`) and their edges
+  // (`resource_dependencies`), two projectors, applied one after the other.
+  const lifecycles = new ResourceLifecyclesProjector();
+  const dependencies = new ResourceDependenciesProjector();
+  const projector: Projector = {
+    name: 'lifecycles-and-dependencies',
+    handles: lifecycles.handles,
+    tables: [...lifecycles.tables, ...dependencies.tables],
+    apply: async (batch, tx) => {
+      await lifecycles.apply(batch, tx);
+      await dependencies.apply(batch, tx);
+    },
+  };
 
   beforeAll(async () => {
     h = await StateHarness.create();
@@ -100,8 +116,9 @@ describe('resource lifecycles: the COPY path writes what the row-by-row path wri
     });
     expect(statements.filter((q) => q.startsWith('COPY '))).toHaveLength(2);
     expect(inOneBatch).toEqual(oneByOne);
+    expect(projector.tables).toEqual(['resources', 'outputs', 'resource_dependencies']);
     expect(oneByOne[0]).toHaveLength(opens); // resources
-    expect(oneByOne[1]).toHaveLength(INSTANCES); // resource_dependencies
+    expect(oneByOne[2]).toHaveLength(INSTANCES); // resource_dependencies
     // …and the live projection (the runner's batches) holds the same rows.
     expect(await tableRows(h.db, projector.tables)).toEqual(oneByOne);
     // The exact text survives in `instance`; the queryable columns hold U+FFFD for NUL.

@@ -3,9 +3,9 @@ import { ApplyCommitted, LifecycleOpened, StateEventType } from '../../domain/st
 import type { Queryable } from '../../infrastructure/postgres/database';
 import { Projector } from '../projector';
 import { ResourceAddresses, ResourceRow, resourceRow } from './lifecycle-row';
-import type { JsonValue } from '../../domain/terraform';
+import type { InstanceObjectV4, JsonObject, JsonValue } from '../../domain/terraform';
 import { asStateEvent } from './state-event';
-import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
+import { jsonbText, jsonbTextOf, textParam } from '../../infrastructure/postgres/jsonb-text';
 import { copyField, copyJsonField, copyRows } from '../../infrastructure/postgres/copy-rows';
 import { bigNumberText, isBigNumber } from '../../domain/terraform/lossless-json';
 
@@ -22,7 +22,7 @@ const RESOURCE_NAMES = RESOURCE_COLUMN_LIST.map(([name]) => name).join(', ');
 // 500 events that starts a first commit holds 499 opens: the recordset
 // statement took 1.3-1.4 s for them where COPY took 0.2-0.7 s for 5,000 rows
 // under the same load (docs/performance.md, wave 10).
-const COPY_ROWS = 100;
+export const COPY_ROWS = 100;
 
 /**
  * A value as a COPY field, read the way json_to_recordset reads the same
@@ -30,33 +30,67 @@ const COPY_ROWS = 100;
  * text, any other column a string as it is and anything else as its JSON
  * text, with NUL and lone surrogates made U+FFFD in both.
  */
-function cellField(value: JsonValue | undefined, jsonb: boolean): string {
+export function cellField(value: JsonValue | undefined, jsonb: boolean): string {
   if (value === undefined || value === null) return copyField(null);
+  // A number or boolean's JSON text is its string (parsed JSON holds only
+  // finite numbers): the versions, serials and flags of every row skip the
+  // stringify-and-scan of jsonbText.
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
   if (jsonb || typeof value !== 'string') return copyJsonField(jsonbText(value));
   return copyField(isBigNumber(value) ? bigNumberText(value) : textParam(value));
 }
 
-const RESOURCE_CELLS: ((row: ResourceRow) => string)[] = [
+/**
+ * An instance's JSON.stringify text, spelled member by member (the same
+ * text: its own keys in their order, undefined members left out), keeping
+ * the members that are also jsonb columns of the row, which then need no
+ * serialisation of their own: `attributes` is most of an instance's bytes.
+ */
+function instanceTexts(instance: InstanceObjectV4): InstanceTexts {
+  const texts: InstanceTexts = { instance: '' };
+  let whole = '';
+  for (const key of Object.keys(instance)) {
+    const value = (instance as JsonObject)[key];
+    if (value === undefined) continue;
+    const text = JSON.stringify(value);
+    if (key === 'attributes' || key === 'sensitive_attributes' || key === 'dependencies') {
+      texts[key] = text;
+    }
+    whole += `${whole === '' ? '{' : ','}${JSON.stringify(key)}:${text}`;
+  }
+  texts.instance = whole === '' ? '{}' : `${whole}}`;
+  return texts;
+}
+
+interface InstanceTexts {
+  instance: string;
+  attributes?: string;
+  sensitive_attributes?: string;
+  dependencies?: string;
+}
+
+const RESOURCE_CELLS: ((row: ResourceRow, texts: InstanceTexts) => string)[] = [
   ...RESOURCE_COLUMN_LIST.map(([name, type]) => {
     const jsonb = type === 'jsonb';
+    if (name === 'attributes' || name === 'sensitive_attributes' || name === 'dependencies') {
+      return (row: ResourceRow, texts: InstanceTexts) => {
+        const value = row[name];
+        const text = texts[name];
+        // The row's member is the instance's own (resourceRow): its text is at hand.
+        return value === undefined || value === null || text === undefined
+          ? cellField(value, jsonb)
+          : copyJsonField(jsonbTextOf(text));
+      };
+    }
     return (row: ResourceRow) => cellField(row[name], jsonb);
   }),
   // json columns keep the exact text (see resourceParams).
-  (row) => copyJsonField(JSON.stringify(row.instance)),
+  (_row, texts) => copyJsonField(texts.instance),
   (row) =>
     row.resource_extra === undefined
       ? copyField(null)
       : copyJsonField(JSON.stringify(row.resource_extra)),
 ];
-
-const EDGE_COLUMNS = [
-  'state_id',
-  'from_address',
-  'from_resource_address',
-  'to_address',
-  'create_version',
-  'create_serial',
-] as const;
 
 /**
  * `instance` and `resource_extra` go to json columns that keep their exact
@@ -77,7 +111,7 @@ function resourceParams(rows: ResourceRow[]): [string, string, string] {
   ];
 }
 
-const UNIQUE_VIOLATION = '23505';
+export const UNIQUE_VIOLATION = '23505';
 
 interface Closing {
   state_id: string;
@@ -86,40 +120,20 @@ interface Closing {
   serial: number;
 }
 
-interface Edge {
-  state_id: string;
-  from_address: string;
-  from_resource_address: string;
-  to_address: string;
-  create_version: number;
-  create_serial: number;
-}
-
 /** A lifecycle to open: its event's data and the resource address it belongs to. */
 interface Opening {
   data: LifecycleOpened['data'];
   resourceAddress: string;
 }
 
-/** The dependency edges an opened lifecycle declares, each target once. */
-function edgesOf({ data: d, resourceAddress }: Opening): Edge[] {
-  return [...new Set(d.instance.dependencies ?? [])].map((to) => ({
-    state_id: d.stateId,
-    from_address: d.address,
-    from_resource_address: resourceAddress,
-    to_address: to,
-    create_version: d.version,
-    create_serial: d.serial,
-  }));
-}
-
 /**
- * `resources`, `resource_dependencies` and `outputs`. A first commit of a big
- * state is thousands of LifecycleOpened events, so consecutive opens (and
- * closes) are written as one statement each; the decider emits a commit's
- * closes before its opens, which is also the order they are flushed in.
- * Idempotent: opens ignore an existing (address, create_version), closes
- * only touch lifecycles still open and created before the closing version.
+ * `resources` and `outputs`. A first commit of a big state is thousands of
+ * LifecycleOpened events, so consecutive opens (and closes) are written as
+ * one statement each; the decider emits a commit's closes before its opens,
+ * which is also the order they are flushed in. Idempotent: opens ignore an
+ * existing (address, create_version), closes only touch lifecycles still open
+ * and created before the closing version. The lifecycles' dependency edges
+ * are ResourceDependenciesProjector's, on a connection of their own.
  */
 @Projector()
 export class ResourceLifecyclesProjector implements Projector {
@@ -129,7 +143,7 @@ export class ResourceLifecyclesProjector implements Projector {
     StateEventType.LifecycleOpened,
     StateEventType.LifecycleClosed,
   ];
-  readonly tables = ['resources', 'resource_dependencies', 'outputs'];
+  readonly tables = ['resources', 'outputs'];
 
   private readonly addresses = new ResourceAddresses();
 
@@ -156,8 +170,8 @@ export class ResourceLifecyclesProjector implements Projector {
           });
           break;
         case 'LifecycleOpened':
-          // Rows and edges are made as they are written (see `open`): made
-          // here, thousands of them would outlive many young collections.
+          // Rows are made as they are written (see `open`): made here,
+          // thousands of them would outlive many young collections.
           opened.push({
             data: event.data,
             resourceAddress: this.addresses.of(event.data.resource),
@@ -175,22 +189,13 @@ export class ResourceLifecyclesProjector implements Projector {
   }
 
   private async close(tx: Queryable, rows: Closing[]): Promise<void> {
-    const json = jsonbText(rows);
-    const recordset = `jsonb_to_recordset($1::jsonb)
-      AS c(state_id uuid, address text, version integer, serial bigint)`;
     await tx.query(
       `UPDATE resources r SET delete_version = c.version, delete_serial = c.serial
-         FROM ${recordset}
+         FROM jsonb_to_recordset($1::jsonb)
+              AS c(state_id uuid, address text, version integer, serial bigint)
         WHERE r.state_id = c.state_id AND r.address = c.address
           AND r.delete_version IS NULL AND r.create_version < c.version`,
-      [json],
-    );
-    await tx.query(
-      `UPDATE resource_dependencies d SET delete_version = c.version, delete_serial = c.serial
-         FROM ${recordset}
-        WHERE d.state_id = c.state_id AND d.from_address = c.address
-          AND d.delete_version IS NULL AND d.create_version < c.version`,
-      [json],
+      [jsonbText(rows)],
     );
   }
 
@@ -213,17 +218,8 @@ export class ResourceLifecyclesProjector implements Projector {
           (function* () {
             for (const o of opened) {
               const row = resourceRow(o.data, o.resourceAddress);
-              yield RESOURCE_CELLS.map((cell) => cell(row));
-            }
-          })(),
-        );
-        await copyRows(
-          tx,
-          'resource_dependencies',
-          EDGE_COLUMNS,
-          (function* () {
-            for (const o of opened) {
-              for (const e of edgesOf(o)) yield EDGE_COLUMNS.map((c) => cellField(e[c], false));
+              const texts = instanceTexts(o.data.instance);
+              yield RESOURCE_CELLS.map((cell) => cell(row, texts));
             }
           })(),
         );
@@ -237,11 +233,10 @@ export class ResourceLifecyclesProjector implements Projector {
     await this.insert(
       tx,
       opened.map((o) => resourceRow(o.data, o.resourceAddress)),
-      opened.flatMap(edgesOf),
     );
   }
 
-  private async insert(tx: Queryable, rows: ResourceRow[], edges: Edge[]): Promise<void> {
+  private async insert(tx: Queryable, rows: ResourceRow[]): Promise<void> {
     await tx.query(
       `INSERT INTO resources (${RESOURCE_NAMES}, instance, resource_extra)
        SELECT ${RESOURCE_NAMES}, x.instance::json, nullif(x.resource_extra, '')::json
@@ -252,18 +247,6 @@ export class ResourceLifecyclesProjector implements Projector {
            USING (ord)
        ON CONFLICT (state_id, address, create_version) DO NOTHING`,
       resourceParams(rows),
-    );
-    if (edges.length === 0) return;
-    await tx.query(
-      `INSERT INTO resource_dependencies
-         (state_id, from_address, from_resource_address, to_address, create_version, create_serial)
-       SELECT state_id, from_address, from_resource_address, to_address, create_version,
-              create_serial
-         FROM jsonb_to_recordset($1::jsonb) AS e(state_id uuid, from_address text,
-              from_resource_address text,
-              to_address text, create_version integer, create_serial bigint)
-       ON CONFLICT (state_id, from_address, to_address, create_version) DO NOTHING`,
-      [jsonbText(edges)],
     );
   }
 
