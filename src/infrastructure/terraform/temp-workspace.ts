@@ -227,6 +227,7 @@ class TempWorkspace implements TerraformWorkspace {
     args: string[],
     signal?: AbortSignal,
   ): Promise<TerraformRun> {
+    const [file, next] = [path.join(this.dir, STATE_FILE), path.join(this.base, 'state.next')];
     const kill = new AbortController();
     const state: { fed: boolean; failed?: { error: unknown } } = { fed: false };
     let exited = false;
@@ -244,7 +245,8 @@ class TempWorkspace implements TerraformWorkspace {
       const feeding = early.state.then(
         async (text) => {
           state.fed = true;
-          await early.pipe.feed(text, () => exited);
+          // The file that replaces the pipe is written meanwhile, off the way to terraform show.
+          await Promise.all([early.pipe.feed(text, () => exited), fs.writeFile(next, text)]);
           return text;
         },
         (error: unknown) => {
@@ -258,11 +260,8 @@ class TempWorkspace implements TerraformWorkspace {
       if (state.failed) throw state.failed.error;
       // Killed before its state came (the signal): interrupted; the state is not waited for.
       if (kill.signal.aborted) return this.check('plan', run);
-      const text = await feeding;
-      if (text === null) throw state.failed!.error;
-      const file = path.join(this.dir, STATE_FILE);
-      await fs.writeFile(`${file}.kl`, text);
-      await fs.rename(`${file}.kl`, file);
+      if ((await feeding) === null) throw state.failed!.error;
+      await fs.rename(next, file);
       return this.check('plan', run);
     } finally {
       early.pipe.close();
