@@ -155,6 +155,155 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
     expect(commands()).toEqual(['plan', 'init', 'plan']);
   });
 
+  describe('terraform plan started before the state arrives (a named pipe)', () => {
+    // The module call makes the user's terraform init write a .terraform directory to reuse.
+    const TOP =
+      'module "a" {\n  source = "./mod"\n  n      = 1\n}\n' +
+      'resource "terraform_data" "top" {\n  input = "x"\n}\n';
+    const WITH_TOP: StateDocumentV4 = {
+      ...EMPTY,
+      serial: 4,
+      resources: [
+        {
+          mode: 'managed',
+          type: 'terraform_data',
+          name: 'top',
+          provider: 'provider["terraform.io/builtin/terraform"]',
+          instances: [
+            {
+              schema_version: 0,
+              attributes: {
+                id: 'c0ffee00-0000-4000-8000-000000000015',
+                input: { value: 'x', type: 'string' },
+                output: { value: 'x', type: 'string' },
+                triggers_replace: null,
+              },
+              sensitive_attributes: [],
+            },
+          ],
+        },
+      ],
+    };
+
+    /** Resolves once the wrapper has logged a terraform command whose first word is `command`. */
+    async function started(command: string): Promise<number> {
+      for (;;) {
+        const line = commands().find((l) => l.startsWith(`${command} `));
+        if (line) return Number(line.split(' ')[1]);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    }
+
+    beforeAll(() => {
+      // This wrapper also logs terraform's process id (exec keeps it).
+      fs.writeFileSync(
+        process.env.KL_TERRAFORM!,
+        `#!/bin/sh\necho "$1 $$" >> ${JSON.stringify(log)}\nexec ${JSON.stringify(terraform)} "$@"\n`,
+      );
+    });
+
+    afterAll(() =>
+      fs.writeFileSync(
+        process.env.KL_TERRAFORM!,
+        `#!/bin/sh\necho "$1" >> ${JSON.stringify(log)}\nexec ${JSON.stringify(terraform)} "$@"\n`,
+      ),
+    );
+
+    it('plans on the state kl gives it once it has it, and leaves the state as a file', async () => {
+      const dir = userDir('early', TOP);
+      let arrive!: (state: StateDocumentV4) => void;
+      const state = new Promise<StateDocumentV4>((resolve) => (arrive = resolve));
+      const workspace = await new TempWorkspaces().open(dir, {
+        rootFiles: [{ name: 'main.tf', text: TOP }],
+        state,
+      });
+      try {
+        await workspace.init();
+        const planning = workspace.plan({ targets: [], refresh: true });
+        await started('plan');
+        arrive(WITH_TOP);
+        const plan = (await planning) as Record<string, unknown>;
+        // Planned on the given state: top is there and unchanged (not a create).
+        expect(planned(plan).map((c) => [c.address, c.actions])).toEqual([
+          ['module.a.terraform_data.item', ['create']],
+          ['terraform_data.top', ['no-op']],
+        ]);
+        expect(commands().map((l) => l.split(' ')[0])).toEqual(['plan', 'show']);
+        const file = path.join(workspace.dir, 'terraform.tfstate');
+        expect(fs.lstatSync(file).isFile()).toBe(true);
+        expect(JSON.parse(fs.readFileSync(file, 'utf8'))).toMatchObject({ serial: 4 });
+      } finally {
+        await workspace.dispose();
+      }
+    });
+
+    it('a plan that needs a fresh init reads the same state again', async () => {
+      const dir = userDir('early-stale-manifest', TOP);
+      const grown = TOP + 'module "b" {\n  source = "./mod"\n  n      = 2\n}\n';
+      const workspace = await new TempWorkspaces().open(dir, {
+        rootFiles: [{ name: 'main.tf', text: grown }],
+        state: Promise.resolve(WITH_TOP),
+      });
+      try {
+        await workspace.init();
+        const plan = (await workspace.plan({ targets: [], refresh: true })) as Record<
+          string,
+          unknown
+        >;
+        expect(commands().map((l) => l.split(' ')[0])).toEqual(['plan', 'init', 'plan', 'show']);
+        expect(planned(plan).map((c) => [c.address, c.actions])).toEqual([
+          ['module.a.terraform_data.item', ['create']],
+          ['module.b.terraform_data.item', ['create']],
+          ['terraform_data.top', ['no-op']],
+        ]);
+      } finally {
+        await workspace.dispose();
+      }
+    });
+
+    it('interrupted before the state arrives: terraform is killed, nothing waits for the state', async () => {
+      const dir = userDir('early-interrupted', TOP);
+      const stop = new AbortController();
+      const workspace = await new TempWorkspaces().open(dir, {
+        rootFiles: [{ name: 'main.tf', text: TOP }],
+        state: new Promise<StateDocumentV4>(() => undefined), // never comes
+      });
+      try {
+        await workspace.init(stop.signal);
+        const planning = workspace.plan({ targets: [], refresh: true }, stop.signal);
+        const pid = await started('plan');
+        stop.abort();
+        await expect(planning).rejects.toMatchObject({ code: 'APPLY.INTERRUPTED' });
+        expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }));
+      } finally {
+        await workspace.dispose();
+      }
+    });
+
+    it('when the state never arrives: terraform is killed and the plan fails with its error', async () => {
+      const dir = userDir('early-failed', TOP);
+      const failure = new Error('the server cannot be reached');
+      let fail!: (e: Error) => void;
+      const state = new Promise<StateDocumentV4>((_, reject) => (fail = reject));
+      const workspace = await new TempWorkspaces().open(dir, {
+        rootFiles: [{ name: 'main.tf', text: TOP }],
+        state,
+      });
+      try {
+        await workspace.init();
+        const planning = workspace.plan({ targets: [], refresh: true });
+        const pid = await started('plan');
+        fail(failure);
+        await expect(planning).rejects.toBe(failure);
+        // The process is gone (and reaped), nothing else ran.
+        expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }));
+        expect(commands().map((l) => l.split(' ')[0])).toEqual(['plan']);
+      } finally {
+        await workspace.dispose();
+      }
+    });
+  });
+
   describe('with a provider (hashicorp/aws from the filesystem mirror)', () => {
     let mirror: string;
     const AWS_MAIN =

@@ -252,10 +252,11 @@ const oneFile: ConfigReader = {
 
 function setup(workspace: FakeWorkspace, planned: KlPlan = plan, configReader = reader) {
   const server = new FakeServer();
-  const opened: WorkspaceSpec[] = [];
+  const opened: (WorkspaceSpec & { state: StateDocumentV4 })[] = [];
   const workspaces: TerraformWorkspaces = {
     open: async (configDir, contents) => {
-      opened.push({ configDir, ...(await contents) });
+      const c = await contents;
+      opened.push({ configDir, ...c, state: await c.state });
       return workspace;
     },
   };

@@ -62,28 +62,24 @@ export class PlanOrchestrator {
     const choice = config.then((c) =>
       chooseLane(this.server, request.protocol, request.state, c.footprint, offer),
     );
-    // kl's private directory is copied meanwhile; the root files and the slice follow.
-    const opening = this.workspaces.open(
+    const state = choice.then((l) => l.slice);
+    state.catch(() => undefined); // the workspace's to await (a failure is the plan's error)
+    // kl's private directory is copied meanwhile; the root files follow, and terraform may
+    // start on them while the lane's state is still on its way (it reads the state last).
+    const workspace = await this.workspaces.open(
       request.configDir,
-      Promise.all([config, choice]).then(([c, l]) => ({ rootFiles: c.rootFiles, state: l.slice })),
+      config.then((c) => ({ rootFiles: c.rootFiles, state })),
     );
-    const [chosen, opened] = await Promise.allSettled([choice, opening]);
-    // Reading the configuration or the state failed: that is the error (the directory is gone).
-    if (chosen.status === 'rejected') {
-      if (opened.status === 'fulfilled') await opened.value.dispose();
-      throw chosen.reason;
-    }
-    if (opened.status === 'rejected') throw opened.reason;
-    const [prepared, lane, workspace] = [await config, chosen.value, opened.value];
-    const slice = lane.slice;
     const started = this.clock.now().getTime();
     let cleanup: Promise<void> | null = null;
+    let planned: Promise<unknown> | null = null;
     try {
       await workspace.init(signal);
-      const planned = workspace.plan(
-        { targets: request.targets, refresh: request.refresh },
-        signal,
-      );
+      planned = workspace.plan({ targets: request.targets, refresh: request.refresh }, signal);
+      planned.catch(() => undefined); // awaited below, or before the directory is removed
+      const lane = await choice;
+      const prepared = await config;
+      const slice = lane.slice;
       request.whileTerraformRuns?.();
       // What reads terraform's answer is loaded while terraform runs, not at kl's start.
       const [{ applySets }, { describeCounts, KL_PLAN_FORMAT }, json, { planResourceDelta }] =
@@ -144,6 +140,8 @@ export class PlanOrchestrator {
         },
       };
     } catch (e) {
+      // terraform is gone (killed if its state never came) before its directory is removed.
+      await planned?.catch(() => undefined);
       await (cleanup ?? workspace.dispose());
       throw e;
     }

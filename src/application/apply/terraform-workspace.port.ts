@@ -21,8 +21,12 @@ export interface ConfigReader {
 export interface WorkspaceContents {
   /** The root module's `.tf`/`.tf.json` files as terraform must see them; no other root configuration file is copied. */
   rootFiles: ScopedFile[];
-  /** Written as the local backend's `terraform.tfstate`. */
-  state: StateDocumentV4;
+  /**
+   * Written as the local backend's `terraform.tfstate`. Still a promise
+   * when the caller is reading it: `terraform plan` may then start before
+   * it arrives and read it when it does (a failure of it is plan's error).
+   */
+  state: StateDocumentV4 | Promise<StateDocumentV4>;
   /** Root input variables to pin (a `*.auto.tfvars.json` that wins over the user's). */
   variables?: Record<string, JsonValue>;
 }
@@ -59,7 +63,13 @@ export interface TerraformWorkspace {
    * to a fresh init if terraform finds it does not fit).
    */
   init(signal?: AbortSignal): Promise<void>;
-  /** `terraform plan -out` then `terraform show -json` of that plan: the parsed JSON. */
+  /**
+   * `terraform plan -out` then `terraform show -json` of that plan: the
+   * parsed JSON. When the state was still on its way at open(), terraform
+   * starts at once and is given the state when it arrives; if it fails
+   * to arrive (or the signal aborts before it has), terraform is killed
+   * and plan fails with that error.
+   */
   plan(options: { targets: string[]; refresh: boolean }, signal?: AbortSignal): Promise<unknown>;
   /** Applies the saved plan of the last `plan()` call. */
   apply(signal?: AbortSignal, onOutput?: (line: string) => void): Promise<ApplyResult>;
@@ -75,7 +85,8 @@ export interface TerraformWorkspaces {
    * Lays out a private directory for `configDir`. Copying the configuration
    * starts at once; the contents are written when they are there, so a
    * caller still reading the state can pass them as a promise. If they
-   * fail, the directory is removed and open fails with their error.
+   * fail, the directory is removed and open fails with their error. A
+   * state that is itself a promise may be left to plan() (see there).
    */
   open(
     configDir: string,

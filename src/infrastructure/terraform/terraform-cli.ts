@@ -17,6 +17,8 @@ export interface TerraformRunOptions {
   onLine?: (line: string) => void;
   /** After SIGINT, how long terraform may take to stop gracefully before SIGKILL. */
   graceMs?: number;
+  /** Kills terraform at once (SIGKILL): for a run that has been given nothing to act on yet. */
+  kill?: AbortSignal;
 }
 
 // eslint-disable-next-line no-control-regex
@@ -83,9 +85,15 @@ export function runTerraform(args: string[], options: TerraformRunOptions): Prom
     };
     if (options.signal?.aborted) onAbort();
     options.signal?.addEventListener('abort', onAbort, { once: true });
+    const onKill = () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    };
+    if (options.kill?.aborted) onKill();
+    options.kill?.addEventListener('abort', onKill, { once: true });
     const finish = (code: number | null, signal: NodeJS.Signals | null, extra = '') => {
       clearTimeout(killTimer);
       options.signal?.removeEventListener('abort', onAbort);
+      options.kill?.removeEventListener('abort', onKill);
       if (pending !== '' && options.onLine) options.onLine(pending);
       resolve({ code, signal, output: output + extra, stdout, interrupted });
     };

@@ -1,0 +1,72 @@
+import { execFile } from 'node:child_process';
+import * as fs from 'node:fs';
+
+const { O_RDONLY, O_WRONLY, O_NONBLOCK } = fs.constants;
+/** How long a write waits before trying again while terraform has not opened the pipe. */
+const RETRY_MS = 1;
+
+/**
+ * `terraform.tfstate` as a named pipe, so that `terraform plan` can start
+ * (exec, its configuration, the backend) while kl still waits for the state
+ * it plans on: terraform opens the state once, after reading the
+ * configuration, and reads it to its end.
+ *
+ * kl holds the pipe's write end from before terraform starts, so
+ * terraform's open never waits for a writer, and if kl dies terraform reads
+ * an empty document and ends instead of waiting for ever. A write before
+ * terraform has opened the pipe finds no reader (EPIPE) and is tried again
+ * a millisecond later, until terraform has read it all or has exited.
+ */
+export class StatePipe {
+  private writer: number | null;
+
+  private constructor(writer: number) {
+    this.writer = writer;
+  }
+
+  /** Lays the pipe at `file`; null where named pipes cannot be made (then the state is a file). */
+  static async lay(file: string): Promise<StatePipe | null> {
+    const made = await new Promise<boolean>((resolve) =>
+      execFile('mkfifo', ['-m', '600', file], (error) => resolve(error === null)),
+    );
+    if (!made) return null;
+    try {
+      // Opening the write end needs a reader: kl's own, for that instant only.
+      const reader = fs.openSync(file, O_RDONLY | O_NONBLOCK);
+      try {
+        return new StatePipe(fs.openSync(file, O_WRONLY | O_NONBLOCK));
+      } finally {
+        fs.closeSync(reader);
+      }
+    } catch {
+      return null;
+    }
+  }
+
+  /** Writes `text` and closes the pipe, or stops once `exited()` says terraform is gone. */
+  async feed(text: string, exited: () => boolean): Promise<void> {
+    const data = Buffer.from(text);
+    let offset = 0;
+    try {
+      while (offset < data.length && !exited() && this.writer !== null) {
+        try {
+          offset += fs.writeSync(this.writer, data, offset);
+        } catch (e) {
+          const code = (e as NodeJS.ErrnoException).code;
+          // EPIPE: terraform has not opened the pipe yet; EAGAIN: it has not read what is there.
+          if (code !== 'EPIPE' && code !== 'EAGAIN') throw e;
+          await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+        }
+      }
+    } finally {
+      this.close();
+    }
+  }
+
+  /** Closes kl's end: terraform, if it opened the pipe, reads the end of the document. */
+  close(): void {
+    if (this.writer === null) return;
+    fs.closeSync(this.writer);
+    this.writer = null;
+  }
+}
