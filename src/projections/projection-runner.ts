@@ -169,7 +169,8 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     let backoff = 0;
     // Set when an append signal (not a timeout or a kick) ended the idle wait.
     let woken = false;
-    let deferredSince: number | null = null;
+    // What the loop has left for later: since when, through which event, how many.
+    let deferred: Deferred | null = null;
     while (!signal.aborted) {
       if (this.halts.has(projector.name)) {
         await this.idle(signal, (wake) =>
@@ -186,19 +187,20 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         await this.idle(signal, (wake) => this.events.waitForAppend(250, wake));
         continue;
       }
-      if (woken && (await this.deferrable(projector, deferredSince))) {
+      const later: Deferred | null = woken ? await this.deferrable(projector, deferred) : null;
+      if (later !== null) {
         // Every new event is one this projector passes over: moving its
         // checkpoint now would be a transaction and a commit per append,
         // beside the writer's own (three per `terraform state push`). It
         // moves once the appends pause for a poll, or after DEFER_MS.
-        deferredSince ??= Date.now();
+        deferred = later;
         const mark = this.events.appendMark();
         await this.idle(signal, (wake) => this.events.waitForAppend(250, wake, mark));
         woken = this.events.appendMark() !== mark;
         continue;
       }
       woken = false;
-      deferredSince = null;
+      deferred = null;
       let applied = 0;
       try {
         applied = await this.runBatch(projector, BATCH, undefined, true);
@@ -229,27 +231,38 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   }
 
   /**
-   * Whether `projector`'s loop may leave its checkpoint where it is for now:
-   * the events after it are appends this process committed and holds (each
-   * confirmed as the log's next, as readAppended does), none of a type the
-   * projector handles, fewer than DEFER_EVENTS, and it has not waited
-   * DEFER_MS yet. Its read model shows those events already (it adds no row
-   * for them); a writer waiting for every read model catches it up itself
-   * (waitForPosition), and /readyz counts it caught up (caughtUp).
+   * Whether `projector`'s loop may leave its checkpoint where it is for now
+   * (what it then leaves, or null): the events after it are appends this
+   * process committed and holds (each confirmed as the log's next, as
+   * readAppended does), none of a type the projector handles, fewer than
+   * DEFER_EVENTS, and it has not waited DEFER_MS yet. Each append is looked
+   * at once: the walk goes on from where the last one stopped. Its read
+   * model shows those events already (it adds no row for them); a writer
+   * waiting for every read model catches it up itself (waitForPosition),
+   * and /readyz counts it caught up (caughtUp).
    */
-  private async deferrable(projector: Projector, since: number | null): Promise<boolean> {
-    if (since !== null && Date.now() - since >= DEFER_MS) return false;
-    let from = this.known.get(projector.name);
-    let seen = 0;
-    while (from !== undefined) {
-      const next = await this.events.readAppended(from, DEFER_EVENTS, projector.handles);
+  private async deferrable(
+    projector: Projector,
+    before: Deferred | null,
+  ): Promise<Deferred | null> {
+    const since = before?.since ?? Date.now();
+    if (Date.now() - since >= DEFER_MS) return null;
+    // A writer's batch may have moved the checkpoint past what was left.
+    const known = this.known.get(projector.name);
+    const fresh =
+      before === null || (known !== undefined && comparePositions(known, before.through) > 0);
+    let through = fresh ? known : before.through;
+    let events = fresh ? 0 : before.events;
+    const seen = events;
+    while (through !== undefined) {
+      const next = await this.events.readAppended(through, DEFER_EVENTS, projector.handles);
       if (next === null || next.length === 0) break;
-      if (next.some((e) => projector.handles.includes(e.type))) return false;
-      seen += next.length;
-      if (seen >= DEFER_EVENTS) return false;
-      from = next[next.length - 1].position;
+      if (next.some((e) => projector.handles.includes(e.type))) return null;
+      events += next.length;
+      if (events >= DEFER_EVENTS) return null;
+      through = next[next.length - 1].position;
     }
-    return seen > 0;
+    return through !== undefined && events > seen ? { since, through, events } : null;
   }
 
   /** Waits for `wait` (a wake-up hint or its timeout), a kick or the stop, whichever comes first. */
@@ -902,6 +915,14 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       }
     }
   }
+}
+
+/** What a projector's loop has left for later (deferrable). */
+interface Deferred {
+  since: number;
+  /** The last event looked at. */
+  through: LogPosition;
+  events: number;
 }
 
 /** Takes the transaction-scoped advisory lock `name` (a statement without parameters). */
