@@ -652,8 +652,9 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
             .map(async (p) => {
               const counted = { handled: 0 };
               bulk.set(p, counted);
-              // A batch from memory holds one append: a projector whose loop
-              // left earlier appends for later takes them first.
+              // A batch from memory ends where the held appends do (before an
+              // append of another process): go on while there is progress
+              // and this projector is short of the position.
               for (;;) {
                 const n = await this.runBatch(p, CATCH_UP_BATCH, counted);
                 if (n < CATCH_UP_BATCH && (n === 0 || this.knownAt(p, position))) break;
