@@ -128,9 +128,24 @@ export class AggregateStore<C, S, E extends DomainEvent> {
     probe: HandleProbe,
   ): Promise<HandleResult<S, E>> {
     const attempts = this.options.maxAttempts ?? 30;
+    // A warm stream is decided on as this process last left it, without
+    // reading its tail: an append carries the revision it was decided on, so
+    // one that another writer got ahead of is refused and decided again on
+    // the tail. An answer without an append (nothing to do, or a refusal)
+    // has no such check: it is given only on the tail just read.
+    let fromCache = this.cache.get(streamId);
     for (let attempt = 1; ; attempt++) {
-      const loaded = await this.load(streamId);
-      const events = this.decider.decide(command, loaded.state);
+      const cached = fromCache;
+      fromCache = undefined;
+      const loaded = cached ?? (await this.load(streamId));
+      let events: E[];
+      try {
+        events = this.decider.decide(command, loaded.state);
+      } catch (err) {
+        if (cached !== undefined) continue;
+        throw err;
+      }
+      if (events.length === 0 && cached !== undefined) continue;
       if (events.length === 0) {
         return {
           events,
@@ -165,7 +180,10 @@ export class AggregateStore<C, S, E extends DomainEvent> {
         if (err instanceof WrongExpectedRevisionError && attempt < attempts) {
           probe.conflicts++;
           this.cache.delete(streamId);
-          await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 * attempt)));
+          // Racing writers step apart; a stale cache is only read again.
+          if (cached === undefined) {
+            await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 * attempt)));
+          }
           continue;
         }
         throw err;

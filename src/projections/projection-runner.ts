@@ -50,6 +50,11 @@ const RECHECK_MS = 30_000;
 /** How far a projector may trail, over events it does not handle, and still count as caught up. */
 const READY_LOOKAHEAD = 1000;
 const MAX_BACKOFF_MS = 30_000;
+// How long, and over how many events, a loop leaves its checkpoint behind
+// appends of this process that hold no event it handles, while more keep
+// coming (see deferrable). Under READY_LOOKAHEAD, so readiness is kept.
+const DEFER_MS = 1000;
+const DEFER_EVENTS = BATCH;
 
 /** The read models lag: what a write answers as SERVER.LAGGING (awaitReadModels). */
 export class ProjectionTimeoutError extends DomainError {
@@ -101,6 +106,12 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   private readonly halts = new Map<string, ProjectionHalt>();
   /** The last passing failure logged per projector, so a flapping database logs once. */
   private readonly failing = new Map<string, string>();
+  /**
+   * Per projector, the checkpoint this process last saw committed (a batch
+   * of its own ended there): where a loop looks from for appends it may
+   * leave for later.
+   */
+  private readonly known = new Map<string, LogPosition>();
   private readonly recheckMs: number;
   private readonly events: EventStore;
   private readonly db: Database;
@@ -156,6 +167,10 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   private async loop(projector: Projector): Promise<void> {
     const signal = this.abort.signal;
     let backoff = 0;
+    // Set when an append signal (not a timeout or a kick) ended the idle wait.
+    let woken = false;
+    // What the loop has left for later: since when, through which event, how many.
+    let deferred: Deferred | null = null;
     while (!signal.aborted) {
       if (this.halts.has(projector.name)) {
         await this.idle(signal, (wake) =>
@@ -172,6 +187,20 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         await this.idle(signal, (wake) => this.events.waitForAppend(250, wake));
         continue;
       }
+      const later: Deferred | null = woken ? await this.deferrable(projector, deferred) : null;
+      if (later !== null) {
+        // Every new event is one this projector passes over: moving its
+        // checkpoint now would be a transaction and a commit per append,
+        // beside the writer's own (three per `terraform state push`). It
+        // moves once the appends pause for a poll, or after DEFER_MS.
+        deferred = later;
+        const mark = this.events.appendMark();
+        await this.idle(signal, (wake) => this.events.waitForAppend(250, wake, mark));
+        woken = this.events.appendMark() !== mark;
+        continue;
+      }
+      woken = false;
+      deferred = null;
       let applied = 0;
       try {
         applied = await this.runBatch(projector, BATCH, undefined, true);
@@ -193,8 +222,47 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         await this.pause(backoff, signal);
         continue;
       }
-      if (applied < BATCH) await this.idle(signal, (wake) => this.events.waitForAppend(250, wake));
+      if (applied < BATCH) {
+        const mark = this.events.appendMark();
+        await this.idle(signal, (wake) => this.events.waitForAppend(250, wake, mark));
+        woken = this.events.appendMark() !== mark;
+      }
     }
+  }
+
+  /**
+   * Whether `projector`'s loop may leave its checkpoint where it is for now
+   * (what it then leaves, or null): the events after it are appends this
+   * process committed and holds (each confirmed as the log's next, as
+   * readAppended does), none of a type the projector handles, fewer than
+   * DEFER_EVENTS, and it has not waited DEFER_MS yet. Each append is looked
+   * at once: the walk goes on from where the last one stopped. Its read
+   * model shows those events already (it adds no row for them); a writer
+   * waiting for every read model catches it up itself (waitForPosition),
+   * and /readyz counts it caught up (caughtUp).
+   */
+  private async deferrable(
+    projector: Projector,
+    before: Deferred | null,
+  ): Promise<Deferred | null> {
+    const since = before?.since ?? Date.now();
+    if (Date.now() - since >= DEFER_MS) return null;
+    // A writer's batch may have moved the checkpoint past what was left.
+    const known = this.known.get(projector.name);
+    const fresh =
+      before === null || (known !== undefined && comparePositions(known, before.through) > 0);
+    let through = fresh ? known : before.through;
+    let events = fresh ? 0 : before.events;
+    const seen = events;
+    while (through !== undefined) {
+      const next = await this.events.readAppended(through, DEFER_EVENTS, projector.handles);
+      if (next === null || next.length === 0) break;
+      if (next.some((e) => projector.handles.includes(e.type))) return null;
+      events += next.length;
+      if (events >= DEFER_EVENTS) return null;
+      through = next[next.length - 1].position;
+    }
+    return through !== undefined && events > seen ? { since, through, events } : null;
   }
 
   /** Waits for `wait` (a wake-up hint or its timeout), a kick or the stop, whichever comes first. */
@@ -277,16 +345,42 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   ): Promise<number> {
     // The lock and the read of the checkpoint go with the BEGIN: two round
     // trips less per batch.
-    const { consumed, handled } = await this.db.transaction(
+    const standAside = () => loop && this.catchingUp.has(projector.name);
+    // The next events are most likely those after the checkpoint this
+    // process saw last: asked for while the BEGIN is on its way (their
+    // confirmation is a round trip of its own), used only if the checkpoint
+    // is still there once locked.
+    const guess = standAside() ? undefined : this.known.get(projector.name);
+    const early =
+      guess === undefined
+        ? undefined
+        : {
+            from: guess,
+            events: this.events
+              .readAppended(guess, limit, projector.handles)
+              .catch((): null => null),
+          };
+    const { consumed, handled, at } = await this.db.transaction<{
+      consumed: number;
+      handled: number;
+      at?: LogPosition;
+    }>(
       (tx, [, checkpoint]) =>
         // The loop is woken by the append itself, and may take the lock
         // before the writer that appended starts waiting: once it holds the
         // lock, it looks again.
-        loop && this.catchingUp.has(projector.name)
+        standAside()
           ? Promise.resolve({ consumed: 0, handled: 0 })
-          : this.batchIn(tx, projector, limit, checkpointOf(checkpoint.rows, projector.name)),
+          : this.batchIn(
+              tx,
+              projector,
+              limit,
+              checkpointOf(checkpoint.rows, projector.name),
+              early,
+            ),
       `${lockStatement(projector.name)}; ${checkpointQuery(escapeLiteral(projector.name))}`,
     );
+    if (at !== undefined) this.known.set(projector.name, at);
     if (bulk) bulk.handled += handled;
     else if (handled >= ANALYZE_AFTER) this.analyzeSoon(projector);
     return consumed;
@@ -432,14 +526,18 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
      * checkpoint it read under it.
      */
     lock: string | Checkpoint = projector.name,
-  ): Promise<{ consumed: number; handled: number }> {
+    /** readAppended asked ahead, from where the checkpoint was thought to be. */
+    early?: { from: LogPosition; events: Promise<RecordedEvent[] | null> },
+  ): Promise<{ consumed: number; handled: number; at: LogPosition }> {
     if (typeof lock === 'string') await tx.query(lockStatement(lock));
     const { position: from, skips } =
       typeof lock === 'string' ? await readCheckpoint(tx, projector.name) : lock;
-    const events =
-      (await this.events.readAppended(from, limit, projector.handles)) ??
-      (await this.events.readAll(from, limit, projector.handles));
-    if (events.length === 0) return { consumed: 0, handled: 0 };
+    const fromMemory =
+      early !== undefined && comparePositions(early.from, from) === 0
+        ? await early.events
+        : await this.events.readAppended(from, limit, projector.handles);
+    const events = fromMemory ?? (await this.events.readAll(from, limit, projector.handles));
+    if (events.length === 0) return { consumed: 0, handled: 0, at: from };
     const handled = events.filter(
       (e) => projector.handles.includes(e.type) && !skips.has(e.position.globalPosition),
     );
@@ -464,7 +562,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       ],
     );
     if (rowCount !== 1) throw new Error(`checkpoint of ${projector.name} moved under us`);
-    return { consumed: events.length, handled: handled.length };
+    return { consumed: events.length, handled: handled.length, at: to };
   }
 
   /** Positions of every projector (the slowest decides read-your-writes). */
@@ -554,13 +652,23 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
             .map(async (p) => {
               const counted = { handled: 0 };
               bulk.set(p, counted);
-              while ((await this.runBatch(p, CATCH_UP_BATCH, counted)) === CATCH_UP_BATCH) {
-                /* keep going until this projector is caught up */
+              // A batch from memory ends where the held appends do (before an
+              // append of another process): go on while there is progress
+              // and this projector is short of the position.
+              for (;;) {
+                const n = await this.runBatch(p, CATCH_UP_BATCH, counted);
+                if (n < CATCH_UP_BATCH && (n === 0 || this.knownAt(p, position))) break;
               }
             }),
         );
       } finally {
         for (const [p, { handled }] of bulk) if (handled >= ANALYZE_AFTER) this.analyzeSoon(p);
+      }
+      // The batches just committed say where each projector is: with no
+      // projector halted here, reading the checkpoints back tells nothing new.
+      if (this.halts.size === 0 && needed.every((p) => this.knownAt(p, position))) {
+        this.releaseKnown();
+        return;
       }
       const after = await this.short(position, needed);
       if (after === null) return;
@@ -598,6 +706,17 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         : [];
     });
     return behind.length === 0 && halted.length === 0 ? null : { behind, halted };
+  }
+
+  /** Whether a batch of this process committed `projector`'s checkpoint at `position` or past it. */
+  private knownAt(projector: Projector, position: LogPosition): boolean {
+    const at = this.known.get(projector.name);
+    return at !== undefined && comparePositions(at, position) >= 0;
+  }
+
+  /** releaseAppends from the checkpoints this process saw committed (never ahead of the real ones). */
+  private releaseKnown(): void {
+    this.releaseAppends(this.known);
   }
 
   /** Every projector is past the appends up to the slowest: the event store may let them go. */
@@ -797,6 +916,14 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       }
     }
   }
+}
+
+/** What a projector's loop has left for later (deferrable). */
+interface Deferred {
+  since: number;
+  /** The last event looked at. */
+  through: LogPosition;
+  events: number;
 }
 
 /** Takes the transaction-scoped advisory lock `name` (a statement without parameters). */

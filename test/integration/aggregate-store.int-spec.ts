@@ -65,16 +65,18 @@ describe('AggregateStore on PostgreSQL', () => {
       snapshotEvery: 10,
     });
 
-  it('reads only the tail: from the warm cache, and from a snapshot when cold', async () => {
+  it('decides on a warm stream without reading it, and reads only the tail when cold', async () => {
     const stream = `counter-${randomUUID()}`;
     const warm = store();
     for (let i = 0; i < 25; i++) {
       await warm.handle(stream, { n: 1, limit: 1000 }, ctx());
       await warm.snapshotsWritten(); // written after the command answered
     }
-    // Warm: every command asked only for events after the last one it knew.
+    // Warm: only the first command read (the stream did not exist); the
+    // others appended at the revision they knew.
     const mine = reads.filter((r) => r.stream === stream);
-    expect(mine.map((r) => r.from)).toEqual(Array.from({ length: 25 }, (_, i) => BigInt(i)));
+    expect(mine.map((r) => r.from)).toEqual([0n]);
+    expect(await events.readStream(stream)).toHaveLength(25);
 
     reads.length = 0;
     const cold = store(); // another replica, or a restart
@@ -173,9 +175,30 @@ describe('AggregateStore on PostgreSQL', () => {
     await a.handle(stream, { n: 5, limit: 10 }, ctx());
     await b.handle(stream, { n: 5, limit: 10 }, ctx());
     // a's cache is stale (total 5); the tail read brings it to 10 and it refuses.
-    await expect(a.handle(stream, { n: 1, limit: 10 }, ctx())).rejects.toMatchObject({
+    await expect(a.handle(stream, { n: 2, limit: 10 }, ctx())).rejects.toMatchObject({
       code: 'REQUEST.INVALID',
     });
+  });
+
+  it('decides again on the tail when another writer got ahead of its warm stream', async () => {
+    const stream = `counter-${randomUUID()}`;
+    const a = store();
+    const b = store();
+    await a.handle(stream, { n: 9, limit: 10 }, ctx());
+    await b.handle(stream, { n: -5, limit: 10 }, ctx());
+    // a knows a total of 9: 9 + 3 is refused there, but the stream holds 4.
+    reads.length = 0;
+    const r = await a.handle(stream, { n: 3, limit: 10 }, ctx());
+    expect(r.state.total).toBe(7);
+    expect(reads.filter((x) => x.stream === stream).map((x) => x.from)).toEqual([1n]);
+    // An append on what a knew (7 + 2) is refused, and 9 + 2 is over the limit.
+    await b.handle(stream, { n: 2, limit: 10 }, ctx());
+    await expect(a.handle(stream, { n: 2, limit: 10 }, ctx())).rejects.toMatchObject({
+      code: 'REQUEST.INVALID',
+    });
+    expect((await events.readStream(stream)).map((e) => (e.data as { n: number }).n)).toEqual([
+      9, -5, 3, 2,
+    ]);
   });
 
   it('of many racing commands on one stream, each is decided on the latest state', async () => {
@@ -425,7 +448,7 @@ describe('AggregateStore on PostgreSQL', () => {
     };
     // One stream warm: b pushed a out, so a is read whole again.
     expect(await readsOfA(spec())).toEqual([0n, 0n]);
-    // Two: a stayed warm, only its tail is read.
-    expect(await readsOfA(spec('refreshRuns'))).toEqual([0n, 1n]);
+    // Two: a stayed warm, and is decided on without a read.
+    expect(await readsOfA(spec('refreshRuns'))).toEqual([0n]);
   });
 });

@@ -81,9 +81,10 @@ export interface EventStore {
    * What `readAll(from, limit, types)` returns, taken from memory when the
    * next events after `from` are those of an append this process committed
    * lately: the projectors of the writer's own process need not read back
-   * what it just wrote. Only that append's events, so maybe fewer than
-   * `limit` while more follow. Null when memory cannot answer (nothing held
-   * there, or the append is not yet the log's next): then read.
+   * what it just wrote. Only the held appends that follow one another from
+   * `from`, so maybe fewer than `limit` while more follow. Null when memory
+   * cannot answer (nothing held there, or the append is not yet the log's
+   * next): then read.
    */
   readAppended(
     from: LogPosition,

@@ -67,7 +67,8 @@ describe('PostgreSQL event store: appends handed over from memory', () => {
           const held = await store.readAppended(from, limit, types);
           expect(held).not.toBeNull();
           const read = await store.readAll(from, limit, types);
-          // Memory answers with one append at most: a prefix of what readAll reads.
+          // Memory answers with the held appends that follow one another:
+          // a prefix of what readAll reads.
           expect(held!.length).toBeGreaterThan(0);
           expect(held).toEqual(read.slice(0, held!.length));
           // The data's JSON too, key order included (toEqual ignores it).
@@ -77,8 +78,8 @@ describe('PostgreSQL event store: appends handed over from memory', () => {
         }
       }
     }
-    // The rest of an append, up to its end, and nothing past the log's end.
-    expect((await store.readAppended(all[2].position, 5000))!.length).toBe(4);
+    // The rest of an append and the held one after it, and nothing past the log's end.
+    expect(await store.readAppended(all[2].position, 5000)).toEqual(all.slice(3));
     expect(await store.readAppended(big.position, 5000)).toBeNull();
     // Every event of the append's transaction, for a reader of its stream.
     expect(store.heldAppend(big.position.transactionId)).toEqual(all.slice(7));
@@ -115,6 +116,31 @@ describe('PostgreSQL event store: appends handed over from memory', () => {
     } finally {
       await slow.end();
     }
+  });
+
+  it('hands over held appends together only while no other writer committed between them', async () => {
+    const store = new PostgresEventStore(env.t.db, env.notifier);
+    const other = new PostgresEventStore(env.t.db, env.notifier);
+    const before = (await store.lastPosition()) ?? LOG_START;
+    await store.appendToStream('chain-1', events(2), { expectedRevision: 'no_stream' });
+    await store.appendToStream('chain-2', events(3), { expectedRevision: 'no_stream' });
+    // Another process's append, which this one does not hold, then one more of its own.
+    await other.appendToStream('chain-other', events(1), { expectedRevision: 'no_stream' });
+    await store.appendToStream('chain-3', events(2), { expectedRevision: 'no_stream' });
+    const read = await eventually(async () => {
+      const all = await store.readAll(before, 100);
+      return all.length === 8 ? all : [];
+    });
+    expect(read.map((e) => e.streamId)).toEqual([
+      ...['chain-1', 'chain-1', 'chain-2', 'chain-2', 'chain-2'],
+      ...['chain-other', 'chain-3', 'chain-3'],
+    ]);
+    // The first two together; the chain stops at the append it does not hold.
+    expect(await store.readAppended(before, 100)).toEqual(read.slice(0, 5));
+    expect(await store.readAppended(read[4].position, 100)).toBeNull();
+    expect(await store.readAppended(read[5].position, 100)).toEqual(read.slice(6));
+    // A limit cuts the chain as it cuts readAll.
+    expect(await store.readAppended(before, 3)).toEqual(read.slice(0, 3));
   });
 
   it('lets go of appends the readers are past, and of the oldest beyond its budget', async () => {

@@ -225,6 +225,24 @@ export class PostgresEventStore implements EventStore {
     limit: number,
     types?: readonly string[],
   ): Promise<RecordedEvent[] | null> {
+    // Held appends that follow one another in the log go out together: a
+    // projector that left some for later (ProjectionRunner's loop) takes
+    // them in one batch, as readAll would.
+    let events: RecordedEvent[] = [];
+    let at = from;
+    while (events.length < limit) {
+      const next = await this.confirmedAfter(at);
+      if (next === null) break;
+      events = events.length === 0 ? next : events.concat(next);
+      at = next[next.length - 1].position;
+    }
+    if (events.length === 0) return null;
+    if (events.length > limit) events = events.slice(0, limit);
+    return types ? events.map((e) => (types.includes(e.type) ? e : { ...e, data: null })) : events;
+  }
+
+  /** The held append that is the log's next after `from`, or null when none is (or is known to be). */
+  private async confirmedAfter(from: LogPosition): Promise<RecordedEvent[] | null> {
     const held = this.held.after(from);
     if (held === null) return null;
     const next = held.events;
@@ -244,8 +262,7 @@ export class PostgresEventStore implements EventStore {
       if (!(await answer)) return null;
       held.confirm();
     }
-    const events = next.length > limit ? next.slice(0, limit) : next;
-    return types ? events.map((e) => (types.includes(e.type) ? e : { ...e, data: null })) : events;
+    return next;
   }
 
   /** Whether the log's next committed event after `from` (readAll's horizon) is `head`. */

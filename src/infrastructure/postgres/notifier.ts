@@ -97,6 +97,10 @@ export class Notifier {
         client.on('end', () => this.reset());
         client.on('notification', (msg) => this.wake(msg.channel));
         await client.connect();
+        // A NOTIFY commits a transaction of its own, flushed to disk like a
+        // write; a hint lost in a crash costs nothing (readers poll), so this
+        // connection does not wait for the flush.
+        await client.query('SET synchronous_commit TO off');
         // Closed while the connection was being opened (a hint sent just
         // before a one-shot command ends): kept, it would hold the process
         // open for ever.
