@@ -229,6 +229,7 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
           ['terraform_data.top', ['no-op']],
         ]);
         expect(commands().map((l) => l.split(' ')[0])).toEqual(['plan', 'show']);
+        expect(workspace.initialisations).toBe(0);
         const file = path.join(workspace.dir, 'terraform.tfstate');
         expect(fs.lstatSync(file).isFile()).toBe(true);
         expect(JSON.parse(fs.readFileSync(file, 'utf8'))).toMatchObject({ serial: 4 });
@@ -246,11 +247,17 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
       });
       try {
         await workspace.init();
+        expect(workspace.initialisations).toBe(0);
+        const modulesBefore = await workspace.moduleDirs();
         const plan = (await workspace.plan({ targets: [], refresh: true })) as Record<
           string,
           unknown
         >;
         expect(commands().map((l) => l.split(' ')[0])).toEqual(['plan', 'init', 'plan', 'show']);
+        // What kl read from the directory before the plan is stale: the count says so.
+        expect(workspace.initialisations).toBe(1);
+        expect([...modulesBefore.keys()].sort()).toEqual(['', 'a']);
+        expect([...(await workspace.moduleDirs()).keys()].sort()).toEqual(['', 'a', 'b']);
         expect(planned(plan).map((c) => [c.address, c.actions])).toEqual([
           ['module.a.terraform_data.item', ['create']],
           ['module.b.terraform_data.item', ['create']],

@@ -216,6 +216,7 @@ class FakeWorkspace implements TerraformWorkspace {
   async stateText() {
     return this.result.state;
   }
+  readonly initialisations = 0;
   async moduleDirs() {
     return new Map<string, string>();
   }

@@ -1,6 +1,7 @@
 import { configAddressOf } from '../../domain/apply/addresses';
 import type { KlPlan } from '../../domain/apply/kl-plan';
 import type { PlanResourceDelta } from '../../domain/quota';
+import type { LocalsLookup } from '../../domain/apply/config-graph';
 import { DomainError } from '../../domain/shared/domain-error';
 import { parseInstanceAddress } from '../../domain/terraform/instance-address';
 import { Clock } from '../ports/clock.port';
@@ -73,10 +74,16 @@ export class PlanOrchestrator {
     const started = this.clock.now().getTime();
     let cleanup: Promise<void> | null = null;
     let planned: Promise<unknown> | null = null;
+    let locals: Promise<LocalsLookup> | null = null;
     try {
       await workspace.init(signal);
       planned = workspace.plan({ targets: request.targets, refresh: request.refresh }, signal);
       planned.catch(() => undefined); // awaited below, or before the directory is removed
+      // The modules' locals depend only on the configuration terraform init installed: read
+      // while terraform runs, again after only if plan() had to run a fresh init.
+      const inits = workspace.initialisations;
+      locals = workspaceLocals(this.reader, workspace);
+      locals.catch(() => undefined); // awaited below, or before the directory is removed
       const lane = await choice;
       const prepared = await config;
       const slice = lane.slice;
@@ -92,11 +99,15 @@ export class PlanOrchestrator {
       const { countChanges, isWrite, parsePlanJson, PLAN_INVALID } = json;
       const raw = await planned;
       const terraformSeconds = (this.clock.now().getTime() - started) / 1000;
+      const lookup =
+        workspace.initialisations === inits
+          ? await locals
+          : await workspaceLocals(this.reader, workspace);
+      // Terraform is done with its directory: removed while its answer is read.
+      cleanup = workspace.dispose();
       const plan = parsePlanJson(raw);
       if (plan.errored) throw new DomainError(PLAN_INVALID, 'terraform reported an errored plan');
-      const locals = await workspaceLocals(this.reader, workspace);
-      cleanup = workspace.dispose();
-      const sets = applySets(plan, slice, locals, { scoped: prepared.footprint !== null });
+      const sets = applySets(plan, slice, lookup, { scoped: prepared.footprint !== null });
       const writes = plan.changes.filter((c) => isWrite(c.kind));
       const counts = countChanges(writes);
       const warnings = [
@@ -142,6 +153,7 @@ export class PlanOrchestrator {
     } catch (e) {
       // terraform is gone (killed if its state never came) before its directory is removed.
       await planned?.catch(() => undefined);
+      await locals?.catch(() => undefined);
       await (cleanup ?? workspace.dispose());
       throw e;
     }

@@ -75,6 +75,12 @@ export interface TerraformWorkspace {
   apply(signal?: AbortSignal, onOutput?: (line: string) => void): Promise<ApplyResult>;
   /** The local state as terraform left it; null when there is none. */
   stateText(): Promise<string | null>;
+  /**
+   * How many times `terraform init` has run in the directory so far (a
+   * reused initialisation counts none): what was read from it before a later
+   * init may be stale.
+   */
+  readonly initialisations: number;
   /** Module call key (`''`, `web`, `web.inner`) → its directory, as `terraform init` installed them. */
   moduleDirs(): Promise<Map<string, string>>;
   dispose(): Promise<void>;

@@ -115,9 +115,10 @@ async function runApply(file: string, options: ApplyCommandOptions, cmd: Command
   const server = source === 'cli' || source === 'env' ? globals.server : plan.server;
 
   const http = new KldHttpClient(server, { token: globals.token, actor: options.actor });
+  const reader = new HclConfigReader(defaultHclUnitsCache());
   const orchestrator = new ApplyOrchestrator(
     new RestApplyServer(http),
-    new HclConfigReader(defaultHclUnitsCache()),
+    reader,
     new TempWorkspaces(),
     { now: () => new Date() },
     { uuid: randomUUID },
@@ -182,9 +183,12 @@ async function runApply(file: string, options: ApplyCommandOptions, cmd: Command
     );
   } catch (e) {
     err(`kl: apply failed: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`);
+    await reader.settled();
     signals.dispose();
     return signals.received ? APPLY_EXIT.signal(signals.received) : exitCodeOf(e);
   }
+  // The configuration's cache entries, written meanwhile, before kl exits.
+  await reader.settled();
   signals.dispose();
   const seconds = ((Date.now() - started) / 1000).toFixed(1);
   if (globals.format === 'json') {

@@ -101,6 +101,7 @@ export async function resolveTarget(
 
 async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise<number> {
   const signals = onceSignalled();
+  let reader: HclConfigReader | null = null;
   try {
     const configDir = path.resolve(dir);
     if (!fs.statSync(configDir, { throwIfNoEntry: false })?.isDirectory()) {
@@ -120,9 +121,10 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
     const protocol = loadKlConfig(cmd, configDir).protocol.value;
     const globals = cmd.optsWithGlobals<Globals>();
     const http = new KldHttpClient(target.server, { token: globals.token, actor: defaultActor() });
+    reader = new HclConfigReader(defaultHclUnitsCache());
     const orchestrator = new PlanOrchestrator(
       new RestApplyServer(http),
-      new HclConfigReader(defaultHclUnitsCache()),
+      reader,
       new TempWorkspaces(),
       { now: () => new Date() },
     );
@@ -130,9 +132,13 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
     // terraform runs, and asked again with the plan's counts only when it has some.
     const quota = new KilolockClient(target.server, globals.token);
     let unchanged: Promise<QuotaPreflight> | null = null;
-    const askUnchanged = () => {
+    // Needed only after terraform: loaded while it runs, not at kl's start nor after it.
+    let rendering: Promise<typeof import('../apply-render')> | null = null;
+    const whileTerraformRuns = () => {
       unchanged = quotaPreflight(quota, target.state, 0, 0);
       unchanged.catch(() => undefined); // awaited below; unawaited only if the plan fails
+      rendering = import('../apply-render');
+      rendering.catch(() => undefined); // awaited below; unawaited only if the plan fails
     };
     const outcome = await orchestrator.plan(
       {
@@ -143,7 +149,7 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
         targets: options.target,
         refresh: options.refresh,
         protocol,
-        whileTerraformRuns: askUnchanged,
+        whileTerraformRuns,
       },
       signals.signal,
     );
@@ -155,10 +161,10 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
         ? unchanged
         : quotaPreflight(quota, target.state, creates + imports, deletes));
       if (reportPreflight(preflight, APPLY_EXIT.conflict) !== 0) return APPLY_EXIT.conflict;
-      // Needed only now: not loaded at kl's start (the orchestrator loaded kl-plan meanwhile).
+      // Loaded while terraform ran (kl-plan by the orchestrator).
       const [{ klPlanToJson }, { renderPlan }] = await Promise.all([
         import('../../domain/apply/kl-plan'),
-        import('../apply-render'),
+        rendering ?? import('../apply-render'),
       ]);
       const text = stringifyJson(klPlanToJson(outcome.plan), 2) + '\n';
       // It holds the input variables' values: readable by its owner only.
@@ -179,6 +185,8 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
     );
     return exitCodeOf(e);
   } finally {
+    // The configuration's cache entries, written meanwhile, before kl exits.
+    await reader?.settled();
     signals.dispose();
   }
 }

@@ -212,7 +212,19 @@ export async function parseHcl(name: string, text: string): Promise<HclFile> {
  * was read before is not parsed again (see `HclUnitsCache`).
  */
 export class HclConfigReader implements ConfigReader {
+  /** Cache entries still being written. */
+  private readonly writing = new Set<Promise<void>>();
+
   constructor(private readonly cache: HclUnitsCache | null = null) {}
+
+  /**
+   * Resolves once every cache entry a read made is written. A read does not
+   * wait for its entries (a directory, a file and a rename: a few ms on the
+   * way to `terraform plan`'s start); the caller awaits this before it exits.
+   */
+  async settled(): Promise<void> {
+    while (this.writing.size > 0) await Promise.all(this.writing);
+  }
 
   async readModule(dir: string): Promise<ModuleSource> {
     let entries: string[];
@@ -249,10 +261,19 @@ export class HclConfigReader implements ConfigReader {
         continue;
       }
       const file = await parseHcl(name, texts[i]);
-      await this.cache?.put(texts[i], file.units);
+      if (this.cache) this.remember(this.cache, texts[i], file.units);
       hcl.push(file);
     }
     const json = jsonNames.map((n, i) => [n, jsonTexts[i]] as [string, string]);
     return { hcl, json: new Map(json) };
+  }
+
+  private remember(cache: HclUnitsCache, text: string, units: HclUnit[]): void {
+    // Like every cache failure, a failed write is only a later miss.
+    const write: Promise<void> = cache
+      .put(text, units)
+      .catch(() => undefined)
+      .finally(() => this.writing.delete(write));
+    this.writing.add(write);
   }
 }

@@ -88,6 +88,7 @@ describe('HclConfigReader with a units cache', () => {
     expect(await reader.readModule(configDir)).toEqual(parsed);
     expect(cache.hits).toBe(0);
     expect(cache.puts).toBe(parsed.hcl.length);
+    await reader.settled();
     expect(await reader.readModule(configDir)).toEqual(parsed);
     expect(cache.hits).toBe(parsed.hcl.length);
   });
@@ -111,6 +112,7 @@ describe('HclConfigReader with a units cache', () => {
     // Back to the first text: the first entry again, still right.
     fs.writeFileSync(file, fs.readFileSync(path.join(FIXTURE_DIR, 'slow_a.tf')));
     expect(await keys()).toEqual(before);
+    await reader.settled();
   });
 
   it('never caches a file it cannot parse: fixed, it is read; broken again, it is refused', async () => {
@@ -122,6 +124,41 @@ describe('HclConfigReader with a units cache', () => {
     fs.writeFileSync(file, 'resource "a" "b" {}\n');
     const fixed = (await reader.readModule(configDir)).hcl.find((f) => f.name === 'broken.tf')!;
     expect(fixed.units.map((u) => u.key)).toEqual(['a.b']);
+    await reader.settled();
+  });
+
+  it('answers before its cache entries are written; settled() waits for them', async () => {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const written: string[] = [];
+    const slow: HclUnitsCache = {
+      get: async () => null,
+      put: async (text) => {
+        await gate;
+        written.push(text);
+      },
+    };
+    const reader = new HclConfigReader(slow);
+    const read = await reader.readModule(configDir);
+    expect(read.hcl.length).toBeGreaterThan(0);
+    expect(written).toEqual([]);
+    let settled = false;
+    const waiting = reader.settled().then(() => (settled = true));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(settled).toBe(false);
+    open();
+    await waiting;
+    expect(written.sort()).toEqual(read.hcl.map((f) => f.text).sort());
+  });
+
+  it('settles even when a cache entry cannot be written', async () => {
+    const failing: HclUnitsCache = {
+      get: async () => null,
+      put: () => Promise.reject(new Error('EACCES')),
+    };
+    const reader = new HclConfigReader(failing);
+    expect((await reader.readModule(configDir)).hcl.length).toBeGreaterThan(0);
+    await expect(reader.settled()).resolves.toBeUndefined();
   });
 });
 

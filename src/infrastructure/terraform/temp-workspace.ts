@@ -193,6 +193,7 @@ async function copyDir(
 class TempWorkspace implements TerraformWorkspace {
   /** init() found the user's initialisation reusable: the next plan tries it first. */
   private reusing = false;
+  initialisations = 0;
 
   constructor(
     private readonly base: string,
@@ -293,6 +294,7 @@ class TempWorkspace implements TerraformWorkspace {
 
   private async freshInit(signal?: AbortSignal): Promise<void> {
     this.reusing = false;
+    this.initialisations++;
     // The linked providers are the user's: init must install into a directory of its own.
     await fs.rm(path.join(this.dir, '.terraform', 'providers'), { force: true });
     const args = ['-input=false', '-no-color'];
