@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { HclUnit } from '../../domain/apply/config-scope';
@@ -35,7 +36,9 @@ export class FileHclUnitsCache implements HclUnitsCache {
 
   async get(text: string): Promise<HclUnit[] | null> {
     try {
-      const entry = JSON.parse(await fs.readFile(this.file(text), 'utf8')) as Entry;
+      // A direct read: an entry is small, and looked up on the way to terraform's start,
+      // where an asynchronous read waited for the thread pool and the busy main thread.
+      const entry = JSON.parse(readFileSync(this.file(text), 'utf8')) as Entry;
       return entry.length === text.length && Array.isArray(entry.units) ? entry.units : null;
     } catch {
       return null;

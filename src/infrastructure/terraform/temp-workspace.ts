@@ -1,3 +1,4 @@
+import * as fsSync from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -91,6 +92,8 @@ export class TempWorkspaces implements TerraformWorkspaces {
     const base = await fs.mkdtemp(path.join(os.tmpdir(), 'kl-apply-'));
     configDir = path.resolve(configDir);
     const initialised = exists(path.join(configDir, '.terraform'));
+    const providers = path.join(configDir, '.terraform', 'providers');
+    const hasProviders = exists(providers);
     // A state still on its way goes through a pipe, so terraform plan can start meanwhile;
     // only when no terraform init has to run first (init gets the state as a file). Making
     // the pipe is a process of its own: started at once, beside the copy, when the caller
@@ -129,19 +132,21 @@ export class TempWorkspaces implements TerraformWorkspaces {
         spec.variables && Object.keys(spec.variables).length > 0
           ? [{ name: PINNED_VARIABLES, text: stringifyJson(spec.variables, 2) + '\n' }]
           : [];
-      await Promise.all(
-        [...spec.rootFiles, ...variables].map((f) => fs.writeFile(path.join(dir, f.name), f.text)),
-      );
-      const providers = path.join(configDir, '.terraform', 'providers');
-      const hasProviders = await exists(providers);
-      const pluginDir = !process.env.TF_PLUGIN_CACHE_DIR && hasProviders ? providers : null;
-      if ((await initialised) && hasProviders) {
-        await fs.mkdir(path.join(dir, '.terraform'), { recursive: true });
-        await fs.symlink(providers, path.join(dir, '.terraform', 'providers'), 'dir');
+      // From here to terraform's start, a few small files and links: written with direct
+      // calls, each a few microseconds, where an asynchronous one waited its turn on the
+      // thread pool and then on the main thread (busy with the scope's exchange).
+      for (const f of [...spec.rootFiles, ...variables]) {
+        fsSync.writeFileSync(path.join(dir, f.name), f.text);
+      }
+      const linked = await hasProviders;
+      const pluginDir = !process.env.TF_PLUGIN_CACHE_DIR && linked ? providers : null;
+      if ((await initialised) && linked) {
+        fsSync.mkdirSync(path.join(dir, '.terraform'), { recursive: true });
+        fsSync.symlinkSync(providers, path.join(dir, '.terraform', 'providers'), 'dir');
       }
       const pipe = await piping;
       if (pipe === null) await fs.writeFile(path.join(dir, STATE_FILE), await stateText);
-      else await fs.rename(path.join(base, STATE_PIPE), path.join(dir, STATE_FILE));
+      else fsSync.renameSync(path.join(base, STATE_PIPE), path.join(dir, STATE_FILE));
       const early = pipe === null ? null : { pipe, state: stateText };
       return new TempWorkspace(base, dir, pluginDir, await initialised, early);
     } catch (e) {
@@ -262,7 +267,8 @@ class TempWorkspace implements TerraformWorkspace {
       // Killed before its state came (the signal): interrupted; the state is not waited for.
       if (kill.signal.aborted) return this.check('plan', run);
       if ((await feeding) === null) throw state.failed!.error;
-      await fs.rename(next, file);
+      fsSync.renameSync(next, file); // on the way to terraform show: no thread-pool turn
+
       return this.check('plan', run);
     } finally {
       early.pipe.close();
@@ -373,6 +379,9 @@ class TempWorkspace implements TerraformWorkspace {
   }
 
   async dispose(): Promise<void> {
-    await fs.rm(this.base, { recursive: true, force: true });
+    // Direct calls: kl's directory is small, and removed while kl is finishing its answer,
+    // when the asynchronous walk (a thread-pool turn per entry and level, each waiting for
+    // the busy main thread) took longer than that answer and held up kl's exit.
+    fsSync.rmSync(this.base, { recursive: true, force: true });
   }
 }
