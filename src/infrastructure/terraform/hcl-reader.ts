@@ -1,4 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import * as v8 from 'node:v8';
 import type { Language, Node, Parser } from 'web-tree-sitter';
@@ -43,8 +44,7 @@ function terraformGrammar(): Promise<Grammar> {
     v8.setFlagsFromString(WASM_TIERING_BUDGET);
     const { Parser, Language } = await import('web-tree-sitter');
     await Parser.init();
-    // A direct read, like the runtime's own: the grammar is on the way to terraform's start.
-    const language = await Language.load(readFileSync(require.resolve(GRAMMAR_WASM)));
+    const language = await Language.load(await fs.readFile(require.resolve(GRAMMAR_WASM)));
     return { Parser, language };
   })();
   return grammar;
@@ -227,12 +227,9 @@ export class HclConfigReader implements ConfigReader {
   }
 
   async readModule(dir: string): Promise<ModuleSource> {
-    // Direct reads: a module is a few small files, read on the way to terraform's start,
-    // where each asynchronous read (open, stat, read, close: a thread-pool turn each, then
-    // a turn of the main thread, busy starting kl's directory) held up the parse by 10 ms.
     let entries: string[];
     try {
-      entries = readdirSync(dir, { withFileTypes: true })
+      entries = (await fs.readdir(dir, { withFileTypes: true }))
         .filter((e) => e.isFile())
         .map((e) => e.name)
         .sort();
@@ -242,11 +239,19 @@ export class HclConfigReader implements ConfigReader {
         `cannot read the configuration directory ${dir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
       );
     }
-    // Read in name order, so the first file that cannot be read is named.
-    const read = (names: string[]) => names.map((n) => readFileSync(path.join(dir, n), 'utf8'));
+    // Read (and looked up) side by side; parsed in name order, so the first bad file is named.
+    const read = async (names: string[]) => {
+      const settled = await Promise.allSettled(
+        names.map((n) => fs.readFile(path.join(dir, n), 'utf8')),
+      );
+      return settled.map((r) => {
+        if (r.status === 'rejected') throw r.reason;
+        return r.value;
+      });
+    };
     const tfNames = entries.filter((n) => n.endsWith('.tf'));
     const jsonNames = entries.filter((n) => n.endsWith('.tf.json'));
-    const [texts, jsonTexts] = [read(tfNames), read(jsonNames)];
+    const [texts, jsonTexts] = await Promise.all([read(tfNames), read(jsonNames)]);
     const cached = await Promise.all(texts.map((t) => this.cache?.get(t) ?? null));
     const hcl: HclFile[] = [];
     for (const [i, name] of tfNames.entries()) {

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { HclUnit } from '../../domain/apply/config-scope';
@@ -36,9 +35,7 @@ export class FileHclUnitsCache implements HclUnitsCache {
 
   async get(text: string): Promise<HclUnit[] | null> {
     try {
-      // A direct read: an entry is small, and looked up on the way to terraform's start,
-      // where an asynchronous read waited for the thread pool and the busy main thread.
-      const entry = JSON.parse(readFileSync(this.file(text), 'utf8')) as Entry;
+      const entry = JSON.parse(await fs.readFile(this.file(text), 'utf8')) as Entry;
       return entry.length === text.length && Array.isArray(entry.units) ? entry.units : null;
     } catch {
       return null;
