@@ -268,7 +268,6 @@ class TempWorkspace implements TerraformWorkspace {
       if (kill.signal.aborted) return this.check('plan', run);
       if ((await feeding) === null) throw state.failed!.error;
       fsSync.renameSync(next, file); // on the way to terraform show: no thread-pool turn
-
       return this.check('plan', run);
     } finally {
       early.pipe.close();
