@@ -240,25 +240,17 @@ export class RawStateProjector implements Projector {
     const has = new Set(ids);
     const added = new Map(chunks.filter((c) => !had.has(c.id)).map((c) => [c.id, c]));
     const gone = [...had].filter((id) => !has.has(id));
-    const adding = [...added.values()];
-    // A big first commit's chunks: every INSERT but the last on its own.
-    const last = adding.length - (adding.length % INSERT_BATCH || INSERT_BATCH);
-    for (let i = 0; i < last; i += INSERT_BATCH) {
-      const params: unknown[] = [open.stateId];
-      const rows = chunkRows(adding.slice(i, i + INSERT_BATCH), params);
-      await tx.query(`INSERT INTO raw_state_chunks ${rows} ON CONFLICT DO NOTHING`, params);
+    if (gone.length > 0) {
+      await tx.query('DELETE FROM raw_state_chunks WHERE state_id = $1 AND chunk_id = ANY($2)', [
+        open.stateId,
+        gone,
+      ]);
     }
-    // The chunks gone, the last chunks added and the row's new manifest: one
-    // statement, one round trip (the two sets of chunks never meet).
-    const params: unknown[] = [open.stateId, open.version, open.serial, ids, open.occurredAt, gone];
-    const rows = chunkRows(adding.slice(Math.max(0, last)), params);
+    await insertChunks(tx, open.stateId, [...added.values()]);
     await tx.query(
-      `WITH gone AS (
-         DELETE FROM raw_state_chunks WHERE state_id = $1 AND chunk_id = ANY($6)
-       )${rows ? `, added AS (INSERT INTO raw_state_chunks ${rows} ON CONFLICT DO NOTHING)` : ''}
-       UPDATE raw_state SET version = $2, serial = $3, chunks = $4, updated_at = $5
+      `UPDATE raw_state SET version = $2, serial = $3, chunks = $4, updated_at = $5
         WHERE state_id = $1`,
-      params,
+      [open.stateId, open.version, open.serial, ids, open.occurredAt],
     );
     doc.version = open.version;
     doc.chunks = ids;
@@ -269,21 +261,25 @@ export class RawStateProjector implements Projector {
 /** Chunks per INSERT: three parameters each, far below the protocol's 65,535. */
 const INSERT_BATCH = 500;
 
-/**
- * `(state_id, chunk_id, bytes) VALUES …` for `chunks`, their parameters
- * pushed onto `params` (whose `$1` is the state id); empty for no chunks.
- */
-function chunkRows(
+async function insertChunks(
+  tx: Queryable,
+  stateId: string,
   chunks: { id: string; parts: Buffer[]; size: number }[],
-  params: unknown[],
-): string {
-  if (chunks.length === 0) return '';
-  const rows = chunks.map((c) => {
-    // A Buffer parameter travels as the column's binary form: no escaping.
-    params.push(c.id, Buffer.concat(c.parts, c.size));
-    return `($1, $${params.length - 1}, $${params.length})`;
-  });
-  return `(state_id, chunk_id, bytes) VALUES ${rows.join(', ')}`;
+): Promise<void> {
+  for (let i = 0; i < chunks.length; i += INSERT_BATCH) {
+    const batch = chunks.slice(i, i + INSERT_BATCH);
+    const params: unknown[] = [stateId];
+    const rows = batch.map((c) => {
+      // A Buffer parameter travels as the column's binary form: no escaping.
+      params.push(c.id, Buffer.concat(c.parts, c.size));
+      return `($1, $${params.length - 1}, $${params.length})`;
+    });
+    await tx.query(
+      `INSERT INTO raw_state_chunks (state_id, chunk_id, bytes) VALUES ${rows.join(', ')}
+       ON CONFLICT DO NOTHING`,
+      params,
+    );
+  }
 }
 
 function held(unwritten: Map<string, OpenCommit>): number {
