@@ -365,7 +365,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       handled: number;
       at?: LogPosition;
     }>(
-      (tx, [, checkpoint], commitWith) =>
+      (tx, [, checkpoint]) =>
         // The loop is woken by the append itself, and may take the lock
         // before the writer that appended starts waiting: once it holds the
         // lock, it looks again.
@@ -377,7 +377,6 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
               limit,
               checkpointOf(checkpoint.rows, projector.name),
               early,
-              commitWith,
             ),
       `${lockStatement(projector.name)}; ${checkpointQuery(escapeLiteral(projector.name))}`,
     );
@@ -529,12 +528,6 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     lock: string | Checkpoint = projector.name,
     /** readAppended asked ahead, from where the checkpoint was thought to be. */
     early?: { from: LogPosition; events: Promise<RecordedEvent[] | null> },
-    /**
-     * Given, the checkpoint's move goes with the COMMIT (one round trip less);
-     * the shadow tables' batches move theirs in the transaction (their
-     * search_path names the copies' checkpoint table).
-     */
-    commitWith?: (statement: string) => void,
   ): Promise<{ consumed: number; handled: number; at: LogPosition }> {
     if (typeof lock === 'string') await tx.query(lockStatement(lock));
     const { position: from, skips } =
@@ -551,35 +544,24 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     if (handled.length) await projector.apply(handled, tx);
     const to = events[events.length - 1].position;
     // Moved compare-and-set, and announced (at commit) only when it moved.
-    if (commitWith) {
-      // A miss fails the call (serialization_failure), so the COMMIT sent
-      // behind it is never run (migration 035).
-      commitWith(
-        `SELECT kl_move_checkpoint(${escapeLiteral(projector.name)}, ` +
-          `'${from.transactionId}'::xid8, ${from.globalPosition}, ` +
-          `'${to.transactionId}'::xid8, ${to.globalPosition}, ` +
-          `${escapeLiteral(CHECKPOINTS_CHANNEL)})`,
-      );
-    } else {
-      const { rowCount } = await tx.query(
-        `WITH moved AS (
-           UPDATE kl_checkpoints
-              SET transaction_id = $2::xid8, global_position = $3, updated_at = now()
-            WHERE projection = $1 AND transaction_id = $4::xid8 AND global_position = $5
-           RETURNING projection
-         )
-         SELECT pg_notify($6, projection) FROM moved`,
-        [
-          projector.name,
-          to.transactionId.toString(),
-          to.globalPosition.toString(),
-          from.transactionId.toString(),
-          from.globalPosition.toString(),
-          CHECKPOINTS_CHANNEL,
-        ],
-      );
-      if (rowCount !== 1) throw new Error(`checkpoint of ${projector.name} moved under us`);
-    }
+    const { rowCount } = await tx.query(
+      `WITH moved AS (
+         UPDATE kl_checkpoints
+            SET transaction_id = $2::xid8, global_position = $3, updated_at = now()
+          WHERE projection = $1 AND transaction_id = $4::xid8 AND global_position = $5
+         RETURNING projection
+       )
+       SELECT pg_notify($6, projection) FROM moved`,
+      [
+        projector.name,
+        to.transactionId.toString(),
+        to.globalPosition.toString(),
+        from.transactionId.toString(),
+        from.globalPosition.toString(),
+        CHECKPOINTS_CHANNEL,
+      ],
+    );
+    if (rowCount !== 1) throw new Error(`checkpoint of ${projector.name} moved under us`);
     return { consumed: events.length, handled: handled.length, at: to };
   }
 

@@ -54,29 +54,19 @@ export class Database {
    * Runs `fn` in a transaction. `opening`: statements without parameters
    * (literals escaped by the caller) sent together with the BEGIN, one round
    * trip instead of two; each still runs with its own snapshot. `fn` gets
-   * their results (the BEGIN's left out), in order. `fn` may likewise hand
-   * `commitWith` a last statement without parameters to send together with
-   * the COMMIT: should it fail, the COMMIT is not run and the transaction
-   * rolls back.
+   * their results (the BEGIN's left out), in order.
    */
   async transaction<T>(
-    fn: (
-      client: PoolClient,
-      opened: QueryResult[],
-      commitWith: (statement: string) => void,
-    ) => Promise<T>,
+    fn: (client: PoolClient, opened: QueryResult[]) => Promise<T>,
     opening?: string,
   ): Promise<T> {
     const client = await this.pool.connect();
     try {
       const begun = (await client.query(opening === undefined ? 'BEGIN' : `BEGIN; ${opening}`)) as
         QueryResult | QueryResult[];
-      let closing: string | undefined;
       // Several statements answer with one result each.
-      const result = await fn(client, Array.isArray(begun) ? begun.slice(1) : [], (statement) => {
-        closing = statement;
-      });
-      await client.query(closing === undefined ? 'COMMIT' : `${closing}; COMMIT`);
+      const result = await fn(client, Array.isArray(begun) ? begun.slice(1) : []);
+      await client.query('COMMIT');
       return result;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
