@@ -56,7 +56,8 @@ export async function runProbe(
   const klds: ProbeKld[] = [];
   try {
     for (const { label, kld } of builds) {
-      const { url: databaseUrl } = await openBenchDatabase(logger);
+      // Each kld migrates its own database: another build may know fewer migrations.
+      const { url: databaseUrl } = await openBenchDatabase(logger, { migrate: false });
       const start = () => startKld({ kld, databaseUrl, dataDir: path.join(tmp, label), children });
       const k: ProbeKld = {
         label,
