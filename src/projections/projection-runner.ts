@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { escapeLiteral, PoolClient } from 'pg';
 import { comparePositions, LogPosition, RecordedEvent } from '../domain/shared/event';
 import { DomainError } from '../domain/shared/domain-error';
@@ -145,6 +146,9 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   }
 
   start(): void {
+    // Each loop listens on the stop signal while it waits: one listener per
+    // projector is the design, not a leak (Node warns past 10).
+    setMaxListeners(10 + this.projectors.length, this.abort.signal);
     this.loops = this.projectors.map((p) => this.loop(p));
   }
 

@@ -210,6 +210,18 @@ describe('kld as a process', () => {
       try {
         expect((await fetch(`${kld.url}/readyz`)).status).toBe(200);
         expect(fs.existsSync(dataDir)).toBe(false);
+        // writes side by side (each sends its hint), then idle, its projector
+        // loops waiting: no Node warning reaches the operator's log
+        const locks = Array.from({ length: 8 }, (_, i) =>
+          fetch(`${kld.url}/v1/state-lock/quiet-${i}`, {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json' },
+            body: JSON.stringify({ ID: `l${i}` }),
+          }),
+        );
+        expect((await Promise.all(locks)).map((r) => r.status)).toEqual(Array(8).fill(200));
+        await new Promise((r) => setTimeout(r, 500));
+        expect(kld.output()).not.toMatch(/Warning:/);
       } finally {
         expect((await kld.stop()).code).toBe(0);
       }

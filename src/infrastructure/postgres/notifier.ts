@@ -70,19 +70,28 @@ export class Notifier {
     if (this.closed) return;
     try {
       await this.connect();
-      await this.client?.query('SELECT pg_notify($1, $2)', [channel, payload]);
+      if (this.client)
+        await this.query(this.client, 'SELECT pg_notify($1, $2)', [channel, payload]);
     } catch {
       // Only a hint.
     }
   }
 
   private readonly listening = new Set<string>();
+  /** The connection's statements, one after the other (node-postgres stops queueing them in v9). */
+  private statements: Promise<unknown> = Promise.resolve();
+
+  private query(client: Client, sql: string, params?: unknown[]): Promise<unknown> {
+    const run = this.statements.then(() => client.query(sql, params));
+    this.statements = run.catch(() => undefined);
+    return run;
+  }
 
   private async ensureListening(channel: string): Promise<void> {
     await this.connect();
     if (this.client && !this.listening.has(channel)) {
       this.listening.add(channel);
-      await this.client.query(`LISTEN ${channel}`);
+      await this.query(this.client, `LISTEN ${channel}`);
     }
   }
 
