@@ -1,12 +1,18 @@
 import type { RecordedEvent } from '../../domain/shared/event';
-import { LifecycleOpened, StateEventType } from '../../domain/state';
+import { StateEventType } from '../../domain/state';
 import type { Queryable } from '../../infrastructure/postgres/database';
 import { jsonbText } from '../../infrastructure/postgres/jsonb-text';
 import { copyRows } from '../../infrastructure/postgres/copy-rows';
 import { Projector } from '../projector';
 import { ResourceAddresses } from './lifecycle-row';
-import { cellField, COPY_ROWS, UNIQUE_VIOLATION } from './resource-lifecycles.projector';
-import { asStateEvent } from './state-event';
+import {
+  applyLifecycleRuns,
+  closeRows,
+  COPY_ROWS,
+  copyUnlessPresent,
+  Opening,
+} from './lifecycle-runs';
+import { cellField } from './resource-lifecycles.projector';
 
 const EDGE_COLUMNS = [
   'state_id',
@@ -16,19 +22,6 @@ const EDGE_COLUMNS = [
   'create_version',
   'create_serial',
 ] as const;
-
-interface Closing {
-  state_id: string;
-  address: string;
-  version: number;
-  serial: number;
-}
-
-/** A lifecycle opened: its event's data and the resource address it belongs to. */
-interface Opening {
-  data: LifecycleOpened['data'];
-  resourceAddress: string;
-}
 
 /** The targets an opened lifecycle declares, each once. */
 function targetsOf(o: Opening): Set<string> {
@@ -54,43 +47,12 @@ export class ResourceDependenciesProjector implements Projector {
 
   private readonly addresses = new ResourceAddresses();
 
-  async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
-    let opened: Opening[] = [];
-    let closed: Closing[] = [];
-    const flush = async () => {
-      if (closed.length) await this.close(tx, closed);
-      if (opened.length) await this.open(tx, opened);
-      opened = [];
-      closed = [];
-    };
-    for (const recorded of events) {
-      const event = asStateEvent(recorded);
-      if (event === null) continue;
-      if (event.type === 'LifecycleClosed') {
-        if (opened.length) await flush();
-        closed.push({
-          state_id: event.data.stateId,
-          address: event.data.address,
-          version: event.data.version,
-          serial: event.data.serial,
-        });
-      } else if (event.type === 'LifecycleOpened') {
-        // Edges are made as they are written (see `open`).
-        opened.push({ data: event.data, resourceAddress: this.addresses.of(event.data.resource) });
-      }
-    }
-    await flush();
-  }
-
-  private async close(tx: Queryable, rows: Closing[]): Promise<void> {
-    await tx.query(
-      `UPDATE resource_dependencies d SET delete_version = c.version, delete_serial = c.serial
-         FROM jsonb_to_recordset($1::jsonb)
-              AS c(state_id uuid, address text, version integer, serial bigint)
-        WHERE d.state_id = c.state_id AND d.from_address = c.address
-          AND d.delete_version IS NULL AND d.create_version < c.version`,
-      [jsonbText(rows)],
-    );
+  apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
+    // Edges are made as they are written (see `open`).
+    return applyLifecycleRuns(events, this.addresses, {
+      close: (rows) => closeRows(tx, 'resource_dependencies', 'from_address', rows),
+      open: (rows) => this.open(tx, rows),
+    });
   }
 
   /**
@@ -100,10 +62,10 @@ export class ResourceDependenciesProjector implements Projector {
    * write the same rows (resource-lifecycles-copy.int-spec.ts).
    */
   private async open(tx: Queryable, opened: Opening[]): Promise<void> {
-    if (opened.length >= COPY_ROWS) {
-      await tx.query('SAVEPOINT kl_open_copy');
-      try {
-        await copyRows(
+    const copied =
+      opened.length >= COPY_ROWS &&
+      (await copyUnlessPresent(tx, () =>
+        copyRows(
           tx,
           'resource_dependencies',
           EDGE_COLUMNS,
@@ -123,14 +85,9 @@ export class ResourceDependenciesProjector implements Projector {
               }
             }
           })(),
-        );
-        await tx.query('RELEASE SAVEPOINT kl_open_copy');
-        return;
-      } catch (err) {
-        if ((err as { code?: unknown }).code !== UNIQUE_VIOLATION) throw err;
-        await tx.query('ROLLBACK TO SAVEPOINT kl_open_copy');
-      }
-    }
+        ),
+      ));
+    if (copied) return;
     const edges = opened.flatMap((o) =>
       [...targetsOf(o)].map((to) => ({
         state_id: o.data.stateId,

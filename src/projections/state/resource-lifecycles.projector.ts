@@ -1,10 +1,16 @@
 import type { RecordedEvent } from '../../domain/shared/event';
-import { ApplyCommitted, LifecycleOpened, StateEventType } from '../../domain/state';
+import { ApplyCommitted, StateEventType } from '../../domain/state';
 import type { Queryable } from '../../infrastructure/postgres/database';
 import { Projector } from '../projector';
 import { ResourceAddresses, ResourceRow, resourceRow } from './lifecycle-row';
 import type { InstanceObjectV4, JsonObject, JsonValue } from '../../domain/terraform';
-import { asStateEvent } from './state-event';
+import {
+  applyLifecycleRuns,
+  closeRows,
+  COPY_ROWS,
+  copyUnlessPresent,
+  Opening,
+} from './lifecycle-runs';
 import { jsonbText, jsonbTextOf, textParam } from '../../infrastructure/postgres/jsonb-text';
 import { copyField, copyJsonField, copyRows } from '../../infrastructure/postgres/copy-rows';
 import { bigNumberText, isBigNumber } from '../../domain/terraform/lossless-json';
@@ -17,12 +23,6 @@ const RESOURCE_COLUMNS = `state_id uuid, address text, resource_address text, mo
 
 const RESOURCE_COLUMN_LIST = RESOURCE_COLUMNS.split(',').map((c) => c.trim().split(/\s+/));
 const RESOURCE_NAMES = RESOURCE_COLUMN_LIST.map(([name]) => name).join(', ');
-
-// Opens of at least this many rows go through COPY (see `open`). A batch of
-// 500 events that starts a first commit holds 499 opens: the recordset
-// statement took 1.3-1.4 s for them where COPY took 0.2-0.7 s for 5,000 rows
-// under the same load (docs/performance.md, wave 10).
-export const COPY_ROWS = 100;
 
 /**
  * A value as a COPY field, read the way json_to_recordset reads the same
@@ -111,21 +111,6 @@ function resourceParams(rows: ResourceRow[]): [string, string, string] {
   ];
 }
 
-export const UNIQUE_VIOLATION = '23505';
-
-interface Closing {
-  state_id: string;
-  address: string;
-  version: number;
-  serial: number;
-}
-
-/** A lifecycle to open: its event's data and the resource address it belongs to. */
-interface Opening {
-  data: LifecycleOpened['data'];
-  resourceAddress: string;
-}
-
 /**
  * `resources` and `outputs`. A first commit of a big state is thousands of
  * LifecycleOpened events, so consecutive opens (and closes) are written as
@@ -147,71 +132,25 @@ export class ResourceLifecyclesProjector implements Projector {
 
   private readonly addresses = new ResourceAddresses();
 
-  async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
-    let opened: Opening[] = [];
-    let closed: Closing[] = [];
-    const flush = async () => {
-      if (closed.length) await this.close(tx, closed);
-      if (opened.length) await this.open(tx, opened);
-      opened = [];
-      closed = [];
-    };
-    for (const recorded of events) {
-      const event = asStateEvent(recorded);
-      if (event === null) continue;
-      switch (event.type) {
-        case 'LifecycleClosed':
-          if (opened.length) await flush();
-          closed.push({
-            state_id: event.data.stateId,
-            address: event.data.address,
-            version: event.data.version,
-            serial: event.data.serial,
-          });
-          break;
-        case 'LifecycleOpened':
-          // Rows are made as they are written (see `open`): made here,
-          // thousands of them would outlive many young collections.
-          opened.push({
-            data: event.data,
-            resourceAddress: this.addresses.of(event.data.resource),
-          });
-          break;
-        case 'ApplyCommitted':
-          await flush();
-          await this.projectOutputs(tx, event.data);
-          break;
-        default:
-          break;
-      }
-    }
-    await flush();
-  }
-
-  private async close(tx: Queryable, rows: Closing[]): Promise<void> {
-    await tx.query(
-      `UPDATE resources r SET delete_version = c.version, delete_serial = c.serial
-         FROM jsonb_to_recordset($1::jsonb)
-              AS c(state_id uuid, address text, version integer, serial bigint)
-        WHERE r.state_id = c.state_id AND r.address = c.address
-          AND r.delete_version IS NULL AND r.create_version < c.version`,
-      [jsonbText(rows)],
-    );
+  apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
+    return applyLifecycleRuns(events, this.addresses, {
+      close: (rows) => closeRows(tx, 'resources', 'address', rows),
+      open: (rows) => this.open(tx, rows),
+      committed: (data) => this.projectOutputs(tx, data),
+    });
   }
 
   /**
-   * Opens lifecycles. A big run of opens (a first commit, a replay) is
-   * streamed with COPY, which costs the server a fraction of planning and
-   * decoding one huge recordset; COPY cannot skip rows that exist, so it runs
-   * under a savepoint and a redelivered batch (a key already there) falls
-   * back to the statements below, which ignore what exists. Both write the
-   * same rows (resource-lifecycles-copy.int-spec.ts).
+   * Opens lifecycles: a big run (a first commit, a replay) with COPY, the
+   * statements below for a short one or a redelivered batch (a key already
+   * there: copyUnlessPresent). Both write the same rows
+   * (resource-lifecycles-copy.int-spec.ts).
    */
   private async open(tx: Queryable, opened: Opening[]): Promise<void> {
-    if (opened.length >= COPY_ROWS) {
-      await tx.query('SAVEPOINT kl_open_copy');
-      try {
-        await copyRows(
+    const copied =
+      opened.length >= COPY_ROWS &&
+      (await copyUnlessPresent(tx, () =>
+        copyRows(
           tx,
           'resources',
           [...RESOURCE_COLUMN_LIST.map(([name]) => name), 'instance', 'resource_extra'],
@@ -222,14 +161,9 @@ export class ResourceLifecyclesProjector implements Projector {
               yield RESOURCE_CELLS.map((cell) => cell(row, texts));
             }
           })(),
-        );
-        await tx.query('RELEASE SAVEPOINT kl_open_copy');
-        return;
-      } catch (err) {
-        if ((err as { code?: unknown }).code !== UNIQUE_VIOLATION) throw err;
-        await tx.query('ROLLBACK TO SAVEPOINT kl_open_copy');
-      }
-    }
+        ),
+      ));
+    if (copied) return;
     await this.insert(
       tx,
       opened.map((o) => resourceRow(o.data, o.resourceAddress)),
