@@ -2,7 +2,6 @@ import { comparePositions, LogPosition, RecordedEvent } from '../../src/domain/s
 import { ProjectionRunner } from '../../src/projections/projection-runner';
 import type { Projector } from '../../src/projections/projector';
 import { lockInfo, StateHarness, testDocument } from '../support/state-harness';
-import { quietLogger } from '../support/test-database';
 
 /**
  * A projector's loop may leave its checkpoint behind appends of its own
@@ -27,12 +26,7 @@ describe('a projector loop and the appends it passes over', () => {
 
   beforeAll(async () => {
     h = await StateHarness.create();
-    runner = new ProjectionRunner({
-      events: h.events,
-      db: h.db,
-      notifier: h.notifier,
-      logger: quietLogger,
-    }).register([...h.projectors, commitsOnly]);
+    runner = h.newRunner([...h.projectors, commitsOnly]);
     runner.start();
   });
 

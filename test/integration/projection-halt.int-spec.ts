@@ -95,13 +95,7 @@ describe('events no read model could hold, written by older versions', () => {
 
     beforeAll(async () => {
       log = capturingLogger();
-      runner = new ProjectionRunner({
-        events: h.events,
-        db: h.db,
-        notifier: h.notifier,
-        logger: log.logger,
-        recheckMs: 100,
-      }).register(h.projectors);
+      runner = h.newRunner(h.projectors, { logger: log.logger, recheckMs: 100 });
       await h.append(h.commitCommand('poisoned', unindexable(1)));
       const [poison] = await h.db.query<{ position: string }>(
         `SELECT global_position::text AS position FROM kl_events
@@ -167,12 +161,7 @@ describe('events no read model could hold, written by older versions', () => {
 
     it('makes a rebuild fail naming the event, and changes nothing', async () => {
       const before = await snapshotTables(h.db);
-      const rebuilding = new ProjectionRunner({
-        events: h.events,
-        db: h.db,
-        notifier: h.notifier,
-        logger: log.logger,
-      }).register(h.projectors);
+      const rebuilding = h.newRunner(h.projectors, { logger: log.logger });
       const error = await rebuilding.rebuild().catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ProjectionHaltedError);
       expect((error as Error).message).toContain(
@@ -203,14 +192,7 @@ describe('events no read model could hold, written by older versions', () => {
       expect(await runner.caughtUp()).toBe(true);
 
       const live = await snapshotTables(h.db);
-      const report = await new ProjectionRunner({
-        events: h.events,
-        db: h.db,
-        notifier: h.notifier,
-        logger: log.logger,
-      })
-        .register(stateProjectors(h.events))
-        .rebuild();
+      const report = await h.newRunner(stateProjectors(h.events), { logger: log.logger }).rebuild();
       expect(report.map((r) => r.projector)).toEqual([
         'state-catalog',
         'state-resource-lifecycles',
@@ -241,12 +223,7 @@ describe('events no read model could hold, written by older versions', () => {
       const flaky = new FlakyProjector();
       flaky.failure = Object.assign(new Error('could not serialize access'), { code: '40001' });
       const log = capturingLogger();
-      const runner = new ProjectionRunner({
-        events: h.events,
-        db: h.db,
-        notifier: h.notifier,
-        logger: log.logger,
-      }).register([flaky]);
+      const runner = h.newRunner([flaky], { logger: log.logger });
       runner.start();
       try {
         await new Promise((r) => setTimeout(r, 2500));
@@ -265,13 +242,7 @@ describe('events no read model could hold, written by older versions', () => {
       const flaky = new FlakyProjector();
       flaky.failure = new TypeError('cannot read properties of undefined');
       const log = capturingLogger();
-      const runner = new ProjectionRunner({
-        events: h.events,
-        db: h.db,
-        notifier: h.notifier,
-        logger: log.logger,
-        recheckMs: 100,
-      }).register([flaky]);
+      const runner = h.newRunner([flaky], { logger: log.logger, recheckMs: 100 });
       runner.start();
       try {
         for (let i = 0; i < 50 && runner.halted().length === 0; i++) {

@@ -2,7 +2,6 @@ import { Client } from 'pg';
 import { ProjectionRunner } from '../../src/projections/projection-runner';
 import type { Projector } from '../../src/projections/projector';
 import { lockInfo, StateHarness, testDocument } from '../support/state-harness';
-import { quietLogger } from '../support/test-database';
 
 /**
  * A command waits for the read models its events feed, not for the others
@@ -25,12 +24,7 @@ describe('read-your-writes for the read models a command feeds', () => {
 
   beforeAll(async () => {
     h = await StateHarness.create();
-    runner = new ProjectionRunner({
-      events: h.events,
-      db: h.db,
-      notifier: h.notifier,
-      logger: quietLogger,
-    }).register([...h.projectors, stuck]);
+    runner = h.newRunner([...h.projectors, stuck]);
     holder = new Client({ connectionString: h.db.url });
     await holder.connect();
     // The key ProjectionRunner's batches of `stuck` lock (namespace, hashtext(name)).

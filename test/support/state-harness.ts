@@ -21,6 +21,7 @@ import type { Database } from '../../src/infrastructure/postgres/database';
 import { StateCatalogReadModel } from '../../src/infrastructure/read-models/state-catalog-read-model';
 import { StateDocumentReadModel } from '../../src/infrastructure/read-models/state-document-read-model';
 import { ProjectionRunner } from '../../src/projections/projection-runner';
+import type { Logger } from '../../src/infrastructure/logging/logger';
 import type { Projector } from '../../src/projections/projector';
 import { applyProjectors } from '../../src/projections/apply';
 import { stateProjectors } from '../../src/projections/state';
@@ -85,12 +86,7 @@ export class StateHarness {
       snapshotEvery: 7,
     });
     this.projectors = [...stateProjectors(this.events), ...applyProjectors()];
-    this.runner = new ProjectionRunner({
-      events: this.events,
-      db: t.db,
-      notifier,
-      logger: quietLogger,
-    }).register(this.projectors);
+    this.runner = this.newRunner(this.projectors);
     this.documents = new StateDocumentReadModel(t.db);
     this.catalog = new StateCatalogReadModel(t.db);
   }
@@ -102,6 +98,20 @@ export class StateHarness {
 
   get db(): Database {
     return this.t.db;
+  }
+
+  /** Another runner over this harness's log (a replica, a spy projector, a rebuild). */
+  newRunner(
+    projectors: readonly Projector[],
+    options: { logger?: Logger; recheckMs?: number } = {},
+  ): ProjectionRunner {
+    return new ProjectionRunner({
+      events: this.events,
+      db: this.t.db,
+      notifier: this.notifier,
+      logger: options.logger ?? quietLogger,
+      recheckMs: options.recheckMs,
+    }).register(projectors);
   }
 
   async close(): Promise<void> {

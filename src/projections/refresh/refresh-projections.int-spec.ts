@@ -1,5 +1,4 @@
 import { snapshotTables, StateHarness, testDocument } from '../../../test/support/state-harness';
-import { quietLogger } from '../../../test/support/test-database';
 import { DeciderService } from '../../application/decider.service';
 import { PROVIDER_CONFIGS, REFRESH_RUN } from '../../application/refresh/refresh-aggregates';
 import { RefreshResult } from '../../domain/refresh';
@@ -44,12 +43,7 @@ describe('Refresh read models (projected from the real write path)', () => {
 
   beforeAll(async () => {
     h = await StateHarness.create();
-    runner = new ProjectionRunner({
-      events: h.events,
-      db: h.db,
-      notifier: h.notifier,
-      logger: quietLogger,
-    }).register([...stateProjectors(h.events), ...refreshProjectors()]);
+    runner = h.newRunner([...stateProjectors(h.events), ...refreshProjectors()]);
     let clock = Date.parse('2026-06-01T00:00:00.000Z');
     deciders = new DeciderService({
       events: h.events,

@@ -15,7 +15,6 @@ import {
   stateDocumentText,
 } from '../../domain/terraform';
 import { StateDocumentReadModel } from '../../infrastructure/read-models/state-document-read-model';
-import { ProjectionRunner } from '../projection-runner';
 import { stateProjectors } from '.';
 import { random } from '../../../test/support/seeded-random';
 
@@ -71,15 +70,7 @@ describe('raw_state in chunks (property: served = rebuilt, byte for byte, every 
       shared += objects.filter((o) => previousObjects.has(o)).length;
       previousObjects = new Set(objects);
       // Every fifth commit is projected by a replica with nothing cached.
-      const runner =
-        version % 5 === 0
-          ? new ProjectionRunner({
-              events: h.events,
-              db: h.db,
-              notifier: h.notifier,
-              logger: quietLogger,
-            }).register(stateProjectors(h.events))
-          : h.runner;
+      const runner = version % 5 === 0 ? h.newRunner(stateProjectors(h.events)) : h.runner;
       if (runner !== h.runner) cold++;
       await h.commit('prop', doc, {}, runner);
 

@@ -5,12 +5,10 @@ import {
   StateHarness,
   testDocument,
 } from '../../../test/support/state-harness';
-import { quietLogger } from '../../../test/support/test-database';
 import { comparePositions, LOG_START } from '../../domain/shared/event';
 import { STATE_EVENT_TYPES } from '../../domain/state';
 import { fixtureLines, fixtureText } from '../../domain/terraform/__fixtures__/fixtures';
 import { parseStateDocument, StateDocumentV4 } from '../../domain/terraform';
-import { ProjectionRunner } from '../projection-runner';
 import { stateProjectors } from '.';
 
 const v1 = parseStateDocument(fixtureText('modules.v1.tfstate.txt'));
@@ -309,12 +307,7 @@ describe('State read models (projected from the real write path)', () => {
   });
 
   it('continues on another replica whose cache is cold, from its own raw_state row', async () => {
-    const replica = new ProjectionRunner({
-      events: h.events,
-      db: h.db,
-      notifier: h.notifier,
-      logger: quietLogger,
-    }).register(stateProjectors(h.events));
+    const replica = h.newRunner(stateProjectors(h.events));
     await h.commit('prod', v2, {}, replica);
     const served = (await h.documents.current('prod'))!;
     expect(parseStateDocument(served.document)).toEqual(v2);
