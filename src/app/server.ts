@@ -22,6 +22,7 @@ import { METRICS, PrometheusMetrics } from '../infrastructure/metrics/prometheus
 import type { Logger } from '../infrastructure/logging/logger';
 import { NestLogger } from '../infrastructure/logging/nest-logger';
 import { Database } from '../infrastructure/postgres/database';
+import { connectionOptions } from '../infrastructure/postgres/connection-options';
 import { defaultDataDir, EmbeddedPostgres } from '../infrastructure/postgres/embedded-postgres';
 import { migrate } from '../infrastructure/postgres/migrator';
 import { ServingLock } from '../infrastructure/postgres/serving-lock';
@@ -222,7 +223,7 @@ function grpcAddressOf(app: NestExpressApplication): string | null {
 }
 
 async function ensureDatabase(serverUrl: string, name: string): Promise<string> {
-  const client = new Client({ connectionString: serverUrl });
+  const client = new Client(connectionOptions(serverUrl));
   await client.connect();
   try {
     const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);

@@ -24,9 +24,12 @@ describe('kld when the database cannot be reached', () => {
     t = await createTestDatabase();
     const target = new URL(t.url);
     proxy = await new TcpProxy({ host: target.hostname, port: Number(target.port) }).start();
+    // libpq's connect_timeout, which kld honours: a hung server costs a caller 1 s here
+    const url = new URL(proxy.via(t.url));
+    url.searchParams.set('connect_timeout', '1');
     server = await startServer(
       loadConfig({
-        KL_DATABASE_URL: proxy.via(t.url),
+        KL_DATABASE_URL: url.toString(),
         KL_LISTEN: '127.0.0.1:0',
         KL_GRPC_LISTEN: 'off',
       }),
@@ -77,5 +80,32 @@ describe('kld when the database cannot be reached', () => {
     await request(http).post('/v1/states/outage').type('json').send(doc(2)).expect(200);
     const got = await request(http).get('/v1/states/outage').expect(200);
     expect(JSON.parse(got.text).serial).toBe(2);
+  });
+
+  it('answers 503 within the connect timeout when the database accepts and never answers', async () => {
+    const http = server.app.getHttpServer();
+    await request(http).post('/v1/states/hung').type('json').send(doc(1)).expect(200);
+
+    await proxy.stall();
+    for (const call of [
+      () => request(http).get('/v1/states/hung-other'),
+      () => request(http).post('/v1/state-lock/hung').type('json').send('{"ID":"away"}'),
+    ]) {
+      const r = await call();
+      expect([r.status, r.body.error?.code, r.headers['retry-after']]).toEqual([
+        503,
+        'SERVER.UNAVAILABLE',
+        '1',
+      ]);
+      expect(r.body.error.message).not.toMatch(/postgres:|password|127\.0\.0\.1/);
+    }
+
+    await proxy.restore();
+    await request(http).post('/v1/state-lock/hung').type('json').send('{"ID":"back"}').expect(200);
+    await request(http)
+      .post('/v1/state-unlock/hung')
+      .type('json')
+      .send('{"ID":"back"}')
+      .expect(200);
   });
 });

@@ -75,6 +75,12 @@ describe('loadConfig', () => {
     ['KL_DATABASE_URL', 'mysql://u:PW@h/db', /^KL_DATABASE_URL: expected postgres:\/\//],
     ['KL_DATABASE_URL', 'postgres://u:PW@h:99999/db', /^KL_DATABASE_URL: not a valid URL/],
     ['KL_DATABASE_URL', 'postgres:///db', /^KL_DATABASE_URL: names no host/],
+    [
+      'KL_DATABASE_URL',
+      'postgres://u:PW@h/db?connect_timeout=soon',
+      /^KL_DATABASE_URL: connect_timeout: expected whole seconds \(0 waits for ever\), got "soon"$/,
+    ],
+    ['KL_DATABASE_URL', 'postgres://u:PW@h/db?connect_timeout=-1', /connect_timeout: expected/],
     ['KL_ALLOWED_ORIGINS', '*', /^KL_ALLOWED_ORIGINS: expected comma-separated origins/],
     ['KL_ALLOWED_ORIGINS', 'example.com', /^KL_ALLOWED_ORIGINS: expected/],
     ['KL_ALLOWED_ORIGINS', 'https://example.com/app', /^KL_ALLOWED_ORIGINS: expected/],

@@ -2,6 +2,7 @@ import * as net from 'node:net';
 import * as path from 'node:path';
 import { redactUrls } from '../logging/redact';
 import { stateNameFrom } from '../http/state-name';
+import { connectTimeoutSeconds } from '../postgres/connection-options';
 import { CacheBudgets, DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { DomainError } from '../../domain/shared/domain-error';
 
@@ -202,6 +203,11 @@ function databaseUrlFrom(raw: string | undefined): string | null {
   }
   if (!url.hostname && !url.searchParams.get('host')) {
     throw new ConfigError(`KL_DATABASE_URL: names no host (${usage}), got "${shown(value)}"`);
+  }
+  try {
+    connectTimeoutSeconds(value);
+  } catch (err) {
+    throw new ConfigError(`KL_DATABASE_URL: ${(err as Error).message}`);
   }
   return value;
 }

@@ -12,6 +12,7 @@ describe('isDatabaseUnavailable', () => {
     ['connection exception class', withCode('08006')],
     ['node-postgres: ended', new Error('Connection terminated unexpectedly')],
     ['pool: connect timeout', new Error('Connection terminated due to connection timeout')],
+    ['pool: every client busy', new Error('timeout exceeded when trying to connect')],
     ['wrapped', new Error('reading the state', { cause: withCode('ECONNREFUSED') })],
     ['another realm', { code: 'ECONNREFUSED', message: 'connect ECONNREFUSED' }],
   ])('%s: unavailable', (_, err) => expect(isDatabaseUnavailable(err)).toBe(true));

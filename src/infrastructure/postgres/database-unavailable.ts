@@ -45,6 +45,8 @@ function isUnavailableState(code: string): boolean {
 const CLIENT_MESSAGES = [
   'Connection terminated',
   'timeout expired',
+  // pg-pool: every client busy for the whole connect timeout
+  'timeout exceeded when trying to connect',
   'Client has encountered a connection error and is not queryable',
   'Client was closed and is not queryable',
   'Cannot use a pool after calling end on the pool',

@@ -1,5 +1,7 @@
 import { Pool, PoolClient, PoolConfig, QueryResult, QueryResultRow, types } from 'pg';
 import { parseJsonExact } from '../../domain/terraform/lossless-json';
+import { connectionOptions } from './connection-options';
+import { survivingConnectionLoss } from './pool-errors';
 
 /** DI token of the process's Database (the owner's pool). */
 export const DATABASE = Symbol('Database');
@@ -37,9 +39,9 @@ export class Database {
     readonly url: string,
     options: Partial<PoolConfig> = {},
   ) {
-    this.pool = new Pool({ connectionString: url, max: 20, types: exactJsonbTypes, ...options });
-    // An idle client losing its connection must not crash the process.
-    this.pool.on('error', () => undefined);
+    this.pool = survivingConnectionLoss(
+      new Pool({ ...connectionOptions(url), max: 20, types: exactJsonbTypes, ...options }),
+    );
   }
 
   async query<R extends QueryResultRow = QueryResultRow>(

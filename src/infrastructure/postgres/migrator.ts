@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Client } from 'pg';
+import { connectionOptions } from './connection-options';
 import type { Logger } from '../logging/logger';
 import { packageRoot } from '../package-root';
 import { DomainError } from '../../domain/shared/domain-error';
@@ -49,7 +50,7 @@ export async function migrate(
   logger: Logger,
   migrations = loadMigrations(),
 ): Promise<{ applied: string[] }> {
-  const client = new Client({ connectionString: url });
+  const client = new Client(connectionOptions(url));
   await client.connect();
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);

@@ -1,4 +1,5 @@
 import { Client } from 'pg';
+import { connectionOptions, connectTimeoutSeconds } from './connection-options';
 
 /** DI token of the process's Notifier (one LISTEN connection). */
 export const NOTIFIER = Symbol('Notifier');
@@ -17,13 +18,14 @@ export class Notifier {
   private closed = false;
 
   /**
-   * `connectTimeoutMs` bounds opening the LISTEN connection: a server that
-   * accepts and never answers would otherwise hold every waiter (and the
-   * projectors' loops behind them) for as long as the socket lives.
+   * `connectTimeoutMs` (the URL's `connect_timeout`, 10 s by default) bounds
+   * opening the LISTEN connection: a server that accepts and never answers
+   * would otherwise hold every waiter (and the projectors' loops behind
+   * them) for as long as the socket lives.
    */
   constructor(
     private readonly url: string,
-    private readonly connectTimeoutMs = 10_000,
+    private readonly connectTimeoutMs = connectTimeoutSeconds(url) * 1000,
   ) {}
 
   /**
@@ -99,7 +101,7 @@ export class Notifier {
     if (!this.client && !this.closed) {
       this.connecting ??= (async () => {
         const client = new Client({
-          connectionString: this.url,
+          ...connectionOptions(this.url),
           connectionTimeoutMillis: this.connectTimeoutMs,
         });
         client.on('error', () => this.reset());

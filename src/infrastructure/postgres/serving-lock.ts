@@ -1,4 +1,5 @@
 import { Client } from 'pg';
+import { connectionOptions } from './connection-options';
 import type { Logger } from '../logging/logger';
 import { DomainError } from '../../domain/shared/domain-error';
 
@@ -38,7 +39,7 @@ export class ServingLock {
   }
 
   private async take(): Promise<void> {
-    const client = new Client({ connectionString: this.url });
+    const client = new Client(connectionOptions(this.url));
     client.on('error', () => this.lost(client));
     client.on('end', () => this.lost(client));
     await client.connect();
@@ -96,7 +97,7 @@ export async function withoutServer<T>(
   what: string,
   fn: () => Promise<T>,
 ): Promise<T> {
-  const client = new Client({ connectionString: url });
+  const client = new Client(connectionOptions(url));
   client.on('error', () => undefined);
   await client.connect();
   try {

@@ -1,5 +1,6 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 import { Client } from 'pg';
+import { connectionOptions } from '../postgres/connection-options';
 
 /** The PostgreSQL role user SQL runs as (migrations/003_query_role.sql). */
 export const READER_ROLE = 'kl_reader';
@@ -33,7 +34,7 @@ export function readerUrl(databaseUrl: string): string {
 export async function ensureReaderPassword(databaseUrl: string): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     if (await canLogIn(readerUrl(databaseUrl))) return;
-    const owner = new Client({ connectionString: databaseUrl });
+    const owner = new Client(connectionOptions(databaseUrl));
     owner.on('error', () => undefined);
     try {
       await owner.connect();
@@ -50,7 +51,7 @@ export async function ensureReaderPassword(databaseUrl: string): Promise<void> {
 }
 
 async function canLogIn(url: string): Promise<boolean> {
-  const client = new Client({ connectionString: url });
+  const client = new Client(connectionOptions(url));
   client.on('error', () => undefined);
   try {
     await client.connect();

@@ -2,6 +2,8 @@ import { Pool, PoolClient, QueryArrayConfig, QueryArrayResult, QueryConfig } fro
 import { DomainError } from '../../domain/shared/domain-error';
 import type { Logger } from '../logging/logger';
 import type { Database } from '../postgres/database';
+import { connectionOptions } from '../postgres/connection-options';
+import { survivingConnectionLoss } from '../postgres/pool-errors';
 import { isPgServerError, PgServerError, QUERY_INVALID, queryError } from './query-errors';
 import { queryTypeParsers } from './query-values';
 import { ensureReaderPassword, READER_ROLE, readerUrl } from './reader-role';
@@ -203,16 +205,15 @@ export class SqlQueryService {
   private async prepare(): Promise<void> {
     await ensureReaderPassword(this.databaseUrl);
     if (this.pool) return;
-    const pool = new Pool({
-      connectionString: readerUrl(this.databaseUrl),
-      max: 10,
-      idleTimeoutMillis: 30_000,
-      connectionTimeoutMillis: 10_000,
-      application_name: 'kilolock-query',
-      types: queryTypeParsers,
-    });
-    pool.on('error', () => undefined); // an idle connection dropping must not crash kld
-    this.pool = pool;
+    this.pool = survivingConnectionLoss(
+      new Pool({
+        ...connectionOptions(readerUrl(this.databaseUrl)),
+        max: 10,
+        idleTimeoutMillis: 30_000,
+        application_name: 'kilolock-query',
+        types: queryTypeParsers,
+      }),
+    );
   }
 }
 
