@@ -224,6 +224,7 @@ function grpcAddressOf(app: NestExpressApplication): string | null {
 
 async function ensureDatabase(serverUrl: string, name: string): Promise<string> {
   const client = new Client(connectionOptions(serverUrl));
+  client.on('error', () => undefined); // a lost connection fails the next statement instead
   await client.connect();
   try {
     const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);

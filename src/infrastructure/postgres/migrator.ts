@@ -51,6 +51,7 @@ export async function migrate(
   migrations = loadMigrations(),
 ): Promise<{ applied: string[] }> {
   const client = new Client(connectionOptions(url));
+  client.on('error', () => undefined); // a lost connection fails the next statement instead
   await client.connect();
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
