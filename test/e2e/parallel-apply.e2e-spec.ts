@@ -205,6 +205,8 @@ beforeAll(async () => {
   });
   const tfrc = path.join(root, 'terraformrc');
   fs.writeFileSync(tfrc, 'disable_checkpoint = true\n');
+  const tmp = path.join(root, 'tmp');
+  fs.mkdirSync(tmp);
   env = {
     ...Object.fromEntries(
       Object.entries(process.env).filter(([k]) => !k.startsWith('TF_') && !k.startsWith('KL_')),
@@ -214,6 +216,9 @@ beforeAll(async () => {
     TF_IN_AUTOMATION: '1',
     TF_INPUT: '0',
     KL_TERRAFORM: TERRAFORM,
+    // kl's private directories live here: those of the kl processes this spec kills with
+    // SIGKILL (which cannot clean up) go with root.
+    TMPDIR: tmp,
     // The full-trunk lane of issue 11; state-engine-lane.e2e-spec.ts runs the trusted lane.
     KL_PROTOCOL: 'http',
   };
