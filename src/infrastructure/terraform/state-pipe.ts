@@ -1,4 +1,3 @@
-import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 
 const { O_RDONLY, O_WRONLY, O_NONBLOCK } = fs.constants;
@@ -24,12 +23,8 @@ export class StatePipe {
     this.writer = writer;
   }
 
-  /** Lays the pipe at `file`; null where named pipes cannot be made (then the state is a file). */
-  static async lay(file: string): Promise<StatePipe | null> {
-    const made = await new Promise<boolean>((resolve) =>
-      execFile('mkfifo', ['-m', '600', file], (error) => resolve(error === null)),
-    );
-    if (!made) return null;
+  /** Opens kl's end of the named pipe at `file` (made by makeNamedPipes); null if it cannot. */
+  static open(file: string): StatePipe | null {
     try {
       // Opening the write end needs a reader: kl's own, for that instant only.
       const reader = fs.openSync(file, O_RDONLY | O_NONBLOCK);

@@ -12,19 +12,51 @@ import {
 } from '../../application/apply/terraform-workspace.port';
 import { DomainError } from '../../domain/shared/domain-error';
 import { stringifyJson } from '../../domain/terraform/lossless-json';
+import { CliConfigPipe, cliConfigText } from './cli-config-pipe';
+import { makeNamedPipes } from './named-pipes';
 import { StatePipe } from './state-pipe';
-import { runTerraform, TerraformRun } from './terraform-cli';
+import { runTerraform, terraformEnv, TerraformRun } from './terraform-cli';
 
 const PLAN_FILE = 'kl.tfplan';
+const SHOW_ARGS = ['-json', '-no-color', PLAN_FILE];
 const STATE_FILE = 'terraform.tfstate';
 /** Where the state's pipe is laid while the configuration is copied. */
 const STATE_PIPE = 'state.pipe';
+/** The CLI configuration of the `terraform show` started beside `terraform plan`. */
+const SHOW_CONFIG_PIPE = 'show.tfrc';
 /** Sorted after any user `*.auto.tfvars*`, so the planned values win. */
 const PINNED_VARIABLES = 'zz-kl-plan.auto.tfvars.json';
 const SKIPPED = new Set(['.terraform', '.git', 'node_modules']);
 
 interface ModuleManifest {
   Modules?: { Key?: string; Dir?: string }[];
+}
+
+/** A terraform plan fed through a pipe, and the show started beside it, if it can be. */
+interface EarlyPipes {
+  state: StatePipe;
+  show: { pipe: CliConfigPipe; config: string } | null;
+}
+
+/**
+ * The pipes of a plan started before its state arrives: the state's, and
+ * the CLI configuration's of a `terraform show` started with the plan
+ * (when the user's CLI configuration is one file kl can hand on). One
+ * `mkfifo` makes both.
+ */
+async function layPipes(base: string): Promise<EarlyPipes | null> {
+  const config = cliConfigText(terraformEnv());
+  const [state, show] = [path.join(base, STATE_PIPE), path.join(base, SHOW_CONFIG_PIPE)];
+  if (!(await makeNamedPipes(config === null ? [state] : [state, show]))) return null;
+  const statePipe = StatePipe.open(state);
+  if (statePipe === null) return null;
+  const showPipe = config === null ? null : CliConfigPipe.open(show);
+  return { state: statePipe, show: showPipe && { pipe: showPipe, config: config! } };
+}
+
+function closePipes(pipes: EarlyPipes | null): void {
+  pipes?.state.close();
+  pipes?.show?.pipe.close();
 }
 
 async function exists(p: string): Promise<boolean> {
@@ -100,12 +132,12 @@ export class TempWorkspaces implements TerraformWorkspaces {
     // is still reading (contents to come), and moved into place once the tree is there.
     const piping = (
       contents instanceof Promise || contents.state instanceof Promise
-        ? initialised.then((yes) => (yes ? StatePipe.lay(path.join(base, STATE_PIPE)) : null))
+        ? initialised.then((yes) => (yes ? layPipes(base) : null))
         : Promise.resolve(null)
-    ).then(async (pipe) => {
+    ).then(async (pipes) => {
       const r = await ready;
-      if (pipe !== null && 'spec' in r && r.spec.state instanceof Promise) return pipe;
-      pipe?.close(); // the state came with the contents: a file (the pipe goes with the directory)
+      if (pipes !== null && 'spec' in r && r.spec.state instanceof Promise) return pipes;
+      closePipes(pipes); // the state came with the contents: a file (the pipes go with the directory)
       return null;
     });
     piping.catch(() => undefined); // awaited below
@@ -144,13 +176,13 @@ export class TempWorkspaces implements TerraformWorkspaces {
         fsSync.mkdirSync(path.join(dir, '.terraform'), { recursive: true });
         fsSync.symlinkSync(providers, path.join(dir, '.terraform', 'providers'), 'dir');
       }
-      const pipe = await piping;
-      if (pipe === null) await fs.writeFile(path.join(dir, STATE_FILE), await stateText);
+      const pipes = await piping;
+      if (pipes === null) await fs.writeFile(path.join(dir, STATE_FILE), await stateText);
       else fsSync.renameSync(path.join(base, STATE_PIPE), path.join(dir, STATE_FILE));
-      const early = pipe === null ? null : { pipe, state: stateText };
+      const early = pipes === null ? null : { ...pipes, text: stateText };
       return new TempWorkspace(base, dir, pluginDir, await initialised, early);
     } catch (e) {
-      await piping.then((p) => p?.close()).catch(() => undefined);
+      await piping.then(closePipes).catch(() => undefined);
       await fs.rm(base, { recursive: true, force: true });
       throw e;
     }
@@ -205,8 +237,8 @@ class TempWorkspace implements TerraformWorkspace {
     readonly dir: string,
     private readonly pluginDir: string | null,
     private readonly reusable: boolean,
-    /** The state still on its way, and the pipe terraform plan reads it from. */
-    private early: { pipe: StatePipe; state: Promise<string> } | null,
+    /** The state still on its way, and the pipes terraform plan and show read from. */
+    private early: (EarlyPipes & { text: Promise<string> }) | null,
   ) {}
 
   private async run(
@@ -229,7 +261,7 @@ class TempWorkspace implements TerraformWorkspace {
    * for whatever runs next in the directory (a plan again, an apply).
    */
   private async planFed(
-    early: { pipe: StatePipe; state: Promise<string> },
+    early: { state: StatePipe; text: Promise<string> },
     args: string[],
     signal?: AbortSignal,
   ): Promise<TerraformRun> {
@@ -248,11 +280,11 @@ class TempWorkspace implements TerraformWorkspace {
         signal,
         kill: kill.signal,
       }).finally(() => (exited = true));
-      const feeding = early.state.then(
+      const feeding = early.text.then(
         async (text) => {
           state.fed = true;
           // The file that replaces the pipe is written meanwhile, off the way to terraform show.
-          await Promise.all([early.pipe.feed(text, () => exited), fs.writeFile(next, text)]);
+          await Promise.all([early.state.feed(text, () => exited), fs.writeFile(next, text)]);
           return text;
         },
         (error: unknown) => {
@@ -262,7 +294,7 @@ class TempWorkspace implements TerraformWorkspace {
         },
       );
       const run = await running;
-      early.pipe.close();
+      early.state.close();
       if (state.failed) throw state.failed.error;
       // Killed before its state came (the signal): interrupted; the state is not waited for.
       if (kill.signal.aborted) return this.check('plan', run);
@@ -270,9 +302,43 @@ class TempWorkspace implements TerraformWorkspace {
       fsSync.renameSync(next, file); // on the way to terraform show: no thread-pool turn
       return this.check('plan', run);
     } finally {
-      early.pipe.close();
+      early.state.close();
       signal?.removeEventListener('abort', onAbort);
     }
+  }
+
+  /**
+   * `terraform show` started now, beside the plan, and held at its CLI
+   * configuration (a pipe, see CliConfigPipe) until the plan file is there:
+   * its start-up, most of its time, runs meanwhile. Reads nothing in the
+   * directory before its release. `release()` answers its run, or null if it
+   * could not be handed its configuration (then it is gone, and the caller
+   * runs show the usual way); `stop()` ends one never released.
+   */
+  private heldShow(held: { pipe: CliConfigPipe; config: string }): {
+    release(): Promise<TerraformRun | null>;
+    stop(): Promise<void>;
+  } {
+    const kill = new AbortController();
+    let exited = false;
+    const running = runTerraform(['show', ...SHOW_ARGS], {
+      cwd: this.dir,
+      kill: kill.signal,
+      env: { TF_CLI_CONFIG_FILE: held.pipe.file },
+    }).finally(() => (exited = true));
+    return {
+      release: async () => {
+        if (await held.pipe.release(held.config, () => exited)) return running;
+        kill.abort();
+        await running;
+        return null;
+      },
+      stop: async () => {
+        kill.abort(); // a no-op once it has exited
+        held.pipe.close();
+        await running;
+      },
+    };
   }
 
   private check(command: string, run: TerraformRun): TerraformRun {
@@ -316,16 +382,25 @@ class TempWorkspace implements TerraformWorkspace {
     for (const t of options.targets) args.push(`-target=${t}`);
     const early = this.early;
     this.early = null;
+    let show: ReturnType<TempWorkspace['heldShow']> | null = null;
+    let shown: TerraformRun;
     try {
-      if (early) await this.planFed(early, args, signal);
-      else await this.run('plan', args, signal);
-    } catch (e) {
-      // Whatever terraform found wrong with the reused initialisation, a fresh init decides.
-      if (!this.reusing || !(e instanceof DomainError) || e.code !== TERRAFORM_FAILED) throw e;
-      await this.freshInit(signal);
-      await this.run('plan', args, signal);
+      try {
+        // planFed spawns terraform plan before its first await: the show is spawned after it.
+        const planning = early ? this.planFed(early, args, signal) : this.run('plan', args, signal);
+        show = early?.show ? this.heldShow(early.show) : null;
+        await planning;
+      } catch (e) {
+        // Whatever terraform found wrong with the reused initialisation, a fresh init decides.
+        if (!this.reusing || !(e instanceof DomainError) || e.code !== TERRAFORM_FAILED) throw e;
+        await this.freshInit(signal);
+        await this.run('plan', args, signal);
+      }
+      const released = await show?.release();
+      shown = released ? this.check('show', released) : await this.run('show', SHOW_ARGS, signal);
+    } finally {
+      await show?.stop();
     }
-    const shown = await this.run('show', ['-json', '-no-color', PLAN_FILE], signal);
     try {
       return JSON.parse(shown.stdout) as unknown;
     } catch {

@@ -19,6 +19,8 @@ export interface TerraformRunOptions {
   graceMs?: number;
   /** Kills terraform at once (SIGKILL): for a run that has been given nothing to act on yet. */
   kill?: AbortSignal;
+  /** Set in terraform's environment besides terraformEnv(). */
+  env?: NodeJS.ProcessEnv;
 }
 
 // eslint-disable-next-line no-control-regex
@@ -55,7 +57,7 @@ export function runTerraform(args: string[], options: TerraformRunOptions): Prom
   return new Promise((resolve) => {
     const child = spawn(terraformBinary(), args, {
       cwd: options.cwd,
-      env: terraformEnv(),
+      env: { ...terraformEnv(), ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
