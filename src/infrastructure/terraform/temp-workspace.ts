@@ -41,13 +41,14 @@ interface EarlyPipes {
 /**
  * The pipes of a plan started before its state arrives: the state's, and
  * the CLI configuration's of a `terraform show` started with the plan
- * (when the user's CLI configuration is one file kl can hand on). One
- * `mkfifo` makes both.
+ * (when the user's CLI configuration is one file kl can hand on, which is
+ * read while `mkfifo`, one for both pipes, runs).
  */
 async function layPipes(base: string): Promise<EarlyPipes | null> {
-  const config = cliConfigText(terraformEnv());
   const [state, show] = [path.join(base, STATE_PIPE), path.join(base, SHOW_CONFIG_PIPE)];
-  if (!(await makeNamedPipes(config === null ? [state] : [state, show]))) return null;
+  const made = makeNamedPipes([state, show]);
+  const config = cliConfigText(terraformEnv());
+  if (!(await made)) return null;
   const statePipe = StatePipe.open(state);
   if (statePipe === null) return null;
   const showPipe = config === null ? null : CliConfigPipe.open(show);
