@@ -16,6 +16,12 @@ const RETRY_MS = 1;
  * an empty document and ends instead of waiting for ever. A write before
  * terraform has opened the pipe finds no reader (EPIPE) and is tried again
  * a millisecond later, until terraform has read it all or has exited.
+ *
+ * The root module's files can be pipes too, so that terraform starts while
+ * kl still parses and scopes them: terraform reads them twice (the
+ * backend's view, then the whole configuration), so each is replaced by a
+ * file first and handed over (`handOver`) to a terraform already blocked
+ * on the pipe, if any.
  */
 export class StatePipe {
   private writer: number | null;
@@ -24,27 +30,49 @@ export class StatePipe {
     this.writer = writer;
   }
 
-  /** Lays the pipe at `file`; null where named pipes cannot be made (then the state is a file). */
-  static async lay(file: string): Promise<StatePipe | null> {
+  /**
+   * Lays a pipe at each of `files` (one `mkfifo` process for all); null
+   * where named pipes cannot be made (then each is a file).
+   */
+  static async lay(files: readonly string[]): Promise<StatePipe[] | null> {
     const made = await new Promise<boolean>((resolve) =>
-      execFile('mkfifo', ['-m', '600', file], (error) => resolve(error === null)),
+      execFile('mkfifo', ['-m', '600', ...files], (error) => resolve(error === null)),
     );
     if (!made) return null;
+    const pipes: StatePipe[] = [];
     try {
-      // Opening the write end needs a reader: kl's own, for that instant only.
-      const reader = fs.openSync(file, O_RDONLY | O_NONBLOCK);
-      try {
-        return new StatePipe(fs.openSync(file, O_WRONLY | O_NONBLOCK));
-      } finally {
-        fs.closeSync(reader);
+      for (const file of files) {
+        // Opening the write end needs a reader: kl's own, for that instant only.
+        const reader = fs.openSync(file, O_RDONLY | O_NONBLOCK);
+        try {
+          pipes.push(new StatePipe(fs.openSync(file, O_WRONLY | O_NONBLOCK)));
+        } finally {
+          fs.closeSync(reader);
+        }
       }
+      return pipes;
     } catch {
+      for (const p of pipes) p.close();
       return null;
     }
   }
 
   /** Writes `text` and closes the pipe, or stops once `exited()` says terraform is gone. */
-  async feed(text: string, exited: () => boolean): Promise<void> {
+  feed(text: string, exited: () => boolean): Promise<void> {
+    return this.write(text, exited, true);
+  }
+
+  /**
+   * For a pipe whose path a file has already replaced: writes `text` to a
+   * reader that opened the pipe before that (terraform blocked on it), then
+   * closes. With no reader (EPIPE) there is none to come, as the path now
+   * opens the file: it stops at once.
+   */
+  handOver(text: string, exited: () => boolean): Promise<void> {
+    return this.write(text, exited, false);
+  }
+
+  private async write(text: string, exited: () => boolean, awaitReader: boolean): Promise<void> {
     const data = Buffer.from(text);
     let offset = 0;
     try {
@@ -53,6 +81,7 @@ export class StatePipe {
           offset += fs.writeSync(this.writer, data, offset);
         } catch (e) {
           const code = (e as NodeJS.ErrnoException).code;
+          if (code === 'EPIPE' && !awaitReader) return;
           // EPIPE: terraform has not opened the pipe yet; EAGAIN: it has not read what is there.
           if (code !== 'EPIPE' && code !== 'EAGAIN') throw e;
           await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
