@@ -327,6 +327,107 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
         await workspace.dispose();
       }
     });
+
+    describe('with the root files still being read (named pipes too)', () => {
+      type Contents = { rootFiles: { name: string; text: string }[]; state: StateDocumentV4 };
+      /** The user's directory with main.tf and a second root file the scoped files leave out. */
+      function scopedDir(name: string): string {
+        const dir = userDir(name, TOP);
+        fs.writeFileSync(
+          path.join(dir, 'other.tf'),
+          'resource "terraform_data" "left_out" {\n  input = "y"\n}\n',
+        );
+        return dir;
+      }
+
+      it('starts terraform before they are there; it plans on the files kl gives it, left as files', async () => {
+        const dir = scopedDir('early-roots');
+        let arrive!: (c: Contents) => void;
+        const contents = new Promise<Contents>((resolve) => (arrive = resolve));
+        const workspace = await new TempWorkspaces().open(dir, contents);
+        try {
+          await workspace.init();
+          const planning = workspace.plan({ targets: [], refresh: true });
+          await started('plan');
+          await started('show'); // held beside the plan
+          // Long enough for terraform to be reading a root file through its pipe: kl hands the
+          // text over to it (and an empty one, for a file the scoped files leave out).
+          await new Promise((resolve) => setTimeout(resolve, 1_000));
+          arrive({ rootFiles: [{ name: 'main.tf', text: TOP }], state: WITH_TOP });
+          const plan = (await planning) as Record<string, unknown>;
+          // Only what kl gave it: top unchanged on the given state, nothing of other.tf.
+          expect(planned(plan).map((c) => [c.address, c.actions])).toEqual([
+            ['module.a.terraform_data.item', ['create']],
+            ['terraform_data.top', ['no-op']],
+          ]);
+          expect(
+            commands()
+              .map((l) => l.split(' ')[0])
+              .sort(),
+          ).toEqual(['plan', 'show']);
+          for (const name of ['main.tf', 'other.tf', 'terraform.tfstate']) {
+            expect(fs.lstatSync(path.join(workspace.dir, name)).isFile()).toBe(true);
+          }
+          expect(fs.readFileSync(path.join(workspace.dir, 'main.tf'), 'utf8')).toBe(TOP);
+          expect(fs.readFileSync(path.join(workspace.dir, 'other.tf'), 'utf8')).toBe('');
+          expect([...(await workspace.moduleDirs()).keys()].sort()).toEqual(['', 'a']);
+        } finally {
+          await workspace.dispose();
+        }
+      });
+
+      it('when they cannot be read: terraform is killed and the plan fails with that error', async () => {
+        const dir = scopedDir('early-roots-failed');
+        const failure = new Error('marker.tf:3: not valid HCL');
+        let fail!: (e: Error) => void;
+        const contents = new Promise<Contents>((_, reject) => (fail = reject));
+        const workspace = await new TempWorkspaces().open(dir, contents);
+        try {
+          await workspace.init();
+          const planning = workspace.plan({ targets: [], refresh: true });
+          const pids = [await started('plan'), await started('show')];
+          fail(failure);
+          await expect(planning).rejects.toBe(failure);
+          // Both gone (the show was never released); nothing else ran.
+          for (const pid of pids) {
+            expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }));
+          }
+          expect(
+            commands()
+              .map((l) => l.split(' ')[0])
+              .sort(),
+          ).toEqual(['plan', 'show']);
+        } finally {
+          await workspace.dispose();
+        }
+      });
+
+      it('refuses a root file that appeared after kl listed the directory, and stops terraform', async () => {
+        const dir = scopedDir('early-roots-grown');
+        let arrive!: (c: Contents) => void;
+        const contents = new Promise<Contents>((resolve) => (arrive = resolve));
+        const workspace = await new TempWorkspaces().open(dir, contents);
+        try {
+          await workspace.init();
+          const planning = workspace.plan({ targets: [], refresh: true });
+          const pid = await started('plan');
+          arrive({
+            rootFiles: [
+              { name: 'main.tf', text: TOP },
+              { name: 'new.tf', text: 'resource "terraform_data" "new" {}\n' },
+            ],
+            state: WITH_TOP,
+          });
+          await expect(planning).rejects.toMatchObject({
+            code: 'PLAN.CONFIG_INVALID',
+            message: expect.stringContaining('new.tf appeared in the configuration'),
+          });
+          expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }));
+        } finally {
+          await workspace.dispose();
+        }
+      });
+    });
   });
 
   describe('with a provider (hashicorp/aws from the filesystem mirror)', () => {

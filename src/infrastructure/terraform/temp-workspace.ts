@@ -3,6 +3,7 @@ import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { lastError } from '../../application/apply/terraform-output';
+import type { ScopedFile } from '../../domain/apply/config-scope';
 import {
   ApplyResult,
   TERRAFORM_FAILED,
@@ -13,6 +14,7 @@ import {
 import { DomainError } from '../../domain/shared/domain-error';
 import { stringifyJson } from '../../domain/terraform/lossless-json';
 import { CliConfigPipe, cliConfigText } from './cli-config-pipe';
+import { CONFIG_INVALID } from './hcl-reader';
 import { makeNamedPipes } from './named-pipes';
 import { StatePipe } from './state-pipe';
 import { runTerraform, terraformEnv, TerraformRun } from './terraform-cli';
@@ -24,6 +26,8 @@ const STATE_FILE = 'terraform.tfstate';
 const STATE_PIPE = 'state.pipe';
 /** The CLI configuration of the `terraform show` started beside `terraform plan`. */
 const SHOW_CONFIG_PIPE = 'show.tfrc';
+/** Where each root file's pipe is laid meanwhile: `root.<name>`. */
+const ROOT_PIPE = 'root.';
 /** Sorted after any user `*.auto.tfvars*`, so the planned values win. */
 const PINNED_VARIABLES = 'zz-kl-plan.auto.tfvars.json';
 const SKIPPED = new Set(['.terraform', '.git', 'node_modules']);
@@ -32,47 +36,12 @@ interface ModuleManifest {
   Modules?: { Key?: string; Dir?: string }[];
 }
 
-/** A terraform plan fed through a pipe, and the show started beside it, if it can be. */
-interface EarlyPipes {
-  state: StatePipe;
-  show: { pipe: CliConfigPipe; config: string } | null;
-}
-
-/**
- * The pipes of a plan started before its state arrives: the state's, and
- * the CLI configuration's of a `terraform show` started with the plan
- * (when the user's CLI configuration is one file kl can hand on, which is
- * read while `mkfifo`, one for both pipes, runs).
- */
-async function layPipes(base: string): Promise<EarlyPipes | null> {
-  const [state, show] = [path.join(base, STATE_PIPE), path.join(base, SHOW_CONFIG_PIPE)];
-  const made = makeNamedPipes([state, show]);
-  const config = cliConfigText(terraformEnv());
-  if (!(await made)) return null;
-  const statePipe = StatePipe.open(state);
-  if (statePipe === null) return null;
-  const showPipe = config === null ? null : CliConfigPipe.open(show);
-  return { state: statePipe, show: showPipe && { pipe: showPipe, config: config! } };
-}
-
-function closePipes(pipes: EarlyPipes | null): void {
-  pipes?.state.close();
-  pipes?.show?.pipe.close();
-}
-
-async function exists(p: string): Promise<boolean> {
-  return fs.stat(p).then(
-    () => true,
-    () => false,
-  );
-}
-
 /** Directories of local modules that live outside the configuration directory. */
-async function outsideModuleDirs(configDir: string): Promise<string[]> {
+function outsideModuleDirs(configDir: string): string[] {
   let manifest: ModuleManifest;
   try {
     manifest = JSON.parse(
-      await fs.readFile(path.join(configDir, '.terraform', 'modules', 'modules.json'), 'utf8'),
+      fsSync.readFileSync(path.join(configDir, '.terraform', 'modules', 'modules.json'), 'utf8'),
     ) as ModuleManifest;
   } catch {
     return [];
@@ -122,77 +91,198 @@ export class TempWorkspaces implements TerraformWorkspaces {
       (spec) => ({ spec }),
       (error: unknown) => ({ error }),
     );
-    const base = await fs.mkdtemp(path.join(os.tmpdir(), 'kl-apply-'));
+    // Direct calls up to the pipes' process (microseconds each): with the contents on their way
+    // the main thread is busy, and each asynchronous turn would put off terraform's start.
+    const base = fsSync.mkdtempSync(path.join(os.tmpdir(), 'kl-apply-'));
     configDir = path.resolve(configDir);
-    const initialised = exists(path.join(configDir, '.terraform'));
-    const providers = path.join(configDir, '.terraform', 'providers');
-    const hasProviders = exists(providers);
+    const initialised = fsSync.existsSync(path.join(configDir, '.terraform'));
     // A state still on its way goes through a pipe, so terraform plan can start meanwhile;
-    // only when no terraform init has to run first (init gets the state as a file). Making
-    // the pipe is a process of its own: started at once, beside the copy, when the caller
-    // is still reading (contents to come), and moved into place once the tree is there.
-    const piping = (
-      contents instanceof Promise || contents.state instanceof Promise
-        ? initialised.then((yes) => (yes ? layPipes(base) : null))
-        : Promise.resolve(null)
-    ).then(async (pipes) => {
-      const r = await ready;
-      if (pipes !== null && 'spec' in r && r.spec.state instanceof Promise) return pipes;
-      closePipes(pipes); // the state came with the contents: a file (the pipes go with the directory)
-      return null;
-    });
-    piping.catch(() => undefined); // awaited below
+    // only when no terraform init has to run first (init gets the state as a file). With the
+    // contents themselves on their way (kl plan still reading the configuration), the root
+    // module's .tf files are pipes too, so terraform can start before they are parsed. Making
+    // the pipes is a process of its own: started at once, beside the copy, and the pipes moved
+    // into place once the tree is there.
+    const pending = contents instanceof Promise;
+    const laying: Promise<LaidPipes | null> =
+      initialised && (pending || contents.state instanceof Promise)
+        ? (async () => {
+            const roots = pending ? pipedRootNames(configDir) : [];
+            const [state, show] = [path.join(base, STATE_PIPE), path.join(base, SHOW_CONFIG_PIPE)];
+            const made = makeNamedPipes([
+              state,
+              show,
+              ...roots.map((n) => path.join(base, ROOT_PIPE + n)),
+            ]);
+            // The configuration a held terraform show is handed: read while mkfifo runs.
+            const config = cliConfigText(terraformEnv());
+            if (!(await made)) return null;
+            const opened = [state, ...roots.map((n) => path.join(base, ROOT_PIPE + n))].map((f) =>
+              StatePipe.open(f),
+            );
+            const showPipe = config === null ? null : CliConfigPipe.open(show);
+            if (opened.some((p) => p === null)) {
+              for (const p of opened) p?.close();
+              showPipe?.close();
+              return null;
+            }
+            const [statePipe, ...rootPipes] = opened as StatePipe[];
+            return {
+              state: statePipe,
+              roots: new Map(roots.map((n, i) => [n, rootPipes[i]])),
+              show: showPipe && { pipe: showPipe, config: config! },
+            };
+          })()
+        : Promise.resolve(null);
+    laying.catch(() => undefined); // awaited below
     try {
-      const outside = await outsideModuleDirs(configDir);
+      const outside = outsideModuleDirs(configDir);
       const top = outside.length > 0 ? commonAncestor([configDir, ...outside]) : configDir;
       const dir = path.join(base, 'tree', path.relative(top, configDir));
       const userModules = path.join(configDir, '.terraform', 'modules');
-      // The copies are independent: side by side, into a directory that exists.
-      await fs.mkdir(dir, { recursive: true });
-      await Promise.all([
-        copyTree(configDir, dir, true),
-        ...outside.map((m) => copyTree(m, path.join(base, 'tree', path.relative(top, m)), false)),
-        exists(userModules).then((has) =>
-          has ? copyDir(userModules, path.join(dir, '.terraform', 'modules')) : undefined,
-        ),
-      ]);
+      copyTree(configDir, dir, true);
+      for (const m of outside) copyTree(m, path.join(base, 'tree', path.relative(top, m)), false);
+      if (fsSync.existsSync(userModules)) {
+        copyDir(userModules, path.join(dir, '.terraform', 'modules'));
+      }
+      const laid = await laying;
+      if (laid !== null && laid.roots.size > 0) {
+        // Terraform may start now: it waits on the pipes for what kl is still preparing.
+        for (const name of laid.roots.keys()) {
+          fsSync.renameSync(path.join(base, ROOT_PIPE + name), path.join(dir, name));
+        }
+        const pluginDir = this.linkProviders(configDir, dir);
+        fsSync.renameSync(path.join(base, STATE_PIPE), path.join(dir, STATE_FILE));
+        const spec = ready.then((r) => {
+          if ('error' in r) throw r.error;
+          return r.spec;
+        });
+        const state = spec.then(async (s) => stringifyJson(await s.state, 2) + '\n');
+        state.catch(() => undefined); // plan()'s to await
+        const roots = spec.then((s) => placeRootFiles(base, dir, laid.roots, s));
+        roots.catch(() => undefined); // plan()'s to await
+        return new TempWorkspace(base, dir, pluginDir, true, {
+          pipe: laid.state,
+          state,
+          roots: { pipes: laid.roots, texts: roots },
+          show: laid.show,
+        });
+      }
+      // The state came with the contents: a file (the pipe goes with the directory).
       const settled = await ready;
+      const pipe =
+        laid !== null && 'spec' in settled && settled.spec.state instanceof Promise
+          ? laid.state
+          : null;
+      if (pipe === null) closeAll(laid);
       if ('error' in settled) throw settled.error;
       const { spec } = settled;
       const stateText = Promise.resolve(spec.state).then((s) => stringifyJson(s, 2) + '\n');
       stateText.catch(() => undefined); // awaited below, or by plan() through the pipe
-      const variables =
-        spec.variables && Object.keys(spec.variables).length > 0
-          ? [{ name: PINNED_VARIABLES, text: stringifyJson(spec.variables, 2) + '\n' }]
-          : [];
       // From here to terraform's start, a few small files and links: written with direct
       // calls, each a few microseconds, where an asynchronous one waited its turn on the
       // thread pool and then on the main thread (busy with the scope's exchange).
-      for (const f of [...spec.rootFiles, ...variables]) {
+      for (const f of [...spec.rootFiles, ...pinnedVariables(spec)]) {
         fsSync.writeFileSync(path.join(dir, f.name), f.text);
       }
-      const linked = await hasProviders;
-      const pluginDir = !process.env.TF_PLUGIN_CACHE_DIR && linked ? providers : null;
-      if ((await initialised) && linked) {
-        fsSync.mkdirSync(path.join(dir, '.terraform'), { recursive: true });
-        fsSync.symlinkSync(providers, path.join(dir, '.terraform', 'providers'), 'dir');
-      }
-      const pipes = await piping;
-      if (pipes === null) await fs.writeFile(path.join(dir, STATE_FILE), await stateText);
+      const pluginDir = this.linkProviders(configDir, dir, initialised);
+      if (pipe === null) await fs.writeFile(path.join(dir, STATE_FILE), await stateText);
       else fsSync.renameSync(path.join(base, STATE_PIPE), path.join(dir, STATE_FILE));
-      const early = pipes === null ? null : { ...pipes, text: stateText };
-      return new TempWorkspace(base, dir, pluginDir, await initialised, early);
+      const early =
+        pipe === null ? null : { pipe, state: stateText, roots: null, show: laid!.show };
+      return new TempWorkspace(base, dir, pluginDir, initialised, early);
     } catch (e) {
-      await piping.then(closePipes).catch(() => undefined);
+      await laying.then(closeAll).catch(() => undefined);
       await fs.rm(base, { recursive: true, force: true });
       throw e;
     }
   }
+
+  /**
+   * The user's installed providers, linked into kl's directory when their
+   * initialisation is reused; the directory a fresh init installs from.
+   */
+  private linkProviders(configDir: string, dir: string, reused = true): string | null {
+    const providers = path.join(configDir, '.terraform', 'providers');
+    const linked = fsSync.existsSync(providers);
+    if (reused && linked) {
+      fsSync.mkdirSync(path.join(dir, '.terraform'), { recursive: true });
+      fsSync.symlinkSync(providers, path.join(dir, '.terraform', 'providers'), 'dir');
+    }
+    return !process.env.TF_PLUGIN_CACHE_DIR && linked ? providers : null;
+  }
+}
+
+interface LaidPipes {
+  state: StatePipe;
+  /** The root module's `.tf` files by name. */
+  roots: Map<string, StatePipe>;
+  /** The CLI configuration of a terraform show started beside the plan, and what to hand it. */
+  show: HeldShowPipe | null;
+}
+
+type HeldShowPipe = { pipe: CliConfigPipe; config: string };
+
+function closeAll(laid: LaidPipes | null): void {
+  laid?.state.close();
+  for (const p of laid?.roots.values() ?? []) p.close();
+  laid?.show?.pipe.close();
+}
+
+/**
+ * The names of the root module's `.tf` files, each to be a pipe; none when
+ * it has `.tf.json` files (kl may leave those out, and an empty one is not
+ * valid JSON) or cannot be read (then it is read, and reported, as before).
+ */
+function pipedRootNames(configDir: string): string[] {
+  try {
+    const entries = fsSync.readdirSync(configDir, { withFileTypes: true });
+    const names = entries.filter((e) => e.isFile()).map((e) => e.name);
+    return names.some((n) => n.endsWith('.tf.json')) ? [] : names.filter((n) => n.endsWith('.tf'));
+  } catch {
+    return [];
+  }
+}
+
+function pinnedVariables(spec: WorkspaceContents): ScopedFile[] {
+  return spec.variables && Object.keys(spec.variables).length > 0
+    ? [{ name: PINNED_VARIABLES, text: stringifyJson(spec.variables, 2) + '\n' }]
+    : [];
+}
+
+/**
+ * Puts the root files kl prepared in place of their pipes (a file the
+ * scoped configuration leaves out is empty: terraform may already have
+ * listed its name), the pinned variables before any: terraform reads
+ * neither its variables nor past the first root file until then. Answers
+ * each pipe's text, to hand over to a terraform already reading it.
+ */
+function placeRootFiles(
+  base: string,
+  dir: string,
+  pipes: Map<string, StatePipe>,
+  spec: WorkspaceContents,
+): Map<string, string> {
+  const unknown = spec.rootFiles.filter((f) => !pipes.has(f.name));
+  if (unknown.length > 0) {
+    throw new DomainError(
+      CONFIG_INVALID,
+      `${unknown.map((f) => f.name).join(', ')} appeared in the configuration while kl read it: plan again`,
+    );
+  }
+  for (const f of pinnedVariables(spec)) fsSync.writeFileSync(path.join(dir, f.name), f.text);
+  const texts = new Map([...pipes.keys()].map((name) => [name, '']));
+  for (const f of spec.rootFiles) texts.set(f.name, f.text);
+  const next = path.join(base, 'root.next');
+  for (const [name, text] of texts) {
+    fsSync.writeFileSync(next, text);
+    fsSync.renameSync(next, path.join(dir, name));
+  }
+  return texts;
 }
 
 /** Copies a directory; at the root module, its configuration files and local state stay behind. */
-function copyTree(from: string, to: string, rootModule: boolean): Promise<void> {
-  return copyDir(from, to, (name, depth) => {
+function copyTree(from: string, to: string, rootModule: boolean): void {
+  copyDir(from, to, (name, depth) => {
     if (SKIPPED.has(name)) return false;
     if (depth > 0 || !rootModule) return true;
     if (name.endsWith('.tf') || name.endsWith('.tf.json')) return false;
@@ -202,30 +292,38 @@ function copyTree(from: string, to: string, rootModule: boolean): Promise<void> 
 
 /**
  * Copies files (with their modes) and symbolic links (as they are) under
- * `from` whose names `keep` accepts, every entry of a directory side by
- * side: a configuration is a few small files, and `fs.cp`'s walk (a
- * check of every destination and its parents, one entry after the other)
- * took 5–25 ms for a dozen of them, on the way to terraform's start.
- * Anything else (a socket, a named pipe) is not configuration and is left.
+ * `from` whose names `keep` accepts. A configuration is a few small files:
+ * direct calls copy a dozen in about a millisecond, where `fs.cp`'s walk
+ * (a check of every destination and its parents) took 5–25 ms and an
+ * asynchronous copy, side by side, waited a thread-pool turn and then a
+ * turn of kl's busy main thread for each entry and level: ~10 ms on the
+ * way to terraform's start. Anything else (a socket, a named pipe) is not
+ * configuration and is left.
  */
-async function copyDir(
+function copyDir(
   from: string,
   to: string,
   keep: (name: string, depth: number) => boolean = () => true,
   depth = 0,
-): Promise<void> {
-  const entries = await fs.readdir(from, { withFileTypes: true });
-  await fs.mkdir(to, { recursive: true });
-  await Promise.all(
-    entries
-      .filter((e) => keep(e.name, depth))
-      .map(async (e) => {
-        const [src, dest] = [path.join(from, e.name), path.join(to, e.name)];
-        if (e.isDirectory()) await copyDir(src, dest, keep, depth + 1);
-        else if (e.isSymbolicLink()) await fs.symlink(await fs.readlink(src), dest);
-        else if (e.isFile()) await fs.copyFile(src, dest);
-      }),
-  );
+): void {
+  const entries = fsSync.readdirSync(from, { withFileTypes: true });
+  fsSync.mkdirSync(to, { recursive: true });
+  for (const e of entries.filter((e) => keep(e.name, depth))) {
+    const [src, dest] = [path.join(from, e.name), path.join(to, e.name)];
+    if (e.isDirectory()) copyDir(src, dest, keep, depth + 1);
+    else if (e.isSymbolicLink()) fsSync.symlinkSync(fsSync.readlinkSync(src), dest);
+    else if (e.isFile()) fsSync.copyFileSync(src, dest);
+  }
+}
+
+/** What `terraform plan` may start without: the state, and the root files, still on their way. */
+interface EarlyContents {
+  pipe: StatePipe;
+  state: Promise<string>;
+  /** The root module's pipes by name, and each one's text once kl has placed the files. */
+  roots: { pipes: Map<string, StatePipe>; texts: Promise<Map<string, string>> } | null;
+  /** A terraform show's CLI configuration, when it can be started beside the plan (held). */
+  show: HeldShowPipe | null;
 }
 
 class TempWorkspace implements TerraformWorkspace {
@@ -238,9 +336,17 @@ class TempWorkspace implements TerraformWorkspace {
     readonly dir: string,
     private readonly pluginDir: string | null,
     private readonly reusable: boolean,
-    /** The state still on its way, and the pipes terraform plan and show read from. */
-    private early: (EarlyPipes & { text: Promise<string> }) | null,
-  ) {}
+    /** What is still on its way, and the pipes terraform plan reads it from. */
+    private early: EarlyContents | null,
+  ) {
+    // The root files kl reads itself (the modules' locals) are there once placed.
+    this.placed = early?.roots?.texts.then(
+      () => undefined,
+      () => undefined,
+    );
+  }
+
+  private readonly placed: Promise<void> | undefined;
 
   private async run(
     command: string,
@@ -255,14 +361,15 @@ class TempWorkspace implements TerraformWorkspace {
   }
 
   /**
-   * `terraform plan` started before its state is there: terraform reads it
-   * from the pipe when kl writes it. If the state fails to arrive, or the
-   * signal aborts before it has, terraform has nothing to stop gracefully
-   * and is killed. Afterwards the pipe is replaced by the state as a file,
-   * for whatever runs next in the directory (a plan again, an apply).
+   * `terraform plan` started before its state (and maybe its root files) is
+   * there: terraform reads them from the pipes when kl writes them. If they
+   * fail to arrive, or the signal aborts before they have, terraform has
+   * nothing to stop gracefully and is killed. Afterwards the state's pipe is
+   * replaced by the state as a file, for whatever runs next in the
+   * directory (a plan again, an apply).
    */
   private async planFed(
-    early: { state: StatePipe; text: Promise<string> },
+    early: EarlyContents,
     args: string[],
     signal?: AbortSignal,
   ): Promise<TerraformRun> {
@@ -273,6 +380,15 @@ class TempWorkspace implements TerraformWorkspace {
     const onAbort = () => {
       if (!state.fed) kill.abort();
     };
+    const fail = (error: unknown) => {
+      state.failed ??= { error };
+      kill.abort();
+      return null;
+    };
+    const closeAll = () => {
+      early.pipe.close();
+      for (const p of early.roots?.pipes.values() ?? []) p.close();
+    };
     if (signal?.aborted) onAbort();
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
@@ -281,29 +397,31 @@ class TempWorkspace implements TerraformWorkspace {
         signal,
         kill: kill.signal,
       }).finally(() => (exited = true));
-      const feeding = early.text.then(
-        async (text) => {
-          state.fed = true;
-          // The file that replaces the pipe is written meanwhile, off the way to terraform show.
-          await Promise.all([early.state.feed(text, () => exited), fs.writeFile(next, text)]);
-          return text;
-        },
-        (error: unknown) => {
-          state.failed = { error };
-          kill.abort();
-          return null;
-        },
+      const roots = early.roots;
+      const handing = roots?.texts.then(
+        (texts) =>
+          Promise.all(
+            [...roots.pipes].map(([name, p]) => p.handOver(texts.get(name) ?? '', () => exited)),
+          ),
+        fail,
       );
+      const feeding = early.state.then(async (text) => {
+        state.fed = true;
+        // The file that replaces the pipe is written meanwhile, off the way to terraform show.
+        await Promise.all([early.pipe.feed(text, () => exited), fs.writeFile(next, text)]);
+        return text;
+      }, fail);
       const run = await running;
-      early.state.close();
+      closeAll();
       if (state.failed) throw state.failed.error;
       // Killed before its state came (the signal): interrupted; the state is not waited for.
       if (kill.signal.aborted) return this.check('plan', run);
       if ((await feeding) === null) throw state.failed!.error;
+      await handing;
       fsSync.renameSync(next, file); // on the way to terraform show: no thread-pool turn
       return this.check('plan', run);
     } finally {
-      early.state.close();
+      closeAll();
       signal?.removeEventListener('abort', onAbort);
     }
   }
@@ -316,7 +434,7 @@ class TempWorkspace implements TerraformWorkspace {
    * could not be handed its configuration (then it is gone, and the caller
    * runs show the usual way); `stop()` ends one never released.
    */
-  private heldShow(held: { pipe: CliConfigPipe; config: string }): {
+  private heldShow(held: HeldShowPipe): {
     release(): Promise<TerraformRun | null>;
     stop(): Promise<void>;
   } {
@@ -437,6 +555,7 @@ class TempWorkspace implements TerraformWorkspace {
   }
 
   async moduleDirs(): Promise<Map<string, string>> {
+    await this.placed;
     const dirs = new Map<string, string>([['', this.dir]]);
     try {
       const manifest = JSON.parse(
@@ -454,6 +573,10 @@ class TempWorkspace implements TerraformWorkspace {
   }
 
   async dispose(): Promise<void> {
+    // Pipes no plan has read (it was never started): kl's ends are closed with the directory.
+    this.early?.pipe.close();
+    for (const p of this.early?.roots?.pipes.values() ?? []) p.close();
+    this.early?.show?.pipe.close();
     // Direct calls: kl's directory is small, and removed while kl is finishing its answer,
     // when the asynchronous walk (a thread-pool turn per entry and level, each waiting for
     // the busy main thread) took longer than that answer and held up kl's exit.
