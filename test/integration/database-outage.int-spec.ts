@@ -15,6 +15,16 @@ const doc = (serial: number) =>
     check_results: null,
   });
 
+/** 503 SERVER.UNAVAILABLE with Retry-After, naming neither the database's URL nor its host. */
+function expectUnavailable(r: request.Response): void {
+  expect([r.status, r.body.error?.code, r.headers['retry-after']]).toEqual([
+    503,
+    'SERVER.UNAVAILABLE',
+    '1',
+  ]);
+  expect(r.body.error.message).not.toMatch(/postgres:|password|127\.0\.0\.1/);
+}
+
 /** kld whose database goes away while it serves, then comes back. */
 describe('kld when the database cannot be reached', () => {
   let t: TestDatabase;
@@ -54,13 +64,7 @@ describe('kld when the database cannot be reached', () => {
       () => request(http).get('/v1/api/states'),
       () => request(http).post('/v1/state-lock/outage').type('json').send('{"ID":"away"}'),
     ]) {
-      const r = await call();
-      expect([r.status, r.body.error?.code, r.headers['retry-after']]).toEqual([
-        503,
-        'SERVER.UNAVAILABLE',
-        '1',
-      ]);
-      expect(r.body.error.message).not.toMatch(/postgres:|password|127\.0\.0\.1/);
+      expectUnavailable(await call());
     }
 
     await proxy.restore();
@@ -91,13 +95,7 @@ describe('kld when the database cannot be reached', () => {
       () => request(http).get('/v1/states/hung-other'),
       () => request(http).post('/v1/state-lock/hung').type('json').send('{"ID":"away"}'),
     ]) {
-      const r = await call();
-      expect([r.status, r.body.error?.code, r.headers['retry-after']]).toEqual([
-        503,
-        'SERVER.UNAVAILABLE',
-        '1',
-      ]);
-      expect(r.body.error.message).not.toMatch(/postgres:|password|127\.0\.0\.1/);
+      expectUnavailable(await call());
     }
 
     await proxy.restore();

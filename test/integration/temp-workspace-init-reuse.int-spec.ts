@@ -185,6 +185,19 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
       ],
     };
 
+    /** The commands the wrapper logged, by first word, in name order (plan and show start together). */
+    const ranSorted = () =>
+      commands()
+        .map((l) => l.split(' ')[0])
+        .sort();
+
+    /** Every one of `pids` has exited and been reaped. */
+    function expectGone(pids: number[]): void {
+      for (const pid of pids) {
+        expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }));
+      }
+    }
+
     /** Resolves once the wrapper has logged a terraform command whose first word is `command`. */
     async function started(command: string): Promise<number> {
       for (;;) {
@@ -231,11 +244,7 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
           ['module.a.terraform_data.item', ['create']],
           ['terraform_data.top', ['no-op']],
         ]);
-        expect(
-          commands()
-            .map((l) => l.split(' ')[0])
-            .sort(),
-        ).toEqual(['plan', 'show']);
+        expect(ranSorted()).toEqual(['plan', 'show']);
         expect(workspace.initialisations).toBe(0);
         const file = path.join(workspace.dir, 'terraform.tfstate');
         expect(fs.lstatSync(file).isFile()).toBe(true);
@@ -291,9 +300,7 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
         const pids = [await started('plan'), await started('show')];
         stop.abort();
         await expect(planning).rejects.toMatchObject({ code: 'APPLY.INTERRUPTED' });
-        for (const pid of pids) {
-          expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }));
-        }
+        expectGone(pids);
       } finally {
         await workspace.dispose();
       }
@@ -315,14 +322,8 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
         fail(failure);
         await expect(planning).rejects.toBe(failure);
         // Both processes are gone (and reaped); the show, never released, showed nothing.
-        for (const pid of pids) {
-          expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }));
-        }
-        expect(
-          commands()
-            .map((l) => l.split(' ')[0])
-            .sort(),
-        ).toEqual(['plan', 'show']);
+        expectGone(pids);
+        expect(ranSorted()).toEqual(['plan', 'show']);
       } finally {
         await workspace.dispose();
       }
@@ -360,11 +361,7 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
             ['module.a.terraform_data.item', ['create']],
             ['terraform_data.top', ['no-op']],
           ]);
-          expect(
-            commands()
-              .map((l) => l.split(' ')[0])
-              .sort(),
-          ).toEqual(['plan', 'show']);
+          expect(ranSorted()).toEqual(['plan', 'show']);
           for (const name of ['main.tf', 'other.tf', 'terraform.tfstate']) {
             expect(fs.lstatSync(path.join(workspace.dir, name)).isFile()).toBe(true);
           }
@@ -389,14 +386,8 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
           fail(failure);
           await expect(planning).rejects.toBe(failure);
           // Both gone (the show was never released); nothing else ran.
-          for (const pid of pids) {
-            expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }));
-          }
-          expect(
-            commands()
-              .map((l) => l.split(' ')[0])
-              .sort(),
-          ).toEqual(['plan', 'show']);
+          expectGone(pids);
+          expect(ranSorted()).toEqual(['plan', 'show']);
         } finally {
           await workspace.dispose();
         }
@@ -422,7 +413,7 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
             code: 'PLAN.CONFIG_INVALID',
             message: expect.stringContaining('new.tf appeared in the configuration'),
           });
-          expect(() => process.kill(pid, 0)).toThrow(expect.objectContaining({ code: 'ESRCH' }));
+          expectGone([pid]);
         } finally {
           await workspace.dispose();
         }
