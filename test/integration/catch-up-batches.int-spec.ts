@@ -65,7 +65,7 @@ describe('a writer catching up a big commit', () => {
     release();
     await caughtUp;
     await runner.stop();
-    // Without standing aside, the loop takes 500 between them: [24998, 500, 502].
+    // A loop that does not stand aside takes 500 between them: [24998, 500, 500, 2].
     expect(batches).toHaveLength(2);
     expect(batches[0] + batches[1]).toBe(26_000);
   });
