@@ -9,7 +9,12 @@ import { generateBigState } from './support/big-state-generator';
 import { Kld, killAll, sql, startKld } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
 import { formatInt, formatMs } from './support/stats';
-import { DatabaseCpuMeter, postmasterOf, processCpuMs } from './support/process-cpu';
+import {
+  DatabaseCpuMeter,
+  postmasterOf,
+  processCpuMs,
+  processCpuSplit,
+} from './support/process-cpu';
 import { send } from './support/http-send';
 
 /**
@@ -53,6 +58,9 @@ async function cleanup(): Promise<void> {
 interface Sample {
   ms: number;
   kldCpu: number;
+  /** Of kldCpu: the main thread's, and the system time (all threads). */
+  kldMain: number;
+  kldSystem: number;
   pgCpu: number;
   /**
    * PostgreSQL's CPU for the database from the POST until that kld's next
@@ -119,12 +127,16 @@ async function main(): Promise<void> {
     payload?: Buffer,
   ) => {
     const kld0 = processCpuMs(k.kld.pid);
+    const split0 = processCpuSplit(k.kld.pid);
     const pg0 = k.meter?.totalMs() ?? NaN;
     const r = await send(k.agent, method, url, payload);
     if (r.status !== 200) throw new Error(`${method} ${url}: ${r.status} ${r.body.slice(0, 300)}`);
+    const split = processCpuSplit(k.kld.pid);
     return {
       ms: r.ms,
       kldCpu: processCpuMs(k.kld.pid) - kld0,
+      kldMain: split.main - split0.main,
+      kldSystem: split.system - split0.system,
       pgCpu: (k.meter?.totalMs() ?? NaN) - pg0,
     };
   };
@@ -140,8 +152,8 @@ async function main(): Promise<void> {
       const s = await measure(k, 'POST', `${k.kld.url}/v1/states/bench/first-${round}`, body);
       k.posts.push(s);
       console.log(
-        `  round ${round} ${k.label}: ${formatMs(s.ms)} ms, kld CPU ${formatMs(s.kldCpu)} ms, ` +
-          `postgres CPU ${formatMs(s.pgCpu)} ms`,
+        `  round ${round} ${k.label}: ${formatMs(s.ms)} ms, kld CPU ${formatMs(s.kldCpu)} ms ` +
+          `(main thread ${formatMs(s.kldMain)}, system ${formatMs(s.kldSystem)}), postgres CPU ${formatMs(s.pgCpu)} ms`,
       );
     }
   }

@@ -26,6 +26,30 @@ export function processCpuMs(pid: number): number {
 }
 
 /**
+ * A process's CPU split (ms, /proc): user and system time of the whole
+ * process, and the main thread's share (its task has the process's id);
+ * the rest is its other threads (for Node: V8's garbage-collector workers,
+ * libuv's pool). NaNs when it is gone.
+ */
+export function processCpuSplit(pid: number): { user: number; system: number; main: number } {
+  try {
+    const fields = (file: string) => {
+      const text = fs.readFileSync(file, 'utf8');
+      return text.slice(text.lastIndexOf(')') + 2).split(' ');
+    };
+    const all = fields(`/proc/${pid}/stat`);
+    const main = fields(`/proc/${pid}/task/${pid}/stat`);
+    return {
+      user: Number(all[11]) * TICK_MS,
+      system: Number(all[12]) * TICK_MS,
+      main: (Number(main[11]) + Number(main[12])) * TICK_MS,
+    };
+  } catch {
+    return { user: NaN, system: NaN, main: NaN };
+  }
+}
+
+/**
  * CPU (user + system, ms) of this process's children that have exited and
  * been waited for, with everything they in turn waited for: a `kl plan` run
  * to completion counts itself and its terraform processes.

@@ -26,12 +26,23 @@ export const CHECKPOINTS_CHANNEL = 'kl_checkpoints';
 /** Notified after a skip or a rebuild, from any process: halted projectors look again. */
 export const MAINTENANCE_CHANNEL = 'kl_projection_maintenance';
 const BATCH = 500;
+/**
+ * Held events a batch may pass over at once when none is of its projector's
+ * types (passingOver): they are in memory already, and nothing is applied.
+ */
+const PASS_OVER = 100_000;
 /** Events in one batch that make its tables' statistics worth refreshing. */
 const ANALYZE_AFTER = 2000;
 // A writer waiting for its own events takes bigger bites: a first commit of
 // a big state is tens of thousands of events, and every batch is a
 // transaction of its own that re-reads the checkpoint.
 const CATCH_UP_BATCH = 5000;
+// The same writer takes events this process holds (its own appends, in
+// memory already) in bites this big: a first commit of 20,000 instances is
+// then one transaction per projector, not four or five one after the other
+// (each with its commit's flush, and the lifecycles' COPYs strictly in a
+// row). Reads of the log keep CATCH_UP_BATCH.
+const HELD_CATCH_UP_BATCH = 25_000;
 // Namespace for the per-projector advisory locks (pg_advisory_xact_lock(int, int)).
 export const LOCK_NAMESPACE = 7_300_422;
 // In that namespace: the session lock one rebuild holds from start to end.
@@ -355,13 +366,14 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     // confirmation is a round trip of its own), used only if the checkpoint
     // is still there once locked.
     const guess = standAside() ? undefined : this.known.get(projector.name);
+    const heldLimit = bulk ? Math.max(limit, HELD_CATCH_UP_BATCH) : limit;
     const early =
       guess === undefined
         ? undefined
         : {
             from: guess,
             events: this.events
-              .readAppended(guess, limit, projector.handles)
+              .readAppended(guess, heldLimit, projector.handles)
               .catch((): null => null),
           };
     const { consumed, handled, at } = await this.db.transaction<{
@@ -381,6 +393,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
               limit,
               checkpointOf(checkpoint.rows, projector.name),
               early,
+              heldLimit,
             ),
       `${lockStatement(projector.name)}; ${checkpointQuery(escapeLiteral(projector.name))}`,
     );
@@ -532,6 +545,8 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     lock: string | Checkpoint = projector.name,
     /** readAppended asked ahead, from where the checkpoint was thought to be. */
     early?: { from: LogPosition; events: Promise<RecordedEvent[] | null> },
+    /** How many events to take when they are held in memory (HELD_CATCH_UP_BATCH). */
+    heldLimit = limit,
   ): Promise<{ consumed: number; handled: number; at: LogPosition }> {
     if (typeof lock === 'string') await tx.query(lockStatement(lock));
     const { position: from, skips } =
@@ -539,9 +554,10 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     const fromMemory =
       early !== undefined && comparePositions(early.from, from) === 0
         ? await early.events
-        : await this.events.readAppended(from, limit, projector.handles);
-    const events = fromMemory ?? (await this.events.readAll(from, limit, projector.handles));
+        : await this.events.readAppended(from, heldLimit, projector.handles);
+    let events = fromMemory ?? (await this.events.readAll(from, limit, projector.handles));
     if (events.length === 0) return { consumed: 0, handled: 0, at: from };
+    if (fromMemory) events = await this.passingOver(projector, events);
     const handled = events.filter(
       (e) => projector.handles.includes(e.type) && !skips.has(e.position.globalPosition),
     );
@@ -567,6 +583,35 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     );
     if (rowCount !== 1) throw new Error(`checkpoint of ${projector.name} moved under us`);
     return { consumed: events.length, handled: handled.length, at: to };
+  }
+
+  /**
+   * A batch from memory that holds no event of the projector's types goes
+   * on over the held events after it, up to the next one of its types: a
+   * first commit of 20,000 instances is 20,000 events that the projectors of
+   * other read models only pass over, and in batches of BATCH each of them
+   * took 40 transactions (lock, checkpoint, notification, commit) to do it.
+   * Nothing is applied over the events added, so the batch's work stays
+   * what its first `limit` events ask.
+   */
+  private async passingOver(
+    projector: Projector,
+    events: RecordedEvent[],
+  ): Promise<RecordedEvent[]> {
+    if (events.some((e) => projector.handles.includes(e.type))) return events;
+    let passed = events;
+    while (passed.length < PASS_OVER) {
+      const more = await this.events.readAppended(
+        passed[passed.length - 1].position,
+        PASS_OVER - passed.length,
+        projector.handles,
+      );
+      if (more === null || more.length === 0) break;
+      const stop = more.findIndex((e) => projector.handles.includes(e.type));
+      passed = passed.concat(stop < 0 ? more : more.slice(0, stop));
+      if (stop >= 0) break;
+    }
+    return passed;
   }
 
   /** Positions of every projector (the slowest decides read-your-writes). */
@@ -661,7 +706,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
               // and this projector is short of the position.
               for (;;) {
                 const n = await this.runBatch(p, CATCH_UP_BATCH, counted);
-                if (n < CATCH_UP_BATCH && (n === 0 || this.knownAt(p, position))) break;
+                if (n === 0 || this.knownAt(p, position)) break;
               }
             }),
         );

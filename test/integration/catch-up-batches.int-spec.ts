@@ -6,7 +6,8 @@ import { StateHarness, testDocument } from '../support/state-harness';
 import { quietLogger } from '../support/test-database';
 
 /**
- * A writer waiting for a big commit applies it in big batches; the
+ * A writer waiting for a big commit applies it in big batches (a commit it
+ * holds in memory, up to 25,000 events, in one); the
  * projector's own loop, woken meanwhile, must not cut it up with batches of
  * its size (each one more transaction waiting for the writer's lock, and for
  * a first commit a run of opens too short for COPY).
@@ -47,9 +48,9 @@ describe('a writer catching up a big commit', () => {
       notifier,
       logger: quietLogger,
     }).register([spy]);
-    // 6,000 opens: two batches of the writer (5,000 events each, the first
-    // two events of the commit are not opens).
-    const instances = Array.from({ length: 6_000 }, (_, i) => ({
+    // 26,000 opens: two batches of the writer (25,000 events each from
+    // memory, the first two events of the commit are not opens).
+    const instances = Array.from({ length: 26_000 }, (_, i) => ({
       name: 'z',
       key: i,
       input: `${i}`,
@@ -64,9 +65,9 @@ describe('a writer catching up a big commit', () => {
     release();
     await caughtUp;
     await runner.stop();
-    // Before, the loop took 500 between them: [4998, 500, 502].
+    // A loop that does not stand aside takes 500 between them: [24998, 500, 500, 2].
     expect(batches).toHaveLength(2);
-    expect(batches[0] + batches[1]).toBe(6_000);
+    expect(batches[0] + batches[1]).toBe(26_000);
   });
   it('is left to the writer when the append wakes the loop first', async () => {
     const batches: number[] = [];
@@ -104,7 +105,43 @@ describe('a writer catching up a big commit', () => {
     other.release();
     await caughtUp;
     await runner.stop();
-    expect(batches).toHaveLength(2);
-    expect(batches[0] + batches[1]).toBe(6_000);
+    // The writer's one batch: a loop that did not look again under the lock took 500 first.
+    expect(batches).toEqual([6_000]);
+  });
+  it('passes over held events of no type its projector handles in one batch', async () => {
+    const applied: string[][] = [];
+    const spy: Projector = {
+      name: 'pass-over-spy',
+      handles: [StateEventType.LifecycleClosed],
+      tables: [],
+      apply: async (events) => void applied.push(events.map((e) => e.type)),
+    };
+    const runner = new ProjectionRunner({
+      events: h.events,
+      db: h.db,
+      notifier,
+      logger: quietLogger,
+    }).register([spy]);
+    const start = (await h.events.lastPosition())!;
+    await runner.waitForPosition(start);
+    applied.length = 0;
+    const instances = Array.from({ length: 3_000 }, (_, i) => ({
+      name: 'p',
+      key: i,
+      input: `${i}`,
+    }));
+    await h.append(h.commitCommand('pass-over', testDocument(1, instances), { source: 'import' }));
+    // The next commit drops one instance: an ApplyCommitted, then a LifecycleClosed.
+    await h.append(
+      h.commitCommand('pass-over', testDocument(2, instances.slice(1)), { source: 'import' }),
+    );
+    const log = await h.events.readAll(start, 10_000);
+    const closedAt = log.findIndex((e) => e.type === StateEventType.LifecycleClosed);
+    expect(closedAt).toBeGreaterThan(3_000);
+    // One transaction up to the event it handles (in batches of 500, seven).
+    expect(await runner.runBatch(spy, 500)).toBe(closedAt);
+    expect(applied).toEqual([]);
+    expect(await runner.runBatch(spy, 500)).toBe(log.length - closedAt);
+    expect(applied).toEqual([[StateEventType.LifecycleClosed]]);
   });
 });

@@ -83,6 +83,15 @@ describe('PostgreSQL event store: appends handed over from memory', () => {
     expect(await store.readAppended(big.position, 5000)).toBeNull();
     // Every event of the append's transaction, for a reader of its stream.
     expect(store.heldAppend(big.position.transactionId)).toEqual(all.slice(7));
+    // From inside a held append its next event is the log's next (every
+    // event of its transaction is held): memory answers without asking.
+    const queries = jest.spyOn(env.t.db.pool, 'query');
+    try {
+      expect(await store.readAppended(all[1000].position, 5)).toEqual(all.slice(1001, 1006));
+      expect(queries).not.toHaveBeenCalled();
+    } finally {
+      queries.mockRestore();
+    }
   });
 
   it('never hands over an append ahead of an older transaction that commits late', async () => {

@@ -46,7 +46,9 @@ export class HeldAppends {
     const { confirmed } = best;
     return {
       events: best.events.slice(start),
-      confirmed: confirmed.has(key(from)),
+      // From inside the append (an event of it is at or before `from`), its
+      // next event is the log's next: every event of its transaction is held.
+      confirmed: start > 0 || confirmed.has(key(from)),
       // That the log's next event after `from` is this one never changes once
       // seen (no transaction can commit an event before one already past the
       // horizon): asked once per position, not once per reader.
