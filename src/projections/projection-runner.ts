@@ -649,6 +649,20 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       // rest of the commit is still being written (competing for the CPU),
       // and once more for the batches that landed meanwhile.
       const bulk = new Map<Projector, { handled: number }>();
+      // The command's own events, held in memory, for several read models:
+      // one transaction for them all (a BEGIN and a COMMIT, not one each).
+      const together =
+        ownEvents && first.behind.length > 1 && first.behind.every((p) => !this.halts.has(p.name))
+          ? await this.together(first.behind)
+          : null;
+      if (together !== null) {
+        for (const [p, handled] of together) if (handled >= ANALYZE_AFTER) this.analyzeSoon(p);
+        if (this.halts.size === 0 && needed.every((p) => this.knownAt(p, position))) {
+          this.releaseKnown();
+          return;
+        }
+        continue;
+      }
       try {
         await Promise.all(
           first.behind
@@ -682,6 +696,56 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         throw new ProjectionHaltedError(after.halted[0]);
       }
       await this.notifier.wait(CHECKPOINTS_CHANNEL, 20);
+    }
+  }
+
+  /**
+   * One batch for several projectors in one transaction: their locks (in
+   * the order of their names, as every such batch takes them) and
+   * checkpoints with the `BEGIN`, each one's events from the appends this
+   * process holds, applied one projector after the other, and every
+   * checkpoint moved in one statement: one commit where each projector's
+   * own batch makes one, and four statements less per projector. Only for
+   * events held in memory: when one projector's next events are not
+   * (another process appended between), nothing is written. Anything
+   * failing rolls the whole back (no projector's rows are kept), and the
+   * caller goes on projector by projector, where a failing one is isolated
+   * and halted as ever: it neither holds up nor spoils the others. Returns
+   * how many events each projector handled, or null when nothing was
+   * committed.
+   */
+  private async together(projectors: readonly Projector[]): Promise<Map<Projector, number> | null> {
+    const sorted = [...projectors].sort((a, b) => (a.name < b.name ? -1 : 1));
+    const opening = sorted
+      .map((p) => `${lockStatement(p.name)}; ${checkpointQuery(escapeLiteral(p.name))}`)
+      .join('; ');
+    try {
+      const done = await this.db.transaction(async (tx, opened) => {
+        const from = sorted.map((p, i) => checkpointOf(opened[2 * i + 1].rows, p.name));
+        const batches = await Promise.all(
+          sorted.map((p, i) =>
+            this.events.readAppended(from[i].position, CATCH_UP_BATCH, p.handles),
+          ),
+        );
+        if (batches.some((b) => b === null)) return null;
+        const applied = new Map<Projector, { handled: number; at: LogPosition }>();
+        for (const [i, p] of sorted.entries()) {
+          const events = batches[i]!;
+          if (events.length === 0) continue;
+          const handled = events.filter(
+            (e) => p.handles.includes(e.type) && !from[i].skips.has(e.position.globalPosition),
+          );
+          if (handled.length) await p.apply(handled, tx);
+          applied.set(p, { handled: handled.length, at: events[events.length - 1].position });
+        }
+        if (applied.size > 0) await moveTogether(tx, sorted, from, applied);
+        return applied;
+      }, opening);
+      if (done === null) return null;
+      for (const [p, { at }] of done) this.known.set(p.name, at);
+      return new Map([...done].map(([p, { handled }]) => [p, handled]));
+    } catch {
+      return null;
     }
   }
 
@@ -933,6 +997,44 @@ interface Deferred {
 /** Takes the transaction-scoped advisory lock `name` (a statement without parameters). */
 function lockStatement(name: string): string {
   return `SELECT pg_advisory_xact_lock(${LOCK_NAMESPACE}, hashtext(${escapeLiteral(name)}))`;
+}
+
+/**
+ * Moves the checkpoints of the projectors `applied` holds (together), each
+ * compare-and-set from where `from` read it, in one statement, announced at
+ * commit; throws when one was not where it was read.
+ */
+async function moveTogether(
+  tx: PoolClient,
+  projectors: readonly Projector[],
+  from: readonly Checkpoint[],
+  applied: ReadonlyMap<Projector, { at: LogPosition }>,
+): Promise<void> {
+  const moves = projectors.flatMap((p, i) => {
+    const a = applied.get(p);
+    return a === undefined ? [] : [{ name: p.name, to: a.at, from: from[i].position }];
+  });
+  const { rowCount } = await tx.query(
+    `WITH moved AS (
+       UPDATE kl_checkpoints c
+          SET transaction_id = v.tx::xid8, global_position = v.gp, updated_at = now()
+         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[])
+              AS v (name, tx, gp, from_tx, from_gp)
+        WHERE c.projection = v.name AND c.transaction_id = v.from_tx::xid8
+          AND c.global_position = v.from_gp
+       RETURNING c.projection
+     )
+     SELECT pg_notify($6, projection) FROM moved`,
+    [
+      moves.map((m) => m.name),
+      moves.map((m) => m.to.transactionId.toString()),
+      moves.map((m) => m.to.globalPosition.toString()),
+      moves.map((m) => m.from.transactionId.toString()),
+      moves.map((m) => m.from.globalPosition.toString()),
+      CHECKPOINTS_CHANNEL,
+    ],
+  );
+  if (rowCount !== moves.length) throw new Error('a checkpoint moved under us');
 }
 
 function shadowNames(tables: readonly string[]): string {
