@@ -56,6 +56,8 @@ const MAX_BACKOFF_MS = 30_000;
 // coming (see deferrable). Under READY_LOOKAHEAD, so readiness is kept.
 const DEFER_MS = 1000;
 const DEFER_EVENTS = BATCH;
+/** A command's read models short of its events by at most this many catch up in one transaction. */
+const TOGETHER_UP_TO = 100;
 
 /** The read models lag: what a write answers as SERVER.LAGGING (awaitReadModels). */
 export class ProjectionTimeoutError extends DomainError {
@@ -649,10 +651,15 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       // rest of the commit is still being written (competing for the CPU),
       // and once more for the batches that landed meanwhile.
       const bulk = new Map<Projector, { handled: number }>();
-      // The command's own events, held in memory, for several read models:
-      // one transaction for them all (a BEGIN and a COMMIT, not one each).
+      // A few of the command's own events, held in memory, for several read
+      // models: one transaction for them all (a BEGIN and a COMMIT, not one
+      // each). Many (a first commit) are written side by side, each read
+      // model on its own connection, as the projectors' rows are written one
+      // after the other in a shared transaction.
       const together =
-        ownEvents && first.behind.length > 1 && first.behind.every((p) => !this.halts.has(p.name))
+        ownEvents &&
+        first.behind.length > 1 &&
+        first.behind.every((p) => !this.halts.has(p.name) && this.near(p, position))
           ? await this.together(first.behind)
           : null;
       if (together !== null) {
@@ -774,6 +781,17 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         : [];
     });
     return behind.length === 0 && halted.length === 0 ? null : { behind, halted };
+  }
+
+  /**
+   * Whether a batch of this process committed `projector`'s checkpoint at
+   * most TOGETHER_UP_TO positions short of `position` (a few events to go).
+   */
+  private near(projector: Projector, position: LogPosition): boolean {
+    const at = this.known.get(projector.name);
+    return (
+      at !== undefined && position.globalPosition - at.globalPosition <= BigInt(TOGETHER_UP_TO)
+    );
   }
 
   /** Whether a batch of this process committed `projector`'s checkpoint at `position` or past it. */

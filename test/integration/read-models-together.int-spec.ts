@@ -50,13 +50,13 @@ describe('the read models a command feeds, caught up together', () => {
   /** A runner over these projectors with every read model at the log's end. */
   async function caughtUpRunner(projectors: Projector[]) {
     const runner = h.newRunner([...h.projectors, ...projectors]);
-    const last = await h.events.lastPosition();
-    if (last !== null) await runner.waitForPosition(last);
+    await runner.waitForPosition((await h.events.lastPosition())!);
     return runner;
   }
 
   beforeAll(async () => {
     h = await StateHarness.create();
+    await lock('warm', 'W-0'); // a log to be at the end of
   });
 
   afterAll(() => h.close());
@@ -66,7 +66,7 @@ describe('the read models a command feeds, caught up together', () => {
     const runner = await caughtUpRunner([a, b]);
     const position = await lock('net', 'L-1');
     await runner.waitForPosition(position!, types);
-    expect(await locks()).toEqual(['L-1']);
+    expect(await locks()).toEqual(['L-1', 'W-0']);
     expect(a.seen.get('L-1')).toBeDefined();
     expect(b.seen.get('L-1')).toBe(a.seen.get('L-1'));
   });
@@ -79,7 +79,7 @@ describe('the read models a command feeds, caught up together', () => {
     await expect(runner.waitForPosition(position!, types)).rejects.toThrow(ProjectionHaltedError);
     // Asked again, the others are at the write by the time it answers.
     await expect(runner.waitForPosition(position!, types)).rejects.toThrow(ProjectionHaltedError);
-    expect(await locks()).toEqual(['L-1', 'L-2']);
+    expect(await locks()).toEqual(['L-1', 'L-2', 'W-0']);
     expect(good.seen.has('L-2')).toBe(true);
     expect(bad.seen.has('L-2')).toBe(false);
     expect(runner.halted()).toEqual([
