@@ -56,8 +56,13 @@ const MAX_BACKOFF_MS = 30_000;
 // coming (see deferrable). Under READY_LOOKAHEAD, so readiness is kept.
 const DEFER_MS = 1000;
 const DEFER_EVENTS = BATCH;
-/** A command's read models short of its events by at most this many catch up in one transaction. */
-const TOGETHER_UP_TO = 100;
+/**
+ * A command's read models short of its events by at most this many catch up
+ * in one transaction (together), taking at most this many events each: below
+ * every projector's threshold for COPY (100 opens, 500 edges), which would
+ * hold the shared connection through a stream.
+ */
+const TOGETHER_UP_TO = 50;
 
 /** The read models lag: what a write answers as SERVER.LAGGING (awaitReadModels). */
 export class ProjectionTimeoutError extends DomainError {
@@ -710,16 +715,17 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * One batch for several projectors in one transaction: their locks (in
    * the order of their names, as every such batch takes them) and
    * checkpoints with the `BEGIN`, each one's events from the appends this
-   * process holds, applied one projector after the other, and every
-   * checkpoint moved in one statement: one commit where each projector's
-   * own batch makes one, and four statements less per projector. Only for
-   * events held in memory: when one projector's next events are not
-   * (another process appended between), nothing is written. Anything
-   * failing rolls the whole back (no projector's rows are kept), and the
-   * caller goes on projector by projector, where a failing one is isolated
-   * and halted as ever: it neither holds up nor spoils the others. Returns
-   * how many events each projector handled, or null when nothing was
-   * committed.
+   * process holds, applied side by side on the one connection (node-postgres
+   * sends their statements one after the other, while kld prepares the next
+   * projector's), and every checkpoint moved in one statement: one commit
+   * where each projector's own batch makes one, and three statements less
+   * for each projector past the first. Only for events held in memory: when
+   * one projector's next events are not (another process appended
+   * between), nothing is written. Anything failing rolls the whole back (no
+   * projector's rows are kept), and the caller goes on projector by
+   * projector, where a failing one is isolated and halted as ever: it
+   * neither holds up nor spoils the others. Returns how many events each
+   * projector handled, or null when nothing was committed.
    */
   private async together(projectors: readonly Projector[]): Promise<Map<Projector, number> | null> {
     const sorted = [...projectors].sort((a, b) => (a.name < b.name ? -1 : 1));
@@ -731,20 +737,25 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         const from = sorted.map((p, i) => checkpointOf(opened[2 * i + 1].rows, p.name));
         const batches = await Promise.all(
           sorted.map((p, i) =>
-            this.events.readAppended(from[i].position, CATCH_UP_BATCH, p.handles),
+            this.events.readAppended(from[i].position, TOGETHER_UP_TO, p.handles),
           ),
         );
         if (batches.some((b) => b === null)) return null;
         const applied = new Map<Projector, { handled: number; at: LogPosition }>();
+        const applying: Promise<void>[] = [];
         for (const [i, p] of sorted.entries()) {
           const events = batches[i]!;
           if (events.length === 0) continue;
           const handled = events.filter(
             (e) => p.handles.includes(e.type) && !from[i].skips.has(e.position.globalPosition),
           );
-          if (handled.length) await p.apply(handled, tx);
+          if (handled.length) applying.push(p.apply(handled, tx));
           applied.set(p, { handled: handled.length, at: events[events.length - 1].position });
         }
+        // Every apply has ended before the COMMIT or ROLLBACK is sent: none
+        // may send a statement after the transaction is over.
+        const failed = (await Promise.allSettled(applying)).find((r) => r.status === 'rejected');
+        if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
         if (applied.size > 0) await moveTogether(tx, sorted, from, applied);
         return applied;
       }, opening);
