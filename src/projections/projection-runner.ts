@@ -11,7 +11,7 @@ import {
 } from '../application/ports/projection-admin.port';
 import { Notifier } from '../infrastructure/postgres/notifier';
 import type { Logger } from '../infrastructure/logging/logger';
-import { Database } from '../infrastructure/postgres/database';
+import { Database, type Queryable } from '../infrastructure/postgres/database';
 import { Projector } from './projector';
 import { RebuildRunningError } from './rebuild-running.error';
 import {
@@ -715,8 +715,8 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * One batch for several projectors in one transaction: their locks (in
    * the order of their names, as every such batch takes them) and
    * checkpoints with the `BEGIN`, each one's events from the appends this
-   * process holds, applied side by side on the one connection (node-postgres
-   * sends their statements one after the other, while kld prepares the next
+   * process holds, applied side by side on the one connection (their
+   * statements sent one after the other, inTurn, while kld prepares the next
    * projector's), and every checkpoint moved in one statement: one commit
    * where each projector's own batch makes one, and three statements less
    * for each projector past the first. Only for events held in memory: when
@@ -743,13 +743,14 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         if (batches.some((b) => b === null)) return null;
         const applied = new Map<Projector, { handled: number; at: LogPosition }>();
         const applying: Promise<void>[] = [];
+        const shared = inTurn(tx);
         for (const [i, p] of sorted.entries()) {
           const events = batches[i]!;
           if (events.length === 0) continue;
           const handled = events.filter(
             (e) => p.handles.includes(e.type) && !from[i].skips.has(e.position.globalPosition),
           );
-          if (handled.length) applying.push(p.apply(handled, tx));
+          if (handled.length) applying.push(p.apply(handled, shared));
           applied.set(p, { handled: handled.length, at: events[events.length - 1].position });
         }
         // Every apply has ended before the COMMIT or ROLLBACK is sent: none
@@ -1026,6 +1027,27 @@ interface Deferred {
 /** Takes the transaction-scoped advisory lock `name` (a statement without parameters). */
 function lockStatement(name: string): string {
   return `SELECT pg_advisory_xact_lock(${LOCK_NAMESPACE}, hashtext(${escapeLiteral(name)}))`;
+}
+
+/**
+ * `tx` shared by projectors applying side by side (together): each statement
+ * is sent once the one before it has answered, in the order they were asked
+ * for (node-postgres warns of, and will refuse, a query sent while another
+ * runs). A COPY (a stream, not a statement) is refused: together's batches
+ * are below every projector's threshold for one, and a refusal only sends
+ * the projectors their own batches.
+ */
+function inTurn(tx: PoolClient): Queryable {
+  let last: Promise<unknown> = Promise.resolve();
+  const query = (...args: unknown[]): Promise<unknown> => {
+    if (typeof (args[0] as { submit?: unknown } | null)?.submit === 'function') {
+      throw new Error('no COPY in a transaction several projectors share');
+    }
+    const sent = last.then(() => (tx.query as (...a: unknown[]) => Promise<unknown>)(...args));
+    last = sent.catch(() => undefined);
+    return sent;
+  };
+  return { query } as unknown as Queryable;
 }
 
 /**
