@@ -658,9 +658,8 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       const bulk = new Map<Projector, { handled: number }>();
       // A few of the command's own events, held in memory, for several read
       // models: one transaction for them all (a BEGIN and a COMMIT, not one
-      // each). Many (a first commit) are written side by side, each read
-      // model on its own connection, as the projectors' rows are written one
-      // after the other in a shared transaction.
+      // each). Many (a first commit) keep a connection per read model: their
+      // COPY runs need one each, and PostgreSQL writes them side by side.
       const together =
         ownEvents &&
         first.behind.length > 1 &&
