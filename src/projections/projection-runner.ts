@@ -11,7 +11,7 @@ import {
 } from '../application/ports/projection-admin.port';
 import { Notifier } from '../infrastructure/postgres/notifier';
 import type { Logger } from '../infrastructure/logging/logger';
-import { Database } from '../infrastructure/postgres/database';
+import { Database, type Queryable } from '../infrastructure/postgres/database';
 import { Projector } from './projector';
 import { RebuildRunningError } from './rebuild-running.error';
 import {
@@ -67,6 +67,13 @@ const MAX_BACKOFF_MS = 30_000;
 // coming (see deferrable). Under READY_LOOKAHEAD, so readiness is kept.
 const DEFER_MS = 1000;
 const DEFER_EVENTS = BATCH;
+/**
+ * A command's read models short of its events by at most this many catch up
+ * in one transaction (together), taking at most this many events each: below
+ * every projector's threshold for COPY (100 opens, 500 edges), which would
+ * hold the shared connection through a stream.
+ */
+const TOGETHER_UP_TO = 50;
 
 /** The read models lag: what a write answers as SERVER.LAGGING (awaitReadModels). */
 export class ProjectionTimeoutError extends DomainError {
@@ -694,6 +701,24 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       // rest of the commit is still being written (competing for the CPU),
       // and once more for the batches that landed meanwhile.
       const bulk = new Map<Projector, { handled: number }>();
+      // A few of the command's own events, held in memory, for several read
+      // models: one transaction for them all (a BEGIN and a COMMIT, not one
+      // each). Many (a first commit) keep a connection per read model: their
+      // COPY runs need one each, and PostgreSQL writes them side by side.
+      const together =
+        ownEvents &&
+        first.behind.length > 1 &&
+        first.behind.every((p) => !this.halts.has(p.name) && this.near(p, position))
+          ? await this.together(first.behind)
+          : null;
+      if (together !== null) {
+        for (const [p, handled] of together) if (handled >= ANALYZE_AFTER) this.analyzeSoon(p);
+        if (this.halts.size === 0 && needed.every((p) => this.knownAt(p, position))) {
+          this.releaseKnown();
+          return;
+        }
+        continue;
+      }
       try {
         await Promise.all(
           first.behind
@@ -731,6 +756,63 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   }
 
   /**
+   * One batch for several projectors in one transaction: their locks (in
+   * the order of their names, as every such batch takes them) and
+   * checkpoints with the `BEGIN`, each one's events from the appends this
+   * process holds, applied side by side on the one connection (their
+   * statements sent one after the other, inTurn, while kld prepares the next
+   * projector's), and every checkpoint moved in one statement: one commit
+   * where each projector's own batch makes one, and three statements less
+   * for each projector past the first. Only for events held in memory: when
+   * one projector's next events are not (another process appended
+   * between), nothing is written. Anything failing rolls the whole back (no
+   * projector's rows are kept), and the caller goes on projector by
+   * projector, where a failing one is isolated and halted as ever: it
+   * neither holds up nor spoils the others. Returns how many events each
+   * projector handled, or null when nothing was committed.
+   */
+  private async together(projectors: readonly Projector[]): Promise<Map<Projector, number> | null> {
+    const sorted = [...projectors].sort((a, b) => (a.name < b.name ? -1 : 1));
+    const opening = sorted
+      .map((p) => `${lockStatement(p.name)}; ${checkpointQuery(escapeLiteral(p.name))}`)
+      .join('; ');
+    try {
+      const done = await this.db.transaction(async (tx, opened) => {
+        const from = sorted.map((p, i) => checkpointOf(opened[2 * i + 1].rows, p.name));
+        const batches = await Promise.all(
+          sorted.map((p, i) =>
+            this.events.readAppended(from[i].position, TOGETHER_UP_TO, p.handles),
+          ),
+        );
+        if (batches.some((b) => b === null)) return null;
+        const applied = new Map<Projector, { handled: number; at: LogPosition }>();
+        const applying: Promise<void>[] = [];
+        const shared = inTurn(tx);
+        for (const [i, p] of sorted.entries()) {
+          const events = batches[i]!;
+          if (events.length === 0) continue;
+          const handled = events.filter(
+            (e) => p.handles.includes(e.type) && !from[i].skips.has(e.position.globalPosition),
+          );
+          if (handled.length) applying.push(p.apply(handled, shared));
+          applied.set(p, { handled: handled.length, at: events[events.length - 1].position });
+        }
+        // Every apply has ended before the COMMIT or ROLLBACK is sent: none
+        // may send a statement after the transaction is over.
+        const failed = (await Promise.allSettled(applying)).find((r) => r.status === 'rejected');
+        if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
+        if (applied.size > 0) await moveTogether(tx, sorted, from, applied);
+        return applied;
+      }, opening);
+      if (done === null) return null;
+      for (const [p, { at }] of done) this.known.set(p.name, at);
+      return new Map([...done].map(([p, { handled }]) => [p, handled]));
+    } catch {
+      return null;
+    }
+  }
+
+  /**
    * Null when every projector of `needed` is at `position` or past it and no
    * halted projector is short of it; else the projectors of `needed` short
    * of it and the halts (at or before `position`) of every projector short
@@ -755,6 +837,17 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         : [];
     });
     return behind.length === 0 && halted.length === 0 ? null : { behind, halted };
+  }
+
+  /**
+   * Whether a batch of this process committed `projector`'s checkpoint at
+   * most TOGETHER_UP_TO positions short of `position` (a few events to go).
+   */
+  private near(projector: Projector, position: LogPosition): boolean {
+    const at = this.known.get(projector.name);
+    return (
+      at !== undefined && position.globalPosition - at.globalPosition <= BigInt(TOGETHER_UP_TO)
+    );
   }
 
   /** Whether a batch of this process committed `projector`'s checkpoint at `position` or past it. */
@@ -978,6 +1071,65 @@ interface Deferred {
 /** Takes the transaction-scoped advisory lock `name` (a statement without parameters). */
 function lockStatement(name: string): string {
   return `SELECT pg_advisory_xact_lock(${LOCK_NAMESPACE}, hashtext(${escapeLiteral(name)}))`;
+}
+
+/**
+ * `tx` shared by projectors applying side by side (together): each statement
+ * is sent once the one before it has answered, in the order they were asked
+ * for (node-postgres warns of, and will refuse, a query sent while another
+ * runs). A COPY (a stream, not a statement) is refused: together's batches
+ * are below every projector's threshold for one, and a refusal only sends
+ * the projectors their own batches.
+ */
+function inTurn(tx: PoolClient): Queryable {
+  let last: Promise<unknown> = Promise.resolve();
+  const query = (...args: unknown[]): Promise<unknown> => {
+    if (typeof (args[0] as { submit?: unknown } | null)?.submit === 'function') {
+      throw new Error('no COPY in a transaction several projectors share');
+    }
+    const sent = last.then(() => (tx.query as (...a: unknown[]) => Promise<unknown>)(...args));
+    last = sent.catch(() => undefined);
+    return sent;
+  };
+  return { query } as unknown as Queryable;
+}
+
+/**
+ * Moves the checkpoints of the projectors `applied` holds (together), each
+ * compare-and-set from where `from` read it, in one statement, announced at
+ * commit; throws when one was not where it was read.
+ */
+async function moveTogether(
+  tx: PoolClient,
+  projectors: readonly Projector[],
+  from: readonly Checkpoint[],
+  applied: ReadonlyMap<Projector, { at: LogPosition }>,
+): Promise<void> {
+  const moves = projectors.flatMap((p, i) => {
+    const a = applied.get(p);
+    return a === undefined ? [] : [{ name: p.name, to: a.at, from: from[i].position }];
+  });
+  const { rowCount } = await tx.query(
+    `WITH moved AS (
+       UPDATE kl_checkpoints c
+          SET transaction_id = v.tx::xid8, global_position = v.gp, updated_at = now()
+         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[])
+              AS v (name, tx, gp, from_tx, from_gp)
+        WHERE c.projection = v.name AND c.transaction_id = v.from_tx::xid8
+          AND c.global_position = v.from_gp
+       RETURNING c.projection
+     )
+     SELECT pg_notify($6, projection) FROM moved`,
+    [
+      moves.map((m) => m.name),
+      moves.map((m) => m.to.transactionId.toString()),
+      moves.map((m) => m.to.globalPosition.toString()),
+      moves.map((m) => m.from.transactionId.toString()),
+      moves.map((m) => m.from.globalPosition.toString()),
+      CHECKPOINTS_CHANNEL,
+    ],
+  );
+  if (rowCount !== moves.length) throw new Error('a checkpoint moved under us');
 }
 
 function shadowNames(tables: readonly string[]): string {

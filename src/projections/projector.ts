@@ -21,6 +21,11 @@ export const Projector = DiscoveryService.createDecorator<void>();
  * unqualified (the transaction's search_path picks live or copy), and
  * anything it keeps in memory is only a cache checked against its own rows,
  * since `apply` may run for both at once.
+ *
+ * A few events of a command may be applied by several projectors at once in
+ * one shared transaction (ProjectionRunner.together): `apply` touches only
+ * its own tables and no session state (settings, named savepoints) for such
+ * batches (at most 50 events).
  */
 export interface Projector {
   /** Checkpoint key; renaming it replays the whole log into this projector. */

@@ -1,0 +1,89 @@
+import { ProjectionHaltedError } from '../../src/application/ports/projection-admin.port';
+import type { RecordedEvent } from '../../src/domain/shared/event';
+import type { Projector } from '../../src/projections/projector';
+import type { Queryable } from '../../src/infrastructure/postgres/database';
+import { lockInfo, StateHarness } from '../support/state-harness';
+
+/**
+ * A command waits for the read models its events feed; they catch up in one
+ * transaction (one commit, not one per read model). One that fails on the
+ * command's events neither holds up nor spoils the others: they still show
+ * the write, and it halts at the event as it would alone.
+ */
+describe('the read models a command feeds, caught up together', () => {
+  let h: StateHarness;
+  const types = ['StateCreated', 'LockAcquired'];
+
+  /** A read model of locks that notes the transaction each lock was applied in. */
+  function spy(name: string, failOn?: string): Projector & { seen: Map<string, string> } {
+    const seen = new Map<string, string>();
+    return {
+      name,
+      handles: ['LockAcquired'],
+      tables: [],
+      seen,
+      async apply(events: RecordedEvent[], tx: Queryable) {
+        const [{ xid }] = (
+          await tx.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid')
+        ).rows;
+        for (const e of events) {
+          const { lockId } = e.data as { lockId: string };
+          if (lockId === failOn) throw new Error(`${name} cannot hold ${lockId}`);
+          seen.set(lockId, xid);
+        }
+      },
+    };
+  }
+
+  const lock = (state: string, id: string) =>
+    h.append({
+      type: 'LockState',
+      data: { name: state, newStateId: h.newStateId(), lockInfo: lockInfo(id) },
+      metadata: h.context(),
+    });
+
+  const locks = async () =>
+    (await h.db.query<{ lock_id: string }>('SELECT lock_id FROM state_locks ORDER BY 1')).map(
+      (l) => l.lock_id,
+    );
+
+  /** A runner over these projectors with every read model at the log's end. */
+  async function caughtUpRunner(projectors: Projector[]) {
+    const runner = h.newRunner([...h.projectors, ...projectors]);
+    await runner.waitForPosition((await h.events.lastPosition())!);
+    return runner;
+  }
+
+  beforeAll(async () => {
+    h = await StateHarness.create();
+    await lock('warm', 'W-0'); // a log to be at the end of
+  });
+
+  afterAll(() => h.close());
+
+  it('applies a command to every read model it feeds in one transaction', async () => {
+    const [a, b] = [spy('spy-a'), spy('spy-b')];
+    const runner = await caughtUpRunner([a, b]);
+    const position = await lock('net', 'L-1');
+    await runner.waitForPosition(position!, types);
+    expect(await locks()).toEqual(['L-1', 'W-0']);
+    expect(a.seen.get('L-1')).toBeDefined();
+    expect(b.seen.get('L-1')).toBe(a.seen.get('L-1'));
+  });
+
+  it('lets the others show the write when one read model fails on it, and halts that one', async () => {
+    const good = spy('spy-good');
+    const bad = spy('spy-bad', 'L-2');
+    const runner = await caughtUpRunner([good, bad]);
+    const position = await lock('app', 'L-2');
+    await expect(runner.waitForPosition(position!, types)).rejects.toThrow(ProjectionHaltedError);
+    // Asked again, the others are at the write by the time it answers.
+    await expect(runner.waitForPosition(position!, types)).rejects.toThrow(ProjectionHaltedError);
+    expect(await locks()).toEqual(['L-1', 'L-2', 'W-0']);
+    expect(good.seen.has('L-2')).toBe(true);
+    expect(bad.seen.has('L-2')).toBe(false);
+    expect(runner.halted()).toEqual([
+      expect.objectContaining({ projector: 'spy-bad', position: Number(position!.globalPosition) }),
+    ]);
+  });
+});
