@@ -1,7 +1,4 @@
 #!/usr/bin/env node
-// First, before commander and kl's own modules load: it may start reading `kl plan -f`'s
-// configuration on another thread (see early-config-read.ts).
-import './early-config-read';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { registerCommands } from './commands';
 

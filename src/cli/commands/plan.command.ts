@@ -8,7 +8,6 @@ import { defaultHclUnitsCache, HclConfigReader } from '../../infrastructure/terr
 import { TempWorkspaces } from '../../infrastructure/terraform/temp-workspace';
 import { defaultActor, KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestApplyServer } from '../../infrastructure/rest/rest-apply-server';
-import { earlyConfigRead } from '../early-config-read';
 import { loadKlConfig } from '../kl-config';
 import { KilolockClient } from '../kilolock-client';
 import { QuotaPreflight, quotaPreflight, reportPreflight } from '../quota-preflight';
@@ -122,7 +121,7 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
     const protocol = loadKlConfig(cmd, configDir).protocol.value;
     const globals = cmd.optsWithGlobals<Globals>();
     const http = new KldHttpClient(target.server, { token: globals.token, actor: defaultActor() });
-    reader = new HclConfigReader(defaultHclUnitsCache(), earlyConfigRead);
+    reader = new HclConfigReader(defaultHclUnitsCache());
     const orchestrator = new PlanOrchestrator(
       new RestApplyServer(http),
       reader,

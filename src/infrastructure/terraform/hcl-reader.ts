@@ -7,7 +7,6 @@ import { ConfigReader, ModuleSource } from '../../application/apply/terraform-wo
 import { HclFile, HclRange, HclUnit, HclUnitKind } from '../../domain/apply/config-scope';
 import { DomainError } from '../../domain/shared/domain-error';
 import { defaultCacheDir } from '../provider/file-provider-schema-cache';
-import type { EarlyRead } from './early-hcl-read';
 import { FileHclUnitsCache, HclUnitsCache, identityOf } from './hcl-units-cache';
 
 export const CONFIG_INVALID = 'PLAN.CONFIG_INVALID';
@@ -210,30 +209,20 @@ export async function parseHcl(name: string, text: string): Promise<HclFile> {
 
 /**
  * `ConfigReader` over the file system. With a cache, a file whose exact text
- * was read before is not parsed again (see `HclUnitsCache`). With an early
- * read (`readEarly`: the same reading on another thread, started at kl's
- * start), a file whose text is the one that read saw takes its units from
- * it; any other file is read as without it.
+ * was read before is not parsed again (see `HclUnitsCache`).
  */
 export class HclConfigReader implements ConfigReader {
   /** Cache entries still being written. */
   private readonly writing = new Set<Promise<void>>();
-  /** The early read's units by text, once it has answered. */
-  private early: Map<string, HclUnit[]> | null = null;
 
-  constructor(
-    private readonly cache: HclUnitsCache | null = null,
-    private readonly earlyRead: EarlyRead | null = null,
-  ) {}
+  constructor(private readonly cache: HclUnitsCache | null = null) {}
 
   /**
-   * Resolves once every cache entry a read made is written (the early
-   * read's too). A read does not wait for its entries (a directory, a file
-   * and a rename: a few ms on the way to `terraform plan`'s start); the
-   * caller awaits this before it exits.
+   * Resolves once every cache entry a read made is written. A read does not
+   * wait for its entries (a directory, a file and a rename: a few ms on the
+   * way to `terraform plan`'s start); the caller awaits this before it exits.
    */
   async settled(): Promise<void> {
-    await this.earlyRead?.ended;
     while (this.writing.size > 0) await Promise.all(this.writing);
   }
 
@@ -263,14 +252,7 @@ export class HclConfigReader implements ConfigReader {
     const tfNames = entries.filter((n) => n.endsWith('.tf'));
     const jsonNames = entries.filter((n) => n.endsWith('.tf.json'));
     const [texts, jsonTexts] = await Promise.all([read(tfNames), read(jsonNames)]);
-    // Waited for only by a read of its own directory; any later read uses what it found.
-    if (this.early === null && this.earlyRead?.dir === dir) {
-      const source = await this.earlyRead.source;
-      this.early = new Map((source?.hcl ?? []).map((f) => [f.text, f.units]));
-    }
-    const cached = await Promise.all(
-      texts.map((t) => this.early?.get(t) ?? this.cache?.get(t) ?? null),
-    );
+    const cached = await Promise.all(texts.map((t) => this.cache?.get(t) ?? null));
     const hcl: HclFile[] = [];
     for (const [i, name] of tfNames.entries()) {
       const units = cached[i];
