@@ -235,8 +235,9 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
         const planning = workspace.plan({ targets: [], refresh: true });
         await started('plan');
         // terraform show starts beside the plan (held at its CLI configuration until the plan
-        // file is there), before the state has even arrived
-        await started('show');
+        // file is there), before the state has even arrived, yielding the CPU to the plan
+        const show = await started('show');
+        expect(os.getPriority(show)).toBe(os.getPriority(await started('plan')) + 10);
         arrive(WITH_TOP);
         const plan = (await planning) as Record<string, unknown>;
         // Planned on the given state: top is there and unchanged (not a create).

@@ -79,14 +79,18 @@ export class PlanOrchestrator {
       await workspace.init(signal);
       planned = workspace.plan({ targets: request.targets, refresh: request.refresh }, signal);
       planned.catch(() => undefined); // awaited below, or before the directory is removed
-      // The modules' locals depend only on the configuration terraform init installed: read
-      // while terraform runs, again after only if plan() had to run a fresh init.
       const inits = workspace.initialisations;
-      locals = workspaceLocals(this.reader, workspace);
-      locals.catch(() => undefined); // awaited below, or before the directory is removed
       const lane = await choice;
       const prepared = await config;
       const slice = lane.slice;
+      // The workspace hands the lane's state to terraform on this same answer, in the promise
+      // jobs queued with it; terraform, already started, may be waiting for it. What kl does
+      // while terraform runs begins after those jobs, not between the answer and terraform.
+      await new Promise((resolve) => setImmediate(resolve));
+      // The modules' locals depend only on the configuration terraform init installed: read
+      // while terraform runs, again after only if plan() had to run a fresh init.
+      locals = workspaceLocals(this.reader, workspace);
+      locals.catch(() => undefined); // awaited below, or before the directory is removed
       request.whileTerraformRuns?.();
       // What reads terraform's answer is loaded while terraform runs, not at kl's start.
       const [{ applySets }, { describeCounts, KL_PLAN_FORMAT }, json, { planResourceDelta }] =

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import * as os from 'node:os';
 
 export interface TerraformRun {
   code: number | null;
@@ -21,6 +22,8 @@ export interface TerraformRunOptions {
   kill?: AbortSignal;
   /** Set in terraform's environment besides terraformEnv(). */
   env?: NodeJS.ProcessEnv;
+  /** A nice value for terraform's process (higher: yields the CPU to the others). */
+  niceness?: number;
 }
 
 // eslint-disable-next-line no-control-regex
@@ -60,6 +63,13 @@ export function runTerraform(args: string[], options: TerraformRunOptions): Prom
       env: { ...terraformEnv(), ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    if (options.niceness !== undefined && child.pid !== undefined) {
+      try {
+        os.setPriority(child.pid, options.niceness);
+      } catch {
+        // not allowed here: it runs at kl's own priority
+      }
+    }
     let output = '';
     let stdout = '';
     let pending = '';
