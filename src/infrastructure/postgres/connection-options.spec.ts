@@ -26,7 +26,9 @@ describe('connection options', () => {
 
   it('shows only the refused value, cut short, never the password', () => {
     const refusal = () =>
-      connectTimeoutSeconds('postgres://kl:PW-S3cret@db/kl?connect_timeout=soon-and-more-text-here');
+      connectTimeoutSeconds(
+        'postgres://kl:PW-S3cret@db/kl?connect_timeout=soon-and-more-text-here',
+      );
     expect(refusal).toThrow(/got "soon-and-more-text-h"$/);
     expect(refusal).not.toThrow(/S3cret/);
   });
