@@ -15,6 +15,11 @@ import { quietLogger } from '../support/test-database';
 describe('a writer catching up a big commit', () => {
   let h: StateHarness;
   let notifier: Notifier;
+  /** A runner of `projector` alone over the harness's log, woken by this spec's notifier. */
+  const runnerOf = (projector: Projector) =>
+    new ProjectionRunner({ events: h.events, db: h.db, notifier, logger: quietLogger }).register([
+      projector,
+    ]);
   beforeAll(async () => {
     h = await StateHarness.create();
     notifier = new Notifier(h.db.url);
@@ -42,12 +47,7 @@ describe('a writer catching up a big commit', () => {
         }
       },
     };
-    const runner = new ProjectionRunner({
-      events: h.events,
-      db: h.db,
-      notifier,
-      logger: quietLogger,
-    }).register([spy]);
+    const runner = runnerOf(spy);
     // 26,000 opens: two batches of the writer (25,000 events each from
     // memory, the first two events of the commit are not opens).
     const instances = Array.from({ length: 26_000 }, (_, i) => ({
@@ -77,12 +77,7 @@ describe('a writer catching up a big commit', () => {
       tables: [],
       apply: async (events) => void batches.push(events.length),
     };
-    const runner = new ProjectionRunner({
-      events: h.events,
-      db: h.db,
-      notifier,
-      logger: quietLogger,
-    }).register([spy]);
+    const runner = runnerOf(spy);
     runner.start();
     await runner.waitForPosition((await h.events.lastPosition())!); // caught up, idle
     batches.length = 0;
@@ -116,12 +111,7 @@ describe('a writer catching up a big commit', () => {
       tables: [],
       apply: async (events) => void applied.push(events.map((e) => e.type)),
     };
-    const runner = new ProjectionRunner({
-      events: h.events,
-      db: h.db,
-      notifier,
-      logger: quietLogger,
-    }).register([spy]);
+    const runner = runnerOf(spy);
     const start = (await h.events.lastPosition())!;
     await runner.waitForPosition(start);
     applied.length = 0;

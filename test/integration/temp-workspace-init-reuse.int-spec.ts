@@ -191,6 +191,24 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
         .map((l) => l.split(' ')[0])
         .sort();
 
+    /**
+     * A plan whose contents fail (`fail`) while terraform plan and the held show wait for
+     * them: it fails with `failure`, both processes are gone (and reaped), nothing else ran.
+     */
+    async function expectFailedWhileWaiting(
+      workspace: Awaited<ReturnType<TempWorkspaces['open']>>,
+      fail: () => void,
+      failure: Error,
+    ): Promise<void> {
+      await workspace.init();
+      const planning = workspace.plan({ targets: [], refresh: true });
+      const pids = [await started('plan'), await started('show')];
+      fail();
+      await expect(planning).rejects.toBe(failure);
+      expectGone(pids);
+      expect(ranSorted()).toEqual(['plan', 'show']);
+    }
+
     /** Every one of `pids` has exited and been reaped. */
     function expectGone(pids: number[]): void {
       for (const pid of pids) {
@@ -317,14 +335,7 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
         state,
       });
       try {
-        await workspace.init();
-        const planning = workspace.plan({ targets: [], refresh: true });
-        const pids = [await started('plan'), await started('show')];
-        fail(failure);
-        await expect(planning).rejects.toBe(failure);
-        // Both processes are gone (and reaped); the show, never released, showed nothing.
-        expectGone(pids);
-        expect(ranSorted()).toEqual(['plan', 'show']);
+        await expectFailedWhileWaiting(workspace, () => fail(failure), failure);
       } finally {
         await workspace.dispose();
       }
@@ -381,14 +392,7 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
         const contents = new Promise<Contents>((_, reject) => (fail = reject));
         const workspace = await new TempWorkspaces().open(dir, contents);
         try {
-          await workspace.init();
-          const planning = workspace.plan({ targets: [], refresh: true });
-          const pids = [await started('plan'), await started('show')];
-          fail(failure);
-          await expect(planning).rejects.toBe(failure);
-          // Both gone (the show was never released); nothing else ran.
-          expectGone(pids);
-          expect(ranSorted()).toEqual(['plan', 'show']);
+          await expectFailedWhileWaiting(workspace, () => fail(failure), failure);
         } finally {
           await workspace.dispose();
         }
