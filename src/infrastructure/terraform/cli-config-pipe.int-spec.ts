@@ -112,6 +112,21 @@ describe('cliConfigText', () => {
     expect(cliConfigText({ HOME: home })).toBeNull();
   });
 
+  it('is null where OpenTofu would read a file or variable of its own', () => {
+    expect(cliConfigText({ HOME: home, TOFU_CLI_CONFIG_FILE: path.join(home, 'rc') })).toBeNull();
+    expect(cliConfigText({ HOME: home, XDG_CONFIG_HOME: path.join(home, 'xdg') })).toBe('');
+    fs.mkdirSync(path.join(home, 'xdg', 'opentofu'), { recursive: true });
+    expect(cliConfigText({ HOME: home, XDG_CONFIG_HOME: path.join(home, 'xdg') })).toBeNull();
+    fs.writeFileSync(path.join(home, '.tofurc'), '');
+    expect(cliConfigText({ HOME: home })).toBeNull();
+    // a variable both read decides for both
+    const file = path.join(home, 'rc');
+    fs.writeFileSync(file, 'disable_checkpoint = true\n');
+    expect(cliConfigText({ HOME: home, TF_CLI_CONFIG_FILE: file })).toBe(
+      'disable_checkpoint = true\n',
+    );
+  });
+
   it('is null for what is not one readable file', () => {
     expect(cliConfigText({ HOME: home, TF_CLI_CONFIG_FILE: home })).toBeNull(); // a directory
   });

@@ -15,21 +15,27 @@ const MAX_TEXT_BYTES = 16 * 1024;
  * that does not exist or cannot be opened counting as none; otherwise
  * `~/.terraformrc` and every `*.tfrc`/`*.tfrc.json` of `~/.terraform.d`,
  * which it stops reading once the variable is set. So with such files, or
- * on Windows (`terraform.rc` under `%APPDATA%`), the answer is null.
+ * on Windows (`terraform.rc` under `%APPDATA%`), the answer is null. The
+ * same holds for OpenTofu (KL_TERRAFORM may name it) unless it has files or
+ * a variable of its own (`~/.tofurc`, its XDG directory,
+ * `TOFU_CLI_CONFIG_FILE`): then null too, whichever binary runs.
  */
 export function cliConfigText(env: NodeJS.ProcessEnv): string | null {
-  if (process.platform === 'win32') return null;
+  if (process.platform === 'win32' || env.TOFU_CLI_CONFIG_FILE) return null;
   const override = env.TF_CLI_CONFIG_FILE || env.TERRAFORM_CONFIG;
   const home = env.HOME || os.homedir();
   if (!override) {
-    const dir = path.join(home, '.terraform.d');
     let names: string[] = [];
     try {
-      names = fs.readdirSync(dir);
+      names = fs.readdirSync(path.join(home, '.terraform.d'));
     } catch {
       // no configuration directory: nothing more to read
     }
     if (names.some((n) => n.endsWith('.tfrc') || n.endsWith('.tfrc.json'))) return null;
+    const xdg = env.XDG_CONFIG_HOME || path.join(home, '.config');
+    for (const own of [path.join(home, '.tofurc'), path.join(xdg, 'opentofu')]) {
+      if (fs.existsSync(own)) return null;
+    }
   }
   const file = override || path.join(home, '.terraformrc');
   let stat: fs.Stats | undefined;
