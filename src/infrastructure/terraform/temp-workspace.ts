@@ -111,33 +111,7 @@ export class TempWorkspaces implements TerraformWorkspaces {
     const pending = contents instanceof Promise;
     const laying: Promise<LaidPipes | null> =
       initialised && (pending || contents.state instanceof Promise)
-        ? (async () => {
-            const roots = pending ? pipedRootNames(configDir) : [];
-            const [state, show] = [path.join(base, STATE_PIPE), path.join(base, SHOW_CONFIG_PIPE)];
-            const made = makeNamedPipes([
-              state,
-              show,
-              ...roots.map((n) => path.join(base, ROOT_PIPE + n)),
-            ]);
-            // The configuration a held terraform show is handed: read while mkfifo runs.
-            const config = cliConfigText(terraformEnv());
-            if (!(await made)) return null;
-            const opened = [state, ...roots.map((n) => path.join(base, ROOT_PIPE + n))].map((f) =>
-              StatePipe.open(f),
-            );
-            const showPipe = config === null ? null : CliConfigPipe.open(show);
-            if (opened.some((p) => p === null)) {
-              for (const p of opened) p?.close();
-              showPipe?.close();
-              return null;
-            }
-            const [statePipe, ...rootPipes] = opened as StatePipe[];
-            return {
-              state: statePipe,
-              roots: new Map(roots.map((n, i) => [n, rootPipes[i]])),
-              show: showPipe && { pipe: showPipe, config: config! },
-            };
-          })()
+        ? layPipes(base, pending ? pipedRootNames(configDir) : [])
         : Promise.resolve(null);
     laying.catch(() => undefined); // awaited below
     try {
@@ -227,6 +201,33 @@ interface LaidPipes {
 }
 
 type HeldShowPipe = { pipe: CliConfigPipe; config: string };
+
+/**
+ * The state's pipe, the root files' (by name) and the held show's
+ * configuration's, made by one `mkfifo` in `base`; null where pipes cannot
+ * be made or opened (then each is a file).
+ */
+async function layPipes(base: string, rootNames: string[]): Promise<LaidPipes | null> {
+  const [state, show] = [path.join(base, STATE_PIPE), path.join(base, SHOW_CONFIG_PIPE)];
+  const piped = [state, ...rootNames.map((n) => path.join(base, ROOT_PIPE + n))];
+  const made = makeNamedPipes([...piped, show]);
+  // The configuration a held terraform show is handed: read while mkfifo runs.
+  const config = cliConfigText(terraformEnv());
+  if (!(await made)) return null;
+  const opened = piped.map((f) => StatePipe.open(f));
+  const showPipe = config === null ? null : CliConfigPipe.open(show);
+  if (opened.some((p) => p === null)) {
+    for (const p of opened) p?.close();
+    showPipe?.close();
+    return null;
+  }
+  const [statePipe, ...rootPipes] = opened as StatePipe[];
+  return {
+    state: statePipe,
+    roots: new Map(rootNames.map((n, i) => [n, rootPipes[i]])),
+    show: showPipe && { pipe: showPipe, config: config! },
+  };
+}
 
 function closeAll(laid: LaidPipes | null): void {
   laid?.state.close();
