@@ -8,7 +8,7 @@ import { QuotaProjectionsModule } from './quota-projections.module';
 
 /**
  * Quotas (`kl quota`, `/v1/quotas`): the rules, usage and plan checks. The
- * State aggregate's commands read the rules themselves (quotaOf), so the
+ * State aggregate's commands read the rules themselves (withQuota), so the
  * backend enforces them whether or not this slice is composed.
  */
 @Module({

@@ -10,6 +10,7 @@ import type {
   EventStore,
   EventToAppend,
   ExpectedRevision,
+  StreamRevision,
 } from './ports/event-store.port';
 import type { SnapshotStore } from './ports/snapshot-store.port';
 import { boundedCache, DEFAULT_CACHE_BUDGETS } from './bounded-cache';
@@ -67,6 +68,12 @@ export interface HandleProbe {
   answered?: Promise<unknown>;
 }
 
+/** An aggregate's state and the revision of the last event folded into it (null: no stream). */
+export interface StateAt<S> {
+  state: S;
+  revision: bigint | null;
+}
+
 interface Loaded<S> {
   state: S;
   revision: bigint | null; // null: the stream does not exist
@@ -98,19 +105,23 @@ export class AggregateStore<C, S, E extends DomainEvent> {
   /**
    * Commands for one stream run one at a time in this process (they would
    * only conflict with each other); replicas still race, and the loser of a
-   * race retries after a short random pause.
+   * race retries after a short random pause. With `alsoAt`, the append also
+   * requires that other stream where the command's inputs were read from it;
+   * when it has moved, the WrongExpectedRevisionError naming it is thrown, not
+   * retried: the caller reads it again and sends a new command.
    */
   handle(
     streamId: string,
     command: C,
     ctx: CommandContext,
     probe: HandleProbe = { queueSeconds: 0, conflicts: 0 },
+    alsoAt?: StreamRevision,
   ): Promise<HandleResult<S, E>> {
     const previous = this.queues.get(streamId) ?? Promise.resolve();
     const queued = performance.now();
     const start = () => {
       probe.queueSeconds = (performance.now() - queued) / 1000;
-      return this.decideAndAppend(streamId, command, ctx, probe);
+      return this.decideAndAppend(streamId, command, ctx, probe, alsoAt);
     };
     const run = previous.then(start, start);
     const tail = run.catch(() => undefined);
@@ -126,6 +137,7 @@ export class AggregateStore<C, S, E extends DomainEvent> {
     command: C,
     ctx: CommandContext,
     probe: HandleProbe,
+    alsoAt: StreamRevision | undefined,
   ): Promise<HandleResult<S, E>> {
     const attempts = this.options.maxAttempts ?? 30;
     // A warm stream is decided on as this process last left it, without
@@ -166,6 +178,7 @@ export class AggregateStore<C, S, E extends DomainEvent> {
             metadata,
           })),
           loaded.revision ?? 'no_stream',
+          alsoAt,
         );
         const state = events.reduce((s, e) => this.decider.evolve(s, e), loaded.state);
         const next: Loaded<S> = {
@@ -177,7 +190,11 @@ export class AggregateStore<C, S, E extends DomainEvent> {
         this.snapshotLater(streamId, next, probe.answered);
         return { events, state, position: result.position, readAt: result.position };
       } catch (err) {
-        if (err instanceof WrongExpectedRevisionError && attempt < attempts) {
+        if (
+          err instanceof WrongExpectedRevisionError &&
+          err.metadata.streamId === streamId &&
+          attempt < attempts
+        ) {
           probe.conflicts++;
           this.cache.delete(streamId);
           // Racing writers step apart; a stale cache is only read again.
@@ -202,12 +219,14 @@ export class AggregateStore<C, S, E extends DomainEvent> {
     streamId: string,
     events: EventToAppend[],
     expectedRevision: ExpectedRevision,
+    alsoAt: StreamRevision | undefined,
   ): Promise<AppendResult> {
+    const options = { expectedRevision, ...(alsoAt ? { alsoAt } : {}) };
     try {
-      return await this.events.appendToStream(streamId, events, { expectedRevision });
+      return await this.events.appendToStream(streamId, events, options);
     } catch (err) {
       if (err instanceof DomainError || err instanceof TypeError) throw err;
-      return this.events.appendToStream(streamId, events, { expectedRevision });
+      return this.events.appendToStream(streamId, events, options);
     }
   }
 
@@ -220,6 +239,22 @@ export class AggregateStore<C, S, E extends DomainEvent> {
   /** Current state without deciding anything (for reads that need the aggregate). */
   async state(streamId: string): Promise<S> {
     return (await this.load(streamId)).state;
+  }
+
+  /** Current state and its revision, read from the stream's tail (as `state`). */
+  async stateAt(streamId: string): Promise<StateAt<S>> {
+    const { state, revision } = await this.load(streamId);
+    return { state, revision };
+  }
+
+  /**
+   * The state this process last saw, without reading anything; null when the
+   * stream is not warm. It may be behind: only for a command whose append
+   * names its revision (`handle`'s `alsoAt`).
+   */
+  warmState(streamId: string): StateAt<S> | null {
+    const warm = this.cache.get(streamId);
+    return warm ? { state: warm.state, revision: warm.revision } : null;
   }
 
   private async load(streamId: string): Promise<Loaded<S>> {

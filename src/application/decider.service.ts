@@ -1,11 +1,11 @@
 import type { Decider } from '../domain/shared/decider';
 import type { CommandContext, DomainEvent } from '../domain/shared/event';
 import { DomainError } from '../domain/shared/domain-error';
-import { AggregateStore, HandleProbe } from './aggregate-store';
+import { AggregateStore, HandleProbe, StateAt } from './aggregate-store';
 import { CacheBudgets, DEFAULT_CACHE_BUDGETS } from './bounded-cache';
 import { Caller, commandContext } from './command-context';
 import type { Clock, Ids } from './ports/clock.port';
-import type { EventStore } from './ports/event-store.port';
+import type { EventStore, StreamRevision } from './ports/event-store.port';
 import { CommandMetrics, CommandOutcome, NO_METRICS } from './ports/metrics.port';
 import { awaitReadModels, ReadModelSync, SERVER_LAGGING } from './ports/read-model-sync.port';
 import type { SnapshotStore } from './ports/snapshot-store.port';
@@ -68,9 +68,14 @@ export class DeciderService {
     return this.props.ids.uuid();
   }
 
+  /**
+   * With `alsoAt`, the append stands only while that other stream is where
+   * the command's inputs were read from it (AggregateStore.handle).
+   */
   async execute<C extends { metadata: CommandContext }, S, E extends DomainEvent>(
     spec: AggregateSpec<C, S, E>,
     command: C,
+    alsoAt?: StreamRevision,
   ): Promise<{ events: E[]; state: S }> {
     const started = performance.now();
     let answer = (): void => undefined;
@@ -85,6 +90,7 @@ export class DeciderService {
         command,
         command.metadata,
         probe,
+        alsoAt,
       );
       decided = events;
       // What it appended needs only the read models its event types feed; a
@@ -130,6 +136,22 @@ export class DeciderService {
     streamId: string,
   ): Promise<S> {
     return this.storeOf(spec).state(streamId);
+  }
+
+  /** The aggregate's current state and revision, read from its stream. */
+  stateAt<C extends { metadata: CommandContext }, S, E extends DomainEvent>(
+    spec: AggregateSpec<C, S, E>,
+    streamId: string,
+  ): Promise<StateAt<S>> {
+    return this.storeOf(spec).stateAt(streamId);
+  }
+
+  /** What this process last saw of the aggregate, reading nothing; null when not warm. */
+  warmState<C extends { metadata: CommandContext }, S, E extends DomainEvent>(
+    spec: AggregateSpec<C, S, E>,
+    streamId: string,
+  ): StateAt<S> | null {
+    return this.storeOf(spec).warmState(streamId);
   }
 
   private storeOf<C extends { metadata: CommandContext }, S, E extends DomainEvent>(

@@ -121,6 +121,48 @@ export function describeEventStoreConformance(
         }
         expect(await store.readStream(s)).toHaveLength(2);
       });
+
+      it('an append that names the revision of another stream stands only while it is there', async () => {
+        const [s, other] = [stream(), stream()];
+        const absent = { streamId: other, revision: null };
+        for (const expectedRevision of ['no_stream', 'any'] as const) {
+          await store.appendToStream(s, events(1), { expectedRevision, alsoAt: absent });
+        }
+        await store.appendToStream(other, events(2), { expectedRevision: 'no_stream' });
+        // Small appends and big ones (a transaction of their own) alike.
+        for (const n of [1, 150]) {
+          for (const expectedRevision of [1n, 'stream_exists', 'any'] as const) {
+            const refused = store.appendToStream(s, events(n), {
+              expectedRevision,
+              alsoAt: absent,
+            });
+            await expect(refused).rejects.toMatchObject({
+              constructor: WrongExpectedRevisionError,
+              metadata: { streamId: other, expected: 'no_stream', actual: '1' },
+            });
+            await expectConflict(
+              store.appendToStream(s, events(n), {
+                expectedRevision,
+                alsoAt: { streamId: other, revision: 0n },
+              }),
+            );
+          }
+        }
+        expect(await store.readStream(s)).toHaveLength(2);
+        const stood = await store.appendToStream(s, events(1), {
+          expectedRevision: 1n,
+          alsoAt: { streamId: other, revision: 1n },
+        });
+        expect(stood.nextExpectedRevision).toBe(2n);
+        // Its own stream elsewhere is still its own stream's conflict.
+        await expect(
+          store.appendToStream(s, events(1), {
+            expectedRevision: 1n,
+            alsoAt: { streamId: other, revision: 0n },
+          }),
+        ).rejects.toMatchObject({ metadata: { streamId: s } });
+        expect(await store.readStream(other)).toHaveLength(2);
+      });
     });
 
     describe('event ids', () => {

@@ -9,7 +9,7 @@ import {
   StateAggregate,
 } from '../../domain/state';
 import { DeciderService } from '../decider.service';
-import { quotaOf } from '../quota/quota-commands';
+import { withQuota } from '../quota/quota-commands';
 import { STATE } from '../state/state-aggregate';
 import { APPLY_RUN } from './apply-run-aggregate';
 import {
@@ -68,22 +68,29 @@ export class StartApplyRunHandler implements ICommandHandler<StartApplyRunComman
       );
     }
     const metadata = this.deciders.context(c.caller);
-    const { state } = await this.deciders.execute(STATE, {
-      type: 'AcquireReservations',
-      data: {
-        name: c.name,
-        runId,
-        reservationIds: c.reservations.map(() => this.deciders.newId()),
-        requests: c.reservations,
-        leaseSeconds: c.leaseSeconds,
-        info: c.info,
-        baseVersion: c.baseVersion,
-        writeSet: c.writeSet,
-        readSet: c.readSet,
-        ...(await quotaOf(this.deciders, c.name)),
-      },
-      metadata,
-    });
+    const reservationIds = c.reservations.map(() => this.deciders.newId());
+    const { state } = await withQuota(this.deciders, c.name, (quota, alsoAt) =>
+      this.deciders.execute(
+        STATE,
+        {
+          type: 'AcquireReservations',
+          data: {
+            name: c.name,
+            runId,
+            reservationIds,
+            requests: c.reservations,
+            leaseSeconds: c.leaseSeconds,
+            info: c.info,
+            baseVersion: c.baseVersion,
+            writeSet: c.writeSet,
+            readSet: c.readSet,
+            ...quota,
+          },
+          metadata,
+        },
+        alsoAt,
+      ),
+    );
     const active = asActive(state);
     const held = reservationsOf(active, runId);
     const expiresAt = held[0].expiresAt;
@@ -149,24 +156,30 @@ export class CommitApplyRunHandler implements ICommandHandler<CommitApplyRunComm
       throw ended(run, c.runId);
     }
     const metadata = this.deciders.context(c.caller);
-    const { events, state } = await this.deciders.execute(STATE, {
-      type: 'CommitDelta',
-      data: {
-        name: c.name,
-        // One commit path for both lanes; the version says which one wrote it.
-        source: run.started.lane === 'state-engine' ? 'state-engine' : 'apply',
-        runId: c.runId,
-        baseVersion: c.baseVersion,
-        checksum: c.checksum,
-        terraformVersion: c.terraformVersion,
-        upserts: c.upserts,
-        deletes: c.deletes,
-        outputs: c.outputs,
-        release: true,
-        ...(await quotaOf(this.deciders, c.name)),
-      },
-      metadata,
-    });
+    const { events, state } = await withQuota(this.deciders, c.name, (quota, alsoAt) =>
+      this.deciders.execute(
+        STATE,
+        {
+          type: 'CommitDelta',
+          data: {
+            name: c.name,
+            // One commit path for both lanes; the version says which one wrote it.
+            source: run.started.lane === 'state-engine' ? 'state-engine' : 'apply',
+            runId: c.runId,
+            baseVersion: c.baseVersion,
+            checksum: c.checksum,
+            terraformVersion: c.terraformVersion,
+            upserts: c.upserts,
+            deletes: c.deletes,
+            outputs: c.outputs,
+            release: true,
+            ...quota,
+          },
+          metadata,
+        },
+        alsoAt,
+      ),
+    );
     const applied = events.find((e) => e.type === 'ApplyCommitted');
     // Nothing appended: this very commit was stored before (a retry), and is the head.
     const active = asActive(state);

@@ -15,6 +15,18 @@ export const EVENT_STORE = Symbol('EventStore');
  */
 export type ExpectedRevision = 'no_stream' | 'stream_exists' | 'any' | bigint;
 
+/**
+ * Another stream's place, as a condition of an append: the append stands only
+ * while that stream is still at `revision` (null: it does not exist). A
+ * command decided on another aggregate's state as well as its own (a lock
+ * judged by the quota rules) names where it read that state, instead of
+ * reading its tail first.
+ */
+export interface StreamRevision {
+  streamId: string;
+  revision: bigint | null;
+}
+
 export interface AppendResult {
   /** Revision of the last event written: pass it as the next expectedRevision. */
   nextExpectedRevision: bigint;
@@ -54,14 +66,15 @@ export interface EventStore {
    * retries it with the same ids and the same expected revision.
    *
    * Throws WrongExpectedRevisionError when the stream is elsewhere (and the
-   * batch is not such a repeat), and EventIdConflictError when an event id of
+   * batch is not such a repeat), or, naming `alsoAt`'s stream, when that one
+   * is not at its revision; and EventIdConflictError when an event id of
    * the batch is already stored as anything else: another stream, another
    * revision, other content, or only part of the batch.
    */
   appendToStream(
     streamId: string,
     events: EventToAppend[],
-    options: { expectedRevision: ExpectedRevision },
+    options: { expectedRevision: ExpectedRevision; alsoAt?: StreamRevision },
   ): Promise<AppendResult>;
   readStream(streamId: string, options?: ReadStreamOptions): Promise<RecordedEvent[]>;
   /**

@@ -8,8 +8,13 @@ import {
   quotaDecider,
   QuotaEvent,
   QuotaLimit,
+  QUOTA_EXCEEDED,
   QuotaRules,
 } from '../../domain/quota';
+import { WrongExpectedRevisionError } from '../../domain/shared/concurrency-error';
+import { DomainError } from '../../domain/shared/domain-error';
+import type { StateAt } from '../aggregate-store';
+import type { StreamRevision } from '../ports/event-store.port';
 import type { Caller } from '../command-context';
 import { AggregateSpec, DeciderService } from '../decider.service';
 import { CommandWith } from '../props-message';
@@ -30,16 +35,45 @@ export const QUOTAS: AggregateSpec<QuotaCommand, QuotaRules, QuotaEvent> = {
       : `quota ${command.data.glob} removed`,
 };
 
+// Rule changes racing one command, one after the other: it gives up only then.
+const QUOTA_ATTEMPTS = 10;
+
 /**
- * The quota governing a state, read from the rules' stream (not a read
- * model): a lock or commit is judged by the rules as they are, on any replica.
+ * Runs a command judged by the quota governing the state, from the rules'
+ * stream (not a read model), so it is judged by the rules as they are, on any
+ * replica. The rules this process last saw are used without reading their
+ * tail, and the command's append names their revision (`alsoAt`): an append
+ * made on rules another replica has since changed is refused, and the command
+ * runs again on the rules read now. An answer without an append that the rules
+ * decided (a refusal over quota) is given only on rules just read, as the
+ * aggregate store does for its own stream.
  */
-export async function quotaOf(
+export async function withQuota<T>(
   deciders: DeciderService,
   stateName: string,
-): Promise<{ quota?: QuotaLimit }> {
-  const { rules } = await deciders.state(QUOTAS, QUOTA_STREAM);
-  const quota = effectiveQuota(Object.values(rules), stateName);
+  run: (quota: { quota?: QuotaLimit }, alsoAt: StreamRevision) => Promise<T>,
+): Promise<T> {
+  let warm = deciders.warmState(QUOTAS, QUOTA_STREAM);
+  for (let attempt = 1; ; attempt++) {
+    const rules = warm ?? (await deciders.stateAt(QUOTAS, QUOTA_STREAM));
+    const unread = warm !== null;
+    warm = null;
+    try {
+      return await run(quotaIn(rules, stateName), {
+        streamId: QUOTA_STREAM,
+        revision: rules.revision,
+      });
+    } catch (err) {
+      const moved =
+        err instanceof WrongExpectedRevisionError && err.metadata.streamId === QUOTA_STREAM;
+      const refused = err instanceof DomainError && err.code === QUOTA_EXCEEDED;
+      if (!((moved && attempt < QUOTA_ATTEMPTS) || (refused && unread))) throw err;
+    }
+  }
+}
+
+function quotaIn({ state }: StateAt<QuotaRules>, stateName: string): { quota?: QuotaLimit } {
+  const quota = effectiveQuota(Object.values(state.rules), stateName);
   return quota === undefined ? {} : { quota };
 }
 

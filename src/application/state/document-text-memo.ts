@@ -24,6 +24,10 @@ interface Entry {
  * cost a fresh allocation of their size (its page faults and the garbage).
  * That spare is kept only while there is room for it (`roomFor`, by default
  * `roomInMemory`): when memory is short, the next body costs an allocation.
+ * Whether there is room is asked once the parse has returned (the next turn
+ * of the event loop, while the commit waits for PostgreSQL), not on the
+ * commit's own path: reading the process's memory is a system call that now
+ * and then takes milliseconds.
  */
 export class DocumentTextMemo {
   private readonly states: LRUCache<string, Entry>;
@@ -71,16 +75,24 @@ export class DocumentTextMemo {
       // The body it replaces is held by nothing else now (the parse copied
       // what it kept out of it).
       const old = before?.instances.body.buffer;
-      let spare =
+      const spare =
         old !== undefined && old !== body.buffer && this.own.has(old)
           ? Buffer.from(old)
           : before?.spare;
-      if (spare !== undefined && !this.roomFor(spare.buffer.byteLength)) spare = undefined;
-      this.states.set(key, { instances, spare });
+      const entry: Entry = { instances, spare };
+      this.states.set(key, entry);
+      if (spare !== undefined) setImmediate(() => this.dropWithoutRoom(entry, spare));
     }
     return document;
   }
+
+  /** Lets `spare` go unless there is room to keep it (if no body was read into it meanwhile). */
+  private dropWithoutRoom(entry: Entry, spare: Buffer): void {
+    if (entry.spare === spare && !this.roomFor(spare.buffer.byteLength)) entry.spare = undefined;
+  }
 }
+
+let usableMemory: number | undefined;
 
 /**
  * Can kld keep `bytes` more resident? Yes while it would stay under half the
@@ -88,8 +100,11 @@ export class DocumentTextMemo {
  * machine's.
  */
 export function roomInMemory(bytes: number): boolean {
-  const constrained = process.constrainedMemory?.() ?? 0;
-  const total = os.totalmem();
-  const usable = constrained > 0 && constrained < total ? constrained : total;
-  return process.memoryUsage.rss() + bytes <= usable / 2;
+  // The limit is read once: the control group's is read from its files.
+  if (usableMemory === undefined) {
+    const constrained = process.constrainedMemory?.() ?? 0;
+    const total = os.totalmem();
+    usableMemory = constrained > 0 && constrained < total ? constrained : total;
+  }
+  return process.memoryUsage.rss() + bytes <= usableMemory / 2;
 }

@@ -6,7 +6,7 @@ import { FlatInstance, flattenInstances, InstanceObjectV4 } from '../../domain/t
 import { DeciderService } from '../decider.service';
 import { COMMAND_METRICS, CommandMetrics, CommandOutcome } from '../ports/metrics.port';
 import { SERVER_LAGGING } from '../ports/read-model-sync.port';
-import { quotaOf } from '../quota/quota-commands';
+import { withQuota } from '../quota/quota-commands';
 import { InstanceHashMemo } from './instance-hash-memo';
 import { ServedInstanceBytes } from './served-instance-bytes';
 import { STATE } from './state-aggregate';
@@ -22,16 +22,19 @@ export class LockStateHandler implements ICommandHandler<LockStateCommand> {
   constructor(private readonly deciders: DeciderService) {}
 
   async execute(c: LockStateCommand): Promise<void> {
-    await this.deciders.execute(STATE, {
-      type: 'LockState',
-      data: {
-        name: c.name,
-        newStateId: this.deciders.newId(),
-        lockInfo: c.lockInfo,
-        ...(await quotaOf(this.deciders, c.name)),
-      },
-      metadata: this.deciders.context(c.caller),
-    });
+    const newStateId = this.deciders.newId();
+    const metadata = this.deciders.context(c.caller);
+    await withQuota(this.deciders, c.name, (quota, alsoAt) =>
+      this.deciders.execute(
+        STATE,
+        {
+          type: 'LockState',
+          data: { name: c.name, newStateId, lockInfo: c.lockInfo, ...quota },
+          metadata,
+        },
+        alsoAt,
+      ),
+    );
   }
 }
 
@@ -92,22 +95,30 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
         memo.known,
       );
       warming = this.served?.warm(fresh);
-      const { state, events } = await this.deciders.execute(STATE, {
-        type: 'CommitState',
-        data: {
-          name: c.name,
-          newStateId: this.deciders.newId(),
-          document: c.document,
-          instances,
-          ...(c.lockId !== null ? { lockId: c.lockId } : {}),
-          source: c.source,
-          checksum: c.checksum,
-          ...(c.baseVersion !== undefined ? { baseVersion: c.baseVersion } : {}),
-          ...(c.checkContinuity ? { checkContinuity: true } : {}),
-          ...(await quotaOf(this.deciders, c.name)),
-        },
-        metadata: this.deciders.context(c.caller),
-      });
+      const newStateId = this.deciders.newId();
+      const metadata = this.deciders.context(c.caller);
+      const { state, events } = await withQuota(this.deciders, c.name, (quota, alsoAt) =>
+        this.deciders.execute(
+          STATE,
+          {
+            type: 'CommitState',
+            data: {
+              name: c.name,
+              newStateId,
+              document: c.document,
+              instances,
+              ...(c.lockId !== null ? { lockId: c.lockId } : {}),
+              source: c.source,
+              checksum: c.checksum,
+              ...(c.baseVersion !== undefined ? { baseVersion: c.baseVersion } : {}),
+              ...(c.checkContinuity ? { checkContinuity: true } : {}),
+              ...quota,
+            },
+            metadata,
+          },
+          alsoAt,
+        ),
+      );
       outcome = events.length > 0 ? 'decided' : 'unchanged';
       instancesChanged = new Set(
         events.flatMap((e) =>

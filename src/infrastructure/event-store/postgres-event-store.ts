@@ -5,6 +5,7 @@ import {
   EventToAppend,
   ExpectedRevision,
   ReadStreamOptions,
+  StreamRevision,
 } from '../../application/ports/event-store.port';
 import {
   EventIdConflictError,
@@ -167,15 +168,17 @@ export class PostgresEventStore implements EventStore {
   async appendToStream(
     streamId: string,
     events: EventToAppend[],
-    { expectedRevision }: { expectedRevision: ExpectedRevision },
+    { expectedRevision, alsoAt }: { expectedRevision: ExpectedRevision; alsoAt?: StreamRevision },
   ): Promise<AppendResult> {
     checkEventIds(events);
     let appended: Appended;
     try {
       appended =
         events.length > 0 && events.length <= ONE_STATEMENT
-          ? await appendInOneStatement(this.db.pool, streamId, events, expectedRevision)
-          : await this.db.transaction((tx) => insertEvents(tx, streamId, events, expectedRevision));
+          ? await appendInOneStatement(this.db.pool, streamId, events, expectedRevision, alsoAt)
+          : await this.db.transaction((tx) =>
+              insertEvents(tx, streamId, events, expectedRevision, alsoAt),
+            );
     } catch (err) {
       // Either way the batch may be a repeat of an append that was stored
       // (and whose answer the writer lost): then that append's result is the
@@ -493,11 +496,13 @@ async function appendInOneStatement(
   streamId: string,
   events: EventToAppend[],
   expectedRevision: ExpectedRevision,
+  alsoAt?: StreamRevision,
 ): Promise<Appended> {
   const { sql: advance, params } = advanceStatement(
     streamId,
     BigInt(events.length),
     expectedRevision,
+    alsoAt,
   );
   const n = params.length;
   const { rows } = await q.query<{
@@ -533,7 +538,7 @@ async function appendInOneStatement(
     ],
   );
   const [row] = rows;
-  if (row.length === null) throw await wrongRevision(q, streamId, expectedRevision);
+  if (row.length === null) throw await wrongRevision(q, streamId, expectedRevision, alsoAt);
   if (row.positions?.length !== events.length) {
     throw new Error(
       `append of ${events.length} events to ${streamId} wrote ${row.positions?.length}`,
@@ -553,9 +558,10 @@ async function insertEvents(
   streamId: string,
   events: EventToAppend[],
   expectedRevision: ExpectedRevision,
+  alsoAt?: StreamRevision,
 ): Promise<Appended> {
   const count = BigInt(events.length);
-  const length = await advanceStream(tx, streamId, count, expectedRevision);
+  const length = await advanceStream(tx, streamId, count, expectedRevision, alsoAt);
   if (events.length >= COPY_EVENTS) return copyEvents(tx, streamId, events, length);
   let base = length - count;
   let last: { global_position: string; txid: string } | undefined;
@@ -725,34 +731,50 @@ async function advanceStream(
   streamId: string,
   count: bigint,
   expected: ExpectedRevision,
+  alsoAt?: StreamRevision,
 ): Promise<bigint> {
-  const { sql, params } = advanceStatement(streamId, count, expected);
+  const { sql, params } = advanceStatement(streamId, count, expected, alsoAt);
   const { rows } = await tx.query<{ length: string }>(sql, params);
   if (rows.length === 1) return BigInt(rows[0].length);
-  throw await wrongRevision(tx, streamId, expected);
+  throw await wrongRevision(tx, streamId, expected, alsoAt);
 }
 
 /**
  * The statement that moves the stream's length (advanceStream), returning
  * the new length, or no row when the expectation does not hold. Parameters:
- * $1 the stream, $2 the count, $3 the expected length (an expected revision).
+ * $1 the stream, $2 the count, then the expected length (an expected
+ * revision) and `alsoAt`'s stream and length (null: no such stream). The
+ * other stream is read in the statement's snapshot, without a lock: an
+ * append to it that commits meanwhile is ordered after this one, as if it
+ * had come later.
  */
 function advanceStatement(
   streamId: string,
   count: bigint,
   expected: ExpectedRevision,
-): { sql: string; params: string[] } {
-  const params = [streamId, count.toString()];
+  alsoAt?: StreamRevision,
+): { sql: string; params: (string | null)[] } {
+  const params: (string | null)[] = [streamId, count.toString()];
+  if (typeof expected === 'bigint') params.push((expected + 1n).toString());
+  let also = 'true';
+  if (alsoAt) {
+    params.push(
+      alsoAt.streamId,
+      alsoAt.revision === null ? null : (alsoAt.revision + 1n).toString(),
+    );
+    also = `(SELECT length FROM kl_streams WHERE stream_id = $${params.length - 1})
+              IS NOT DISTINCT FROM $${params.length}::bigint`;
+  }
   if (expected === 'no_stream') {
     return {
-      sql: `INSERT INTO kl_streams (stream_id, length) VALUES ($1, $2::bigint)
+      sql: `INSERT INTO kl_streams (stream_id, length) SELECT $1, $2::bigint WHERE ${also}
             ON CONFLICT (stream_id) DO NOTHING RETURNING length`,
       params,
     };
   }
   if (expected === 'any') {
     return {
-      sql: `INSERT INTO kl_streams (stream_id, length) VALUES ($1, $2::bigint)
+      sql: `INSERT INTO kl_streams (stream_id, length) SELECT $1, $2::bigint WHERE ${also}
             ON CONFLICT (stream_id) DO UPDATE
               SET length = kl_streams.length + EXCLUDED.length, updated_at = now()
             RETURNING length`,
@@ -762,29 +784,48 @@ function advanceStatement(
   if (expected === 'stream_exists') {
     return {
       sql: `UPDATE kl_streams SET length = length + $2::bigint, updated_at = now()
-             WHERE stream_id = $1 RETURNING length`,
+             WHERE stream_id = $1 AND ${also} RETURNING length`,
       params,
     };
   }
   return {
     sql: `UPDATE kl_streams SET length = length + $2::bigint, updated_at = now()
-           WHERE stream_id = $1 AND length = $3::bigint RETURNING length`,
-    params: [...params, (expected + 1n).toString()],
+           WHERE stream_id = $1 AND length = $3::bigint AND ${also} RETURNING length`,
+    params,
   };
 }
 
-/** The error for an append whose expected revision did not hold: with the stream's actual one. */
+/**
+ * The error for an append whose expectation did not hold: with the stream's
+ * actual revision, or, when the stream was where expected, `alsoAt`'s.
+ */
 async function wrongRevision(
   q: Queryable,
   streamId: string,
   expected: ExpectedRevision,
+  alsoAt?: StreamRevision,
 ): Promise<WrongExpectedRevisionError> {
-  const actual = await q.query<{ length: string }>(
-    'SELECT length FROM kl_streams WHERE stream_id = $1',
-    [streamId],
+  const { rows } = await q.query<{ stream_id: string; length: string }>(
+    'SELECT stream_id, length FROM kl_streams WHERE stream_id = ANY($1)',
+    [alsoAt ? [streamId, alsoAt.streamId] : [streamId]],
   );
-  const actualText = actual.rows.length
-    ? (BigInt(actual.rows[0].length) - 1n).toString()
-    : 'no_stream';
-  return new WrongExpectedRevisionError(streamId, String(expected), actualText);
+  const revisionOf = (id: string): bigint | null => {
+    const row = rows.find((r) => r.stream_id === id);
+    return row ? BigInt(row.length) - 1n : null;
+  };
+  const actual = revisionOf(streamId);
+  const text = (r: bigint | null) => (r === null ? 'no_stream' : r.toString());
+  if (alsoAt && revisionOf(alsoAt.streamId) !== alsoAt.revision && holds(expected, actual)) {
+    const other = revisionOf(alsoAt.streamId);
+    return new WrongExpectedRevisionError(alsoAt.streamId, text(alsoAt.revision), text(other));
+  }
+  return new WrongExpectedRevisionError(streamId, String(expected), text(actual));
+}
+
+/** Whether a stream at `actual` (null: none) meets the expectation. */
+function holds(expected: ExpectedRevision, actual: bigint | null): boolean {
+  if (expected === 'any') return true;
+  if (expected === 'no_stream') return actual === null;
+  if (expected === 'stream_exists') return actual !== null;
+  return actual === expected;
 }

@@ -3,6 +3,7 @@ import type {
   EventStore,
   EventToAppend,
   ExpectedRevision,
+  StreamRevision,
 } from '../../application/ports/event-store.port';
 import { WrongExpectedRevisionError } from '../../domain/shared/concurrency-error';
 import type { PrometheusMetrics } from './prometheus-metrics';
@@ -13,7 +14,7 @@ export function meteredEventStore(store: EventStore, metrics: PrometheusMetrics)
     async appendToStream(
       streamId: string,
       events: EventToAppend[],
-      options: { expectedRevision: ExpectedRevision },
+      options: { expectedRevision: ExpectedRevision; alsoAt?: StreamRevision },
     ): Promise<AppendResult> {
       const end = metrics.appendDuration.startTimer();
       try {
