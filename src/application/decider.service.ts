@@ -52,6 +52,14 @@ export interface DeciderServiceProps {
  * then wait until the read models include the new events, so the next
  * request (on any replica) reads what this one wrote.
  */
+/** Where a command's inputs came from, besides its own stream (DeciderService.execute). */
+export interface ReadFrom {
+  /** The other stream, at the revision the inputs were read at. */
+  at: StreamRevision;
+  /** True for a failure the caller answers by running the command again. */
+  retried: (err: unknown) => boolean;
+}
+
 export class DeciderService {
   // Keyed by spec: one store (and one warm cache) per aggregate.
   private readonly stores = new Map<object, AggregateStore<never, unknown, DomainEvent>>();
@@ -69,13 +77,13 @@ export class DeciderService {
   }
 
   /**
-   * With `alsoAt`, the append stands only while that other stream is where
+   * With `readFrom`, the append stands only while that other stream is where
    * the command's inputs were read from it (AggregateStore.handle).
    */
   async execute<C extends { metadata: CommandContext }, S, E extends DomainEvent>(
     spec: AggregateSpec<C, S, E>,
     command: C,
-    alsoAt?: StreamRevision,
+    readFrom?: ReadFrom,
   ): Promise<{ events: E[]; state: S }> {
     const started = performance.now();
     let answer = (): void => undefined;
@@ -84,13 +92,14 @@ export class DeciderService {
     let decided: E[] = [];
     let outcome: CommandOutcome = 'failed';
     let code: string | undefined;
+    let retried = false;
     try {
       const { events, state, readAt } = await this.storeOf(spec).handle(
         spec.streamOf(command),
         command,
         command.metadata,
         probe,
-        alsoAt,
+        readFrom?.at,
       );
       decided = events;
       // What it appended needs only the read models its event types feed; a
@@ -104,6 +113,7 @@ export class DeciderService {
       outcome = events.length > 0 ? 'decided' : 'unchanged';
       return { events, state };
     } catch (err) {
+      retried = readFrom?.retried(err) ?? false;
       if (err instanceof DomainError) {
         code = err.code;
         outcome = err.code === SERVER_LAGGING ? 'lagging' : 'refused';
@@ -112,16 +122,18 @@ export class DeciderService {
     } finally {
       // A snapshot this command made due is written from here on (AggregateStore).
       answer();
-      (this.props.metrics ?? NO_METRICS).commandRan({
-        aggregate: spec.name,
-        command: typeOf(command),
-        outcome,
-        ...(code !== undefined ? { code } : {}),
-        seconds: (performance.now() - started) / 1000,
-        queueSeconds: probe.queueSeconds,
-        conflicts: probe.conflicts,
-        events: decided,
-      });
+      // The caller runs it again: that run is the one counted.
+      if (!retried)
+        (this.props.metrics ?? NO_METRICS).commandRan({
+          aggregate: spec.name,
+          command: typeOf(command),
+          outcome,
+          ...(code !== undefined ? { code } : {}),
+          seconds: (performance.now() - started) / 1000,
+          queueSeconds: probe.queueSeconds,
+          conflicts: probe.conflicts,
+          events: decided,
+        });
     }
   }
 

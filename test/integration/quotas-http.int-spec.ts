@@ -13,6 +13,7 @@ describe('quotas over HTTP', () => {
   let server: KldServer;
   let admin: string;
   let teamA: string;
+  let scraper: string;
   const http = () => server.app.getHttpServer();
   const eventCount = async () =>
     (await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM kl_events'))[0].n;
@@ -80,6 +81,7 @@ describe('quotas over HTTP', () => {
     };
     admin = await create('quota-admin', ['admin', 'write:*']);
     teamA = await create('team-a-ci', ['write:team-a/*']);
+    scraper = await create('scraper', ['metrics']);
     await open.close();
     server = await startServer(
       loadConfig({
@@ -205,6 +207,19 @@ describe('quotas over HTTP', () => {
     expect(refused.body.ID).toContain('quota exceeded: state team-b/app holds 5 resources');
     expect(refused.body.Who).toBe('kilolock quota team-* (max 3 resources, state holds 5)');
     expect(await eventCount()).toBe(before);
+    // Decided first on the rules this process holds, then on the rules read
+    // again before refusing: one refused command for an operator to see.
+    const scraped = (await get('/metrics', scraper).expect(200)).text;
+    const refusals = scraped
+      .split('\n')
+      .filter(
+        (l) =>
+          l.startsWith('kilolock_command_duration_seconds_count{') &&
+          l.includes('command="LockState"') &&
+          l.includes('code="QUOTA.EXCEEDED"'),
+      );
+    expect(refusals).toHaveLength(1);
+    expect(refusals[0]).toMatch(/outcome="refused".* 1$/);
 
     await lock('team-b/app', 'plan-1', 'OperationTypePlan').expect(200);
     await request(http())

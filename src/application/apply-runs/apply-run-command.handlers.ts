@@ -69,7 +69,7 @@ export class StartApplyRunHandler implements ICommandHandler<StartApplyRunComman
     }
     const metadata = this.deciders.context(c.caller);
     const reservationIds = c.reservations.map(() => this.deciders.newId());
-    const { state } = await withQuota(this.deciders, c.name, (quota, alsoAt) =>
+    const { state } = await withQuota(this.deciders, c.name, (quota, readFrom) =>
       this.deciders.execute(
         STATE,
         {
@@ -88,7 +88,7 @@ export class StartApplyRunHandler implements ICommandHandler<StartApplyRunComman
           },
           metadata,
         },
-        alsoAt,
+        readFrom,
       ),
     );
     const active = asActive(state);
@@ -156,7 +156,7 @@ export class CommitApplyRunHandler implements ICommandHandler<CommitApplyRunComm
       throw ended(run, c.runId);
     }
     const metadata = this.deciders.context(c.caller);
-    const { events, state } = await withQuota(this.deciders, c.name, (quota, alsoAt) =>
+    const { events, state } = await withQuota(this.deciders, c.name, (quota, readFrom) =>
       this.deciders.execute(
         STATE,
         {
@@ -177,7 +177,7 @@ export class CommitApplyRunHandler implements ICommandHandler<CommitApplyRunComm
           },
           metadata,
         },
-        alsoAt,
+        readFrom,
       ),
     );
     const applied = events.find((e) => e.type === 'ApplyCommitted');

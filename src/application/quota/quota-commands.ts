@@ -14,9 +14,8 @@ import {
 import { WrongExpectedRevisionError } from '../../domain/shared/concurrency-error';
 import { DomainError } from '../../domain/shared/domain-error';
 import type { StateAt } from '../aggregate-store';
-import type { StreamRevision } from '../ports/event-store.port';
 import type { Caller } from '../command-context';
-import { AggregateSpec, DeciderService } from '../decider.service';
+import { AggregateSpec, DeciderService, ReadFrom } from '../decider.service';
 import { CommandWith } from '../props-message';
 
 /** Every quota rule on one stream. */
@@ -42,7 +41,7 @@ const QUOTA_ATTEMPTS = 10;
  * Runs a command judged by the quota governing the state, from the rules'
  * stream (not a read model), so it is judged by the rules as they are, on any
  * replica. The rules this process last saw are used without reading their
- * tail, and the command's append names their revision (`alsoAt`): an append
+ * tail, and the command's append names their revision (`readFrom`): an append
  * made on rules another replica has since changed is refused, and the command
  * runs again on the rules read now. An answer without an append that the rules
  * decided (a refusal over quota) is given only on rules just read, as the
@@ -51,23 +50,26 @@ const QUOTA_ATTEMPTS = 10;
 export async function withQuota<T>(
   deciders: DeciderService,
   stateName: string,
-  run: (quota: { quota?: QuotaLimit }, alsoAt: StreamRevision) => Promise<T>,
+  run: (quota: { quota?: QuotaLimit }, readFrom: ReadFrom) => Promise<T>,
 ): Promise<T> {
   let warm = deciders.warmState(QUOTAS, QUOTA_STREAM);
   for (let attempt = 1; ; attempt++) {
     const rules = warm ?? (await deciders.stateAt(QUOTAS, QUOTA_STREAM));
     const unread = warm !== null;
     warm = null;
-    try {
-      return await run(quotaIn(rules, stateName), {
-        streamId: QUOTA_STREAM,
-        revision: rules.revision,
-      });
-    } catch (err) {
+    const retried = (err: unknown): boolean => {
       const moved =
         err instanceof WrongExpectedRevisionError && err.metadata.streamId === QUOTA_STREAM;
       const refused = err instanceof DomainError && err.code === QUOTA_EXCEEDED;
-      if (!((moved && attempt < QUOTA_ATTEMPTS) || (refused && unread))) throw err;
+      return (moved && attempt < QUOTA_ATTEMPTS) || (refused && unread);
+    };
+    try {
+      return await run(quotaIn(rules, stateName), {
+        at: { streamId: QUOTA_STREAM, revision: rules.revision },
+        retried,
+      });
+    } catch (err) {
+      if (!retried(err)) throw err;
     }
   }
 }

@@ -24,7 +24,7 @@ export class LockStateHandler implements ICommandHandler<LockStateCommand> {
   async execute(c: LockStateCommand): Promise<void> {
     const newStateId = this.deciders.newId();
     const metadata = this.deciders.context(c.caller);
-    await withQuota(this.deciders, c.name, (quota, alsoAt) =>
+    await withQuota(this.deciders, c.name, (quota, readFrom) =>
       this.deciders.execute(
         STATE,
         {
@@ -32,7 +32,7 @@ export class LockStateHandler implements ICommandHandler<LockStateCommand> {
           data: { name: c.name, newStateId, lockInfo: c.lockInfo, ...quota },
           metadata,
         },
-        alsoAt,
+        readFrom,
       ),
     );
   }
@@ -97,7 +97,7 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
       warming = this.served?.warm(fresh);
       const newStateId = this.deciders.newId();
       const metadata = this.deciders.context(c.caller);
-      const { state, events } = await withQuota(this.deciders, c.name, (quota, alsoAt) =>
+      const { state, events } = await withQuota(this.deciders, c.name, (quota, readFrom) =>
         this.deciders.execute(
           STATE,
           {
@@ -116,7 +116,7 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
             },
             metadata,
           },
-          alsoAt,
+          readFrom,
         ),
       );
       outcome = events.length > 0 ? 'decided' : 'unchanged';
