@@ -321,15 +321,24 @@ export class DashboardReadModel {
       [stateId, targets],
     );
     const counts = new Map(alive.map((a) => [a.resource_address, a.n]));
-    // The page names dependent instances, so the first of them come from the
-    // instance edges; their number from the resource edges, which hold it per
-    // dependent resource instead of one row per instance (a resource that
-    // 50,000 instances depend on was a 50,000-row count on every view).
+    // The page names dependent instances: the resource edges say which
+    // resources depend on this one, and only their live instances are read
+    // (by resource address) to keep those that declare it. Edges by instance
+    // are a view over every lifecycle's `dependencies` (migration 035), with
+    // no index by target. Their number comes from the resource edges, which
+    // hold it per dependent resource instead of one row per instance (a
+    // resource that 50,000 instances depend on was a 50,000-row count on
+    // every view).
     const [dependents, total] = await Promise.all([
       this.db.query<{ from_address: string }>(
-        `SELECT from_address FROM resource_dependencies
-          WHERE state_id = $1 AND to_address = $2 AND delete_version IS NULL
-          ORDER BY from_address LIMIT ${MAX_DEPENDENTS}`,
+        `SELECT r.address AS from_address
+           FROM resource_edges e
+           JOIN resources r ON r.state_id = e.state_id
+                           AND r.resource_address = e.from_resource_address
+                           AND r.delete_version IS NULL
+          WHERE e.state_id = $1 AND e.to_address = $2
+            AND r.dependencies @> jsonb_build_array($2::text)
+          ORDER BY r.address LIMIT ${MAX_DEPENDENTS}`,
         [stateId, resourceAddress],
       ),
       this.db.query<{ n: number }>(
