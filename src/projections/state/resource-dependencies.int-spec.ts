@@ -4,6 +4,7 @@ import {
   TestDatabase,
 } from '../../../test/support/test-database';
 import { loadMigrations, migrate } from '../../infrastructure/postgres/migrator';
+import { DashboardReadModel } from '../../infrastructure/read-models/dashboard-read-model';
 import { snapshotTables, StateHarness, testDocument } from '../../../test/support/state-harness';
 
 const LIFECYCLES = 'state-resource-lifecycles';
@@ -102,6 +103,43 @@ describe('resource_dependencies, a view over the lifecycles (migration 035)', ()
            JOIN states s USING (state_id) WHERE s.name = 'odd'`,
       ),
     ).toEqual([{ from_address: 'terraform_data.c', to_address: 'terraform_data.y' }]);
+  });
+
+  it("gives the dashboard a resource's first 200 dependents by address, across the dependent resources", async () => {
+    // All 150 instances of `a`, the even ones of `b`'s 120 and all 210 of
+    // `c` declare hub; `d` does not. By address: a's, then b's, then c's.
+    const hub = 'terraform_data.hub';
+    const many = (name: string, n: number, declares: (k: number) => boolean) =>
+      Array.from({ length: n }, (_, k) => ({
+        name,
+        key: k,
+        input: `${name}${k}`,
+        dependsOn: declares(k) ? [hub] : [],
+      }));
+    await h.commit(
+      'fan',
+      testDocument(1, [
+        { name: 'hub', input: 'h' },
+        ...many('a', 150, () => true),
+        ...many('b', 120, (k) => k % 2 === 0),
+        ...many('c', 210, () => true),
+        { name: 'd', input: 'd' },
+      ]),
+    );
+    const declaring = (
+      await h.db.query<{ from_address: string }>(
+        `SELECT d.from_address FROM resource_dependencies d JOIN states s USING (state_id)
+          WHERE s.name = 'fan' AND d.to_address = $1 AND d.delete_version IS NULL`,
+        [hub],
+      )
+    )
+      .map((r) => r.from_address)
+      .sort();
+    expect(declaring).toHaveLength(420);
+    const n = await new DashboardReadModel(h.db).neighbours('fan', hub);
+    expect(n.dependentsTotal).toBe(420);
+    expect(n.dependents).toEqual(declaring.slice(0, 200));
+    expect(n.dependents.filter((a) => a.startsWith('terraform_data.b['))).toHaveLength(50);
   });
 
   it('has no projector of its own any more', async () => {
