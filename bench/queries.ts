@@ -146,7 +146,7 @@ async function main(): Promise<void> {
     );
     const sizes = await query(
       `SELECT octet_length(document) AS raw_state_bytes,
-              pg_size_pretty(pg_total_relation_size('resources')) AS resources_table
+              pg_size_pretty(pg_total_relation_size('public.resources')) AS resources_table
          FROM raw_state WHERE name = '${STATE_NAME}'`,
     );
     const [rawBytes, resTable] = sizes.result.rows[0] as [number, string];
