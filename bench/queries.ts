@@ -146,14 +146,11 @@ async function main(): Promise<void> {
     );
     const sizes = await query(
       `SELECT octet_length(document) AS raw_state_bytes,
-              pg_size_pretty(pg_total_relation_size('resources')) AS resources_table,
-              pg_size_pretty(pg_total_relation_size('resource_dependencies')) AS dependencies_table
+              pg_size_pretty(pg_total_relation_size('public.resources')) AS resources_table
          FROM raw_state WHERE name = '${STATE_NAME}'`,
     );
-    const [rawBytes, resTable, depTable] = sizes.result.rows[0] as [number, string, string];
-    console.log(
-      `Stored: raw_state ${mib(rawBytes)}, resources ${resTable}, resource_dependencies ${depTable}`,
-    );
+    const [rawBytes, resTable] = sizes.result.rows[0] as [number, string];
+    console.log(`Stored: raw_state ${mib(rawBytes)}, resources ${resTable}`);
     console.log(`Stats:  ${await tableStats(bench.url)}`);
     console.log();
 
@@ -184,7 +181,7 @@ async function main(): Promise<void> {
     }
     const analyzeMs = await analyze(bench.url);
     console.log(
-      `ANALYZE resources, resource_dependencies, resource_edges, states: ${formatMs(analyzeMs)} ms ` +
+      `ANALYZE resources, resource_edges, states: ${formatMs(analyzeMs)} ms ` +
         '(as the database owner; every figure below is after it)',
     );
     console.log(`Stats:  ${await tableStats(bench.url)}`);
@@ -565,7 +562,7 @@ async function analyze(databaseUrl: string): Promise<number> {
   await client.connect();
   try {
     const t0 = performance.now();
-    await client.query('ANALYZE resources, resource_dependencies, resource_edges, states');
+    await client.query('ANALYZE resources, resource_edges, states');
     return performance.now() - t0;
   } finally {
     await client.end();
@@ -585,7 +582,7 @@ async function tableStats(databaseUrl: string): Promise<string> {
       `SELECT relname, n_live_tup::text,
               COALESCE(to_char(GREATEST(last_analyze, last_autoanalyze), 'HH24:MI:SS'), 'never') AS analyzed
          FROM pg_stat_user_tables
-        WHERE relname IN ('resources', 'resource_dependencies', 'states')
+        WHERE relname IN ('resources', 'resource_edges', 'states')
         ORDER BY relname`,
     );
     return rows

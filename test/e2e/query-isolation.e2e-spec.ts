@@ -200,6 +200,7 @@ it('blast_radius walks only the states the token may read', async () => {
 
 it.each([
   ['the live tables by schema', 'SELECT name FROM public.states'],
+  ['the live edge view by schema', 'SELECT * FROM public.resource_dependencies'],
   ['a CTE over them', 'WITH s AS (SELECT * FROM public.raw_state) SELECT name FROM s'],
   [
     'search_path changed in the statement',

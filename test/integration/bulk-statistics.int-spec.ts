@@ -11,7 +11,7 @@ describe('statistics after a bulk commit', () => {
       (
         await h.db.query<{ relname: string; n: string }>(
           `SELECT relname, coalesce(last_analyze, last_autoanalyze)::text AS n
-             FROM pg_stat_user_tables WHERE relname IN ('resources', 'resource_dependencies')`,
+             FROM pg_stat_user_tables WHERE relname IN ('resources', 'resource_edge_sources')`,
         )
       ).filter((r) => r.n !== null).length;
     expect(await analyzed()).toBe(0);

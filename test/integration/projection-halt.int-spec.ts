@@ -196,7 +196,6 @@ describe('events no read model could hold, written by older versions', () => {
       expect(report.map((r) => r.projector)).toEqual([
         'state-catalog',
         'state-resource-lifecycles',
-        'state-resource-dependencies',
         'state-resource-edges',
         'state-raw',
         'resource-reservations',

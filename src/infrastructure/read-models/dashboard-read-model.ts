@@ -1,6 +1,7 @@
 import { DomainError } from '../../domain/shared/domain-error';
 import type { JsonValue } from '../../domain/terraform';
 import type { Database } from '../postgres/database';
+import { jsonbText } from '../postgres/jsonb-text';
 import { globToLike } from './resource-read-model';
 import type {
   DashboardState,
@@ -321,28 +322,45 @@ export class DashboardReadModel {
       [stateId, targets],
     );
     const counts = new Map(alive.map((a) => [a.resource_address, a.n]));
-    // The page names dependent instances, so the first of them come from the
-    // instance edges; their number from the resource edges, which hold it per
-    // dependent resource instead of one row per instance (a resource that
-    // 50,000 instances depend on was a 50,000-row count on every view).
-    const [dependents, total] = await Promise.all([
-      this.db.query<{ from_address: string }>(
-        `SELECT from_address FROM resource_dependencies
-          WHERE state_id = $1 AND to_address = $2 AND delete_version IS NULL
-          ORDER BY from_address LIMIT ${MAX_DEPENDENTS}`,
-        [stateId, resourceAddress],
-      ),
-      this.db.query<{ n: number }>(
-        `SELECT coalesce(sum(instances), 0)::int AS n FROM resource_edges
-          WHERE state_id = $1 AND to_address = $2`,
-        [stateId, resourceAddress],
-      ),
-    ]);
+    // The resource edges say which resources depend on this one, and how
+    // many of their live instances do (one row per dependent resource: a
+    // resource that 50,000 instances depend on was a 50,000-row count on
+    // every view). The page names the first dependent instances by address:
+    // of each dependent resource, its first live instances that declare this
+    // one, read in address order from resources_live_by_resource (migration
+    // 035), then merged. The instance edges (the view resource_dependencies)
+    // have no index by target. Each resource is a branch of its own, with
+    // its address as a value, so a 50,000-instance resource and a
+    // one-instance resource are each planned as what they are; and it is
+    // matched by a range (>= and <=, which is = for a deterministic
+    // collation) ordered by (resource_address, address), an order only that
+    // index gives: with `=` the order is plain `address`, which the
+    // state-wide address indexes give too, and PostgreSQL took them for a
+    // big resource, reading every instance sorted before it.
+    const edges = await this.db.query<{ from_resource_address: string; instances: number }>(
+      `SELECT from_resource_address, instances FROM resource_edges
+        WHERE state_id = $1 AND to_address = $2 ORDER BY from_resource_address`,
+      [stateId, resourceAddress],
+    );
+    const firstOfEach = edges.map(
+      (_, i) =>
+        `(SELECT resource_address, address FROM resources
+           WHERE state_id = $1 AND resource_address >= $${i + 3} AND resource_address <= $${i + 3}
+             AND delete_version IS NULL AND dependencies @> $2::jsonb
+           ORDER BY resource_address, address LIMIT ${MAX_DEPENDENTS})`,
+    );
+    const dependents = edges.length
+      ? await this.db.query<{ address: string }>(
+          `SELECT address FROM (${firstOfEach.join(' UNION ALL ')}) d
+            ORDER BY address LIMIT ${MAX_DEPENDENTS}`,
+          [stateId, jsonbText([resourceAddress]), ...edges.map((e) => e.from_resource_address)],
+        )
+      : [];
     return {
       resourceAddress,
       dependsOn: targets.map((t) => ({ resourceAddress: t, instances: counts.get(t) ?? 0 })),
-      dependents: dependents.map((d) => d.from_address),
-      dependentsTotal: total[0].n,
+      dependents: dependents.map((d) => d.address),
+      dependentsTotal: edges.reduce((n, e) => n + e.instances, 0),
     };
   }
 

@@ -2,7 +2,6 @@ import type { EventStore } from '../../application/ports/event-store.port';
 import type { Projector } from '../projector';
 import { RawStateProjector } from './raw-state.projector';
 import { ReservationsProjector } from './reservations.projector';
-import { ResourceDependenciesProjector } from './resource-dependencies.projector';
 import { ResourceEdgesProjector } from './resource-edges.projector';
 import { ResourceLifecyclesProjector } from './resource-lifecycles.projector';
 import { StateCatalogProjector } from './state-catalog.projector';
@@ -10,7 +9,6 @@ import { StateCatalogProjector } from './state-catalog.projector';
 export {
   RawStateProjector,
   ReservationsProjector,
-  ResourceDependenciesProjector,
   ResourceEdgesProjector,
   ResourceLifecyclesProjector,
   StateCatalogProjector,
@@ -24,7 +22,6 @@ export {
 export const STATE_PROJECTORS = [
   StateCatalogProjector,
   ResourceLifecyclesProjector,
-  ResourceDependenciesProjector,
   ResourceEdgesProjector,
   RawStateProjector,
   ReservationsProjector,
@@ -35,7 +32,6 @@ export function stateProjectors(events: EventStore): Projector[] {
   return [
     new StateCatalogProjector(),
     new ResourceLifecyclesProjector(),
-    new ResourceDependenciesProjector(),
     new ResourceEdgesProjector(),
     new RawStateProjector(events),
     new ReservationsProjector(),

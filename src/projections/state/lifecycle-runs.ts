@@ -101,21 +101,16 @@ export async function copyUnlessPresent(
 }
 
 /**
- * Ends the rows of `table` whose lifecycles closed (`column`: the instance
- * address they belong to). Only rows still open and created before the
- * closing version are touched, so a redelivered batch changes nothing.
+ * Ends the `resources` rows whose lifecycles closed. Only rows still open
+ * and created before the closing version are touched, so a redelivered
+ * batch changes nothing.
  */
-export async function closeRows(
-  tx: Queryable,
-  table: 'resources' | 'resource_dependencies',
-  column: 'address' | 'from_address',
-  rows: Closing[],
-): Promise<void> {
+export async function closeRows(tx: Queryable, rows: Closing[]): Promise<void> {
   await tx.query(
-    `UPDATE ${table} t SET delete_version = c.version, delete_serial = c.serial
+    `UPDATE resources t SET delete_version = c.version, delete_serial = c.serial
        FROM jsonb_to_recordset($1::jsonb)
             AS c(state_id uuid, address text, version integer, serial bigint)
-      WHERE t.state_id = c.state_id AND t.${column} = c.address
+      WHERE t.state_id = c.state_id AND t.address = c.address
         AND t.delete_version IS NULL AND t.create_version < c.version`,
     [jsonbText(rows)],
   );

@@ -44,7 +44,7 @@ describe('resource_edges (dependency edges between resource addresses)', () => {
       )
     ).map((r) => `${r.from} -> ${r.to} ×${r.instances}`);
 
-  /** The same edges from the instance-level table the lifecycles projector writes. */
+  /** The same edges from the instance-level view over the lifecycles (resource_dependencies). */
   const fromInstanceEdges = async (name: string) =>
     (
       await h.db.query<{ from: string; to: string; instances: number }>(

@@ -10,7 +10,6 @@ import type { RecordedEvent } from '../../domain/shared/event';
 import { parseStateDocument, StateDocumentV4 } from '../../domain/terraform';
 import { createShadowTables, dropShadowTables, useShadowTables } from '../shadow-tables';
 import type { Projector } from '../projector';
-import { ResourceDependenciesProjector } from './resource-dependencies.projector';
 import { ResourceLifecyclesProjector } from './resource-lifecycles.projector';
 
 const INSTANCES = 700; // more than the projector's COPY threshold (100 opens)
@@ -72,19 +71,9 @@ function bigDocument(serial: number): StateDocumentV4 {
 describe('resource lifecycles: the COPY path writes what the row-by-row path writes', () => {
   let h: StateHarness;
   let events: RecordedEvent[];
-  // The lifecycles (`resources`, `outputs`) and their edges
-  // (`resource_dependencies`), two projectors, applied one after the other.
-  const lifecycles = new ResourceLifecyclesProjector();
-  const dependencies = new ResourceDependenciesProjector();
-  const projector: Projector = {
-    name: 'lifecycles-and-dependencies',
-    handles: lifecycles.handles,
-    tables: [...lifecycles.tables, ...dependencies.tables],
-    apply: async (batch, tx) => {
-      await lifecycles.apply(batch, tx);
-      await dependencies.apply(batch, tx);
-    },
-  };
+  // The lifecycles (`resources`, `outputs`); their edges are the view
+  // resource_dependencies over `resources`.
+  const projector: Projector = new ResourceLifecyclesProjector();
 
   beforeAll(async () => {
     h = await StateHarness.create();
@@ -114,13 +103,18 @@ describe('resource lifecycles: the COPY path writes what the row-by-row path wri
       const seen = recordingStatements(tx, statements);
       return projector.apply(events, seen);
     });
-    expect(statements.filter((q) => q.startsWith('COPY '))).toHaveLength(2);
+    expect(statements.filter((q) => q.startsWith('COPY '))).toHaveLength(1);
     expect(inOneBatch).toEqual(oneByOne);
-    expect(projector.tables).toEqual(['resources', 'outputs', 'resource_dependencies']);
+    expect(projector.tables).toEqual(['resources', 'outputs']);
     expect(oneByOne[0]).toHaveLength(opens); // resources
-    expect(oneByOne[2]).toHaveLength(INSTANCES); // resource_dependencies
-    // …and the live projection (the runner's batches) holds the same rows.
+    // …and the live projection (the runner's batches) holds the same rows,
+    // with one edge per instance of `many` (each names `base`) in the view.
     expect(await tableRows(h.db, projector.tables)).toEqual(oneByOne);
+    const edges = await h.db.query<{ to_address: string; n: number }>(
+      `SELECT to_address, count(DISTINCT from_address)::int AS n FROM resource_dependencies
+        WHERE create_version = 1 GROUP BY 1`,
+    );
+    expect(edges).toEqual([{ to_address: 'terraform_data.base', n: INSTANCES }]);
     // The exact text survives in `instance`; the queryable columns hold U+FFFD for NUL.
     const [row] = await h.db.query<{ instance: string; value: string }>(
       `SELECT instance::text AS instance, attributes->'input'->>'value' AS value FROM resources

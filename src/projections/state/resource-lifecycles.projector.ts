@@ -118,7 +118,8 @@ function resourceParams(rows: ResourceRow[]): [string, string, string] {
  * which is also the order they are flushed in. Idempotent: opens ignore an
  * existing (address, create_version), closes only touch lifecycles still open
  * and created before the closing version. The lifecycles' dependency edges
- * are ResourceDependenciesProjector's, on a connection of their own.
+ * are read from their `dependencies` (the view resource_dependencies,
+ * migration 035).
  */
 @Projector()
 export class ResourceLifecyclesProjector implements Projector {
@@ -134,7 +135,7 @@ export class ResourceLifecyclesProjector implements Projector {
 
   apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
     return applyLifecycleRuns(events, this.addresses, {
-      close: (rows) => closeRows(tx, 'resources', 'address', rows),
+      close: (rows) => closeRows(tx, rows),
       open: (rows) => this.open(tx, rows),
       committed: (data) => this.projectOutputs(tx, data),
     });

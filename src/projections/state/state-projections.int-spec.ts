@@ -451,7 +451,7 @@ describe('State read models (projected from the real write path)', () => {
     const ofState = h.projectors.filter((p) =>
       p.handles.some((t) => STATE_EVENT_TYPES.includes(t)),
     );
-    expect(ofState).toHaveLength(6);
+    expect(ofState).toHaveLength(5);
     for (const projector of ofState) {
       const before = await snapshotTables(h.db, projector.tables);
       expect(Object.values(before).some((rows) => rows.length > 0)).toBe(true);
