@@ -26,6 +26,8 @@ import { DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { asStateEvent } from './state-event';
 import { readRawState } from '../../infrastructure/postgres/raw-state-chunks';
 import { ServedInstanceBytes } from '../../application/state/served-instance-bytes';
+import { binaryText, binaryUuid, copyBinaryRows } from '../../infrastructure/postgres/copy-rows';
+import { copyUnlessPresent } from './lifecycle-runs';
 
 // Lifecycle events read per query.
 const READ_AHEAD = 5000;
@@ -261,11 +263,40 @@ export class RawStateProjector implements Projector {
 /** Chunks per INSERT: three parameters each, far below the protocol's 65,535. */
 const INSERT_BATCH = 500;
 
-async function insertChunks(
-  tx: Queryable,
-  stateId: string,
-  chunks: { id: string; parts: Buffer[]; size: number }[],
-): Promise<void> {
+// Bytes of new chunks from which they go by COPY: a first commit's
+// megabytes, not a delta's few chunks (COPY's savepoint is two more round
+// trips).
+const COPY_BYTES = 1 << 20;
+
+type NewChunk = { id: string; parts: Buffer[]; size: number };
+
+/**
+ * Writes new chunks: many bytes (a first commit, a replay) with one binary
+ * COPY, whose bytes go out as they are, where a statement's parameters
+ * would be copied into node-postgres's bind buffer as it grows (about two
+ * and a half copies of a big state's 13 MB); a few with INSERT. A
+ * redelivered batch whose chunks exist already (COPY cannot skip them)
+ * falls back to the INSERT, which ignores them: both write the same rows.
+ */
+async function insertChunks(tx: Queryable, stateId: string, chunks: NewChunk[]): Promise<void> {
+  let bytes = 0;
+  for (const c of chunks) bytes += c.size;
+  if (bytes >= COPY_BYTES) {
+    const state = binaryUuid(stateId);
+    const copied = await copyUnlessPresent(tx, () =>
+      copyBinaryRows(
+        tx,
+        'raw_state_chunks',
+        ['state_id', 'chunk_id', 'bytes'],
+        chunks.map((c) => [state, binaryText(c.id), c.parts]),
+      ),
+    );
+    if (copied) return;
+  }
+  await insertChunkRows(tx, stateId, chunks);
+}
+
+async function insertChunkRows(tx: Queryable, stateId: string, chunks: NewChunk[]): Promise<void> {
   for (let i = 0; i < chunks.length; i += INSERT_BATCH) {
     const batch = chunks.slice(i, i + INSERT_BATCH);
     const params: unknown[] = [stateId];
