@@ -26,6 +26,8 @@ import { DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { asStateEvent } from './state-event';
 import { readRawState } from '../../infrastructure/postgres/raw-state-chunks';
 import { ServedInstanceBytes } from '../../application/state/served-instance-bytes';
+import { binaryText, binaryUuid, copyBinaryRows } from '../../infrastructure/postgres/copy-rows';
+import { COPY_ROWS, copyUnlessPresent } from './lifecycle-runs';
 
 // Lifecycle events read per query.
 const READ_AHEAD = 5000;
@@ -42,6 +44,8 @@ interface OpenCommit {
   /** Stream revision of the last event of this commit applied so far. */
   revision: bigint;
   doc: CurrentDocument;
+  /** Lifecycle events applied to `doc` since it was last written (insertChunks). */
+  lifecycles: number;
 }
 
 type LifecycleEvent = LifecycleOpened | LifecycleClosed;
@@ -184,6 +188,7 @@ export class RawStateProjector implements Projector {
       transactionId: recorded.position.transactionId,
       revision: recorded.streamRevision,
       doc,
+      lifecycles: 0,
     };
   }
 
@@ -246,7 +251,7 @@ export class RawStateProjector implements Projector {
         gone,
       ]);
     }
-    await insertChunks(tx, open.stateId, [...added.values()]);
+    await insertChunks(tx, open.stateId, [...added.values()], open.lifecycles >= COPY_ROWS);
     await tx.query(
       `UPDATE raw_state SET version = $2, serial = $3, chunks = $4, updated_at = $5
         WHERE state_id = $1`,
@@ -261,11 +266,48 @@ export class RawStateProjector implements Projector {
 /** Chunks per INSERT: three parameters each, far below the protocol's 65,535. */
 const INSERT_BATCH = 500;
 
+// Bytes of new chunks from which they go by COPY, when the commits they
+// come from changed many instances (COPY_ROWS lifecycles: a first commit, a
+// replay). Never a few changes, however big their chunks: COPY's savepoint
+// is two more round trips, and a command's read models caught up together
+// share a connection that takes no COPY (ProjectionRunner: below every
+// projector's COPY threshold).
+const COPY_BYTES = 1 << 20;
+
+type NewChunk = { id: string; parts: Buffer[]; size: number };
+
+/**
+ * Writes new chunks: many bytes (a first commit, a replay) with one binary
+ * COPY, whose bytes go out as they are, where a statement's parameters
+ * would be copied into node-postgres's bind buffer as it grows (about two
+ * and a half copies of a big state's 13 MB); a few with INSERT. A
+ * redelivered batch whose chunks exist already (COPY cannot skip them)
+ * falls back to the INSERT, which ignores them: both write the same rows.
+ */
 async function insertChunks(
   tx: Queryable,
   stateId: string,
-  chunks: { id: string; parts: Buffer[]; size: number }[],
+  chunks: NewChunk[],
+  manyChanges: boolean,
 ): Promise<void> {
+  let bytes = 0;
+  for (const c of chunks) bytes += c.size;
+  if (manyChanges && bytes >= COPY_BYTES) {
+    const state = binaryUuid(stateId);
+    const copied = await copyUnlessPresent(tx, () =>
+      copyBinaryRows(
+        tx,
+        'raw_state_chunks',
+        ['state_id', 'chunk_id', 'bytes'],
+        chunks.map((c) => [state, binaryText(c.id), c.parts]),
+      ),
+    );
+    if (copied) return;
+  }
+  await insertChunkRows(tx, stateId, chunks);
+}
+
+async function insertChunkRows(tx: Queryable, stateId: string, chunks: NewChunk[]): Promise<void> {
   for (let i = 0; i < chunks.length; i += INSERT_BATCH) {
     const batch = chunks.slice(i, i + INSERT_BATCH);
     const params: unknown[] = [stateId];
@@ -311,6 +353,7 @@ function follow(
     transactionId: recorded.position.transactionId,
     revision: recorded.streamRevision,
     doc: previous.doc,
+    lifecycles: previous.lifecycles,
   };
 }
 
@@ -342,6 +385,7 @@ function applyLifecycles(open: OpenCommit, events: readonly RecordedEvent[]): bo
     if (event.data.stateId !== open.stateId || event.data.version !== open.version) return false;
     applyLifecycle(open.doc, event);
     open.revision = recorded.streamRevision;
+    open.lifecycles++;
   }
   return true;
 }
