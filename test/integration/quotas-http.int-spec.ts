@@ -1,6 +1,7 @@
 import request from 'supertest';
 import { startServer, KldServer } from '../../src/app/server';
 import { loadConfig } from '../../src/infrastructure/config/config';
+import { lockInfo, testDocument } from '../support/state-harness';
 import { createTestDatabase, quietLogger, TestDatabase } from '../support/test-database';
 
 /**
@@ -26,43 +27,18 @@ describe('quotas over HTTP', () => {
       .send(JSON.stringify(body));
   const get = (path: string, token = admin) => request(http()).get(path).set(bearer(token));
 
-  const doc = (serial: number, n: number) => ({
-    version: 4,
-    terraform_version: '1.11.4',
-    serial,
-    lineage: 'l-1',
-    outputs: {},
-    resources: [
-      {
-        mode: 'managed',
-        type: 'terraform_data',
-        name: 'r',
-        provider: 'provider["terraform.io/builtin/terraform"]',
-        each: 'list',
-        instances: Array.from({ length: n }, (_, i) => ({
-          index_key: i,
-          schema_version: 0,
-          attributes: { id: `id-${i}` },
-          sensitive_attributes: [],
-        })),
-      },
-    ],
-  });
-  const lockInfo = (id: string, operation: string) => ({
-    ID: id,
-    Operation: operation,
-    Who: 'alice@laptop',
-    Version: '1.11.4',
-    Created: '2026-11-30T00:00:00Z',
-    Path: '',
-    Info: '',
-  });
+  // n counted instances of one resource.
+  const doc = (serial: number, n: number) =>
+    testDocument(
+      serial,
+      Array.from({ length: n }, (_, key) => ({ name: 'r', key, input: 'x' })),
+    );
   const lock = (state: string, id: string, operation: string) =>
     request(http())
       .lock(`/v1/states/${state}`)
       .set(bearer(admin))
       .set('Content-Type', 'application/json')
-      .send(JSON.stringify(lockInfo(id, operation)));
+      .send(JSON.stringify(lockInfo(id, 'alice@laptop', operation)));
 
   beforeAll(async () => {
     t = await createTestDatabase();
@@ -226,7 +202,7 @@ describe('quotas over HTTP', () => {
       .unlock('/v1/states/team-b/app')
       .set(bearer(admin))
       .set('Content-Type', 'application/json')
-      .send(JSON.stringify(lockInfo('plan-1', 'OperationTypePlan')))
+      .send(JSON.stringify(lockInfo('plan-1', 'alice@laptop', 'OperationTypePlan')))
       .expect(200);
 
     // A kl apply run that writes is refused the same way; nothing is recorded.

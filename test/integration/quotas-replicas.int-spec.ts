@@ -1,6 +1,7 @@
 import request from 'supertest';
 import { startServer, KldServer } from '../../src/app/server';
 import { loadConfig } from '../../src/infrastructure/config/config';
+import { lockInfo, testDocument } from '../support/state-harness';
 import { createTestDatabase, quietLogger, TestDatabase } from '../support/test-database';
 
 /**
@@ -12,28 +13,12 @@ import { createTestDatabase, quietLogger, TestDatabase } from '../support/test-d
 describe('quotas across replicas', () => {
   let t: TestDatabase;
   const servers: KldServer[] = [];
-  const doc = (serial: number, n: number) => ({
-    version: 4,
-    terraform_version: '1.11.4',
-    serial,
-    lineage: 'l-1',
-    outputs: {},
-    resources: [
-      {
-        mode: 'managed',
-        type: 'terraform_data',
-        name: 'r',
-        provider: 'provider["terraform.io/builtin/terraform"]',
-        each: 'list',
-        instances: Array.from({ length: n }, (_, i) => ({
-          index_key: i,
-          schema_version: 0,
-          attributes: { id: `id-${i}` },
-          sensitive_attributes: [],
-        })),
-      },
-    ],
-  });
+  // n counted instances of one resource.
+  const doc = (serial: number, n: number) =>
+    testDocument(
+      serial,
+      Array.from({ length: n }, (_, key) => ({ name: 'r', key, input: 'x' })),
+    );
   const post = (s: KldServer, path: string, body: unknown) =>
     request(s.app.getHttpServer())
       .post(path)
@@ -43,17 +28,7 @@ describe('quotas across replicas', () => {
     request(s.app.getHttpServer())
       .lock('/v1/states/rep/app')
       .set('Content-Type', 'application/json')
-      .send(
-        JSON.stringify({
-          ID: id,
-          Operation: 'OperationTypeApply',
-          Who: 'alice@laptop',
-          Version: '1.11.4',
-          Created: '2026-11-30T00:00:00Z',
-          Path: '',
-          Info: '',
-        }),
-      );
+      .send(JSON.stringify(lockInfo(id)));
   const unlock = (s: KldServer, id: string) =>
     request(s.app.getHttpServer())
       .unlock('/v1/states/rep/app')
