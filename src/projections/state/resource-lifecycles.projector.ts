@@ -30,7 +30,7 @@ const RESOURCE_NAMES = RESOURCE_COLUMN_LIST.map(([name]) => name).join(', ');
  * text, any other column a string as it is and anything else as its JSON
  * text, with NUL and lone surrogates made U+FFFD in both.
  */
-export function cellField(value: JsonValue | undefined, jsonb: boolean): string {
+function cellField(value: JsonValue | undefined, jsonb: boolean): string {
   if (value === undefined || value === null) return copyField(null);
   // A number or boolean's JSON text is its string (parsed JSON holds only
   // finite numbers): the versions, serials and flags of every row skip the
