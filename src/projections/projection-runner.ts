@@ -22,6 +22,22 @@ import {
   useShadowTables,
 } from './shadow-tables';
 
+/**
+ * What the batches of one projector in a writer's catch-up share: the
+ * events they handled (statistics are refreshed once it is over) and its
+ * turn among the projectors caught up side by side.
+ */
+interface Bulk {
+  handled: number;
+  /**
+   * Settles once the projector before this one has started applying (or is
+   * done): this one waits for it, under its own lock, before applying.
+   */
+  turn?: Promise<void>;
+  /** Called once this projector's batch has started applying: the next one's turn. */
+  applying?: () => void;
+}
+
 export const CHECKPOINTS_CHANNEL = 'kl_checkpoints';
 /** Notified after a skip or a rebuild, from any process: halted projectors look again. */
 export const MAINTENANCE_CHANNEL = 'kl_projection_maintenance';
@@ -343,12 +359,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * loop asks, which leaves the batch to a writer of this process catching
    * the projector up.
    */
-  async runBatch(
-    projector: Projector,
-    limit = BATCH,
-    bulk?: { handled: number },
-    loop = false,
-  ): Promise<number> {
+  async runBatch(projector: Projector, limit = BATCH, bulk?: Bulk, loop = false): Promise<number> {
     const halt = this.halts.get(projector.name);
     if (halt) throw new ProjectionHaltedError(halt);
     try {
@@ -362,7 +373,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   private async attempt(
     projector: Projector,
     limit: number,
-    bulk?: { handled: number },
+    bulk?: Bulk,
     loop = false,
   ): Promise<number> {
     // The lock and the read of the checkpoint go with the BEGIN: two round
@@ -401,6 +412,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
               checkpointOf(checkpoint.rows, projector.name),
               early,
               heldLimit,
+              bulk,
             ),
       `${lockStatement(projector.name)}; ${checkpointQuery(escapeLiteral(projector.name))}`,
     );
@@ -554,6 +566,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     early?: { from: LogPosition; events: Promise<RecordedEvent[] | null> },
     /** How many events to take when they are held in memory (HELD_CATCH_UP_BATCH). */
     heldLimit = limit,
+    bulk?: Bulk,
   ): Promise<{ consumed: number; handled: number; at: LogPosition }> {
     if (typeof lock === 'string') await tx.query(lockStatement(lock));
     const { position: from, skips } =
@@ -568,7 +581,13 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     const handled = events.filter(
       (e) => projector.handles.includes(e.type) && !skips.has(e.position.globalPosition),
     );
-    if (handled.length) await projector.apply(handled, tx);
+    // Its turn (Bulk.turn) under its lock, its events at hand: it starts
+    // as soon as the one before it has, without a round trip of its own.
+    if (bulk?.turn) await bulk.turn;
+    const applying = handled.length ? projector.apply(handled, tx) : undefined;
+    // Its first statement is on its way: the next projector's turn.
+    bulk?.applying?.();
+    await applying;
     const to = events[events.length - 1].position;
     // Moved compare-and-set, and announced (at commit) only when it moved.
     const { rowCount } = await tx.query(
@@ -700,7 +719,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       // (ANALYZE) after its first big batch would scan the tables while the
       // rest of the commit is still being written (competing for the CPU),
       // and once more for the batches that landed meanwhile.
-      const bulk = new Map<Projector, { handled: number }>();
+      const bulk = new Map<Projector, Bulk>();
       // A few of the command's own events, held in memory, for several read
       // models: one transaction for them all (a BEGIN and a COMMIT, not one
       // each). Many (a first commit) keep a connection per read model: their
@@ -719,19 +738,35 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         }
         continue;
       }
+      // Their transactions begin side by side, but they start applying in
+      // their order, each once the one before it has sent its first
+      // statement (its turn, Bulk.turn): preparing a projector's rows holds
+      // the event loop for tens of milliseconds, and a first commit's longest
+      // statement in PostgreSQL, the lifecycles' COPY (their projector is
+      // listed first), waited behind the edges' and the raw state's
+      // preparation (docs/performance.md, wave 13). No wait goes round in a
+      // circle: the first never waits for a turn, and a projector waits only
+      // for one before it, whose connection was asked for first.
+      let turn: Promise<void> = Promise.resolve();
       try {
         await Promise.all(
           first.behind
             .filter((p) => !this.halts.has(p.name))
             .map(async (p) => {
-              const counted = { handled: 0 };
+              let pass = (): void => undefined;
+              const counted: Bulk = { handled: 0, turn, applying: () => pass() };
+              turn = new Promise<void>((resolve) => (pass = resolve));
               bulk.set(p, counted);
-              // A batch from memory ends where the held appends do (before an
-              // append of another process): go on while there is progress
-              // and this projector is short of the position.
-              for (;;) {
-                const n = await this.runBatch(p, CATCH_UP_BATCH, counted);
-                if (n === 0 || this.knownAt(p, position)) break;
+              try {
+                // A batch from memory ends where the held appends do (before an
+                // append of another process): go on while there is progress
+                // and this projector is short of the position.
+                for (;;) {
+                  const n = await this.runBatch(p, CATCH_UP_BATCH, counted);
+                  if (n === 0 || this.knownAt(p, position)) break;
+                }
+              } finally {
+                pass();
               }
             }),
         );

@@ -103,6 +103,47 @@ describe('a writer catching up a big commit', () => {
     // The writer's one batch: a loop that did not look again under the lock took 500 first.
     expect(batches).toEqual([6_000]);
   });
+  it('starts its projectors applying in their order, each once the one before has begun', async () => {
+    // The first projector's lock is held elsewhere for a while: the others'
+    // transactions begin meanwhile, but none applies before it has.
+    const applying: string[] = [];
+    const spy = (name: string): Projector => ({
+      name,
+      handles: [StateEventType.LifecycleOpened],
+      tables: [],
+      async apply(events, tx) {
+        applying.push(name);
+        await tx.query('SELECT $1::int AS n', [events.length]);
+      },
+    });
+    const names = ['turn-first', 'turn-second', 'turn-third'];
+    const runner = new ProjectionRunner({
+      events: h.events,
+      db: h.db,
+      notifier,
+      logger: quietLogger,
+    }).register(names.map(spy));
+    await runner.waitForPosition((await h.events.lastPosition())!);
+    applying.length = 0;
+    const other = await h.db.pool.connect();
+    await other.query('SELECT pg_advisory_lock($1, hashtext($2))', [LOCK_NAMESPACE, names[0]]);
+    const instances = Array.from({ length: 2_000 }, (_, i) => ({
+      name: 't',
+      key: i,
+      input: `${i}`,
+    }));
+    const position = await h.append(
+      h.commitCommand('turns', testDocument(1, instances), { source: 'import' }),
+    );
+    const caughtUp = runner.waitForPosition(position!, [StateEventType.LifecycleOpened]);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(applying).toEqual([]);
+    await other.query('SELECT pg_advisory_unlock($1, hashtext($2))', [LOCK_NAMESPACE, names[0]]);
+    other.release();
+    await caughtUp;
+    // Without the turns the two others apply while the first waits for its lock.
+    expect(applying).toEqual(names);
+  });
   it('passes over held events of no type its projector handles in one batch', async () => {
     const applied: string[][] = [];
     const spy: Projector = {

@@ -194,8 +194,8 @@ describe('events no read model could hold, written by older versions', () => {
       const live = await snapshotTables(h.db);
       const report = await h.newRunner(stateProjectors(h.events), { logger: log.logger }).rebuild();
       expect(report.map((r) => r.projector)).toEqual([
-        'state-catalog',
         'state-resource-lifecycles',
+        'state-catalog',
         'state-resource-edges',
         'state-raw',
         'resource-reservations',

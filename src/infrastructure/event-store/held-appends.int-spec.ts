@@ -40,6 +40,32 @@ async function eventually<T>(read: () => Promise<T[]>): Promise<T[]> {
 describe('PostgreSQL event store: appends handed over from memory', () => {
   const env = useEventStoreDatabase('kl_held');
 
+  it('holds a big append whose positions are not one range as they were written', async () => {
+    // The positions a COPY's rows took are a range unless other positions
+    // were taken between them: then they are read back. A sequence stepping
+    // by 2 leaves gaps in every append.
+    const store = new PostgresEventStore(env.t.db, env.notifier);
+    const before = (await store.lastPosition()) ?? LOG_START;
+    const [{ sequence }] = await env.t.db.query<{ sequence: string }>(
+      `SELECT pg_get_serial_sequence('kl_events', 'global_position') AS sequence`,
+    );
+    await env.t.db.query(`ALTER SEQUENCE ${sequence} INCREMENT BY 2`);
+    try {
+      const big = await store.appendToStream('held-gaps', events(1200), {
+        expectedRevision: 'no_stream',
+      });
+      const all = await eventually(async () => {
+        const read = await store.readAll(before, 10_000);
+        return read.length === 1200 ? read : [];
+      });
+      expect(all[1].position.globalPosition - all[0].position.globalPosition).toBe(2n);
+      expect(all[1199].position).toEqual(big.position);
+      expect(store.heldAppend(big.position.transactionId)).toEqual(all);
+    } finally {
+      await env.t.db.query(`ALTER SEQUENCE ${sequence} INCREMENT BY 1`);
+    }
+  });
+
   it('hands over exactly what readAll reads back, for small (INSERT) and big (COPY) appends', async () => {
     const store = new PostgresEventStore(env.t.db, env.notifier);
     const before = (await store.lastPosition()) ?? LOG_START;

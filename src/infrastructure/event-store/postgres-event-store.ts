@@ -667,13 +667,7 @@ async function copyEvents(
       }
     })(),
   );
-  // Each row's position, in revision order: for the events held in memory.
-  const written = await tx.query<{ positions: string[] }>(
-    `SELECT array_agg(global_position ORDER BY stream_revision) AS positions FROM kl_events
-      WHERE stream_id = $1 AND stream_revision >= $2 AND stream_revision < $3`,
-    [streamId, first.toString(), length.toString()],
-  );
-  const positions = written.rows[0].positions;
+  const positions = await copiedPositions(tx, streamId, first, length);
   if (positions?.length !== events.length) {
     throw new Error(`COPY of ${events.length} events into ${streamId} wrote ${positions?.length}`);
   }
@@ -687,6 +681,40 @@ async function copyEvents(
     },
     positions,
   };
+}
+
+/**
+ * Each copied row's position, in revision order: for the events held in
+ * memory. The rows took theirs from the sequence one after another, in
+ * order, so the first row's and the session's last one (`currval`) bound
+ * them; when nothing else took a position in between (the usual case: the
+ * bounds are exactly as far apart as there are rows) they are that range,
+ * found without reading the rows back (a scan of 20,000 rows, about 30 ms
+ * on the chain a first commit's answer waits for). Otherwise they are read.
+ */
+async function copiedPositions(
+  tx: PoolClient,
+  streamId: string,
+  first: bigint,
+  length: bigint,
+): Promise<string[]> {
+  const count = Number(length - first);
+  const { rows } = await tx.query<{ first: string | null; last: string }>(
+    `SELECT (SELECT global_position FROM kl_events
+              WHERE stream_id = $1 AND stream_revision = $2) AS first,
+            currval(pg_get_serial_sequence('kl_events', 'global_position')) AS last`,
+    [streamId, first.toString()],
+  );
+  const from = rows[0].first === null ? null : BigInt(rows[0].first);
+  if (from !== null && BigInt(rows[0].last) - from + 1n === BigInt(count)) {
+    return Array.from({ length: count }, (_, i) => (from + BigInt(i)).toString());
+  }
+  const written = await tx.query<{ positions: string[] }>(
+    `SELECT array_agg(global_position ORDER BY stream_revision) AS positions FROM kl_events
+      WHERE stream_id = $1 AND stream_revision >= $2 AND stream_revision < $3`,
+    [streamId, first.toString(), length.toString()],
+  );
+  return written.rows[0].positions;
 }
 
 /** Ids are the writer's: refuse a malformed or repeated one before touching the store. */

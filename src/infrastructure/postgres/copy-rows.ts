@@ -40,16 +40,30 @@ const WRITE_BYTES = 256 * 1024;
  * one statement whatever the number of rows, no per-row planning, and the
  * rows are encoded as they are sent. Each row is its fields in `columns`
  * order, already in COPY text form (`copyField`). Part of the caller's
- * transaction: a failure anywhere aborts it, like any statement.
+ * transaction: a failure anywhere aborts it, like any statement. `first`, a
+ * statement without results (a SAVEPOINT), is sent in the same query, ahead
+ * of the COPY: one round trip for both.
  */
 export async function copyRows(
   tx: Queryable,
   table: string,
   columns: readonly string[],
   rows: Iterable<readonly string[]>,
+  first?: string,
 ): Promise<void> {
-  const sink = tx.query(copyFrom(`COPY ${table} (${columns.join(', ')}) FROM STDIN`));
+  const sink = tx.query(
+    copyFrom(`${ahead(first)}COPY ${table} (${columns.join(', ')}) FROM STDIN`),
+  );
   await pipeline(Readable.from(lines(rows), { objectMode: false }), sink);
+}
+
+/**
+ * A statement sent ahead of a COPY in its simple query: PostgreSQL runs it
+ * first, in the same transaction, and pg-copy-streams passes over its
+ * completion to the COPY's.
+ */
+function ahead(first: string | undefined): string {
+  return first === undefined ? '' : `${first}; `;
 }
 
 /**
@@ -112,9 +126,10 @@ export async function copyBinaryRows(
   table: string,
   columns: readonly string[],
   rows: Iterable<readonly BinaryField[]>,
+  first?: string,
 ): Promise<void> {
   const sink = tx.query(
-    copyFrom(`COPY ${table} (${columns.join(', ')}) FROM STDIN (FORMAT binary)`),
+    copyFrom(`${ahead(first)}COPY ${table} (${columns.join(', ')}) FROM STDIN (FORMAT binary)`),
   );
   await pipeline(Readable.from(binaryWrites(columns.length, rows), { objectMode: false }), sink);
 }

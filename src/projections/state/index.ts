@@ -17,11 +17,13 @@ export {
 /**
  * The State aggregate's read models. Each projector owns its tables and
  * checkpoint and never reads another's tables, so any one can be rebuilt or
- * fall behind alone.
+ * fall behind alone. The lifecycles come first: a writer's catch-up starts
+ * its projectors applying in this order (ProjectionRunner), and theirs is
+ * the longest write of a big commit.
  */
 export const STATE_PROJECTORS = [
-  StateCatalogProjector,
   ResourceLifecyclesProjector,
+  StateCatalogProjector,
   ResourceEdgesProjector,
   RawStateProjector,
   ReservationsProjector,
@@ -30,8 +32,8 @@ export const STATE_PROJECTORS = [
 /** New instances, for a runner built outside Nest (tests). */
 export function stateProjectors(events: EventStore): Projector[] {
   return [
-    new StateCatalogProjector(),
     new ResourceLifecyclesProjector(),
+    new StateCatalogProjector(),
     new ResourceEdgesProjector(),
     new RawStateProjector(events),
     new ReservationsProjector(),

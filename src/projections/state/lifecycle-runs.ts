@@ -31,7 +31,10 @@ export interface Opening {
 export interface LifecycleSink {
   close(rows: Closing[]): Promise<void>;
   open(rows: Opening[]): Promise<void>;
-  /** An ApplyCommitted, once the runs before it are written (ignored without it). */
+  /**
+   * An ApplyCommitted, once the runs of its commit are written (ignored
+   * without it).
+   */
   committed?(data: ApplyCommitted['data']): Promise<void>;
 }
 
@@ -41,6 +44,10 @@ export interface LifecycleSink {
  * commit's closes before its opens, which is also the order they are
  * flushed in). Openings are made as they are met and rows only as they are
  * written: made here, thousands of them would outlive many young collections.
+ * A commit's ApplyCommitted comes before its lifecycles; it is written after
+ * them (its own rows are another table's), so that a first commit's `COPY`
+ * of lifecycles, the longest statement PostgreSQL runs for it, is the first
+ * one sent, not one round trip later.
  */
 export async function applyLifecycleRuns(
   events: RecordedEvent[],
@@ -49,17 +56,23 @@ export async function applyLifecycleRuns(
 ): Promise<void> {
   let opened: Opening[] = [];
   let closed: Closing[] = [];
-  const flush = async () => {
+  let commit: ApplyCommitted['data'] | undefined;
+  const runs = async () => {
     if (closed.length) await sink.close(closed);
     if (opened.length) await sink.open(opened);
     opened = [];
     closed = [];
   };
+  const flush = async () => {
+    await runs();
+    if (commit !== undefined && sink.committed) await sink.committed(commit);
+    commit = undefined;
+  };
   for (const recorded of events) {
     const event = asStateEvent(recorded);
     if (event === null) continue;
     if (event.type === 'LifecycleClosed') {
-      if (opened.length) await flush();
+      if (opened.length) await runs();
       closed.push({
         state_id: event.data.stateId,
         address: event.data.address,
@@ -68,9 +81,9 @@ export async function applyLifecycleRuns(
       });
     } else if (event.type === 'LifecycleOpened') {
       opened.push({ data: event.data, resourceAddress: addresses.of(event.data.resource) });
-    } else if (event.type === 'ApplyCommitted' && sink.committed) {
+    } else if (event.type === 'ApplyCommitted') {
       await flush();
-      await sink.committed(event.data);
+      commit = event.data;
     }
   }
   await flush();
@@ -82,15 +95,17 @@ export async function applyLifecycleRuns(
  * recordset, but cannot skip rows that exist: when a redelivered batch finds
  * a key already there, the savepoint is rolled back and the answer is false,
  * for the caller to write the same rows with a statement that ignores what
- * exists.
+ * exists. `copy` is given the statement that takes the savepoint, to send in
+ * the COPY's own query (`copyRows`' `first`): the COPY starts at once, not
+ * one round trip later (while kld prepares other read models' rows, the
+ * savepoint's answer can wait tens of milliseconds for its turn).
  */
 export async function copyUnlessPresent(
   tx: Queryable,
-  copy: () => Promise<void>,
+  copy: (first: string) => Promise<void>,
 ): Promise<boolean> {
-  await tx.query('SAVEPOINT kl_open_copy');
   try {
-    await copy();
+    await copy('SAVEPOINT kl_open_copy');
     await tx.query('RELEASE SAVEPOINT kl_open_copy');
     return true;
   } catch (err) {

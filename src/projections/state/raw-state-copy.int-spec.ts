@@ -63,7 +63,9 @@ describe('raw_state chunks written by binary COPY', () => {
     const copied = await appliedToEmptyCopies(h.db, projector, (tx) =>
       new RawStateProjector(h.events).apply(events, recordingStatements(tx, statements)),
     );
-    expect(statements.filter((s) => s.startsWith('COPY raw_state_chunks'))).toHaveLength(1);
+    expect(
+      statements.filter((s) => /^(SAVEPOINT kl_open_copy; )?COPY raw_state_chunks /.test(s)),
+    ).toHaveLength(1);
     expect(statements.some((s) => s.startsWith('INSERT INTO raw_state_chunks'))).toBe(false);
     expect(copied).toEqual(await tableRows(h.db, projector.tables));
     // A chunk already stored (a redelivered batch): COPY cannot skip it, the INSERT does.
@@ -78,7 +80,9 @@ describe('raw_state chunks written by binary COPY', () => {
       );
       await new RawStateProjector(h.events).apply(events, recordingStatements(tx, redelivered));
     });
-    expect(redelivered.filter((s) => s.startsWith('COPY raw_state_chunks'))).toHaveLength(1);
+    expect(
+      redelivered.filter((s) => /^(SAVEPOINT kl_open_copy; )?COPY raw_state_chunks /.test(s)),
+    ).toHaveLength(1);
     expect(redelivered.some((s) => s.startsWith('INSERT INTO raw_state_chunks'))).toBe(true);
     expect(again).toEqual(copied);
   });
@@ -107,6 +111,6 @@ describe('raw_state chunks written by binary COPY', () => {
     expect(newBytes).toBeGreaterThan(1 << 20);
     const added = statements.filter((q) => q.startsWith('INSERT INTO raw_state_chunks'));
     expect(added).toHaveLength(1);
-    expect(statements.some((q) => q.startsWith('COPY'))).toBe(false);
+    expect(statements.some((q) => /\bCOPY\b/.test(q))).toBe(false);
   });
 });

@@ -294,12 +294,13 @@ async function insertChunks(
   for (const c of chunks) bytes += c.size;
   if (manyChanges && bytes >= COPY_BYTES) {
     const state = binaryUuid(stateId);
-    const copied = await copyUnlessPresent(tx, () =>
+    const copied = await copyUnlessPresent(tx, (first) =>
       copyBinaryRows(
         tx,
         'raw_state_chunks',
         ['state_id', 'chunk_id', 'bytes'],
         chunks.map((c) => [state, binaryText(c.id), c.parts]),
+        first,
       ),
     );
     if (copied) return;

@@ -150,7 +150,7 @@ export class ResourceLifecyclesProjector implements Projector {
   private async open(tx: Queryable, opened: Opening[]): Promise<void> {
     const copied =
       opened.length >= COPY_ROWS &&
-      (await copyUnlessPresent(tx, () =>
+      (await copyUnlessPresent(tx, (first) =>
         copyRows(
           tx,
           'resources',
@@ -162,6 +162,7 @@ export class ResourceLifecyclesProjector implements Projector {
               yield RESOURCE_CELLS.map((cell) => cell(row, texts));
             }
           })(),
+          first,
         ),
       ));
     if (copied) return;
