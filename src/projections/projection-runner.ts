@@ -29,11 +29,6 @@ import {
  */
 interface Bulk {
   handled: number;
-  /**
-   * Settles once the projector before this one has started applying (or is
-   * done): this one waits for it, under its own lock, before applying.
-   */
-  turn?: Promise<void>;
   /** Called once this projector's batch has started applying: the next one's turn. */
   applying?: () => void;
 }
@@ -581,9 +576,6 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     const handled = events.filter(
       (e) => projector.handles.includes(e.type) && !skips.has(e.position.globalPosition),
     );
-    // Its turn (Bulk.turn) under its lock, its events at hand: it starts
-    // as soon as the one before it has, without a round trip of its own.
-    if (bulk?.turn) await bulk.turn;
     const applying = handled.length ? projector.apply(handled, tx) : undefined;
     // Its first statement is on its way: the next projector's turn.
     bulk?.applying?.();
@@ -738,15 +730,15 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         }
         continue;
       }
-      // Their transactions begin side by side, but they start applying in
-      // their order, each once the one before it has sent its first
-      // statement (its turn, Bulk.turn): preparing a projector's rows holds
+      // They start in their order, each once the one before it has sent its
+      // first statement (Bulk.applying): preparing a projector's rows holds
       // the event loop for tens of milliseconds, and a first commit's longest
       // statement in PostgreSQL, the lifecycles' COPY (their projector is
       // listed first), waited behind the edges' and the raw state's
-      // preparation (docs/performance.md, wave 13). No wait goes round in a
-      // circle: the first never waits for a turn, and a projector waits only
-      // for one before it, whose connection was asked for first.
+      // preparation (docs/performance.md, wave 13). A projector waits for its
+      // turn before it asks for a connection or its lock: waiting while
+      // holding them, concurrent commands' catch-ups could take every
+      // connection of the pool while the projectors they wait for had none.
       let turn: Promise<void> = Promise.resolve();
       try {
         await Promise.all(
@@ -754,10 +746,12 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
             .filter((p) => !this.halts.has(p.name))
             .map(async (p) => {
               let pass = (): void => undefined;
-              const counted: Bulk = { handled: 0, turn, applying: () => pass() };
+              const mine = turn;
+              const counted: Bulk = { handled: 0, applying: () => pass() };
               turn = new Promise<void>((resolve) => (pass = resolve));
               bulk.set(p, counted);
               try {
+                await mine;
                 // A batch from memory ends where the held appends do (before an
                 // append of another process): go on while there is progress
                 // and this projector is short of the position.
