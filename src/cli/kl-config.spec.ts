@@ -15,7 +15,7 @@ const TOML = {
 
 describe('resolveKlConfig precedence: flags > env > .kl.toml > backend "http"', () => {
   it('takes the backend block when nothing else is given', () => {
-    const c = resolveKlConfig({ flags: {}, env: {}, terraformFiles: BACKEND });
+    const c = resolveKlConfig({ flags: {}, env: {}, terraformFiles: () => BACKEND });
     expect(c.stateUrl).toEqual({
       value: 'http://kld.local:8080/v1/states/team/from-backend',
       source: 'backend "http"',
@@ -31,7 +31,7 @@ describe('resolveKlConfig precedence: flags > env > .kl.toml > backend "http"', 
       flags: {},
       env: { TEAM_TOKEN: 't-toml' },
       toml: TOML,
-      terraformFiles: BACKEND,
+      terraformFiles: () => BACKEND,
     });
     expect([c.stateUrl.source, c.state]).toEqual(['.kl.toml', 'from-toml']);
     expect([c.protocol.value, c.protocol.source]).toEqual(['http', '.kl.toml']);
@@ -48,7 +48,7 @@ describe('resolveKlConfig precedence: flags > env > .kl.toml > backend "http"', 
         KL_PROTOCOL: 'state-engine',
       },
       toml: TOML,
-      terraformFiles: BACKEND,
+      terraformFiles: () => BACKEND,
     });
     expect([c.stateUrl.source, c.server, c.state]).toEqual([
       'env',
@@ -57,6 +57,20 @@ describe('resolveKlConfig precedence: flags > env > .kl.toml > backend "http"', 
     ]);
     expect([c.protocol.value, c.protocol.source]).toEqual(['state-engine', 'env']);
     expect([c.token.value, c.token.source]).toEqual(['t-env', 'env']);
+  });
+
+  it('reads the terraform files only when nothing before the backend block names the state', () => {
+    let reads = 0;
+    const terraformFiles = () => {
+      reads++;
+      return BACKEND;
+    };
+    resolveKlConfig({ flags: { stateUrl: 'http://x/v1/states/a' }, env: {}, terraformFiles });
+    resolveKlConfig({ flags: {}, env: { KL_STATE_URL: 'http://x/v1/states/a' }, terraformFiles });
+    resolveKlConfig({ flags: {}, env: { TEAM_TOKEN: 't' }, toml: TOML, terraformFiles });
+    expect(reads).toBe(0);
+    const c = resolveKlConfig({ flags: { protocol: 'http' }, env: {}, terraformFiles });
+    expect([reads, c.state]).toEqual([1, 'team/from-backend']);
   });
 
   it('flags over everything', () => {
@@ -72,7 +86,7 @@ describe('resolveKlConfig precedence: flags > env > .kl.toml > backend "http"', 
         KL_PROTOCOL: 'http',
       },
       toml: TOML,
-      terraformFiles: BACKEND,
+      terraformFiles: () => BACKEND,
     });
     expect([c.stateUrl.source, c.state]).toEqual(['flag', 'from-flag']);
     expect([c.protocol.value, c.protocol.source]).toEqual(['auto', 'flag']);

@@ -35,8 +35,11 @@ export interface KlConfigInputs {
   env: Record<string, string | undefined>;
   /** `.kl.toml`'s text and path, when there is one. */
   toml?: { text: string; path: string };
-  /** The directory's `*.tf` files (name → text). */
-  terraformFiles?: Record<string, string>;
+  /**
+   * The directory's `*.tf` files (name → text), read only when nothing before
+   * the backend block names the state: a root module's files can be many and big.
+   */
+  terraformFiles?: () => Record<string, string>;
 }
 
 interface TomlConfig {
@@ -124,16 +127,19 @@ export function resolveKlConfig(inputs: KlConfigInputs): KlConfig {
   const { flags, env } = inputs;
   const toml = inputs.toml === undefined ? {} : readToml(inputs.toml);
   const tomlPath = inputs.toml?.path;
-  const backend = backendAddress(inputs.terraformFiles ?? {});
+  const backend = () => backendAddress(inputs.terraformFiles?.() ?? {});
 
   let stateUrl: Resolved<string | null>;
   if (flags.stateUrl) stateUrl = { value: flags.stateUrl, source: 'flag', from: '--state-url' };
   else if (env.KL_STATE_URL)
     stateUrl = { value: env.KL_STATE_URL, source: 'env', from: 'KL_STATE_URL' };
   else if (toml.state_url) stateUrl = { value: toml.state_url, source: '.kl.toml', from: tomlPath };
-  else if (backend)
-    stateUrl = { value: backend.address, source: 'backend "http"', from: backend.file };
-  else stateUrl = { value: null, source: 'unset' };
+  else {
+    const block = backend();
+    stateUrl = block
+      ? { value: block.address, source: 'backend "http"', from: block.file }
+      : { value: null, source: 'unset' };
+  }
 
   let protocol: Resolved<Protocol>;
   if (flags.protocol) {
@@ -181,10 +187,13 @@ export function loadKlConfig(command: Command, cwd = process.cwd()): KlConfig {
   const toml = fs.existsSync(tomlPath)
     ? { text: fs.readFileSync(tomlPath, 'utf8'), path: '.kl.toml' }
     : undefined;
-  const terraformFiles: Record<string, string> = {};
-  for (const name of fs.readdirSync(cwd)) {
-    if (name.endsWith('.tf')) terraformFiles[name] = fs.readFileSync(path.join(cwd, name), 'utf8');
-  }
+  const terraformFiles = () => {
+    const files: Record<string, string> = {};
+    for (const name of fs.readdirSync(cwd)) {
+      if (name.endsWith('.tf')) files[name] = fs.readFileSync(path.join(cwd, name), 'utf8');
+    }
+    return files;
+  };
   return resolveKlConfig({
     flags: {
       stateUrl: opts.stateUrl,
