@@ -2,7 +2,10 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { TERRAFORM_FAILED } from '../../src/application/apply/terraform-workspace.port';
+import {
+  TERRAFORM_FAILED,
+  TerraformWorkspace,
+} from '../../src/application/apply/terraform-workspace.port';
 import { StateDocumentV4 } from '../../src/domain/terraform';
 import { TempWorkspaces } from '../../src/infrastructure/terraform/temp-workspace';
 import {
@@ -352,13 +355,24 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
         );
         return dir;
       }
+      type Pending = { arrive: (c: Contents) => void; fail: (e: Error) => void };
+      /** A workspace opened on `scopedDir(name)` with its contents still to come, disposed after. */
+      async function withPendingContents(
+        name: string,
+        body: (workspace: TerraformWorkspace, pending: Pending) => Promise<void>,
+      ): Promise<void> {
+        let pending!: Pending;
+        const contents = new Promise<Contents>((arrive, fail) => (pending = { arrive, fail }));
+        const workspace = await new TempWorkspaces().open(scopedDir(name), contents);
+        try {
+          await body(workspace, pending);
+        } finally {
+          await workspace.dispose();
+        }
+      }
 
       it('starts terraform before they are there; it plans on the files kl gives it, left as files', async () => {
-        const dir = scopedDir('early-roots');
-        let arrive!: (c: Contents) => void;
-        const contents = new Promise<Contents>((resolve) => (arrive = resolve));
-        const workspace = await new TempWorkspaces().open(dir, contents);
-        try {
+        await withPendingContents('early-roots', async (workspace, { arrive }) => {
           await workspace.init();
           const planning = workspace.plan({ targets: [], refresh: true });
           await started('plan');
@@ -380,30 +394,18 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
           expect(fs.readFileSync(path.join(workspace.dir, 'main.tf'), 'utf8')).toBe(TOP);
           expect(fs.readFileSync(path.join(workspace.dir, 'other.tf'), 'utf8')).toBe('');
           expect([...(await workspace.moduleDirs()).keys()].sort()).toEqual(['', 'a']);
-        } finally {
-          await workspace.dispose();
-        }
+        });
       });
 
       it('when they cannot be read: terraform is killed and the plan fails with that error', async () => {
-        const dir = scopedDir('early-roots-failed');
         const failure = new Error('marker.tf:3: not valid HCL');
-        let fail!: (e: Error) => void;
-        const contents = new Promise<Contents>((_, reject) => (fail = reject));
-        const workspace = await new TempWorkspaces().open(dir, contents);
-        try {
-          await expectFailedWhileWaiting(workspace, () => fail(failure), failure);
-        } finally {
-          await workspace.dispose();
-        }
+        await withPendingContents('early-roots-failed', (workspace, { fail }) =>
+          expectFailedWhileWaiting(workspace, () => fail(failure), failure),
+        );
       });
 
       it('refuses a root file that appeared after kl listed the directory, and stops terraform', async () => {
-        const dir = scopedDir('early-roots-grown');
-        let arrive!: (c: Contents) => void;
-        const contents = new Promise<Contents>((resolve) => (arrive = resolve));
-        const workspace = await new TempWorkspaces().open(dir, contents);
-        try {
+        await withPendingContents('early-roots-grown', async (workspace, { arrive }) => {
           await workspace.init();
           const planning = workspace.plan({ targets: [], refresh: true });
           const pid = await started('plan');
@@ -419,9 +421,7 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
             message: expect.stringContaining('new.tf appeared in the configuration'),
           });
           expectGone([pid]);
-        } finally {
-          await workspace.dispose();
-        }
+        });
       });
     });
   });
