@@ -51,19 +51,23 @@ export async function copyRows(
   rows: Iterable<readonly string[]>,
   first?: string,
 ): Promise<void> {
-  const sink = tx.query(
-    copyFrom(`${ahead(first)}COPY ${table} (${columns.join(', ')}) FROM STDIN`),
-  );
-  await pipeline(Readable.from(lines(rows), { objectMode: false }), sink);
+  await copyIn(tx, `COPY ${table} (${columns.join(', ')}) FROM STDIN`, lines(rows), first);
 }
 
 /**
- * A statement sent ahead of a COPY in its simple query: PostgreSQL runs it
- * first, in the same transaction, and pg-copy-streams passes over its
- * completion to the COPY's.
+ * Sends `copy` (a `COPY … FROM STDIN`) and streams `data` into it. `first`
+ * goes ahead of it in the same simple query: PostgreSQL runs it first, in
+ * the same transaction, and pg-copy-streams passes over its completion to
+ * the COPY's.
  */
-function ahead(first: string | undefined): string {
-  return first === undefined ? '' : `${first}; `;
+async function copyIn(
+  tx: Queryable,
+  copy: string,
+  data: Iterable<Buffer>,
+  first: string | undefined,
+): Promise<void> {
+  const sink = tx.query(copyFrom(first === undefined ? copy : `${first}; ${copy}`));
+  await pipeline(Readable.from(data, { objectMode: false }), sink);
 }
 
 /**
@@ -128,10 +132,12 @@ export async function copyBinaryRows(
   rows: Iterable<readonly BinaryField[]>,
   first?: string,
 ): Promise<void> {
-  const sink = tx.query(
-    copyFrom(`${ahead(first)}COPY ${table} (${columns.join(', ')}) FROM STDIN (FORMAT binary)`),
+  await copyIn(
+    tx,
+    `COPY ${table} (${columns.join(', ')}) FROM STDIN (FORMAT binary)`,
+    binaryWrites(columns.length, rows),
+    first,
   );
-  await pipeline(Readable.from(binaryWrites(columns.length, rows), { objectMode: false }), sink);
 }
 
 function* binaryWrites(
