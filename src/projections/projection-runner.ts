@@ -42,8 +42,14 @@ const BATCH = 500;
  * types (passingOver): they are in memory already, and nothing is applied.
  */
 const PASS_OVER = 100_000;
-/** Events in one batch that make its tables' statistics worth refreshing. */
-const ANALYZE_AFTER = 2000;
+/**
+ * Events in one batch that make its tables' statistics worth refreshing: a
+ * first commit of a thousand instances too. Without statistics a delta's
+ * few closes that follow it looked its rows up through the wrong index,
+ * reading every live row of the state (docs/performance.md, "The
+ * next-serial push (wave 14)").
+ */
+const ANALYZE_AFTER = 500;
 // A writer waiting for its own events takes bigger bites: a first commit of
 // a big state is tens of thousands of events, and every batch is a
 // transaction of its own that re-reads the checkpoint.

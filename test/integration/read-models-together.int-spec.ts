@@ -1,5 +1,5 @@
 import { ProjectionHaltedError } from '../../src/application/ports/projection-admin.port';
-import type { RecordedEvent } from '../../src/domain/shared/event';
+import type { LogPosition, RecordedEvent } from '../../src/domain/shared/event';
 import type { Projector } from '../../src/projections/projector';
 import type { Queryable } from '../../src/infrastructure/postgres/database';
 import { lockInfo, StateHarness } from '../support/state-harness';
@@ -54,8 +54,38 @@ describe('the read models a command feeds, caught up together', () => {
     return runner;
   }
 
+  /**
+   * A read model of locks with a table of its own; on `moveOn` another
+   * process (here: another connection) applies the same event first and
+   * moves the checkpoint past it, while this batch is still open.
+   */
+  function rival(name: string, moveOn: string, to: () => LogPosition): Projector {
+    return {
+      name,
+      handles: ['LockAcquired'],
+      tables: [],
+      async apply(events: RecordedEvent[], tx: Queryable) {
+        for (const e of events) {
+          const { lockId } = e.data as { lockId: string };
+          await tx.query('INSERT INTO rival_locks (projector, lock_id) VALUES ($1, $2)', [
+            name,
+            lockId,
+          ]);
+          if (lockId !== moveOn) continue;
+          const at = to();
+          await h.db.query(
+            `UPDATE kl_checkpoints SET transaction_id = $2::xid8, global_position = $3
+              WHERE projection = $1`,
+            [name, at.transactionId.toString(), at.globalPosition.toString()],
+          );
+        }
+      },
+    };
+  }
+
   beforeAll(async () => {
     h = await StateHarness.create();
+    await h.db.query('CREATE TABLE rival_locks (projector text, lock_id text)');
     await lock('warm', 'W-0'); // a log to be at the end of
   });
 
@@ -71,6 +101,30 @@ describe('the read models a command feeds, caught up together', () => {
     expect(b.seen.get('L-1')).toBe(a.seen.get('L-1'));
   });
 
+  it('keeps none of the rows of a read model whose checkpoint moved while they were written', async () => {
+    const lockedAt: { position?: LogPosition } = {};
+    const runner = await caughtUpRunner([rival('spy-rival', 'L-3', () => lockedAt.position!)]);
+    // A first command's read models are caught up one by one; the next one's together.
+    await runner.waitForPosition((await lock('rival-warm', 'L-3-warm'))!, types);
+    const position = (await lock('rival', 'L-3'))!;
+    lockedAt.position = position;
+    await runner.waitForPosition(position, types);
+    // The other process applied it: the batch that found its checkpoint
+    // moved at commit kept nothing, and nothing applied it twice.
+    expect(
+      await h.db.query('SELECT 1 FROM rival_locks WHERE projector = $1 AND lock_id = $2', [
+        'spy-rival',
+        'L-3',
+      ]),
+    ).toEqual([]);
+    expect(await locks()).toContain('L-3');
+    const [cp] = await h.db.query<{ gp: string }>(
+      'SELECT global_position AS gp FROM kl_checkpoints WHERE projection = $1',
+      ['spy-rival'],
+    );
+    expect(cp.gp).toBe(position.globalPosition.toString());
+  });
+
   it('lets the others show the write when one read model fails on it, and halts that one', async () => {
     const good = spy('spy-good');
     const bad = spy('spy-bad', 'L-2');
@@ -79,7 +133,7 @@ describe('the read models a command feeds, caught up together', () => {
     await expect(runner.waitForPosition(position!, types)).rejects.toThrow(ProjectionHaltedError);
     // Asked again, the others are at the write by the time it answers.
     await expect(runner.waitForPosition(position!, types)).rejects.toThrow(ProjectionHaltedError);
-    expect(await locks()).toEqual(['L-1', 'L-2', 'W-0']);
+    expect(await locks()).toEqual(['L-1', 'L-2', 'L-3', 'L-3-warm', 'W-0']);
     expect(good.seen.has('L-2')).toBe(true);
     expect(bad.seen.has('L-2')).toBe(false);
     expect(runner.halted()).toEqual([

@@ -1,7 +1,7 @@
 import type { RecordedEvent } from '../../domain/shared/event';
 import type { ApplyCommitted, LifecycleOpened } from '../../domain/state';
 import type { Queryable } from '../../infrastructure/postgres/database';
-import { jsonbText } from '../../infrastructure/postgres/jsonb-text';
+import { textParam } from '../../infrastructure/postgres/jsonb-text';
 import type { ResourceAddresses } from './lifecycle-row';
 import { asStateEvent } from './state-event';
 
@@ -13,7 +13,7 @@ export const COPY_ROWS = 100;
 
 const UNIQUE_VIOLATION = '23505';
 
-/** A lifecycle to close, as jsonb_to_recordset reads it. */
+/** A lifecycle to close (closeRows). */
 export interface Closing {
   state_id: string;
   address: string;
@@ -118,15 +118,23 @@ export async function copyUnlessPresent(
 /**
  * Ends the `resources` rows whose lifecycles closed. Only rows still open
  * and created before the closing version are touched, so a redelivered
- * batch changes nothing.
+ * batch changes nothing. The rows go as arrays, whose length the planner
+ * knows: a recordset counts as 100 rows, and for a delta's few closes it
+ * hashed every live row of the state instead of looking each one up
+ * (docs/performance.md, "The next-serial push (wave 14)").
  */
 export async function closeRows(tx: Queryable, rows: Closing[]): Promise<void> {
   await tx.query(
     `UPDATE resources t SET delete_version = c.version, delete_serial = c.serial
-       FROM jsonb_to_recordset($1::jsonb)
-            AS c(state_id uuid, address text, version integer, serial bigint)
+       FROM unnest($1::uuid[], $2::text[], $3::integer[], $4::bigint[])
+            AS c(state_id, address, version, serial)
       WHERE t.state_id = c.state_id AND t.address = c.address
         AND t.delete_version IS NULL AND t.create_version < c.version`,
-    [jsonbText(rows)],
+    [
+      rows.map((r) => r.state_id),
+      rows.map((r) => textParam(r.address)),
+      rows.map((r) => r.version),
+      rows.map((r) => r.serial),
+    ],
   );
 }

@@ -46,6 +46,11 @@ interface OpenCommit {
   doc: CurrentDocument;
   /** Lifecycle events applied to `doc` since it was last written (insertChunks). */
   lifecycles: number;
+  /**
+   * The version the row is taken to be at when `doc` came from the cache
+   * unchecked (begin): the write checks it in its own statement.
+   */
+  expected?: number;
 }
 
 type LifecycleEvent = LifecycleOpened | LifecycleClosed;
@@ -163,22 +168,34 @@ export class RawStateProjector implements Projector {
     return rows.length ? rows[0].version : null;
   }
 
-  /** Null when the row already holds this commit (a redelivered batch). */
+  /**
+   * Null when the row already holds this commit (a redelivered batch). The
+   * row's version is read first, unless the cache holds the version before
+   * this commit's: the row is then almost always there too (this process
+   * wrote it last), and the write checks that in its own statement instead
+   * (writeAtOnce), one round trip less for a small command.
+   */
   private async begin(
     tx: Queryable,
     recorded: RecordedEvent,
     d: ApplyCommitted['data'],
   ): Promise<OpenCommit | null> {
-    const current = await this.rowVersion(tx, d.stateId);
-    // No row: the state was deleted after this commit (a redelivered batch).
-    if (current === null || current >= d.version) return null;
-    if (current !== d.version - 1) {
-      throw new Error(`raw_state of ${d.stateId} is at version ${current}, got ${d.version}`);
-    }
     let doc = this.cache.take(d.stateId);
-    if (doc?.version !== current) doc = await this.load(tx, d.stateId, current);
+    let expected: number | undefined;
+    if (doc?.version === d.version - 1) {
+      expected = doc.version;
+    } else {
+      const current = await this.rowVersion(tx, d.stateId);
+      // No row: the state was deleted after this commit (a redelivered batch).
+      if (current === null || current >= d.version) return null;
+      if (current !== d.version - 1) {
+        throw new Error(`raw_state of ${d.stateId} is at version ${current}, got ${d.version}`);
+      }
+      if (doc?.version !== current) doc = await this.load(tx, d.stateId, current);
+    }
     doc.meta = metaOf(d);
     return {
+      expected,
       stateId: d.stateId,
       version: d.version,
       serial: d.serial,
@@ -245,13 +262,26 @@ export class RawStateProjector implements Projector {
     const has = new Set(ids);
     const added = new Map(chunks.filter((c) => !had.has(c.id)).map((c) => [c.id, c]));
     const gone = [...had].filter((id) => !has.has(id));
+    const manyChanges = open.lifecycles >= COPY_ROWS;
+    if (open.expected !== undefined) {
+      if (!manyChanges && added.size <= INSERT_BATCH) {
+        await writeAtOnce(tx, open, open.expected, ids, gone, [...added.values()]);
+        doc.version = open.version;
+        doc.chunks = ids;
+        this.cache.put(open.stateId, doc);
+        return;
+      }
+      // Too much for one statement: the row is checked before anything is written.
+      const current = await this.rowVersion(tx, open.stateId);
+      if (current !== open.expected) throw new RowNotCachedError(open.stateId, open.expected);
+    }
     if (gone.length > 0) {
       await tx.query('DELETE FROM raw_state_chunks WHERE state_id = $1 AND chunk_id = ANY($2)', [
         open.stateId,
         gone,
       ]);
     }
-    await insertChunks(tx, open.stateId, [...added.values()], open.lifecycles >= COPY_ROWS);
+    await insertChunks(tx, open.stateId, [...added.values()], manyChanges);
     await tx.query(
       `UPDATE raw_state SET version = $2, serial = $3, chunks = $4, updated_at = $5
         WHERE state_id = $1`,
@@ -325,6 +355,68 @@ async function insertChunkRows(tx: Queryable, stateId: string, chunks: NewChunk[
   }
 }
 
+/**
+ * The cached document was not the row's (written by another process since,
+ * or a batch that wrote it rolled back): nothing was written, and the batch
+ * is applied again, reading the row (the cache no longer holds the state).
+ */
+class RowNotCachedError extends Error {
+  constructor(stateId: string, expected: number) {
+    super(`raw_state of ${stateId} was not at version ${expected}: applying again from the row`);
+    this.name = 'RowNotCachedError';
+  }
+}
+
+/**
+ * A commit of a few chunks in one statement, when the row was taken to be
+ * at `expected` unread: the chunks gone deleted, the new ones inserted and
+ * the manifest moved only if the row is at `expected`, or nothing at all
+ * (RowNotCachedError).
+ */
+async function writeAtOnce(
+  tx: Queryable,
+  open: OpenCommit,
+  expected: number,
+  ids: string[],
+  gone: string[],
+  added: NewChunk[],
+): Promise<void> {
+  const params: unknown[] = [
+    open.stateId,
+    open.version,
+    open.serial,
+    ids,
+    open.occurredAt,
+    expected,
+    gone,
+  ];
+  const rows = added.map((c) => {
+    // A Buffer parameter travels as the column's binary form: no escaping.
+    params.push(c.id, Buffer.concat(c.parts, c.size));
+    return `($${params.length - 1}::text, $${params.length}::bytea)`;
+  });
+  const { rowCount } = await tx.query(
+    `WITH current AS (
+       SELECT state_id FROM raw_state WHERE state_id = $1 AND version = $6
+     ), gone AS (
+       DELETE FROM raw_state_chunks c USING current
+        WHERE c.state_id = current.state_id AND c.chunk_id = ANY($7::text[])
+     )${
+       rows.length === 0
+         ? ''
+         : `, added AS (
+       INSERT INTO raw_state_chunks (state_id, chunk_id, bytes)
+       SELECT current.state_id, a.id, a.bytes FROM current, (VALUES ${rows.join(', ')}) AS a (id, bytes)
+       ON CONFLICT DO NOTHING
+     )`
+     }
+     UPDATE raw_state r SET version = $2, serial = $3, chunks = $4, updated_at = $5
+       FROM current WHERE r.state_id = current.state_id`,
+    params,
+  );
+  if (rowCount !== 1) throw new RowNotCachedError(open.stateId, expected);
+}
+
 function held(unwritten: Map<string, OpenCommit>): number {
   let instances = 0;
   for (const o of unwritten.values()) instances += o.doc.instances.size;
@@ -355,6 +447,7 @@ function follow(
     revision: recorded.streamRevision,
     doc: previous.doc,
     lifecycles: previous.lifecycles,
+    expected: previous.expected,
   };
 }
 

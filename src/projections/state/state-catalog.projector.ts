@@ -7,8 +7,8 @@ import { asStateEvent } from './state-event';
 
 /**
  * `states`, `state_versions` and `state_locks` (a row per terraform lock: a
- * plan's locks are shared): one statement per event, each
- * guarded so that applying an event a second time changes nothing (versions
+ * plan's locks are shared): one statement per event (two for a deletion),
+ * each guarded so that applying an event a second time changes nothing (versions
  * only move forward, inserts ignore conflicts, deletes match the lock id).
  */
 @Projector()
@@ -38,12 +38,20 @@ export class StateCatalogProjector implements Projector {
           break;
         case 'ApplyCommitted': {
           const d = event.data;
+          // The version and the state's row in one statement (one round
+          // trip): each part is guarded as it was alone.
           await tx.query(
-            `INSERT INTO state_versions (state_id, version, serial, lineage, source, actor,
-               terraform_version, instance_count, resource_count, checksum, outputs,
-               check_results, extra, created_at, lineage_changed_from, run_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
-             ON CONFLICT (state_id, version) DO NOTHING`,
+            `WITH version AS (
+               INSERT INTO state_versions (state_id, version, serial, lineage, source, actor,
+                 terraform_version, instance_count, resource_count, checksum, outputs,
+                 check_results, extra, created_at, lineage_changed_from, run_id)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+               ON CONFLICT (state_id, version) DO NOTHING
+             )
+             UPDATE states SET current_version = $2, current_serial = $3, lineage = $4,
+                    terraform_version = $7, instance_count = $8, resource_count = $9,
+                    updated_at = $14
+              WHERE state_id = $1 AND current_version < $2`,
             [
               d.stateId,
               d.version,
@@ -61,22 +69,6 @@ export class StateCatalogProjector implements Projector {
               at,
               textParam(d.lineageChanged?.from ?? null),
               textParam(d.runId ?? null),
-            ],
-          );
-          await tx.query(
-            `UPDATE states SET current_version = $2, current_serial = $3, lineage = $4,
-                    terraform_version = $5, instance_count = $6, resource_count = $7,
-                    updated_at = $8
-              WHERE state_id = $1 AND current_version < $2`,
-            [
-              d.stateId,
-              d.version,
-              d.serial,
-              textParam(d.lineage),
-              textParam(d.terraformVersion),
-              d.instanceCount,
-              d.resourceCount,
-              at,
             ],
           );
           break;
