@@ -808,12 +808,21 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    */
   private async together(projectors: readonly Projector[]): Promise<Map<Projector, number> | null> {
     const sorted = [...projectors].sort((a, b) => (a.name < b.name ? -1 : 1));
-    const opening = sorted
-      .map((p) => `${lockStatement(p.name)}; ${checkpointQuery(escapeLiteral(p.name))}`)
-      .join('; ');
+    const names = `ARRAY[${sorted.map((p) => escapeLiteral(p.name)).join(', ')}]::text[]`;
+    // Every lock in one statement, then every checkpoint in one (read under
+    // the locks: a statement of its own, with its own snapshot).
+    const opening =
+      `SELECT pg_advisory_xact_lock(${LOCK_NAMESPACE}, hashtext(n)) FROM unnest(${names}) AS n; ` +
+      checkpointsQuery(names);
     try {
       const done = await this.db.transaction(async (tx, opened) => {
-        const from = sorted.map((p, i) => checkpointOf(opened[2 * i + 1].rows, p.name));
+        const read = opened[1].rows as (CheckpointRow & { name: string })[];
+        const from = sorted.map((p) =>
+          checkpointOf(
+            read.filter((r) => r.name === p.name),
+            p.name,
+          ),
+        );
         const batches = await Promise.all(
           sorted.map((p, i) =>
             this.events.readAppended(from[i].position, TOGETHER_UP_TO, p.handles),
@@ -1208,6 +1217,27 @@ function checkpointQuery(name: string): string {
             (SELECT array_agg(global_position::text) FROM kl_projection_skips
               WHERE projection = ${name}) AS skips
        FROM current`;
+}
+
+/**
+ * checkpointQuery for several projectors at once (`names`: a text[]
+ * expression of escaped literals), one row each, named.
+ */
+function checkpointsQuery(names: string): string {
+  return `WITH names (projection) AS (SELECT unnest(${names})), created AS (
+       INSERT INTO kl_checkpoints (projection) SELECT projection FROM names
+       ON CONFLICT (projection) DO NOTHING
+       RETURNING projection, transaction_id, global_position
+     ), current AS (
+       SELECT projection, transaction_id, global_position FROM created
+       UNION ALL
+       SELECT projection, transaction_id, global_position
+         FROM kl_checkpoints JOIN names USING (projection)
+     )
+     SELECT c.projection AS name, c.transaction_id::text AS tx, c.global_position AS gp,
+            (SELECT array_agg(s.global_position::text) FROM kl_projection_skips s
+              WHERE s.projection = c.projection) AS skips
+       FROM current c`;
 }
 
 function checkpointOf(rows: CheckpointRow[], name: string): Checkpoint {
