@@ -44,12 +44,12 @@ const BATCH = 500;
 const PASS_OVER = 100_000;
 /**
  * Events in one batch that make its tables' statistics worth refreshing: a
- * first commit of a thousand instances too. Without statistics a delta's
- * few closes that follow it looked its rows up through the wrong index,
- * reading every live row of the state (docs/performance.md, "The
- * next-serial push (wave 14)").
+ * first commit of a thousand instances too (without statistics, the few
+ * closes of each delta after it read every live row of the state:
+ * docs/performance.md, "The next-serial push (wave 14)"). Above BATCH, so a
+ * loop's batches of a backlog do not refresh them one after another.
  */
-const ANALYZE_AFTER = 500;
+const ANALYZE_AFTER = 1000;
 // A writer waiting for its own events takes bigger bites: a first commit of
 // a big state is tens of thousands of events, and every batch is a
 // transaction of its own that re-reads the checkpoint.
