@@ -149,15 +149,13 @@ export function binaryBool(value: boolean): Buffer {
   return value ? TRUE : FALSE;
 }
 
-// jsonb's binary form is a format version (1) and the JSON text.
-const JSONB_VERSION = Buffer.from([1]);
-
 /**
- * JSON text as a jsonb field (json's binary form is the text alone):
- * PostgreSQL parses it as it would the same text in COPY's text format.
+ * JSON text as a jsonb field (json's binary form is the text alone): the
+ * format version, 1, then the text, which PostgreSQL parses as it would the
+ * same text in COPY's text format. The version byte is U+0001's UTF-8.
  */
-export function binaryJsonb(json: string): readonly (Buffer | string)[] {
-  return [JSONB_VERSION, json];
+export function binaryJsonb(json: string): string {
+  return `\u0001${json}`;
 }
 
 // The binary format's signature, flags and header extension length.
@@ -204,8 +202,11 @@ function* binaryWrites(
 ): Generator<Buffer> {
   let chunk = Buffer.allocUnsafeSlow(WRITE_BYTES);
   let used = BINARY_HEADER.copy(chunk, 0);
-  const write = (piece: Buffer | string, at: number) =>
-    typeof piece === 'string' ? chunk.write(piece, at, 'utf8') : piece.copy(chunk, at);
+  const write = (piece: Buffer | string, at: number) => {
+    if (typeof piece === 'string') return chunk.write(piece, at, 'utf8');
+    chunk.set(piece, at);
+    return piece.length;
+  };
   for (const row of rows) {
     if (row.length !== fieldCount) {
       throw new TypeError(`a row of ${row.length} fields for ${fieldCount} columns`);

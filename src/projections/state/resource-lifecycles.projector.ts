@@ -109,12 +109,13 @@ const RESOURCE_CELLS: ((row: ResourceRow, texts: InstanceTexts) => BinaryField)[
           : binaryJsonb(jsonbTextOf(text));
       };
     }
-    if (name === 'state_id') {
-      // Every row of a batch is usually of one state: its 16 bytes once.
-      let last: [string, BinaryField] | undefined;
+    if (type === 'uuid' || type === 'integer' || type === 'bigint') {
+      // A batch's rows mostly share their state, versions and serials (a
+      // commit's), and schema versions repeat: each value's bytes once.
+      let last: [JsonValue | undefined, BinaryField] = [undefined, null];
       return (row: ResourceRow) => {
-        const id = String(row.state_id);
-        if (last?.[0] !== id) last = [id, cellField(id, type)];
+        const value = row[name];
+        if (value !== last[0]) last = [value, cellField(value, type)];
         return last[1];
       };
     }
