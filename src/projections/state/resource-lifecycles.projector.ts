@@ -18,6 +18,7 @@ import {
   binaryInt4,
   binaryInt8,
   binaryJsonb,
+  binaryText,
   binaryUuid,
   copyBinaryRows,
 } from '../../infrastructure/postgres/copy-rows';
@@ -97,6 +98,21 @@ interface InstanceTexts {
   dependencies?: string;
 }
 
+/** Columns whose value is usually the row before's (see RESOURCE_CELLS). */
+const REPEATED = new Set([
+  'state_id',
+  'resource_address',
+  'mode',
+  'type',
+  'name',
+  'module_path',
+  'provider',
+  'each_mode',
+  'schema_version',
+  'create_version',
+  'create_serial',
+]);
+
 const RESOURCE_CELLS: ((row: ResourceRow, texts: InstanceTexts) => BinaryField)[] = [
   ...RESOURCE_COLUMN_LIST.map(([name, type]) => {
     if (name === 'attributes' || name === 'sensitive_attributes' || name === 'dependencies') {
@@ -109,13 +125,17 @@ const RESOURCE_CELLS: ((row: ResourceRow, texts: InstanceTexts) => BinaryField)[
           : binaryJsonb(jsonbTextOf(text));
       };
     }
-    if (type === 'uuid' || type === 'integer' || type === 'bigint') {
+    if (REPEATED.has(name)) {
       // A batch's rows mostly share their state, versions and serials (a
-      // commit's), and schema versions repeat: each value's bytes once.
+      // commit's), consecutive rows their resource, and schema versions
+      // repeat: each value's bytes once, copied into the stream as they are.
       let last: [JsonValue | undefined, BinaryField] = [undefined, null];
       return (row: ResourceRow) => {
         const value = row[name];
-        if (value !== last[0]) last = [value, cellField(value, type)];
+        if (value !== last[0]) {
+          const field = cellField(value, type);
+          last = [value, typeof field === 'string' ? binaryText(field) : field];
+        }
         return last[1];
       };
     }
