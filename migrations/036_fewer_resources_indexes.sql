@@ -23,10 +23,13 @@ DROP INDEX IF EXISTS resources_address;
 -- The quota count (QuotaReadModel: a state's live managed, non-deposed
 -- rows) had an index of its own, resources_live_counted (migration 017),
 -- one more entry per row for one query. The live inventory's index now
--- carries the two columns that count filters on, so the count is an
--- index-only scan of it (its filter read from the index entries, the heap
--- untouched), as the inventories by type and module already are.
+-- ends with the two columns that count filters on, so the count is an
+-- index-only scan of it, both conditions in its index condition, as the
+-- inventories by type and module already are. Key columns rather than
+-- INCLUDE: an index with INCLUDE columns is not deduplicated, and this one
+-- holds a few distinct keys per state (20 pages for 20,000 rows against
+-- 222).
 DROP INDEX IF EXISTS resources_live_counted;
 DROP INDEX IF EXISTS resources_live_inventory;
-CREATE INDEX resources_live_inventory ON resources (state_id, type, module_path)
-  INCLUDE (mode, deposed_key) WHERE delete_version IS NULL;
+CREATE INDEX resources_live_inventory ON resources (state_id, type, module_path, mode, deposed_key)
+  WHERE delete_version IS NULL;
