@@ -1,11 +1,23 @@
 import { createTestDatabase, TestDatabase } from '../../../test/support/test-database';
-import { binaryText, binaryUuid, copyBinaryRows, copyField, copyRows } from './copy-rows';
+import {
+  binaryBool,
+  binaryInt4,
+  binaryInt8,
+  binaryJsonb,
+  binaryText,
+  binaryUuid,
+  copyBinaryRows,
+  copyField,
+  copyRows,
+} from './copy-rows';
 
 describe('COPY rows', () => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await createTestDatabase();
-    await t.db.query('CREATE TABLE copied (id uuid, n int, label text, bytes bytea)');
+    await t.db.query(
+      'CREATE TABLE copied (id uuid, n int, label text, bytes bytea, big bigint, flag boolean, doc jsonb, exact json)',
+    );
   });
   afterAll(() => t.drop());
   beforeEach(() => t.db.query('TRUNCATE copied'));
@@ -50,5 +62,48 @@ describe('COPY rows', () => {
       expect(r.id).toBe(n % 2 ? id : null);
       expect(r.bytes).toEqual(Buffer.concat(pieces(n)));
     }
+  });
+
+  it('binary format: strings in UTF-8 whatever their length, integers, booleans, json and jsonb', async () => {
+    const doc = (n: number) => JSON.stringify({ label: labels[n], n, list: [n, 'é'] });
+    await t.db.transaction((tx) =>
+      copyBinaryRows(
+        tx,
+        'copied',
+        ['n', 'label', 'big', 'flag', 'doc', 'exact'],
+        labels.map((label, n) => [
+          binaryInt4(n - 1500),
+          n % 7 ? label : [binaryText('é'), label, ''],
+          binaryInt8(n % 3 ? 2n ** 62n + BigInt(n) : -n),
+          n % 5 ? binaryBool(n % 2 === 0) : null,
+          binaryJsonb(doc(n)),
+          `{"n": ${n}, "z": 1.50}`,
+        ]),
+      ),
+    );
+    const rows = await t.db.query<{
+      n: number;
+      label: string;
+      big: string;
+      flag: boolean | null;
+      doc: unknown;
+      exact: string;
+    }>('SELECT n, label, big::text AS big, flag, doc, exact::text AS exact FROM copied ORDER BY n');
+    expect(rows).toHaveLength(labels.length);
+    rows.forEach((r, i) => {
+      expect(r.n).toBe(i - 1500);
+      expect(r.label).toBe(i % 7 ? labels[i] : `é${labels[i]}`);
+      expect(r.big).toBe(String(i % 3 ? 2n ** 62n + BigInt(i) : -i));
+      expect(r.flag).toBe(i % 5 ? i % 2 === 0 : null);
+      expect(r.doc).toEqual(JSON.parse(doc(i)));
+      expect(r.exact).toBe(`{"n": ${i}, "z": 1.50}`);
+    });
+  });
+
+  it('binary format: a value its column cannot take is refused before it is sent', () => {
+    expect(() => binaryInt4(2 ** 31)).toThrow(/not an integer/);
+    expect(() => binaryInt4(1.5)).toThrow(/not an integer/);
+    expect(() => binaryInt8(2 ** 63)).toThrow(/not a bigint/);
+    expect(() => binaryInt8(2n ** 63n)).toThrow(/not a bigint/);
   });
 });

@@ -95,10 +95,11 @@ function* lines(rows: Iterable<readonly string[]>): Generator<Buffer> {
 
 /**
  * A field of COPY's binary format: its bytes in the column type's binary
- * form, given as pieces (a bytea value's parts need not be joined first),
- * or null for SQL NULL.
+ * form, given as pieces (a bytea value's parts need not be joined first; a
+ * string is its UTF-8 bytes, written straight into the stream's buffer), or
+ * null for SQL NULL.
  */
-export type BinaryField = Buffer | readonly Buffer[] | null;
+export type BinaryField = Buffer | string | readonly (Buffer | string)[] | null;
 
 /** A text value in binary form (its UTF-8 bytes). */
 export function binaryText(value: string): Buffer {
@@ -112,18 +113,63 @@ export function binaryUuid(value: string): Buffer {
   return Buffer.from(hex, 'hex');
 }
 
+const INT4_MIN = -(2 ** 31);
+const INT4_MAX = 2 ** 31 - 1;
+const INT8_MIN = -(2n ** 63n);
+const INT8_MAX = 2n ** 63n - 1n;
+
+/** An integer value in binary form: 4 bytes, big-endian. */
+export function binaryInt4(value: number | bigint): Buffer {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < INT4_MIN || n > INT4_MAX) {
+    throw new TypeError(`not an integer: ${value}`);
+  }
+  const b = Buffer.allocUnsafe(4);
+  b.writeInt32BE(n);
+  return b;
+}
+
+/** A bigint value in binary form: 8 bytes, big-endian. */
+export function binaryInt8(value: number | bigint): Buffer {
+  if (typeof value === 'number' && !Number.isSafeInteger(value)) {
+    throw new TypeError(`not a bigint: ${value}`);
+  }
+  const n = BigInt(value);
+  if (n < INT8_MIN || n > INT8_MAX) throw new TypeError(`not a bigint: ${value}`);
+  const b = Buffer.allocUnsafe(8);
+  b.writeBigInt64BE(n);
+  return b;
+}
+
+const TRUE = Buffer.from([1]);
+const FALSE = Buffer.from([0]);
+
+/** A boolean value in binary form: one byte. */
+export function binaryBool(value: boolean): Buffer {
+  return value ? TRUE : FALSE;
+}
+
+/**
+ * JSON text as a jsonb field (json's binary form is the text alone): the
+ * format version, 1, then the text, which PostgreSQL parses as it would the
+ * same text in COPY's text format. The version byte is U+0001's UTF-8.
+ */
+export function binaryJsonb(json: string): string {
+  return `\u0001${json}`;
+}
+
 // The binary format's signature, flags and header extension length.
 const BINARY_HEADER = Buffer.concat([
   Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'),
   Buffer.alloc(8), // flags 0, no header extension
 ]);
-const BINARY_TRAILER = Buffer.from([0xff, 0xff]); // a field count of -1
-const NULL_FIELD = Buffer.from([0xff, 0xff, 0xff, 0xff]);
 
 /**
- * `copyRows` in COPY's binary format, for rows that are mostly bytes (bytea):
- * the bytes travel as they are, neither escaped into text nor copied into
- * a statement's parameter buffer (which node-postgres grows by copying).
+ * `copyRows` in COPY's binary format: the bytes travel as they are (bytea
+ * neither escaped into text nor copied into a statement's parameter buffer,
+ * which node-postgres grows by copying), and PostgreSQL reads each field by
+ * its length instead of scanning every byte of the text for separators and
+ * escapes.
  */
 export async function copyBinaryRows(
   tx: Queryable,
@@ -140,43 +186,61 @@ export async function copyBinaryRows(
   );
 }
 
+/** The most bytes a field takes: at most 3 bytes of UTF-8 per UTF-16 unit of a string. */
+function mostBytes(piece: Buffer | string): number {
+  return typeof piece === 'string' ? 3 * piece.length : piece.length;
+}
+
+/**
+ * The rows in COPY's binary format, written into buffers of about
+ * WRITE_BYTES: each field's length, then its pieces, strings encoded in
+ * place (as `lines` does for the text format).
+ */
 function* binaryWrites(
   fieldCount: number,
   rows: Iterable<readonly BinaryField[]>,
 ): Generator<Buffer> {
-  let pieces: Buffer[] = [BINARY_HEADER];
-  let size = BINARY_HEADER.length;
-  const add = (piece: Buffer) => {
-    pieces.push(piece);
-    size += piece.length;
+  let chunk = Buffer.allocUnsafeSlow(WRITE_BYTES);
+  let used = BINARY_HEADER.copy(chunk, 0);
+  const write = (piece: Buffer | string, at: number) => {
+    if (typeof piece === 'string') return chunk.write(piece, at, 'utf8');
+    chunk.set(piece, at);
+    return piece.length;
   };
   for (const row of rows) {
     if (row.length !== fieldCount) {
       throw new TypeError(`a row of ${row.length} fields for ${fieldCount} columns`);
     }
-    const count = Buffer.allocUnsafe(2);
-    count.writeInt16BE(fieldCount);
-    add(count);
+    let most = 2;
+    for (const field of row) {
+      most += 4;
+      if (field === null) continue;
+      if (typeof field === 'string' || Buffer.isBuffer(field)) most += mostBytes(field);
+      else for (const p of field as readonly (Buffer | string)[]) most += mostBytes(p);
+    }
+    if (chunk.length - used < most) {
+      if (used > 0) yield chunk.subarray(0, used);
+      chunk = Buffer.allocUnsafeSlow(Math.max(WRITE_BYTES, most));
+      used = 0;
+    }
+    used = chunk.writeInt16BE(fieldCount, used);
     for (const field of row) {
       if (field === null) {
-        add(NULL_FIELD);
+        used = chunk.writeInt32BE(-1, used);
         continue;
       }
-      const parts = Buffer.isBuffer(field) ? [field] : (field as readonly Buffer[]);
-      let length = 0;
-      for (const p of parts) length += p.length;
-      const prefix = Buffer.allocUnsafe(4);
-      prefix.writeInt32BE(length);
-      add(prefix);
-      for (const p of parts) add(p);
-    }
-    // Many rows' pieces joined into one write, not one write per piece.
-    if (size >= WRITE_BYTES) {
-      yield Buffer.concat(pieces, size);
-      pieces = [];
-      size = 0;
+      let end = used + 4;
+      if (typeof field === 'string' || Buffer.isBuffer(field)) end += write(field, end);
+      else for (const p of field as readonly (Buffer | string)[]) end += write(p, end);
+      chunk.writeInt32BE(end - used - 4, used);
+      used = end;
     }
   }
-  add(BINARY_TRAILER);
-  yield Buffer.concat(pieces, size);
+  if (chunk.length - used < 2) {
+    yield chunk.subarray(0, used);
+    chunk = Buffer.allocUnsafeSlow(2);
+    used = 0;
+  }
+  used = chunk.writeInt16BE(-1, used); // the trailer: a field count of -1
+  yield chunk.subarray(0, used);
 }

@@ -12,7 +12,16 @@ import {
   Opening,
 } from './lifecycle-runs';
 import { jsonbText, jsonbTextOf, textParam } from '../../infrastructure/postgres/jsonb-text';
-import { copyField, copyJsonField, copyRows } from '../../infrastructure/postgres/copy-rows';
+import {
+  BinaryField,
+  binaryBool,
+  binaryInt4,
+  binaryInt8,
+  binaryJsonb,
+  binaryText,
+  binaryUuid,
+  copyBinaryRows,
+} from '../../infrastructure/postgres/copy-rows';
 import { bigNumberText, isBigNumber } from '../../domain/terraform/lossless-json';
 
 const RESOURCE_COLUMNS = `state_id uuid, address text, resource_address text, mode text, type text,
@@ -25,19 +34,39 @@ const RESOURCE_COLUMN_LIST = RESOURCE_COLUMNS.split(',').map((c) => c.trim().spl
 const RESOURCE_NAMES = RESOURCE_COLUMN_LIST.map(([name]) => name).join(', ');
 
 /**
- * A value as a COPY field, read the way json_to_recordset reads the same
- * value out of `jsonbText` (the INSERT path): jsonb columns get its JSON
- * text, any other column a string as it is and anything else as its JSON
- * text, with NUL and lone surrogates made U+FFFD in both.
+ * A value as a field of COPY's binary format, read the way
+ * json_to_recordset reads the same value out of `jsonbText` (the INSERT
+ * path): jsonb columns get its JSON text, text columns a string as it is and
+ * anything else as its JSON text, with NUL and lone surrogates made U+FFFD
+ * in both; integers, booleans and the uuid in their binary forms.
  */
-function cellField(value: JsonValue | undefined, jsonb: boolean): string {
-  if (value === undefined || value === null) return copyField(null);
-  // A number or boolean's JSON text is its string (parsed JSON holds only
-  // finite numbers): the versions, serials and flags of every row skip the
-  // stringify-and-scan of jsonbText.
+function cellField(value: JsonValue | undefined, type: string): BinaryField {
+  if (value === undefined || value === null) return null;
+  switch (type) {
+    case 'jsonb':
+      return binaryJsonb(jsonbText(value));
+    case 'integer':
+      return binaryInt4(integerOf(value));
+    case 'bigint':
+      return binaryInt8(integerOf(value));
+    case 'boolean':
+      if (typeof value !== 'boolean') throw new TypeError(`not a boolean: ${jsonbText(value)}`);
+      return binaryBool(value);
+    case 'uuid':
+      return binaryUuid(String(value));
+  }
+  // A number or boolean's JSON text is its string (parsed JSON holds only finite numbers).
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
-  if (jsonb || typeof value !== 'string') return copyJsonField(jsonbText(value));
-  return copyField(isBigNumber(value) ? bigNumberText(value) : textParam(value));
+  if (typeof value !== 'string') return jsonbText(value);
+  return isBigNumber(value) ? bigNumberText(value) : textParam(value);
+}
+
+/** An integer column's value: a number, or its decimal text (as PostgreSQL's text input takes it). */
+function integerOf(value: JsonValue): number | bigint {
+  if (typeof value === 'number') return value;
+  const text = typeof value === 'string' ? (isBigNumber(value) ? bigNumberText(value) : value) : '';
+  if (!/^\s*[-+]?\d+\s*$/.test(text)) throw new TypeError(`not an integer: ${jsonbText(value)}`);
+  return BigInt(text.trim());
 }
 
 /**
@@ -69,27 +98,52 @@ interface InstanceTexts {
   dependencies?: string;
 }
 
-const RESOURCE_CELLS: ((row: ResourceRow, texts: InstanceTexts) => string)[] = [
+/** Columns whose value is usually the row before's (see RESOURCE_CELLS). */
+const REPEATED = new Set([
+  'state_id',
+  'resource_address',
+  'mode',
+  'type',
+  'name',
+  'module_path',
+  'provider',
+  'each_mode',
+  'schema_version',
+  'create_version',
+  'create_serial',
+]);
+
+const RESOURCE_CELLS: ((row: ResourceRow, texts: InstanceTexts) => BinaryField)[] = [
   ...RESOURCE_COLUMN_LIST.map(([name, type]) => {
-    const jsonb = type === 'jsonb';
     if (name === 'attributes' || name === 'sensitive_attributes' || name === 'dependencies') {
       return (row: ResourceRow, texts: InstanceTexts) => {
         const value = row[name];
         const text = texts[name];
         // The row's member is the instance's own (resourceRow): its text is at hand.
         return value === undefined || value === null || text === undefined
-          ? cellField(value, jsonb)
-          : copyJsonField(jsonbTextOf(text));
+          ? cellField(value, type)
+          : binaryJsonb(jsonbTextOf(text));
       };
     }
-    return (row: ResourceRow) => cellField(row[name], jsonb);
+    if (REPEATED.has(name)) {
+      // A batch's rows mostly share their state, versions and serials (a
+      // commit's), consecutive rows their resource, and schema versions
+      // repeat: each value's bytes once, copied into the stream as they are.
+      let last: [JsonValue | undefined, BinaryField] = [undefined, null];
+      return (row: ResourceRow) => {
+        const value = row[name];
+        if (value !== last[0]) {
+          const field = cellField(value, type);
+          last = [value, typeof field === 'string' ? binaryText(field) : field];
+        }
+        return last[1];
+      };
+    }
+    return (row: ResourceRow) => cellField(row[name], type);
   }),
-  // json columns keep the exact text (see resourceParams).
-  (_row, texts) => copyJsonField(texts.instance),
-  (row) =>
-    row.resource_extra === undefined
-      ? copyField(null)
-      : copyJsonField(JSON.stringify(row.resource_extra)),
+  // json columns keep the exact text (see resourceParams); json's binary form is its text.
+  (_row, texts) => texts.instance,
+  (row) => (row.resource_extra === undefined ? null : JSON.stringify(row.resource_extra)),
 ];
 
 /**
@@ -151,7 +205,7 @@ export class ResourceLifecyclesProjector implements Projector {
     const copied =
       opened.length >= COPY_ROWS &&
       (await copyUnlessPresent(tx, (first) =>
-        copyRows(
+        copyBinaryRows(
           tx,
           'resources',
           [...RESOURCE_COLUMN_LIST.map(([name]) => name), 'instance', 'resource_extra'],
