@@ -1253,13 +1253,14 @@ interface Deferred {
 }
 
 /**
- * Whether the pool can hand out a connection now, without waiting for one
- * to be released: an idle one, or room for a new one, and nobody queued.
+ * Whether the pool can hand out one more connection now, without waiting
+ * for one to be released: more idle ones, or room for new ones, than
+ * callers queued (a caller given an idle connection stays queued until the
+ * next tick).
  */
 function hasFreeConnection(pool: Pool): boolean {
-  return (
-    pool.waitingCount === 0 && (pool.idleCount > 0 || pool.totalCount < (pool.options.max ?? 10))
-  );
+  const room = (pool.options.max ?? 10) - pool.totalCount;
+  return pool.idleCount + room > pool.waitingCount;
 }
 
 /** Takes the transaction-scoped advisory lock `name` (a statement without parameters). */
