@@ -723,6 +723,36 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       await projector.apply(handled, client);
       const recorded = await this.outcome(append.committed);
       if (recorded === null) return null;
+      const head = recorded[0].position;
+      const to = recorded[recorded.length - 1].position;
+      // The checkpoint's move and the question that decides whether it is
+      // kept (COMMIT) or not (ROLLBACK) go out back to back: node-postgres
+      // sends the second as soon as the first is answered, not once this
+      // code has had its turn of a busy event loop. Only a commit announces
+      // the move.
+      const moved = client
+        .query(
+          `WITH moved AS (
+             UPDATE kl_checkpoints
+                SET transaction_id = $2::xid8, global_position = $3, updated_at = now()
+              WHERE projection = $1 AND transaction_id = $4::xid8 AND global_position = $5
+                AND NOT EXISTS (SELECT 1 FROM kl_projection_skips
+                                 WHERE projection = $1 AND global_position BETWEEN $7 AND $3)
+             RETURNING projection
+           )
+           SELECT pg_notify($6, projection) FROM moved`,
+          [
+            projector.name,
+            to.transactionId.toString(),
+            to.globalPosition.toString(),
+            from.transactionId.toString(),
+            from.globalPosition.toString(),
+            CHECKPOINTS_CHANNEL,
+            head.globalPosition.toString(),
+          ],
+        )
+        .then(({ rowCount }) => rowCount === 1);
+      moved.catch(() => undefined); // awaited below, unless the question failed first
       const settleBy = Date.now() + EARLY_SETTLE_MS;
       for (;;) {
         const next = await append.nextAfter(from, recorded, projector.handles, client);
@@ -730,29 +760,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         if (next === 'not next' || Date.now() > settleBy || this.abort.signal.aborted) return null;
         await new Promise((r) => setTimeout(r, EARLY_POLL_MS));
       }
-      const head = recorded[0].position;
-      const to = recorded[recorded.length - 1].position;
-      const { rowCount } = await client.query(
-        `WITH moved AS (
-           UPDATE kl_checkpoints
-              SET transaction_id = $2::xid8, global_position = $3, updated_at = now()
-            WHERE projection = $1 AND transaction_id = $4::xid8 AND global_position = $5
-              AND NOT EXISTS (SELECT 1 FROM kl_projection_skips
-                               WHERE projection = $1 AND global_position BETWEEN $7 AND $3)
-           RETURNING projection
-         )
-         SELECT pg_notify($6, projection) FROM moved`,
-        [
-          projector.name,
-          to.transactionId.toString(),
-          to.globalPosition.toString(),
-          from.transactionId.toString(),
-          from.globalPosition.toString(),
-          CHECKPOINTS_CHANNEL,
-          head.globalPosition.toString(),
-        ],
-      );
-      if (rowCount !== 1) return null;
+      if (!(await moved)) return null;
       await client.query('COMMIT');
       committed = true;
       this.known.set(projector.name, to);
