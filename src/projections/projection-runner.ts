@@ -94,6 +94,8 @@ const TOGETHER_UP_TO = 50;
 const EARLY_COMMIT_MS = 10_000;
 const EARLY_SETTLE_MS = 1000;
 const EARLY_POLL_MS = 5;
+/** How many times an early transaction tries for its lock (EARLY_POLL_MS apart) before it lets go. */
+const EARLY_LOCK_TRIES = 20;
 
 /** The read models lag: what a write answers as SERVER.LAGGING (awaitReadModels). */
 export class ProjectionTimeoutError extends DomainError {
@@ -712,14 +714,24 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     const client = await this.db.pool.connect();
     let committed = false;
     let broken = false;
+    let over = false;
+    void append.committed.then(() => (over = true));
     try {
       const name = escapeLiteral(projector.name);
-      const opened = (await client.query(
-        `BEGIN; SELECT pg_try_advisory_xact_lock(${LOCK_NAMESPACE}, hashtext(${name})) AS locked;
-         ${checkpointQuery(name)}`,
+      const lockAndCheckpoint = `SELECT pg_try_advisory_xact_lock(${LOCK_NAMESPACE},
+         hashtext(${name})) AS locked; ${checkpointQuery(name)}`;
+      let [, lock, checkpoint] = (await client.query(
+        `BEGIN; ${lockAndCheckpoint}`,
       )) as unknown as QueryResult[];
-      if (opened[1].rows[0].locked !== true) return null;
-      const { position: from } = checkpointOf(opened[2].rows as CheckpointRow[], projector.name);
+      // Held by a batch of the projector's loop, most likely (an idle one
+      // looks every 250 ms): tried again for a moment, without waiting on
+      // it, while the append is still being written.
+      for (let tries = 1; lock.rows[0].locked !== true; tries++) {
+        if (tries >= EARLY_LOCK_TRIES || over || this.abort.signal.aborted) return null;
+        await new Promise((r) => setTimeout(r, EARLY_POLL_MS));
+        [lock, checkpoint] = (await client.query(lockAndCheckpoint)) as unknown as QueryResult[];
+      }
+      const { position: from } = checkpointOf(checkpoint.rows as CheckpointRow[], projector.name);
       await projector.apply(handled, client);
       const recorded = await this.outcome(append.committed);
       if (recorded === null) return null;

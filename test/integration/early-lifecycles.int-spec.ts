@@ -15,7 +15,7 @@ import {
 } from '../../src/domain/state';
 import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
 import { PostgresSnapshotStore } from '../../src/infrastructure/event-store/postgres-snapshot-store';
-import { ProjectionRunner } from '../../src/projections/projection-runner';
+import { LOCK_NAMESPACE, ProjectionRunner } from '../../src/projections/projection-runner';
 import type { Projector } from '../../src/projections/projector';
 import { applyProjectors } from '../../src/projections/apply';
 import { stateProjectors } from '../../src/projections/state';
@@ -191,6 +191,26 @@ describe('the lifecycles applied while their append is written', () => {
     );
     expect(n).toBe(0);
     expect(await checkpoint()).toBe(before);
+  });
+
+  it('lets go of its lock, never waiting for it, when another session holds it through the append', async () => {
+    const holder = await h.db.pool.connect();
+    let position;
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [
+        LOCK_NAMESPACE,
+        LIFECYCLES,
+      ]);
+      position = await h.append(h.commitCommand('lock-taken', manyInstances(1, 150, 'l')));
+      await new Promise((r) => setTimeout(r, 300)); // longer than the early one tries
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    await runner.waitForPosition(position!);
+    expect(applies).toEqual([{ early: false, events: 151 }]);
+    expect(await liveRows('lock-taken')).toBe(150);
   });
 
   it('goes today’s way, without waiting, when the pool has no connection to spare', async () => {
