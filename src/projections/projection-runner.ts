@@ -1,8 +1,8 @@
 import { setMaxListeners } from 'node:events';
-import { escapeLiteral, PoolClient } from 'pg';
+import { escapeLiteral, Pool, PoolClient, QueryResult } from 'pg';
 import { comparePositions, LogPosition, RecordedEvent } from '../domain/shared/event';
 import { DomainError } from '../domain/shared/domain-error';
-import type { EventStore } from '../application/ports/event-store.port';
+import type { AppendInFlight, EventStore } from '../application/ports/event-store.port';
 import type { ReadModelSync } from '../application/ports/read-model-sync.port';
 import {
   ProjectionAdmin,
@@ -91,6 +91,17 @@ const DEFER_EVENTS = BATCH;
  * hold the shared connection through a stream.
  */
 const TOGETHER_UP_TO = 50;
+/**
+ * How long an early transaction (applyEarly) waits for its append to commit,
+ * and then for older transactions to end (readAll's horizon), before it
+ * rolls back: meanwhile it holds its projector's lock, which every other
+ * writer's batch of that projector waits for.
+ */
+const EARLY_COMMIT_MS = 10_000;
+const EARLY_SETTLE_MS = 1000;
+const EARLY_POLL_MS = 5;
+/** How many times an early transaction tries for its lock (EARLY_POLL_MS apart) before it lets go. */
+const EARLY_LOCK_TRIES = 20;
 
 /** The read models lag: what a write answers as SERVER.LAGGING (awaitReadModels). */
 export class ProjectionTimeoutError extends DomainError {
@@ -154,10 +165,19 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   private readonly notifier: Notifier;
   private readonly logger: Logger;
   private projectors: readonly Projector[] = [];
+  /**
+   * Per projector, its early transaction in flight (applyEarly): `done`
+   * resolves to the events it handled once committed, null when it rolled
+   * back; `claimed` once a writer's catch-up awaits it (and counts them for
+   * the statistics it refreshes at its end).
+   */
+  private readonly early = new Map<string, { done: Promise<number | null>; claimed: boolean }>();
+  private readonly unwatch: () => void;
 
   constructor(props: ProjectionRunnerProps) {
     ({ events: this.events, db: this.db, notifier: this.notifier, logger: this.logger } = props);
     this.recheckMs = props.recheckMs ?? RECHECK_MS;
+    this.unwatch = this.events.watchAppends((append) => this.startEarly(append));
   }
 
   /**
@@ -188,9 +208,10 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   }
 
   async stop(): Promise<void> {
+    this.unwatch();
     this.abort.abort();
     this.kick();
-    await Promise.allSettled(this.loops);
+    await Promise.allSettled([...this.loops, ...[...this.early.values()].map((e) => e.done)]);
   }
 
   /** Wake the loops now instead of at their next poll (or recheck). */
@@ -638,6 +659,153 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     return passed;
   }
 
+  /**
+   * An append is being written (EventStore.watchAppends): each projector
+   * that wants its events before they commit (applyBeforeCommit) starts an
+   * early transaction for them, if a connection is free now (never waiting
+   * for one: the append holds one, and concurrent commands' catch-ups may
+   * hold the rest) and it is not halted or at it already. Its loop stands
+   * aside meanwhile, as for a writer's catch-up, which awaits the early
+   * transaction before it looks at that projector.
+   */
+  private startEarly(append: AppendInFlight): void {
+    if (this.abort.signal.aborted) return;
+    for (const p of this.projectors) {
+      if (!p.applyBeforeCommit || this.early.has(p.name) || this.halts.has(p.name)) continue;
+      const handled = append.events.filter((e) => p.handles.includes(e.type));
+      if (!p.applyBeforeCommit(handled) || !hasFreeConnection(this.db.pool)) continue;
+      this.catchingUp.set(p.name, (this.catchingUp.get(p.name) ?? 0) + 1);
+      const early = { done: Promise.resolve<number | null>(null), claimed: false };
+      early.done = this.applyEarly(p, append, handled)
+        .catch((err: unknown) => {
+          // The catch-up applies the events as ever (and halts where it must).
+          this.logger.debug(
+            { projector: p.name, reason: describe(err) },
+            'early projection rolled back',
+          );
+          return null;
+        })
+        .finally(() => {
+          this.early.delete(p.name);
+          const left = this.catchingUp.get(p.name)! - 1;
+          if (left > 0) this.catchingUp.set(p.name, left);
+          else this.catchingUp.delete(p.name);
+        });
+      // Committed with no catch-up waiting for it: statistics now.
+      void early.done.then((n) => {
+        if (!early.claimed && (n ?? 0) >= ANALYZE_AFTER) this.analyzeSoon(p);
+      });
+      this.early.set(p.name, early);
+    }
+  }
+
+  /**
+   * `projector`'s batch of `append`'s events (`handled`, of its types)
+   * while the append is written: its lock (only if free: never a wait
+   * while the append, or a writer behind it, waits), its rows, then the
+   * append's outcome. The checkpoint moves, compare-and-set, and the
+   * transaction commits only if the append committed, its events are the
+   * log's next for this projector (AppendInFlight.nextAfter: no transaction
+   * can still put an event before them, and none of its types lies
+   * between the checkpoint and them) and none of them is to be skipped;
+   * anything else rolls back, and the writer's catch-up applies the events
+   * as ever. Bounded: EARLY_COMMIT_MS for the append, EARLY_SETTLE_MS for
+   * the horizon. Returns the events handled, or null when nothing was kept.
+   */
+  private async applyEarly(
+    projector: Projector,
+    append: AppendInFlight,
+    handled: RecordedEvent[],
+  ): Promise<number | null> {
+    const client = await this.db.pool.connect();
+    let committed = false;
+    let broken = false;
+    let over = false;
+    void append.committed.then(() => (over = true));
+    try {
+      const name = escapeLiteral(projector.name);
+      const lockAndCheckpoint = `SELECT pg_try_advisory_xact_lock(${LOCK_NAMESPACE},
+         hashtext(${name})) AS locked; ${checkpointQuery(name)}`;
+      let [, lock, checkpoint] = (await client.query(
+        `BEGIN; ${lockAndCheckpoint}`,
+      )) as unknown as QueryResult[];
+      // Held by a batch of the projector's loop, most likely (an idle one
+      // looks every 250 ms): tried again for a moment, without waiting on
+      // it, while the append is still being written.
+      for (let tries = 1; lock.rows[0].locked !== true; tries++) {
+        if (tries >= EARLY_LOCK_TRIES || over || this.abort.signal.aborted) return null;
+        await new Promise((r) => setTimeout(r, EARLY_POLL_MS));
+        [lock, checkpoint] = (await client.query(lockAndCheckpoint)) as unknown as QueryResult[];
+      }
+      const { position: from } = checkpointOf(checkpoint.rows as CheckpointRow[], projector.name);
+      await projector.apply(handled, client);
+      const recorded = await this.outcome(append.committed);
+      if (recorded === null) return null;
+      const head = recorded[0].position;
+      const to = recorded[recorded.length - 1].position;
+      // The checkpoint's move and the question that decides whether it is
+      // kept (COMMIT) or not (ROLLBACK) go out back to back: node-postgres
+      // sends the second as soon as the first is answered, not once this
+      // code has had its turn of a busy event loop. Only a commit announces
+      // the move.
+      const moved = client
+        .query(
+          `WITH moved AS (
+             UPDATE kl_checkpoints
+                SET transaction_id = $2::xid8, global_position = $3, updated_at = now()
+              WHERE projection = $1 AND transaction_id = $4::xid8 AND global_position = $5
+                AND NOT EXISTS (SELECT 1 FROM kl_projection_skips
+                                 WHERE projection = $1 AND global_position BETWEEN $7 AND $3)
+             RETURNING projection
+           )
+           SELECT pg_notify($6, projection) FROM moved`,
+          [
+            projector.name,
+            to.transactionId.toString(),
+            to.globalPosition.toString(),
+            from.transactionId.toString(),
+            from.globalPosition.toString(),
+            CHECKPOINTS_CHANNEL,
+            head.globalPosition.toString(),
+          ],
+        )
+        .then(({ rowCount }) => rowCount === 1);
+      moved.catch(() => undefined); // awaited below, unless the question failed first
+      const settleBy = Date.now() + EARLY_SETTLE_MS;
+      for (;;) {
+        const next = await append.nextAfter(from, recorded, projector.handles, client);
+        if (next === 'next') break;
+        if (next === 'not next' || Date.now() > settleBy || this.abort.signal.aborted) return null;
+        await new Promise((r) => setTimeout(r, EARLY_POLL_MS));
+      }
+      if (!(await moved)) return null;
+      await client.query('COMMIT');
+      committed = true;
+      this.known.set(projector.name, to);
+      return handled.length;
+    } finally {
+      if (!committed) await client.query('ROLLBACK').catch(() => (broken = true));
+      client.release(broken);
+    }
+  }
+
+  /** The append's recorded events, or null when it did not commit within EARLY_COMMIT_MS (or the runner stops). */
+  private outcome(
+    committed: Promise<readonly RecordedEvent[] | null>,
+  ): Promise<readonly RecordedEvent[] | null> {
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort = (): void => undefined;
+    const given = new Promise<null>((resolve) => {
+      timer = setTimeout(() => resolve(null), EARLY_COMMIT_MS);
+      onAbort = () => resolve(null);
+      this.abort.signal.addEventListener('abort', onAbort, { once: true });
+    });
+    return Promise.race([committed, given]).finally(() => {
+      clearTimeout(timer);
+      this.abort.signal.removeEventListener('abort', onAbort);
+    });
+  }
+
   /** Positions of every projector (the slowest decides read-your-writes). */
   async checkpoints(): Promise<Map<string, LogPosition>> {
     const rows = await this.db.query<{ projection: string; tx: string; gp: string }>(
@@ -757,13 +925,20 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
               turn = new Promise<void>((resolve) => (pass = resolve));
               bulk.set(p, counted);
               try {
-                await mine;
+                const early = this.early.get(p.name);
+                if (early !== undefined) {
+                  // Its rows are being written beside the append already
+                  // (applyEarly): the next projector's turn.
+                  early.claimed = true;
+                  pass();
+                  counted.handled += (await early.done) ?? 0;
+                } else await mine;
                 // A batch from memory ends where the held appends do (before an
                 // append of another process): go on while there is progress
                 // and this projector is short of the position.
-                for (;;) {
+                while (!this.knownAt(p, position)) {
                   const n = await this.runBatch(p, CATCH_UP_BATCH, counted);
-                  if (n === 0 || this.knownAt(p, position)) break;
+                  if (n === 0) break;
                 }
               } finally {
                 pass();
@@ -1110,6 +1285,17 @@ interface Deferred {
   /** The last event looked at. */
   through: LogPosition;
   events: number;
+}
+
+/**
+ * Whether the pool can hand out one more connection now, without waiting
+ * for one to be released: more idle ones, or room for new ones, than
+ * callers queued (a caller given an idle connection stays queued until the
+ * next tick).
+ */
+function hasFreeConnection(pool: Pool): boolean {
+  const room = (pool.options.max ?? 10) - pool.totalCount;
+  return pool.idleCount + room > pool.waitingCount;
 }
 
 /** Takes the transaction-scoped advisory lock `name` (a statement without parameters). */

@@ -34,4 +34,15 @@ export interface Projector {
   /** Tables this projector owns: a rebuild fills copies of them and swaps those in. */
   readonly tables: readonly string[];
   apply(events: RecordedEvent[], tx: Queryable): Promise<void>;
+  /**
+   * Whether these events of its types, of an append still being written,
+   * are worth applying before the append commits: the runner then applies
+   * them beside it, in a transaction of their own that moves the checkpoint
+   * and commits only once the append has committed and its events are the
+   * log's next for this projector, and rolls back otherwise (ProjectionRunner,
+   * early). Their positions are zero: only a projector whose rows never use
+   * an event's position may say yes, and only where it pays (a first commit's
+   * COPY, the longest write of its answer).
+   */
+  applyBeforeCommit?(events: readonly RecordedEvent[]): boolean;
 }

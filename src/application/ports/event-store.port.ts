@@ -48,6 +48,46 @@ export interface EventToAppend<E extends DomainEvent = DomainEvent> {
   metadata: EventMetadata;
 }
 
+/**
+ * A database session the caller holds (for the PostgreSQL store, a client
+ * in a transaction of the caller's): AppendInFlight.nextAfter asks on it
+ * instead of taking a connection of its own.
+ */
+export interface StoreSession {
+  query(text: string, params?: unknown[]): Promise<unknown>;
+}
+
+/**
+ * An append of more than one statement's events, announced while it is
+ * being written (EventStore.watchAppends), so that a reader needing no log
+ * position can start on its events before they commit.
+ */
+export interface AppendInFlight {
+  readonly streamId: string;
+  /**
+   * Its events as readAll will return them once committed, but for their
+   * positions, which the commit gives: each `position` is zero until then.
+   */
+  readonly events: readonly RecordedEvent[];
+  /** The events as recorded once the append has committed; null once it has not. */
+  readonly committed: Promise<readonly RecordedEvent[] | null>;
+  /**
+   * Asked once `committed` gave `recorded`: whether a reader at `from`
+   * reads them next, but for events of other types than `types` before
+   * them. `next` when no transaction can still commit an event before them
+   * (readAll's horizon is past them) and no event of `types` lies between
+   * `from` and them; `unsettled` while an older transaction is still open
+   * (ask again); `not next` otherwise, for good. Asked through `session`,
+   * never on a connection of its own.
+   */
+  nextAfter(
+    from: LogPosition,
+    recorded: readonly RecordedEvent[],
+    types: readonly string[],
+    session: StoreSession,
+  ): Promise<'next' | 'unsettled' | 'not next'>;
+}
+
 export interface ReadStreamOptions {
   /** First revision to read (inclusive); default 0. */
   fromRevision?: bigint;
@@ -112,6 +152,13 @@ export interface EventStore {
   heldAppend(transactionId: bigint): readonly RecordedEvent[] | null;
   /** The readers of this process's held appends are past `position`: those up to it may go. */
   releaseAppends(position: LogPosition): void;
+  /**
+   * Calls `listener` for each append of this process that writes more than
+   * one statement's events, once the stream has moved (the append got past
+   * its expected revision) and before its events are written; synchronously,
+   * so the listener must only start its work. Returns the way to stop.
+   */
+  watchAppends(listener: (append: AppendInFlight) => void): () => void;
   /** The event at this global position (`event_log.position`), or null. */
   readAt(globalPosition: bigint): Promise<RecordedEvent | null>;
   /** Position of the last event `readAll` would return now; null for an empty log. */

@@ -1,10 +1,12 @@
 import { PoolClient } from 'pg';
 import {
+  AppendInFlight,
   AppendResult,
   EventStore,
   EventToAppend,
   ExpectedRevision,
   ReadStreamOptions,
+  StoreSession,
   StreamRevision,
 } from '../../application/ports/event-store.port';
 import {
@@ -153,6 +155,8 @@ export class PostgresEventStore implements EventStore {
   private readonly held: HeldAppends;
   /** Confirmations of held appends being asked now (readAppended), by question. */
   private readonly confirming = new Map<string, Promise<boolean>>();
+  /** Told of each append of more than one statement while it is written (watchAppends). */
+  private readonly watchers = new Set<(append: AppendInFlight) => void>();
 
   constructor(
     private readonly db: Database,
@@ -172,14 +176,21 @@ export class PostgresEventStore implements EventStore {
   ): Promise<AppendResult> {
     checkEventIds(events);
     let appended: Appended;
+    // Settles what watchers were told of this append (announce), if anything.
+    let settle: ((recorded: readonly RecordedEvent[] | null) => void) | undefined;
     try {
       appended =
         events.length > 0 && events.length <= ONE_STATEMENT
           ? await appendInOneStatement(this.db.pool, streamId, events, expectedRevision, alsoAt)
           : await this.db.transaction((tx) =>
-              insertEvents(tx, streamId, events, expectedRevision, alsoAt),
+              insertEvents(tx, streamId, events, expectedRevision, alsoAt, (length) => {
+                if (this.watchers.size > 0) settle = this.announce(streamId, events, length);
+              }),
             );
     } catch (err) {
+      // Told at once, before anything below asks the pool for a connection:
+      // a watcher may hold one and a lock others wait for until it hears.
+      settle?.(null);
       // Either way the batch may be a repeat of an append that was stored
       // (and whose answer the writer lost): then that append's result is the
       // answer. Only this path pays for the look-up.
@@ -193,33 +204,78 @@ export class PostgresEventStore implements EventStore {
     // transaction takes a database-wide lock through the commit's WAL flush,
     // which serialises every appender. It is only a hint (readers also poll),
     // so a lost one costs latency, never an event.
-    if (events.length > 0) void this.notifier.notify(EVENTS_CHANNEL, streamId);
-    this.hold(streamId, events, appended);
+    if (events.length > 0) {
+      const { result, positions } = appended;
+      const recorded = this.recorded(
+        streamId,
+        events,
+        result.nextExpectedRevision - BigInt(events.length) + 1n,
+        (i) => ({
+          transactionId: result.position.transactionId,
+          globalPosition: BigInt(positions[i]),
+        }),
+      );
+      settle?.(recorded);
+      void this.notifier.notify(EVENTS_CHANNEL, streamId);
+      this.held.hold(recorded);
+    }
     return appended.result;
   }
 
+  watchAppends(listener: (append: AppendInFlight) => void): () => void {
+    this.watchers.add(listener);
+    return () => void this.watchers.delete(listener);
+  }
+
   /**
-   * Keeps a committed append's events as `readAll` would return them: the
-   * same fields, positions and upcasting; `data` is the object written (its
-   * JSON text is what was stored, and the log's JSON reads back equal).
+   * Tells the watchers of an append whose stream has just moved to
+   * `length` (its events not written yet); returns how to tell them the
+   * outcome.
    */
-  private hold(streamId: string, events: EventToAppend[], { result, positions }: Appended): void {
-    if (events.length === 0) return;
-    const transactionId = result.position.transactionId;
-    const first = result.nextExpectedRevision - BigInt(events.length) + 1n;
-    this.held.hold(
-      events.map((e, i) =>
-        this.upcasters.upcast({
-          eventId: e.eventId,
-          type: e.type,
-          schemaVersion: e.schemaVersion,
-          data: e.data,
-          metadata: e.metadata,
-          streamId,
-          streamRevision: first + BigInt(i),
-          position: { transactionId, globalPosition: BigInt(positions[i]) },
-        }),
-      ),
+  private announce(
+    streamId: string,
+    events: EventToAppend[],
+    length: bigint,
+  ): (recorded: readonly RecordedEvent[] | null) => void {
+    let settle!: (recorded: readonly RecordedEvent[] | null) => void;
+    const append: AppendInFlight = {
+      streamId,
+      events: this.recorded(streamId, events, length - BigInt(events.length), () => NO_POSITION),
+      committed: new Promise((resolve) => (settle = resolve)),
+      nextAfter: (from, recorded, types, session) => nextAfter(session, from, recorded, types),
+    };
+    for (const watcher of this.watchers) {
+      try {
+        watcher(append);
+      } catch {
+        // A watcher's trouble is its own; the append goes on.
+      }
+    }
+    return settle;
+  }
+
+  /**
+   * An append's events as `readAll` would return them: the same fields,
+   * positions (`at`) and upcasting; `data` is the object written (its JSON
+   * text is what was stored, and the log's JSON reads back equal).
+   */
+  private recorded(
+    streamId: string,
+    events: EventToAppend[],
+    first: bigint,
+    at: (i: number) => LogPosition,
+  ): RecordedEvent[] {
+    return events.map((e, i) =>
+      this.upcasters.upcast({
+        eventId: e.eventId,
+        type: e.type,
+        schemaVersion: e.schemaVersion,
+        data: e.data,
+        metadata: e.metadata,
+        streamId,
+        streamRevision: first + BigInt(i),
+        position: at(i),
+      }),
     );
   }
 
@@ -553,15 +609,51 @@ async function appendInOneStatement(
   };
 }
 
+/** An event's position before its append commits (AppendInFlight.events). */
+const NO_POSITION: LogPosition = { transactionId: 0n, globalPosition: 0n };
+
+/** AppendInFlight.nextAfter, asked on `session`. */
+async function nextAfter(
+  session: StoreSession,
+  from: LogPosition,
+  recorded: readonly RecordedEvent[],
+  types: readonly string[],
+): Promise<'next' | 'unsettled' | 'not next'> {
+  const head = recorded[0].position;
+  const { rows } = (await session.query(
+    `SELECT ($3::xid8, $4::bigint) > ($1::xid8, $2::bigint) AS after,
+            (SELECT kl_log_horizon()) > $3::xid8 AS settled,
+            EXISTS (SELECT 1 FROM kl_events
+                     WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
+                       AND (transaction_id, global_position) < ($3::xid8, $4::bigint)
+                       AND type = ANY($5)) AS between`,
+    [
+      from.transactionId.toString(),
+      from.globalPosition.toString(),
+      head.transactionId.toString(),
+      head.globalPosition.toString(),
+      types,
+    ],
+  )) as { rows: { after: boolean; settled: boolean; between: boolean }[] };
+  const [row] = rows;
+  // An event of `types` found between stays there; one not found yet may
+  // still come from a transaction older than the horizon.
+  if (!row.after || row.between) return 'not next';
+  return row.settled ? 'next' : 'unsettled';
+}
+
 async function insertEvents(
   tx: PoolClient,
   streamId: string,
   events: EventToAppend[],
   expectedRevision: ExpectedRevision,
   alsoAt?: StreamRevision,
+  /** Told the stream's new length once it has moved, before any event is written. */
+  advanced?: (length: bigint) => void,
 ): Promise<Appended> {
   const count = BigInt(events.length);
   const length = await advanceStream(tx, streamId, count, expectedRevision, alsoAt);
+  advanced?.(length);
   if (events.length >= COPY_EVENTS) return copyEvents(tx, streamId, events, length);
   let base = length - count;
   let last: { global_position: string; txid: string } | undefined;

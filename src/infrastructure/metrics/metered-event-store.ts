@@ -36,6 +36,7 @@ export function meteredEventStore(store: EventStore, metrics: PrometheusMetrics)
     readAppended: (from, limit, types) => store.readAppended(from, limit, types),
     heldAppend: (transactionId) => store.heldAppend(transactionId),
     releaseAppends: (position) => store.releaseAppends(position),
+    watchAppends: (listener) => store.watchAppends(listener),
     readAt: (position) => store.readAt(position),
     lastPosition: () => store.lastPosition(),
     contains: (position) => store.contains(position),

@@ -187,6 +187,17 @@ export class ResourceLifecyclesProjector implements Projector {
 
   private readonly addresses = new ResourceAddresses();
 
+  /**
+   * A commit's opens long enough for COPY: their rows need no position
+   * (versions and serials are the events' own), and they are the longest
+   * write a first commit's answer waits for.
+   */
+  applyBeforeCommit(events: readonly RecordedEvent[]): boolean {
+    let opens = 0;
+    for (const e of events) if (e.type === StateEventType.LifecycleOpened) opens++;
+    return opens >= COPY_ROWS;
+  }
+
   apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
     return applyLifecycleRuns(events, this.addresses, {
       close: (rows) => closeRows(tx, rows),
