@@ -93,6 +93,7 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
           return memo.hash(address, resource, instance);
         },
         memo.known,
+        memo.made,
       );
       warming = this.served?.warm(fresh);
       const newStateId = this.deciders.newId();

@@ -48,11 +48,17 @@ export function formatResourceAddress(
   return a.module.length === 0 ? local : `${formatModulePath(a.module)}.${local}`;
 }
 
-/** The instance address exactly as terraform prints it. */
+/**
+ * The instance address exactly as terraform prints it, as one flat string.
+ * Joined rather than concatenated: V8 keeps a concatenation as a rope, about
+ * five string objects for `module.m.terraform_data.x[12]`, and a commit holds
+ * every address of its document (the flat instances, the events) until its
+ * append is written, every young collection meanwhile copying the ropes.
+ */
 export function formatInstanceAddress(a: InstanceAddress): string {
   const key = a.key === undefined ? '' : formatIndexKey(a.key);
   const deposed = a.deposed === undefined ? '' : ` (deposed object ${a.deposed})`;
-  return `${formatResourceAddress(a)}${key}${deposed}`;
+  return [formatResourceAddress(a), key, deposed].join('');
 }
 
 /**

@@ -95,12 +95,15 @@ export function sameDescriptor(a: ResourceDescriptor, b: ResourceDescriptor): bo
  * Every instance object of a (validated) document, deposed ones included, in
  * document order. An instance `known` answers for, under an equal resource,
  * is that answer: its address and hash are functions of the resource and the
- * object alone, so nothing is formatted or hashed again for it.
+ * object alone, so nothing is formatted or hashed again for it. `made` is
+ * told of each flat instance made anew (not of those `known` answered), so a
+ * caller that keeps them keeps these very objects rather than copies.
  */
 export function flattenInstances(
   doc: StateDocumentV4,
   hash: InstanceHasher = hashInstance,
   known?: KnownFlatInstance,
+  made?: (flat: FlatInstance) => void,
 ): FlatInstance[] {
   const out: FlatInstance[] = [];
   for (const r of doc.resources) {
@@ -123,7 +126,14 @@ export function flattenInstances(
       }
       module ??= parseModulePath(resource.module);
       const address = instanceAddressOf(module, r, instance);
-      out.push({ address, resource, instance, hash: hash(address, resource, instance) });
+      const fresh: FlatInstance = {
+        address,
+        resource,
+        instance,
+        hash: hash(address, resource, instance),
+      };
+      made?.(fresh);
+      out.push(fresh);
     }
   }
   return out;
