@@ -40,12 +40,18 @@ export function formatModulePath(steps: readonly ModuleInstanceStep[]): string {
     .join('.');
 }
 
-/** `module.a["x"].data.aws_ami.x` — the resource, without instance key. */
+/**
+ * `module.a["x"].data.aws_ami.x` — the resource, without instance key; one
+ * flat string, as formatInstanceAddress's (the lifecycles' rows keep one per
+ * instance opened while their `COPY` is written).
+ */
 export function formatResourceAddress(
   a: Pick<InstanceAddress, 'module' | 'mode' | 'type' | 'name'>,
 ): string {
-  const local = `${a.mode === 'data' ? 'data.' : ''}${a.type}.${a.name}`;
-  return a.module.length === 0 ? local : `${formatModulePath(a.module)}.${local}`;
+  const data = a.mode === 'data' ? 'data.' : '';
+  return a.module.length === 0
+    ? [data, a.type, '.', a.name].join('')
+    : [formatModulePath(a.module), '.', data, a.type, '.', a.name].join('');
 }
 
 /**
