@@ -608,25 +608,9 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     bulk?.applying?.();
     await applying;
     const to = events[events.length - 1].position;
-    // Moved compare-and-set, and announced (at commit) only when it moved.
-    const { rowCount } = await tx.query(
-      `WITH moved AS (
-         UPDATE kl_checkpoints
-            SET transaction_id = $2::xid8, global_position = $3, updated_at = now()
-          WHERE projection = $1 AND transaction_id = $4::xid8 AND global_position = $5
-         RETURNING projection
-       )
-       SELECT pg_notify($6, projection) FROM moved`,
-      [
-        projector.name,
-        to.transactionId.toString(),
-        to.globalPosition.toString(),
-        from.transactionId.toString(),
-        from.globalPosition.toString(),
-        CHECKPOINTS_CHANNEL,
-      ],
-    );
-    if (rowCount !== 1) throw new Error(`checkpoint of ${projector.name} moved under us`);
+    if (!(await moveCheckpoint(tx, projector.name, from, to))) {
+      throw new Error(`checkpoint of ${projector.name} moved under us`);
+    }
     return { consumed: events.length, handled: handled.length, at: to };
   }
 
@@ -748,28 +732,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       // sends the second as soon as the first is answered, not once this
       // code has had its turn of a busy event loop. Only a commit announces
       // the move.
-      const moved = client
-        .query(
-          `WITH moved AS (
-             UPDATE kl_checkpoints
-                SET transaction_id = $2::xid8, global_position = $3, updated_at = now()
-              WHERE projection = $1 AND transaction_id = $4::xid8 AND global_position = $5
-                AND NOT EXISTS (SELECT 1 FROM kl_projection_skips
-                                 WHERE projection = $1 AND global_position BETWEEN $7 AND $3)
-             RETURNING projection
-           )
-           SELECT pg_notify($6, projection) FROM moved`,
-          [
-            projector.name,
-            to.transactionId.toString(),
-            to.globalPosition.toString(),
-            from.transactionId.toString(),
-            from.globalPosition.toString(),
-            CHECKPOINTS_CHANNEL,
-            head.globalPosition.toString(),
-          ],
-        )
-        .then(({ rowCount }) => rowCount === 1);
+      const moved = moveCheckpoint(client, projector.name, from, to, head);
       moved.catch(() => undefined); // awaited below, unless the question failed first
       const settleBy = Date.now() + EARLY_SETTLE_MS;
       for (;;) {
@@ -1360,6 +1323,46 @@ async function moveTogether(
     ],
   );
   if (rowCount !== moves.length) throw new Error('a checkpoint moved under us');
+}
+
+/**
+ * Moves a projector's checkpoint from `from` to `to`, compare-and-set, and
+ * announces the move (at commit) only when it moved. With `unskippedFrom`,
+ * only when no event from there to `to` is one to skip (for a batch that
+ * did not look at the skips). Resolves whether it moved.
+ */
+async function moveCheckpoint(
+  tx: PoolClient,
+  name: string,
+  from: LogPosition,
+  to: LogPosition,
+  unskippedFrom?: LogPosition,
+): Promise<boolean> {
+  const unskipped =
+    unskippedFrom === undefined
+      ? ''
+      : `AND NOT EXISTS (SELECT 1 FROM kl_projection_skips
+                          WHERE projection = $1 AND global_position BETWEEN $7 AND $3)`;
+  const { rowCount } = await tx.query(
+    `WITH moved AS (
+       UPDATE kl_checkpoints
+          SET transaction_id = $2::xid8, global_position = $3, updated_at = now()
+        WHERE projection = $1 AND transaction_id = $4::xid8 AND global_position = $5
+          ${unskipped}
+       RETURNING projection
+     )
+     SELECT pg_notify($6, projection) FROM moved`,
+    [
+      name,
+      to.transactionId.toString(),
+      to.globalPosition.toString(),
+      from.transactionId.toString(),
+      from.globalPosition.toString(),
+      CHECKPOINTS_CHANNEL,
+      ...(unskippedFrom === undefined ? [] : [unskippedFrom.globalPosition.toString()]),
+    ],
+  );
+  return rowCount === 1;
 }
 
 function shadowNames(tables: readonly string[]): string {
