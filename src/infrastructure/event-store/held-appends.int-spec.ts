@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { useEventStoreDatabase } from '../../../test/support/event-store-database';
-import type { EventToAppend } from '../../application/ports/event-store.port';
+import type { AppendInFlight, EventToAppend } from '../../application/ports/event-store.port';
 import { LOG_START, LogPosition } from '../../domain/shared/event';
 import { PostgresEventStore } from './postgres-event-store';
 
@@ -203,5 +203,53 @@ describe('PostgreSQL event store: appends handed over from memory', () => {
       expectedRevision: 'no_stream',
     });
     expect(store.heldAppend(big.position.transactionId)).toBeNull();
+  });
+
+  it("asks whether an append is a reader's next in log order, not by a scan of the whole log", async () => {
+    // 40,000 older events, in two transactions, with the planner's statistics.
+    for (const n of [1, 2]) {
+      await env.t.db.query(
+        `INSERT INTO kl_events (event_id, stream_id, stream_revision, type, schema_version,
+                                data, metadata)
+         SELECT gen_random_uuid(), 'older-${n}', g, 'Opened', 1, '{}', '{}'
+           FROM generate_series(0, 19999) AS g`,
+      );
+    }
+    await env.t.db.query('ANALYZE kl_events');
+    const store = new PostgresEventStore(env.t.db, env.notifier);
+    const before = (await store.lastPosition())!;
+    let inFlight: AppendInFlight | undefined;
+    const unwatch = store.watchAppends((append) => (inFlight = append));
+    try {
+      await store.appendToStream('asked', events(1200), { expectedRevision: 'no_stream' });
+    } finally {
+      unwatch();
+    }
+    const recorded = (await inFlight!.committed)!;
+    // Each question also explained, with the same parameters, on the same connection.
+    const client = await env.t.db.pool.connect();
+    const plans: string[] = [];
+    const session = {
+      async query(text: string, params?: unknown[]) {
+        const { rows } = await client.query(`EXPLAIN (FORMAT JSON) ${text}`, params);
+        plans.push(JSON.stringify(rows));
+        return client.query(text, params);
+      },
+    };
+    try {
+      await eventually(async () =>
+        (await inFlight!.nextAfter(before, recorded, ['Opened'], session)) === 'next' ? [1] : [],
+      );
+      // An older event of the type between: found, and the answer stays.
+      const older = (await store.readAll(LOG_START, 1))[0].position;
+      expect(await inFlight!.nextAfter(older, recorded, ['Opened'], session)).toBe('not next');
+    } finally {
+      client.release();
+    }
+    expect(plans.length).toBeGreaterThan(1);
+    for (const plan of plans) {
+      expect(plan).toContain('kl_events_log_order');
+      expect(plan).not.toContain('Seq Scan');
+    }
   });
 });

@@ -620,13 +620,21 @@ async function nextAfter(
   types: readonly string[],
 ): Promise<'next' | 'unsettled' | 'not next'> {
   const head = recorded[0].position;
+  // The first event of `types` between, in log order: PostgreSQL plans an
+  // EXISTS over the row comparisons as a scan of the whole log (it cannot
+  // tell how few events lie between; PostgreSQL drops an EXISTS's ORDER BY
+  // and LIMIT), which grew with every event ever stored: ~10 ms more of its
+  // CPU per 20,000 (docs/performance.md, wave 15). Ordered and limited, it
+  // walks the log's index from `from` and stops at `head`.
   const { rows } = (await session.query(
     `SELECT ($3::xid8, $4::bigint) > ($1::xid8, $2::bigint) AS after,
             (SELECT kl_log_horizon()) > $3::xid8 AS settled,
-            EXISTS (SELECT 1 FROM kl_events
-                     WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
-                       AND (transaction_id, global_position) < ($3::xid8, $4::bigint)
-                       AND type = ANY($5)) AS between`,
+            (SELECT global_position FROM kl_events
+              WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
+                AND (transaction_id, global_position) < ($3::xid8, $4::bigint)
+                AND type = ANY($5)
+              ORDER BY transaction_id, global_position
+              LIMIT 1) IS NOT NULL AS between`,
     [
       from.transactionId.toString(),
       from.globalPosition.toString(),
