@@ -100,6 +100,11 @@ const TOGETHER_UP_TO = 50;
 const EARLY_COMMIT_MS = 10_000;
 const EARLY_SETTLE_MS = 1000;
 const EARLY_POLL_MS = 5;
+/**
+ * How long a projector's loop holds off, at most, while a bulk append of
+ * this process is being written (appendsInFlight).
+ */
+const IN_FLIGHT_WAIT_MS = EARLY_COMMIT_MS;
 /** How many times an early transaction tries for its lock (EARLY_POLL_MS apart) before it lets go. */
 const EARLY_LOCK_TRIES = 20;
 
@@ -172,12 +177,17 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * the statistics it refreshes at its end).
    */
   private readonly early = new Map<string, { done: Promise<number | null>; claimed: boolean }>();
+  /** The outcomes of this process's bulk appends being written (watchAppends). */
+  private readonly appendsInFlight = new Set<Promise<unknown>>();
   private readonly unwatch: () => void;
 
   constructor(props: ProjectionRunnerProps) {
     ({ events: this.events, db: this.db, notifier: this.notifier, logger: this.logger } = props);
     this.recheckMs = props.recheckMs ?? RECHECK_MS;
-    this.unwatch = this.events.watchAppends((append) => this.startEarly(append));
+    this.unwatch = this.events.watchAppends((append) => {
+      this.trackInFlight(append);
+      this.startEarly(append);
+    });
   }
 
   /**
@@ -231,6 +241,10 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     let woken = false;
     // What the loop has left for later: since when, through which event, how many.
     let deferred: Deferred | null = null;
+    // Set once the loop has held off for appends in flight: its next look is
+    // a batch, whatever is in flight then (appends one after another never
+    // keep it from looking).
+    let heldOff = false;
     while (!signal.aborted) {
       if (this.halts.has(projector.name)) {
         await this.idle(signal, (wake) =>
@@ -247,6 +261,18 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         await this.idle(signal, (wake) => this.events.waitForAppend(250, wake));
         continue;
       }
+      if (!heldOff && this.appendsInFlight.size > 0) {
+        // A bulk append of this process is being written: a look at the log
+        // now finds none of it, and walks its uncommitted rows to say so
+        // (about ten loops, every 250 ms, each some ms of PostgreSQL's CPU
+        // beside the append: docs/performance.md, wave 15). The loop looks
+        // once it is over, as its commit would have woken it.
+        await this.idle(signal, (wake) => this.inFlightSettled(wake));
+        heldOff = true;
+        woken = true;
+        continue;
+      }
+      heldOff = false;
       const later: Deferred | null = woken ? await this.deferrable(projector, deferred) : null;
       if (later !== null) {
         // Every new event is one this projector passes over: moving its
@@ -641,6 +667,33 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       if (stop >= 0) break;
     }
     return passed;
+  }
+
+  /** Counts `append` in flight until its outcome is known. */
+  private trackInFlight(append: AppendInFlight): void {
+    const outcome = append.committed.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.appendsInFlight.add(outcome);
+    void outcome.then(() => this.appendsInFlight.delete(outcome));
+  }
+
+  /**
+   * Resolves once the appends in flight now have their outcome, at most
+   * IN_FLIGHT_WAIT_MS from now, or when `wake` aborts.
+   */
+  private inFlightSettled(wake: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, IN_FLIGHT_WAIT_MS);
+      wake.addEventListener('abort', done, { once: true });
+      void Promise.all([...this.appendsInFlight]).then(done);
+      function done(): void {
+        clearTimeout(timer);
+        wake.removeEventListener('abort', done);
+        resolve();
+      }
+    });
   }
 
   /**

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { comparePositions, LogPosition, RecordedEvent } from '../../src/domain/shared/event';
 import { ProjectionRunner } from '../../src/projections/projection-runner';
 import type { Projector } from '../../src/projections/projector';
@@ -83,5 +84,57 @@ describe('a projector loop and the appends it passes over', () => {
     await runner.waitForPosition(last);
     expect(await runner.reached(last)).toBe(true);
     expect(comparePositions((await checkpointOf(commitsOnly.name))!, last)).toBe(0);
+  });
+
+  it('looks at the log only once a bulk append being written is over', async () => {
+    const before = (await h.events.lastPosition())!;
+    // The append is held after its announcement, before its rows: its COPY
+    // waits for a lock another session holds.
+    const blocker = await h.t.db.pool.connect();
+    let announced!: () => void;
+    const inFlight = new Promise<void>((resolve) => (announced = resolve));
+    const unwatch = h.events.watchAppends(() => announced());
+    const reads = jest.spyOn(h.events, 'readAll');
+    let appending: Promise<unknown> | undefined;
+    try {
+      await blocker.query('BEGIN; LOCK TABLE kl_events IN SHARE MODE');
+      appending = h.events.appendToStream(
+        'bulk-noted',
+        Array.from({ length: 1200 }, (_, i) => ({
+          eventId: randomUUID(),
+          type: 'Noted',
+          schemaVersion: 1,
+          data: { i },
+          metadata: {
+            actor: 'alice',
+            correlationId: 'bulk',
+            causationId: null,
+            occurredAt: new Date().toISOString(),
+          },
+        })),
+        { expectedRevision: 'no_stream' },
+      );
+      await inFlight;
+      reads.mockClear();
+      // Over two of the loops' polls (every 250 ms) while the append waits.
+      await new Promise((r) => setTimeout(r, 700));
+      expect(reads).not.toHaveBeenCalled();
+    } finally {
+      await blocker.query('COMMIT');
+      blocker.release();
+      unwatch();
+      reads.mockRestore();
+    }
+    const appended = (await appending) as { position: LogPosition };
+    expect(comparePositions(appended.position, before)).toBeGreaterThan(0);
+    // Then every loop gets past it, with nothing waiting for it.
+    let at = await checkpointOf(commitsOnly.name);
+    for (const deadline = Date.now() + 20_000; Date.now() < deadline;) {
+      if (at !== undefined && comparePositions(at, appended.position) >= 0) break;
+      await new Promise((r) => setTimeout(r, 50));
+      at = await checkpointOf(commitsOnly.name);
+    }
+    expect(comparePositions(at!, appended.position)).toBe(0);
+    expect(await runner.caughtUp()).toBe(true);
   });
 });
