@@ -205,6 +205,61 @@ describe('PostgreSQL event store: appends handed over from memory', () => {
     expect(store.heldAppend(big.position.transactionId)).toBeNull();
   });
 
+  it("writes a big append in COPY's binary format, each event's JSON text as written", async () => {
+    const store = new PostgresEventStore(env.t.db, env.notifier);
+    const sent: string[] = [];
+    const original = Client.prototype.query as (...args: unknown[]) => unknown;
+    const query = jest.spyOn(Client.prototype, 'query').mockImplementation(function (
+      this: Client,
+      ...args: unknown[]
+    ) {
+      const text = (args[0] as { text?: unknown } | undefined)?.text ?? args[0];
+      if (typeof text === 'string') sent.push(text);
+      return original.apply(this, args);
+    } as never);
+    const awkward = events(1100).map((e, i) => ({
+      ...e,
+      type: i % 2 ? 'Opened\ttab' : 'Closed',
+      schemaVersion: 1 + (i % 3),
+      data: { ...(e.data as object), odd: 'nul\u0000 \ud83d 😀 € \u2028 "q" \\N \\\\', at: i },
+    }));
+    let appended;
+    try {
+      appended = await store.appendToStream('binary-copy', awkward, {
+        expectedRevision: 'no_stream',
+      });
+    } finally {
+      query.mockRestore();
+    }
+    expect(sent.filter((t) => t.includes('COPY kl_events'))).toEqual([
+      expect.stringContaining('FROM STDIN (FORMAT binary)'),
+    ]);
+    const rows = await env.t.db.query<{
+      event_id: string;
+      stream_revision: string;
+      type: string;
+      schema_version: number;
+      data: string;
+      metadata: unknown;
+      txid: string;
+    }>(
+      `SELECT event_id, stream_revision::text, type, schema_version, data::text AS data,
+              metadata, transaction_id::text AS txid
+         FROM kl_events WHERE stream_id = 'binary-copy' ORDER BY kl_events.stream_revision`,
+    );
+    expect(rows).toEqual(
+      awkward.map((e, i) => ({
+        event_id: e.eventId,
+        stream_revision: String(i),
+        type: e.type,
+        schema_version: e.schemaVersion,
+        data: JSON.stringify(e.data),
+        metadata,
+        txid: appended!.position.transactionId.toString(),
+      })),
+    );
+  });
+
   it("asks whether an append is a reader's next in log order, not by a scan of the whole log", async () => {
     // 40,000 older events, in two transactions, with the planner's statistics.
     for (const n of [1, 2]) {
