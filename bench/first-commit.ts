@@ -38,9 +38,8 @@ import { send } from './support/http-send';
  *   KL_BENCH_KLD_NODE_ARGS="--cpu-prof --cpu-prof-dir=DIR" (node options for kld)
  *   KL_BENCH_REBUILD=0         no projection rebuild
  *   KL_BENCH_PG_LOG_MS=100     print the embedded PostgreSQL's statements slower than that
- *   KL_BENCH_UNLOGGED=resources,raw_state,…  these tables of this build's database made
- *                              UNLOGGED once its kld has migrated it (with KL_BENCH_KLD_BEFORE
- *                              the same build: the read models with and without their WAL)
+ *   KL_UNLOGGED_READ_MODELS=on  kld's own setting: its read models without WAL (the bench's
+ *                              databases are not embedded ones, so kld keeps them logged by default)
  */
 
 const INSTANCES = Number(process.env.KL_BENCH_INSTANCES ?? 20_000);
@@ -51,7 +50,6 @@ const BUILDS: [string, string][] = [
 ];
 if (process.env.KL_BENCH_KLD_BEFORE) BUILDS.push(['before', process.env.KL_BENCH_KLD_BEFORE]);
 const REBUILD = process.env.KL_BENCH_REBUILD !== '0';
-const UNLOGGED = (process.env.KL_BENCH_UNLOGGED ?? '').split(',').filter(Boolean);
 
 const undo: (() => Promise<void> | void)[] = [];
 
@@ -121,10 +119,6 @@ async function main(): Promise<void> {
     undo.push(() => db.close());
     const kld = await startKld(kldJs, db.url, path.join(tmp, label.replace(/\W/g, '-')));
     undo.push(() => kld.stop());
-    if (label === 'this build') {
-      for (const table of UNLOGGED) await sql(db.url, `ALTER TABLE ${table} SET UNLOGGED`);
-      if (UNLOGGED.length) console.log(`  ${label}: UNLOGGED ${UNLOGGED.join(', ')}`);
-    }
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     undo.push(() => agent.destroy());
     const database = new URL(db.url).pathname.slice(1);
