@@ -2,13 +2,14 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { Client } from 'pg';
 import pino from 'pino';
 import { EmbeddedPostgres } from '../src/infrastructure/postgres/embedded-postgres';
 import { openBenchDatabase } from './support/bench-database';
 import { generateBigState } from './support/big-state-generator';
 import { Kld, killAll, sql, startKld } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
-import { formatInt, formatMs } from './support/stats';
+import { distribution, formatInt, formatMs } from './support/stats';
 import {
   DatabaseCpuMeter,
   postmasterOf,
@@ -26,7 +27,8 @@ import { send } from './support/http-send';
  * server time: kld is on this host), kld's CPU time and PostgreSQL's CPU time
  * (the backends serving its database) per POST, PostgreSQL's CPU from a POST
  * until that build's next one (so with what kld starts after answering, the
- * statistics refresh), and kld's peak RSS.
+ * statistics refresh), the WAL the whole server wrote during each POST, and
+ * kld's peak RSS.
  *
  *   npm run bench:first-commit
  *   KL_BENCH_INSTANCES=20000   instances (approximately: 2 × size + 8)
@@ -36,6 +38,8 @@ import { send } from './support/http-send';
  *   KL_BENCH_KLD_NODE_ARGS="--cpu-prof --cpu-prof-dir=DIR" (node options for kld)
  *   KL_BENCH_REBUILD=0         no projection rebuild
  *   KL_BENCH_PG_LOG_MS=100     print the embedded PostgreSQL's statements slower than that
+ *   KL_UNLOGGED_READ_MODELS=on  kld's own setting: its read models without WAL (the bench's
+ *                              databases are not embedded ones, so kld keeps them logged by default)
  */
 
 const INSTANCES = Number(process.env.KL_BENCH_INSTANCES ?? 20_000);
@@ -62,6 +66,8 @@ interface Sample {
   kldMain: number;
   kldSystem: number;
   pgCpu: number;
+  /** WAL the server wrote during the request (every database: the other build's work too). */
+  walMiB: number;
   /**
    * PostgreSQL's CPU for the database from the POST until that kld's next
    * POST (or 15 s after the last one): with the statistics refresh
@@ -129,7 +135,9 @@ async function main(): Promise<void> {
     const kld0 = processCpuMs(k.kld.pid);
     const split0 = processCpuSplit(k.kld.pid);
     const pg0 = k.meter?.totalMs() ?? NaN;
+    const wal0 = await walInsertLsn(k.kld.databaseUrl);
     const r = await send(k.agent, method, url, payload);
+    const walMiB = Number((await walInsertLsn(k.kld.databaseUrl)) - wal0) / 2 ** 20;
     if (r.status !== 200) throw new Error(`${method} ${url}: ${r.status} ${r.body.slice(0, 300)}`);
     const split = processCpuSplit(k.kld.pid);
     return {
@@ -138,6 +146,7 @@ async function main(): Promise<void> {
       kldMain: split.main - split0.main,
       kldSystem: split.system - split0.system,
       pgCpu: (k.meter?.totalMs() ?? NaN) - pg0,
+      walMiB,
     };
   };
   const settle = (k: (typeof klds)[number]) => {
@@ -153,7 +162,8 @@ async function main(): Promise<void> {
       k.posts.push(s);
       console.log(
         `  round ${round} ${k.label}: ${formatMs(s.ms)} ms, kld CPU ${formatMs(s.kldCpu)} ms ` +
-          `(main thread ${formatMs(s.kldMain)}, system ${formatMs(s.kldSystem)}), postgres CPU ${formatMs(s.pgCpu)} ms`,
+          `(main thread ${formatMs(s.kldMain)}, system ${formatMs(s.kldSystem)}), postgres CPU ${formatMs(s.pgCpu)} ms, ` +
+          `WAL ${s.walMiB.toFixed(1)} MiB`,
       );
     }
   }
@@ -189,6 +199,7 @@ async function main(): Promise<void> {
       'min kld CPU',
       'min postgres CPU',
       'min postgres CPU incl. after',
+      'median WAL',
       `rebuild (${ROUNDS} states)`,
       'kld peak RSS',
     ],
@@ -198,10 +209,25 @@ async function main(): Promise<void> {
       `${formatMs(min(k.posts.map((s) => s.kldCpu)))} ms`,
       `${formatMs(min(k.posts.map((s) => s.pgCpu)))} ms`,
       `${formatMs(min(k.posts.map((s) => s.pgCpuSettled ?? NaN)))} ms`,
+      `${distribution(k.posts.map((s) => s.walMiB)).p50.toFixed(1)} MiB`,
       k.rebuild ? cell(k.rebuild) : '-',
       `${formatInt(peakRssMib(k.kld.pid))} MiB`,
     ]),
   );
+}
+
+/** Where the server's WAL insertion is, in bytes since its start of time. */
+async function walInsertLsn(databaseUrl: string): Promise<bigint> {
+  const client = new Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ at: string }>(
+      "SELECT pg_current_wal_insert_lsn() - '0/0' AS at",
+    );
+    return BigInt(rows[0].at);
+  } finally {
+    await client.end();
+  }
 }
 
 /** VmHWM: the most resident memory kld had at any time. */

@@ -26,6 +26,12 @@ import { connectionOptions } from '../infrastructure/postgres/connection-options
 import { defaultDataDir, EmbeddedPostgres } from '../infrastructure/postgres/embedded-postgres';
 import { migrate } from '../infrastructure/postgres/migrator';
 import { ServingLock } from '../infrastructure/postgres/serving-lock';
+import {
+  ownConnection,
+  ReadModelGuard,
+  recoverReadModels,
+  switchReadModelPersistence,
+} from '../infrastructure/postgres/unlogged-read-models';
 import { ProjectionRunner } from '../projections/projection-runner';
 import { EventsGrpcLifecycle } from './events.module';
 import { KilolockModule, MaintenanceModule, Runtime } from './kilolock.module';
@@ -63,7 +69,8 @@ export async function openDatabase(
 
 export async function startServer(config: Config, logger: Logger): Promise<KldServer> {
   const { url: databaseUrl, embedded } = await openDatabase(config, logger);
-  const db = new Database(databaseUrl);
+  const guard = new ReadModelGuard(logger);
+  const db = new Database(databaseUrl, {}, guard);
   const notifier = new Notifier(databaseUrl);
   let serving: ServingLock | null = null;
   const releaseStorage = async () => {
@@ -77,7 +84,10 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
   try {
     const httpsOptions = tlsOptions(config);
     await migrate(databaseUrl, logger);
-    await checkAuthentication(config, db, logger);
+    await switchReadModelPersistence(databaseUrl, config.unloggedReadModels, logger);
+    // Read models a crash emptied are found by the first connection (guard.lost).
+    await guard.exempt(() => guard.learnNames(db.pool));
+    await guard.exempt(() => checkAuthentication(config, db, logger));
     serving = await ServingLock.hold(databaseUrl, logger);
     app = await NestFactory.create<NestExpressApplication>(
       KilolockModule.forRuntime({ config, logger, db, notifier }),
@@ -107,6 +117,17 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
   }
   const runner = app.get(ProjectionRunner);
   runner.start();
+  let stopping = false;
+  const recover = () =>
+    void recoverReadModels({
+      guard,
+      connect: () => ownConnection(databaseUrl),
+      rebuild: () => runner.rebuild(),
+      stopped: () => stopping,
+      logger,
+    });
+  guard.whenLost(recover);
+  if (guard.lost) recover();
   const address = app.getHttpServer().address() as { port: number };
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
   const url = `${config.tls ? 'https' : 'http'}://${host}:${address.port}`;
@@ -130,6 +151,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
       (closing ??= (async () => {
         // Order matters: stop taking requests and let in-flight ones finish,
         // then stop projecting (ProjectionsModule), then release the database.
+        stopping = true;
         connections.drain(SHUTDOWN_GRACE_MS);
         await app.close();
         connections.stop();

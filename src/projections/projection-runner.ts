@@ -12,6 +12,7 @@ import {
 import { Notifier } from '../infrastructure/postgres/notifier';
 import type { Logger } from '../infrastructure/logging/logger';
 import { Database, type Queryable } from '../infrastructure/postgres/database';
+import { ReadModelsRebuildingError } from '../infrastructure/postgres/unlogged-read-models';
 import { Projector } from './projector';
 import { RebuildRunningError } from './rebuild-running.error';
 import {
@@ -1547,6 +1548,8 @@ async function narrowDown(
 
 /** Is this a failure that retrying the same batch can get past? */
 function isPassing(err: unknown): boolean {
+  // read models a crash emptied: refused until the rebuild has swapped them in
+  if (err instanceof ReadModelsRebuildingError) return true;
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return PASSING_SQLSTATE.test(code);
   if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return true;

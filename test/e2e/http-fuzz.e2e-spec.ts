@@ -484,7 +484,10 @@ describe(`random requests (seed ${SEED}, KL_FUZZ_SEED=${SEED} replays it)`, () =
     expect({ seed: SEED, status: ready.status, body: JSON.parse(ready.text) }).toEqual({
       seed: SEED,
       status: 200,
-      body: { status: 'ready', checks: { database: true, migrations: true, projections: true } },
+      body: {
+        status: 'ready',
+        checks: { database: true, migrations: true, projections: true, readModels: true },
+      },
     });
     const rebuilt = await send({
       method: 'POST',

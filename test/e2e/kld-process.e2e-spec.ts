@@ -38,7 +38,7 @@ describe('kld as a process', () => {
     const ready = await (await fetch(`${kld.url}/readyz`)).json();
     expect(ready).toEqual({
       status: 'ready',
-      checks: { database: true, migrations: true, projections: true },
+      checks: { database: true, migrations: true, projections: true, readModels: true },
     });
     // Logs are structured JSON lines with request ids.
     const requestLine = kld

@@ -25,7 +25,7 @@ describe('kld HTTP application in-process', () => {
       .get('/readyz')
       .expect(200, {
         status: 'ready',
-        checks: { database: true, migrations: true, projections: true },
+        checks: { database: true, migrations: true, projections: true, readModels: true },
       });
   });
 

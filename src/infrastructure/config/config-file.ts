@@ -28,6 +28,7 @@ export const CONFIG_VARIABLES = {
   KL_CACHE_HELD_EVENTS: '250000',
   KL_GRPC_LISTEN: '127.0.0.1:8081',
   KL_AUTH: 'auto',
+  KL_UNLOGGED_READ_MODELS: 'auto',
   KL_TLS_CERT: null,
   KL_TLS_KEY: null,
   KL_TLS_CLIENT_CA: null,

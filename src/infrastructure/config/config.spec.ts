@@ -229,6 +229,22 @@ describe('KL_AUTH and TLS', () => {
     expect(loadConfig(env).auth.enabled).toBe(enabled);
   });
 
+  const external = 'postgres://u:p@db:5432/kl';
+  it.each<[Record<string, string>, boolean]>([
+    [{}, true], // the embedded PostgreSQL: a single node of kld's own
+    [{ KL_DATABASE_URL: external }, false], // standbys would have none of their rows
+    [{ KL_DATABASE_URL: external, KL_UNLOGGED_READ_MODELS: 'on' }, true],
+    [{ KL_UNLOGGED_READ_MODELS: 'OFF' }, false],
+  ])('%j: unlogged read models %s', (env, unlogged) => {
+    expect(loadConfig(env).unloggedReadModels).toBe(unlogged);
+  });
+
+  it('refuses an unknown KL_UNLOGGED_READ_MODELS', () => {
+    expect(() => loadConfig({ KL_UNLOGGED_READ_MODELS: 'yes' })).toThrow(
+      /KL_UNLOGGED_READ_MODELS: expected one of auto, on, off/,
+    );
+  });
+
   it('refuses an unknown KL_AUTH and half a TLS configuration', () => {
     expect(() => loadConfig({ KL_AUTH: 'maybe' })).toThrow(
       /KL_AUTH: expected one of auto, on, off/,

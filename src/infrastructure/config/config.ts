@@ -38,6 +38,12 @@ export interface Config {
    * listens on loopback only. `enabled` is the outcome.
    */
   auth: { mode: 'auto' | 'on' | 'off'; enabled: boolean };
+  /**
+   * KL_UNLOGGED_READ_MODELS (`auto`, `on`, `off`): the bulk read models as
+   * UNLOGGED tables (no WAL; emptied by a crash, then rebuilt from the log).
+   * `auto` is on with the embedded PostgreSQL, off with KL_DATABASE_URL.
+   */
+  unloggedReadModels: boolean;
   /** KL_TLS_CERT/KL_TLS_KEY (PEM files), and KL_TLS_CLIENT_CA to require client certificates. */
   tls: { certFile: string; keyFile: string; clientCaFile: string | null } | null;
   /** KL_PROVIDER_PATH, colon-separated provider directories for server-side refresh. */
@@ -340,6 +346,12 @@ function grpcListenFrom(
 
 const AUTH_MODES = ['auto', 'on', 'off'] as const;
 
+/** A standby has no unlogged rows: with a database of one's own, only on the operator's word. */
+function unloggedReadModelsFrom(raw: string | undefined, databaseUrl: string | null): boolean {
+  const mode = oneOf('KL_UNLOGGED_READ_MODELS', raw, AUTH_MODES, 'auto');
+  return mode === 'on' || (mode === 'auto' && databaseUrl === null);
+}
+
 /** 127.0.0.0/8, ::1 and `localhost`: nobody else can connect. */
 export function isLoopback(host: string): boolean {
   return (
@@ -405,6 +417,7 @@ export function loadConfig(
       mode: authMode,
       enabled: authMode === 'on' || (authMode === 'auto' && !isLoopback(listen.host)),
     },
+    unloggedReadModels: unloggedReadModelsFrom(env.KL_UNLOGGED_READ_MODELS, databaseUrl),
     tls: tlsFrom(env),
     providerPath: env.KL_PROVIDER_PATH?.trim() || null,
   };

@@ -39,7 +39,13 @@ export class HealthController {
    */
   @Get('readyz')
   async ready(@Res() res: Response): Promise<void> {
-    const checks = { database: false, migrations: false, projections: false };
+    // readModels: not emptied by a crash, or rebuilt since (unlogged-read-models.ts)
+    const checks = {
+      database: false,
+      migrations: false,
+      projections: false,
+      readModels: !this.db.guard?.lost,
+    };
     const halted = this.runner.halted();
     try {
       await this.db.query('SELECT 1');

@@ -2,6 +2,7 @@ import { Pool, PoolClient, PoolConfig, QueryResult, QueryResultRow, types } from
 import { parseJsonExact } from '../../domain/terraform/lossless-json';
 import { connectionOptions } from './connection-options';
 import { survivingConnectionLoss } from './pool-errors';
+import type { ReadModelGuard } from './unlogged-read-models';
 
 /** DI token of the process's Database (the owner's pool). */
 export const DATABASE = Symbol('Database');
@@ -38,9 +39,17 @@ export class Database {
     /** The connection string: secret, never for logs or errors. */
     readonly url: string,
     options: Partial<PoolConfig> = {},
+    /** Refuses reads of read models a crash has emptied (unlogged-read-models.ts). */
+    readonly guard: ReadModelGuard | null = null,
   ) {
     this.pool = survivingConnectionLoss(
-      new Pool({ ...connectionOptions(url), max: 20, types: exactJsonbTypes, ...options }),
+      new Pool({
+        ...connectionOptions(url),
+        max: 20,
+        types: exactJsonbTypes,
+        ...(guard ? { verify: guard.verify } : {}),
+        ...options,
+      }),
     );
   }
 

@@ -73,6 +73,8 @@ export class SqlQueryService {
       await client.query('BEGIN READ ONLY');
       await client.query(`SET LOCAL statement_timeout = ${Math.floor(query.timeoutMs)}`);
       const result = await this.execute(client, query);
+      // the reader's connection asked for the marker (verifyThrough) before it ran
+      this.owner.guard?.assertIntact();
       // node-postgres takes COPY … TO STDOUT and drops the data it streams:
       // the answer would be an empty success.
       if (result.command === 'COPY') {
@@ -212,6 +214,7 @@ export class SqlQueryService {
         idleTimeoutMillis: 30_000,
         application_name: 'kilolock-query',
         types: queryTypeParsers,
+        ...(this.owner.guard ? { verify: this.owner.guard.verifyThrough(this.owner.pool) } : {}),
       }),
     );
   }

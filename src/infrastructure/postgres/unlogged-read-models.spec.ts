@@ -1,0 +1,99 @@
+import pino from 'pino';
+import type { Pool, PoolClient } from 'pg';
+import { ReadModelGuard, ReadModelsRebuildingError } from './unlogged-read-models';
+
+/** A client that answers the marker question with `intact` and records what reached it. */
+function fakeClient(intact: boolean) {
+  const sent: string[] = [];
+  const client = {
+    query: (...args: unknown[]): unknown => {
+      const first = args[0] as string | { text: string };
+      const text = typeof first === 'string' ? first : first.text;
+      sent.push(text);
+      const result = { rows: [{ intact }] };
+      const callback = args.find((a) => typeof a === 'function') as
+        ((err: Error | null, r: unknown) => void) | undefined;
+      if (callback) return void callback(null, result);
+      if (typeof (first as { submit?: unknown }).submit === 'function') return first;
+      return Promise.resolve(result);
+    },
+  };
+  return { client: client as unknown as PoolClient, sent };
+}
+
+async function verified(guard: ReadModelGuard, intact: boolean) {
+  const fake = fakeClient(intact);
+  await new Promise<void>((resolve, reject) =>
+    guard.verify(fake.client, (err) => (err ? reject(err) : resolve())),
+  );
+  fake.sent.length = 0;
+  return fake;
+}
+
+async function guardKnowing(names: string[]): Promise<ReadModelGuard> {
+  const guard = new ReadModelGuard(pino({ level: 'silent' }));
+  const pool = {
+    query: () => Promise.resolve({ rows: names.map((name) => ({ name })) }),
+  } as unknown as Pool;
+  await guard.learnNames(pool);
+  return guard;
+}
+
+describe('ReadModelGuard', () => {
+  it('lets everything through while the marker has its row', async () => {
+    const guard = await guardKnowing(['resources']);
+    const { client, sent } = await verified(guard, true);
+    await client.query('SELECT * FROM resources');
+    expect(guard.lost).toBe(false);
+    expect(() => guard.assertIntact()).not.toThrow();
+    expect(sent).toEqual(['SELECT * FROM resources']);
+  });
+
+  it('without the row, refuses statements naming a read model in every form, before they are sent', async () => {
+    const guard = await guardKnowing(['resources', 'raw_state', 'resources_at']);
+    const lost = jest.fn();
+    guard.whenLost(lost);
+    const { client, sent } = await verified(guard, false);
+    expect([guard.lost, lost.mock.calls.length]).toEqual([true, 1]);
+
+    await expect(client.query('SELECT count(*) FROM Resources')).rejects.toBeInstanceOf(
+      ReadModelsRebuildingError,
+    );
+    const viaCallback = await new Promise<unknown>((resolve) =>
+      (client.query as unknown as (t: string, v: unknown[], cb: (e: unknown) => void) => void)(
+        'SELECT * FROM resources_at($1, $2)',
+        [],
+        resolve,
+      ),
+    );
+    expect(viaCallback).toBeInstanceOf(ReadModelsRebuildingError);
+    const copy = { text: 'COPY raw_state FROM STDIN', submit: () => undefined };
+    expect(() => client.query(copy as never)).toThrow(ReadModelsRebuildingError);
+    expect(() => guard.assertIntact()).toThrow(/read models are being rebuilt/);
+
+    // other tables, and a column that only starts like one, are not read models
+    await client.query('SELECT * FROM kl_checkpoints');
+    await client.query('SELECT max_resources FROM quotas');
+    expect(sent).toEqual(['SELECT * FROM kl_checkpoints', 'SELECT max_resources FROM quotas']);
+  });
+
+  it('lets the rebuild through while lost, and everyone once restored', async () => {
+    const guard = await guardKnowing(['resources']);
+    const { client, sent } = await verified(guard, false);
+    await guard.exempt(async () => {
+      await client.query('INSERT INTO resources VALUES (1)');
+      guard.assertIntact();
+    });
+    await expect(client.query('SELECT * FROM resources')).rejects.toThrow();
+    guard.restored();
+    await client.query('SELECT * FROM resources');
+    expect(sent).toEqual(['INSERT INTO resources VALUES (1)', 'SELECT * FROM resources']);
+    expect(guard.lost).toBe(false);
+  });
+
+  it('refuses every statement while lost when the names are not known yet', async () => {
+    const guard = new ReadModelGuard(pino({ level: 'silent' }));
+    const { client } = await verified(guard, false);
+    await expect(client.query('SELECT 1')).rejects.toBeInstanceOf(ReadModelsRebuildingError);
+  });
+});

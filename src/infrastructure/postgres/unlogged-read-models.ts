@@ -1,0 +1,279 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { Client, escapeIdentifier, type Pool, type PoolClient } from 'pg';
+import { DomainError } from '../../domain/shared/domain-error';
+import type { Logger } from '../logging/logger';
+import { connectionOptions } from './connection-options';
+
+/**
+ * The read models that may be UNLOGGED tables (KL_UNLOGGED_READ_MODELS):
+ * the bulk of a first commit's WAL, rows that are only a function of the
+ * log (the projectors state-resource-lifecycles, state-raw and
+ * state-resource-edges own exactly these). Never the log, the checkpoints,
+ * anything a decision reads (locks, reservations, quotas, tokens, snapshots).
+ */
+export const UNLOGGED_READ_MODELS = [
+  'resources',
+  'outputs',
+  'raw_state',
+  'raw_state_chunks',
+  'resource_edges',
+  'resource_edge_sources',
+] as const;
+
+/** One row while the read models are whole (migrations/037_read_models_intact.sql). */
+export const INTACT_MARKER = 'kl_read_models_intact';
+const MARKER_QUERY = `SELECT EXISTS (SELECT 1 FROM ${INTACT_MARKER}) AS intact`;
+
+// Session advisory lock namespace of the persistence switch (serving-lock.ts uses 7_300_424).
+const SWITCH_LOCK = [7_300_425, 1] as const;
+
+/** A read of the read models while they are being rebuilt after a crash emptied them. */
+export class ReadModelsRebuildingError extends DomainError {
+  constructor() {
+    super(
+      'SERVER.UNAVAILABLE',
+      'read models are being rebuilt from the event log (PostgreSQL lost them in a crash); retry shortly',
+    );
+    this.name = 'ReadModelsRebuildingError';
+  }
+}
+
+/**
+ * Makes the read models (and their marker) UNLOGGED or logged, all in one
+ * transaction, under a lock so that replicas starting together switch once.
+ * `ALTER TABLE … SET [UN]LOGGED` rewrites a table that changes: rows stay.
+ * Returns the tables it changed.
+ */
+export async function setReadModelPersistence(
+  client: Client | PoolClient,
+  unlogged: boolean,
+): Promise<string[]> {
+  const tables = [...UNLOGGED_READ_MODELS, INTACT_MARKER];
+  await client.query('BEGIN');
+  try {
+    await client.query('SELECT pg_advisory_xact_lock($1, $2)', [...SWITCH_LOCK]);
+    const { rows } = await client.query<{ name: string; unlogged: boolean }>(
+      `SELECT c.relname AS name, c.relpersistence = 'u' AS unlogged
+         FROM unnest($1::text[]) AS t(name) JOIN pg_class c ON c.oid = to_regclass(t.name)`,
+      [tables],
+    );
+    if (rows.length !== tables.length)
+      throw new Error('read model tables are missing: migrate first');
+    const changed = rows.filter((r) => r.unlogged !== unlogged).map((r) => r.name);
+    for (const name of changed) {
+      await client.query(
+        `ALTER TABLE ${escapeIdentifier(name)} SET ${unlogged ? 'UNLOGGED' : 'LOGGED'}`,
+      );
+    }
+    await client.query('COMMIT');
+    return changed;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
+}
+
+/** A connection of its own, outside every pool: the persistence switch's, the rebuild's witness. */
+export async function ownConnection(url: string): Promise<Client> {
+  const client = new Client(connectionOptions(url));
+  client.on('error', () => undefined); // a lost connection fails its next statement
+  await client.connect();
+  return client;
+}
+
+/** setReadModelPersistence on a connection of its own, logging what it changed. */
+export async function switchReadModelPersistence(
+  url: string,
+  unlogged: boolean,
+  logger: Logger,
+): Promise<void> {
+  const client = await ownConnection(url);
+  try {
+    const changed = await setReadModelPersistence(client, unlogged);
+    if (changed.length) {
+      logger.info(
+        { tables: changed },
+        `read models made ${unlogged ? 'UNLOGGED (no WAL)' : 'logged'} (KL_UNLOGGED_READ_MODELS)`,
+      );
+    }
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/**
+ * Notices read models a crash has emptied, and refuses to read them until
+ * they are rebuilt.
+ *
+ * A crash (or a failover) ends every connection, so every statement after
+ * it runs on a connection opened after it. Each connection of a guarded
+ * pool asks for the marker's row before the pool hands it out (`verify`):
+ * without the row, the guard is `lost` before anything reads on that
+ * connection, and stays so until `restored()`. While lost, `assertIntact`
+ * throws ReadModelsRebuildingError (503), except in work run by `exempt`
+ * (the rebuild itself), and statements naming the read models (or the
+ * views and functions over them) on a guarded pool's connections are
+ * refused before they are sent.
+ */
+export class ReadModelGuard {
+  private isLost = false;
+  private readonly exemption = new AsyncLocalStorage<true>();
+  private readonly onLost: (() => void)[] = [];
+  private guarded: RegExp | null = null;
+
+  constructor(private readonly logger: Logger) {}
+
+  get lost(): boolean {
+    return this.isLost;
+  }
+
+  /** Calls `fn` each time the guard finds the read models emptied. */
+  whenLost(fn: () => void): void {
+    this.onLost.push(fn);
+  }
+
+  /**
+   * The names whose statements are refused while lost: the read models and
+   * everything over them (views, functions), found once the schema is current.
+   */
+  async learnNames(pool: Pool): Promise<void> {
+    const { rows } = await pool.query<{ name: string }>(NAMES_OVER_READ_MODELS, [
+      [...UNLOGGED_READ_MODELS],
+    ]);
+    const names = [...new Set(rows.map((r) => r.name))].map((n) => n.replace(/\W/g, '\\$&'));
+    this.guarded = new RegExp(`\\b(${names.join('|')})\\b`, 'i');
+  }
+
+  /** pg-pool's `verify` for a pool whose connections may read the read models. */
+  readonly verify = (client: PoolClient, done: (err?: Error) => void): void => {
+    this.wrap(client);
+    client.query<{ intact: boolean }>(MARKER_QUERY).then(
+      ({ rows }) => {
+        if (!rows[0].intact) this.markLost();
+        done();
+      },
+      (err: Error) => done(err),
+    );
+  };
+
+  /**
+   * For a pool of its own (the query role's): asks `pool` (a guarded one)
+   * whether the read models are whole, as `verify` does.
+   */
+  verifyThrough(pool: Pool): (client: PoolClient, done: (err?: Error) => void) => void {
+    return (_client, done) => {
+      pool.query<{ intact: boolean }>(MARKER_QUERY).then(
+        ({ rows }) => {
+          if (!rows[0].intact) this.markLost();
+          done();
+        },
+        (err: Error) => done(err),
+      );
+    };
+  }
+
+  assertIntact(): void {
+    if (this.isLost && !this.exemption.getStore()) throw new ReadModelsRebuildingError();
+  }
+
+  /** Runs `fn` with the read models readable even while lost (the rebuild). */
+  exempt<T>(fn: () => Promise<T>): Promise<T> {
+    return this.exemption.run(true, fn);
+  }
+
+  /** The rebuild has written the marker back on a connection older than itself. */
+  restored(): void {
+    if (!this.isLost) return;
+    this.isLost = false;
+    this.logger.info('read models rebuilt after PostgreSQL lost them; serving them again');
+  }
+
+  private markLost(): void {
+    if (this.isLost) return;
+    this.isLost = true;
+    this.logger.warn(
+      'read models are empty (PostgreSQL lost its unlogged tables in a crash): rebuilding them from the log; reads answer 503 meanwhile',
+    );
+    for (const fn of this.onLost) fn();
+  }
+
+  /** Refuses, while lost, a statement naming a guarded relation (any form node-postgres takes). */
+  private wrap(client: PoolClient): void {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    const refuse = (args: unknown[]): boolean => {
+      if (!this.isLost || this.exemption.getStore()) return false;
+      if (!this.guarded) return true; // names not known yet: refuse everything
+      const first = args[0] as string | { text?: unknown } | null;
+      const text = typeof first === 'string' ? first : first?.text;
+      return typeof text === 'string' && this.guarded.test(text);
+    };
+    (client as { query: unknown }).query = (...args: unknown[]): unknown => {
+      if (!refuse(args)) return query(...args);
+      const err = new ReadModelsRebuildingError();
+      const callback = args.find((a) => typeof a === 'function') as
+        ((e: Error) => void) | undefined;
+      if (callback) return void process.nextTick(() => callback(err));
+      if (typeof (args[0] as { submit?: unknown }).submit === 'function') throw err;
+      return Promise.reject(err);
+    };
+  }
+}
+
+/**
+ * The read models' names, and those of every view over them (transitively)
+ * and of every function whose body names one of them.
+ */
+const NAMES_OVER_READ_MODELS = `
+  WITH RECURSIVE over(oid) AS (
+    SELECT to_regclass(t) FROM unnest($1::text[]) AS t
+    UNION
+    SELECT r.ev_class
+      FROM over JOIN pg_depend d ON d.refobjid = over.oid
+      JOIN pg_rewrite r ON r.oid = d.objid
+     WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass
+  )
+  SELECT c.relname AS name FROM over JOIN pg_class c ON c.oid = over.oid
+  UNION
+  SELECT p.proname FROM pg_proc p
+   WHERE p.prosrc ~* ('\\m(' || array_to_string($1::text[], '|') || ')\\M')
+     AND p.pronamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)`;
+
+/**
+ * After the guard found the read models lost: rebuilds them online (the
+ * runner's rebuild, exempt from the guard), then writes the marker's row on a
+ * connection opened before the rebuild began. That connection still being
+ * alive proves no crash came in between (a crash ends every connection), so
+ * the tables swapped in are whole. Tries again, with a pause, until it
+ * succeeds or `stopped()` says so; a rebuild already running elsewhere (the
+ * operator's, another replica's) is waited for, then the marker looked at.
+ */
+export async function recoverReadModels(options: {
+  guard: ReadModelGuard;
+  connect: () => Promise<Client>;
+  rebuild: () => Promise<unknown>;
+  stopped: () => boolean;
+  logger: Logger;
+}): Promise<void> {
+  const { guard, connect, rebuild, stopped, logger } = options;
+  for (let attempt = 1; !stopped(); attempt++) {
+    let witness: Client | null = null;
+    try {
+      witness = await connect();
+      const { rows } = await witness.query<{ intact: boolean }>(MARKER_QUERY);
+      if (!rows[0].intact) {
+        const started = Date.now();
+        await guard.exempt(rebuild);
+        await witness.query(`INSERT INTO ${INTACT_MARKER} VALUES (true) ON CONFLICT DO NOTHING`);
+        logger.info({ ms: Date.now() - started }, 'read models rebuilt after a crash');
+      }
+      guard.restored();
+      return;
+    } catch (err) {
+      const pause = Math.min(30_000, 500 * 2 ** Math.min(attempt, 6));
+      logger.warn({ err, attempt, pauseMs: pause }, 'read models not rebuilt yet; trying again');
+      await new Promise((r) => setTimeout(r, pause));
+    } finally {
+      await witness?.end().catch(() => undefined);
+    }
+  }
+}
