@@ -77,7 +77,9 @@ async function servedAgain(
 ): Promise<{ refused: number }> {
   const http = server.app.getHttpServer();
   let refused = 0;
-  for (;;) {
+  // 50 ms apart, at most 40 s (the test's own limit is 60 s): this small state rebuilds in a second or two
+  for (let polls = 0; ; polls++) {
+    if (polls > 800) throw new Error(`not served again after ${polls} polls (${refused} refused)`);
     const r = await request(http).get(`/v1/states/${STATE}`);
     if (r.status === 503) {
       expect(r.body.error.code).toBe('SERVER.UNAVAILABLE');
