@@ -37,21 +37,21 @@ export function instanceHash(resource: ResourceDescriptor, instance: InstanceObj
 }
 
 /**
- * Canonical texts of descriptors, by descriptor: the instances of one
- * resource share theirs (flattenInstances), and spelling it (its keys are
- * not in sorted order: a sorted copy, then its text) was a sixth of hashing
- * a first commit's 20,000 instances. Descriptors, like parsed documents,
- * are never changed once made.
+ * The canonical text of the descriptor spelled last. The instances of a
+ * resource share their descriptor and are hashed one after another
+ * (flattenInstances), and spelling it (its keys are not in sorted order: a
+ * sorted copy, then its text) was a sixth of hashing a first commit's 20,000
+ * instances. One entry, not a map: descriptors read back from events are
+ * one per event, and a map of them would only grow. Descriptors, like parsed
+ * documents, are never changed once made.
  */
-const resourceTexts = new WeakMap<ResourceDescriptor, string>();
+let spelled: { resource: ResourceDescriptor; text: string } | undefined;
 
 function resourceText(resource: ResourceDescriptor): string {
-  let text = resourceTexts.get(resource);
-  if (text === undefined) {
-    text = canonicalJson(resource as unknown as JsonObject);
-    resourceTexts.set(resource, text);
+  if (spelled?.resource !== resource) {
+    spelled = { resource, text: canonicalJson(resource as unknown as JsonObject) };
   }
-  return text;
+  return spelled.text;
 }
 
 export function resourceDescriptor(r: ResourceV4): ResourceDescriptor {
