@@ -154,7 +154,9 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
         const at = resourceAddressOf(address, instance.index_key, instance.deposed);
         withResource(state.resources, at, resourceFields(resource), 1);
       }
-      return { ...state };
+      // Only the maps changed, in place (see above): a copy of the state
+      // itself, one per event, would be a new object holding the same maps.
+      return state;
     }
     case 'LifecycleClosed': {
       if (state.status !== 'active') return state;
@@ -163,7 +165,7 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
       if (state.instances.delete(address)) {
         withResource(state.resources, resourceAddressOfClosed(address), '', -1);
       }
-      return { ...state };
+      return state;
     }
     case 'StateDeleted':
       if (state.status !== 'active') return state;
