@@ -72,7 +72,15 @@ export function parseStateDocument(input: string | unknown): StateDocumentV4 {
  * after parsing.
  */
 export function validateStateDocument(raw: unknown): StateDocumentV4 {
-  return validate(raw, null, new AllAddresses(false));
+  const addresses = new AllAddresses(false);
+  const document = validate(raw, null, addresses);
+  // Every instance is new here (a reusing parse knows most of its objects,
+  // and flattenInstances knows them by identity, with their addresses).
+  checkedAddresses.set(document, {
+    addresses: addresses.inOrder(),
+    resources: asChecked(document),
+  });
+  return document;
 }
 
 /**
@@ -148,12 +156,7 @@ function validate(raw: unknown, from: Int32Array | null, addresses: AddressCheck
   if (checks !== undefined && checks !== null && !Array.isArray(checks)) {
     fail('check_results', 'must be an array or null');
   }
-  const accepted = doc as StateDocumentV4;
-  checkedAddresses.set(accepted, {
-    addresses: addresses.inOrder(),
-    resources: asChecked(accepted),
-  });
-  return accepted;
+  return doc as StateDocumentV4;
 }
 
 /** A resource as its instances' addresses were checked: what they depend on. */
@@ -248,8 +251,6 @@ interface AddressCheck {
     resource: string,
     from: number,
   ): void;
-  /** Every instance's address, in the order checked (document order). */
-  inOrder(): readonly string[];
 }
 
 function validateResource(value: unknown, at: string, walk: Walk): void {
@@ -351,9 +352,9 @@ class AllAddresses implements AddressCheck {
       );
     }
     if (this.seen.has(address)) fail(pathOf(j), `repeats the address ${address}`);
-    this.ordered.push(address);
     if (!this.record) {
       this.seen.set(address, UNRECORDED);
+      this.ordered.push(address);
       return;
     }
     const slot = { address, resource, index: this.slots.length };
@@ -365,6 +366,7 @@ class AllAddresses implements AddressCheck {
     return new AddressBook(this.slots, this.seen);
   }
 
+  /** Without a book: every address, in document order. */
   inOrder(): readonly string[] {
     return this.ordered;
   }
@@ -415,10 +417,6 @@ class KeptAddresses implements AddressCheck {
     const slot = { address, resource, index: -1 };
     this.fresh.push(slot);
     this.slots.push(slot);
-  }
-
-  inOrder(): readonly string[] {
-    return this.slots.map((slot) => slot.address);
   }
 
   /** Checks the new addresses, then hands the book on to this document. */
