@@ -1,5 +1,5 @@
 import { DynamicModule, Global, Module } from '@nestjs/common';
-import { randomUUID } from 'node:crypto';
+import { RandomUuids } from '../infrastructure/ids/random-uuids';
 import { CLOCK, IDS } from '../application/ports/clock.port';
 import { CONFIG, type Config } from '../infrastructure/config/config';
 import { NOTIFIER, Notifier } from '../infrastructure/postgres/notifier';
@@ -37,7 +37,7 @@ export class RuntimeModule {
       { provide: DATABASE, useValue: runtime.db },
       { provide: NOTIFIER, useValue: runtime.notifier },
       { provide: CLOCK, useValue: { now: () => new Date() } },
-      { provide: IDS, useValue: { uuid: () => randomUUID() } },
+      { provide: IDS, useValue: new RandomUuids() },
     ];
     return {
       module: RuntimeModule,

@@ -1,7 +1,7 @@
 import { Inject, Optional } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { DomainError } from '../../domain/shared/domain-error';
-import { stateStreamId } from '../../domain/state';
+import { StateEvent, stateStreamId } from '../../domain/state';
 import { FlatInstance, flattenInstances, InstanceObjectV4 } from '../../domain/terraform';
 import { DeciderService } from '../decider.service';
 import { COMMAND_METRICS, CommandMetrics, CommandOutcome } from '../ports/metrics.port';
@@ -121,11 +121,7 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
         ),
       );
       outcome = events.length > 0 ? 'decided' : 'unchanged';
-      instancesChanged = new Set(
-        events.flatMap((e) =>
-          e.type === 'LifecycleOpened' || e.type === 'LifecycleClosed' ? [e.data.address] : [],
-        ),
-      ).size;
+      instancesChanged = changedAddresses(events);
       // A retried commit appends nothing: its version is the current one.
       return { version: state.status === 'active' && state.version > 0 ? state.version : null };
     } catch (err) {
@@ -145,6 +141,21 @@ export class CommitStateHandler implements ICommandHandler<CommitStateCommand> {
       });
     }
   }
+}
+
+/**
+ * How many addresses a commit's events opened or closed. The decider opens
+ * and closes an address at most once each: only a closed one can be counted
+ * twice, so a first commit's 20,000 opens need no set of their addresses.
+ */
+function changedAddresses(events: readonly StateEvent[]): number {
+  const closed = new Set<string>();
+  for (const e of events) if (e.type === 'LifecycleClosed') closed.add(e.data.address);
+  let count = closed.size;
+  for (const e of events) {
+    if (e.type === 'LifecycleOpened' && !closed.has(e.data.address)) count++;
+  }
+  return count;
 }
 
 @CommandHandler(DeleteStateCommand)

@@ -14,13 +14,25 @@ function assertNever(value: never): never {
   throw new Error(`unexpected ${JSON.stringify(value)}`);
 }
 
+/**
+ * The descriptor asked last and its fields: a commit's events of one
+ * resource come one after another and, made in this process, share their
+ * descriptor (never changed once made). One entry: events read back have one
+ * descriptor each.
+ */
+let lastFields: { resource: ResourceDescriptor; fields: string } | undefined;
+
 /** The resource-level fields instances of one resource must share, as one comparable string. */
 export function resourceFields(resource: ResourceDescriptor): string {
-  return JSON.stringify([
-    resource.provider,
-    resource.each,
-    resource.extra === undefined ? null : canonicalJson(resource.extra),
-  ]);
+  if (lastFields?.resource !== resource) {
+    const fields = JSON.stringify([
+      resource.provider,
+      resource.each,
+      resource.extra === undefined ? null : canonicalJson(resource.extra),
+    ]);
+    lastFields = { resource, fields };
+  }
+  return lastFields.fields;
 }
 
 /**
@@ -142,7 +154,9 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
         const at = resourceAddressOf(address, instance.index_key, instance.deposed);
         withResource(state.resources, at, resourceFields(resource), 1);
       }
-      return { ...state };
+      // Only the maps changed, in place (see above): a copy of the state
+      // itself, one per event, would be a new object holding the same maps.
+      return state;
     }
     case 'LifecycleClosed': {
       if (state.status !== 'active') return state;
@@ -151,7 +165,7 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
       if (state.instances.delete(address)) {
         withResource(state.resources, resourceAddressOfClosed(address), '', -1);
       }
-      return { ...state };
+      return state;
     }
     case 'StateDeleted':
       if (state.status !== 'active') return state;

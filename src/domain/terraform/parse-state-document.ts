@@ -72,7 +72,15 @@ export function parseStateDocument(input: string | unknown): StateDocumentV4 {
  * after parsing.
  */
 export function validateStateDocument(raw: unknown): StateDocumentV4 {
-  return validate(raw, null, new AllAddresses(false));
+  const addresses = new AllAddresses(false);
+  const document = validate(raw, null, addresses);
+  // Every instance is new here (a reusing parse knows most of its objects,
+  // and flattenInstances knows them by identity, with their addresses).
+  checkedAddresses.set(document, {
+    addresses: addresses.inOrder(),
+    resources: asChecked(document),
+  });
+  return document;
 }
 
 /**
@@ -149,6 +157,79 @@ function validate(raw: unknown, from: Int32Array | null, addresses: AddressCheck
     fail('check_results', 'must be an array or null');
   }
   return doc as StateDocumentV4;
+}
+
+/** A resource as its instances' addresses were checked: what they depend on. */
+interface CheckedResource {
+  resource: ResourceV4;
+  module: string | undefined;
+  mode: string;
+  type: string;
+  name: string;
+  /** Its instance objects then (a copy of the array). */
+  instances: readonly InstanceObjectV4[];
+  /** The position of its first instance's address. */
+  first: number;
+}
+
+function asChecked(doc: StateDocumentV4): CheckedResource[] {
+  let first = 0;
+  return doc.resources.map((r) => {
+    const { module, mode, type, name } = r;
+    const checked = {
+      resource: r,
+      module,
+      mode,
+      type,
+      name,
+      instances: r.instances.slice(),
+      first,
+    };
+    first += r.instances.length;
+    return checked;
+  });
+}
+
+/**
+ * The instance addresses of each accepted document, in document order, as
+ * its checks spelled them: flattenInstances takes them from here rather
+ * than spelling each again (20,000 strings for a first commit of a big
+ * state). Accepted documents are treated as immutable; a resource changed
+ * since (its members or its instances array) gets no answer.
+ */
+const checkedAddresses = new WeakMap<
+  StateDocumentV4,
+  { addresses: readonly string[]; resources: readonly CheckedResource[] }
+>();
+
+/**
+ * The addresses of the instances of `doc.resources[index]` (`resource`),
+ * as they were checked when `doc` was accepted: the `j`-th instance's is
+ * `addresses[first + j]`. Undefined when `doc` is not an accepted document
+ * or the resource is not as it was then.
+ */
+export function acceptedAddresses(
+  doc: StateDocumentV4,
+  index: number,
+  resource: ResourceV4,
+): { addresses: readonly string[]; first: number } | undefined {
+  const entry = checkedAddresses.get(doc);
+  const checked = entry?.resources[index];
+  if (entry === undefined || checked?.resource !== resource) return undefined;
+  const { instances } = resource;
+  if (
+    checked.module !== resource.module ||
+    checked.mode !== resource.mode ||
+    checked.type !== resource.type ||
+    checked.name !== resource.name ||
+    checked.instances.length !== instances.length
+  ) {
+    return undefined;
+  }
+  for (let j = 0; j < instances.length; j++) {
+    if (checked.instances[j] !== instances[j]) return undefined;
+  }
+  return { addresses: entry.addresses, first: checked.first };
 }
 
 /** Where the walk through a document's instances is: the next one's position in document order. */
@@ -251,6 +332,7 @@ const UNRECORDED: AddressSlot = { address: '', resource: '', index: -1 };
 class AllAddresses implements AddressCheck {
   private readonly seen = new Map<string, AddressSlot>();
   private readonly slots: AddressSlot[] = [];
+  private readonly ordered: string[] = [];
 
   constructor(private readonly record: boolean) {}
 
@@ -272,6 +354,7 @@ class AllAddresses implements AddressCheck {
     if (this.seen.has(address)) fail(pathOf(j), `repeats the address ${address}`);
     if (!this.record) {
       this.seen.set(address, UNRECORDED);
+      this.ordered.push(address);
       return;
     }
     const slot = { address, resource, index: this.slots.length };
@@ -281,6 +364,11 @@ class AllAddresses implements AddressCheck {
 
   book(): AddressBook {
     return new AddressBook(this.slots, this.seen);
+  }
+
+  /** Without a book: every address, in document order. */
+  inOrder(): readonly string[] {
+    return this.ordered;
   }
 }
 

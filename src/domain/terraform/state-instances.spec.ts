@@ -1,7 +1,8 @@
 import { canonicalHash } from './canonical-hash';
 import { parseJsonLossless } from './lossless-json';
-import { InstanceObjectV4 } from './state-document';
-import { instanceHash, ResourceDescriptor } from './state-instances';
+import { parseStateDocument } from './parse-state-document';
+import { InstanceObjectV4, StateDocumentV4 } from './state-document';
+import { flattenInstances, instanceHash, ResourceDescriptor } from './state-instances';
 
 describe('instanceHash', () => {
   const resource: ResourceDescriptor = {
@@ -38,5 +39,63 @@ describe('instanceHash', () => {
         expect(instanceHash(r, i)).toBe(canonicalHash({ resource: { ...r }, instance: i }));
       }
     }
+  });
+});
+
+describe('flattenInstances of an accepted document', () => {
+  const text = JSON.stringify({
+    version: 4,
+    terraform_version: '1.11.4',
+    serial: 1,
+    lineage: 'l',
+    outputs: {},
+    resources: [
+      {
+        module: 'module.m["a"]',
+        mode: 'managed',
+        type: 't',
+        name: 'x',
+        each: 'map',
+        provider: 'provider["p"]',
+        instances: [
+          { index_key: 'k "1"', schema_version: 0, attributes: { id: '1' } },
+          { index_key: 'k2', deposed: 'd1', schema_version: 0, attributes: { id: '2' } },
+        ],
+      },
+      {
+        mode: 'data',
+        type: 't',
+        name: 'y',
+        provider: 'provider["p"]',
+        instances: [{ index_key: 0, schema_version: 0, attributes: { id: '3' } }],
+      },
+    ],
+  });
+  const addresses = (doc: StateDocumentV4) => flattenInstances(doc).map((i) => i.address);
+
+  it('has the addresses its checks spelled', () => {
+    expect(addresses(parseStateDocument(text))).toEqual([
+      'module.m["a"].t.x["k \\"1\\""]',
+      'module.m["a"].t.x["k2"] (deposed object d1)',
+      'data.t.y[0]',
+    ]);
+  });
+
+  it('spells them anew for a resource changed since it was accepted', () => {
+    const moved = parseStateDocument(text);
+    moved.resources[0].instances.splice(0, 1);
+    moved.resources[1].name = 'z';
+    expect(addresses(moved)).toEqual([
+      'module.m["a"].t.x["k2"] (deposed object d1)',
+      'data.t.z[0]',
+    ]);
+    const swapped = parseStateDocument(text);
+    const [a, b] = swapped.resources[0].instances;
+    swapped.resources[0].instances = [b, a];
+    expect(addresses(swapped)).toEqual([
+      'module.m["a"].t.x["k2"] (deposed object d1)',
+      'module.m["a"].t.x["k \\"1\\""]',
+      'data.t.y[0]',
+    ]);
   });
 });

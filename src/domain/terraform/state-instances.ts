@@ -2,6 +2,7 @@ import { sha256Hex } from './canonical-hash';
 import { canonicalJson } from './canonical-json';
 import { instanceAddressOf, parseModulePath, ResourceMode } from './instance-address';
 import { JsonObject, sameJson } from './json-value';
+import { acceptedAddresses } from './parse-state-document';
 import { InstanceObjectV4, RESOURCE_FIELDS, ResourceV4, StateDocumentV4 } from './state-document';
 
 /** The resource-level fields an instance inherits; part of its identity and hash. */
@@ -32,8 +33,25 @@ export interface FlatInstance {
 export function instanceHash(resource: ResourceDescriptor, instance: InstanceObjectV4): string {
   // canonicalHash({ resource, instance }), spelled without building the pair
   // ("instance" sorts first): the same text, and the same hash as ever.
-  const resourceText = canonicalJson(resource as unknown as JsonObject);
-  return sha256Hex(`{"instance":${canonicalJson(instance)},"resource":${resourceText}}`);
+  return sha256Hex(`{"instance":${canonicalJson(instance)},"resource":${resourceText(resource)}}`);
+}
+
+/**
+ * The canonical text of the descriptor spelled last. The instances of a
+ * resource share their descriptor and are hashed one after another
+ * (flattenInstances), and spelling it (its keys are not in sorted order: a
+ * sorted copy, then its text) was a sixth of hashing a first commit's 20,000
+ * instances. One entry, not a map: descriptors read back from events are
+ * one per event, and a map of them would only grow. Descriptors, like parsed
+ * documents, are never changed once made.
+ */
+let spelled: { resource: ResourceDescriptor; text: string } | undefined;
+
+function resourceText(resource: ResourceDescriptor): string {
+  if (spelled?.resource !== resource) {
+    spelled = { resource, text: canonicalJson(resource as unknown as JsonObject) };
+  }
+  return spelled.text;
 }
 
 export function resourceDescriptor(r: ResourceV4): ResourceDescriptor {
@@ -106,26 +124,31 @@ export function flattenInstances(
   made?: (flat: FlatInstance) => void,
 ): FlatInstance[] {
   const out: FlatInstance[] = [];
-  for (const r of doc.resources) {
+  doc.resources.forEach((r, index) => {
+    // Spelled already when the document was accepted.
+    const checked = acceptedAddresses(doc, index, r);
     let resource = resourceDescriptor(r);
     let module: ReturnType<typeof parseModulePath> | undefined;
     // A descriptor of an earlier flattening found equal to this one.
     let equal: ResourceDescriptor | undefined;
-    for (const instance of r.instances) {
+    r.instances.forEach((instance, j) => {
       const flat = known?.(instance);
       if (flat !== undefined) {
         if (flat.resource === equal) {
           out.push(flat);
-          continue;
+          return;
         }
         if (equal === undefined && sameDescriptor(flat.resource, resource)) {
           resource = equal = flat.resource;
           out.push(flat);
-          continue;
+          return;
         }
       }
-      module ??= parseModulePath(resource.module);
-      const address = instanceAddressOf(module, r, instance);
+      let address = checked?.addresses[checked.first + j];
+      if (address === undefined) {
+        module ??= parseModulePath(resource.module);
+        address = instanceAddressOf(module, r, instance);
+      }
       const fresh: FlatInstance = {
         address,
         resource,
@@ -134,7 +157,7 @@ export function flattenInstances(
       };
       made?.(fresh);
       out.push(fresh);
-    }
-  }
+    });
+  });
   return out;
 }

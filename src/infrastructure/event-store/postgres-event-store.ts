@@ -154,7 +154,7 @@ const UNPARSED = Symbol('unparsed');
 /** What one append wrote: its result, and each event's global position, in order. */
 interface Appended {
   result: AppendResult;
-  positions: readonly string[];
+  positions: readonly bigint[];
 }
 
 export class PostgresEventStore implements EventStore {
@@ -218,7 +218,7 @@ export class PostgresEventStore implements EventStore {
         result.nextExpectedRevision - BigInt(events.length) + 1n,
         (i) => ({
           transactionId: result.position.transactionId,
-          globalPosition: BigInt(positions[i]),
+          globalPosition: positions[i],
         }),
       );
       settle?.(recorded);
@@ -611,7 +611,7 @@ async function appendInOneStatement(
       nextExpectedRevision: BigInt(row.length) - 1n,
       position: { transactionId: BigInt(row.txid), globalPosition: BigInt(row.global_position) },
     },
-    positions: row.positions,
+    positions: row.positions.map((p) => BigInt(p)),
   };
 }
 
@@ -671,7 +671,7 @@ async function insertEvents(
   if (events.length >= COPY_EVENTS) return copyEvents(tx, streamId, events, length);
   let base = length - count;
   let last: { global_position: string; txid: string } | undefined;
-  const positions: string[] = [];
+  const positions: bigint[] = [];
   for (let i = 0; i < events.length; i += INSERT_CHUNK) {
     const chunk = events.slice(i, i + INSERT_CHUNK);
     // Data and metadata travel as JSON lines, one text parameter each:
@@ -712,7 +712,7 @@ async function insertEvents(
     base += BigInt(chunk.length);
     for (const row of rows) {
       if (!last || BigInt(row.global_position) > BigInt(last.global_position)) last = row;
-      positions.push(...(row.positions ?? []));
+      for (const p of row.positions ?? []) positions.push(BigInt(p));
     }
   }
   const position = last
@@ -801,13 +801,12 @@ async function copyEvents(
   if (positions?.length !== events.length) {
     throw new Error(`COPY of ${events.length} events into ${streamId} wrote ${positions?.length}`);
   }
+  let last = positions[0];
+  for (const p of positions) if (p > last) last = p;
   return {
     result: {
       nextExpectedRevision: length - 1n,
-      position: {
-        transactionId: BigInt(txid),
-        globalPosition: BigInt(positions.reduce((a, b) => (BigInt(b) > BigInt(a) ? b : a))),
-      },
+      position: { transactionId: BigInt(txid), globalPosition: last },
     },
     positions,
   };
@@ -827,7 +826,7 @@ async function copiedPositions(
   streamId: string,
   first: bigint,
   length: bigint,
-): Promise<string[]> {
+): Promise<bigint[]> {
   const count = Number(length - first);
   const { rows } = await tx.query<{ first: string | null; last: string }>(
     `SELECT (SELECT global_position FROM kl_events
@@ -837,14 +836,14 @@ async function copiedPositions(
   );
   const from = rows[0].first === null ? null : BigInt(rows[0].first);
   if (from !== null && BigInt(rows[0].last) - from + 1n === BigInt(count)) {
-    return Array.from({ length: count }, (_, i) => (from + BigInt(i)).toString());
+    return Array.from({ length: count }, (_, i) => from + BigInt(i));
   }
   const written = await tx.query<{ positions: string[] }>(
     `SELECT array_agg(global_position ORDER BY stream_revision) AS positions FROM kl_events
       WHERE stream_id = $1 AND stream_revision >= $2 AND stream_revision < $3`,
     [streamId, first.toString(), length.toString()],
   );
-  return written.rows[0].positions;
+  return (written.rows[0].positions ?? []).map((p) => BigInt(p));
 }
 
 /**

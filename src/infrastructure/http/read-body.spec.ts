@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import type { Request } from 'express';
 import { DomainError } from '../../domain/shared/domain-error';
-import { readBody } from './read-body';
+import { readBody, utf8Text } from './read-body';
 
 /** A request whose body arrives in `chunks`, declaring `length` (or nothing). */
 function request(chunks: string[], length?: number): Request {
@@ -39,5 +39,17 @@ describe('readBody', () => {
       `request body exceeds the limit of ${size - 1} bytes`,
     );
     expect((await readBody(request(parts), size)).toString()).toBe(whole);
+  });
+});
+
+describe('utf8Text', () => {
+  it('decodes ASCII and multi-byte UTF-8 exactly, and refuses bytes that are not UTF-8', () => {
+    const ascii = Array.from({ length: 128 }, (_, i) => String.fromCharCode(i)).join('');
+    for (const text of [ascii, '{"a":"é"}', `${ascii}\u{1F600}€`]) {
+      expect(utf8Text(Buffer.from(text, 'utf8'), 'STATE.INVALID', 'state')).toBe(text);
+    }
+    expect(() => utf8Text(Buffer.from([0x7b, 0xff, 0x7d]), 'STATE.INVALID', 'state')).toThrow(
+      'state is not valid UTF-8 (bad byte at offset 1)',
+    );
   });
 });

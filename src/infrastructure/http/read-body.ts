@@ -1,4 +1,4 @@
-import { isUtf8 } from 'node:buffer';
+import { isAscii, isUtf8 } from 'node:buffer';
 import type { Request } from 'express';
 import { DomainError } from '../../domain/shared/domain-error';
 import type { ErrorCode } from '../../domain/shared/error-codes';
@@ -60,7 +60,9 @@ export function utf8Text(body: Buffer, code: ErrorCode, what: string): string {
       `${what} is not valid UTF-8 (bad byte at offset ${invalidUtf8At(body)})`,
     );
   }
-  return body.toString('utf8');
+  // ASCII (most state documents) is its own UTF-8: decoded as such it is a
+  // plain copy, about a third of the UTF-8 decoder's time for a big body.
+  return isAscii(body) ? body.toString('ascii') : body.toString('utf8');
 }
 
 function tooLarge(what: string, limit: number): DomainError {

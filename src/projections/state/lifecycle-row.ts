@@ -5,10 +5,11 @@ import {
   JsonObject,
   JsonValue,
   parseModulePath,
+  ResourceDescriptor,
 } from '../../domain/terraform';
 
 /** Instance members that have a column of their own; every other member lands in `extra`. */
-const INSTANCE_COLUMNS: readonly string[] = [
+const INSTANCE_COLUMNS: ReadonlySet<string> = new Set([
   'index_key',
   'status',
   'deposed',
@@ -18,7 +19,7 @@ const INSTANCE_COLUMNS: readonly string[] = [
   'private',
   'dependencies',
   'create_before_destroy',
-];
+]);
 
 /** A `resources` row as JSON for jsonb_to_recordset; absent members become NULL. */
 export type ResourceRow = Record<string, JsonValue>;
@@ -30,25 +31,46 @@ export type ResourceRow = Record<string, JsonValue>;
  */
 export class ResourceAddresses {
   private readonly modules = new Map<string, ReturnType<typeof parseModulePath>>();
+  /**
+   * The descriptor asked last and its address: a commit's events of one
+   * resource come one after another and, written in this process, share
+   * their descriptor, so a first commit's 20,000 opens format a handful of
+   * addresses rather than one each (and hold those few strings, not 20,000).
+   */
+  private last: { resource: ResourceDescriptor; address: string } | undefined;
 
-  of(resource: LifecycleOpened['data']['resource']): string {
+  of(resource: ResourceDescriptor): string {
+    if (this.last?.resource === resource) return this.last.address;
     let module = this.modules.get(resource.module);
     if (module === undefined) {
       module = parseModulePath(resource.module);
       this.modules.set(resource.module, module);
     }
-    return formatResourceAddress({ ...resource, module });
+    const address = formatResourceAddress({
+      module,
+      mode: resource.mode,
+      type: resource.type,
+      name: resource.name,
+    });
+    this.last = { resource, address };
+    return address;
   }
 }
 
+/**
+ * A lifecycle's `resources` row. Built for each of a first commit's 20,000
+ * opens while their `COPY` is written: members are set one by one (no array
+ * of entries or of optional pairs per instance), in the same order as ever.
+ */
 export function resourceRow(data: LifecycleOpened['data'], resourceAddress: string): ResourceRow {
   const { resource, instance } = data;
-  const extra: JsonObject = {};
-  let hasExtra = false;
-  for (const [key, value] of Object.entries(instance)) {
-    if (INSTANCE_COLUMNS.includes(key) || value === undefined) continue;
+  let extra: JsonObject | undefined;
+  for (const key of Object.keys(instance)) {
+    if (INSTANCE_COLUMNS.has(key)) continue;
+    const value = (instance as JsonObject)[key];
+    if (value === undefined) continue;
+    extra ??= {};
     extra[key] = value;
-    hasExtra = true;
   }
   const row: ResourceRow = {
     state_id: data.stateId,
@@ -66,20 +88,19 @@ export function resourceRow(data: LifecycleOpened['data'], resourceAddress: stri
     create_version: data.version,
     create_serial: data.serial,
   };
-  const optional: [string, JsonValue | undefined][] = [
-    // The key as written between the brackets of the address: 0, "web".
-    ['index_key', instance.index_key === undefined ? undefined : bare(instance.index_key)],
-    ['deposed_key', instance.deposed],
-    ['each_mode', resource.each ?? undefined],
-    ['attributes', instance.attributes],
-    ['sensitive_attributes', instance.sensitive_attributes],
-    ['private', instance.private],
-    ['dependencies', instance.dependencies],
-    ['status', instance.status],
-    ['extra', hasExtra ? extra : undefined],
-    ['resource_extra', resource.extra],
-  ];
-  for (const [column, value] of optional) if (value !== undefined) row[column] = value;
+  // The key as written between the brackets of the address: 0, "web".
+  if (instance.index_key !== undefined) row.index_key = bare(instance.index_key);
+  if (instance.deposed !== undefined) row.deposed_key = instance.deposed;
+  if (resource.each !== undefined && resource.each !== null) row.each_mode = resource.each;
+  if (instance.attributes !== undefined) row.attributes = instance.attributes;
+  if (instance.sensitive_attributes !== undefined) {
+    row.sensitive_attributes = instance.sensitive_attributes;
+  }
+  if (instance.private !== undefined) row.private = instance.private;
+  if (instance.dependencies !== undefined) row.dependencies = instance.dependencies;
+  if (instance.status !== undefined) row.status = instance.status;
+  if (extra !== undefined) row.extra = extra;
+  if (resource.extra !== undefined) row.resource_extra = resource.extra;
   return row;
 }
 

@@ -30,12 +30,40 @@ type Change =
 
 const key = (stateId: string, address: string) => `${stateId}\u0000${address}`;
 
+/** The map `outer` holds under `key`, made empty if none. */
+function inner<K, V>(outer: Map<string, Map<K, V>>, key: string): Map<K, V> {
+  let map = outer.get(key);
+  if (map === undefined) outer.set(key, (map = new Map()));
+  return map;
+}
+
 // Sources written in one batch from which COPY pays (a first commit's).
 const COPY_ROWS = 500;
 
+/**
+ * An instance's dependencies as stored: each once, in code-unit order.
+ * Terraform writes them that way already, so a list found in order is taken
+ * as it is (a first commit has 20,000 of them), and only another is sorted.
+ */
+function sortedTargets(dependencies: readonly string[]): string[] {
+  const targets = dependencies.map((to) => textParam(to));
+  for (let i = 1; i < targets.length; i++) {
+    if (!(targets[i - 1] < targets[i])) return [...new Set(targets)].sort();
+  }
+  return targets;
+}
+
 /** A text[] literal: every element quoted, its quotes and backslashes escaped. */
 function textArrayLiteral(items: readonly string[]): string {
-  return `{${items.map((t) => `"${t.replace(/["\\]/g, '\\$&')}"`).join(',')}}`;
+  return `{${items.map(quotedElement).join(',')}}`;
+}
+
+const ELEMENT_ESCAPED = /["\\]/g;
+
+function quotedElement(text: string): string {
+  // Addresses rarely hold either character: most need no pass of the pattern.
+  const plain = !text.includes('"') && !text.includes('\\');
+  return `"${plain ? text : text.replace(ELEMENT_ESCAPED, '\\$&')}"`;
 }
 
 /**
@@ -74,14 +102,13 @@ export class ResourceEdgesProjector implements Projector {
         });
       } else if (event.type === 'LifecycleOpened') {
         const d = event.data;
-        const deps = new Set((d.instance.dependencies ?? []).map((to) => textParam(to)));
         changes.push({
           kind: 'open',
           state_id: d.stateId,
           address: textParam(d.address),
           version: d.version,
           from: textParam(this.addresses.of(d.resource)),
-          dependencies: [...deps].sort(),
+          dependencies: sortedTargets(d.instance.dependencies ?? []),
         });
       }
     }
@@ -89,16 +116,18 @@ export class ResourceEdgesProjector implements Projector {
 
     const sources = await this.sources(tx, changes);
     const stored = sources.size;
-    const changed = new Set<string>();
+    // Each address's source is one object for the whole batch, changed in
+    // place: `changed` holds the objects to write, and no key joining the
+    // state and the address is built and hashed per change (20,000 for a
+    // first commit).
+    const changed = new Set<Source>();
     // Net count changes by source resource, then by target: a first commit
     // counts 60,000 edges, and a key joining the three texts was a long
     // string built and hashed for each.
     type Count = { state_id: string; from: string; to: string; n: number };
-    const counts = new Map<string, Map<string, Count>>();
+    const counts = new Map<string, Map<string, Map<string, Count>>>();
     const count = (stateId: string, from: string, deps: string[], n: number) => {
-      const k = key(stateId, from);
-      let byTarget = counts.get(k);
-      if (byTarget === undefined) counts.set(k, (byTarget = new Map()));
+      const byTarget = inner(inner(counts, stateId), from);
       for (const to of deps) {
         const c = byTarget.get(to);
         if (c) c.n += n;
@@ -106,13 +135,14 @@ export class ResourceEdgesProjector implements Projector {
       }
     };
     for (const c of changes) {
-      const k = key(c.state_id, c.address);
-      const was = sources.get(k);
+      const ofState = inner(sources, c.state_id);
+      const was = ofState.get(c.address);
       if (c.kind === 'close') {
         if (was === undefined || was.dependencies === null || was.version >= c.version) continue;
         count(c.state_id, was.from_resource_address, was.dependencies, -1);
-        sources.set(k, { ...was, version: c.version, dependencies: null });
-        changed.add(k);
+        was.version = c.version;
+        was.dependencies = null;
+        changed.add(was);
         continue;
       }
       if (was !== undefined) {
@@ -120,16 +150,23 @@ export class ResourceEdgesProjector implements Projector {
         if (live ? was.version >= c.version : was.version > c.version) continue;
         if (was.dependencies !== null)
           count(c.state_id, was.from_resource_address, was.dependencies, -1);
-      } else if (c.dependencies.length === 0) continue; // nothing to remember
+        was.version = c.version;
+        was.from_resource_address = c.from;
+        was.dependencies = c.dependencies;
+        changed.add(was);
+      } else {
+        if (c.dependencies.length === 0) continue; // nothing to remember
+        const source: Source = {
+          state_id: c.state_id,
+          address: c.address,
+          version: c.version,
+          from_resource_address: c.from,
+          dependencies: c.dependencies,
+        };
+        ofState.set(c.address, source);
+        changed.add(source);
+      }
       count(c.state_id, c.from, c.dependencies, 1);
-      sources.set(k, {
-        state_id: c.state_id,
-        address: c.address,
-        version: c.version,
-        from_resource_address: c.from,
-        dependencies: c.dependencies,
-      });
-      changed.add(k);
     }
 
     if (changed.size >= COPY_ROWS && stored === 0) {
@@ -141,8 +178,7 @@ export class ResourceEdgesProjector implements Projector {
         'resource_edge_sources',
         ['state_id', 'address', 'version', 'from_resource_address', 'dependencies'],
         (function* () {
-          for (const k of changed) {
-            const s = sources.get(k)!;
+          for (const s of changed) {
             yield [
               s.state_id,
               copyField(s.address),
@@ -164,11 +200,11 @@ export class ResourceEdgesProjector implements Projector {
             SET version = excluded.version,
                 from_resource_address = excluded.from_resource_address,
                 dependencies = excluded.dependencies`,
-        [jsonbText([...changed].map((k) => sources.get(k)))],
+        [jsonbText([...changed])],
       );
     }
-    const net = [...counts.values()].flatMap((byTarget) =>
-      [...byTarget.values()].filter((c) => c.n !== 0),
+    const net = [...counts.values()].flatMap((byFrom) =>
+      [...byFrom.values()].flatMap((byTarget) => [...byTarget.values()].filter((c) => c.n !== 0)),
     );
     if (net.length === 0) return;
     const params = [jsonbText(net)];
@@ -190,12 +226,15 @@ export class ResourceEdgesProjector implements Projector {
   }
 
   /**
-   * The stored sources of the addresses `changes` touch. A big batch first
+   * The stored sources of the addresses `changes` touch, by state and address. A big batch first
    * asks whether its states have any source at all: a first commit's do not,
    * and looking its 20,000 addresses up one by one cost both sides more than
    * the question.
    */
-  private async sources(tx: Queryable, changes: Change[]): Promise<Map<string, Source>> {
+  private async sources(
+    tx: Queryable,
+    changes: Change[],
+  ): Promise<Map<string, Map<string, Source>>> {
     if (changes.length >= COPY_ROWS) {
       const states = [...new Set(changes.map((c) => c.state_id))];
       const { rows } = await tx.query(
@@ -211,6 +250,8 @@ export class ResourceEdgesProjector implements Projector {
          JOIN resource_edge_sources s ON s.state_id = w.state_id AND s.address = w.address`,
       [wanted.map((c) => c.state_id), wanted.map((c) => c.address)],
     );
-    return new Map(rows.map((r) => [key(r.state_id, r.address), r]));
+    const sources = new Map<string, Map<string, Source>>();
+    for (const r of rows) inner(sources, r.state_id).set(r.address, r);
+    return sources;
   }
 }
