@@ -147,7 +147,7 @@ describe('recovering a database that holds events older versions let through', (
       status: 503,
       body: {
         status: 'not ready',
-        checks: { database: true, migrations: true, projections: false },
+        checks: { database: true, migrations: true, projections: false, readModels: true },
         halted: [
           {
             projector: 'state-resource-lifecycles',

@@ -551,7 +551,7 @@ describe('a write the read models cannot follow (a halted projector)', () => {
     expect(r.status).toBe(503);
     expect(r.json).toEqual({
       status: 'not ready',
-      checks: { database: true, migrations: true, projections: false },
+      checks: { database: true, migrations: true, projections: false, readModels: true },
       halted: [
         {
           projector: 'state-resource-lifecycles',
