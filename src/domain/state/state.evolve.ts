@@ -6,6 +6,7 @@ import {
   parseInstanceAddress,
 } from '../terraform/instance-address';
 import { LayeredMap } from '../shared/layered-map';
+import { rememberingLast } from '../shared/remembering-last';
 import { ResourceDescriptor } from '../terraform/state-instances';
 import { StateEvent } from './state.events';
 import { ActiveState, Reservation, ResourceEntry, StateAggregate } from './state.model';
@@ -15,25 +16,18 @@ function assertNever(value: never): never {
 }
 
 /**
- * The descriptor asked last and its fields: a commit's events of one
- * resource come one after another and, made in this process, share their
- * descriptor (never changed once made). One entry: events read back have one
- * descriptor each.
+ * The resource-level fields instances of one resource must share, as one
+ * comparable string; remembered for the descriptor asked last (a commit's
+ * events of one resource come one after another and share it).
  */
-let lastFields: { resource: ResourceDescriptor; fields: string } | undefined;
-
-/** The resource-level fields instances of one resource must share, as one comparable string. */
-export function resourceFields(resource: ResourceDescriptor): string {
-  if (lastFields?.resource !== resource) {
-    const fields = JSON.stringify([
+export const resourceFields: (resource: ResourceDescriptor) => string = rememberingLast(
+  (resource: ResourceDescriptor) =>
+    JSON.stringify([
       resource.provider,
       resource.each,
       resource.extra === undefined ? null : canonicalJson(resource.extra),
-    ]);
-    lastFields = { resource, fields };
-  }
-  return lastFields.fields;
-}
+    ]),
+);
 
 /**
  * The resource address of an instance address whose key and deposed key

@@ -2,6 +2,7 @@ import { sha256Hex } from './canonical-hash';
 import { canonicalJson } from './canonical-json';
 import { instanceAddressOf, parseModulePath, ResourceMode } from './instance-address';
 import { JsonObject, sameJson } from './json-value';
+import { rememberingLast } from '../shared/remembering-last';
 import { acceptedAddresses } from './parse-state-document';
 import { InstanceObjectV4, RESOURCE_FIELDS, ResourceV4, StateDocumentV4 } from './state-document';
 
@@ -37,22 +38,15 @@ export function instanceHash(resource: ResourceDescriptor, instance: InstanceObj
 }
 
 /**
- * The canonical text of the descriptor spelled last. The instances of a
- * resource share their descriptor and are hashed one after another
- * (flattenInstances), and spelling it (its keys are not in sorted order: a
- * sorted copy, then its text) was a sixth of hashing a first commit's 20,000
- * instances. One entry, not a map: descriptors read back from events are
- * one per event, and a map of them would only grow. Descriptors, like parsed
- * documents, are never changed once made.
+ * The canonical text of a descriptor, remembered for the one spelled last.
+ * The instances of a resource share their descriptor and are hashed one
+ * after another (flattenInstances), and spelling it (its keys are not in
+ * sorted order: a sorted copy, then its text) was a sixth of hashing a
+ * first commit's 20,000 instances.
  */
-let spelled: { resource: ResourceDescriptor; text: string } | undefined;
-
-function resourceText(resource: ResourceDescriptor): string {
-  if (spelled?.resource !== resource) {
-    spelled = { resource, text: canonicalJson(resource as unknown as JsonObject) };
-  }
-  return spelled.text;
-}
+const resourceText = rememberingLast((resource: ResourceDescriptor) =>
+  canonicalJson(resource as unknown as JsonObject),
+);
 
 export function resourceDescriptor(r: ResourceV4): ResourceDescriptor {
   const descriptor: ResourceDescriptor = {

@@ -7,6 +7,7 @@ import {
   parseModulePath,
   ResourceDescriptor,
 } from '../../domain/terraform';
+import { rememberingLast } from '../../domain/shared/remembering-last';
 
 /** Instance members that have a column of their own; every other member lands in `extra`. */
 const INSTANCE_COLUMNS: ReadonlySet<string> = new Set([
@@ -31,30 +32,27 @@ export type ResourceRow = Record<string, JsonValue>;
  */
 export class ResourceAddresses {
   private readonly modules = new Map<string, ReturnType<typeof parseModulePath>>();
-  /**
-   * The descriptor asked last and its address: a commit's events of one
-   * resource come one after another and, written in this process, share
-   * their descriptor, so a first commit's 20,000 opens format a handful of
-   * addresses rather than one each (and hold those few strings, not 20,000).
-   */
-  private last: { resource: ResourceDescriptor; address: string } | undefined;
 
-  of(resource: ResourceDescriptor): string {
-    if (this.last?.resource === resource) return this.last.address;
-    let module = this.modules.get(resource.module);
-    if (module === undefined) {
-      module = parseModulePath(resource.module);
-      this.modules.set(resource.module, module);
-    }
-    const address = formatResourceAddress({
-      module,
-      mode: resource.mode,
-      type: resource.type,
-      name: resource.name,
-    });
-    this.last = { resource, address };
-    return address;
-  }
+  /**
+   * A descriptor's resource address, remembered for the one asked last: a
+   * first commit's 20,000 opens format a handful of addresses rather than
+   * one each (and hold those few strings, not 20,000).
+   */
+  readonly of: (resource: ResourceDescriptor) => string = rememberingLast(
+    (resource: ResourceDescriptor) => {
+      let module = this.modules.get(resource.module);
+      if (module === undefined) {
+        module = parseModulePath(resource.module);
+        this.modules.set(resource.module, module);
+      }
+      return formatResourceAddress({
+        module,
+        mode: resource.mode,
+        type: resource.type,
+        name: resource.name,
+      });
+    },
+  );
 }
 
 /**
