@@ -9,6 +9,7 @@ import { EmbeddedPostgresInUseError } from './infrastructure/postgres/embedded-p
 import { migrate } from './infrastructure/postgres/migrator';
 import { ServerRunningError, withoutServer } from './infrastructure/postgres/serving-lock';
 import { redactUrls } from './infrastructure/logging/redact';
+import { ownConnection, rebuildWitnessed } from './infrastructure/postgres/unlogged-read-models';
 import { openDatabase, openMaintenance, startServer } from './app/server';
 import { boundHeapGrowth } from './app/heap-growth';
 import { armExitWatchdog } from './app/exit-watchdog';
@@ -120,8 +121,15 @@ async function rebuildProjections(config: Config, logger: Logger): Promise<void>
     await withDatabase(config, logger, (db, url) =>
       withoutServer(url, REBUILD_ON_SERVER, () =>
         withRunner(config, logger, db, url, async (runner) => {
-          for (const r of await runner.rebuild()) {
-            process.stdout.write(`${r.projector}: ${r.events} events replayed\n`);
+          // Also after a crash emptied the UNLOGGED read models: the marker
+          // written, the next `serve` finds them whole and does not rebuild again.
+          const witness = await ownConnection(url);
+          try {
+            for (const r of await rebuildWitnessed(witness, () => runner.rebuild())) {
+              process.stdout.write(`${r.projector}: ${r.events} events replayed\n`);
+            }
+          } finally {
+            await witness.end().catch(() => undefined);
           }
         }),
       ),

@@ -334,6 +334,65 @@ describe('kld as a process', () => {
     }
   });
 
+  it('rebuilds offline after a crash emptied the read models, so the next serve finds them whole', async () => {
+    const dataDir = path.join(dir, 'data');
+    const kld = await startKld({ KL_DATA_DIR: dataDir });
+    const doc = {
+      version: 4,
+      terraform_version: '1.11.4',
+      serial: 1,
+      lineage: 'crash-lineage',
+      outputs: {},
+      resources: [
+        {
+          mode: 'managed',
+          type: 'terraform_data',
+          name: 'a',
+          provider: 'provider["terraform.io/builtin/terraform"]',
+          instances: [{ schema_version: 0, attributes: { id: 'a', input: 'x' } }],
+        },
+      ],
+      check_results: null,
+    };
+    let before: string;
+    try {
+      const post = await fetch(`${kld.url}/v1/states/ops/crashed`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify(doc),
+      });
+      expect(post.status).toBe(200);
+      before = await (await fetch(`${kld.url}/v1/states/ops/crashed`)).text();
+      // Its PostgreSQL killed outright: the recovery at the next start empties the UNLOGGED read models.
+      const postmaster = Number(
+        fs.readFileSync(path.join(dataDir, 'pgdata', 'postmaster.pid'), 'utf8').split('\n')[0],
+      );
+      process.kill(postmaster, 'SIGKILL');
+      for (let i = 0; i < 100 && isAlive(postmaster); i++)
+        await new Promise((r) => setTimeout(r, 50));
+    } finally {
+      await kld.stop('SIGKILL');
+    }
+    const r = await children.run(process.execPath, [KLD, 'projections', 'rebuild'], {
+      env: { KL_DATA_DIR: dataDir, KL_LOG_LEVEL: 'error' },
+    });
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^state-raw: \d+ events replayed$/m);
+    const again = await startKld({ KL_DATA_DIR: dataDir });
+    try {
+      expect(await (await fetch(`${again.url}/v1/states/ops/crashed`)).text()).toBe(before);
+      const resources = await (
+        await fetch(`${again.url}/v1/api/states/ops/crashed/resources`)
+      ).json();
+      expect(JSON.stringify(resources)).toContain('terraform_data.a');
+      // It served them as they were: no rebuild of its own.
+      expect(again.output()).not.toContain('read models are empty');
+    } finally {
+      expect((await again.stop()).code).toBe(0);
+    }
+  });
+
   it.each([
     ['KL_LISTEN', 'not-an-address', /^kld: KL_LISTEN: expected host:port/],
     ['KL_LOG_LEVEL', 'loud', /^kld: KL_LOG_LEVEL: expected one of/],

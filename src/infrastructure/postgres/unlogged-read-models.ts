@@ -23,6 +23,7 @@ export const UNLOGGED_READ_MODELS = [
 /** One row while the read models are whole (migrations/037_read_models_intact.sql). */
 export const INTACT_MARKER = 'kl_read_models_intact';
 const MARKER_QUERY = `SELECT EXISTS (SELECT 1 FROM ${INTACT_MARKER}) AS intact`;
+const MARK_INTACT = `INSERT INTO ${INTACT_MARKER} VALUES (true) ON CONFLICT DO NOTHING`;
 
 // Session advisory lock namespace of the persistence switch (serving-lock.ts uses 7_300_424).
 const SWITCH_LOCK = [7_300_425, 1] as const;
@@ -239,11 +240,22 @@ const NAMES_OVER_READ_MODELS = `
      AND p.pronamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)`;
 
 /**
+ * Runs `rebuild`, then writes the marker's row on `witness`, a connection
+ * opened before the rebuild began: that connection still being alive proves
+ * no crash came in between (a crash ends every connection), so the tables
+ * the rebuild swapped in are whole. A crash during the rebuild fails the
+ * marker's statement, and the read models stay lost.
+ */
+export async function rebuildWitnessed<T>(witness: Client, rebuild: () => Promise<T>): Promise<T> {
+  const rebuilt = await rebuild();
+  await witness.query(MARK_INTACT);
+  return rebuilt;
+}
+
+/**
  * After the guard found the read models lost: rebuilds them online (the
- * runner's rebuild, exempt from the guard), then writes the marker's row on a
- * connection opened before the rebuild began. That connection still being
- * alive proves no crash came in between (a crash ends every connection), so
- * the tables swapped in are whole. Tries again, with a pause, until it
+ * runner's rebuild, exempt from the guard, witnessed as rebuildWitnessed
+ * says). Tries again, with a pause, until it
  * succeeds or `stopped()` says so; a rebuild already running elsewhere (the
  * operator's, another replica's) is waited for, then the marker looked at.
  */
@@ -262,8 +274,7 @@ export async function recoverReadModels(options: {
       const { rows } = await witness.query<{ intact: boolean }>(MARKER_QUERY);
       if (!rows[0].intact) {
         const started = Date.now();
-        await guard.exempt(rebuild);
-        await witness.query(`INSERT INTO ${INTACT_MARKER} VALUES (true) ON CONFLICT DO NOTHING`);
+        await rebuildWitnessed(witness, () => guard.exempt(rebuild));
         logger.info({ ms: Date.now() - started }, 'read models rebuilt after a crash');
       }
       guard.restored();
