@@ -153,6 +153,19 @@ describe('DocumentTextMemo', () => {
     expect(third.into.buffer).toBe(first.into.buffer);
   });
 
+  it('reuses the objects a body was parsed into even if its document is changed afterwards', () => {
+    const memo = new DocumentTextMemo({ served: (o) => Buffer.from(instanceObjectText(o)) });
+    const written = (bytes: Buffer) =>
+      Buffer.from(stateDocumentText(parseStateDocument(bytes.toString('utf8'))));
+    const first = written(body(1, count, (k) => `a${k}`));
+    const next = written(body(2, count, (k) => (k === 17 ? 'changed' : `a${k}`)));
+    const { document } = receive(memo, first);
+    // nothing in kld does this; the memo must not care
+    const instances = document.resources[0].instances;
+    instances[5] = { ...instances[5], attributes: { id: 'not what was sent' } };
+    expect(receive(memo, next).document).toEqual(parseStateDocument(next.toString('utf8')));
+  });
+
   it('does not recycle small bodies', () => {
     const memo = new DocumentTextMemo();
     const small = (serial: number) => body(serial, 3, (k) => `a${k}`);

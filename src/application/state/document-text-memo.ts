@@ -1,6 +1,7 @@
 import * as os from 'node:os';
 import type { LRUCache } from 'lru-cache';
 import {
+  documentInstances,
   InstanceBytes,
   instanceBytesOf,
   InstanceObjectV4,
@@ -20,7 +21,8 @@ interface Entry {
    * when the next body of the state comes (`instancesOf`), from `parsed`.
    */
   instances?: InstanceBytes;
-  parsed?: StateDocumentV4;
+  /** The document and its instance objects as parsed (what the spans will be of). */
+  parsed?: { document: StateDocumentV4; objects: InstanceObjectV4[] };
   /** Instances held (the entry's weight in the budget). */
   count: number;
   /** A body buffer of this state that no entry holds any more: the next body is read into it. */
@@ -108,8 +110,9 @@ export class DocumentTextMemo {
     if (previous === undefined || previous.spans.length === 0) {
       // Nothing to reuse: one JSON.parse of the whole beats one per instance.
       document = parseStateDocument(decode(body));
-      const count = instanceCount(document);
-      if (count > 0) entry = { body, parsed: document, count };
+      const objects = documentInstances(document);
+      if (objects.length > 0)
+        entry = { body, parsed: { document, objects }, count: objects.length };
     } else {
       const reused = parseStateBodyReusing(body, previous, decode);
       document = reused.document;
@@ -135,7 +138,8 @@ export class DocumentTextMemo {
   /** The entry's instances with their spans, found now for a body that was parsed whole. */
   private instancesOf(entry: Entry): InstanceBytes {
     if (entry.instances === undefined) {
-      entry.instances = instanceBytesOf(entry.body, entry.parsed!, this.served);
+      const { document, objects } = entry.parsed!;
+      entry.instances = instanceBytesOf(entry.body, document, this.served, objects);
       entry.parsed = undefined;
     }
     return entry.instances;
@@ -145,12 +149,6 @@ export class DocumentTextMemo {
   private dropWithoutRoom(entry: Entry, spare: Buffer): void {
     if (entry.spare === spare && !this.roomFor(spare.buffer.byteLength)) entry.spare = undefined;
   }
-}
-
-function instanceCount(document: StateDocumentV4): number {
-  let count = 0;
-  for (const r of document.resources) count += r.instances.length;
-  return count;
 }
 
 let usableMemory: number | undefined;

@@ -145,14 +145,26 @@ export function instanceBytesOf(
   body: Buffer,
   document: StateDocumentV4,
   served?: (instance: InstanceObjectV4) => Buffer,
+  objects: readonly InstanceObjectV4[] = documentInstances(document),
 ): InstanceBytes {
-  return (served && laidOutAsServed(body, document, served)) || bytesOf(body, document);
+  return (
+    (served && laidOutAsServed(body, document, objects, served)) || bytesOf(body, document, objects)
+  );
 }
 
-/** The spans of a body that is exactly the document as served; null if it is not. */
+/** A document's instance objects in document order: what its spans are the bytes of. */
+export function documentInstances(document: StateDocumentV4): InstanceObjectV4[] {
+  return document.resources.flatMap((r) => r.instances);
+}
+
+/**
+ * The spans of a body that is exactly the document as served, its instances
+ * being `objects`; null if it is not.
+ */
 function laidOutAsServed(
   body: Buffer,
   document: StateDocumentV4,
+  objects: readonly InstanceObjectV4[],
   served: (instance: InstanceObjectV4) => Buffer,
 ): InstanceBytes | null {
   const spans: InstanceSpan[] = [];
@@ -169,29 +181,28 @@ function laidOutAsServed(
       at += part.length;
       continue;
     }
+    if (part !== objects[spans.length]) return null;
     const bytes = served(part);
     const end = at + bytes.length;
     if (end > body.length || body.compare(bytes, 0, bytes.length, at, end) !== 0) return null;
     spans.push({ start: at, end });
     at = end;
   }
-  if (at !== body.length) return null;
-  let count = 0;
-  for (const r of document.resources) count += r.instances.length;
-  if (spans.length !== count) return null;
-  const objects: InstanceObjectV4[] = [];
+  if (at !== body.length || spans.length !== objects.length) return null;
+  let k = 0;
   for (const r of document.resources) {
-    const last = objects.length + r.instances.length - 1;
-    for (const o of r.instances) {
-      spans[objects.length].last = last;
-      objects.push(o);
-    }
+    const last = k + r.instances.length - 1;
+    for (let i = 0; i < r.instances.length; i++) spans[k++].last = last;
   }
   return { body, spans, objects, addresses: null };
 }
 
 /** The span of each instance of `document`, parsed from `body`; none if the scan disagrees. */
-function bytesOf(body: Buffer, document: StateDocumentV4): InstanceBytes {
+function bytesOf(
+  body: Buffer,
+  document: StateDocumentV4,
+  objects: readonly InstanceObjectV4[] = documentInstances(document),
+): InstanceBytes {
   const spans = instanceSpans(body);
   if (spans === null) return NONE;
   let skeleton: unknown;
@@ -202,8 +213,7 @@ function bytesOf(body: Buffer, document: StateDocumentV4): InstanceBytes {
   } catch {
     return NONE; // the scan cut the bytes where JSON.parse does not
   }
-  if (!holdsOrdinals(skeleton, spans.length)) return NONE;
-  const objects = document.resources.flatMap((r) => r.instances);
+  if (!holdsOrdinals(skeleton, spans.length) || spans.length !== objects.length) return NONE;
   return { body, spans, objects, addresses: null };
 }
 
