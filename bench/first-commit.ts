@@ -7,6 +7,7 @@ import pino from 'pino';
 import { EmbeddedPostgres } from '../src/infrastructure/postgres/embedded-postgres';
 import { openBenchDatabase } from './support/bench-database';
 import { generateBigState } from './support/big-state-generator';
+import { SyntheticState } from './support/state-generator';
 import { Kld, killAll, sql, startKld } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
 import { distribution, formatInt, formatMs } from './support/stats';
@@ -32,12 +33,15 @@ import { send } from './support/http-send';
  *
  *   npm run bench:first-commit
  *   KL_BENCH_INSTANCES=20000   instances (approximately: 2 × size + 8)
+ *   KL_BENCH_STATE=wide        bench:state-backend's document (the same count of instances,
+ *                              about twice as many bytes each) instead of the big-state example
  *   KL_BENCH_ROUNDS=3          full POSTs per build, each into a new state
  *   KL_BENCH_KLD=path/to/kld.js          the build measured (default: this one)
  *   KL_BENCH_KLD_BEFORE=path/to/kld.js   a second build taking turns with it
  *   KL_BENCH_KLD_NODE_ARGS="--cpu-prof --cpu-prof-dir=DIR" (node options for kld)
  *   KL_BENCH_REBUILD=0         no projection rebuild
  *   KL_BENCH_PG_LOG_MS=100     print the embedded PostgreSQL's statements slower than that
+ *   KL_BENCH_PG_STATS=1        with it, each statement's backend CPU too (log_statement_stats)
  *   KL_UNLOGGED_READ_MODELS=on  kld's own setting: its read models without WAL (the bench's
  *                              databases are not embedded ones, so kld keeps them logged by default)
  */
@@ -92,15 +96,18 @@ async function main(): Promise<void> {
     postmaster = postmasterOf(pgDir);
     if (slowMs) {
       await sql(pg.url, `ALTER SYSTEM SET log_min_duration_statement = ${Number(slowMs)}`);
+      if (process.env.KL_BENCH_PG_STATS === '1') {
+        await sql(pg.url, 'ALTER SYSTEM SET log_statement_stats = on');
+      }
       await sql(pg.url, 'SELECT pg_reload_conf()');
     }
   }
-  const big = generateBigState({ size: Math.max(1, Math.round((INSTANCES - 8) / 2)) });
-  const body = Buffer.from(big.text);
+  const state = benchState();
+  const body = Buffer.from(state.text);
   console.log('First commit: full POST into an empty state, then a projection rebuild');
   printMachine();
   console.log(
-    `  state: ${formatInt(big.instanceCount)} instances, ${formatInt(big.edgeCount)} edges, ` +
+    `  state (${state.name}): ${formatInt(state.instanceCount)} instances, ` +
       `${(body.length / 2 ** 20).toFixed(1)} MiB; ${ROUNDS} rounds; postgres pid ${postmaster ?? '-'}`,
   );
   const klds: {
@@ -214,6 +221,22 @@ async function main(): Promise<void> {
       `${formatInt(peakRssMib(k.kld.pid))} MiB`,
     ]),
   );
+}
+
+/**
+ * The document posted: the big-state example (the ladder's), or with
+ * KL_BENCH_STATE=wide bench:state-backend's synthetic state, whose instances
+ * carry their input twice (input and output) and are about twice as wide.
+ */
+function benchState(): { name: string; text: string; instanceCount: number } {
+  const kind = process.env.KL_BENCH_STATE ?? 'big';
+  if (kind === 'wide') {
+    const wide = new SyntheticState({ instances: INSTANCES });
+    return { name: 'bench:state-backend', text: wide.text(), instanceCount: wide.instanceCount };
+  }
+  if (kind !== 'big') throw new Error(`KL_BENCH_STATE: big or wide, got ${kind}`);
+  const big = generateBigState({ size: Math.max(1, Math.round((INSTANCES - 8) / 2)) });
+  return { name: 'big-state example', text: big.text, instanceCount: big.instanceCount };
 }
 
 /** Where the server's WAL insertion is, in bytes since its start of time. */

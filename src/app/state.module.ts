@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { DocumentTextMemo } from '../application/state/document-text-memo';
 import { InstanceHashMemo } from '../application/state/instance-hash-memo';
+import { ServedInstanceBytes } from '../application/state/served-instance-bytes';
 import { STATE_COMMAND_HANDLERS } from '../application/state/state-command.handlers';
 import { CONFIG, type Config } from '../infrastructure/config/config';
 import { TerraformBackendController } from '../infrastructure/http/terraform-backend.controller';
@@ -28,9 +29,14 @@ import { StateProjectionsModule } from './state-projections.module';
     },
     {
       provide: DocumentTextMemo,
-      useFactory: (config: Config) =>
-        new DocumentTextMemo({ maxInstances: config.cache.hashInstances }),
-      inject: [CONFIG],
+      // The served bytes the raw-state projector makes of each instance tell
+      // where a document terraform wrote has its instances (no scan).
+      useFactory: (config: Config, served: ServedInstanceBytes) =>
+        new DocumentTextMemo({
+          maxInstances: config.cache.hashInstances,
+          served: served.encoding.bytes,
+        }),
+      inject: [CONFIG, ServedInstanceBytes],
     },
     {
       provide: StateDocumentReadModel,

@@ -1,4 +1,9 @@
-import { parseStateDocument } from '../../domain/terraform';
+import {
+  InstanceObjectV4,
+  instanceObjectText,
+  parseStateDocument,
+  stateDocumentText,
+} from '../../domain/terraform';
 import { DocumentTextMemo } from './document-text-memo';
 
 /** A state document of `count` instances, the k-th holding `value(k)`, padded to a big body. */
@@ -113,6 +118,52 @@ describe('DocumentTextMemo', () => {
     const fourth = body(4, count, (k) => `b${k}`);
     fourth.copy(next);
     expect(memo.parse('s', next, decode)).toEqual(parseStateDocument(fourth.toString('utf8')));
+  });
+
+  it('finds where a whole parse has its instances only when the next body comes, from the served bytes', () => {
+    const asked: InstanceObjectV4[] = [];
+    const memo = new DocumentTextMemo({
+      served: (o) => {
+        asked.push(o);
+        return Buffer.from(instanceObjectText(o));
+      },
+    });
+    // as terraform writes a document (and kld serves it): two-space indentation
+    const written = (bytes: Buffer) =>
+      Buffer.from(stateDocumentText(parseStateDocument(bytes.toString('utf8'))));
+    const versions = [
+      written(body(1, count, (k) => `a${k}`)),
+      written(body(2, count, (k) => (k === 17 ? 'changed' : `a${k}`))),
+      written(body(3, count, (k) => (k === 17 ? 'changed' : `a${k}`))),
+    ];
+    const first = receive(memo, versions[0]);
+    expect(asked).toHaveLength(0); // the first parse looks for no instance
+    const second = receive(memo, versions[1]);
+    expect(asked).toEqual(first.document.resources[0].instances);
+    const third = receive(memo, versions[2]);
+    expect(asked).toHaveLength(count); // a reusing parse's spans are its own scan's
+    [first, second, third].forEach(({ document }, v) => {
+      expect(document).toEqual(parseStateDocument(versions[v].toString('utf8')));
+    });
+    const before = first.document.resources[0].instances;
+    const after = second.document.resources[0].instances;
+    expect(after.filter((o, k) => o === before[k])).toHaveLength(count - 1);
+    expect(third.document.resources[0].instances.every((o, k) => o === after[k])).toBe(true);
+    // the first body is no entry's any more: the third was read into it
+    expect(third.into.buffer).toBe(first.into.buffer);
+  });
+
+  it('reuses the objects a body was parsed into even if its document is changed afterwards', () => {
+    const memo = new DocumentTextMemo({ served: (o) => Buffer.from(instanceObjectText(o)) });
+    const written = (bytes: Buffer) =>
+      Buffer.from(stateDocumentText(parseStateDocument(bytes.toString('utf8'))));
+    const first = written(body(1, count, (k) => `a${k}`));
+    const next = written(body(2, count, (k) => (k === 17 ? 'changed' : `a${k}`)));
+    const { document } = receive(memo, first);
+    // nothing in kld does this; the memo must not care
+    const instances = document.resources[0].instances;
+    instances[5] = { ...instances[5], attributes: { id: 'not what was sent' } };
+    expect(receive(memo, next).document).toEqual(parseStateDocument(next.toString('utf8')));
   });
 
   it('does not recycle small bodies', () => {

@@ -1,13 +1,30 @@
 import * as os from 'node:os';
 import type { LRUCache } from 'lru-cache';
-import { InstanceBytes, parseStateBodyReusing, StateDocumentV4 } from '../../domain/terraform';
+import {
+  documentInstances,
+  InstanceBytes,
+  instanceBytesOf,
+  InstanceObjectV4,
+  parseStateBodyReusing,
+  parseStateDocument,
+  StateDocumentV4,
+} from '../../domain/terraform';
 import { boundedCache, DEFAULT_CACHE_BUDGETS } from '../bounded-cache';
 
 /** Bodies from this size up are read into a buffer the memo recycles; smaller ones are cheap. */
 const RECYCLED_FROM = 1 << 20;
 
 interface Entry {
-  instances: InstanceBytes;
+  body: Buffer;
+  /**
+   * The body's instances with their spans; for a body parsed whole, found
+   * when the next body of the state comes (`instancesOf`), from `parsed`.
+   */
+  instances?: InstanceBytes;
+  /** The document and its instance objects as parsed (what the spans will be of). */
+  parsed?: { document: StateDocumentV4; objects: InstanceObjectV4[] };
+  /** Instances held (the entry's weight in the budget). */
+  count: number;
   /** A body buffer of this state that no entry holds any more: the next body is read into it. */
   spare?: Buffer;
 }
@@ -28,19 +45,36 @@ interface Entry {
  * of the event loop, while the commit waits for PostgreSQL), not on the
  * commit's own path: reading the process's memory is a system call that now
  * and then takes milliseconds.
+ *
+ * A body parsed whole (a state's first commit, or one after the memo let it
+ * go) has its instances' spans found only when the state's next body comes:
+ * with `served` (the served bytes the raw-state projector makes of each
+ * instance anyway, ServedInstanceBytes), by comparing the body with the
+ * document as served, which is what terraform writes, instead of scanning
+ * it (instanceBytesOf): a first commit of a big state does neither, and
+ * the next one compares (docs/performance.md, "The first commit of a wide
+ * state (wave 16)").
  */
 export class DocumentTextMemo {
   private readonly states: LRUCache<string, Entry>;
   /** The backing stores this memo allocated: only those are ever recycled. */
   private readonly own = new WeakSet<ArrayBufferLike>();
   private readonly roomFor: (bytes: number) => boolean;
+  private readonly served?: (instance: InstanceObjectV4) => Buffer;
 
-  constructor(options: { maxInstances?: number; roomFor?: (bytes: number) => boolean } = {}) {
+  constructor(
+    options: {
+      maxInstances?: number;
+      roomFor?: (bytes: number) => boolean;
+      served?: (instance: InstanceObjectV4) => Buffer;
+    } = {},
+  ) {
     this.states = boundedCache<Entry>(
       options.maxInstances ?? DEFAULT_CACHE_BUDGETS.hashInstances,
-      (entry) => entry.instances.spans.length,
+      (entry) => entry.count,
     );
     this.roomFor = options.roomFor ?? roomInMemory;
+    this.served = options.served;
   }
 
   /**
@@ -70,20 +104,45 @@ export class DocumentTextMemo {
    */
   parse(key: string, body: Buffer, decode: (body: Buffer) => string): StateDocumentV4 {
     const before = this.states.get(key);
-    const { document, instances } = parseStateBodyReusing(body, before?.instances, decode);
-    if (instances.spans.length > 0) {
+    const previous = before === undefined ? undefined : this.instancesOf(before);
+    let document: StateDocumentV4;
+    let entry: Entry | undefined;
+    if (previous === undefined || previous.spans.length === 0) {
+      // Nothing to reuse: one JSON.parse of the whole beats one per instance.
+      document = parseStateDocument(decode(body));
+      const objects = documentInstances(document);
+      if (objects.length > 0)
+        entry = { body, parsed: { document, objects }, count: objects.length };
+    } else {
+      const reused = parseStateBodyReusing(body, previous, decode);
+      document = reused.document;
+      if (reused.instances.spans.length > 0) {
+        entry = { body, instances: reused.instances, count: reused.instances.spans.length };
+      }
+    }
+    if (entry !== undefined) {
       // The body it replaces is held by nothing else now (the parse copied
       // what it kept out of it).
-      const old = before?.instances.body.buffer;
-      const spare =
+      const old = before?.body.buffer;
+      entry.spare =
         old !== undefined && old !== body.buffer && this.own.has(old)
           ? Buffer.from(old)
           : before?.spare;
-      const entry: Entry = { instances, spare };
       this.states.set(key, entry);
+      const spare = entry.spare;
       if (spare !== undefined) setImmediate(() => this.dropWithoutRoom(entry, spare));
     }
     return document;
+  }
+
+  /** The entry's instances with their spans, found now for a body that was parsed whole. */
+  private instancesOf(entry: Entry): InstanceBytes {
+    if (entry.instances === undefined) {
+      const { document, objects } = entry.parsed!;
+      entry.instances = instanceBytesOf(entry.body, document, this.served, objects);
+      entry.parsed = undefined;
+    }
+    return entry.instances;
   }
 
   /** Lets `spare` go unless there is room to keep it (if no body was read into it meanwhile). */

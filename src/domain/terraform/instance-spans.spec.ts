@@ -1,7 +1,14 @@
 import { isUtf8 } from 'node:buffer';
 import { DomainError } from '../shared/domain-error';
-import { InstanceBytes, instanceSpans, parseStateBodyReusing } from './instance-spans';
+import {
+  InstanceBytes,
+  instanceBytesOf,
+  instanceSpans,
+  parseStateBodyReusing,
+} from './instance-spans';
 import { parseStateDocument } from './parse-state-document';
+import { InstanceObjectV4, StateDocumentV4 } from './state-document';
+import { instanceObjectText, stateDocumentText } from './state-document-text';
 import { flattenInstances } from './state-instances';
 import { random } from '../../../test/support/seeded-random';
 
@@ -324,5 +331,80 @@ describe('parseStateBodyReusing', () => {
     ]);
     expect(instanceSpans(Buffer.from('[1]'))).toBeNull();
     expect(instanceSpans(Buffer.from('{"resources":[{"instances":[{"a":1}]}]'))).toBeNull();
+  });
+});
+
+describe('instanceBytesOf', () => {
+  /** Served bytes as the raw-state projector makes them, counting what it was asked. */
+  function servedBytes() {
+    const asked: InstanceObjectV4[] = [];
+    return {
+      asked,
+      bytes: (o: InstanceObjectV4) => {
+        asked.push(o);
+        return Buffer.from(instanceObjectText(o));
+      },
+    };
+  }
+  const instancesOf = (doc: StateDocumentV4) => doc.resources.flatMap((res) => res.instances);
+  const plain = (spans: readonly object[]) => spans.map((span) => ({ ...span }));
+
+  it('places the instances of a body written as kld serves it where the scan finds them', () => {
+    for (let seed = 1; seed <= 40; seed++) {
+      // two-space indentation, as terraform writes
+      const body = Buffer.from(
+        stateDocumentText(parseStateDocument(text(newState(random(seed)), seed, ''))),
+      );
+      const doc = parseStateDocument(decode(body));
+      const served = servedBytes();
+      const laidOut = instanceBytesOf(body, doc, served.bytes);
+      expect(served.asked).toEqual(instancesOf(doc)); // compared, not scanned
+      expect(plain(laidOut.spans)).toEqual(plain(instanceSpans(body)!));
+      expect(laidOut.objects).toEqual(instancesOf(doc));
+      laidOut.objects.forEach((o, k) => expect(laidOut.objects[k]).toBe(instancesOf(doc)[k]));
+    }
+  });
+
+  it('scans a body spelled otherwise: compact, other escapes, another indentation', () => {
+    const doc = parseStateDocument(text(newState(random(5)), 1, ''));
+    const served = stateDocumentText(doc);
+    const bodies = [
+      text(newState(random(5)), 1, ''), // compact
+      served.replace('"version"', '"\\u0076ersion"'), // an escape terraform's encoder may write
+      served.replace(/\n {2}/g, '\n\t'), // tabs
+      served.slice(0, -1), // no final newline
+    ];
+    for (const t of bodies) {
+      const body = Buffer.from(t);
+      const found = instanceBytesOf(body, parseStateDocument(t), servedBytes().bytes);
+      expect(plain(found.spans)).toEqual(plain(instanceSpans(body)!));
+    }
+  });
+
+  it('lets the next body reuse what it places, parsing every edit exactly as parseStateDocument', () => {
+    for (let seed = 1; seed <= 60; seed++) {
+      const r = random(seed);
+      const resources = newState(r);
+      // as kld holds it: the document parsed from the very body (written as served)
+      const first = Buffer.from(stateDocumentText(parseStateDocument(text(resources, 1, ''))));
+      const doc = parseStateDocument(decode(first));
+      const previous = instanceBytesOf(first, doc, servedBytes().bytes);
+      expect(previous.spans).toHaveLength(instancesOf(doc).length);
+      const edited = parseStateDocument(text(resources, 2, ''));
+      // the same document, an instance spelled anew (other whitespace): parsed, not reused
+      const next = Buffer.from(
+        stateDocumentText(edited).replace('"schema_version":', '"schema_version" :'),
+      );
+      const reusing = outcome(() => parseStateBodyReusing(next, previous, decode));
+      const whole = outcome(() => parseStateDocument(decode(next)));
+      expect(reusing).toEqual(
+        'ok' in whole ? { ok: { document: whole.ok, instances: expect.anything() } } : whole,
+      );
+      if (!('ok' in reusing)) continue;
+      const after = instancesOf((reusing.ok as { document: StateDocumentV4 }).document);
+      const before = new Set(instancesOf(doc));
+      // every instance but the first (which the edit respelled) is the object parsed before
+      expect(after.filter((o) => before.has(o))).toHaveLength(after.length - 1);
+    }
   });
 });

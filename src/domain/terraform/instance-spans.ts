@@ -2,6 +2,7 @@ import { MAX_JSON_DEPTH, nestsDeeperThan } from './json-limits';
 import { parseJsonLossless } from './lossless-json';
 import { AddressBook, parseStateDocument, validateReusingDocument } from './parse-state-document';
 import { InstanceObjectV4, StateDocumentV4 } from './state-document';
+import { documentParts } from './state-document-text';
 
 /** Where an instance object sits in a document's bytes: `body.subarray(start, end)`. */
 export interface InstanceSpan {
@@ -129,8 +130,79 @@ function writeDigits(into: Buffer, at: number, n: number): number {
   return d;
 }
 
+/**
+ * The span of each instance of `document`, parsed whole from `body`, for the
+ * next reusing parse. With `served` (an instance's bytes as a served document
+ * spells it, `instanceObjectText`, which its caller may have cached): when
+ * `body` is byte for byte the document as kld serves it (terraform writes it
+ * so: two-space indentation and a final newline), the spans are where that
+ * spelling puts each instance, compared part by part rather than scanned.
+ * Otherwise, or without `served`, the bytes are scanned (`instanceSpans`).
+ * A full parse leaves this to the next body of its state: a first commit
+ * then pays for neither.
+ */
+export function instanceBytesOf(
+  body: Buffer,
+  document: StateDocumentV4,
+  served?: (instance: InstanceObjectV4) => Buffer,
+  objects: readonly InstanceObjectV4[] = documentInstances(document),
+): InstanceBytes {
+  return (
+    (served && laidOutAsServed(body, document, objects, served)) || bytesOf(body, document, objects)
+  );
+}
+
+/** A document's instance objects in document order: what its spans are the bytes of. */
+export function documentInstances(document: StateDocumentV4): InstanceObjectV4[] {
+  return document.resources.flatMap((r) => r.instances);
+}
+
+/**
+ * The spans of a body that is exactly the document as served, its instances
+ * being `objects`; null if it is not.
+ */
+function laidOutAsServed(
+  body: Buffer,
+  document: StateDocumentV4,
+  objects: readonly InstanceObjectV4[],
+  served: (instance: InstanceObjectV4) => Buffer,
+): InstanceBytes | null {
+  const spans: InstanceSpan[] = [];
+  let at = 0;
+  for (const part of documentParts(document)) {
+    if (typeof part === 'string') {
+      // A separator is a few bytes, nearly always ASCII: compared here, where
+      // a native call per separator would cost more than the comparing.
+      if (at + part.length > body.length) return null;
+      for (let i = 0; i < part.length; i++) {
+        const c = part.charCodeAt(i);
+        if (c >= 0x80 || body[at + i] !== c) return null; // not ASCII: scanned instead
+      }
+      at += part.length;
+      continue;
+    }
+    if (part !== objects[spans.length]) return null;
+    const bytes = served(part);
+    const end = at + bytes.length;
+    if (end > body.length || body.compare(bytes, 0, bytes.length, at, end) !== 0) return null;
+    spans.push({ start: at, end });
+    at = end;
+  }
+  if (at !== body.length || spans.length !== objects.length) return null;
+  let k = 0;
+  for (const r of document.resources) {
+    const last = k + r.instances.length - 1;
+    for (let i = 0; i < r.instances.length; i++) spans[k++].last = last;
+  }
+  return { body, spans, objects, addresses: null };
+}
+
 /** The span of each instance of `document`, parsed from `body`; none if the scan disagrees. */
-function bytesOf(body: Buffer, document: StateDocumentV4): InstanceBytes {
+function bytesOf(
+  body: Buffer,
+  document: StateDocumentV4,
+  objects: readonly InstanceObjectV4[] = documentInstances(document),
+): InstanceBytes {
   const spans = instanceSpans(body);
   if (spans === null) return NONE;
   let skeleton: unknown;
@@ -141,8 +213,7 @@ function bytesOf(body: Buffer, document: StateDocumentV4): InstanceBytes {
   } catch {
     return NONE; // the scan cut the bytes where JSON.parse does not
   }
-  if (!holdsOrdinals(skeleton, spans.length)) return NONE;
-  const objects = document.resources.flatMap((r) => r.instances);
+  if (!holdsOrdinals(skeleton, spans.length) || spans.length !== objects.length) return NONE;
   return { body, spans, objects, addresses: null };
 }
 
