@@ -93,6 +93,19 @@ const DEFER_EVENTS = BATCH;
  */
 const TOGETHER_UP_TO = 50;
 /**
+ * Sent with the BEGIN of a command's read-model transaction (together): its
+ * COMMIT is answered without waiting for the WAL to reach the disk. What it
+ * writes is derived from the log, whose append committed (and was flushed)
+ * before it, and its rows and checkpoints commit or vanish together: a crash
+ * that loses the commit (a fraction of a second of it, at most: the WAL
+ * writer flushes on its own, and the next append's flush takes it along)
+ * leaves the checkpoints where they were, and the projectors apply the
+ * events again, as after a crash between an append and its read models.
+ * Anything durable decided on the rows (a later append) commits after it in
+ * the WAL, so its flush covers them. Visibility is the commit's, as ever.
+ */
+const READ_MODELS_COMMIT = 'SET LOCAL synchronous_commit TO off';
+/**
  * How long an early transaction (applyEarly) waits for its append to commit,
  * and then for older transactions to end (readAll's horizon), before it
  * rolls back: meanwhile it holds its projector's lock, which every other
@@ -1006,10 +1019,11 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     const sorted = [...projectors].sort((a, b) => (a.name < b.name ? -1 : 1));
     const names = `ARRAY[${sorted.map((p) => escapeLiteral(p.name)).join(', ')}]::text[]`;
     // Every lock in one statement, then every checkpoint in one (read under
-    // the locks: a statement of its own, with its own snapshot).
+    // the locks: a statement of its own, with its own snapshot). Its COMMIT
+    // does not wait for the WAL flush (READ_MODELS_COMMIT).
     const opening =
       `SELECT pg_advisory_xact_lock(${LOCK_NAMESPACE}, hashtext(n)) FROM unnest(${names}) AS n; ` +
-      checkpointsQuery(names);
+      `${checkpointsQuery(names)}; ${READ_MODELS_COMMIT}`;
     try {
       const done = await this.db.transaction(async (tx, opened) => {
         const read = opened[1].rows as (CheckpointRow & { name: string })[];
