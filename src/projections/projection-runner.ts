@@ -10,6 +10,7 @@ import {
   ProjectionHaltedError,
 } from '../application/ports/projection-admin.port';
 import { Notifier } from '../infrastructure/postgres/notifier';
+import { prepared } from '../infrastructure/postgres/prepared-statement';
 import type { Logger } from '../infrastructure/logging/logger';
 import { Database, type Queryable } from '../infrastructure/postgres/database';
 import { ReadModelsRebuildingError } from '../infrastructure/postgres/unlogged-read-models';
@@ -1375,24 +1376,26 @@ async function moveTogether(
     return a === undefined ? [] : [{ name: p.name, to: a.at, from: from[i].position }];
   });
   const { rowCount } = await tx.query(
-    `WITH moved AS (
-       UPDATE kl_checkpoints c
-          SET transaction_id = v.tx::xid8, global_position = v.gp, updated_at = now()
-         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[])
-              AS v (name, tx, gp, from_tx, from_gp)
-        WHERE c.projection = v.name AND c.transaction_id = v.from_tx::xid8
-          AND c.global_position = v.from_gp
-       RETURNING c.projection
-     )
-     SELECT pg_notify($6, projection) FROM moved`,
-    [
-      moves.map((m) => m.name),
-      moves.map((m) => m.to.transactionId.toString()),
-      moves.map((m) => m.to.globalPosition.toString()),
-      moves.map((m) => m.from.transactionId.toString()),
-      moves.map((m) => m.from.globalPosition.toString()),
-      CHECKPOINTS_CHANNEL,
-    ],
+    prepared(
+      `WITH moved AS (
+         UPDATE kl_checkpoints c
+            SET transaction_id = v.tx::xid8, global_position = v.gp, updated_at = now()
+           FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[])
+                AS v (name, tx, gp, from_tx, from_gp)
+          WHERE c.projection = v.name AND c.transaction_id = v.from_tx::xid8
+            AND c.global_position = v.from_gp
+         RETURNING c.projection
+       )
+       SELECT pg_notify($6, projection) FROM moved`,
+      [
+        moves.map((m) => m.name),
+        moves.map((m) => m.to.transactionId.toString()),
+        moves.map((m) => m.to.globalPosition.toString()),
+        moves.map((m) => m.from.transactionId.toString()),
+        moves.map((m) => m.from.globalPosition.toString()),
+        CHECKPOINTS_CHANNEL,
+      ],
+    ),
   );
   if (rowCount !== moves.length) throw new Error('a checkpoint moved under us');
 }
@@ -1416,23 +1419,25 @@ async function moveCheckpoint(
       : `AND NOT EXISTS (SELECT 1 FROM kl_projection_skips
                           WHERE projection = $1 AND global_position BETWEEN $7 AND $3)`;
   const { rowCount } = await tx.query(
-    `WITH moved AS (
-       UPDATE kl_checkpoints
-          SET transaction_id = $2::xid8, global_position = $3, updated_at = now()
-        WHERE projection = $1 AND transaction_id = $4::xid8 AND global_position = $5
-          ${unskipped}
-       RETURNING projection
-     )
-     SELECT pg_notify($6, projection) FROM moved`,
-    [
-      name,
-      to.transactionId.toString(),
-      to.globalPosition.toString(),
-      from.transactionId.toString(),
-      from.globalPosition.toString(),
-      CHECKPOINTS_CHANNEL,
-      ...(unskippedFrom === undefined ? [] : [unskippedFrom.globalPosition.toString()]),
-    ],
+    prepared(
+      `WITH moved AS (
+         UPDATE kl_checkpoints
+            SET transaction_id = $2::xid8, global_position = $3, updated_at = now()
+          WHERE projection = $1 AND transaction_id = $4::xid8 AND global_position = $5
+            ${unskipped}
+         RETURNING projection
+       )
+       SELECT pg_notify($6, projection) FROM moved`,
+      [
+        name,
+        to.transactionId.toString(),
+        to.globalPosition.toString(),
+        from.transactionId.toString(),
+        from.globalPosition.toString(),
+        CHECKPOINTS_CHANNEL,
+        ...(unskippedFrom === undefined ? [] : [unskippedFrom.globalPosition.toString()]),
+      ],
+    ),
   );
   return rowCount === 1;
 }
@@ -1448,7 +1453,7 @@ function shadowNames(tables: readonly string[]): string {
  * there from the table.
  */
 async function readCheckpoint(tx: PoolClient, name: string): Promise<Checkpoint> {
-  const { rows } = await tx.query<CheckpointRow>(checkpointQuery('$1'), [name]);
+  const { rows } = await tx.query<CheckpointRow>(prepared(checkpointQuery('$1'), [name]));
   return checkpointOf(rows, name);
 }
 
