@@ -94,16 +94,19 @@ const DEFER_EVENTS = BATCH;
  */
 const TOGETHER_UP_TO = 50;
 /**
- * Sent with the BEGIN of a command's read-model transaction (together): its
- * COMMIT is answered without waiting for the WAL to reach the disk. What it
- * writes is derived from the log, whose append committed (and was flushed)
- * before it, and its rows and checkpoints commit or vanish together: a crash
- * that loses the commit (a fraction of a second of it, at most: the WAL
- * writer flushes on its own, and the next append's flush takes it along)
- * leaves the checkpoints where they were, and the projectors apply the
- * events again, as after a crash between an append and its read models.
- * Anything durable decided on the rows (a later append) commits after it in
- * the WAL, so its flush covers them. Visibility is the commit's, as ever.
+ * Sent with the BEGIN of a command's read-model transaction (together) when
+ * the read models are unlogged: its COMMIT is answered without waiting for
+ * the WAL to reach the disk. What it writes is derived from the log, whose
+ * append committed (and was flushed) before it, and its rows and checkpoints
+ * commit or vanish together. A crash that loses the commit (a fraction of a
+ * second of commits at most: the WAL writer flushes on its own, and the next
+ * append's flush takes it along) empties the unlogged read models anyway, and
+ * kld rebuilds every read model from the log, reads answering 503 meanwhile:
+ * no reader sees the read models without the write. Anything durable decided
+ * on the rows (a later append) commits after it in the WAL, so its flush
+ * covers them. Visibility is the commit's, as ever. With logged read models a
+ * crash keeps them as they were, so their commits keep waiting for the flush:
+ * a GET after PostgreSQL's recovery must not find the state a version behind.
  */
 const READ_MODELS_COMMIT = 'SET LOCAL synchronous_commit TO off';
 /**
@@ -143,6 +146,14 @@ export interface ProjectionRunnerProps {
   logger: Logger;
   /** How often a halted projector tries its event again (default 30 s). */
   recheckMs?: number;
+  /**
+   * The read models are unlogged (KL_UNLOGGED_READ_MODELS): a crash of
+   * PostgreSQL empties them and kld rebuilds every one from the log, so a
+   * command's read-model transaction need not wait for its WAL flush
+   * (READ_MODELS_COMMIT). Default false: logged read models keep their
+   * commits durable, as a crash leaves them as they were.
+   */
+  unloggedReadModels?: boolean;
 }
 
 /**
@@ -180,6 +191,8 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    */
   private readonly known = new Map<string, LogPosition>();
   private readonly recheckMs: number;
+  /** Sent with the BEGIN of a command's read-model transaction (together). */
+  private readonly togetherSettings: string;
   private readonly events: EventStore;
   private readonly db: Database;
   private readonly notifier: Notifier;
@@ -199,6 +212,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   constructor(props: ProjectionRunnerProps) {
     ({ events: this.events, db: this.db, notifier: this.notifier, logger: this.logger } = props);
     this.recheckMs = props.recheckMs ?? RECHECK_MS;
+    this.togetherSettings = props.unloggedReadModels ? `; ${READ_MODELS_COMMIT}` : '';
     this.unwatch = this.events.watchAppends((append) => {
       this.trackInFlight(append);
       this.startEarly(append);
@@ -1020,11 +1034,11 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     const sorted = [...projectors].sort((a, b) => (a.name < b.name ? -1 : 1));
     const names = `ARRAY[${sorted.map((p) => escapeLiteral(p.name)).join(', ')}]::text[]`;
     // Every lock in one statement, then every checkpoint in one (read under
-    // the locks: a statement of its own, with its own snapshot). Its COMMIT
-    // does not wait for the WAL flush (READ_MODELS_COMMIT).
+    // the locks: a statement of its own, with its own snapshot), then the
+    // settings (togetherSettings).
     const opening =
       `SELECT pg_advisory_xact_lock(${LOCK_NAMESPACE}, hashtext(n)) FROM unnest(${names}) AS n; ` +
-      `${checkpointsQuery(names)}; ${READ_MODELS_COMMIT}`;
+      `${checkpointsQuery(names)}${this.togetherSettings}`;
     try {
       const done = await this.db.transaction(async (tx, opened) => {
         const read = opened[1].rows as (CheckpointRow & { name: string })[];
