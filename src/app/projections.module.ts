@@ -4,6 +4,7 @@ import { EVENT_STORE, type EventStore } from '../application/ports/event-store.p
 import { PROJECTION_ADMIN } from '../application/ports/projection-admin.port';
 import { READ_MODEL_SYNC } from '../application/ports/read-model-sync.port';
 
+import { CONFIG, type Config } from '../infrastructure/config/config';
 import { LOGGER, type Logger } from '../infrastructure/logging/logger';
 import { METRICS, PrometheusMetrics } from '../infrastructure/metrics/prometheus-metrics';
 import { projectionLag } from '../infrastructure/metrics/projection-lag';
@@ -27,9 +28,21 @@ import { EventStoreModule } from './event-store.module';
   providers: [
     {
       provide: ProjectionRunner,
-      useFactory: (events: EventStore, db: Database, notifier: Notifier, logger: Logger) =>
-        new ProjectionRunner({ events, db, notifier, logger }),
-      inject: [EVENT_STORE, DATABASE, NOTIFIER, LOGGER],
+      useFactory: (
+        events: EventStore,
+        db: Database,
+        notifier: Notifier,
+        logger: Logger,
+        config: Config,
+      ) =>
+        new ProjectionRunner({
+          events,
+          db,
+          notifier,
+          logger,
+          unloggedReadModels: config.unloggedReadModels,
+        }),
+      inject: [EVENT_STORE, DATABASE, NOTIFIER, LOGGER, CONFIG],
     },
     { provide: READ_MODEL_SYNC, useExisting: ProjectionRunner },
     { provide: PROJECTION_ADMIN, useExisting: ProjectionRunner },

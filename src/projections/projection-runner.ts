@@ -10,6 +10,7 @@ import {
   ProjectionHaltedError,
 } from '../application/ports/projection-admin.port';
 import { Notifier } from '../infrastructure/postgres/notifier';
+import { prepared } from '../infrastructure/postgres/prepared-statement';
 import type { Logger } from '../infrastructure/logging/logger';
 import { Database, type Queryable } from '../infrastructure/postgres/database';
 import { ReadModelsRebuildingError } from '../infrastructure/postgres/unlogged-read-models';
@@ -93,6 +94,22 @@ const DEFER_EVENTS = BATCH;
  */
 const TOGETHER_UP_TO = 50;
 /**
+ * Sent with the BEGIN of a command's read-model transaction (together) when
+ * the read models are unlogged: its COMMIT is answered without waiting for
+ * the WAL to reach the disk. What it writes is derived from the log, whose
+ * append committed (and was flushed) before it, and its rows and checkpoints
+ * commit or vanish together. A crash that loses the commit (a fraction of a
+ * second of commits at most: the WAL writer flushes on its own, and the next
+ * append's flush takes it along) empties the unlogged read models anyway, and
+ * kld rebuilds every read model from the log, reads answering 503 meanwhile:
+ * no reader sees the read models without the write. Anything durable decided
+ * on the rows (a later append) commits after it in the WAL, so its flush
+ * covers them. Visibility is the commit's, as ever. With logged read models a
+ * crash keeps them as they were, so their commits keep waiting for the flush:
+ * a GET after PostgreSQL's recovery must not find the state a version behind.
+ */
+const READ_MODELS_COMMIT = 'SET LOCAL synchronous_commit TO off';
+/**
  * How long an early transaction (applyEarly) waits for its append to commit,
  * and then for older transactions to end (readAll's horizon), before it
  * rolls back: meanwhile it holds its projector's lock, which every other
@@ -129,6 +146,14 @@ export interface ProjectionRunnerProps {
   logger: Logger;
   /** How often a halted projector tries its event again (default 30 s). */
   recheckMs?: number;
+  /**
+   * The read models are unlogged (KL_UNLOGGED_READ_MODELS): a crash of
+   * PostgreSQL empties them and kld rebuilds every one from the log, so a
+   * command's read-model transaction need not wait for its WAL flush
+   * (READ_MODELS_COMMIT). Default false: logged read models keep their
+   * commits durable, as a crash leaves them as they were.
+   */
+  unloggedReadModels?: boolean;
 }
 
 /**
@@ -166,6 +191,8 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    */
   private readonly known = new Map<string, LogPosition>();
   private readonly recheckMs: number;
+  /** Sent with the BEGIN of a command's read-model transaction (together). */
+  private readonly togetherSettings: string;
   private readonly events: EventStore;
   private readonly db: Database;
   private readonly notifier: Notifier;
@@ -185,6 +212,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   constructor(props: ProjectionRunnerProps) {
     ({ events: this.events, db: this.db, notifier: this.notifier, logger: this.logger } = props);
     this.recheckMs = props.recheckMs ?? RECHECK_MS;
+    this.togetherSettings = props.unloggedReadModels ? `; ${READ_MODELS_COMMIT}` : '';
     this.unwatch = this.events.watchAppends((append) => {
       this.trackInFlight(append);
       this.startEarly(append);
@@ -1006,10 +1034,11 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     const sorted = [...projectors].sort((a, b) => (a.name < b.name ? -1 : 1));
     const names = `ARRAY[${sorted.map((p) => escapeLiteral(p.name)).join(', ')}]::text[]`;
     // Every lock in one statement, then every checkpoint in one (read under
-    // the locks: a statement of its own, with its own snapshot).
+    // the locks: a statement of its own, with its own snapshot), then the
+    // settings (togetherSettings).
     const opening =
       `SELECT pg_advisory_xact_lock(${LOCK_NAMESPACE}, hashtext(n)) FROM unnest(${names}) AS n; ` +
-      checkpointsQuery(names);
+      `${checkpointsQuery(names)}${this.togetherSettings}`;
     try {
       const done = await this.db.transaction(async (tx, opened) => {
         const read = opened[1].rows as (CheckpointRow & { name: string })[];
@@ -1361,24 +1390,26 @@ async function moveTogether(
     return a === undefined ? [] : [{ name: p.name, to: a.at, from: from[i].position }];
   });
   const { rowCount } = await tx.query(
-    `WITH moved AS (
-       UPDATE kl_checkpoints c
-          SET transaction_id = v.tx::xid8, global_position = v.gp, updated_at = now()
-         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[])
-              AS v (name, tx, gp, from_tx, from_gp)
-        WHERE c.projection = v.name AND c.transaction_id = v.from_tx::xid8
-          AND c.global_position = v.from_gp
-       RETURNING c.projection
-     )
-     SELECT pg_notify($6, projection) FROM moved`,
-    [
-      moves.map((m) => m.name),
-      moves.map((m) => m.to.transactionId.toString()),
-      moves.map((m) => m.to.globalPosition.toString()),
-      moves.map((m) => m.from.transactionId.toString()),
-      moves.map((m) => m.from.globalPosition.toString()),
-      CHECKPOINTS_CHANNEL,
-    ],
+    prepared(
+      `WITH moved AS (
+         UPDATE kl_checkpoints c
+            SET transaction_id = v.tx::xid8, global_position = v.gp, updated_at = now()
+           FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[])
+                AS v (name, tx, gp, from_tx, from_gp)
+          WHERE c.projection = v.name AND c.transaction_id = v.from_tx::xid8
+            AND c.global_position = v.from_gp
+         RETURNING c.projection
+       )
+       SELECT pg_notify($6, projection) FROM moved`,
+      [
+        moves.map((m) => m.name),
+        moves.map((m) => m.to.transactionId.toString()),
+        moves.map((m) => m.to.globalPosition.toString()),
+        moves.map((m) => m.from.transactionId.toString()),
+        moves.map((m) => m.from.globalPosition.toString()),
+        CHECKPOINTS_CHANNEL,
+      ],
+    ),
   );
   if (rowCount !== moves.length) throw new Error('a checkpoint moved under us');
 }
@@ -1402,23 +1433,25 @@ async function moveCheckpoint(
       : `AND NOT EXISTS (SELECT 1 FROM kl_projection_skips
                           WHERE projection = $1 AND global_position BETWEEN $7 AND $3)`;
   const { rowCount } = await tx.query(
-    `WITH moved AS (
-       UPDATE kl_checkpoints
-          SET transaction_id = $2::xid8, global_position = $3, updated_at = now()
-        WHERE projection = $1 AND transaction_id = $4::xid8 AND global_position = $5
-          ${unskipped}
-       RETURNING projection
-     )
-     SELECT pg_notify($6, projection) FROM moved`,
-    [
-      name,
-      to.transactionId.toString(),
-      to.globalPosition.toString(),
-      from.transactionId.toString(),
-      from.globalPosition.toString(),
-      CHECKPOINTS_CHANNEL,
-      ...(unskippedFrom === undefined ? [] : [unskippedFrom.globalPosition.toString()]),
-    ],
+    prepared(
+      `WITH moved AS (
+         UPDATE kl_checkpoints
+            SET transaction_id = $2::xid8, global_position = $3, updated_at = now()
+          WHERE projection = $1 AND transaction_id = $4::xid8 AND global_position = $5
+            ${unskipped}
+         RETURNING projection
+       )
+       SELECT pg_notify($6, projection) FROM moved`,
+      [
+        name,
+        to.transactionId.toString(),
+        to.globalPosition.toString(),
+        from.transactionId.toString(),
+        from.globalPosition.toString(),
+        CHECKPOINTS_CHANNEL,
+        ...(unskippedFrom === undefined ? [] : [unskippedFrom.globalPosition.toString()]),
+      ],
+    ),
   );
   return rowCount === 1;
 }
@@ -1434,7 +1467,7 @@ function shadowNames(tables: readonly string[]): string {
  * there from the table.
  */
 async function readCheckpoint(tx: PoolClient, name: string): Promise<Checkpoint> {
-  const { rows } = await tx.query<CheckpointRow>(checkpointQuery('$1'), [name]);
+  const { rows } = await tx.query<CheckpointRow>(prepared(checkpointQuery('$1'), [name]));
   return checkpointOf(rows, name);
 }
 

@@ -140,4 +140,35 @@ describe('the read models a command feeds, caught up together', () => {
       expect.objectContaining({ projector: 'spy-bad', position: Number(position!.globalPosition) }),
     ]);
   });
+
+  it('waits for the WAL flush of their commit only while the read models are logged', async () => {
+    // Unlogged read models are emptied by a crash and rebuilt from the log,
+    // so a commit a crash takes away is rebuilt with them; logged ones
+    // survive it as they were, so their commits stay durable.
+    const durability = async (unloggedReadModels: boolean, id: string) => {
+      const settings: string[] = [];
+      const probe = (name: string): Projector => ({
+        name,
+        handles: ['LockAcquired'],
+        tables: [],
+        async apply(_events: RecordedEvent[], tx: Queryable) {
+          const { rows } = await tx.query<{ s: string }>(
+            "SELECT current_setting('synchronous_commit') AS s",
+          );
+          settings.push(rows[0].s);
+        },
+      });
+      const runner = h.newRunner([...h.projectors, probe(`sync-a-${id}`), probe(`sync-b-${id}`)], {
+        unloggedReadModels,
+      });
+      await runner.waitForPosition((await h.events.lastPosition())!);
+      // A first command's read models are caught up one by one; the next one's together.
+      await runner.waitForPosition((await lock(`sync-${id}-warm`, `${id}-warm`))!, types);
+      settings.length = 0;
+      await runner.waitForPosition((await lock(`sync-${id}`, id))!, types);
+      return settings;
+    };
+    expect(await durability(true, 'S-1')).toEqual(['off', 'off']);
+    expect(await durability(false, 'S-2')).toEqual(['on', 'on']);
+  });
 });

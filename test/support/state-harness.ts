@@ -103,7 +103,7 @@ export class StateHarness {
   /** Another runner over this harness's log (a replica, a spy projector, a rebuild). */
   newRunner(
     projectors: readonly Projector[],
-    options: { logger?: Logger; recheckMs?: number } = {},
+    options: { logger?: Logger; recheckMs?: number; unloggedReadModels?: boolean } = {},
   ): ProjectionRunner {
     return new ProjectionRunner({
       events: this.events,
@@ -111,6 +111,7 @@ export class StateHarness {
       notifier: this.notifier,
       logger: options.logger ?? quietLogger,
       recheckMs: options.recheckMs,
+      unloggedReadModels: options.unloggedReadModels,
     }).register(projectors);
   }
 

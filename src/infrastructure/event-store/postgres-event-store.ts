@@ -17,6 +17,7 @@ import { EventMetadata, LoggedEvent, LogPosition, RecordedEvent } from '../../do
 import { Upcasters } from '../../domain/shared/upcasting';
 import { Database, Queryable } from '../postgres/database';
 import { Notifier } from '../postgres/notifier';
+import { prepared } from '../postgres/prepared-statement';
 import {
   binaryInt4,
   binaryInt8,
@@ -333,11 +334,13 @@ export class PostgresEventStore implements EventStore {
   /** Whether the log's next committed event after `from` (readAll's horizon) is `head`. */
   private async isNext(from: LogPosition, head: LogPosition): Promise<boolean> {
     const { rows } = await this.db.pool.query<{ txid: string; global_position: string }>(
-      `SELECT transaction_id::text AS txid, global_position FROM kl_events
-        WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint) AND ${COMMITTED}
-        ORDER BY transaction_id, global_position
-        LIMIT 1`,
-      [from.transactionId.toString(), from.globalPosition.toString()],
+      prepared(
+        `SELECT transaction_id::text AS txid, global_position FROM kl_events
+          WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint) AND ${COMMITTED}
+          ORDER BY transaction_id, global_position
+          LIMIT 1`,
+        [from.transactionId.toString(), from.globalPosition.toString()],
+      ),
     );
     return (
       rows.length === 1 &&
@@ -573,7 +576,8 @@ async function appendInOneStatement(
     txid: string;
     positions: string[] | null;
   }>(
-    `WITH advanced AS (${advance}),
+    prepared(
+      `WITH advanced AS (${advance}),
      appended AS (
        INSERT INTO kl_events (event_id, stream_id, stream_revision, type, schema_version,
                               data, metadata, transaction_id)
@@ -590,14 +594,15 @@ async function appendInOneStatement(
             max(global_position) AS global_position, max(transaction_id::text) AS txid,
             array_agg(global_position ORDER BY stream_revision) AS positions
        FROM appended`,
-    [
-      ...params,
-      events.map((e) => e.eventId),
-      events.map((e) => e.type),
-      events.map((e) => e.schemaVersion),
-      jsonLines(events.map((e) => e.data)),
-      jsonLines(events.map((e) => e.metadata)),
-    ],
+      [
+        ...params,
+        events.map((e) => e.eventId),
+        events.map((e) => e.type),
+        events.map((e) => e.schemaVersion),
+        jsonLines(events.map((e) => e.data)),
+        jsonLines(events.map((e) => e.metadata)),
+      ],
+    ),
   );
   const [row] = rows;
   if (row.length === null) throw await wrongRevision(q, streamId, expectedRevision, alsoAt);

@@ -2,6 +2,7 @@ import type { RecordedEvent } from '../../domain/shared/event';
 import { StateEventType } from '../../domain/state';
 import type { Queryable } from '../../infrastructure/postgres/database';
 import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
+import { prepared } from '../../infrastructure/postgres/prepared-statement';
 import { Projector } from '../projector';
 import { asStateEvent } from './state-event';
 
@@ -40,28 +41,32 @@ export class ReservationsProjector implements Projector {
           // Events from before plans shared carry no mode: every lock was exclusive.
           const mode = event.data.mode ?? 'write';
           await tx.query(
-            `INSERT INTO resource_reservations (state_id, state_name, id, kind, run_id,
+            prepared(
+              `INSERT INTO resource_reservations (state_id, state_name, id, kind, run_id,
                address_glob, mode, holder, info, acquired_at, expires_at)
              VALUES ($1, $2, $3, $4, NULL, '*', $5, $6, $7, $8, NULL)
              ON CONFLICT (state_id, kind, id) DO NOTHING`,
-            [
-              stateId,
-              textParam(name),
-              textParam(lockId),
-              mode === 'read' ? 'terraform-plan' : 'terraform-lock',
-              mode,
-              textParam(typeof info.Who === 'string' ? info.Who : recorded.metadata.actor),
-              jsonbText(info),
-              event.data.acquiredAt ?? at,
-            ],
+              [
+                stateId,
+                textParam(name),
+                textParam(lockId),
+                mode === 'read' ? 'terraform-plan' : 'terraform-lock',
+                mode,
+                textParam(typeof info.Who === 'string' ? info.Who : recorded.metadata.actor),
+                jsonbText(info),
+                event.data.acquiredAt ?? at,
+              ],
+            ),
           );
           break;
         }
         case 'LockReleased':
           await tx.query(
-            `DELETE FROM resource_reservations
-              WHERE state_id = $1 AND id = $2 AND kind <> 'apply'`,
-            [event.data.stateId, textParam(event.data.lockId)],
+            prepared(
+              `DELETE FROM resource_reservations
+                WHERE state_id = $1 AND id = $2 AND kind <> 'apply'`,
+              [event.data.stateId, textParam(event.data.lockId)],
+            ),
           );
           break;
         case 'ReservationAcquired': {

@@ -12,6 +12,7 @@ import {
   Opening,
 } from './lifecycle-runs';
 import { jsonbText, jsonbTextOf, textParam } from '../../infrastructure/postgres/jsonb-text';
+import { prepared } from '../../infrastructure/postgres/prepared-statement';
 import {
   BinaryField,
   binaryBool,
@@ -239,7 +240,8 @@ export class ResourceLifecyclesProjector implements Projector {
 
   private async insert(tx: Queryable, rows: ResourceRow[]): Promise<void> {
     await tx.query(
-      `INSERT INTO resources (${RESOURCE_NAMES}, instance, resource_extra)
+      prepared(
+        `INSERT INTO resources (${RESOURCE_NAMES}, instance, resource_extra)
        SELECT ${RESOURCE_NAMES}, x.instance::json, nullif(x.resource_extra, '')::json
          FROM ROWS FROM (json_to_recordset($1::json) AS (${RESOURCE_COLUMNS}))
               WITH ORDINALITY AS r(${RESOURCE_NAMES}, ord)
@@ -247,7 +249,8 @@ export class ResourceLifecyclesProjector implements Projector {
               WITH ORDINALITY AS x(instance, resource_extra, ord)
            USING (ord)
        ON CONFLICT (state_id, address, create_version) DO NOTHING`,
-      resourceParams(rows),
+        resourceParams(rows),
+      ),
     );
   }
 

@@ -3,6 +3,7 @@ import { StateEventType } from '../../domain/state';
 import type { Queryable } from '../../infrastructure/postgres/database';
 import { Projector } from '../projector';
 import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
+import { prepared } from '../../infrastructure/postgres/prepared-statement';
 import { asStateEvent } from './state-event';
 
 /**
@@ -41,7 +42,8 @@ export class StateCatalogProjector implements Projector {
           // The version and the state's row in one statement (one round
           // trip): each part is guarded as it was alone.
           await tx.query(
-            `WITH version AS (
+            prepared(
+              `WITH version AS (
                INSERT INTO state_versions (state_id, version, serial, lineage, source, actor,
                  terraform_version, instance_count, resource_count, checksum, outputs,
                  check_results, extra, created_at, lineage_changed_from, run_id)
@@ -52,53 +54,58 @@ export class StateCatalogProjector implements Projector {
                     terraform_version = $7, instance_count = $8, resource_count = $9,
                     updated_at = $14
               WHERE state_id = $1 AND current_version < $2`,
-            [
-              d.stateId,
-              d.version,
-              d.serial,
-              textParam(d.lineage),
-              d.source,
-              textParam(recorded.metadata.actor),
-              textParam(d.terraformVersion),
-              d.instanceCount,
-              d.resourceCount,
-              d.checksum,
-              JSON.stringify(d.outputs),
-              d.checkResults === null ? null : JSON.stringify(d.checkResults),
-              Object.keys(d.extra).length === 0 ? null : JSON.stringify(d.extra),
-              at,
-              textParam(d.lineageChanged?.from ?? null),
-              textParam(d.runId ?? null),
-            ],
+              [
+                d.stateId,
+                d.version,
+                d.serial,
+                textParam(d.lineage),
+                d.source,
+                textParam(recorded.metadata.actor),
+                textParam(d.terraformVersion),
+                d.instanceCount,
+                d.resourceCount,
+                d.checksum,
+                JSON.stringify(d.outputs),
+                d.checkResults === null ? null : JSON.stringify(d.checkResults),
+                Object.keys(d.extra).length === 0 ? null : JSON.stringify(d.extra),
+                at,
+                textParam(d.lineageChanged?.from ?? null),
+                textParam(d.runId ?? null),
+              ],
+            ),
           );
           break;
         }
         case 'LockAcquired': {
           const { stateId, lockId, info, mode } = event.data;
           await tx.query(
-            `INSERT INTO state_locks (state_id, name, lock_id, operation, who, info, acquired_at,
+            prepared(
+              `INSERT INTO state_locks (state_id, name, lock_id, operation, who, info, acquired_at,
                acquired_by, mode)
              SELECT s.state_id, s.name, $2, $3, $4, $5, $6, $7, $8 FROM states s
               WHERE s.state_id = $1
              ON CONFLICT (state_id, lock_id) DO NOTHING`,
-            [
-              stateId,
-              textParam(lockId),
-              textParam(info.Operation ?? null),
-              textParam(info.Who ?? null),
-              jsonbText(info),
-              at,
-              textParam(recorded.metadata.actor),
-              mode ?? 'write',
-            ],
+              [
+                stateId,
+                textParam(lockId),
+                textParam(info.Operation ?? null),
+                textParam(info.Who ?? null),
+                jsonbText(info),
+                at,
+                textParam(recorded.metadata.actor),
+                mode ?? 'write',
+              ],
+            ),
           );
           break;
         }
         case 'LockReleased':
-          await tx.query('DELETE FROM state_locks WHERE state_id = $1 AND lock_id = $2', [
-            event.data.stateId,
-            textParam(event.data.lockId),
-          ]);
+          await tx.query(
+            prepared('DELETE FROM state_locks WHERE state_id = $1 AND lock_id = $2', [
+              event.data.stateId,
+              textParam(event.data.lockId),
+            ]),
+          );
           break;
         case 'StateDeleted':
           await tx.query(
