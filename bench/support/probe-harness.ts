@@ -12,6 +12,8 @@ import { postmasterOf } from './process-cpu';
 /** One kld build a probe runs, on a database of its own. */
 export interface ProbeKld {
   label: string;
+  /** The build's entry point (`dist/src/kld.js`), as given. */
+  entry: string;
   kld: KldProcess;
   databaseUrl: string;
   /** Stops this kld and starts the same build again on the same database. */
@@ -61,6 +63,7 @@ export async function runProbe(
       const start = () => startKld({ kld, databaseUrl, dataDir: path.join(tmp, label), children });
       const k: ProbeKld = {
         label,
+        entry: kld,
         kld: await start(),
         databaseUrl,
         restart: async () => {

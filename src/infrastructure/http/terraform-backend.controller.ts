@@ -37,6 +37,7 @@ import { StateCatalogReadModel } from '../read-models/state-catalog-read-model';
 import { StateDocumentReadModel } from '../read-models/state-document-read-model';
 import { Access, requireScope } from './access';
 import { callerOf } from './caller';
+import { prefetchedHead } from './current-head-prefetch';
 import { STATE_VERSION_HEADER } from './headers';
 import { parseJson, readBody } from './read-body';
 import { receiveStateDocument } from './receive-state-document';
@@ -113,6 +114,7 @@ export class TerraformBackendController {
   async get(
     @Param('name') param: string[],
     @Query() query: Record<string, unknown>,
+    @Req() req: Request,
     @Res() res: Response,
   ): Promise<void> {
     const name = stateNameFrom(param);
@@ -126,7 +128,7 @@ export class TerraformBackendController {
         ? await this.documents.version(name, { serial })
         : version !== null
           ? await this.documents.version(name, { version })
-          : await this.documents.currentBody(name);
+          : await this.documents.currentBody(name, prefetchedHead(req, name));
     if (served === null) throw await this.missing(name, serial, version);
     res
       .status(200)

@@ -62,6 +62,23 @@ export class Database {
   }
 
   /**
+   * `query` as a named prepared statement: each connection parses and plans
+   * it once, then only executes it. For the few statements a request runs
+   * every time (a GET's version check, a token's lookup), where parsing and
+   * planning are most of PostgreSQL's work. `name` must be unique per `sql`.
+   * A schema change under it is re-planned by PostgreSQL; one that changes
+   * its result's types fails it until the connection is replaced.
+   */
+  async prepared<R extends QueryResultRow = QueryResultRow>(
+    name: string,
+    sql: string,
+    params: unknown[],
+  ): Promise<R[]> {
+    const result = await this.pool.query<R>({ name, text: sql, values: params });
+    return result.rows;
+  }
+
+  /**
    * Runs `fn` in a transaction. `opening`: statements without parameters
    * (literals escaped by the caller) sent together with the BEGIN, one round
    * trip instead of two; each still runs with its own snapshot. `fn` gets

@@ -91,6 +91,26 @@ describe('ReadModelGuard', () => {
     expect(guard.lost).toBe(false);
   });
 
+  it('exempts only while the exempt work runs: not what it left running, and again the next time', async () => {
+    const guard = await guardKnowing(['resources']);
+    const fake = fakeClient(true);
+    await new Promise<void>((resolve) => guard.verify(fake.client, () => resolve()));
+    let leftRunning: Promise<unknown> = Promise.resolve();
+    let go = () => {};
+    await guard.exempt(async () => {
+      leftRunning = new Promise<void>((resolve) => (go = resolve)).then(() =>
+        fake.client.query('SELECT * FROM resources'),
+      );
+    });
+    // The read models are lost after the exempt work ended (a start-up's, say).
+    const { client, sent } = await verified(guard, false);
+    go();
+    await expect(leftRunning).rejects.toBeInstanceOf(ReadModelsRebuildingError);
+    await guard.exempt(() => client.query('INSERT INTO resources VALUES (2)'));
+    await expect(client.query('SELECT * FROM resources')).rejects.toThrow();
+    expect(sent).toEqual(['INSERT INTO resources VALUES (2)']);
+  });
+
   it('refuses every statement while lost when the names are not known yet', async () => {
     const guard = new ReadModelGuard(pino({ level: 'silent' }));
     const { client } = await verified(guard, false);

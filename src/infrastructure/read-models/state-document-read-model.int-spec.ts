@@ -122,11 +122,11 @@ describe('StateDocumentReadModel: the GET right after a commit', () => {
     for (let k = 0; k < 500; k++) values.set(k, `value ${k}`);
     await h.commit('race', parseStateDocument(body(1, values, bigs)));
     let interleave: (() => Promise<void>) | null = null;
-    // The manifest is read with db.query, the chunks with db.pool: commit in between.
+    // The manifest is read with db.prepared, the chunks with db.pool: commit in between.
     const racing = {
       pool: h.db.pool,
-      query: async (...args: Parameters<Database['query']>) => {
-        const rows = await h.db.query(...args);
+      prepared: async (...args: Parameters<Database['prepared']>) => {
+        const rows = await h.db.prepared(...args);
         const run = interleave;
         interleave = null;
         if (run) await run();
@@ -155,7 +155,7 @@ describe('StateDocumentReadModel: the GET right after a commit', () => {
     for (let k = 0; k < 500; k++) values.set(k, `value ${k}`);
     await h.commit('held', parseStateDocument(body(1, values, bigs)));
     await h.commit('unheld', parseStateDocument(body(1, values, bigs)));
-    // The chunks are read through db.pool (the manifest through db.query): count those reads.
+    // The chunks are read through db.pool (the manifest through db.prepared): count those reads.
     let chunkReads = 0;
     const pool = new Proxy(h.db.pool, {
       get(target, prop, receiver) {
@@ -168,7 +168,7 @@ describe('StateDocumentReadModel: the GET right after a commit', () => {
         return Reflect.get(target, prop, receiver) as unknown;
       },
     });
-    const counting = { pool, query: h.db.query.bind(h.db) } as unknown as Database;
+    const counting = { pool, prepared: h.db.prepared.bind(h.db) } as unknown as Database;
     const reader = new StateDocumentReadModel(counting);
     await reader.currentBody('held');
 
@@ -193,5 +193,52 @@ describe('StateDocumentReadModel: the GET right after a commit', () => {
       second,
     );
     expect(chunkReads).toBeGreaterThan(0);
+  });
+  it('serves a state deleted and created again under the same name as its new versions, whether or not their bytes are the old ones', async () => {
+    const values = new Map<number, string>();
+    const bigs = new Map<number, string>();
+    for (let k = 0; k < 300; k++) values.set(k, `value ${k}`);
+    const first = body(1, values, bigs);
+    await h.commit('again', parseStateDocument(first));
+    await h.commit('again', parseStateDocument(body(2, values, bigs)));
+    let chunkReads = 0;
+    const pool = new Proxy(h.db.pool, {
+      get(target, prop, receiver) {
+        if (prop === 'query') {
+          return (...args: unknown[]) => {
+            chunkReads += 1;
+            return (target.query as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        }
+        return Reflect.get(target, prop, receiver) as unknown;
+      },
+    });
+    const counting = { pool, prepared: h.db.prepared.bind(h.db) } as unknown as Database;
+    const reader = new StateDocumentReadModel(counting);
+    expect((await reader.currentBody('again'))!.version).toBe(2);
+    const before = await h.stateId('again');
+
+    // Created again with other bytes: the new state's, not the held ones.
+    await h.delete('again');
+    expect(await reader.currentBody('again')).toBeNull();
+    values.set(7, 'the new state');
+    const other = body(1, values, bigs);
+    await h.commit('again', parseStateDocument(other));
+    const served = (await reader.currentBody('again'))!;
+    expect(served.stateId).not.toBe(before);
+    expect([served.version, Buffer.concat(served.parts).toString('utf8')]).toEqual([1, other]);
+    expect(served.md5).toBe(contentMd5(other));
+
+    // Created again with the bytes this reader holds: served from memory, as the new state's version.
+    await h.commit('again', parseStateDocument(first));
+    expect((await reader.currentBody('again'))!.version).toBe(2);
+    await h.delete('again');
+    await h.commit('again', parseStateDocument(first));
+    chunkReads = 0;
+    const same = (await reader.currentBody('again'))!;
+    expect(chunkReads).toBe(0);
+    expect(same.stateId).toBe(await h.stateId('again'));
+    expect([same.version, Buffer.concat(same.parts).toString('utf8')]).toEqual([1, first]);
+    expect(same.md5).toBe(contentMd5(first));
   });
 });

@@ -45,9 +45,18 @@ export interface ServedDocument extends ServedVersion {
  * (the manifest's order, one per part): the next version shares most of its
  * chunks, so only its new ones are read.
  */
-interface ServedEntry extends ServedDocument {
+export interface ServedEntry extends ServedDocument {
   chunks: readonly string[];
 }
+
+/**
+ * Which version of a state is current, as `currentHead` found it, with what
+ * this process held for the state's name when the statement was sent: its
+ * manifest is that of `held` (the same bytes), or `chunks`.
+ */
+export type CurrentHead = { stateId: string; version: number } & (
+  { held: ServedEntry; chunks: null } | { held: ServedEntry | undefined; chunks: readonly string[] }
+);
 
 /** Which version of a state to read: ours, or the newest carrying a terraform serial. */
 export type VersionSelector = { version: number } | { serial: number };
@@ -84,7 +93,7 @@ const VERSION_COLUMNS = `sv.state_id, sv.version, sv.serial, sv.lineage, sv.terr
  * memory once served), past ones rebuilt from their lifecycles.
  */
 export class StateDocumentReadModel {
-  /** The last served version of each state, least recently used out, bounded by bytes. */
+  /** The last served version of each state, by name, least recently used out, bounded by bytes. */
   private readonly served: LRUCache<string, ServedEntry>;
 
   constructor(
@@ -106,16 +115,48 @@ export class StateDocumentReadModel {
   }
 
   /**
-   * The current document's bytes. Which version is current is asked of the
-   * database every time (the row and its manifest, not the chunks), so a GET
-   * after a POST sees that POST on any replica. A chunk's bytes never change
-   * (its id names its content), so only the chunks this process does not
-   * hold from the last version it served are read: after a commit of a few
-   * instances, the first chunk (it holds the serial) and the one or two the
-   * change touched, not the whole document.
+   * Which version of `name` is current: one statement, asked of the database
+   * for every GET, so that a GET after a POST sees that POST on any replica.
+   * Its manifest (the chunk ids) comes back only when it is not the one of
+   * the document this process holds for the name: unchanged, the answer is a
+   * row of three short columns, not a list of hundreds of ids to parse. A
+   * prepared statement, so PostgreSQL plans it once per connection. Null
+   * when the state does not exist or has no version yet.
    */
-  currentBody(name: string): Promise<ServedDocument | null> {
-    return this.readCurrent(name, false);
+  currentHead(name: string): Promise<CurrentHead | null> {
+    const held = this.served.get(name);
+    return this.db
+      .prepared<{ state_id: string; version: number; chunks: string[] | null }>(
+        'kl_current_head',
+        `SELECT r.state_id, r.version,
+                CASE WHEN r.chunks = $2::text[] THEN NULL ELSE r.chunks END AS chunks
+           FROM raw_state r JOIN states s ON s.state_id = r.state_id AND s.deleted_at IS NULL
+          WHERE r.name = $1 AND r.chunks IS NOT NULL`,
+        [name, held?.chunks ?? null],
+      )
+      .then((rows) => {
+        if (rows.length === 0) return null;
+        const { state_id: stateId, version, chunks } = rows[0];
+        // Null only when equal to the held manifest, so only when one was held.
+        return chunks === null
+          ? { stateId, version, held: held!, chunks }
+          : { stateId, version, held, chunks };
+      });
+  }
+
+  /**
+   * The current document's bytes, after `currentHead` (or the check given,
+   * started earlier for this request). A chunk's bytes never change (its id
+   * names its content), so only the chunks this process does not hold from
+   * the last version it served are read: after a commit of a few instances,
+   * the first chunk (it holds the serial) and the one or two the change
+   * touched, not the whole document.
+   */
+  async currentBody(
+    name: string,
+    head: Promise<CurrentHead | null> = this.currentHead(name),
+  ): Promise<ServedDocument | null> {
+    return this.bodyOf(name, await head, false);
   }
 
   /**
@@ -127,38 +168,49 @@ export class StateDocumentReadModel {
    * whole could cost far more than that GET will.
    */
   async refreshHeld(name: string): Promise<void> {
-    await this.readCurrent(name, true);
+    await this.bodyOf(name, await this.currentHead(name), true);
   }
 
-  private async readCurrent(name: string, onlyHeld: boolean): Promise<ServedDocument | null> {
-    const head = await this.db.query<{ state_id: string; version: number; chunks: string[] }>(
-      `SELECT r.state_id, r.version, r.chunks FROM raw_state r
-         JOIN states s ON s.state_id = r.state_id AND s.deleted_at IS NULL
-        WHERE r.name = $1 AND r.chunks IS NOT NULL`,
-      [name],
-    );
-    if (head.length === 0) return null;
-    const { state_id: stateId, version, chunks } = head[0];
-    const cached = this.served.get(stateId);
-    if (cached && cached.version === version && sameIds(cached.chunks, chunks)) return cached;
-    if (onlyHeld && !cached) return null;
-    const held = new Map<string, Buffer>();
-    cached?.chunks.forEach((id, i) => held.set(id, cached.parts[i]));
-    const wanted = [...new Set(chunks.filter((id) => !held.has(id)))];
-    const read = wanted.length > 0 ? await readChunks(this.db.pool, stateId, wanted) : held;
-    let served: ServedEntry;
-    if (wanted.every((id) => read.has(id))) {
-      const parts = chunks.map((id) => held.get(id) ?? read.get(id)!);
-      served = entryOf(stateId, version, chunks, parts);
-    } else {
-      // A later commit (or a deletion) removed a chunk of this manifest since
-      // it was read: read the row and its chunks again, in one snapshot.
-      const stored = await readRawStateParts(this.db.pool, stateId);
-      if (stored?.parts == null) return null;
-      served = entryOf(stateId, stored.version, stored.chunks!, stored.parts);
+  private async bodyOf(
+    name: string,
+    head: CurrentHead | null,
+    onlyHeld: boolean,
+  ): Promise<ServedDocument | null> {
+    if (head === null) return null;
+    const { stateId, version } = head;
+    if (head.chunks === null) {
+      // The manifest of what was held: the same bytes, whichever version now names them.
+      const { held } = head;
+      if (held.stateId === stateId && held.version === version) return held;
+      return this.keep(name, { ...held, stateId, version });
     }
-    this.served.set(stateId, served);
-    return served;
+    const { held, chunks } = head;
+    if (onlyHeld && !held) return null;
+    const parts = new Map<string, Buffer>();
+    held?.chunks.forEach((id, i) => parts.set(id, held.parts[i]));
+    const wanted = [...new Set(chunks.filter((id) => !parts.has(id)))];
+    const read = wanted.length > 0 ? await readChunks(this.db.pool, stateId, wanted) : parts;
+    if (wanted.every((id) => read.has(id))) {
+      return this.keep(
+        name,
+        entryOf(
+          stateId,
+          version,
+          chunks,
+          chunks.map((id) => parts.get(id) ?? read.get(id)!),
+        ),
+      );
+    }
+    // A later commit (or a deletion) removed a chunk of this manifest since
+    // it was read: read the row and its chunks again, in one snapshot.
+    const stored = await readRawStateParts(this.db.pool, stateId);
+    if (stored?.parts == null) return null;
+    return this.keep(name, entryOf(stateId, stored.version, stored.chunks!, stored.parts));
+  }
+
+  private keep(name: string, entry: ServedEntry): ServedEntry {
+    this.served.set(name, entry);
+    return entry;
   }
 
   /** The newest version that carried terraform serial `serial`, as it was served then. */
@@ -223,10 +275,6 @@ export class StateDocumentReadModel {
     );
     return stateDocumentText(doc);
   }
-}
-
-function sameIds(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && a.every((id, i) => id === b[i]);
 }
 
 function textOf(served: ServedVersion | null): string | null {

@@ -1,0 +1,147 @@
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { generateBigState } from './big-state-generator';
+import { STATE_NAME } from './big-state-queries';
+import { sendBytes } from './http-send';
+import { processCpuMs } from './process-cpu';
+import { runProbe } from './probe-harness';
+import { startStaticServer } from './static-server';
+import { distribution, formatMs } from './stats';
+
+/**
+ * Probe: `GET` of the current document, again and again, from kld builds and
+ * from two static file servers of the same bytes (the peer, and a control
+ * that shows the spread between identical servers), taking turns in rotating
+ * order on one kept-alive connection each. Each round is REPS GETs per
+ * server; every answer is checked for the document's length. Prints per
+ * round each server's p50 and CPU per GET (10 ms ticks), then over all
+ * rounds min / p50 / p90, the time to the response head and the CPU per GET,
+ * and each p50 over the static server's. The client only counts the bytes,
+ * so the figures are the servers' own (the ladder's client decodes them too).
+ *
+ *   node dist/bench/support/get-current-probe.js A=/path/a/dist/src/kld.js B=/path/b/…
+ *   KL_PROBE_INSTANCES=1000 KL_PROBE_ROUNDS=6 KL_PROBE_REPS=400
+ *   KL_PROBE_TOKEN=1   authentication on: every GET sends a token (a lookup per request)
+ */
+
+const INSTANCES = Number(process.env.KL_PROBE_INSTANCES ?? 1000);
+const ROUNDS = Number(process.env.KL_PROBE_ROUNDS ?? 6);
+const REPS = Number(process.env.KL_PROBE_REPS ?? 400);
+const TOKEN = process.env.KL_PROBE_TOKEN === '1';
+
+interface Server {
+  label: string;
+  url: string;
+  pid: number;
+  agent: http.Agent;
+  headers: http.OutgoingHttpHeaders;
+  ms: number[];
+  head: number[];
+  cpuMs: number;
+}
+
+/** One GET: its round trip and the time to the response head, the whole body counted. */
+function get(s: Server, size: number): Promise<{ ms: number; head: number }> {
+  return new Promise((resolve, reject) => {
+    const startedAt = performance.now();
+    const req = http.request(s.url, { agent: s.agent, headers: s.headers }, (res) => {
+      const head = performance.now() - startedAt;
+      let bytes = 0;
+      res.on('data', (c: Buffer) => (bytes += c.length));
+      res.on('end', () => {
+        const ms = performance.now() - startedAt;
+        if (res.statusCode !== 200 || bytes !== size) {
+          reject(new Error(`${s.label}: ${res.statusCode}, ${bytes} of ${size} bytes`));
+        } else resolve({ ms, head });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** A token for `databaseUrl`, made by that build's own `kld token create`. */
+function createToken(kld: string, databaseUrl: string): string {
+  const out = execFileSync(
+    process.execPath,
+    [kld, 'token', 'create', '--name', 'probe', '--scope', 'write:*'],
+    { env: { ...process.env, KL_DATABASE_URL: databaseUrl, KL_LOG_LEVEL: 'warn' } },
+  );
+  return out.toString().trim().split('\n').pop()!.trim();
+}
+
+void runProbe('get-current', async ({ tmp, klds }) => {
+  const big = generateBigState({ size: Math.max(1, Math.round((INSTANCES - 8) / 2)) });
+  const file = path.join(tmp, 'state.tfstate');
+  fs.writeFileSync(file, big.text);
+  const size = Buffer.byteLength(big.text);
+  console.log(`GET current: ${big.instanceCount} instances, ${size} bytes, ${ROUNDS} × ${REPS}`);
+  const servers: Server[] = [];
+  const server = (label: string, url: string, pid: number, token?: string): Server => ({
+    label,
+    url,
+    pid,
+    agent: new http.Agent({ keepAlive: true, maxSockets: 1 }),
+    headers: token ? { authorization: `Bearer ${token}` } : {},
+    ms: [],
+    head: [],
+    cpuMs: 0,
+  });
+  for (const k of klds) {
+    let token: string | undefined;
+    if (TOKEN) {
+      token = createToken(k.entry, k.databaseUrl);
+      process.env.KL_AUTH = 'on';
+      await k.restart();
+    }
+    const s = server(k.label, `${k.kld.url}/v1/states/${STATE_NAME}`, k.kld.pid, token);
+    const posted = await sendBytes(s.agent, 'POST', s.url, Buffer.from(big.text), {
+      'content-type': 'application/json',
+      'content-length': size,
+      ...s.headers,
+    });
+    if (posted.status !== 200) throw new Error(`${k.label}: POST ${posted.status}`);
+    servers.push(s);
+  }
+  for (const label of ['static', 'control']) {
+    const st = await startStaticServer(file);
+    servers.push(server(label, st.url, st.child.pid!));
+  }
+  try {
+    for (const s of servers) for (let i = 0; i < 50; i++) await get(s, size);
+    for (let round = 0; round < ROUNDS; round++) {
+      const line: string[] = [];
+      for (let i = 0; i < servers.length; i++) {
+        const s = servers[(i + round) % servers.length];
+        const ms: number[] = [];
+        const cpu0 = processCpuMs(s.pid);
+        for (let n = 0; n < REPS; n++) {
+          const r = await get(s, size);
+          ms.push(r.ms);
+          s.head.push(r.head);
+        }
+        const cpu = processCpuMs(s.pid) - cpu0;
+        s.cpuMs += cpu;
+        s.ms.push(...ms);
+        line.push(`${s.label} ${formatMs(distribution(ms).p50)} (${formatMs(cpu / REPS)})`);
+      }
+      console.log(`round ${round + 1}, load ${os.loadavg()[0].toFixed(1)}: ${line.join(' | ')}`);
+    }
+    const staticP50 = distribution(servers.find((s) => s.label === 'static')!.ms).p50;
+    for (const s of servers) {
+      const d = distribution(s.ms);
+      console.log(
+        `${s.label.padEnd(8)} min ${formatMs(d.min)} p50 ${formatMs(d.p50)} p90 ${formatMs(d.p90)} ms, ` +
+          `head p50 ${formatMs(distribution(s.head).p50)} ms, CPU ${formatMs(s.cpuMs / s.ms.length)} ms per GET, ` +
+          `p50 ${(d.p50 / staticP50).toFixed(2)}× static`,
+      );
+    }
+  } finally {
+    for (const s of servers) s.agent.destroy();
+    for (const s of servers.slice(klds.length)) process.kill(s.pid, 'SIGTERM');
+  }
+});
