@@ -31,7 +31,6 @@ export class TokenReadModel {
   // Every authenticated request runs one of these two: prepared, planned once per connection.
   async bySecretHash(hash: string): Promise<TokenRecord | null> {
     const rows = await this.db.prepared<TokenRecord>(
-      'kl_token_by_secret_hash',
       `SELECT ${RECORD} FROM auth_tokens WHERE secret_hash = $1`,
       [hash],
     );
@@ -40,7 +39,6 @@ export class TokenReadModel {
 
   async byCertSubject(subject: string): Promise<TokenRecord | null> {
     const rows = await this.db.prepared<TokenRecord>(
-      'kl_token_by_cert_subject',
       `SELECT ${RECORD} FROM auth_tokens WHERE cert_subject = $1 AND revoked_at IS NULL`,
       [subject],
     );

@@ -2,6 +2,7 @@ import { Pool, PoolClient, PoolConfig, QueryResult, QueryResultRow, types } from
 import { parseJsonExact } from '../../domain/terraform/lossless-json';
 import { connectionOptions } from './connection-options';
 import { survivingConnectionLoss } from './pool-errors';
+import { prepared } from './prepared-statement';
 import type { ReadModelGuard } from './unlogged-read-models';
 
 /** DI token of the process's Database (the owner's pool). */
@@ -62,19 +63,16 @@ export class Database {
   }
 
   /**
-   * `query` as a named prepared statement: each connection parses and plans
-   * it once, then only executes it. For the few statements a request runs
-   * every time (a GET's version check, a token's lookup), where parsing and
-   * planning are most of PostgreSQL's work. `name` must be unique per `sql`.
-   * A schema change under it is re-planned by PostgreSQL; one that changes
-   * its result's types fails it until the connection is replaced.
+   * `query` as a named statement (prepared-statement.ts: parsed and planned
+   * once per connection): for the few statements a request runs every time,
+   * a GET's version check and a token's lookup, where parsing and planning
+   * are most of PostgreSQL's work.
    */
   async prepared<R extends QueryResultRow = QueryResultRow>(
-    name: string,
     sql: string,
     params: unknown[],
   ): Promise<R[]> {
-    const result = await this.pool.query<R>({ name, text: sql, values: params });
+    const result = await this.pool.query<R>(prepared(sql, params));
     return result.rows;
   }
 

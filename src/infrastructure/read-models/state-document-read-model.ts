@@ -127,7 +127,6 @@ export class StateDocumentReadModel {
     const held = this.served.get(name);
     return this.db
       .prepared<{ state_id: string; version: number; chunks: string[] | null }>(
-        'kl_current_head',
         `SELECT r.state_id, r.version,
                 CASE WHEN r.chunks = $2::text[] THEN NULL ELSE r.chunks END AS chunks
            FROM raw_state r JOIN states s ON s.state_id = r.state_id AND s.deleted_at IS NULL
