@@ -101,12 +101,18 @@ const TOGETHER_UP_TO = 50;
  * commit or vanish together. A crash that loses the commit (a fraction of a
  * second of commits at most: the WAL writer flushes on its own, and the next
  * append's flush takes it along) empties the unlogged read models anyway, and
- * kld rebuilds every read model from the log, reads answering 503 meanwhile:
- * no reader sees the read models without the write. Anything durable decided
- * on the rows (a later append) commits after it in the WAL, so its flush
- * covers them. Visibility is the commit's, as ever. With logged read models a
- * crash keeps them as they were, so their commits keep waiting for the flush:
- * a GET after PostgreSQL's recovery must not find the state a version behind.
+ * kld rebuilds every read model from the log, reads of them answering 503
+ * meanwhile. Logged read models caught up in the same transaction (the
+ * state's catalog and locks, the quotas) may show the state before the write
+ * for the moment their projectors take to catch up after the recovery; none
+ * decides anything (locks, reservations and quotas are decided on their
+ * streams), and the tokens, which decide authentication, are fed by their
+ * events alone, so never caught up together with another read model. Anything
+ * durable decided after the write (a later append) commits after it in the
+ * WAL, so its flush covers it. Visibility is the commit's, as ever. With
+ * logged read models a crash keeps them as they were, so their commits keep
+ * waiting for the flush: a GET after PostgreSQL's recovery must not find the
+ * state a version behind.
  */
 const READ_MODELS_COMMIT = 'SET LOCAL synchronous_commit TO off';
 /**
