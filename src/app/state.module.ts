@@ -2,6 +2,7 @@ import { MiddlewareConsumer, Module, NestModule, RequestMethod } from '@nestjs/c
 import { DocumentTextMemo } from '../application/state/document-text-memo';
 import { InstanceHashMemo } from '../application/state/instance-hash-memo';
 import { ServedInstanceBytes } from '../application/state/served-instance-bytes';
+import { WrittenChunks } from '../application/state/written-chunks';
 import { STATE_COMMAND_HANDLERS } from '../application/state/state-command.handlers';
 import { CONFIG, type Config } from '../infrastructure/config/config';
 import { CurrentHeadPrefetch } from '../infrastructure/http/current-head-prefetch';
@@ -41,9 +42,9 @@ import { StateProjectionsModule } from './state-projections.module';
     },
     {
       provide: StateDocumentReadModel,
-      useFactory: (db: Database, config: Config) =>
-        new StateDocumentReadModel(db, { cacheBytes: config.cache.servedBytes }),
-      inject: [DATABASE, CONFIG],
+      useFactory: (db: Database, config: Config, written: WrittenChunks) =>
+        new StateDocumentReadModel(db, { cacheBytes: config.cache.servedBytes, written }),
+      inject: [DATABASE, CONFIG, WrittenChunks],
     },
     {
       provide: StateCatalogReadModel,

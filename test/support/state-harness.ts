@@ -20,6 +20,7 @@ import { PostgresSnapshotStore } from '../../src/infrastructure/event-store/post
 import type { Database } from '../../src/infrastructure/postgres/database';
 import { StateCatalogReadModel } from '../../src/infrastructure/read-models/state-catalog-read-model';
 import { StateDocumentReadModel } from '../../src/infrastructure/read-models/state-document-read-model';
+import { WrittenChunks } from '../../src/application/state/written-chunks';
 import { ProjectionRunner } from '../../src/projections/projection-runner';
 import type { Logger } from '../../src/infrastructure/logging/logger';
 import type { Projector } from '../../src/projections/projector';
@@ -69,6 +70,8 @@ export class StateHarness {
   readonly projectors: Projector[];
   readonly runner: ProjectionRunner;
   readonly documents: StateDocumentReadModel;
+  /** The chunks the raw-state projector wrote last, which `documents` serves from, as in kld. */
+  readonly written = new WrittenChunks();
   readonly catalog: StateCatalogReadModel;
   private clock = Date.parse('2026-01-01T00:00:00.000Z');
   private ids = 0;
@@ -85,9 +88,9 @@ export class StateHarness {
       fromSnapshot,
       snapshotEvery: 7,
     });
-    this.projectors = [...stateProjectors(this.events), ...applyProjectors()];
+    this.projectors = [...stateProjectors(this.events, this.written), ...applyProjectors()];
     this.runner = this.newRunner(this.projectors);
-    this.documents = new StateDocumentReadModel(t.db);
+    this.documents = new StateDocumentReadModel(t.db, { written: this.written });
     this.catalog = new StateCatalogReadModel(t.db);
   }
 

@@ -149,6 +149,43 @@ describe('StateDocumentReadModel: the GET right after a commit', () => {
     expect(served.md5).toBe(contentMd5(third));
     expect((await reader.current('race'))!.document).toBe(third);
   });
+  it('takes the chunks its process wrote from memory: no chunk read from the database, the committed bytes and MD5 served', async () => {
+    const values = new Map<number, string>();
+    const bigs = new Map<number, string>();
+    for (let k = 0; k < 500; k++) values.set(k, `value ${k}`);
+    let chunkReads = 0;
+    const pool = new Proxy(h.db.pool, {
+      get(target, prop, receiver) {
+        if (prop === 'query') {
+          return (...args: unknown[]) => {
+            chunkReads += 1;
+            return (target.query as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        }
+        return Reflect.get(target, prop, receiver) as unknown;
+      },
+    });
+    const counting = { pool, prepared: h.db.prepared.bind(h.db) } as unknown as Database;
+    const writer = new StateDocumentReadModel(counting, { written: h.written });
+    const elsewhere = new StateDocumentReadModel(counting);
+    for (let serial = 1; serial <= 6; serial++) {
+      values.set(serial * 70, `changed in version ${serial}`);
+      const text = body(serial, values, bigs);
+      await h.commit('written', parseStateDocument(text));
+      // Every other version unserved: its chunks are still taken from memory.
+      if (serial % 2 === 1 && serial > 1) continue;
+      chunkReads = 0;
+      const served = (await writer.currentBody('written'))!;
+      expect(chunkReads).toBe(0);
+      expect(served.version).toBe(serial);
+      expect(Buffer.concat(served.parts).toString('utf8')).toBe(text);
+      expect(served.md5).toBe(contentMd5(text));
+    }
+    // A process that did not write them reads them.
+    chunkReads = 0;
+    expect((await elsewhere.current('written'))!.document).toBe(body(6, values, bigs));
+    expect(chunkReads).toBeGreaterThan(0);
+  });
   it('brings a document it holds up to date when asked, so the next GET reads no chunk; leaves a state it never served alone', async () => {
     const values = new Map<number, string>();
     const bigs = new Map<number, string>();

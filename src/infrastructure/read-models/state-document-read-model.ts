@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { LRUCache } from 'lru-cache';
 import { boundedCache, DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
+import type { WrittenChunks } from '../../application/state/written-chunks';
 import { DomainError } from '../../domain/shared/domain-error';
 import {
   buildDocument,
@@ -61,6 +62,13 @@ export type CurrentHead = { stateId: string; version: number } & (
 /** Which version of a state to read: ours, or the newest carrying a terraform serial. */
 export type VersionSelector = { version: number } | { serial: number };
 
+interface Making {
+  stateId: string;
+  version: number;
+  chunks: readonly string[];
+  entry: Promise<ServedEntry | null>;
+}
+
 interface VersionRow {
   state_id: string;
   version: number;
@@ -95,11 +103,16 @@ const VERSION_COLUMNS = `sv.state_id, sv.version, sv.serial, sv.lineage, sv.terr
 export class StateDocumentReadModel {
   /** The last served version of each state, by name, least recently used out, bounded by bytes. */
   private readonly served: LRUCache<string, ServedEntry>;
+  /** The chunks this process's raw-state projector wrote last, if it runs here. */
+  private readonly written: WrittenChunks | null;
+  /** The documents being made now, by name: a GET that asks for one meanwhile waits for it. */
+  private readonly making = new Map<string, Making>();
 
   constructor(
     private readonly db: Database,
-    options: { cacheBytes?: number } = {},
+    options: { cacheBytes?: number; written?: WrittenChunks } = {},
   ) {
+    this.written = options.written ?? null;
     this.served = boundedCache<ServedEntry>(
       options.cacheBytes ?? DEFAULT_CACHE_BUDGETS.servedBytes,
       (entry) => entry.size,
@@ -159,12 +172,13 @@ export class StateDocumentReadModel {
   }
 
   /**
-   * Brings this process's copy of `name`'s current document up to date when
-   * it holds an earlier version: the changed chunks are read and the MD5
-   * taken now, so the next GET (terraform's next command starts with one)
-   * is served from memory. Called when a write session ends. A state this
-   * process does not hold is left to the GET that asks for it: reading it
-   * whole could cost far more than that GET will.
+   * Brings this process's copy of `name`'s current document up to date: the
+   * changed chunks taken or read and the MD5 taken now, so the next GET is
+   * served from memory. Called after a commit and when a write session ends,
+   * once answered. Only when this process holds an earlier version or wrote
+   * the new chunks itself: a state it neither holds nor wrote is left to the
+   * GET that asks for it, since reading it whole could cost far more than
+   * that GET will.
    */
   async refreshHeld(name: string): Promise<void> {
     await this.bodyOf(name, await this.currentHead(name), true);
@@ -184,10 +198,34 @@ export class StateDocumentReadModel {
       return this.keep(name, { ...held, stateId, version });
     }
     const { held, chunks } = head;
-    if (onlyHeld && !held) return null;
+    // Made since the check was sent (a refresh after the commit, another
+    // GET), or being made: that document, not a second MD5 of the same bytes.
+    const now = this.served.get(name);
+    if (now !== undefined && now !== held && isVersion(now, stateId, version, chunks)) return now;
+    const making = this.making.get(name);
+    if (making !== undefined && isVersion(making, stateId, version, chunks)) return making.entry;
+    if (onlyHeld && !held && !this.written?.has(stateId)) return null;
+    const entry = this.make(name, head, held, chunks);
+    this.making.set(name, { stateId, version, chunks, entry });
+    try {
+      return await entry;
+    } finally {
+      if (this.making.get(name)?.entry === entry) this.making.delete(name);
+    }
+  }
+
+  private async make(
+    name: string,
+    { stateId, version }: CurrentHead,
+    held: ServedEntry | undefined,
+    chunks: readonly string[],
+  ): Promise<ServedEntry | null> {
     const parts = new Map<string, Buffer>();
     held?.chunks.forEach((id, i) => parts.set(id, held.parts[i]));
-    const wanted = [...new Set(chunks.filter((id) => !parts.has(id)))];
+    // Of the chunks not held, those this process wrote are taken from memory, the others read.
+    const lacking = () => [...new Set(chunks.filter((id) => !parts.has(id)))];
+    this.written?.take(stateId, lacking()).forEach((bytes, id) => parts.set(id, bytes));
+    const wanted = lacking();
     const read = wanted.length > 0 ? await readChunks(this.db.pool, stateId, wanted) : parts;
     if (wanted.every((id) => read.has(id))) {
       return this.keep(
@@ -274,6 +312,19 @@ export class StateDocumentReadModel {
     );
     return stateDocumentText(doc);
   }
+}
+
+/** Whether `x` is that version with that manifest. */
+function isVersion(
+  x: { stateId: string; version: number; chunks: readonly string[] },
+  stateId: string,
+  version: number,
+  chunks: readonly string[],
+): boolean {
+  if (x.stateId !== stateId || x.version !== version || x.chunks.length !== chunks.length) {
+    return false;
+  }
+  return x.chunks.every((id, i) => id === chunks[i]);
 }
 
 function textOf(served: ServedVersion | null): string | null {

@@ -1,5 +1,6 @@
 import type { EventStore } from '../../application/ports/event-store.port';
 import type { Projector } from '../projector';
+import type { WrittenChunks } from '../../application/state/written-chunks';
 import { RawStateProjector } from './raw-state.projector';
 import { ReservationsProjector } from './reservations.projector';
 import { ResourceEdgesProjector } from './resource-edges.projector';
@@ -29,13 +30,13 @@ export const STATE_PROJECTORS = [
   ReservationsProjector,
 ] as const;
 
-/** New instances, for a runner built outside Nest (tests). */
-export function stateProjectors(events: EventStore): Projector[] {
+/** New instances, for a runner built outside Nest (tests); `written` as kld shares it with its read model. */
+export function stateProjectors(events: EventStore, written?: WrittenChunks): Projector[] {
   return [
     new ResourceLifecyclesProjector(),
     new StateCatalogProjector(),
     new ResourceEdgesProjector(),
-    new RawStateProjector(events),
+    new RawStateProjector(events, undefined, undefined, written),
     new ReservationsProjector(),
   ];
 }

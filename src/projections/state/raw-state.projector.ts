@@ -26,6 +26,7 @@ import { DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { asStateEvent } from './state-event';
 import { readRawState } from '../../infrastructure/postgres/raw-state-chunks';
 import { ServedInstanceBytes } from '../../application/state/served-instance-bytes';
+import { joinedBytes, WrittenChunks } from '../../application/state/written-chunks';
 import { binaryText, binaryUuid, copyBinaryRows } from '../../infrastructure/postgres/copy-rows';
 import { COPY_ROWS, copyUnlessPresent } from './lifecycle-runs';
 
@@ -108,6 +109,8 @@ export class RawStateProjector implements Projector {
     @Inject(EVENT_STORE) private readonly events: EventStore,
     @Optional() @Inject(CONFIG) config?: Pick<Config, 'cache'>,
     @Optional() served?: ServedInstanceBytes,
+    /** Where this process's document read model finds the chunks just written. */
+    @Optional() private readonly written?: WrittenChunks,
   ) {
     this.encoding = (served ?? new ServedInstanceBytes()).encoding;
     this.maxUnwritten = (config?.cache ?? DEFAULT_CACHE_BUDGETS).documentInstances;
@@ -150,6 +153,7 @@ export class RawStateProjector implements Projector {
         case 'StateDeleted':
           unwritten.delete(event.data.stateId);
           this.cache.remove(event.data.stateId);
+          this.written?.forget(event.data.stateId);
           await tx.query('DELETE FROM raw_state WHERE state_id = $1', [event.data.stateId]);
           await tx.query('DELETE FROM raw_state_chunks WHERE state_id = $1', [event.data.stateId]);
           break;
@@ -266,9 +270,7 @@ export class RawStateProjector implements Projector {
     if (open.expected !== undefined) {
       if (!manyChanges && added.size <= INSERT_BATCH) {
         await writeAtOnce(tx, open, open.expected, ids, gone, [...added.values()]);
-        doc.version = open.version;
-        doc.chunks = ids;
-        this.cache.put(open.stateId, doc);
+        this.wrote(open, ids, chunks);
         return;
       }
       // Too much for one statement: the row is checked before anything is written.
@@ -287,9 +289,14 @@ export class RawStateProjector implements Projector {
         WHERE state_id = $1`,
       [open.stateId, open.version, open.serial, ids, open.occurredAt],
     );
-    doc.version = open.version;
-    doc.chunks = ids;
-    this.cache.put(open.stateId, doc);
+    this.wrote(open, ids, chunks);
+  }
+
+  private wrote(open: OpenCommit, ids: string[], chunks: NewChunk[]): void {
+    open.doc.version = open.version;
+    open.doc.chunks = ids;
+    this.cache.put(open.stateId, open.doc);
+    this.written?.remember(open.stateId, chunks);
   }
 }
 
@@ -304,7 +311,7 @@ const INSERT_BATCH = 500;
 // projector's COPY threshold).
 const COPY_BYTES = 1 << 20;
 
-type NewChunk = { id: string; parts: Buffer[]; size: number };
+type NewChunk = { id: string; parts: Buffer[]; size: number; joined?: Buffer };
 
 /**
  * Writes new chunks: many bytes (a first commit, a replay) with one binary
@@ -344,7 +351,7 @@ async function insertChunkRows(tx: Queryable, stateId: string, chunks: NewChunk[
     const params: unknown[] = [stateId];
     const rows = batch.map((c) => {
       // A Buffer parameter travels as the column's binary form: no escaping.
-      params.push(c.id, Buffer.concat(c.parts, c.size));
+      params.push(c.id, joinedBytes(c));
       return `($1, $${params.length - 1}, $${params.length})`;
     });
     await tx.query(
@@ -392,7 +399,7 @@ async function writeAtOnce(
   ];
   const rows = added.map((c) => {
     // A Buffer parameter travels as the column's binary form: no escaping.
-    params.push(c.id, Buffer.concat(c.parts, c.size));
+    params.push(c.id, joinedBytes(c));
     return `($${params.length - 1}::text, $${params.length}::bytea)`;
   });
   const { rowCount } = await tx.query(
