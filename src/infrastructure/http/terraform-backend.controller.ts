@@ -204,6 +204,14 @@ export class TerraformBackendController {
         }),
       ),
     );
+    // Answered. Other readers GET right after a commit (a
+    // terraform_remote_state, kl, a replica): make the document they will
+    // read once this turn's I/O is done, not while the POST waits. Not
+    // within a lock session, which may POST again and again (an apply):
+    // its UNLOCK does it once (doUnlock).
+    if (res.statusCode === 200 && lockId === null) {
+      setImmediate(() => this.documents.refreshHeld(name).catch(() => undefined));
+    }
   }
 
   @ApiOperation({ summary: 'Delete the state (refused while locked; its history stays)' })
