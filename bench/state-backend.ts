@@ -260,6 +260,17 @@ async function main(): Promise<void> {
     // apart two identical servers come out in the same round is the noise a
     // ratio has to be read against.
     const control = await startStaticServer(file);
+    // The static server's first GET, timed the same way (a client process of
+    // its own, one request on a new connection): the peer of kld's first GET,
+    // whose time includes what any first request pays.
+    const [staticFirst] = await measureGetTurns({
+      targets: [{ url: statics.url, pid: statics.child.pid! }],
+      expectedFile: file,
+      rounds: 1,
+      turns: 1,
+      warmup: 0,
+    });
+    const staticFirstMs = staticFirst.ms[0][0];
     // What kld and PostgreSQL spend while no request is in flight (the
     // projectors' polls), for reading kld's CPU per GET below, which
     // includes it.
@@ -307,7 +318,8 @@ async function main(): Promise<void> {
       };
     });
     console.log(
-      `  the first GET after the last commit: ${formatMs(firstGetMs)} ms, kld CPU ${formatMs(firstGetCpu)} ms`,
+      `  the first GET after the last commit: ${formatMs(firstGetMs)} ms, kld CPU ${formatMs(firstGetCpu)} ms; ` +
+        `the static server's first GET: ${formatMs(staticFirstMs)} ms`,
     );
     console.log(`  idle, per second: ${formatCpu(idle)}`);
     const worst = ratios.reduce((a, b) => (b.p50 > a.p50 ? b : a));
@@ -324,11 +336,11 @@ async function main(): Promise<void> {
     });
     const peerMed = median(getRounds.flatMap((r) => r.ms[1]));
     rows.push({
-      measurement: 'GET right after a commit (one)',
+      measurement: 'GET right after a commit (one, new client)',
       ours: `${formatMs(firstGetMs)} ms`,
-      peer: `${formatMs(peerMed)} ms static file (median)`,
+      peer: `${formatMs(staticFirstMs)} ms static file's first GET (its median ${formatMs(peerMed)})`,
       target: `≤ ${TARGET_GET_VS_STATIC}× peer`,
-      result: `${verdict(firstGetMs <= TARGET_GET_VS_STATIC * peerMed)} (${(firstGetMs / peerMed).toFixed(2)}×)`,
+      result: `${verdict(firstGetMs <= TARGET_GET_VS_STATIC * staticFirstMs)} (${(firstGetMs / staticFirstMs).toFixed(2)}×)`,
     });
     control.child.kill('SIGTERM');
     statics.child.kill('SIGTERM');
