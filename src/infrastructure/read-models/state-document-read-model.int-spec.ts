@@ -63,6 +63,25 @@ function body(serial: number, values: Map<number, string>, bigs: Map<number, str
   );
 }
 
+/**
+ * The harness's database with its chunk reads counted in `reads.chunks`:
+ * the chunks are read through `pool`, the manifest through `prepared`.
+ */
+function countingChunkReads(h: StateHarness, reads: { chunks: number }): Database {
+  const pool = new Proxy(h.db.pool, {
+    get(target, prop, receiver) {
+      if (prop === 'query') {
+        return (...args: unknown[]) => {
+          reads.chunks += 1;
+          return (target.query as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      }
+      return Reflect.get(target, prop, receiver) as unknown;
+    },
+  });
+  return { pool, prepared: h.db.prepared.bind(h.db) } as unknown as Database;
+}
+
 describe('StateDocumentReadModel: the GET right after a commit', () => {
   let h: StateHarness;
 
@@ -153,19 +172,8 @@ describe('StateDocumentReadModel: the GET right after a commit', () => {
     const values = new Map<number, string>();
     const bigs = new Map<number, string>();
     for (let k = 0; k < 500; k++) values.set(k, `value ${k}`);
-    let chunkReads = 0;
-    const pool = new Proxy(h.db.pool, {
-      get(target, prop, receiver) {
-        if (prop === 'query') {
-          return (...args: unknown[]) => {
-            chunkReads += 1;
-            return (target.query as (...a: unknown[]) => unknown).apply(target, args);
-          };
-        }
-        return Reflect.get(target, prop, receiver) as unknown;
-      },
-    });
-    const counting = { pool, prepared: h.db.prepared.bind(h.db) } as unknown as Database;
+    const reads = { chunks: 0 };
+    const counting = countingChunkReads(h, reads);
     const writer = new StateDocumentReadModel(counting, { written: h.written });
     const elsewhere = new StateDocumentReadModel(counting);
     for (let serial = 1; serial <= 6; serial++) {
@@ -174,17 +182,17 @@ describe('StateDocumentReadModel: the GET right after a commit', () => {
       await h.commit('written', parseStateDocument(text));
       // Every other version unserved: its chunks are still taken from memory.
       if (serial % 2 === 1 && serial > 1) continue;
-      chunkReads = 0;
+      reads.chunks = 0;
       const served = (await writer.currentBody('written'))!;
-      expect(chunkReads).toBe(0);
+      expect(reads.chunks).toBe(0);
       expect(served.version).toBe(serial);
       expect(Buffer.concat(served.parts).toString('utf8')).toBe(text);
       expect(served.md5).toBe(contentMd5(text));
     }
     // A process that did not write them reads them.
-    chunkReads = 0;
+    reads.chunks = 0;
     expect((await elsewhere.current('written'))!.document).toBe(body(6, values, bigs));
-    expect(chunkReads).toBeGreaterThan(0);
+    expect(reads.chunks).toBeGreaterThan(0);
   });
   it('brings a document it holds up to date when asked, so the next GET reads no chunk; leaves a state it never served alone', async () => {
     const values = new Map<number, string>();
@@ -192,20 +200,8 @@ describe('StateDocumentReadModel: the GET right after a commit', () => {
     for (let k = 0; k < 500; k++) values.set(k, `value ${k}`);
     await h.commit('held', parseStateDocument(body(1, values, bigs)));
     await h.commit('unheld', parseStateDocument(body(1, values, bigs)));
-    // The chunks are read through db.pool (the manifest through db.prepared): count those reads.
-    let chunkReads = 0;
-    const pool = new Proxy(h.db.pool, {
-      get(target, prop, receiver) {
-        if (prop === 'query') {
-          return (...args: unknown[]) => {
-            chunkReads += 1;
-            return (target.query as (...a: unknown[]) => unknown).apply(target, args);
-          };
-        }
-        return Reflect.get(target, prop, receiver) as unknown;
-      },
-    });
-    const counting = { pool, prepared: h.db.prepared.bind(h.db) } as unknown as Database;
+    const reads = { chunks: 0 };
+    const counting = countingChunkReads(h, reads);
     const reader = new StateDocumentReadModel(counting);
     await reader.currentBody('held');
 
@@ -214,22 +210,22 @@ describe('StateDocumentReadModel: the GET right after a commit', () => {
     await h.commit('held', parseStateDocument(second));
     await h.commit('unheld', parseStateDocument(second));
 
-    chunkReads = 0;
+    reads.chunks = 0;
     await reader.refreshHeld('held');
-    expect(chunkReads).toBeGreaterThan(0);
-    chunkReads = 0;
+    expect(reads.chunks).toBeGreaterThan(0);
+    reads.chunks = 0;
     const served = (await reader.currentBody('held'))!;
-    expect(chunkReads).toBe(0);
+    expect(reads.chunks).toBe(0);
     expect(served.version).toBe(2);
     expect(Buffer.concat(served.parts).toString('utf8')).toBe(second);
     expect(served.md5).toBe(contentMd5(second));
 
     await reader.refreshHeld('unheld');
-    expect(chunkReads).toBe(0);
+    expect(reads.chunks).toBe(0);
     expect(Buffer.concat((await reader.currentBody('unheld'))!.parts).toString('utf8')).toBe(
       second,
     );
-    expect(chunkReads).toBeGreaterThan(0);
+    expect(reads.chunks).toBeGreaterThan(0);
   });
   it('serves a state deleted and created again under the same name as its new versions, whether or not their bytes are the old ones', async () => {
     const values = new Map<number, string>();
@@ -238,19 +234,8 @@ describe('StateDocumentReadModel: the GET right after a commit', () => {
     const first = body(1, values, bigs);
     await h.commit('again', parseStateDocument(first));
     await h.commit('again', parseStateDocument(body(2, values, bigs)));
-    let chunkReads = 0;
-    const pool = new Proxy(h.db.pool, {
-      get(target, prop, receiver) {
-        if (prop === 'query') {
-          return (...args: unknown[]) => {
-            chunkReads += 1;
-            return (target.query as (...a: unknown[]) => unknown).apply(target, args);
-          };
-        }
-        return Reflect.get(target, prop, receiver) as unknown;
-      },
-    });
-    const counting = { pool, prepared: h.db.prepared.bind(h.db) } as unknown as Database;
+    const reads = { chunks: 0 };
+    const counting = countingChunkReads(h, reads);
     const reader = new StateDocumentReadModel(counting);
     expect((await reader.currentBody('again'))!.version).toBe(2);
     const before = await h.stateId('again');
@@ -271,9 +256,9 @@ describe('StateDocumentReadModel: the GET right after a commit', () => {
     expect((await reader.currentBody('again'))!.version).toBe(2);
     await h.delete('again');
     await h.commit('again', parseStateDocument(first));
-    chunkReads = 0;
+    reads.chunks = 0;
     const same = (await reader.currentBody('again'))!;
-    expect(chunkReads).toBe(0);
+    expect(reads.chunks).toBe(0);
     expect(same.stateId).toBe(await h.stateId('again'));
     expect([same.version, Buffer.concat(same.parts).toString('utf8')]).toEqual([1, first]);
     expect(same.md5).toBe(contentMd5(first));
