@@ -748,10 +748,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     if (this.abort.signal.aborted) return;
     for (const p of this.projectors) {
       if (!p.applyBeforeCommit || this.early.has(p.name) || this.halts.has(p.name)) continue;
-      const also = p.readsBeforeCommit ?? [];
-      const handled = append.events.filter(
-        (e) => p.handles.includes(e.type) || also.includes(e.type),
-      );
+      const handled = append.events.filter((e) => p.handles.includes(e.type));
       if (!p.applyBeforeCommit(handled) || !hasFreeConnection(this.db.pool)) continue;
       this.catchingUp.set(p.name, (this.catchingUp.get(p.name) ?? 0) + 1);
       const early = { done: Promise.resolve<number | null>(null), claimed: false };
@@ -840,11 +837,10 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       await client.query('COMMIT');
       committed = true;
       this.known.set(projector.name, to);
-      return handled.filter((e) => projector.handles.includes(e.type)).length;
+      return handled.length;
     } finally {
       if (!committed) await client.query('ROLLBACK').catch(() => (broken = true));
       client.release(broken);
-      projector.earlySettled?.(committed);
     }
   }
 

@@ -45,18 +45,4 @@ export interface Projector {
    * COPY, the longest write of its answer).
    */
   applyBeforeCommit?(events: readonly RecordedEvent[]): boolean;
-  /**
-   * Types besides its own that an early batch also carries, in the append's
-   * order: the raw state, which applies a commit whole, takes that commit's
-   * lifecycle events from the append in flight instead of reading them
-   * from its stream (they are not committed yet). Only `handles` counts as
-   * its events (statistics).
-   */
-  readonly readsBeforeCommit?: readonly string[];
-  /**
-   * Told once the early batch it applied last (applyBeforeCommit) was kept
-   * (its transaction committed) or not (rolled back, or its end unknown):
-   * what it keeps in memory of that batch is to be believed only once kept.
-   */
-  earlySettled?(kept: boolean): void;
 }

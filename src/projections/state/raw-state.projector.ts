@@ -44,8 +44,6 @@ interface OpenCommit {
   transactionId: bigint;
   /** Stream revision of the last event of this commit applied so far. */
   revision: bigint;
-  /** Its append is still being written (an early batch): positions are zero. */
-  inFlight: boolean;
   doc: CurrentDocument;
   /** Lifecycle events applied to `doc` since it was last written (insertChunks). */
   lifecycles: number;
@@ -92,8 +90,6 @@ export class RawStateProjector implements Projector {
     StateEventType.StateDeleted,
   ];
   readonly tables = ['raw_state', 'raw_state_chunks'];
-  /** An early batch's commit comes with its lifecycles: they are not in its stream yet. */
-  readonly readsBeforeCommit = [StateEventType.LifecycleOpened, StateEventType.LifecycleClosed];
 
   private readonly cache: DocumentCache;
   /**
@@ -101,13 +97,6 @@ export class RawStateProjector implements Projector {
    * shared with the commit handler, which warms a commit's new instances).
    */
   private readonly encoding: InstanceEncoding;
-  /**
-   * What an early batch (applyBeforeCommit) wrote, held back from the
-   * document cache and the written chunks until its transaction is known
-   * to have committed (earlySettled): a commit that never was must not be
-   * the cached version a next commit builds on, nor its chunks served.
-   */
-  private settling: { open: OpenCommit; ids: string[]; chunks: NewChunk[] }[] = [];
 
   /** The ids of the chunks written last, so a commit hashes only the chunks it changed. */
   private readonly chunkNames = new ChunkNames();
@@ -126,32 +115,6 @@ export class RawStateProjector implements Projector {
     this.encoding = (served ?? new ServedInstanceBytes()).encoding;
     this.maxUnwritten = (config?.cache ?? DEFAULT_CACHE_BUDGETS).documentInstances;
     this.cache = new DocumentCache(this.maxUnwritten);
-  }
-
-  /**
-   * A commit of many instances (a first commit, a replay's worth of opens)
-   * is written beside its append (ProjectionRunner, early): its chunks'
-   * COPY is then off the end of the commit's answer. A deletion is left to
-   * the batches (it forgets the state in memory at once).
-   */
-  applyBeforeCommit(events: readonly RecordedEvent[]): boolean {
-    let opens = 0;
-    let commits = 0;
-    for (const e of events) {
-      if (e.type === StateEventType.StateDeleted) return false;
-      if (e.type === StateEventType.ApplyCommitted) commits++;
-      else if (e.type === StateEventType.LifecycleOpened) opens++;
-    }
-    return commits > 0 && opens >= COPY_ROWS;
-  }
-
-  earlySettled(kept: boolean): void {
-    const settling = this.settling;
-    this.settling = [];
-    for (const { open, ids, chunks } of settling) {
-      if (kept) this.wrote(open, ids, chunks);
-      else this.cache.remove(open.stateId);
-    }
   }
 
   async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
@@ -176,7 +139,7 @@ export class RawStateProjector implements Projector {
             ? follow(previous, recorded, event.data)
             : await this.begin(tx, recorded, event.data);
           if (open) {
-            await this.readLifecycles(open, events);
+            await this.readLifecycles(open);
             checkCount(open);
             unwritten.set(open.stateId, open);
             if (!previous && held(unwritten) > this.maxUnwritten) {
@@ -245,7 +208,6 @@ export class RawStateProjector implements Projector {
       streamId: recorded.streamId,
       transactionId: recorded.position.transactionId,
       revision: recorded.streamRevision,
-      inFlight: isInFlight(recorded),
       doc,
       lifecycles: 0,
     };
@@ -269,16 +231,10 @@ export class RawStateProjector implements Projector {
   }
 
   /**
-   * Applies the commit's lifecycle events: from the batch itself when the
-   * commit is still being appended (an early batch carries them), from
-   * memory when this process appended the commit and still holds it, else
-   * read from its stream.
+   * Applies the commit's lifecycle events: from memory when this process
+   * appended the commit and still holds it, else read from its stream.
    */
-  private async readLifecycles(open: OpenCommit, batch: readonly RecordedEvent[]): Promise<void> {
-    if (open.inFlight) {
-      applyLifecycles(open, batch);
-      return;
-    }
+  private async readLifecycles(open: OpenCommit): Promise<void> {
     const held = this.events.heldAppend(open.transactionId);
     if (held !== null) {
       applyLifecycles(open, held);
@@ -314,7 +270,7 @@ export class RawStateProjector implements Projector {
     if (open.expected !== undefined) {
       if (!manyChanges && added.size <= INSERT_BATCH) {
         await writeAtOnce(tx, open, open.expected, ids, gone, [...added.values()]);
-        this.wroteOrSettling(open, ids, chunks);
+        this.wrote(open, ids, chunks);
         return;
       }
       // Too much for one statement: the row is checked before anything is written.
@@ -333,13 +289,7 @@ export class RawStateProjector implements Projector {
         WHERE state_id = $1`,
       [open.stateId, open.version, open.serial, ids, open.occurredAt],
     );
-    this.wroteOrSettling(open, ids, chunks);
-  }
-
-  /** Remembered now, or, for an early batch, once its transaction has committed. */
-  private wroteOrSettling(open: OpenCommit, ids: string[], chunks: NewChunk[]): void {
-    if (open.inFlight) this.settling.push({ open, ids, chunks });
-    else this.wrote(open, ids, chunks);
+    this.wrote(open, ids, chunks);
   }
 
   private wrote(open: OpenCommit, ids: string[], chunks: NewChunk[]): void {
@@ -502,7 +452,6 @@ function follow(
     streamId: recorded.streamId,
     transactionId: recorded.position.transactionId,
     revision: recorded.streamRevision,
-    inFlight: isInFlight(recorded),
     doc: previous.doc,
     lifecycles: previous.lifecycles,
     expected: previous.expected,
@@ -551,11 +500,6 @@ function applyLifecycle(doc: CurrentDocument, event: LifecycleEvent): void {
       instance: event.data.instance,
     });
   }
-}
-
-/** An event of an append not committed yet (an early batch's): its position is zero. */
-function isInFlight(recorded: RecordedEvent): boolean {
-  return recorded.position.transactionId === 0n && recorded.position.globalPosition === 0n;
 }
 
 function metaOf(d: ApplyCommitted['data'] | null): StateDocumentMeta {
