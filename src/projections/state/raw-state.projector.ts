@@ -120,24 +120,28 @@ export class RawStateProjector implements Projector {
   async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
     // Commits applied in memory whose row is written at the end of the batch.
     const unwritten = new Map<string, OpenCommit>();
+    // States whose row this batch created (at version 0, no document).
+    const created = new Set<string>();
     for (const recorded of events) {
       const event = asStateEvent(recorded);
       if (event === null) continue;
       switch (event.type) {
-        case 'StateCreated':
-          await tx.query(
+        case 'StateCreated': {
+          const { rowCount } = await tx.query(
             // No conflict target: a redelivered creation of a since deleted state
             // must not collide with the live state that took over its name.
             `INSERT INTO raw_state (state_id, name, version, updated_at) VALUES ($1, $2, 0, $3)
              ON CONFLICT DO NOTHING`,
             [event.data.stateId, event.data.name, recorded.metadata.occurredAt],
           );
+          if (rowCount === 1) created.add(event.data.stateId);
           break;
+        }
         case 'ApplyCommitted': {
           const previous = unwritten.get(event.data.stateId);
           const open = previous
             ? follow(previous, recorded, event.data)
-            : await this.begin(tx, recorded, event.data);
+            : await this.begin(tx, recorded, event.data, created.has(event.data.stateId));
           if (open) {
             await this.readLifecycles(open);
             checkCount(open);
@@ -177,25 +181,31 @@ export class RawStateProjector implements Projector {
    * row's version is read first, unless the cache holds the version before
    * this commit's: the row is then almost always there too (this process
    * wrote it last), and the write checks that in its own statement instead
-   * (writeAtOnce), one round trip less for a small command.
+   * (writeAtOnce), one round trip less for a small command. A row this
+   * batch created (`created`) is at version 0, and a row at version 0 holds
+   * no document: neither is read back (two round trips of a first commit,
+   * which its answer waited for).
    */
   private async begin(
     tx: Queryable,
     recorded: RecordedEvent,
     d: ApplyCommitted['data'],
+    created: boolean,
   ): Promise<OpenCommit | null> {
     let doc = this.cache.take(d.stateId);
     let expected: number | undefined;
     if (doc?.version === d.version - 1) {
       expected = doc.version;
     } else {
-      const current = await this.rowVersion(tx, d.stateId);
+      const current = created ? 0 : await this.rowVersion(tx, d.stateId);
       // No row: the state was deleted after this commit (a redelivered batch).
       if (current === null || current >= d.version) return null;
       if (current !== d.version - 1) {
         throw new Error(`raw_state of ${d.stateId} is at version ${current}, got ${d.version}`);
       }
-      if (doc?.version !== current) doc = await this.load(tx, d.stateId, current);
+      if (doc?.version !== current) {
+        doc = current === 0 ? emptyDocument(0) : await this.load(tx, d.stateId, current);
+      }
     }
     doc.meta = metaOf(d);
     return {
@@ -215,8 +225,8 @@ export class RawStateProjector implements Projector {
 
   private async load(tx: Queryable, stateId: string, version: number): Promise<CurrentDocument> {
     const stored = await readRawState(tx, stateId);
+    if (stored?.bytes == null) return emptyDocument(version);
     const instances = new Map<string, PlacedInstance>();
-    if (stored?.bytes == null) return { version, meta: metaOf(null), instances, chunks: null };
     const doc = parseStateDocument(stored.bytes.toString('utf8'));
     // Not flattenInstances: hashing every instance would double the cost of a miss.
     for (const r of doc.resources) {
@@ -500,6 +510,11 @@ function applyLifecycle(doc: CurrentDocument, event: LifecycleEvent): void {
       instance: event.data.instance,
     });
   }
+}
+
+/** A state's document before its first commit: no instances, no chunks. */
+function emptyDocument(version: number): CurrentDocument {
+  return { version, meta: metaOf(null), instances: new Map(), chunks: null };
 }
 
 function metaOf(d: ApplyCommitted['data'] | null): StateDocumentMeta {
