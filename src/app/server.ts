@@ -14,7 +14,7 @@ import {
 import { crossSiteGuard } from '../infrastructure/http/cross-site.middleware';
 import { ErrorFilter } from '../infrastructure/http/error.filter';
 import { serveOpenApi } from '../infrastructure/http/openapi';
-import { LosslessJsonInterceptor } from '../infrastructure/http/lossless-json.interceptor';
+import { LosslessJsonExpressAdapter } from '../infrastructure/http/lossless-json.adapter';
 import { requestLog } from '../infrastructure/http/request-log.middleware';
 import { requestValidationPipe } from '../infrastructure/http/request-validation';
 import { httpMetrics } from '../infrastructure/metrics/http-metrics.middleware';
@@ -91,6 +91,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     serving = await ServingLock.hold(databaseUrl, logger);
     app = await NestFactory.create<NestExpressApplication>(
       KilolockModule.forRuntime({ config, logger, db, notifier }),
+      new LosslessJsonExpressAdapter(),
       {
         logger: new NestLogger(logger),
         bodyParser: false,
@@ -105,7 +106,6 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     app.use(crossSiteGuard(config.allowedOrigins));
     app.use(refuseNulInUrl);
     app.useGlobalFilters(new ErrorFilter(logger));
-    app.useGlobalInterceptors(new LosslessJsonInterceptor());
     app.useGlobalPipes(requestValidationPipe());
     answerClientErrors(app.getHttpServer());
     connections = drainableConnections(app.getHttpServer(), KEEP_ALIVE_MS);

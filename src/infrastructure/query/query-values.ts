@@ -7,7 +7,7 @@ import { parseJsonExact } from '../../domain/terraform/lossless-json';
  * reads back exactly as PostgreSQL wrote it, and strings otherwise. Times,
  * dates and intervals stay PostgreSQL's text (microseconds and zones intact);
  * bytea stays its `\x…` hex text; json/jsonb are parsed with every number
- * exact (and written exactly in the answer: see LosslessJsonInterceptor).
+ * exact (and written exactly in the answer: see LosslessJsonExpressAdapter).
  */
 export function exactNumber(text: string): number | string {
   const n = Number(text);

@@ -1,0 +1,34 @@
+import { StreamableFile } from '@nestjs/common';
+import { ExpressAdapter } from '@nestjs/platform-express';
+import type { Response } from 'express';
+import { stringifyJson } from '../../domain/terraform/lossless-json';
+
+/**
+ * Writes every JSON answer a handler returns with stringifyJson. Read models
+ * hand back numbers a double cannot hold as marked strings (see
+ * lossless-json); Express's res.json would send them as those strings, and a
+ * plain number would already be rounded. Handlers that write the response
+ * themselves (`@Res()` without passthrough) never reach `reply`.
+ *
+ * Here, where Nest sends what a handler returned, rather than in a global
+ * interceptor: an interceptor puts every request of every route through
+ * rxjs, the GET of a state document included, which returns nothing
+ * (docs/performance.md, "GET current at 1,000 instances (wave 17)").
+ */
+export class LosslessJsonExpressAdapter extends ExpressAdapter {
+  override reply(response: Response, body: unknown, statusCode?: number): unknown {
+    if (
+      body === null ||
+      typeof body !== 'object' ||
+      Buffer.isBuffer(body) ||
+      body instanceof StreamableFile ||
+      response.headersSent
+    ) {
+      return super.reply(response, body, statusCode);
+    }
+    if (!response.getHeader('Content-Type')) {
+      response.setHeader('Content-Type', 'application/json; charset=utf-8');
+    }
+    return super.reply(response, stringifyJson(body), statusCode);
+  }
+}
