@@ -12,9 +12,8 @@ import {
 import { Notifier } from '../infrastructure/postgres/notifier';
 import { prepared } from '../infrastructure/postgres/prepared-statement';
 import type { Logger } from '../infrastructure/logging/logger';
-import { Database } from '../infrastructure/postgres/database';
+import { Database, type Queryable } from '../infrastructure/postgres/database';
 import { ReadModelsRebuildingError } from '../infrastructure/postgres/unlogged-read-models';
-import { batchedStatements } from './batched-statements';
 import { Projector } from './projector';
 import { RebuildRunningError } from './rebuild-running.error';
 import {
@@ -1026,9 +1025,9 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * the order of their names, as every such batch takes them) and
    * checkpoints with the `BEGIN`, each one's events from the appends this
    * process holds, applied side by side on the one connection (their
-   * statements sent in turn, several in one round trip: batchedStatements),
-   * and every checkpoint moved in one statement: one commit where each
-   * projector's own batch makes one, and three statements less
+   * statements sent one after the other, inTurn, while kld prepares the next
+   * projector's), and every checkpoint moved in one statement: one commit
+   * where each projector's own batch makes one, and three statements less
    * for each projector past the first. Only for events held in memory: when
    * one projector's next events are not (another process appended
    * between), nothing is written. Anything failing rolls the whole back (no
@@ -1047,50 +1046,42 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       `SELECT pg_advisory_xact_lock(${LOCK_NAMESPACE}, hashtext(n)) FROM unnest(${names}) AS n; ` +
       `${checkpointsQuery(names)}${this.togetherSettings}`;
     try {
-      const done = await this.db.transaction(
-        async (tx, opened) => {
-          const read = opened[1].rows as (CheckpointRow & { name: string })[];
-          const from = sorted.map((p) =>
-            checkpointOf(
-              read.filter((r) => r.name === p.name),
-              p.name,
-            ),
+      const done = await this.db.transaction(async (tx, opened) => {
+        const read = opened[1].rows as (CheckpointRow & { name: string })[];
+        const from = sorted.map((p) =>
+          checkpointOf(
+            read.filter((r) => r.name === p.name),
+            p.name,
+          ),
+        );
+        const batches = await Promise.all(
+          sorted.map((p, i) =>
+            this.events.readAppended(from[i].position, TOGETHER_UP_TO, p.handles),
+          ),
+        );
+        if (batches.some((b) => b === null)) return null;
+        const applied = new Map<Projector, { handled: number; at: LogPosition }>();
+        const applying: Promise<void>[] = [];
+        const shared = inTurn(tx);
+        for (const [i, p] of sorted.entries()) {
+          const events = batches[i]!;
+          if (events.length === 0) continue;
+          const handled = events.filter(
+            (e) => p.handles.includes(e.type) && !from[i].skips.has(e.position.globalPosition),
           );
-          const batches = await Promise.all(
-            sorted.map((p, i) =>
-              this.events.readAppended(from[i].position, TOGETHER_UP_TO, p.handles),
-            ),
-          );
-          if (batches.some((b) => b === null)) return null;
-          const applied = new Map<Projector, { handled: number; at: LogPosition }>();
-          const work: { p: Projector; handled: RecordedEvent[] }[] = [];
-          for (const [i, p] of sorted.entries()) {
-            const events = batches[i]!;
-            if (events.length === 0) continue;
-            const handled = events.filter(
-              (e) => p.handles.includes(e.type) && !from[i].skips.has(e.position.globalPosition),
-            );
-            if (handled.length) work.push({ p, handled });
-            applied.set(p, { handled: handled.length, at: events[events.length - 1].position });
-          }
-          const shared = batchedStatements(tx, work.length);
-          const applying = work.map(({ p, handled }) =>
-            shared.applying(p.apply(handled, shared.queryable)),
-          );
-          // Every apply has ended before the COMMIT or ROLLBACK is sent: none
-          // may send a statement after the transaction is over.
-          const failed = (await Promise.allSettled(applying)).find((r) => r.status === 'rejected');
-          if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
-          return { applied, from };
-        },
-        opening,
-        // The checkpoints' move goes with the COMMIT (one round trip), which
-        // it keeps from running when one had moved.
-        (done) => (done?.applied.size ? moveTogether(sorted, done.from, done.applied) : null),
-      );
+          if (handled.length) applying.push(p.apply(handled, shared));
+          applied.set(p, { handled: handled.length, at: events[events.length - 1].position });
+        }
+        // Every apply has ended before the COMMIT or ROLLBACK is sent: none
+        // may send a statement after the transaction is over.
+        const failed = (await Promise.allSettled(applying)).find((r) => r.status === 'rejected');
+        if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
+        if (applied.size > 0) await moveTogether(tx, sorted, from, applied);
+        return applied;
+      }, opening);
       if (done === null) return null;
-      for (const [p, { at }] of done.applied) this.known.set(p.name, at);
-      return new Map([...done.applied].map(([p, { handled }]) => [p, handled]));
+      for (const [p, { at }] of done) this.known.set(p.name, at);
+      return new Map([...done].map(([p, { handled }]) => [p, handled]));
     } catch {
       return null;
     }
@@ -1369,56 +1360,64 @@ function lockStatement(name: string): string {
 }
 
 /**
- * The statement that moves the checkpoints of the projectors `applied`
- * holds (together), each compare-and-set from where `from` read it, and
- * announces the moves at commit: without parameters (its values written in
- * as literals), as it is sent in one round trip with the COMMIT, and
- * failing when one checkpoint was not where it was read, so that the COMMIT
- * after it is not run. PostgreSQL's SQL has no statement that raises an
- * error; a cast of a text that is not a number does, evaluated only in the
- * CASE's branch for a wrong count (a branch that depends on the rows is not
- * folded into a constant when the statement is planned).
+ * `tx` shared by projectors applying side by side (together): each statement
+ * is sent once the one before it has answered, in the order they were asked
+ * for (node-postgres warns of, and will refuse, a query sent while another
+ * runs). A COPY (a stream, not a statement) is refused: together's batches
+ * are below every projector's threshold for one, and a refusal only sends
+ * the projectors their own batches.
  */
-function moveTogether(
+function inTurn(tx: PoolClient): Queryable {
+  let last: Promise<unknown> = Promise.resolve();
+  const query = (...args: unknown[]): Promise<unknown> => {
+    if (typeof (args[0] as { submit?: unknown } | null)?.submit === 'function') {
+      throw new Error('no COPY in a transaction several projectors share');
+    }
+    const sent = last.then(() => (tx.query as (...a: unknown[]) => Promise<unknown>)(...args));
+    last = sent.catch(() => undefined);
+    return sent;
+  };
+  return { query } as unknown as Queryable;
+}
+
+/**
+ * Moves the checkpoints of the projectors `applied` holds (together), each
+ * compare-and-set from where `from` read it, in one statement, announced at
+ * commit; throws when one was not where it was read.
+ */
+async function moveTogether(
+  tx: PoolClient,
   projectors: readonly Projector[],
   from: readonly Checkpoint[],
   applied: ReadonlyMap<Projector, { at: LogPosition }>,
-): string {
+): Promise<void> {
   const moves = projectors.flatMap((p, i) => {
     const a = applied.get(p);
     return a === undefined ? [] : [{ name: p.name, to: a.at, from: from[i].position }];
   });
-  const array = (values: string[], type: string) =>
-    `ARRAY[${values.map(escapeLiteral).join(', ')}]::${type}[]`;
-  return `WITH moved AS (
-       UPDATE kl_checkpoints c
-          SET transaction_id = v.tx::xid8, global_position = v.gp, updated_at = now()
-         FROM unnest(${array(
-           moves.map((m) => m.name),
-           'text',
-         )}, ${array(
-           moves.map((m) => m.to.transactionId.toString()),
-           'text',
-         )}, ${array(
-           moves.map((m) => m.to.globalPosition.toString()),
-           'bigint',
-         )}, ${array(
-           moves.map((m) => m.from.transactionId.toString()),
-           'text',
-         )}, ${array(
-           moves.map((m) => m.from.globalPosition.toString()),
-           'bigint',
-         )}) AS v (name, tx, gp, from_tx, from_gp)
-        WHERE c.projection = v.name AND c.transaction_id = v.from_tx::xid8
-          AND c.global_position = v.from_gp
-       RETURNING c.projection
-     ), announced AS (
-       SELECT pg_notify(${escapeLiteral(CHECKPOINTS_CHANNEL)}, projection) FROM moved
-     )
-     SELECT CASE WHEN count(*) = ${moves.length} THEN count(*)
-                 ELSE ('a checkpoint moved under us: ' || count(*) || ' of ${moves.length} moved')::int
-            END AS moved
-       FROM announced`;
+  const { rowCount } = await tx.query(
+    prepared(
+      `WITH moved AS (
+         UPDATE kl_checkpoints c
+            SET transaction_id = v.tx::xid8, global_position = v.gp, updated_at = now()
+           FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[])
+                AS v (name, tx, gp, from_tx, from_gp)
+          WHERE c.projection = v.name AND c.transaction_id = v.from_tx::xid8
+            AND c.global_position = v.from_gp
+         RETURNING c.projection
+       )
+       SELECT pg_notify($6, projection) FROM moved`,
+      [
+        moves.map((m) => m.name),
+        moves.map((m) => m.to.transactionId.toString()),
+        moves.map((m) => m.to.globalPosition.toString()),
+        moves.map((m) => m.from.transactionId.toString()),
+        moves.map((m) => m.from.globalPosition.toString()),
+        CHECKPOINTS_CHANNEL,
+      ],
+    ),
+  );
+  if (rowCount !== moves.length) throw new Error('a checkpoint moved under us');
 }
 
 /**

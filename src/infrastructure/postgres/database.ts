@@ -80,15 +80,11 @@ export class Database {
    * Runs `fn` in a transaction. `opening`: statements without parameters
    * (literals escaped by the caller) sent together with the BEGIN, one round
    * trip instead of two; each still runs with its own snapshot. `fn` gets
-   * their results (the BEGIN's left out), in order. `closing`: likewise,
-   * statements made from `fn`'s result and sent with the COMMIT, before it;
-   * when one fails, the COMMIT is not run, the transaction is rolled back and
-   * the error thrown.
+   * their results (the BEGIN's left out), in order.
    */
   async transaction<T>(
     fn: (client: PoolClient, opened: QueryResult[]) => Promise<T>,
     opening?: string,
-    closing?: (result: T) => string | null,
   ): Promise<T> {
     const client = await this.pool.connect();
     try {
@@ -96,8 +92,7 @@ export class Database {
         QueryResult | QueryResult[];
       // Several statements answer with one result each.
       const result = await fn(client, Array.isArray(begun) ? begun.slice(1) : []);
-      const before = closing?.(result) ?? null;
-      await client.query(before === null ? 'COMMIT' : `${before}; COMMIT`);
+      await client.query('COMMIT');
       return result;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
