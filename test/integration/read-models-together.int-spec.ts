@@ -1,6 +1,8 @@
+import { Client } from 'pg';
 import { ProjectionHaltedError } from '../../src/application/ports/projection-admin.port';
 import type { LogPosition, RecordedEvent } from '../../src/domain/shared/event';
 import type { Projector } from '../../src/projections/projector';
+import { CHECKPOINTS_CHANNEL } from '../../src/projections/projection-runner';
 import type { Queryable } from '../../src/infrastructure/postgres/database';
 import { lockInfo, StateHarness } from '../support/state-harness';
 
@@ -101,6 +103,32 @@ describe('the read models a command feeds, caught up together', () => {
     expect(b.seen.get('L-1')).toBe(a.seen.get('L-1'));
   });
 
+  it('announces the move of each checkpoint to the other processes as it commits', async () => {
+    const listener = new Client({ connectionString: h.t.url });
+    await listener.connect();
+    const announced: string[] = [];
+    listener.on('notification', (n) => announced.push(n.payload ?? ''));
+    try {
+      await listener.query(`LISTEN ${CHECKPOINTS_CHANNEL}`);
+      const runner = await caughtUpRunner([spy('spy-heard-a'), spy('spy-heard-b')]);
+      // A first command's read models are caught up one by one; the next one's together.
+      await runner.waitForPosition((await lock('heard-warm', 'L-4-warm'))!, types);
+      announced.length = 0;
+      const position = await lock('heard', 'L-4');
+      await runner.waitForPosition(position!, types);
+      for (
+        let i = 0;
+        i < 200 && !(announced.includes('spy-heard-a') && announced.includes('spy-heard-b'));
+        i++
+      ) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(announced).toEqual(expect.arrayContaining(['spy-heard-a', 'spy-heard-b']));
+    } finally {
+      await listener.end();
+    }
+  });
+
   it('keeps none of the rows of a read model whose checkpoint moved while they were written', async () => {
     const lockedAt: { position?: LogPosition } = {};
     const runner = await caughtUpRunner([rival('spy-rival', 'L-3', () => lockedAt.position!)]);
@@ -133,7 +161,7 @@ describe('the read models a command feeds, caught up together', () => {
     await expect(runner.waitForPosition(position!, types)).rejects.toThrow(ProjectionHaltedError);
     // Asked again, the others are at the write by the time it answers.
     await expect(runner.waitForPosition(position!, types)).rejects.toThrow(ProjectionHaltedError);
-    expect(await locks()).toEqual(['L-1', 'L-2', 'L-3', 'L-3-warm', 'W-0']);
+    expect(await locks()).toEqual(['L-1', 'L-2', 'L-3', 'L-3-warm', 'L-4', 'L-4-warm', 'W-0']);
     expect(good.seen.has('L-2')).toBe(true);
     expect(bad.seen.has('L-2')).toBe(false);
     expect(runner.halted()).toEqual([
