@@ -14,6 +14,7 @@ import { prepared } from '../infrastructure/postgres/prepared-statement';
 import type { Logger } from '../infrastructure/logging/logger';
 import { Database, type Queryable } from '../infrastructure/postgres/database';
 import { ReadModelsRebuildingError } from '../infrastructure/postgres/unlogged-read-models';
+import { LogHeadWatch } from './log-head-watch';
 import { Projector } from './projector';
 import { RebuildRunningError } from './rebuild-running.error';
 import {
@@ -214,11 +215,17 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   /** The outcomes of this process's bulk appends being written (watchAppends). */
   private readonly appendsInFlight = new Set<Promise<unknown>>();
   private readonly unwatch: () => void;
+  /** Wakes idle loops (one look at the log's head for all of them). */
+  private readonly headWatch: LogHeadWatch;
 
   constructor(props: ProjectionRunnerProps) {
     ({ events: this.events, db: this.db, notifier: this.notifier, logger: this.logger } = props);
     this.recheckMs = props.recheckMs ?? RECHECK_MS;
     this.togetherSettings = props.unloggedReadModels ? `; ${READ_MODELS_COMMIT}` : '';
+    this.headWatch = new LogHeadWatch(
+      () => this.events.headPosition(),
+      (ms, signal, since) => this.events.waitForAppend(ms, signal, since),
+    );
     this.unwatch = this.events.watchAppends((append) => {
       this.trackInFlight(append);
       this.startEarly(append);
@@ -345,7 +352,8 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       }
       if (applied < BATCH) {
         const mark = this.events.appendMark();
-        await this.idle(signal, (wake) => this.events.waitForAppend(250, wake, mark));
+        const known = () => this.known.get(projector.name);
+        await this.idle(signal, (wake) => this.headWatch.wait(known, wake, mark));
         woken = this.events.appendMark() !== mark;
       }
     }
@@ -392,6 +400,8 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     const kick = () => local.abort();
     this.kicks.add(kick);
     const onAbort = () => local.abort();
+    // Stopped while the loop's last batch ran: no abort event comes any more.
+    if (signal.aborted) local.abort();
     signal.addEventListener('abort', onAbort, { once: true });
     return wait(local.signal).finally(() => {
       this.kicks.delete(kick);

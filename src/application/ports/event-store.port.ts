@@ -164,6 +164,12 @@ export interface EventStore {
   /** Position of the last event `readAll` would return now; null for an empty log. */
   lastPosition(): Promise<LogPosition | null>;
   /**
+   * Position of the last event committed, which `readAll` may not return
+   * yet (an older transaction still open holds it behind the horizon);
+   * null for an empty log.
+   */
+  headPosition(): Promise<LogPosition | null>;
+  /**
    * Resolves when events may have been appended (by any process), after
    * `timeoutMs` at the latest, or when `signal` aborts: a hint to read
    * again, never a promise that there is something new. With `since` (an

@@ -13,7 +13,13 @@ import {
   EventIdConflictError,
   WrongExpectedRevisionError,
 } from '../../domain/shared/concurrency-error';
-import { EventMetadata, LoggedEvent, LogPosition, RecordedEvent } from '../../domain/shared/event';
+import {
+  comparePositions,
+  EventMetadata,
+  LoggedEvent,
+  LogPosition,
+  RecordedEvent,
+} from '../../domain/shared/event';
 import { Upcasters } from '../../domain/shared/upcasting';
 import { Database, Queryable } from '../postgres/database';
 import { Notifier } from '../postgres/notifier';
@@ -483,10 +489,21 @@ export class PostgresEventStore implements EventStore {
     return rows.length ? this.upcasters.upcast(toRecordedEvent(rows[0])) : null;
   }
 
-  async lastPosition(): Promise<LogPosition | null> {
+  lastPosition(): Promise<LogPosition | null> {
+    return this.lastWhere(`WHERE ${COMMITTED}`);
+  }
+
+  headPosition(): Promise<LogPosition | null> {
+    return this.lastWhere('');
+  }
+
+  private async lastWhere(where: string): Promise<LogPosition | null> {
     const { rows } = await this.db.pool.query<{ txid: string; global_position: string }>(
-      `SELECT transaction_id::text AS txid, global_position FROM kl_events WHERE ${COMMITTED}
-        ORDER BY transaction_id DESC, global_position DESC LIMIT 1`,
+      prepared(
+        `SELECT transaction_id::text AS txid, global_position FROM kl_events ${where}
+          ORDER BY transaction_id DESC, global_position DESC LIMIT 1`,
+        [],
+      ),
     );
     if (rows.length === 0) return null;
     return {
@@ -528,24 +545,10 @@ export class PostgresEventStore implements EventStore {
         position = event.position;
       }
       if (batch.length === batchSize) continue;
-      hidden = (await this.committedAfter(position)) ? hidden + 1 : 0;
+      const head = await this.headPosition();
+      hidden = head !== null && comparePositions(head, position) > 0 ? hidden + 1 : 0;
       await this.waitForAppend(hidden > 0 ? Math.min(100, 2 ** hidden) : 250, signal, mark);
     }
-  }
-
-  /**
-   * Whether a committed event lies after `position` (visible or still behind
-   * the horizon). Asked after a read that reached the head: an event it
-   * finds came too late for that read or waits for an older transaction,
-   * and the transaction that ends that wait may signal nothing.
-   */
-  private async committedAfter(position: LogPosition): Promise<boolean> {
-    const { rows } = await this.db.pool.query(
-      `SELECT 1 FROM kl_events
-        WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint) LIMIT 1`,
-      [position.transactionId.toString(), position.globalPosition.toString()],
-    );
-    return rows.length > 0;
   }
 }
 

@@ -39,6 +39,7 @@ export function meteredEventStore(store: EventStore, metrics: PrometheusMetrics)
     watchAppends: (listener) => store.watchAppends(listener),
     readAt: (position) => store.readAt(position),
     lastPosition: () => store.lastPosition(),
+    headPosition: () => store.headPosition(),
     contains: (position) => store.contains(position),
     waitForAppend: (timeoutMs, signal, since) => store.waitForAppend(timeoutMs, signal, since),
     appendMark: () => store.appendMark(),
