@@ -111,6 +111,24 @@ describe('ReadModelGuard', () => {
     expect(sent).toEqual(['INSERT INTO resources VALUES (2)']);
   });
 
+  it('once restored, exempts nothing the rebuild left running when the read models are lost again', async () => {
+    const guard = await guardKnowing(['resources']);
+    const { client, sent } = await verified(guard, false);
+    let leftRunning: Promise<unknown> = Promise.resolve();
+    let go = () => {};
+    await guard.exempt(async () => {
+      leftRunning = new Promise<void>((resolve) => (go = resolve)).then(() =>
+        client.query('SELECT * FROM resources'),
+      );
+    });
+    guard.restored();
+    // Another crash after the rebuild: what it left running reads only now.
+    await verified(guard, false);
+    go();
+    await expect(leftRunning).rejects.toBeInstanceOf(ReadModelsRebuildingError);
+    expect(sent).toEqual([]);
+  });
+
   it('refuses every statement while lost when the names are not known yet', async () => {
     const guard = new ReadModelGuard(pino({ level: 'silent' }));
     const { client } = await verified(guard, false);

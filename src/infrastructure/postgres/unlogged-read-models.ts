@@ -198,6 +198,9 @@ export class ReadModelGuard {
   restored(): void {
     if (!this.isLost) return;
     this.isLost = false;
+    // What the rebuild left running is exempt no longer, and the promise
+    // hook goes off, as `exempt` does once the read models are whole.
+    if (this.exempting === 0) this.exemption.disable();
     this.logger.info('read models rebuilt after PostgreSQL lost them; serving them again');
   }
 
