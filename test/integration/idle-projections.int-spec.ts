@@ -39,12 +39,8 @@ describe('projector loops at rest', () => {
   });
 
   afterAll(async () => {
-    let t0 = Date.now();
     await runner.stop();
-    console.log('stop', Date.now() - t0);
-    t0 = Date.now();
     await h.close();
-    console.log('close', Date.now() - t0);
   });
 
   it('ask the database less than once a second per projector while the log is still', async () => {
