@@ -327,7 +327,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         await this.idle(signal, (wake) => this.events.waitForAppend(250, wake));
         continue;
       }
-      const writers = woken ? this.writersOf(projector) : [];
+      const writers = this.writersOf(projector);
       if (writers.length > 0) {
         // A bulk append of this process committed without an event of this
         // projector's types, and its writer is catching up the projectors
@@ -336,6 +336,8 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         // lock, a checkpoint's move and a commit, competing for the CPU
         // with that catch-up, which the writer's answer waits for: it
         // moves once the catch-up is over, the events still in memory.
+        // Whatever woke the loop: the look at the log's head may find the
+        // commit before its append's signal arrives.
         await this.idle(signal, (wake) => settled(writers, wake));
       }
       if (!heldOff && this.appendsInFlight.size > 0) {
