@@ -130,6 +130,15 @@ const EARLY_POLL_MS = 5;
  * this process is being written (appendsInFlight).
  */
 const IN_FLIGHT_WAIT_MS = EARLY_COMMIT_MS;
+/**
+ * How long after a bulk append of this process commits its writer has to
+ * start catching up (waitForPosition) for the loops of the projectors it
+ * does not feed to keep holding off until that catch-up is over (see
+ * writersOf). The writer's aggregate evolves the events first (some tens of
+ * milliseconds for a first commit of 20,000 instances); an append whose
+ * writer never comes holds them off no longer than this.
+ */
+const WRITER_START_MS = 250;
 /** How many times an early transaction tries for its lock (EARLY_POLL_MS apart) before it lets go. */
 const EARLY_LOCK_TRIES = 20;
 
@@ -153,6 +162,12 @@ export interface ProjectionRunnerProps {
   logger: Logger;
   /** How often a halted projector tries its event again (default 30 s). */
   recheckMs?: number;
+  /**
+   * How long after a bulk append of this process commits its writer has to
+   * start its catch-up for the other projectors' loops to wait for its end
+   * (default 250 ms).
+   */
+  writerStartMs?: number;
   /**
    * The read models are unlogged (KL_UNLOGGED_READ_MODELS): a crash of
    * PostgreSQL empties them and kld rebuilds every one from the log, so a
@@ -198,6 +213,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    */
   private readonly known = new Map<string, LogPosition>();
   private readonly recheckMs: number;
+  private readonly writerStartMs: number;
   /** Sent with the BEGIN of a command's read-model transaction (together). */
   private readonly togetherSettings: string;
   private readonly events: EventStore;
@@ -214,6 +230,13 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   private readonly early = new Map<string, { done: Promise<number | null>; claimed: boolean }>();
   /** The outcomes of this process's bulk appends being written (watchAppends). */
   private readonly appendsInFlight = new Set<Promise<unknown>>();
+  /**
+   * This process's bulk appends (watchAppends) from their start until their
+   * writer's catch-up is over (a waitForPosition reaching their last event
+   * ended), or until writerStartMs after their commit when no such catch-up
+   * has started by then.
+   */
+  private readonly bulks = new Set<BulkAppend>();
   private readonly unwatch: () => void;
   /** Wakes idle loops (one look at the log's head for all of them). */
   private readonly headWatch: LogHeadWatch;
@@ -221,6 +244,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   constructor(props: ProjectionRunnerProps) {
     ({ events: this.events, db: this.db, notifier: this.notifier, logger: this.logger } = props);
     this.recheckMs = props.recheckMs ?? RECHECK_MS;
+    this.writerStartMs = props.writerStartMs ?? WRITER_START_MS;
     this.togetherSettings = props.unloggedReadModels ? `; ${READ_MODELS_COMMIT}` : '';
     this.headWatch = new LogHeadWatch(
       () => this.events.headPosition(),
@@ -302,6 +326,19 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         // of opens too short for COPY).
         await this.idle(signal, (wake) => this.events.waitForAppend(250, wake));
         continue;
+      }
+      const writers = this.writersOf(projector);
+      if (writers.length > 0) {
+        // A bulk append of this process committed without an event of this
+        // projector's types, and its writer is catching up the projectors
+        // it does feed (or is about to: its aggregate's evolve comes
+        // first). This loop's batch would pass over its events, with a
+        // lock, a checkpoint's move and a commit, competing for the CPU
+        // with that catch-up, which the writer's answer waits for: it
+        // moves once the catch-up is over, the events still in memory.
+        // Whatever woke the loop: the look at the log's head may find the
+        // commit before its append's signal arrives.
+        await this.idle(signal, (wake) => settled(writers, wake));
       }
       if (!heldOff && this.appendsInFlight.size > 0) {
         // A bulk append of this process is being written: a look at the log
@@ -718,14 +755,61 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     return passed;
   }
 
-  /** Counts `append` in flight until its outcome is known. */
+  /**
+   * Counts `append` in flight until its outcome is known, and among the
+   * bulks until its writer's catch-up is over.
+   */
   private trackInFlight(append: AppendInFlight): void {
+    let end = (): void => undefined;
+    const bulk: BulkAppend = {
+      types: new Set(append.events.map((e) => e.type)),
+      ended: new Promise<void>((resolve) => (end = resolve)),
+      end: () => {
+        this.bulks.delete(bulk);
+        end();
+      },
+    };
+    this.bulks.add(bulk);
     const outcome = append.committed.then(
-      () => undefined,
-      () => undefined,
+      (recorded) => {
+        if (recorded === null || recorded.length === 0) return bulk.end();
+        bulk.at = recorded[recorded.length - 1].position;
+        // A writer that never catches up (it failed after its append)
+        // holds no loop back for longer.
+        setTimeout(() => {
+          if (!bulk.claimed) bulk.end();
+        }, this.writerStartMs).unref();
+      },
+      () => bulk.end(),
     );
     this.appendsInFlight.add(outcome);
     void outcome.then(() => this.appendsInFlight.delete(outcome));
+  }
+
+  /**
+   * The committed bulk appends whose writers are still catching up, when
+   * none of them holds an event of `projector`'s types (a writer's catch-up
+   * of those is the projector's own, and its loop stands aside for it
+   * anyway); else none.
+   */
+  private writersOf(projector: Projector): BulkAppend[] {
+    const committed = [...this.bulks].filter((b) => b.at !== undefined);
+    const feeds = committed.some((b) => projector.handles.some((t) => b.types.has(t)));
+    return feeds ? [] : committed;
+  }
+
+  /** A catch-up to `position` starts: the bulk appends up to it are waited for until it ends. */
+  private writerStarts(position: LogPosition): void {
+    for (const b of this.bulks) {
+      if (b.at !== undefined && comparePositions(b.at, position) <= 0) b.claimed = true;
+    }
+  }
+
+  /** A catch-up to `position` is over: the bulk appends up to it are no longer waited for. */
+  private writerDone(position: LogPosition): void {
+    for (const b of [...this.bulks]) {
+      if (b.at !== undefined && comparePositions(b.at, position) <= 0) b.end();
+    }
   }
 
   /**
@@ -914,9 +998,11 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     for (const p of needed) {
       this.catchingUp.set(p.name, (this.catchingUp.get(p.name) ?? 0) + 1);
     }
+    this.writerStarts(position);
     try {
       await this.catchUp(position, needed, types !== undefined, timeoutMs);
     } finally {
+      this.writerDone(position);
       for (const p of needed) {
         const left = this.catchingUp.get(p.name)! - 1;
         if (left > 0) this.catchingUp.set(p.name, left);
@@ -1343,6 +1429,34 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       }
     }
   }
+}
+
+/** A bulk append of this process, until its writer's catch-up is over (trackInFlight). */
+interface BulkAppend {
+  /** The types of its events. */
+  readonly types: ReadonlySet<string>;
+  /** Its last event, once committed. */
+  at?: LogPosition;
+  /** A catch-up to it has started (waitForPosition): it is waited for until that ends. */
+  claimed?: boolean;
+  readonly ended: Promise<void>;
+  /** No longer waited for. */
+  readonly end: () => void;
+}
+
+/**
+ * Resolves once every one of `bulks` has ended (each does: see
+ * ProjectionRunner.bulks), or when `wake` aborts.
+ */
+function settled(bulks: readonly BulkAppend[], wake: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    wake.addEventListener('abort', done, { once: true });
+    void Promise.all(bulks.map((b) => b.ended)).then(done);
+    function done(): void {
+      wake.removeEventListener('abort', done);
+      resolve();
+    }
+  });
 }
 
 /** What a projector's loop has left for later (deferrable). */

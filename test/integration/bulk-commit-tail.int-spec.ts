@@ -1,0 +1,117 @@
+import { randomUUID } from 'node:crypto';
+import type { LogPosition } from '../../src/domain/shared/event';
+import { comparePositions } from '../../src/domain/shared/event';
+import { ProjectionRunner } from '../../src/projections/projection-runner';
+import type { Projector } from '../../src/projections/projector';
+import { StateHarness } from '../support/state-harness';
+import { quietLogger } from '../support/test-database';
+
+const event = (type: string, n: number) => ({
+  eventId: randomUUID(),
+  type,
+  schemaVersion: 1,
+  data: { n },
+  metadata: {
+    actor: 'tail',
+    correlationId: randomUUID(),
+    causationId: null,
+    occurredAt: '2026-01-01T00:00:00.000Z',
+  },
+});
+
+/**
+ * Right after a bulk commit, the projectors that handle none of its events
+ * leave their checkpoints where they are until the writer has caught up the
+ * ones it feeds (its answer waits for that catch-up, and their
+ * transactions would compete with it for the CPU); then they move, so that
+ * every read model still gets there.
+ */
+describe('the tail of a bulk commit', () => {
+  let h: StateHarness;
+  beforeAll(async () => {
+    h = await StateHarness.create();
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  it('moves the other projectors past it once the writer has caught up', async () => {
+    let otherMovedDuringCatchUp: boolean | undefined;
+    const checkpointOfOther = async () => {
+      const rows = await h.db.query<{ tx: string; gp: string }>(
+        `SELECT transaction_id::text AS tx, global_position AS gp FROM kl_checkpoints
+          WHERE projection = 'tail-other'`,
+      );
+      return rows.length === 0
+        ? undefined
+        : { transactionId: BigInt(rows[0].tx), globalPosition: BigInt(rows[0].gp) };
+    };
+    const otherPast = async (position: LogPosition) => {
+      const at = await checkpointOfOther();
+      return at !== undefined && comparePositions(at, position) >= 0;
+    };
+    const fedEvents: number[] = [];
+    const fed: Projector = {
+      name: 'tail-fed',
+      handles: ['TailBulked'],
+      tables: [],
+      async apply(events) {
+        fedEvents.push(...events.map((e) => (e.data as { n: number }).n));
+        const last = events[events.length - 1];
+        if ((last.data as { n: number }).n === 0) return;
+        // The bulk commit's catch-up lasts a while: long enough for the
+        // other projector's loop, were it not held off, to pass over it.
+        let moved = false;
+        for (let i = 0; i < 25 && !moved; i++) {
+          await new Promise((r) => setTimeout(r, 20));
+          moved = await otherPast(last.position);
+        }
+        otherMovedDuringCatchUp ??= moved;
+      },
+    };
+    const other: Projector = {
+      name: 'tail-other',
+      handles: ['TailOther'],
+      tables: [],
+      apply: () => Promise.resolve(),
+    };
+    const runner = new ProjectionRunner({
+      events: h.events,
+      db: h.db,
+      notifier: h.notifier,
+      logger: quietLogger,
+      // However slow the machine, the writer below starts in time.
+      writerStartMs: 60_000,
+    }).register([fed, other]);
+    runner.start();
+    try {
+      // Both loops at rest, past an event of each.
+      const small = await h.events.appendToStream(
+        'tail-small',
+        [event('TailOther', 0), event('TailBulked', 0)],
+        { expectedRevision: 'no_stream' },
+      );
+      await runner.waitForPosition(small.position);
+      // A bulk append (written beside its announcement to the runner), none
+      // of its events the other projector's.
+      const bulked = Array.from({ length: 300 }, (_, i) => event('TailBulked', i + 1));
+      const appended = h.events.appendToStream('tail-bulk', bulked, {
+        expectedRevision: 'no_stream',
+      });
+      const bulk = (await appended).position;
+      await runner.waitForPosition(bulk, ['TailBulked']);
+      expect(otherMovedDuringCatchUp).toBe(false);
+      expect(fedEvents).toEqual(Array.from({ length: 301 }, (_, i) => i));
+      // And then it moves: every read model gets there, and the runner says so.
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline;) {
+        if (await otherPast(bulk)) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(await otherPast(bulk)).toBe(true);
+      expect(await runner.caughtUp()).toBe(true);
+      await runner.waitForPosition(bulk);
+    } finally {
+      await runner.stop();
+    }
+  });
+});
