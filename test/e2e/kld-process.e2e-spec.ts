@@ -355,6 +355,7 @@ describe('kld as a process', () => {
       check_results: null,
     };
     let before: string;
+    let postmaster = 0;
     try {
       const post = await fetch(`${kld.url}/v1/states/ops/crashed`, {
         method: 'POST',
@@ -364,7 +365,7 @@ describe('kld as a process', () => {
       expect(post.status).toBe(200);
       before = await (await fetch(`${kld.url}/v1/states/ops/crashed`)).text();
       // Its PostgreSQL killed outright: the recovery at the next start empties the UNLOGGED read models.
-      const postmaster = Number(
+      postmaster = Number(
         fs.readFileSync(path.join(dataDir, 'pgdata', 'postmaster.pid'), 'utf8').split('\n')[0],
       );
       process.kill(postmaster, 'SIGKILL');
@@ -373,6 +374,10 @@ describe('kld as a process', () => {
     } finally {
       await kld.stop('SIGKILL');
     }
+    // Until its parent has reaped it, the killed postmaster's PID still
+    // answers, and the next PostgreSQL start takes it for a live one.
+    for (let i = 0; i < 200 && fs.existsSync(`/proc/${postmaster}`); i++)
+      await new Promise((r) => setTimeout(r, 50));
     const r = await children.run(process.execPath, [KLD, 'projections', 'rebuild'], {
       env: { KL_DATA_DIR: dataDir, KL_LOG_LEVEL: 'error' },
     });
