@@ -1450,6 +1450,7 @@ interface BulkAppend {
  */
 function settled(bulks: readonly BulkAppend[], wake: AbortSignal): Promise<void> {
   return new Promise<void>((resolve) => {
+    if (wake.aborted) return resolve();
     wake.addEventListener('abort', done, { once: true });
     void Promise.all(bulks.map((b) => b.ended)).then(done);
     function done(): void {
