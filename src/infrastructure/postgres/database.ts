@@ -52,6 +52,7 @@ export class Database {
         ...options,
       }),
     );
+    guard?.guardPool(this.pool);
   }
 
   async query<R extends QueryResultRow = QueryResultRow>(

@@ -129,6 +129,33 @@ describe('ReadModelGuard', () => {
     expect(sent).toEqual([]);
   });
 
+  it("refuses a guarded pool's own query before it takes a connection, and lets the rest through", async () => {
+    const guard = await guardKnowing(['resources']);
+    const sent: string[] = [];
+    const pool = {
+      query: (text: string | { text: string }) => {
+        sent.push(typeof text === 'string' ? text : text.text);
+        return Promise.resolve({ rows: [] });
+      },
+    };
+    guard.guardPool(pool as unknown as Pool);
+    await pool.query('SELECT * FROM resources');
+    await verified(guard, false); // a new connection finds the read models emptied
+    await expect(pool.query('SELECT count(*) FROM resources')).rejects.toBeInstanceOf(
+      ReadModelsRebuildingError,
+    );
+    await expect(
+      pool.query({ text: 'SELECT * FROM resources WHERE id = $1' }),
+    ).rejects.toBeInstanceOf(ReadModelsRebuildingError);
+    await pool.query('SELECT * FROM kl_checkpoints');
+    await guard.exempt(() => pool.query('INSERT INTO resources VALUES (3)'));
+    expect(sent).toEqual([
+      'SELECT * FROM resources',
+      'SELECT * FROM kl_checkpoints',
+      'INSERT INTO resources VALUES (3)',
+    ]);
+  });
+
   it('refuses every statement while lost when the names are not known yet', async () => {
     const guard = new ReadModelGuard(pino({ level: 'silent' }));
     const { client } = await verified(guard, false);

@@ -213,18 +213,26 @@ export class ReadModelGuard {
     for (const fn of this.onLost) fn();
   }
 
+  /**
+   * Refuses, while lost, a guarded pool's own `query` naming a guarded
+   * relation before it takes a connection: pg-pool ends the connection of
+   * any statement that fails on it, so a refusal on the connection (wrap)
+   * would cost every refused read a new connection, and its marker
+   * question, while the rebuild runs.
+   */
+  guardPool(pool: Pool): void {
+    this.refuseWith(pool as unknown as { query: unknown });
+  }
+
   /** Refuses, while lost, a statement naming a guarded relation (any form node-postgres takes). */
   private wrap(client: PoolClient): void {
-    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-    const refuse = (args: unknown[]): boolean => {
-      if (!this.isLost || this.exemption.getStore()) return false;
-      if (!this.guarded) return true; // names not known yet: refuse everything
-      const first = args[0] as string | { text?: unknown } | null;
-      const text = typeof first === 'string' ? first : first?.text;
-      return typeof text === 'string' && this.guarded.test(text);
-    };
-    (client as { query: unknown }).query = (...args: unknown[]): unknown => {
-      if (!refuse(args)) return query(...args);
+    this.refuseWith(client as unknown as { query: unknown });
+  }
+
+  private refuseWith(target: { query: unknown }): void {
+    const query = (target.query as (...args: unknown[]) => unknown).bind(target);
+    target.query = (...args: unknown[]): unknown => {
+      if (!this.refuses(args)) return query(...args);
       const err = new ReadModelsRebuildingError();
       const callback = args.find((a) => typeof a === 'function') as
         ((e: Error) => void) | undefined;
@@ -232,6 +240,14 @@ export class ReadModelGuard {
       if (typeof (args[0] as { submit?: unknown }).submit === 'function') throw err;
       return Promise.reject(err);
     };
+  }
+
+  private refuses(args: unknown[]): boolean {
+    if (!this.isLost || this.exemption.getStore()) return false;
+    if (!this.guarded) return true; // names not known yet: refuse everything
+    const first = args[0] as string | { text?: unknown } | null;
+    const text = typeof first === 'string' ? first : first?.text;
+    return typeof text === 'string' && this.guarded.test(text);
   }
 }
 
