@@ -127,7 +127,7 @@ const EARLY_SETTLE_MS = 1000;
 const EARLY_POLL_MS = 5;
 /**
  * How long a projector's loop holds off, at most, while a bulk append of
- * this process is being written (appendsInFlight).
+ * this process is being written (inFlight).
  */
 const IN_FLIGHT_WAIT_MS = EARLY_COMMIT_MS;
 /**
@@ -228,10 +228,9 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * the statistics it refreshes at its end).
    */
   private readonly early = new Map<string, { done: Promise<number | null>; claimed: boolean }>();
-  /** The outcomes of this process's bulk appends being written (watchAppends). */
-  private readonly appendsInFlight = new Set<Promise<unknown>>();
   /**
-   * This process's bulk appends (watchAppends) from their start until their
+   * This process's bulk appends (watchAppends) from their start (being
+   * written while their last event is unknown: inFlight) until their
    * writer's catch-up is over (a waitForPosition reaching their last event
    * ended), or until writerStartMs after their commit when no such catch-up
    * has started by then.
@@ -338,15 +337,26 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         // moves once the catch-up is over, the events still in memory.
         // Whatever woke the loop: the look at the log's head may find the
         // commit before its append's signal arrives.
-        await this.idle(signal, (wake) => settled(writers, wake));
+        await this.idle(signal, (wake) =>
+          settled(
+            writers.map((b) => b.ended),
+            wake,
+          ),
+        );
       }
-      if (!heldOff && this.appendsInFlight.size > 0) {
+      if (!heldOff && this.inFlight().length > 0) {
         // A bulk append of this process is being written: a look at the log
         // now finds none of it, and walks its uncommitted rows to say so
         // (about ten loops, every 250 ms, each some ms of PostgreSQL's CPU
         // beside the append: docs/performance.md, wave 15). The loop looks
         // once it is over, as its commit would have woken it.
-        await this.idle(signal, (wake) => this.inFlightSettled(wake));
+        await this.idle(signal, (wake) =>
+          settled(
+            this.inFlight().map((b) => b.written),
+            wake,
+            IN_FLIGHT_WAIT_MS,
+          ),
+        );
         heldOff = true;
         woken = true;
         continue;
@@ -755,14 +765,12 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     return passed;
   }
 
-  /**
-   * Counts `append` in flight until its outcome is known, and among the
-   * bulks until its writer's catch-up is over.
-   */
+  /** Keeps `append` among the bulks until its writer's catch-up is over. */
   private trackInFlight(append: AppendInFlight): void {
     let end = (): void => undefined;
     const bulk: BulkAppend = {
       types: new Set(append.events.map((e) => e.type)),
+      written: Promise.resolve(),
       ended: new Promise<void>((resolve) => (end = resolve)),
       end: () => {
         this.bulks.delete(bulk);
@@ -770,7 +778,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       },
     };
     this.bulks.add(bulk);
-    const outcome = append.committed.then(
+    bulk.written = append.committed.then(
       (recorded) => {
         if (recorded === null || recorded.length === 0) return bulk.end();
         bulk.at = recorded[recorded.length - 1].position;
@@ -782,8 +790,11 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       },
       () => bulk.end(),
     );
-    this.appendsInFlight.add(outcome);
-    void outcome.then(() => this.appendsInFlight.delete(outcome));
+  }
+
+  /** The bulk appends of this process being written (their outcome not known yet). */
+  private inFlight(): BulkAppend[] {
+    return [...this.bulks].filter((b) => b.at === undefined);
   }
 
   /**
@@ -810,23 +821,6 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     for (const b of [...this.bulks]) {
       if (b.at !== undefined && comparePositions(b.at, position) <= 0) b.end();
     }
-  }
-
-  /**
-   * Resolves once the appends in flight now have their outcome, at most
-   * IN_FLIGHT_WAIT_MS from now, or when `wake` aborts.
-   */
-  private inFlightSettled(wake: AbortSignal): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, IN_FLIGHT_WAIT_MS);
-      wake.addEventListener('abort', done, { once: true });
-      void Promise.all([...this.appendsInFlight]).then(done);
-      function done(): void {
-        clearTimeout(timer);
-        wake.removeEventListener('abort', done);
-        resolve();
-      }
-    });
   }
 
   /**
@@ -1437,6 +1431,8 @@ interface BulkAppend {
   readonly types: ReadonlySet<string>;
   /** Its last event, once committed. */
   at?: LogPosition;
+  /** Resolves once its outcome is known (committed or not). */
+  written: Promise<void>;
   /** A catch-up to it has started (waitForPosition): it is waited for until that ends. */
   claimed?: boolean;
   readonly ended: Promise<void>;
@@ -1445,15 +1441,22 @@ interface BulkAppend {
 }
 
 /**
- * Resolves once every one of `bulks` has ended (each does: see
- * ProjectionRunner.bulks), or when `wake` aborts.
+ * Resolves once every one of `promises` has settled (each of a bulk's does:
+ * see ProjectionRunner.bulks), after `timeoutMs` at the latest if given, or
+ * when `wake` aborts.
  */
-function settled(bulks: readonly BulkAppend[], wake: AbortSignal): Promise<void> {
+function settled(
+  promises: readonly Promise<unknown>[],
+  wake: AbortSignal,
+  timeoutMs?: number,
+): Promise<void> {
   return new Promise<void>((resolve) => {
     if (wake.aborted) return resolve();
+    const timer = timeoutMs === undefined ? undefined : setTimeout(done, timeoutMs);
     wake.addEventListener('abort', done, { once: true });
-    void Promise.all(bulks.map((b) => b.ended)).then(done);
+    void Promise.all(promises).then(done, done);
     function done(): void {
+      clearTimeout(timer);
       wake.removeEventListener('abort', done);
       resolve();
     }
