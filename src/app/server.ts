@@ -69,13 +69,15 @@ export async function openDatabase(
 
 export async function startServer(config: Config, logger: Logger): Promise<KldServer> {
   const { url: databaseUrl, embedded } = await openDatabase(config, logger);
-  const guard = new ReadModelGuard(logger);
+  // Its own connection, when it must ask PostgreSQL what a statement reads.
+  const guard = new ReadModelGuard(logger, () => ownConnection(databaseUrl));
   const db = new Database(databaseUrl, {}, guard);
   const notifier = new Notifier(databaseUrl);
   let serving: ServingLock | null = null;
   const releaseStorage = async () => {
     await serving?.release();
     await notifier.close();
+    await guard.close();
     await db.close();
     await embedded?.stop();
   };

@@ -10,7 +10,8 @@ import {
   setReadModelPersistence,
   UNLOGGED_READ_MODELS,
 } from '../../src/infrastructure/postgres/unlogged-read-models';
-import { testDocument } from '../support/state-harness';
+import { LOCK_NAMESPACE } from '../../src/projections/projection-runner';
+import { lockInfo, testDocument } from '../support/state-harness';
 import { createTestDatabase, quietLogger } from '../support/test-database';
 
 /**
@@ -264,6 +265,100 @@ describe('unlogged read models on a database of ones own (KL_DATABASE_URL)', () 
         await client.end();
       }
     } finally {
+      await t.drop();
+    }
+  });
+});
+
+describe('while the read models are being rebuilt', () => {
+  it('serves what reads only logged tables, and refuses every read of a lost one', async () => {
+    const t = await createTestDatabase();
+    const holder = new Client({ connectionString: t.url });
+    await holder.connect();
+    let server: KldServer | null = null;
+    try {
+      server = await startServer(
+        loadConfig({ KL_DATABASE_URL: t.url, KL_LISTEN: '127.0.0.1:0', KL_GRPC_LISTEN: 'off' }),
+        quietLogger,
+      );
+      const http = server.app.getHttpServer();
+      for (let serial = 1; serial <= VERSIONS; serial++) {
+        await request(http).post(`/v1/states/${STATE}`).type('json').send(doc(serial)).expect(200);
+      }
+      const before = await served(server);
+      const query = (sqlText: string) =>
+        request(http).post('/v1/query').type('json').send({ sql: sqlText });
+
+      // The rebuild kld starts waits: another one (this session) holds its lock.
+      await holder.query('SELECT pg_advisory_lock($1, hashtext($2))', [
+        LOCK_NAMESPACE,
+        'kl:rebuild',
+      ]);
+      // What a crash leaves: the read models and the marker empty, every connection ended.
+      await holder.query(`TRUNCATE ${[...UNLOGGED_READ_MODELS, INTACT_MARKER].join(', ')}`);
+      await holder.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+      );
+      for (let i = 0; (await request(http).get('/readyz')).body.checks?.readModels !== false; i++) {
+        if (i > 200) throw new Error('kld did not notice the emptied read models');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+
+      // Every read of a lost table is refused: the document, a past version, the resources, a query.
+      const refused = [
+        await request(http).get(`/v1/states/${STATE}`),
+        await request(http).get(`/v1/states/${STATE}?version=1`),
+        await request(http).get(`/v1/api/states/${STATE}/resources`),
+        await query('SELECT count(*) FROM resources'),
+        await query('SELECT v.version FROM state_versions v JOIN outputs o USING (state_id)'),
+      ];
+      expect(refused.map((r) => [r.status, r.body.error?.code])).toEqual(
+        refused.map(() => [503, 'SERVER.UNAVAILABLE']),
+      );
+
+      // What reads only logged tables is served, `state_versions.outputs` included.
+      const versions = await query('SELECT version, outputs FROM state_versions ORDER BY 1');
+      expect([versions.status, versions.body.rows?.length]).toEqual([200, VERSIONS]);
+      // A commit is stored, and its version listed at once: the catalog's
+      // projector writes `state_versions.outputs` and is not held up.
+      const committing = request(http)
+        .post(`/v1/states/${STATE}`)
+        .type('json')
+        .send(doc(VERSIONS + 1))
+        .then((r) => r);
+      for (let i = 0; ; i++) {
+        const history = await request(http).get(`/v1/api/states/${STATE}/history`).expect(200);
+        const listed = (history.body.versions as { version: number }[]).map((v) => v.version);
+        if (listed.includes(VERSIONS + 1)) break;
+        if (i > 200) throw new Error(`version ${VERSIONS + 1} not listed: ${listed.join(', ')}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      // terraform's lock and unlock feed only logged tables: answered at once
+      const lock = lockInfo('rebuild-lock');
+      await request(http).post(`/v1/state-lock/${STATE}`).type('json').send(lock).expect(200);
+      const locks = await request(http).get('/v1/api/locks').expect(200);
+      expect(JSON.stringify(locks.body)).toContain('rebuild-lock');
+      await request(http).post(`/v1/state-unlock/${STATE}`).type('json').send(lock).expect(200);
+
+      // Once the rebuild may run, everything is served again, the commit made meanwhile too.
+      await holder.query('SELECT pg_advisory_unlock($1, hashtext($2))', [
+        LOCK_NAMESPACE,
+        'kl:rebuild',
+      ]);
+      const committed = await committing;
+      expect([200, 503]).toContain(committed.status); // 503: SERVER.LAGGING, stored all the same
+      for (let i = 0; (await request(http).get('/readyz')).status !== 200; i++) {
+        if (i > 1200) throw new Error('the read models were not rebuilt');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const current = await request(http).get(`/v1/states/${STATE}`).expect(200);
+      expect(JSON.parse(current.text)).toEqual(JSON.parse(doc(VERSIONS + 1)));
+      const past = await request(http).get(`/v1/states/${STATE}?version=${VERSIONS}`).expect(200);
+      expect(past.text).toBe(before.current);
+    } finally {
+      await server?.close();
+      await holder.end().catch(() => undefined);
       await t.drop();
     }
   });

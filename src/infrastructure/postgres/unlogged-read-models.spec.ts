@@ -1,5 +1,5 @@
 import pino from 'pino';
-import type { Pool, PoolClient } from 'pg';
+import type { Client, Pool, PoolClient } from 'pg';
 import { ReadModelGuard, ReadModelsRebuildingError } from './unlogged-read-models';
 
 /** A client that answers the marker question with `intact` and records what reached it. */
@@ -30,13 +30,54 @@ async function verified(guard: ReadModelGuard, intact: boolean) {
   return fake;
 }
 
-async function guardKnowing(names: string[]): Promise<ReadModelGuard> {
-  const guard = new ReadModelGuard(pino({ level: 'silent' }));
-  const pool = {
-    query: () => Promise.resolve({ rows: names.map((name) => ({ name })) }),
-  } as unknown as Pool;
+async function guardKnowing(
+  names: string[],
+  functions: string[] = [],
+  connect?: () => Promise<Client>,
+): Promise<ReadModelGuard> {
+  const guard = new ReadModelGuard(pino({ level: 'silent' }), connect);
+  const rows = [
+    ...names.map((name) => ({ name, fn: false, home: 'public' })),
+    ...functions.map((name) => ({ name, fn: true, home: 'public' })),
+  ];
+  const pool = { query: () => Promise.resolve({ rows }) } as unknown as Pool;
   await guard.learnNames(pool);
   return guard;
+}
+
+/**
+ * The guard's own connection, standing in for PostgreSQL: a statement
+ * prepared locks a read model when its text is in `touching`; one in
+ * `unpreparable` is refused as PostgreSQL refuses `COPY`. Records the
+ * statements prepared.
+ */
+function prober(touching: string[], unpreparable: string[] = []) {
+  const prepared: string[] = [];
+  let last = '';
+  let fail = false;
+  const client = {
+    query: (q: string | { text: string }) => {
+      const text = typeof q === 'string' ? q : q.text;
+      if (fail) return Promise.reject(new Error('connection terminated'));
+      if (text.startsWith('PREPARE kl_guard_probe AS ')) {
+        last = text.slice('PREPARE kl_guard_probe AS '.length);
+        prepared.push(last);
+        if (unpreparable.includes(last)) {
+          return Promise.reject(Object.assign(new Error('syntax error'), { code: '42601' }));
+        }
+      }
+      if (text.includes('pg_locks')) {
+        return Promise.resolve({ rows: [{ touched: touching.includes(last) }] });
+      }
+      return Promise.resolve({ rows: [] });
+    },
+    end: () => Promise.resolve(),
+  };
+  return {
+    connect: () => Promise.resolve(client as unknown as Client),
+    prepared,
+    failing: (yes: boolean) => (fail = yes),
+  };
 }
 
 describe('ReadModelGuard', () => {
@@ -160,5 +201,78 @@ describe('ReadModelGuard', () => {
     const guard = new ReadModelGuard(pino({ level: 'silent' }));
     const { client } = await verified(guard, false);
     await expect(client.query('SELECT 1')).rejects.toBeInstanceOf(ReadModelsRebuildingError);
+  });
+
+  it('while lost, sends what PostgreSQL says touches no read model, asking once per text', async () => {
+    const reads = 'SELECT v.outputs FROM state_versions v JOIN outputs o USING (state_id)';
+    const column = 'SELECT version, outputs FROM state_versions WHERE state_id = $1';
+    const pg = prober([reads, 'INSERT INTO outputs VALUES ($1)']);
+    const guard = await guardKnowing(['outputs'], [], pg.connect);
+    const { client, sent } = await verified(guard, false);
+
+    await Promise.all([client.query(column, ['s']), client.query(column, ['t'])]);
+    await client.query(column, ['u']);
+    await expect(client.query(reads)).rejects.toBeInstanceOf(ReadModelsRebuildingError);
+    await expect(client.query('INSERT INTO outputs VALUES ($1)', [1])).rejects.toBeInstanceOf(
+      ReadModelsRebuildingError,
+    );
+    const viaCallback = await new Promise<unknown>((resolve) =>
+      (client.query as unknown as (t: string, v: unknown[], cb: (e: unknown) => void) => void)(
+        reads,
+        [],
+        resolve,
+      ),
+    );
+    expect(viaCallback).toBeInstanceOf(ReadModelsRebuildingError);
+    expect(sent).toEqual([column, column, column]);
+    expect(pg.prepared).toEqual([column, reads, 'INSERT INTO outputs VALUES ($1)']);
+  });
+
+  it('while lost, refuses without asking a call of a function over the read models and a COPY', async () => {
+    const pg = prober([]);
+    const guard = await guardKnowing(['resources', 'resources_at'], ['resources_at'], pg.connect);
+    const { client, sent } = await verified(guard, false);
+    await expect(client.query('SELECT * FROM resources_at($1, $2)')).rejects.toBeInstanceOf(
+      ReadModelsRebuildingError,
+    );
+    const copy = { text: 'COPY resources FROM STDIN', submit: () => undefined };
+    expect(() => client.query(copy as never)).toThrow(ReadModelsRebuildingError);
+    expect([sent, pg.prepared]).toEqual([[], []]);
+  });
+
+  it('while lost, refuses what PostgreSQL cannot prepare, and what it could not be asked about', async () => {
+    const analyze = 'ANALYZE resources';
+    const pg = prober([], [analyze]);
+    const guard = await guardKnowing(['resources'], [], pg.connect);
+    const { client, sent } = await verified(guard, false);
+    await expect(client.query(analyze)).rejects.toBeInstanceOf(ReadModelsRebuildingError);
+    await expect(client.query(analyze)).rejects.toBeInstanceOf(ReadModelsRebuildingError);
+    pg.failing(true);
+    const count = 'SELECT count(*) AS resources FROM states';
+    await expect(client.query(count)).rejects.toBeInstanceOf(ReadModelsRebuildingError);
+    pg.failing(false); // a failed question is not kept: asked again, and sent
+    await client.query(count);
+    expect(sent).toEqual([count]);
+    expect(pg.prepared).toEqual([analyze, count]);
+  });
+
+  it('asks nothing while the read models are whole', async () => {
+    const pg = prober([]);
+    const guard = await guardKnowing(['outputs'], [], pg.connect);
+    const { client, sent } = await verified(guard, true);
+    await client.query('SELECT * FROM outputs');
+    expect([sent, pg.prepared]).toEqual([['SELECT * FROM outputs'], []]);
+  });
+
+  it("refuses, while lost, a query role's transaction by the read models it locked", async () => {
+    const guard = await guardKnowing(['resources']);
+    const locked = (touched: boolean) =>
+      ({ query: () => Promise.resolve({ rows: [{ touched }] }) }) as unknown as PoolClient;
+    await guard.assertUntouched(locked(true)); // whole: nothing asked
+    await verified(guard, false);
+    await guard.assertUntouched(locked(false));
+    await expect(guard.assertUntouched(locked(true))).rejects.toBeInstanceOf(
+      ReadModelsRebuildingError,
+    );
   });
 });

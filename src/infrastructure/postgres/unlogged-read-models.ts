@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { LRUCache } from 'lru-cache';
 import { Client, escapeIdentifier, type Pool, type PoolClient } from 'pg';
 import { DomainError } from '../../domain/shared/domain-error';
 import type { Logger } from '../logging/logger';
@@ -112,9 +113,20 @@ export async function switchReadModelPersistence(
  * without the row, the guard is `lost` before anything reads on that
  * connection, and stays so until `restored()`. While lost, `assertIntact`
  * throws ReadModelsRebuildingError (503), except in work run by `exempt`
- * (the rebuild itself), and statements naming the read models (or the
- * views and functions over them) on a guarded pool's connections are
- * refused before they are sent.
+ * (the rebuild itself), and a statement on a guarded pool's connections
+ * that reads or writes a read model is refused before it is sent.
+ *
+ * Which statements those are, PostgreSQL says: a statement naming none of
+ * the read models, nor a view or function over them, touches none and goes
+ * as it is; one that does name one (`outputs` is also a column of
+ * `state_versions`) is prepared once on a connection of the guard's own, in
+ * a transaction rolled back at once, and refused if PostgreSQL locked one of
+ * the read models for it (parsing and rewriting lock every relation a
+ * statement reads or writes, through views too), or if it calls a function
+ * whose body names one (a function's body is only opened when it runs), or
+ * if it cannot be prepared at all (`COPY`, DDL, several statements). The
+ * answer is kept per statement text. None of this runs while the read
+ * models are whole: a guarded statement then costs one boolean test.
  */
 export class ReadModelGuard {
   private isLost = false;
@@ -122,9 +134,29 @@ export class ReadModelGuard {
   /** `exempt` calls running. */
   private exempting = 0;
   private readonly onLost: (() => void)[] = [];
-  private guarded: RegExp | null = null;
+  /** Names of the read models and of the views and functions over them (learnNames). */
+  private named: RegExp | null = null;
+  /** Names of the functions among them. */
+  private functions: RegExp | null = null;
+  /** The schema the read models live in (the guarded pool's). */
+  private home = 'public';
+  /** Whether a statement naming a read model touches one, as PostgreSQL said (by text). */
+  private readonly verdicts = new LRUCache<string, boolean>({ max: VERDICTS_KEPT });
+  /** Verdicts being asked for, by text: one question per text however many wait. */
+  private readonly asking = new Map<string, Promise<boolean>>();
+  /** The guard's own connection, while lost: the questions, one at a time. */
+  private prober: Promise<Client> | null = null;
+  private probing: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly logger: Logger) {}
+  /**
+   * `connect`: a connection of the guard's own, as a guarded pool's would
+   * be (same server, role and search path); without it, every statement
+   * naming a read model is refused while lost.
+   */
+  constructor(
+    private readonly logger: Logger,
+    private readonly connect?: () => Promise<Client>,
+  ) {}
 
   get lost(): boolean {
     return this.isLost;
@@ -140,11 +172,14 @@ export class ReadModelGuard {
    * everything over them (views, functions), found once the schema is current.
    */
   async learnNames(pool: Pool): Promise<void> {
-    const { rows } = await pool.query<{ name: string }>(NAMES_OVER_READ_MODELS, [
-      [...UNLOGGED_READ_MODELS],
-    ]);
-    const names = [...new Set(rows.map((r) => r.name))].map((n) => n.replace(/\W/g, '\\$&'));
-    this.guarded = new RegExp(`\\b(${names.join('|')})\\b`, 'i');
+    const { rows } = await pool.query<{ name: string; fn: boolean; home: string }>(
+      NAMES_OVER_READ_MODELS,
+      [[...UNLOGGED_READ_MODELS]],
+    );
+    this.named = wordsOf(rows.map((r) => r.name));
+    this.functions = wordsOf(rows.filter((r) => r.fn).map((r) => r.name));
+    if (rows.length > 0) this.home = rows[0].home;
+    this.verdicts.clear();
   }
 
   /** pg-pool's `verify` for a pool whose connections may read the read models. */
@@ -194,10 +229,34 @@ export class ReadModelGuard {
     }
   }
 
+  /**
+   * For a transaction on a connection outside the guarded pools (the query
+   * role's), after its statement ran: refuses, while lost, if that statement
+   * touched a read model, by the locks PostgreSQL holds for the transaction
+   * (a relation read or written stays locked until its end, whether named,
+   * behind a view or read by a function).
+   */
+  async assertUntouched(tx: Pick<PoolClient, 'query'>): Promise<void> {
+    if (!this.isLost || this.exemption.getStore()) return;
+    const { rows } = await tx.query<{ touched: boolean }>(TOUCHED, [
+      [...UNLOGGED_READ_MODELS],
+      this.home,
+    ]);
+    if (rows[0].touched) throw new ReadModelsRebuildingError();
+  }
+
+  /** Ends the guard's own connection, if it has one (kld stopping). */
+  async close(): Promise<void> {
+    const prober = this.prober;
+    this.prober = null;
+    await prober?.then((c) => c.end()).catch(() => undefined);
+  }
+
   /** The rebuild has written the marker back on a connection older than itself. */
   restored(): void {
     if (!this.isLost) return;
     this.isLost = false;
+    void this.close();
     // What the rebuild left running is exempt no longer, and the promise
     // hook goes off, as `exempt` does once the read models are whole.
     if (this.exempting === 0) this.exemption.disable();
@@ -232,28 +291,138 @@ export class ReadModelGuard {
   private refuseWith(target: { query: unknown }): void {
     const query = (target.query as (...args: unknown[]) => unknown).bind(target);
     target.query = (...args: unknown[]): unknown => {
-      if (!this.refuses(args)) return query(...args);
-      const err = new ReadModelsRebuildingError();
+      if (!this.isLost || this.exemption.getStore()) return query(...args);
+      const verdict = this.verdict(args[0]);
+      if (verdict === false) return query(...args);
       const callback = args.find((a) => typeof a === 'function') as
         ((e: Error) => void) | undefined;
-      if (callback) return void process.nextTick(() => callback(err));
-      if (typeof (args[0] as { submit?: unknown }).submit === 'function') throw err;
-      return Promise.reject(err);
+      if (verdict === true) {
+        const err = new ReadModelsRebuildingError();
+        if (callback) return void process.nextTick(() => callback(err));
+        if (typeof (args[0] as { submit?: unknown }).submit === 'function') throw err;
+        return Promise.reject(err);
+      }
+      // Sent once PostgreSQL has answered, so after any statement sent on
+      // the same connection meanwhile: kld awaits each statement of a
+      // connection before it sends the next. Restored meanwhile, it goes.
+      const sent = verdict.then((refused) => {
+        if (refused && this.isLost) throw new ReadModelsRebuildingError();
+        return query(...args);
+      });
+      if (!callback) return sent;
+      sent.catch((err: Error) => callback(err));
+      return undefined;
     };
   }
 
-  private refuses(args: unknown[]): boolean {
-    if (!this.isLost || this.exemption.getStore()) return false;
-    if (!this.guarded) return true; // names not known yet: refuse everything
-    const first = args[0] as string | { text?: unknown } | null;
-    const text = typeof first === 'string' ? first : first?.text;
-    return typeof text === 'string' && this.guarded.test(text);
+  /**
+   * Whether the statement `first` (node-postgres's first argument) is to be
+   * refused while lost: at once when its text names no read model (no), or
+   * PostgreSQL has answered for that text before; else once it has.
+   */
+  private verdict(first: unknown): boolean | Promise<boolean> {
+    if (!this.named) return true; // names not known yet: refuse everything
+    const text = typeof first === 'string' ? first : (first as { text?: unknown } | null)?.text;
+    if (typeof text !== 'string' || !this.named.test(text)) return false;
+    // A function's body is read only when it runs; a stream (COPY) is sent at once.
+    if (this.functions?.test(text)) return true;
+    if (typeof (first as { submit?: unknown }).submit === 'function') return true;
+    const known = this.verdicts.get(text);
+    if (known !== undefined) return known;
+    if (!this.connect) return true;
+    let asked = this.asking.get(text);
+    if (asked === undefined) {
+      asked = this.ask(text).finally(() => this.asking.delete(text));
+      this.asking.set(text, asked);
+    }
+    return asked;
   }
+
+  /**
+   * Prepares `text` on the guard's own connection, in a transaction rolled
+   * back at once, and says whether PostgreSQL locked a read model for it.
+   * A statement that cannot be prepared (a utility statement, several
+   * statements) is refused; so is one whose question failed otherwise (the
+   * connection, a lock not granted in time), without keeping that answer.
+   */
+  private ask(text: string): Promise<boolean> {
+    const asked = this.probing.then(async () => {
+      const client = await (this.prober ??= this.connect!());
+      await client.query(`BEGIN; SET LOCAL lock_timeout = ${PROBE_LOCK_TIMEOUT_MS}`);
+      try {
+        try {
+          // The extended protocol takes one statement only, as kld's are
+          // sent (`queryMode` is missing from pg's typings).
+          await client.query(
+            Object.assign({ text: `PREPARE kl_guard_probe AS ${text}` }, { queryMode: 'extended' }),
+          );
+        } catch (err) {
+          if (!unpreparable(err)) throw err;
+          return true;
+        }
+        const { rows } = await client.query<{ touched: boolean }>(TOUCHED, [
+          [...UNLOGGED_READ_MODELS],
+          this.home,
+        ]);
+        return rows[0].touched;
+      } finally {
+        await client.query('ROLLBACK; DEALLOCATE ALL');
+      }
+    });
+    this.probing = asked.catch(() => undefined);
+    return asked.then(
+      (touched) => {
+        this.verdicts.set(text, touched);
+        return touched;
+      },
+      (err: unknown) => {
+        // Once restored, the connection was ended on purpose and nothing is refused.
+        if (this.isLost) {
+          this.logger.warn({ err }, 'could not ask PostgreSQL what a statement reads; refused');
+        }
+        void this.close();
+        return true;
+      },
+    );
+  }
+}
+
+/** Statement texts whose verdict the guard keeps: kld sends a few hundred distinct ones. */
+const VERDICTS_KEPT = 2000;
+
+/** How long the guard's question waits for a lock (the rebuild's swap holds them briefly). */
+const PROBE_LOCK_TIMEOUT_MS = 2000;
+
+/**
+ * Whether this transaction holds a lock on one of the read models ($1) of
+ * schema $2 (by the catalog, which every role may read: the query role
+ * may not look names up in kld's schema).
+ */
+const TOUCHED = `
+  SELECT EXISTS (
+    SELECT 1 FROM pg_catalog.pg_locks l
+      JOIN pg_catalog.pg_class c ON c.oid = l.relation
+      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation'
+       AND c.relname = ANY ($1::text[]) AND n.nspname = $2
+  ) AS touched`;
+
+/** PostgreSQL refused to prepare the statement: not one PREPARE takes (syntax, feature). */
+function unpreparable(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('42') || code.startsWith('0A'));
+}
+
+/** A case-insensitive whole-word match of any of `names`; null for none. */
+function wordsOf(names: string[]): RegExp | null {
+  const words = [...new Set(names)].map((n) => n.replace(/\W/g, '\\$&'));
+  return words.length ? new RegExp(`\\b(${words.join('|')})\\b`, 'i') : null;
 }
 
 /**
  * The read models' names, and those of every view over them (transitively)
- * and of every function whose body names one of them.
+ * and of every function whose body names one of them (`fn`), with the
+ * schema the read models live in.
  */
 const NAMES_OVER_READ_MODELS = `
   WITH RECURSIVE over(oid) AS (
@@ -264,9 +433,10 @@ const NAMES_OVER_READ_MODELS = `
       JOIN pg_rewrite r ON r.oid = d.objid
      WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass
   )
-  SELECT c.relname AS name FROM over JOIN pg_class c ON c.oid = over.oid
+  SELECT c.relname AS name, false AS fn, current_schema() AS home
+    FROM over JOIN pg_class c ON c.oid = over.oid
   UNION
-  SELECT p.proname FROM pg_proc p
+  SELECT p.proname, true, current_schema() FROM pg_proc p
    WHERE p.prosrc ~* ('\\m(' || array_to_string($1::text[], '|') || ')\\M')
      AND p.pronamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)`;
 

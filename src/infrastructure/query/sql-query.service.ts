@@ -74,7 +74,7 @@ export class SqlQueryService {
       await client.query(`SET LOCAL statement_timeout = ${Math.floor(query.timeoutMs)}`);
       const result = await this.execute(client, query);
       // the reader's connection asked for the marker (verifyThrough) before it ran
-      this.owner.guard?.assertIntact();
+      await this.owner.guard?.assertUntouched(client);
       // node-postgres takes COPY … TO STDOUT and drops the data it streams:
       // the answer would be an empty success.
       if (result.command === 'COPY') {
