@@ -35,13 +35,25 @@ export const DEFAULT_CACHE_BUDGETS: Readonly<CacheBudgets> = {
  * entries weighing `budget` in all (bytes, instances: one 20,000-instance
  * state weighs as much as a thousand small ones). An entry heavier than the
  * whole budget is not kept, and setting one drops what its key held.
+ * `evicted` hears of each key pushed out to make room (not of one deleted
+ * or set again).
  */
 export function boundedCache<V extends object>(
   budget: number,
   weigh?: (value: V) => number,
+  evicted?: (key: string) => void,
 ): LRUCache<string, V> {
+  const dispose = evicted && {
+    dispose: (_value: V, key: string, reason: LRUCache.DisposeReason) => {
+      if (reason === 'evict') evicted(key);
+    },
+  };
   return weigh
     ? // lru-cache takes only positive sizes: an empty document still takes a slot.
-      new LRUCache<string, V>({ maxSize: budget, sizeCalculation: (v) => Math.max(1, weigh(v)) })
-    : new LRUCache<string, V>({ max: budget });
+      new LRUCache<string, V>({
+        maxSize: budget,
+        sizeCalculation: (v) => Math.max(1, weigh(v)),
+        ...dispose,
+      })
+    : new LRUCache<string, V>({ max: budget, ...dispose });
 }

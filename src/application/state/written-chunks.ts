@@ -25,8 +25,11 @@ interface Written {
  * which ids are current. The parts are mostly the instances' served bytes,
  * which the projector's document cache keeps anyway, or the chunk joined
  * once the INSERT that wrote it or a GET needed it so (then shared with the
- * read model's copy); the bound counts every chunk's bytes (least recently
- * written state out).
+ * read model's copy). So a state's chunks are kept only while that cache
+ * keeps its document (the projector forgets those it drops): kept longer,
+ * they would hold those bytes beside the cache, up to this bound again
+ * through a rebuild over many big states. The bound counts every chunk's
+ * bytes (least recently written state out).
  */
 export class WrittenChunks {
   private readonly byState: LRUCache<string, Written>;

@@ -1,4 +1,7 @@
 import { StateHarness } from '../../../test/support/state-harness';
+import { DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
+import { WrittenChunks } from '../../application/state/written-chunks';
+import { RawStateProjector } from '../../projections/state/raw-state.projector';
 import { random } from '../../../test/support/seeded-random';
 import { contentMd5, parseStateDocument } from '../../domain/terraform';
 import type { Database } from '../postgres/database';
@@ -262,5 +265,44 @@ describe('StateDocumentReadModel: the GET right after a commit', () => {
     expect(same.stateId).toBe(await h.stateId('again'));
     expect([same.version, Buffer.concat(same.parts).toString('utf8')]).toEqual([1, first]);
     expect(same.md5).toBe(contentMd5(first));
+  });
+});
+
+describe('WrittenChunks beside the raw-state projector', () => {
+  let h: StateHarness;
+
+  beforeAll(async () => {
+    h = await StateHarness.create();
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  it('keeps the chunks of the documents the projector keeps, and of no other state', async () => {
+    const written = new WrittenChunks();
+    // Room in the projector's document cache for two states of 500 instances, not three.
+    const budgets = { ...DEFAULT_CACHE_BUDGETS, documentInstances: 1200 };
+    const raw = new RawStateProjector(h.events, { cache: budgets }, undefined, written);
+    const runner = h.newRunner([...h.projectors.filter((p) => p.name !== raw.name), raw]);
+    const reads = { chunks: 0 };
+    const reader = new StateDocumentReadModel(countingChunkReads(h, reads), { written });
+    const values = new Map<number, string>();
+    for (let k = 0; k < 500; k++) values.set(k, `value ${k}`);
+    const stateIds: string[] = [];
+    for (const name of ['kept-a', 'kept-b', 'kept-c']) {
+      const text = body(1, values, new Map());
+      await h.commit(name, parseStateDocument(text), {}, runner);
+      // The GET right after its commit still takes every chunk from memory.
+      reads.chunks = 0;
+      const served = (await reader.currentBody(name))!;
+      expect([reads.chunks, Buffer.concat(served.parts).toString('utf8')]).toEqual([0, text]);
+      stateIds.push(await h.stateId(name));
+    }
+    // The first state's document left the projector's cache, and its chunks with it.
+    expect(stateIds.map((id) => written.has(id))).toEqual([false, true, true]);
+    // A state whose document alone is over the cache's budget keeps none.
+    for (let k = 500; k < 1300; k++) values.set(k, `value ${k}`);
+    await h.commit('kept-a', parseStateDocument(body(2, values, new Map())), {}, runner);
+    expect(stateIds.map((id) => written.has(id))).toEqual([false, true, true]);
   });
 });

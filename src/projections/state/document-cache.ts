@@ -24,9 +24,15 @@ export interface CurrentDocument {
  */
 export class DocumentCache {
   private readonly entries: LRUCache<string, CurrentDocument>;
+  /** The states pushed out by the last `put` (only a `put` pushes any out). */
+  private evicted: string[] = [];
 
   constructor(maxInstances: number) {
-    this.entries = boundedCache<CurrentDocument>(maxInstances, (doc) => doc.instances.size);
+    this.entries = boundedCache<CurrentDocument>(
+      maxInstances,
+      (doc) => doc.instances.size,
+      (stateId) => this.evicted.push(stateId),
+    );
   }
 
   /**
@@ -40,8 +46,17 @@ export class DocumentCache {
     return doc;
   }
 
-  put(stateId: string, doc: CurrentDocument): void {
+  /**
+   * Keeps `doc` as `stateId`'s document. Returns the states no longer kept
+   * because of it: those pushed out to make room, and `stateId` itself when
+   * its document alone is over the budget.
+   */
+  put(stateId: string, doc: CurrentDocument): string[] {
+    this.evicted = [];
     this.entries.set(stateId, doc);
+    const dropped = this.evicted;
+    if (!this.entries.has(stateId)) dropped.push(stateId);
+    return dropped;
   }
 
   remove(stateId: string): void {

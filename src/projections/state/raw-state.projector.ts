@@ -302,11 +302,19 @@ export class RawStateProjector implements Projector {
     this.wrote(open, ids, chunks);
   }
 
+  /**
+   * The written chunks are kept for as long as the document they were cut
+   * from: their parts are mostly its instances' served bytes, which the
+   * cache holds anyway, so a state the cache drops (pushed out by others,
+   * a replay's among them, or alone over its budget) takes its chunks along
+   * instead of keeping those bytes alive beside the cache.
+   */
   private wrote(open: OpenCommit, ids: string[], chunks: NewChunk[]): void {
     open.doc.version = open.version;
     open.doc.chunks = ids;
-    this.cache.put(open.stateId, open.doc);
-    this.written?.remember(open.stateId, chunks);
+    const dropped = this.cache.put(open.stateId, open.doc);
+    for (const stateId of dropped) this.written?.forget(stateId);
+    if (!dropped.includes(open.stateId)) this.written?.remember(open.stateId, chunks);
   }
 }
 
