@@ -228,6 +228,26 @@ describe('ReadModelGuard', () => {
     expect(pg.prepared).toEqual([column, reads, 'INSERT INTO outputs VALUES ($1)']);
   });
 
+  it("while lost, keeps a connection's statements in the order they were sent while one waits for its verdict", async () => {
+    const column = 'SELECT version, outputs FROM state_versions WHERE state_id = $1';
+    const pg = prober([]);
+    const guard = await guardKnowing(['outputs'], [], pg.connect);
+    const { client, sent } = await verified(guard, false);
+
+    // The second statement names no read model and needs no verdict: it
+    // still goes after the first, which waits for PostgreSQL's.
+    await Promise.all([
+      client.query(column, ['s']),
+      client.query('SELECT 1'),
+      client.query('COMMIT'),
+    ]);
+    expect(sent).toEqual([column, 'SELECT 1', 'COMMIT']);
+    // Nothing held any more: the next goes at once.
+    const next = client.query('SELECT 2');
+    expect(sent).toEqual([column, 'SELECT 1', 'COMMIT', 'SELECT 2']);
+    await next;
+  });
+
   it('while lost, refuses without asking a call of a function over the read models and a COPY', async () => {
     const pg = prober([]);
     const guard = await guardKnowing(['resources', 'resources_at'], ['resources_at'], pg.connect);

@@ -290,25 +290,37 @@ export class ReadModelGuard {
 
   private refuseWith(target: { query: unknown }): void {
     const query = (target.query as (...args: unknown[]) => unknown).bind(target);
+    // Statements of this connection waiting for PostgreSQL's verdict, and
+    // the moment the last of them was handed on: a later statement waits
+    // its turn behind them, so that statements reach the server in the
+    // order they were sent (node-postgres queues them in call order, and a
+    // caller may send the next before the last is answered).
+    let held = 0;
+    let handed: Promise<unknown> = Promise.resolve();
     target.query = (...args: unknown[]): unknown => {
-      if (!this.isLost || this.exemption.getStore()) return query(...args);
-      const verdict = this.verdict(args[0]);
-      if (verdict === false) return query(...args);
+      const free = !this.isLost || this.exemption.getStore() !== undefined;
+      const verdict = free ? false : this.verdict(args[0]);
+      if (held === 0 && verdict === false) return query(...args);
       const callback = args.find((a) => typeof a === 'function') as
         ((e: Error) => void) | undefined;
-      if (verdict === true) {
+      if (held === 0 && verdict === true) {
         const err = new ReadModelsRebuildingError();
         if (callback) return void process.nextTick(() => callback(err));
         if (typeof (args[0] as { submit?: unknown }).submit === 'function') throw err;
         return Promise.reject(err);
       }
-      // Sent once PostgreSQL has answered, so after any statement sent on
-      // the same connection meanwhile: kld awaits each statement of a
-      // connection before it sends the next. Restored meanwhile, it goes.
-      const sent = verdict.then((refused) => {
+      // Sent once PostgreSQL has answered for it and every statement held
+      // before it is on its way. Restored meanwhile, it goes.
+      held++;
+      const turn = Promise.all([handed, verdict]);
+      const sent = turn.then(([, refused]) => {
+        held--;
         if (refused && this.isLost) throw new ReadModelsRebuildingError();
         return query(...args);
       });
+      // A promise's reactions run in the order they were added: the next
+      // statement's turn comes once this one has been handed on.
+      handed = turn.then(() => undefined);
       if (!callback) return sent;
       sent.catch((err: Error) => callback(err));
       return undefined;
