@@ -34,10 +34,10 @@ export class ServedInstanceBytes {
     let e = this.encoded.get(instance);
     if (e === undefined) {
       const bytes = Buffer.from(instanceObjectText(instance), 'utf8');
-      // The digest copied into Node's shared pool, as the bytes are: a
-      // digest of its own is an ArrayBuffer and its memory apiece, 20,000
-      // of them kept through a first commit's young collections.
-      e = { bytes, digest: Buffer.from(instanceDigest(bytes)) };
+      // Both in Node's shared pool (instanceDigest's too): no ArrayBuffer
+      // and memory of their own apiece, 20,000 of them kept through a first
+      // commit's young collections.
+      e = { bytes, digest: instanceDigest(bytes) };
       this.encoded.set(instance, e);
       this.made++;
     }

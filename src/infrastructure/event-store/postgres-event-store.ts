@@ -784,7 +784,9 @@ async function copyEvents(
       for (const [i, e] of events.entries()) {
         if (i === 0 || e.metadata !== metadata) {
           metadata = e.metadata;
-          metadataField = Buffer.from(binaryJsonb(jsonText(e.metadata)));
+          metadataField = Buffer.concat(
+            binaryJsonb(jsonText(e.metadata)).map((p) => Buffer.from(p)),
+          );
         }
         let type = types.get(e.type);
         if (type === undefined) types.set(e.type, (type = binaryText(e.type)));

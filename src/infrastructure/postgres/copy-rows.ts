@@ -149,13 +149,16 @@ export function binaryBool(value: boolean): Buffer {
   return value ? TRUE : FALSE;
 }
 
+const JSONB_VERSION = Buffer.from([1]);
+
 /**
  * JSON text as a jsonb field (json's binary form is the text alone): the
  * format version, 1, then the text, which PostgreSQL parses as it would the
- * same text in COPY's text format. The version byte is U+0001's UTF-8.
+ * same text in COPY's text format. Two pieces, written one after the other:
+ * the text is not copied into a new string first.
  */
-export function binaryJsonb(json: string): string {
-  return `\u0001${json}`;
+export function binaryJsonb(json: string): readonly [Buffer, string] {
+  return [JSONB_VERSION, json];
 }
 
 // The binary format's signature, flags and header extension length.

@@ -3,7 +3,7 @@ import { ApplyCommitted, StateEventType } from '../../domain/state';
 import type { Queryable } from '../../infrastructure/postgres/database';
 import { Projector } from '../projector';
 import { ResourceAddresses, ResourceRow, resourceRow } from './lifecycle-row';
-import type { InstanceObjectV4, JsonObject, JsonValue } from '../../domain/terraform';
+import type { JsonValue } from '../../domain/terraform';
 import {
   applyLifecycleRuns,
   closeRows,
@@ -24,6 +24,7 @@ import {
   copyBinaryRows,
 } from '../../infrastructure/postgres/copy-rows';
 import { bigNumberText, isBigNumber } from '../../domain/terraform/lossless-json';
+import { InstanceTexts, instanceTexts } from './instance-texts';
 
 const RESOURCE_COLUMNS = `state_id uuid, address text, resource_address text, mode text, type text,
   name text, module_path text, index_key text, deposed_key text, provider text, each_mode text,
@@ -68,35 +69,6 @@ function integerOf(value: JsonValue): number | bigint {
   const text = typeof value === 'string' ? (isBigNumber(value) ? bigNumberText(value) : value) : '';
   if (!/^\s*[-+]?\d+\s*$/.test(text)) throw new TypeError(`not an integer: ${jsonbText(value)}`);
   return BigInt(text.trim());
-}
-
-/**
- * An instance's JSON.stringify text, spelled member by member (the same
- * text: its own keys in their order, undefined members left out), keeping
- * the members that are also jsonb columns of the row, which then need no
- * serialisation of their own: `attributes` is most of an instance's bytes.
- */
-function instanceTexts(instance: InstanceObjectV4): InstanceTexts {
-  const texts: InstanceTexts = { instance: '' };
-  let whole = '';
-  for (const key of Object.keys(instance)) {
-    const value = (instance as JsonObject)[key];
-    if (value === undefined) continue;
-    const text = JSON.stringify(value);
-    if (key === 'attributes' || key === 'sensitive_attributes' || key === 'dependencies') {
-      texts[key] = text;
-    }
-    whole += `${whole === '' ? '{' : ','}${JSON.stringify(key)}:${text}`;
-  }
-  texts.instance = whole === '' ? '{}' : `${whole}}`;
-  return texts;
-}
-
-interface InstanceTexts {
-  instance: string;
-  attributes?: string;
-  sensitive_attributes?: string;
-  dependencies?: string;
 }
 
 /** Columns whose value is usually the row before's (see RESOURCE_CELLS). */
