@@ -308,6 +308,37 @@ describe('refused cleanly, leaving the data untouched', () => {
     }
   });
 
+  it('refuses an answer larger than 64 MiB, whatever carries it, and goes on serving', async () => {
+    for (const sql of [
+      // One value past V8's longest string: node-postgres would throw in its socket handler.
+      "SELECT repeat('x', 600000000)",
+      // Many rows, each small.
+      "SELECT repeat('y', 1000000) FROM generate_series(1, 100)",
+      // A notice, and an error quoting the value it could not read.
+      "DO $$BEGIN RAISE NOTICE '%', repeat('n', 100000000); END$$",
+      "SELECT repeat('9', 100000000)::int",
+    ]) {
+      const r = await query({ sql, max_rows: 100_000 });
+      expect({ sql, status: r.status, error: r.body.error }).toEqual({
+        sql,
+        status: 400,
+        error: { code: 'QUERY.TOO_LARGE', message: expect.stringContaining('64 MiB') },
+      });
+    }
+    // Right under the bound is an answer.
+    const fits = await query({
+      sql: "SELECT repeat('z', 1000000) FROM generate_series(1, 60)",
+      max_rows: 100_000,
+    });
+    expect({ status: fits.status, rows: fits.body.rows?.length }).toEqual({
+      status: 200,
+      rows: 60,
+    });
+    const ready = await fetch(`${kld.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(kld.output()).not.toContain('unhandled error');
+  });
+
   it('leaves nothing behind on the pooled session (advisory locks, settings)', async () => {
     await query({ sql: 'SELECT pg_advisory_lock(4242)' });
     await query({ sql: "SELECT set_config('search_path', 'pg_catalog', false)" });

@@ -6,6 +6,8 @@ import { connectionOptions } from '../postgres/connection-options';
 import { survivingConnectionLoss } from '../postgres/pool-errors';
 import { isPgServerError, PgServerError, QUERY_INVALID, queryError } from './query-errors';
 import { queryTypeParsers } from './query-values';
+import { QUERY_LIMITS } from './query-limits';
+import { replyBudget } from './reply-budget';
 import { ensureReaderPassword, READER_ROLE, readerUrl } from './reader-role';
 import type { SqlQueryResult } from '../../domain/wire/query';
 
@@ -68,11 +70,14 @@ export class SqlQueryService {
     const client = await this.connect();
     let reusable = true;
     let pid: number | null = null;
+    let budget: ReturnType<typeof replyBudget> | null = null;
     try {
       pid = await this.grant(client, scope);
       await client.query('BEGIN READ ONLY');
       await client.query(`SET LOCAL statement_timeout = ${Math.floor(query.timeoutMs)}`);
+      budget = replyBudget(client, QUERY_LIMITS.maxReplyBytes);
       const result = await this.execute(client, query);
+      budget.end();
       // the reader's connection asked for the marker (verifyThrough) before it ran
       this.owner.guard?.assertIntact();
       // node-postgres takes COPY … TO STDOUT and drops the data it streams:
@@ -92,6 +97,12 @@ export class SqlQueryService {
         truncated,
       };
     } catch (err) {
+      budget?.end();
+      if (budget?.exceeded) {
+        // Its connection is closed: what the statement failed with says nothing more.
+        reusable = false;
+        throw budget.exceeded;
+      }
       await client.query('ROLLBACK').catch(() => (reusable = false));
       if (isPgServerError(err)) throw queryError(err, query.timeoutMs);
       if (err instanceof DomainError) throw err;
