@@ -20,10 +20,10 @@ export interface DrainableConnections {
  * Node's `close()` ends only connections that have finished a request: one that
  * was opened and never used would hold shutdown for the whole keep-alive.
  *
- * A connection must also send its first request's headers within the headers
- * timeout: Node counts that timeout only from a request's first byte, so a
- * connection that never sends one would stay open for good, and enough of them
- * take every file descriptor kld has (its database connections included).
+ * A connection must also begin its first request within the headers timeout:
+ * Node counts that timeout only from a request's first byte, so a connection
+ * that never sends one would stay open for good, and enough of them take
+ * every file descriptor kld has (its database connections included).
  */
 export function drainableConnections(server: Server, keepAliveMs: number): DrainableConnections {
   server.keepAliveTimeout = keepAliveMs;
@@ -35,7 +35,10 @@ export function drainableConnections(server: Server, keepAliveMs: number): Drain
   const silent = new Map<Socket, NodeJS.Timeout>();
   server.on(server instanceof TlsServer ? 'secureConnection' : 'connection', (socket: Socket) => {
     requestsOn.set(socket, 0);
-    const timer = setTimeout(() => socket.destroy(), server.headersTimeout);
+    // One that began a request is Node's to time out (a JSON 408, answerClientErrors).
+    const timer = setTimeout(() => {
+      if (socket.bytesRead === 0) socket.destroy();
+    }, server.headersTimeout);
     timer.unref();
     silent.set(socket, timer);
     socket.once('close', () => {
