@@ -75,6 +75,30 @@ describe('connection-level abuse', () => {
     });
   });
 
+  it('refuses an event filter whose glob would take its thread for ages, and serves on', async () => {
+    const name = 'a'.repeat(200);
+    const created = await fetch(`${kld.url}/v1/states/${name}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({
+        version: 4,
+        terraform_version: '1.11.4',
+        serial: 1,
+        lineage: 'glob',
+        outputs: {},
+        resources: [],
+      }),
+    });
+    expect(created.status).toBe(200);
+    const glob = `${'*a'.repeat(25)}*b`;
+    const r = await fetch(`${kld.url}/v1/events?follow=false&state=${encodeURIComponent(glob)}`);
+    expect({
+      status: r.status,
+      code: ((await r.json()) as { error: { code: string } }).error.code,
+    }).toEqual({ status: 400, code: 'EVENTS.INVALID_FILTER' });
+    expect((await fetch(`${kld.url}/healthz`)).status).toBe(200);
+  });
+
   it('lets uploads cut short mid-body go without blaming the database, and serves on', async () => {
     await Promise.all(
       Array.from(
