@@ -308,6 +308,66 @@ describe('refused cleanly, leaving the data untouched', () => {
     }
   });
 
+  it('refuses an answer larger than 64 MiB, whatever carries it, and goes on serving', async () => {
+    for (const sql of [
+      // One value past V8's longest string: node-postgres would throw in its socket handler.
+      "SELECT repeat('x', 600000000)",
+      // Many rows, each small.
+      "SELECT repeat('y', 1000000) FROM generate_series(1, 100)",
+      // A notice, and an error quoting the value it could not read.
+      "DO $$BEGIN RAISE NOTICE '%', repeat('n', 100000000); END$$",
+      "SELECT repeat('9', 100000000)::int",
+    ]) {
+      const r = await query({ sql, max_rows: 100_000 });
+      expect({ sql, status: r.status, error: r.body.error }).toEqual({
+        sql,
+        status: 400,
+        error: { code: 'QUERY.TOO_LARGE', message: expect.stringContaining('64 MiB') },
+      });
+    }
+    // Right under the bound is an answer.
+    const fits = await query({
+      sql: "SELECT repeat('z', 1000000) FROM generate_series(1, 60)",
+      max_rows: 100_000,
+    });
+    expect({ status: fits.status, rows: fits.body.rows?.length }).toEqual({
+      status: 200,
+      rows: 60,
+    });
+    const ready = await fetch(`${kld.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(kld.output()).not.toContain('unhandled error');
+  });
+
+  it('cancels a query that takes an advisory lock (a projector’s), and writes go on', async () => {
+    const sqls = [
+      // The key the state-catalog projector locks (projection-runner LOCK_NAMESPACE).
+      "SELECT pg_advisory_xact_lock(7300422, hashtext('state-catalog')), pg_sleep(20)",
+      // The same through SQL text no reading of the query would see.
+      "SELECT query_to_xml('SELECT pg_advisory_lock(7300422, hashtext(''state-raw'')), pg_sleep(20)', true, false, '')",
+    ];
+    for (const [i, sql] of sqls.entries()) {
+      const held = query({ sql, timeout_ms: 60_000 });
+      const commit = await fetch(`${kld.url}/v1/states/${state}-locked-${i}`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify(doc(1, 1)),
+      });
+      expect(commit.status).toBe(200);
+      const r = await held;
+      expect({ sql, status: r.status, code: r.body.error?.code }).toEqual({
+        sql,
+        status: 400,
+        code: 'QUERY.FORBIDDEN',
+      });
+    }
+    const left = await t.db.query(
+      `SELECT count(*) AS n FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+        WHERE l.locktype = 'advisory' AND a.usename = 'kl_reader'`,
+    );
+    expect(Number(left[0].n)).toBe(0);
+  });
+
   it('leaves nothing behind on the pooled session (advisory locks, settings)', async () => {
     await query({ sql: 'SELECT pg_advisory_lock(4242)' });
     await query({ sql: "SELECT set_config('search_path', 'pg_catalog', false)" });

@@ -50,6 +50,17 @@ const KNOWN_STATES = 10_000;
 
 const MAX_VALUES = 100;
 const MAX_LENGTH = 512;
+/**
+ * Wildcards (`*` or `**`) a state glob may hold. picomatch makes each a lazy
+ * `[^/]*?` (or its any-depth form), and a regular expression backtracks
+ * through every way of splitting a name among them: with two a 512-character
+ * name is matched in about a millisecond, with three in 50 ms, with 26 not
+ * before the caller has long gone, and kld's one thread does nothing else
+ * meanwhile.
+ */
+const MAX_WILDCARDS = 2;
+/** Names whose match a filter remembers (events come from few states). */
+const REMEMBERED_STATES = 10_000;
 // State-name characters (state-name.ts) and glob syntax.
 const STATE_GLOB = /^[A-Za-z0-9._@+=\-/*?{},[\]!]+$/;
 
@@ -91,11 +102,18 @@ export class EventFilter {
             '(letters, digits, . _ @ + = - / and * ? { } , [ ] !)',
         );
       }
+      const wildcards = (glob.match(/\*+/g) ?? []).length;
+      if (wildcards > MAX_WILDCARDS) {
+        throw invalid(
+          `state filter "${short(glob)}" has ${wildcards} wildcards; a glob has at most ` +
+            `${MAX_WILDCARDS} (* or **): give several filters instead`,
+        );
+      }
     }
     return new EventFilter(
       types.length ? new Set(types) : null,
       prefixes.length ? prefixes : null,
-      states.length ? picomatch(states) : null,
+      states.length ? remembered(picomatch(states)) : null,
       access,
     );
   }
@@ -128,6 +146,20 @@ export class EventFilter {
     if (this.stateGlob === null) return true;
     return state !== null && this.stateGlob(state);
   }
+}
+
+/** `matches`, asked once per name (up to REMEMBERED_STATES names, then afresh). */
+function remembered(matches: (name: string) => boolean): (name: string) => boolean {
+  const known = new Map<string, boolean>();
+  return (name) => {
+    let match = known.get(name);
+    if (match === undefined) {
+      if (known.size >= REMEMBERED_STATES) known.clear();
+      match = matches(name);
+      known.set(name, match);
+    }
+    return match;
+  };
 }
 
 function values(list: readonly string[] | undefined, what: string): string[] {

@@ -86,11 +86,18 @@ export class EventsGrpcServer {
     /** null: authentication is off, every call may read everything. */
     private readonly authenticator: Authenticator | null = null,
     private readonly tls: GrpcTls | null = null,
+    /**
+     * A connection with no call for this long is closed (GOAWAY; a client
+     * reconnects when it next calls). grpc-js keeps one forever by default,
+     * and turns off Node's socket timeout too: idle connections would pile
+     * up without bound. As long as kld's HTTP keep-alive.
+     */
+    private readonly idleMs = 65_000,
   ) {}
 
   /** Listens on host:port (port 0: any free one); returns the address bound. */
   async listen(host: string, port: number): Promise<string> {
-    const server = new grpc.Server();
+    const server = new grpc.Server({ 'grpc.max_connection_idle_ms': this.idleMs });
     server.addService(eventsServiceDefinition(), {
       Subscribe: (call: grpc.ServerWritableStream<SubscribeRequest, unknown>) =>
         void this.serve(call, (r) => subscribeRequest(r)),

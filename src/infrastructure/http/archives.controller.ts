@@ -26,6 +26,9 @@ export class ArchivesController {
   @Access.state('read', (req) => stateNameFrom(req.params.path as unknown as string[]))
   async export(@Param('path') path: string[], @Res() res: Response): Promise<void> {
     const name = stateNameFrom(path);
+    // A client gone mid-export never drains its socket again: stop there.
+    const gone = new AbortController();
+    res.once('close', () => gone.abort());
     const lines = this.archives.export(name)[Symbol.asyncIterator]();
     // The first line comes only once the history was read: a missing state
     // is still a JSON 404.
@@ -37,12 +40,18 @@ export class ArchivesController {
     try {
       if (!first.done) res.write(first.value);
       for (let next = await lines.next(); !next.done; next = await lines.next()) {
-        if (!res.write(next.value)) await once(res, 'drain');
+        if (!res.write(next.value)) {
+          await once(res, 'drain', { signal: gone.signal }).catch(() => undefined);
+        }
+        if (gone.signal.aborted) break;
       }
       res.end();
     } catch (err) {
       // Too late for a status: cut the stream, and the checksum tells the reader.
       res.destroy(err as Error);
+    } finally {
+      // Lets go of the history being read (a page of events) at once.
+      await lines.return?.(undefined);
     }
   }
 

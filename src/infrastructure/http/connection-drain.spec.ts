@@ -4,12 +4,12 @@ import { AddressInfo } from 'node:net';
 import { drainableConnections } from './connection-drain';
 
 /** A server whose one route answers after `slowMs`; closing reports how long it took. */
-async function serve(slowMs: number) {
+async function serve(slowMs: number, keepAliveMs = 65_000) {
   const server = http.createServer((_req, res) => {
     const answer = setTimeout(() => res.end('done'), slowMs);
     res.once('close', () => clearTimeout(answer));
   });
-  const connections = drainableConnections(server, 65_000);
+  const connections = drainableConnections(server, keepAliveMs);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
   const close = async (graceMs: number) => {
@@ -56,6 +56,26 @@ describe('drainableConnections', () => {
     expect(body).toBe('done');
     expect(await close(30_000)).toBeLessThan(5_000);
     agent.destroy();
+  });
+
+  it('closes a connection that sends no request, and only that one', async () => {
+    const { port, close } = await serve(1_500, 200);
+    const silent = await connect(port);
+    const closedByServer = new Promise<boolean>((r) => silent.once('end', () => r(true)));
+    // Its answer takes longer than a silent connection may stay: once asked, it is not cut.
+    const answer = new Promise<string>((resolve, reject) =>
+      http
+        .get({ port, host: '127.0.0.1' }, (res) => {
+          let text = '';
+          res.on('data', (c) => (text += c));
+          res.on('end', () => resolve(text));
+        })
+        .on('error', reject),
+    );
+    expect(await closedByServer).toBe(true);
+    expect(await answer).toBe('done');
+    silent.destroy();
+    await close(1_000);
   });
 
   it('lets a request in flight finish, then closes its connection', async () => {

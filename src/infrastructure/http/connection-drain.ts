@@ -19,6 +19,11 @@ export interface DrainableConnections {
  * balancer or a client that reuses one never races kld closing it (Node's 5 s).
  * Node's `close()` ends only connections that have finished a request: one that
  * was opened and never used would hold shutdown for the whole keep-alive.
+ *
+ * A connection must also begin its first request within the headers timeout:
+ * Node counts that timeout only from a request's first byte, so a connection
+ * that never sends one would stay open for good, and enough of them take
+ * every file descriptor kld has (its database connections included).
  */
 export function drainableConnections(server: Server, keepAliveMs: number): DrainableConnections {
   server.keepAliveTimeout = keepAliveMs;
@@ -27,12 +32,25 @@ export function drainableConnections(server: Server, keepAliveMs: number): Drain
   let draining = false;
   let late: NodeJS.Timeout | undefined;
   // A TLS server hands requests the decrypted socket, not the TCP one.
+  const silent = new Map<Socket, NodeJS.Timeout>();
   server.on(server instanceof TlsServer ? 'secureConnection' : 'connection', (socket: Socket) => {
     requestsOn.set(socket, 0);
-    socket.once('close', () => requestsOn.delete(socket));
+    // One that began a request is Node's to time out (a JSON 408, answerClientErrors).
+    const timer = setTimeout(() => {
+      if (socket.bytesRead === 0) socket.destroy();
+    }, server.headersTimeout);
+    timer.unref();
+    silent.set(socket, timer);
+    socket.once('close', () => {
+      requestsOn.delete(socket);
+      clearTimeout(silent.get(socket));
+      silent.delete(socket);
+    });
   });
   server.on('request', (req, res) => {
     const socket = req.socket;
+    clearTimeout(silent.get(socket));
+    silent.delete(socket);
     requestsOn.set(socket, (requestsOn.get(socket) ?? 0) + 1);
     res.once('close', () => {
       const left = (requestsOn.get(socket) ?? 1) - 1;

@@ -77,6 +77,7 @@ export const HTTP_STATUS_BY_CODE = {
   // 400, not 403: the caller is allowed to query; this SQL touched what no query may.
   'QUERY.FORBIDDEN': 400,
   'QUERY.TIMEOUT': 400,
+  'QUERY.TOO_LARGE': 400,
 
   'PROJECTIONS.REBUILD_RUNNING': 409,
   // A rebuild met an event a projector cannot apply (docs/operations.md).

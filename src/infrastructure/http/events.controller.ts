@@ -74,6 +74,13 @@ export class EventsController implements OnModuleDestroy {
         'Cache-Control': 'no-store',
         'X-Accel-Buffering': 'no',
       });
+      // HEAD (Express routes it here) gets the headers and its end (the feed
+      // reads nothing until iterated): its client reads no body, and a
+      // request it sends next on the connection would wait behind this one.
+      if (req.method === 'HEAD') {
+        res.end();
+        return;
+      }
       res.flushHeaders();
       const heartbeat = setInterval(() => res.write(': heartbeat\n\n'), heartbeatS * 1000);
       try {

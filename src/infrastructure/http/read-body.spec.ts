@@ -40,6 +40,19 @@ describe('readBody', () => {
     );
     expect((await readBody(request(parts), size)).toString()).toBe(whole);
   });
+
+  it('refuses a body cut short by its client as a client error, not a lost database', async () => {
+    const cut = new Readable({ read() {} });
+    cut.push(Buffer.from(parts[0]));
+    // What Node's IncomingMessage fails with when the connection closes mid-body.
+    setImmediate(() => cut.destroy(Object.assign(new Error('aborted'), { code: 'ECONNRESET' })));
+    (cut as unknown as { header: () => string }).header = () => String(size);
+    const refused = readBody(cut as unknown as Request, 1000, 'state');
+    await expect(refused).rejects.toMatchObject({
+      code: 'REQUEST.INVALID',
+      message: `the connection closed before the state was complete (${parts[0].length} bytes came)`,
+    });
+  });
 });
 
 describe('utf8Text', () => {

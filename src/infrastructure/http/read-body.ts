@@ -29,20 +29,32 @@ export async function readBody(
   let into = declaredSize >= 0 ? allocate(declaredSize) : null;
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    if (size + chunk.length > limit) {
-      req.resume(); // drain the rest so the connection can answer
-      throw tooLarge(what, limit);
+  try {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      if (size + chunk.length > limit) {
+        req.resume(); // drain the rest so the connection can answer
+        throw tooLarge(what, limit);
+      }
+      onChunk?.(chunk);
+      if (into !== null && size + chunk.length <= into.length) chunk.copy(into, size);
+      else {
+        // More than declared (Node's parser does not allow it, but never trust it): collect.
+        if (into !== null) chunks.push(into.subarray(0, size));
+        into = null;
+        chunks.push(chunk);
+      }
+      size += chunk.length;
     }
-    onChunk?.(chunk);
-    if (into !== null && size + chunk.length <= into.length) chunk.copy(into, size);
-    else {
-      // More than declared (Node's parser does not allow it, but never trust it): collect.
-      if (into !== null) chunks.push(into.subarray(0, size));
-      into = null;
-      chunks.push(chunk);
+  } catch (err) {
+    // The client closed the connection mid-body (Node's "aborted", ECONNRESET):
+    // its doing, not a lost database, which is what that code would be taken for.
+    if ((err as NodeJS.ErrnoException).code === 'ECONNRESET') {
+      throw new DomainError(
+        'REQUEST.INVALID',
+        `the connection closed before the ${what} was complete (${size} bytes came)`,
+      );
     }
-    size += chunk.length;
+    throw err;
   }
   if (into !== null) return size === into.length ? into : into.subarray(0, size);
   return Buffer.concat(chunks, size);

@@ -2,7 +2,12 @@ import { randomUUID } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '../logging/logger';
 
-/** Gives every request an id (honouring X-Request-Id) and logs one line when it ends. */
+/**
+ * Gives every request an id (honouring X-Request-Id) and logs one line when
+ * it ends: answered, or given up by its client before the answer went out
+ * (`request aborted`: an upload cut short, a client that stopped waiting),
+ * which would otherwise leave no trace.
+ */
 export function requestLog(logger: Logger) {
   return (req: Request & { id?: string }, res: Response, next: NextFunction): void => {
     const header = req.header('x-request-id');
@@ -10,12 +15,23 @@ export function requestLog(logger: Logger) {
     req.id = id;
     res.setHeader('X-Request-Id', id);
     const started = process.hrtime.bigint();
+    const line = () => ({
+      requestId: id,
+      method: req.method,
+      path: req.originalUrl,
+      status: res.statusCode,
+      ms: Number(process.hrtime.bigint() - started) / 1e6,
+    });
+    // 'close' comes after 'finish' too, and an answer written once the
+    // client had gone may still finish: one line per request.
+    let logged = false;
     res.on('finish', () => {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      logger.info(
-        { requestId: id, method: req.method, path: req.originalUrl, status: res.statusCode, ms },
-        'request',
-      );
+      if (!logged) logger.info(line(), 'request');
+      logged = true;
+    });
+    res.on('close', () => {
+      if (!logged) logger.info(line(), 'request aborted');
+      logged = true;
     });
     next();
   };

@@ -1,11 +1,20 @@
-import { Pool, PoolClient, QueryArrayConfig, QueryArrayResult, QueryConfig } from 'pg';
+import { Client, Pool, PoolClient, QueryArrayConfig, QueryArrayResult, QueryConfig } from 'pg';
 import { DomainError } from '../../domain/shared/domain-error';
 import type { Logger } from '../logging/logger';
 import type { Database } from '../postgres/database';
 import { connectionOptions } from '../postgres/connection-options';
 import { survivingConnectionLoss } from '../postgres/pool-errors';
-import { isPgServerError, PgServerError, QUERY_INVALID, queryError } from './query-errors';
+import {
+  isPgServerError,
+  PgServerError,
+  QUERY_FORBIDDEN,
+  QUERY_INVALID,
+  queryError,
+} from './query-errors';
 import { queryTypeParsers } from './query-values';
+import { QUERY_LIMITS } from './query-limits';
+import { replyBudget } from './reply-budget';
+import { AdvisoryLockWatch, watchAdvisoryLocks } from './advisory-lock-watch';
 import { ensureReaderPassword, READER_ROLE, readerUrl } from './reader-role';
 import type { SqlQueryResult } from '../../domain/wire/query';
 
@@ -68,11 +77,22 @@ export class SqlQueryService {
     const client = await this.connect();
     let reusable = true;
     let pid: number | null = null;
+    let budget: ReturnType<typeof replyBudget> | null = null;
+    let locks: AdvisoryLockWatch | null = null;
     try {
       pid = await this.grant(client, scope);
       await client.query('BEGIN READ ONLY');
       await client.query(`SET LOCAL statement_timeout = ${Math.floor(query.timeoutMs)}`);
+      budget = replyBudget(client, QUERY_LIMITS.maxReplyBytes);
+      locks = watchAdvisoryLocks(
+        pid,
+        (p) => this.holdsAdvisoryLock(p),
+        (p) => this.cancel(p),
+      );
       const result = await this.execute(client, query);
+      budget.end();
+      locks.stop();
+      if (locks.caught) throw advisoryLockRefusal();
       // the reader's connection asked for the marker (verifyThrough) before it ran
       await this.owner.guard?.assertUntouched(client);
       // node-postgres takes COPY … TO STDOUT and drops the data it streams:
@@ -92,6 +112,17 @@ export class SqlQueryService {
         truncated,
       };
     } catch (err) {
+      budget?.end();
+      locks?.stop();
+      if (locks?.caught) {
+        await client.query('ROLLBACK').catch(() => (reusable = false));
+        throw advisoryLockRefusal();
+      }
+      if (budget?.exceeded) {
+        // Its connection is closed: what the statement failed with says nothing more.
+        reusable = false;
+        throw budget.exceeded;
+      }
       await client.query('ROLLBACK').catch(() => (reusable = false));
       if (isPgServerError(err)) throw queryError(err, query.timeoutMs);
       if (err instanceof DomainError) throw err;
@@ -123,6 +154,31 @@ export class SqlQueryService {
       [pid, scope.patterns, scope.allStreams],
     );
     return pid;
+  }
+
+  /** Whether the reader backend `pid` holds, or waits for, an advisory lock. */
+  private async holdsAdvisoryLock(pid: number): Promise<boolean> {
+    const rows = await this.owner.query<{ held: boolean }>(
+      "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND locktype = 'advisory') AS held",
+      [pid],
+    );
+    return rows[0]?.held === true;
+  }
+
+  /**
+   * Cancels the statement the reader backend `pid` runs, from a connection
+   * of the reader's own: a role may always cancel its own backends, and the
+   * owner need not be a superuser or a member of the reader's role.
+   */
+  private async cancel(pid: number): Promise<void> {
+    const reader = new Client(connectionOptions(readerUrl(this.databaseUrl)));
+    reader.on('error', () => undefined);
+    try {
+      await reader.connect();
+      await reader.query('SELECT pg_cancel_backend($1)', [pid]);
+    } finally {
+      await reader.end().catch(() => undefined);
+    }
   }
 
   private async revoke(pid: number): Promise<void> {
@@ -218,6 +274,14 @@ export class SqlQueryService {
       }),
     );
   }
+}
+
+function advisoryLockRefusal(): DomainError {
+  return new DomainError(
+    QUERY_FORBIDDEN,
+    'the query took (or waited for) an advisory lock and was cancelled: advisory locks are ' +
+      "kld's own, and one held by a query would hold up its writes",
+  );
 }
 
 /**
