@@ -15,23 +15,19 @@ export function requestLog(logger: Logger) {
     req.id = id;
     res.setHeader('X-Request-Id', id);
     const started = process.hrtime.bigint();
-    const line = () => ({
-      requestId: id,
-      method: req.method,
-      path: req.originalUrl,
-      status: res.statusCode,
-      ms: Number(process.hrtime.bigint() - started) / 1e6,
-    });
-    // 'close' comes after 'finish' too, and an answer written once the
-    // client had gone may still finish: one line per request.
-    let logged = false;
-    res.on('finish', () => {
-      if (!logged) logger.info(line(), 'request');
-      logged = true;
-    });
-    res.on('close', () => {
-      if (!logged) logger.info(line(), 'request aborted');
-      logged = true;
+    // 'close' ends every response, after 'finish' when the answer went out
+    // whole: one listener, and one line per request.
+    res.once('close', () => {
+      logger.info(
+        {
+          requestId: id,
+          method: req.method,
+          path: req.originalUrl,
+          status: res.statusCode,
+          ms: Number(process.hrtime.bigint() - started) / 1e6,
+        },
+        res.writableFinished ? 'request' : 'request aborted',
+      );
     });
     next();
   };
