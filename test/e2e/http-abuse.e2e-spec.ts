@@ -99,6 +99,39 @@ describe('connection-level abuse', () => {
     expect((await fetch(`${kld.url}/healthz`)).status).toBe(200);
   });
 
+  it('commits a state a quota glob of many wildcards misses, and serves on', async () => {
+    // As a regular expression this glob took seconds per match of a long
+    // name, and a quota's glob is matched on every commit of every state.
+    const glob = `${'*a'.repeat(30)}*b`;
+    const set = await fetch(`${kld.url}/v1/quotas`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ glob, max_resources: 10 }),
+    });
+    expect(set.status).toBe(200);
+    const name = `quota/${'a'.repeat(300)}`;
+    const committed = await fetch(`${kld.url}/v1/states/${name}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({
+        version: 4,
+        terraform_version: '1.11.4',
+        serial: 1,
+        lineage: 'quota-glob',
+        outputs: {},
+        resources: [],
+      }),
+    });
+    expect(committed.status).toBe(200);
+    const usage = await fetch(`${kld.url}/v1/quotas?state=${encodeURIComponent(name)}`);
+    expect(((await usage.json()) as { usage: { quota: unknown }[] }).usage[0].quota).toBeNull();
+    expect((await fetch(`${kld.url}/healthz`)).status).toBe(200);
+    const removed = await fetch(`${kld.url}/v1/quotas?glob=${encodeURIComponent(glob)}`, {
+      method: 'DELETE',
+    });
+    expect(removed.status).toBe(200);
+  });
+
   it('lets uploads cut short mid-body go without blaming the database, and serves on', async () => {
     await Promise.all(
       Array.from(
