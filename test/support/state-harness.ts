@@ -26,6 +26,8 @@ import type { Logger } from '../../src/infrastructure/logging/logger';
 import type { Projector } from '../../src/projections/projector';
 import { applyProjectors } from '../../src/projections/apply';
 import { stateProjectors } from '../../src/projections/state';
+import { RawStateProjector } from '../../src/projections/state/raw-state.projector';
+import type { CacheBudgets } from '../../src/application/bounded-cache';
 import { createTestDatabase, quietLogger, TestDatabase } from './test-database';
 
 export const READ_MODEL_TABLES = [
@@ -101,6 +103,15 @@ export class StateHarness {
 
   get db(): Database {
     return this.t.db;
+  }
+
+  /**
+   * This harness's projectors with a raw-state projector of their own: its
+   * document cache within `cache`, the chunks it writes kept in `written`.
+   */
+  projectorsWithRawState(cache: CacheBudgets, written: WrittenChunks): Projector[] {
+    const raw = new RawStateProjector(this.events, { cache }, undefined, written);
+    return [...this.projectors.filter((p) => p.name !== raw.name), raw];
   }
 
   /** Another runner over this harness's log (a replica, a spy projector, a rebuild). */

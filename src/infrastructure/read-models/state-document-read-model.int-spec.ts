@@ -1,7 +1,6 @@
 import { StateHarness } from '../../../test/support/state-harness';
 import { DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { WrittenChunks } from '../../application/state/written-chunks';
-import { RawStateProjector } from '../../projections/state/raw-state.projector';
 import { random } from '../../../test/support/seeded-random';
 import { contentMd5, parseStateDocument } from '../../domain/terraform';
 import type { Database } from '../postgres/database';
@@ -282,8 +281,7 @@ describe('WrittenChunks beside the raw-state projector', () => {
     const written = new WrittenChunks();
     // Room in the projector's document cache for two states of 500 instances, not three.
     const budgets = { ...DEFAULT_CACHE_BUDGETS, documentInstances: 1200 };
-    const raw = new RawStateProjector(h.events, { cache: budgets }, undefined, written);
-    const runner = h.newRunner([...h.projectors.filter((p) => p.name !== raw.name), raw]);
+    const runner = h.newRunner(h.projectorsWithRawState(budgets, written));
     const reads = { chunks: 0 };
     const reader = new StateDocumentReadModel(countingChunkReads(h, reads), { written });
     const values = new Map<number, string>();
