@@ -27,6 +27,22 @@ afterAll(async () => {
   await t?.drop();
 });
 
+/** Commits an empty state under `name` (serial 1). */
+function commitEmpty(name: string, lineage: string): Promise<Response> {
+  return fetch(`${kld.url}/v1/states/${name}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({
+      version: 4,
+      terraform_version: '1.11.4',
+      serial: 1,
+      lineage,
+      outputs: {},
+      resources: [],
+    }),
+  });
+}
+
 /** Sends `bytes` on one connection and collects everything until kld closes it. */
 function exchange(bytes: string): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -77,18 +93,7 @@ describe('connection-level abuse', () => {
 
   it('refuses an event filter whose glob would take its thread for ages, and serves on', async () => {
     const name = 'a'.repeat(200);
-    const created = await fetch(`${kld.url}/v1/states/${name}`, {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({
-        version: 4,
-        terraform_version: '1.11.4',
-        serial: 1,
-        lineage: 'glob',
-        outputs: {},
-        resources: [],
-      }),
-    });
+    const created = await commitEmpty(name, 'glob');
     expect(created.status).toBe(200);
     const glob = `${'*a'.repeat(25)}*b`;
     const r = await fetch(`${kld.url}/v1/events?follow=false&state=${encodeURIComponent(glob)}`);
@@ -110,18 +115,7 @@ describe('connection-level abuse', () => {
     });
     expect(set.status).toBe(200);
     const name = `quota/${'a'.repeat(300)}`;
-    const committed = await fetch(`${kld.url}/v1/states/${name}`, {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({
-        version: 4,
-        terraform_version: '1.11.4',
-        serial: 1,
-        lineage: 'quota-glob',
-        outputs: {},
-        resources: [],
-      }),
-    });
+    const committed = await commitEmpty(name, 'quota-glob');
     expect(committed.status).toBe(200);
     const usage = await fetch(`${kld.url}/v1/quotas?state=${encodeURIComponent(name)}`);
     expect(((await usage.json()) as { usage: { quota: unknown }[] }).usage[0].quota).toBeNull();
