@@ -68,13 +68,19 @@ export function runs(state: ActiveState): Map<string, Reservation[]> {
   return byRun;
 }
 
+/** How many of a run's globs a LockInfo or a conflict message names; the rest are counted. */
+export const NAMED_GLOBS = 5;
+
 /**
  * A LockInfo naming an apply run, for terraform to print when the run holds
  * what it asked for: the ID is the run's, Who its actor, Info its globs.
  */
 export function runLockInfo(reservations: Reservation[]): LockInfo {
   const [first] = reservations;
-  const globs = reservations.map((r) => `${r.mode} ${r.glob}`).join(', ');
+  // The first few globs: a run may hold thousands, and terraform prints this whole.
+  const shown = reservations.slice(0, NAMED_GLOBS).map((r) => `${r.mode} ${r.glob}`);
+  const more = reservations.length - shown.length;
+  const globs = shown.join(', ') + (more > 0 ? ` and ${more} more` : '');
   // A state-engine write names itself (ADR 0029 D5): "state-engine: state mv".
   const engineOp = first.info.state_engine_operation;
   const operation = typeof engineOp === 'string' ? `state-engine: ${engineOp}` : 'kl apply';
@@ -105,7 +111,7 @@ export function lockHolder(lock: HeldLock, acquiredAt: string | null): Holder {
   };
 }
 
-function reservationHolder(r: Reservation, all: Reservation[]): Holder {
+function reservationHolder(r: Reservation, lockInfo: LockInfo): Holder {
   return {
     kind: 'apply',
     glob: r.glob,
@@ -115,7 +121,7 @@ function reservationHolder(r: Reservation, all: Reservation[]): Holder {
     lockId: null,
     acquiredAt: r.acquiredAt,
     expiresAt: r.expiresAt,
-    lockInfo: runLockInfo(all),
+    lockInfo,
   };
 }
 
@@ -160,7 +166,12 @@ export function conflictsWith(
     });
     if (hit.length === 0) continue;
     if (isExpired(reservations[0], now)) expired.set(runId, reservations);
-    else live.push(...hit.map((r) => reservationHolder(r, reservations)));
+    else {
+      // One LockInfo per run, shared by its holders: built per holder, a run of
+      // n globs cost n² (and ran kld out of memory at 20,000).
+      const lockInfo = runLockInfo(reservations);
+      live.push(...hit.map((r) => reservationHolder(r, lockInfo)));
+    }
   }
   return { live, expired };
 }
@@ -189,7 +200,12 @@ export function coveringHolders(
     });
     if (hit.length === 0) continue;
     if (isExpired(reservations[0], now)) expired.set(runId, reservations);
-    else live.push(...hit.map((r) => reservationHolder(r, reservations)));
+    else {
+      // One LockInfo per run, shared by its holders: built per holder, a run of
+      // n globs cost n² (and ran kld out of memory at 20,000).
+      const lockInfo = runLockInfo(reservations);
+      live.push(...hit.map((r) => reservationHolder(r, lockInfo)));
+    }
   }
   return { live, expired };
 }

@@ -1,4 +1,5 @@
 import { deciderSpec } from '../../../test/support/decider-spec';
+import { DomainError } from '../shared/domain-error';
 import { CommandContext } from '../shared/event';
 import { buildDocument, documentMeta } from '../terraform/build-document';
 import { InstanceObjectV4, StateDocumentV4 } from '../terraform/state-document';
@@ -116,6 +117,18 @@ const lock = (id: string, operation?: string, seconds = 0): StateCommand => ({
 const planLock = (id: string, seconds = 0) => lock(id, 'OperationTypePlan', seconds);
 
 type Want = [glob: string, mode: 'read' | 'write'];
+
+/** The DomainError a command is refused with, after these events. */
+function refusal(history: (StateEvent | StateEvent[])[], command: StateCommand): DomainError {
+  const state = history.flat().reduce(evolve, initialState());
+  try {
+    decide(command, state);
+  } catch (err) {
+    if (err instanceof DomainError) return err;
+    throw err;
+  }
+  throw new Error(`${command.type} was not refused`);
+}
 function acquire(
   runId: string,
   wants: Want[],
@@ -249,6 +262,16 @@ describe('State decider: locks as reservations', () => {
           Path: '',
         },
       });
+  });
+
+  it('names a run holding thousands of globs in a LockInfo of a few lines', () => {
+    const wants = Array.from({ length: 3000 }, (_, i): Want => [`aws_instance.n${i}`, 'write']);
+    const big = acquired('run-big', wants);
+    const holder = refusal([created, v1, big], lock('W1')).metadata.holder as LockInfo;
+    expect(holder.ID).toBe('run-big');
+    expect(holder.Info).toContain('write aws_instance.n0, write aws_instance.n1');
+    expect(holder.Info).toContain('and 2995 more');
+    expect(String(holder.Info).length).toBeLessThan(500);
   });
 
   it('lets a plan read beside a run that only reads, not beside one that writes', () => {
@@ -600,6 +623,20 @@ describe('State decider: AcquireReservations', () => {
     given(created, v1)
       .when(acquire('r', [['*', 'write']], { readSet: ['nope'] }))
       .thenFails('RESERVATION.GLOB_INVALID');
+    const tooMany = Array.from({ length: 10_001 }, (_, i): Want => [`aws_instance.n${i}`, 'read']);
+    given(created, v1).when(acquire('r', tooMany)).thenFails('APPLY.INVALID');
+  });
+
+  it('answers a conflict with a run of thousands of globs with every holder, in a short message', () => {
+    const wants = Array.from({ length: 3000 }, (_, i): Want => [`aws_instance.n${i}`, 'write']);
+    const error = refusal(
+      [created, v1, acquired('run-big', wants)],
+      acquire('run-all', [['*', 'write']]),
+    );
+    expect(error.code).toBe('RESERVATION.CONFLICT');
+    expect(error.metadata.holders).toHaveLength(3000);
+    expect(error.message).toContain('and 2995 more');
+    expect(error.message.length).toBeLessThan(1000);
   });
 });
 

@@ -8,7 +8,7 @@ import {
 } from '../reservations/address-glob';
 import { DomainError } from '../shared/domain-error';
 import { parseInstanceAddress } from '../terraform/instance-address';
-import { conflictsWith, Holder, leaseEnd, reclaim, reservationsOf } from './holders';
+import { conflictsWith, Holder, leaseEnd, NAMED_GLOBS, reclaim, reservationsOf } from './holders';
 import { AcquireReservations, ReleaseReservations, RenewReservations } from './state.commands';
 import {
   APPLY_ALREADY_STARTED,
@@ -26,6 +26,11 @@ import { ActiveState, StateAggregate } from './state.model';
 export const MIN_LEASE_SECONDS = 5;
 export const MAX_LEASE_SECONDS = 24 * 60 * 60;
 export const DEFAULT_LEASE_SECONDS = 15 * 60;
+/**
+ * Globs one run may ask for: a plan reserves one per resource it changes, and
+ * each is compared with every other run's, so the count must stay bounded.
+ */
+export const MAX_RESERVATIONS_PER_RUN = 10_000;
 
 function active(state: StateAggregate, name: string): ActiveState {
   if (state.status !== 'active') {
@@ -58,7 +63,8 @@ function describe(holder: Holder): string {
 export function conflictError(name: string, holders: Holder[]): DomainError {
   return new DomainError(
     RESERVATION_CONFLICT,
-    `state ${name}: ${holders.map(describe).join('; ')}`,
+    `state ${name}: ${holders.slice(0, NAMED_GLOBS).map(describe).join('; ')}` +
+      (holders.length > NAMED_GLOBS ? ` and ${holders.length - NAMED_GLOBS} more` : ''),
     { holders },
   );
 }
@@ -134,22 +140,30 @@ export function acquireReservations(
   checkBase(d.name, s, d.baseVersion);
   checkLease(d.leaseSeconds);
   if (d.requests.length === 0) throw new DomainError(APPLY_INVALID, 'no reservations asked for');
+  if (d.requests.length > MAX_RESERVATIONS_PER_RUN) {
+    throw new DomainError(
+      APPLY_INVALID,
+      `a run may reserve at most ${MAX_RESERVATIONS_PER_RUN} globs, got ${d.requests.length}: ` +
+        'reserve a module (module.NAME.*) or * instead',
+    );
+  }
   if (d.reservationIds.length !== d.requests.length) {
     throw new Error('one reservation id per request');
   }
   // One spelling per glob; the same glob and mode twice is asked once.
   const wanted: { id: string; text: string; glob: AddressGlob; mode: ReservationMode }[] = [];
+  const asked = new Set<string>();
   d.requests.forEach((r, i) => {
     const text = normalizeAddressGlob(r.glob);
-    if (wanted.some((w) => w.text === text && w.mode === r.mode)) return;
+    if (asked.has(`${r.mode} ${text}`)) return;
+    asked.add(`${r.mode} ${text}`);
     wanted.push({ id: d.reservationIds[i], text, glob: parseAddressGlob(text), mode: r.mode });
   });
 
   const held = reservationsOf(s, d.runId);
   if (held.length > 0) {
     const same =
-      held.length === wanted.length &&
-      wanted.every((w) => held.some((h) => h.glob === w.text && h.mode === w.mode));
+      held.length === wanted.length && held.every((h) => asked.has(`${h.mode} ${h.glob}`));
     if (same) return []; // a retry: the run holds exactly these
     throw new DomainError(
       APPLY_ALREADY_STARTED,
