@@ -271,6 +271,18 @@ describe('state-engine API', () => {
     expect((await current(name)).version).toBe(2);
   });
 
+  it('answers a scope and a slice that name nothing: an empty scope, not provably safe, and no instances', async () => {
+    const { name, lineage } = await newState();
+    for (const body of [{}, { addresses: [] }]) {
+      const scope = await call('POST', `/v1/engine/states/${name}/scope`, body);
+      expect({ body, status: scope.status }).toEqual({ body, status: 200 });
+      expect(scope.json).toMatchObject({ scope: [], closure: [], provably_safe: false });
+      const slice = await call('POST', `/v1/engine/states/${name}/slice`, body);
+      expect({ body, status: slice.status }).toEqual({ body, status: 200 });
+      expect(slice.json).toMatchObject({ serial: 2, lineage, resources: [] });
+    }
+  });
+
   it('serves a slice: only the asked resources, every output, the trunk lineage and serial', async () => {
     const { name, lineage } = await newState();
     const r = await call('POST', `/v1/engine/states/${name}/slice`, {

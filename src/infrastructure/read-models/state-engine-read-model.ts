@@ -179,7 +179,9 @@ function prefiltered(
       );
     }
   }
-  if (branches.length === 0) return `${select} WHERE false`;
+  // No candidate: no row, with the caller's parameters still used (a statement
+  // that names none of them is refused for the parameters it is sent).
+  if (branches.length === 0) return `${select} WHERE ${rows} AND false`;
   return branches.join('\n    UNION ALL\n    ');
 }
 
