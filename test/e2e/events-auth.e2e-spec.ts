@@ -4,6 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { bootstrapToken } from '../support/auth';
+import { RECHECK_MS } from '../../src/infrastructure/auth/subscriber-recheck';
 import {
   bearer,
   collectGrpc,
@@ -261,6 +262,67 @@ it('a live subscriber gets checkpoints, not events, for states it may not read',
       expect(Object.keys(m)).toEqual(['kind', 'position']);
     }
   } finally {
+    rpc.close();
+  }
+});
+
+it('ends an open subscription once its token is revoked: gRPC UNAUTHENTICATED, SSE an error, no event after', async () => {
+  const r = await fetch(`${plain.url}/v1/admin/tokens`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${tokens.root}` },
+    body: JSON.stringify({ name: 'feed-revoked', scopes: ['events', 'read:team-a/*'] }),
+  });
+  expect(r.status).toBe(201);
+  const token = ((await r.json()) as { token: string }).token;
+  const rpc = grpcEventsClient(plain.grpc);
+  const abort = new AbortController();
+  try {
+    const sub = collectGrpc(rpc.Subscribe({ origin: 'ORIGIN_END' }, bearer(token)));
+    let outcome: string | null = null;
+    void sub.done.then(
+      () => (outcome = 'ended without an error'),
+      (e: grpc.ServiceError) => (outcome = `${grpc.status[e.code]} ${e.details}`),
+    );
+    const stream = await fetch(`${plain.url}/v1/events?from=end`, {
+      headers: { Authorization: `Bearer ${token}` },
+      signal: abort.signal,
+    });
+    expect(stream.status).toBe(200);
+    let text = '';
+    void (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of stream.body as AsyncIterable<Uint8Array>) {
+        text += decoder.decode(chunk, { stream: true });
+      }
+    })().catch(() => undefined);
+    await waitFor(
+      'caught up',
+      () => sub.messages.some((m) => m.kind === 'caught_up') && text.includes('event: caught-up'),
+    );
+    const revoke = await fetch(`${plain.url}/v1/admin/tokens/feed-revoked`, {
+      method: 'DELETE',
+      headers: { Authorization: `Bearer ${tokens.root}` },
+    });
+    expect(revoke.status).toBe(200);
+    // Past the recheck interval, so the next message asks again.
+    await new Promise((resolve) => setTimeout(resolve, RECHECK_MS + 200));
+    await post('team-a/x', 4);
+    await waitFor(
+      'the gRPC stream to end, or to deliver the event',
+      () => outcome !== null || sub.messages.some((m) => m.kind === 'event'),
+    );
+    expect(sub.messages.filter((m) => m.kind === 'event')).toEqual([]);
+    expect(outcome).toMatch(
+      /^UNAUTHENTICATED AUTH.UNAUTHENTICATED: token "feed-revoked" was revoked/,
+    );
+    await waitFor(
+      'the SSE stream to end, or to deliver the event',
+      () => text.includes('event: error') || text.includes('state-team-a/x'),
+    );
+    expect(text).toMatch(/event: error\ndata: \{"code":"AUTH.UNAUTHENTICATED"/);
+    expect(text).not.toContain('state-team-a/x');
+  } finally {
+    abort.abort();
     rpc.close();
   }
 });

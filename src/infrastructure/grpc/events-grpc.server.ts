@@ -8,6 +8,7 @@ import { eventAccess, EventFilter } from '../../application/events/event-filter'
 import { DomainError } from '../../domain/shared/domain-error';
 import { formatCursor, parseCursor } from '../../domain/shared/log-cursor';
 import { type Authenticator, OPEN, subjectText } from '../auth/authenticator';
+import { SubscriberRecheck } from '../auth/subscriber-recheck';
 import { AUTH_FORBIDDEN, AUTH_UNAUTHENTICATED, requirePrincipalScope } from '../http/access';
 import type { Logger } from '../logging/logger';
 import { encodeBatches, encodeEvent } from './event-message-encoding';
@@ -151,11 +152,16 @@ export class EventsGrpcServer {
     call.on('cancelled', () => abort.abort());
     call.on('close', () => abort.abort());
     try {
-      const principal = this.authenticator
-        ? await this.authenticator.authenticateWith(authorizationOf(call.metadata), () =>
-            certificateSubject(call),
-          )
-        : OPEN;
+      const authenticator = this.authenticator;
+      const authenticate = () =>
+        authenticator
+          ? authenticator.authenticateWith(authorizationOf(call.metadata), () =>
+              certificateSubject(call),
+            )
+          : Promise.resolve(OPEN);
+      const principal = await authenticate();
+      // A token revoked or expired while the stream is open ends it too.
+      const recheck = authenticator ? new SubscriberRecheck(authenticate) : null;
       requirePrincipalScope(
         principal,
         'events',
@@ -172,6 +178,7 @@ export class EventsGrpcServer {
       );
       const feed = await this.feed.open({ ...parse(request), filter }, abort.signal);
       for await (const item of feed) {
+        await recheck?.beforeSend();
         for (const m of messages(item)) {
           if (abort.signal.aborted) break;
           if (!call.write(m)) {

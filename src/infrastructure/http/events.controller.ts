@@ -5,9 +5,12 @@ import { EVENT_FEED, EventFeed, FeedItem } from '../../application/events/event-
 import { eventAccess, EventFilter } from '../../application/events/event-filter';
 import type { LoggedEvent } from '../../domain/shared/event';
 import { formatCursor, parseCursor } from '../../domain/shared/log-cursor';
+import { AUTHENTICATOR, type Authenticator } from '../auth/authenticator';
+import { SubscriberRecheck } from '../auth/subscriber-recheck';
 import { eventJson } from '../events/event-json';
 import { LOGGER, type Logger } from '../logging/logger';
-import { Access, principalOf } from './access';
+import { DomainError } from '../../domain/shared/domain-error';
+import { Access, AUTH_UNAUTHENTICATED, principalOf } from './access';
 import { EventsQueryDto } from './dto/events.dto';
 
 const HEARTBEAT_S = 15;
@@ -28,6 +31,7 @@ export class EventsController implements OnModuleDestroy {
   constructor(
     @Inject(EVENT_FEED) private readonly feed: EventFeed,
     @Inject(LOGGER) private readonly logger: Logger,
+    @Inject(AUTHENTICATOR) private readonly authenticator: Authenticator | null,
   ) {}
 
   onModuleDestroy(): void {
@@ -83,15 +87,26 @@ export class EventsController implements OnModuleDestroy {
       }
       res.flushHeaders();
       const heartbeat = setInterval(() => res.write(': heartbeat\n\n'), heartbeatS * 1000);
+      // A token revoked or expired while the stream is open ends it too.
+      const authenticator = this.authenticator;
+      const recheck = authenticator
+        ? new SubscriberRecheck(() => authenticator.authenticate(req))
+        : null;
       try {
         for await (const item of items) {
           if (abort.signal.aborted) break;
+          await recheck?.beforeSend();
           if (!res.write(frame(item))) {
             await once(res, 'drain', { signal: abort.signal }).catch(() => undefined);
           }
         }
       } catch (err) {
         // Too late for a status: say so in the stream, then end it.
+        if (err instanceof DomainError && err.code === AUTH_UNAUTHENTICATED) {
+          res.write(`event: error\ndata: ${JSON.stringify(err.toJSON())}\n\n`);
+          res.end();
+          return;
+        }
         this.logger.warn({ err }, 'event stream failed');
         res.write(
           `event: error\ndata: ${JSON.stringify({ code: 'SERVER.UNAVAILABLE', message: 'the event log cannot be read now; reconnect to resume' })}\n\n`,
