@@ -87,6 +87,25 @@ describe('ProviderConfigs decider', () => {
     given().when(configure(withEnv, 'not valid')).thenFails('PROVIDER_CONFIG.INVALID');
   });
 
+  it('refuses text it could not give back exactly: a NUL or a lone surrogate, saying where', () => {
+    const refused = (config: JsonObject): string => {
+      try {
+        decideProviderConfigs(configure(config), initialProviderConfigs());
+      } catch (e) {
+        expect((e as DomainError).code).toBe('PROVIDER_CONFIG.INVALID');
+        return (e as DomainError).message;
+      }
+      throw new Error('accepted');
+    };
+    expect(refused({ region: 'eu\u0000west' })).toBe('config at region holds a NUL character');
+    expect(refused({ tags: { ['a\u0000']: 'x' } })).toBe(
+      'config key tags."a\\u0000" holds a NUL character',
+    );
+    expect(refused({ list: ['ok', '\ud800'] })).toBe(
+      'config at list[1] holds an unpaired UTF-16 surrogate',
+    );
+  });
+
   it('refuses an env reference that names no variable, saying where it is', () => {
     const refused = (config: JsonObject): string => {
       try {

@@ -1,6 +1,6 @@
 import { Decider } from '../shared/decider';
 import { DomainError } from '../shared/domain-error';
-import { keyProblem } from '../shared/storable-text';
+import { keyProblem, textProblem } from '../shared/storable-text';
 import { CommandContext, DomainEvent, EventMetadata } from '../shared/event';
 import { changedPaths } from '../terraform/changed-paths';
 import { canonicalJson } from '../terraform/canonical-json';
@@ -70,6 +70,33 @@ function describe(k: ProviderConfigKey): string {
   return `provider ${k.source}${k.alias === null ? '' : ` (alias ${k.alias})`} of state ${k.state}`;
 }
 
+/**
+ * Refuses a NUL or a lone surrogate anywhere in a config: the read model (a
+ * jsonb column, which refresh reads) would hold U+FFFD instead, so the
+ * provider, `kl provider get` and the PUT's own answer would see another value
+ * than the one given.
+ */
+function unstorableText(value: unknown, at: string): void {
+  if (typeof value === 'string') {
+    const problem = textProblem(value);
+    if (problem !== null) {
+      throw new DomainError(PROVIDER_CONFIG_INVALID, `config at ${at} ${problem}`);
+    }
+  } else if (Array.isArray(value)) {
+    value.forEach((item, i) => unstorableText(item, `${at}[${i}]`));
+  } else if (isJsonObject(value)) {
+    for (const [key, item] of Object.entries(value)) {
+      const path = at === '' ? key : `${at}.${key}`;
+      const problem = textProblem(key);
+      if (problem !== null) {
+        const shown = `${at === '' ? '' : `${at}.`}${JSON.stringify(key)}`;
+        throw new DomainError(PROVIDER_CONFIG_INVALID, `config key ${shown} ${problem}`);
+      }
+      unstorableText(item, path);
+    }
+  }
+}
+
 function configure(command: ConfigureProvider, state: ProviderConfigs): ProviderConfigEvent[] {
   const { state: name, source, alias, config } = command.data;
   if (alias !== null && !ALIAS.test(alias)) {
@@ -86,6 +113,7 @@ function configure(command: ConfigureProvider, state: ProviderConfigs): Provider
   if (!isJsonObject(config)) {
     throw new DomainError(PROVIDER_CONFIG_INVALID, 'a provider config must be a JSON object');
   }
+  unstorableText(config, '');
   // A malformed reference would otherwise reach Configure as a literal object.
   envReferences(config);
   // Saving the same config again is not news: the log grows with change only.
