@@ -26,11 +26,6 @@ import { ActiveState, StateAggregate } from './state.model';
 export const MIN_LEASE_SECONDS = 5;
 export const MAX_LEASE_SECONDS = 24 * 60 * 60;
 export const DEFAULT_LEASE_SECONDS = 15 * 60;
-/**
- * Globs one run may ask for: a plan reserves one per resource it changes, and
- * each is compared with every other run's, so the count must stay bounded.
- */
-export const MAX_RESERVATIONS_PER_RUN = 10_000;
 
 function active(state: StateAggregate, name: string): ActiveState {
   if (state.status !== 'active') {
@@ -140,13 +135,6 @@ export function acquireReservations(
   checkBase(d.name, s, d.baseVersion);
   checkLease(d.leaseSeconds);
   if (d.requests.length === 0) throw new DomainError(APPLY_INVALID, 'no reservations asked for');
-  if (d.requests.length > MAX_RESERVATIONS_PER_RUN) {
-    throw new DomainError(
-      APPLY_INVALID,
-      `a run may reserve at most ${MAX_RESERVATIONS_PER_RUN} globs, got ${d.requests.length}: ` +
-        'reserve a module (module.NAME.*) or * instead',
-    );
-  }
   if (d.reservationIds.length !== d.requests.length) {
     throw new Error('one reservation id per request');
   }
