@@ -43,6 +43,17 @@ const providerConfigRemoved = (alias: string | null = null): ProviderConfigEvent
 
 const withEnv = { region: 'eu-west-1', access_key: { env: 'AWS_ACCESS_KEY_ID' } };
 
+/** The message `config` is refused with (PROVIDER_CONFIG.INVALID). */
+function refused(config: JsonObject): string {
+  try {
+    decideProviderConfigs(configure(config), initialProviderConfigs());
+  } catch (e) {
+    expect((e as DomainError).code).toBe('PROVIDER_CONFIG.INVALID');
+    return (e as DomainError).message;
+  }
+  throw new Error('accepted');
+}
+
 describe('ProviderConfigs decider', () => {
   it('stores a config exactly as given, env references included', () => {
     given()
@@ -88,15 +99,6 @@ describe('ProviderConfigs decider', () => {
   });
 
   it('refuses text it could not give back exactly: a NUL or a lone surrogate, saying where', () => {
-    const refused = (config: JsonObject): string => {
-      try {
-        decideProviderConfigs(configure(config), initialProviderConfigs());
-      } catch (e) {
-        expect((e as DomainError).code).toBe('PROVIDER_CONFIG.INVALID');
-        return (e as DomainError).message;
-      }
-      throw new Error('accepted');
-    };
     expect(refused({ region: 'eu\u0000west' })).toBe('config at region holds a NUL character');
     expect(refused({ tags: { ['a\u0000']: 'x' } })).toBe(
       'config key tags."a\\u0000" holds a NUL character',
@@ -107,15 +109,6 @@ describe('ProviderConfigs decider', () => {
   });
 
   it('refuses an env reference that names no variable, saying where it is', () => {
-    const refused = (config: JsonObject): string => {
-      try {
-        decideProviderConfigs(configure(config), initialProviderConfigs());
-      } catch (e) {
-        expect((e as DomainError).code).toBe('PROVIDER_CONFIG.INVALID');
-        return (e as DomainError).message;
-      }
-      throw new Error('accepted');
-    };
     expect(refused({ access_key: { env: 5 } })).toBe(
       '{"env": …} at access_key must name an environment variable as a string, got 5',
     );
