@@ -157,23 +157,10 @@ export function conflictsWith(
       live.push(lockHolder(lock, lockAcquiredAt(lock)));
     }
   }
-  const expired = new Map<string, Reservation[]>();
-  for (const [runId, reservations] of runs(state)) {
-    if (runId === asker.runId) continue;
-    const hit = reservations.filter((r) => {
-      const held = { glob: parseAddressGlob(r.glob), mode: r.mode };
-      return wanted.some((w) => reservationsConflict(w, held));
-    });
-    if (hit.length === 0) continue;
-    if (isExpired(reservations[0], now)) expired.set(runId, reservations);
-    else {
-      // One LockInfo per run, shared by its holders: built per holder, a run of
-      // n globs cost n² (and ran kld out of memory at 20,000).
-      const lockInfo = runLockInfo(reservations);
-      live.push(...hit.map((r) => reservationHolder(r, lockInfo)));
-    }
-  }
-  return { live, expired };
+  return withRuns(state, asker, now, live, (r) => {
+    const held = { glob: parseAddressGlob(r.glob), mode: r.mode };
+    return wanted.some((w) => reservationsConflict(w, held));
+  });
 }
 
 /**
@@ -191,13 +178,27 @@ export function coveringHolders(
   for (const lock of state.locks.values()) {
     if (lock.info.ID !== asker.lockId) live.push(lockHolder(lock, lockAcquiredAt(lock)));
   }
+  return withRuns(state, asker, now, live, (r) => {
+    const glob = parseAddressGlob(r.glob);
+    return addresses.some((a) => globCovers(glob, a.parsed));
+  });
+}
+
+/**
+ * `live` with the other runs' reservations that `hits` picks, and the runs
+ * among them whose lease ran out, to reclaim.
+ */
+function withRuns(
+  state: ActiveState,
+  asker: Asker,
+  now: string,
+  live: Holder[],
+  hits: (r: Reservation) => boolean,
+): Conflicts {
   const expired = new Map<string, Reservation[]>();
   for (const [runId, reservations] of runs(state)) {
     if (runId === asker.runId) continue;
-    const hit = reservations.filter((r) => {
-      const glob = parseAddressGlob(r.glob);
-      return addresses.some((a) => globCovers(glob, a.parsed));
-    });
+    const hit = reservations.filter(hits);
     if (hit.length === 0) continue;
     if (isExpired(reservations[0], now)) expired.set(runId, reservations);
     else {
