@@ -9,7 +9,7 @@ import * as v8 from 'node:v8';
  * delta commits), but a big state's first commit, GET or projection rebuild
  * allocates fast enough to get the most, and at 100,000 instances 350-420 MB
  * of live objects grew to 1.0-1.5 GB of heap, mostly garbage, before a full
- * collection (docs/performance.md, "kld's memory at 100,000 instances (wave
+ * collection (docs/performance-history.md, "kld's memory at 100,000 instances (wave
  * 9)"). Not a limit: the heap still grows as far as live objects need. Half
  * this headroom bounded the peak further but cost 20 % more CPU per delta
  * commit at 100,000 instances (a full collection every few commits).

@@ -49,7 +49,7 @@ const PASS_OVER = 100_000;
  * Events in one batch that make its tables' statistics worth refreshing: a
  * first commit of a thousand instances too (without statistics, the few
  * closes of each delta after it read every live row of the state:
- * docs/performance.md, "The next-serial push (wave 14)"). Above BATCH, so a
+ * docs/performance-history.md, "The next-serial push (wave 14)"). Above BATCH, so a
  * loop's batches of a backlog do not refresh them one after another.
  */
 const ANALYZE_AFTER = 1000;
@@ -348,7 +348,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         // A bulk append of this process is being written: a look at the log
         // now finds none of it, and walks its uncommitted rows to say so
         // (about ten loops, every 250 ms, each some ms of PostgreSQL's CPU
-        // beside the append: docs/performance.md, wave 15). The loop looks
+        // beside the append: docs/performance-history.md, wave 15). The loop looks
         // once it is over, as its commit would have woken it.
         await this.idle(signal, (wake) =>
           settled(
@@ -1054,7 +1054,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       // the event loop for tens of milliseconds, and a first commit's longest
       // statement in PostgreSQL, the lifecycles' COPY (their projector is
       // listed first), waited behind the edges' and the raw state's
-      // preparation (docs/performance.md, wave 13). A projector waits for its
+      // preparation (docs/performance-history.md, wave 13). A projector waits for its
       // turn before it asks for a connection or its lock: waiting while
       // holding them, concurrent commands' catch-ups could take every
       // connection of the pool while the projectors they wait for had none.

@@ -8,7 +8,7 @@ import { KL } from '../support/kld-process';
 
 /**
  * What `kl` loads to answer: start-up is most of a small command's time
- * (docs/performance.md, "`kl` start-up"), so the commands people run in loops
+ * (docs/performance-history.md, "`kl` start-up"), so the commands people run in loops
  * load neither Node's fetch (undici) nor TLS and crypto against an http kld.
  */
 

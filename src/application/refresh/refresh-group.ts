@@ -124,7 +124,7 @@ export async function refreshGroup(
  * read loop (it encodes, decodes, hashes and compares every read): on 2 CPUs,
  * with kld and PostgreSQL on the same machine, 5,000 reads took 2.48 s on one
  * provider process and 2.67 s on two, which only took CPU from kl
- * (docs/performance.md, "Refresh (wave 9)").
+ * (docs/performance-history.md, "Refresh (wave 9)").
  */
 export function poolSize(instances: number, asked: number | undefined, cpuCount: number): number {
   if (asked !== undefined) return Math.max(1, Math.min(asked, instances));

@@ -52,7 +52,7 @@ interface Entry {
  * instance anyway, ServedInstanceBytes), by comparing the body with the
  * document as served, which is what terraform writes, instead of scanning
  * it (instanceBytesOf): a first commit of a big state does neither, and
- * the next one compares (docs/performance.md, "The first commit of a wide
+ * the next one compares (docs/performance-history.md, "The first commit of a wide
  * state (wave 16)").
  */
 export class DocumentTextMemo {

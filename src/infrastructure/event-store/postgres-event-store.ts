@@ -638,7 +638,7 @@ async function nextAfter(
   // EXISTS over the row comparisons as a scan of the whole log (it cannot
   // tell how few events lie between; PostgreSQL drops an EXISTS's ORDER BY
   // and LIMIT), which grew with every event ever stored: ~10 ms more of its
-  // CPU per 20,000 (docs/performance.md, wave 15). Ordered and limited, it
+  // CPU per 20,000 (docs/performance-history.md, wave 15). Ordered and limited, it
   // walks the log's index from `from` and stops at `head`.
   const { rows } = (await session.query(
     `SELECT ($3::xid8, $4::bigint) > ($1::xid8, $2::bigint) AS after,
@@ -747,7 +747,7 @@ async function copyEvents(
   // COPY's binary format: PostgreSQL reads each field by its length instead
   // of scanning the ~20 MB of a 20,000-event append for separators and
   // escapes, and kld doubles no backslash (about a fifth of the COPY's CPU
-  // in PostgreSQL, docs/performance.md, wave 15). `data` (json) is its text
+  // in PostgreSQL, docs/performance-history.md, wave 15). `data` (json) is its text
   // as it is, so the stored text stays exactly what JSON.stringify wrote.
   const stream = binaryText(streamId);
   const transaction = binaryInt8(BigInt(txid));

@@ -13,7 +13,7 @@ import { stringifyJson } from '../../domain/terraform/lossless-json';
  * Here, where Nest sends what a handler returned, rather than in a global
  * interceptor: an interceptor puts every request of every route through
  * rxjs, the GET of a state document included, which returns nothing
- * (docs/performance.md, "GET current at 1,000 instances (wave 17)").
+ * (docs/performance-history.md, "GET current at 1,000 instances (wave 17)").
  */
 export class LosslessJsonExpressAdapter extends ExpressAdapter {
   override reply(response: Response, body: unknown, statusCode?: number): unknown {

@@ -106,7 +106,7 @@ export class EmbeddedPostgres {
     // committing backends from about 10,000 to about 150, and shared_buffers
     // of 512 MB instead of 128 MB changed nothing measurable, but neither
     // changed PostgreSQL's CPU per commit beyond the noise, so neither is
-    // set (docs/performance.md, "The first commit: indexes and server
+    // set (docs/performance-history.md, "The first commit: indexes and server
     // settings"). fsync and synchronous_commit stay on: a commit Terraform
     // was told succeeded survives a crash.
     const args = [

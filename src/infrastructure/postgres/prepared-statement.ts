@@ -11,7 +11,7 @@ const names = new Map<string, string>();
  * statement is parsed, analysed and planned on every run. On the small
  * commands' path (an append, a lock's or a commit's read models, their
  * checkpoints) that was a tenth to a quarter of a millisecond per statement
- * of PostgreSQL's CPU (docs/performance.md, "The next-serial push (wave
+ * of PostgreSQL's CPU (docs/performance-history.md, "The next-serial push (wave
  * 16)").
  *
  * Only for a text from a fixed set (a literal, or one of a few variants

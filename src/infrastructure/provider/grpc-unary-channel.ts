@@ -8,7 +8,7 @@ import * as tls from 'node:tls';
  * client needs: a request message, a response message and a status. The
  * refresh makes one ReadResource call per instance; through @grpc/grpc-js
  * each call paid for its resolver, retry, load-balancing and filter layers,
- * about a third of kl's CPU per instance (docs/performance.md, "Refresh").
+ * about a third of kl's CPU per instance (docs/performance-history.md, "Refresh").
  * Framing is gRPC's own (PROTOCOL-HTTP2.md): a 5-byte prefix (compressed
  * flag, length) before each message, the status in trailers.
  */
@@ -258,7 +258,7 @@ const bindAddsAccessor =
  * connect callback with it, and the accessor it adds is two `util.deprecate`
  * wrappers, each given a new prototype with `Object.setPrototypeOf`: per
  * ReadResource call that cost kl far more CPU than the call's own work
- * (docs/performance.md, "Refresh (wave 10)"). Nothing reads the accessor
+ * (docs/performance-history.md, "Refresh (wave 10)"). Nothing reads the accessor
  * (Node only calls the bound function), and the swap lasts only while
  * `request()` runs, so no other code in the process sees it.
  */

@@ -53,7 +53,7 @@ export function protoDir(): string {
  * proto/plugin-descriptor.json (the .proto files parsed at build time by
  * scripts/plugin-descriptor.mjs). Parsing the .proto text with
  * @grpc/proto-loader cost every `kl refresh` ~40 ms of CPU at start
- * (docs/performance.md, "kl start-up (wave 9)"); the (de)serialisers are the
+ * (docs/performance-history.md, "kl start-up (wave 9)"); the (de)serialisers are the
  * ones proto-loader builds, over the same protobufjs types.
  */
 export function pluginServices(): PluginServices {

@@ -8,7 +8,7 @@ import { asStateEvent } from './state-event';
 // Opens of at least this many rows go through COPY (copyUnlessPresent). A
 // batch of 500 events that starts a first commit holds 499 opens: the
 // recordset statement took 1.3-1.4 s for them where COPY took 0.2-0.7 s for
-// 5,000 rows under the same load (docs/performance.md, wave 10).
+// 5,000 rows under the same load (docs/performance-history.md, wave 10).
 export const COPY_ROWS = 100;
 
 const UNIQUE_VIOLATION = '23505';
@@ -121,7 +121,7 @@ export async function copyUnlessPresent(
  * batch changes nothing. The rows go as arrays, whose length the planner
  * knows: a recordset counts as 100 rows, and for a delta's few closes it
  * hashed every live row of the state instead of looking each one up
- * (docs/performance.md, "The next-serial push (wave 14)").
+ * (docs/performance-history.md, "The next-serial push (wave 14)").
  */
 export async function closeRows(tx: Queryable, rows: Closing[]): Promise<void> {
   await tx.query(
