@@ -9,11 +9,13 @@ import { asStateEvent } from './state-event';
 const STREAM_PREFIX = 'state-';
 
 /**
- * `resource_reservations`: apply runs' reservations, and terraform locks as
- * the `*` reservations they are, so one table answers "who holds what".
- * The state's name is its stream's (`state-<name>`), so this projector
- * reads no other's tables. Idempotent: inserts ignore a row already there,
- * renewals set a value, releases delete.
+ * `resource_reservations` (a view, migration 038): apply runs' reservations,
+ * and terraform locks as the `*` reservations they are, so one view answers
+ * "who holds what". Its rows are `reservation_holders`; an apply run's info
+ * is stored once, in `reservation_run_info`, while the run holds anything
+ * (a run may hold thousands of globs). The state's name is its stream's
+ * (`state-<name>`), so this projector reads no other's tables. Idempotent:
+ * inserts ignore a row already there, renewals set a value, releases delete.
  */
 @Projector()
 export class ReservationsProjector implements Projector {
@@ -27,7 +29,7 @@ export class ReservationsProjector implements Projector {
     StateEventType.ReservationExpired,
     StateEventType.StateDeleted,
   ];
-  readonly tables = ['resource_reservations'];
+  readonly tables = ['reservation_holders', 'reservation_run_info'];
 
   async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
     for (const recorded of events) {
@@ -42,7 +44,7 @@ export class ReservationsProjector implements Projector {
           const mode = event.data.mode ?? 'write';
           await tx.query(
             prepared(
-              `INSERT INTO resource_reservations (state_id, state_name, id, kind, run_id,
+              `INSERT INTO reservation_holders (state_id, state_name, id, kind, run_id,
                address_glob, mode, holder, info, acquired_at, expires_at)
              VALUES ($1, $2, $3, $4, NULL, '*', $5, $6, $7, $8, NULL)
              ON CONFLICT (state_id, kind, id) DO NOTHING`,
@@ -63,7 +65,7 @@ export class ReservationsProjector implements Projector {
         case 'LockReleased':
           await tx.query(
             prepared(
-              `DELETE FROM resource_reservations
+              `DELETE FROM reservation_holders
                 WHERE state_id = $1 AND id = $2 AND kind <> 'apply'`,
               [event.data.stateId, textParam(event.data.lockId)],
             ),
@@ -71,43 +73,69 @@ export class ReservationsProjector implements Projector {
           break;
         case 'ReservationAcquired': {
           const d = event.data;
+          // The run's first reservation carries its info (every one did before wave 19).
+          if (d.info !== undefined) {
+            await tx.query(
+              prepared(
+                `INSERT INTO reservation_run_info (state_id, run_id, info) VALUES ($1, $2, $3)
+                 ON CONFLICT (state_id, run_id) DO NOTHING`,
+                [d.stateId, textParam(d.runId), jsonbText(d.info)],
+              ),
+            );
+          }
           await tx.query(
-            `INSERT INTO resource_reservations (state_id, state_name, id, kind, run_id,
-               address_glob, mode, holder, info, acquired_at, expires_at)
-             VALUES ($1, $2, $3, 'apply', $4, $5, $6, $7, $8, $9, $10)
-             ON CONFLICT (state_id, kind, id) DO NOTHING`,
-            [
-              d.stateId,
-              textParam(name),
-              textParam(d.reservationId),
-              textParam(d.runId),
-              textParam(d.glob),
-              d.mode,
-              textParam(d.holder),
-              jsonbText(d.info),
-              d.acquiredAt,
-              d.expiresAt,
-            ],
+            prepared(
+              `INSERT INTO reservation_holders (state_id, state_name, id, kind, run_id,
+                 address_glob, mode, holder, info, acquired_at, expires_at)
+               VALUES ($1, $2, $3, 'apply', $4, $5, $6, $7, NULL, $8, $9)
+               ON CONFLICT (state_id, kind, id) DO NOTHING`,
+              [
+                d.stateId,
+                textParam(name),
+                textParam(d.reservationId),
+                textParam(d.runId),
+                textParam(d.glob),
+                d.mode,
+                textParam(d.holder),
+                d.acquiredAt,
+                d.expiresAt,
+              ],
+            ),
           );
           break;
         }
         case 'ReservationRenewed':
           await tx.query(
-            `UPDATE resource_reservations SET expires_at = $3
+            `UPDATE reservation_holders SET expires_at = $3
               WHERE state_id = $1 AND kind = 'apply' AND id = ANY($2::text[])`,
             [event.data.stateId, event.data.reservationIds.map(textParam), event.data.expiresAt],
           );
           break;
         case 'ReservationReleased':
-        case 'ReservationExpired':
+        case 'ReservationExpired': {
+          const { stateId, runId, reservationIds } = event.data;
           await tx.query(
-            `DELETE FROM resource_reservations
+            `DELETE FROM reservation_holders
               WHERE state_id = $1 AND kind = 'apply' AND id = ANY($2::text[])`,
-            [event.data.stateId, event.data.reservationIds.map(textParam)],
+            [stateId, reservationIds.map(textParam)],
+          );
+          // The info goes with the run's last reservation.
+          await tx.query(
+            prepared(
+              `DELETE FROM reservation_run_info i
+                WHERE i.state_id = $1 AND i.run_id = $2
+                  AND NOT EXISTS (SELECT 1 FROM reservation_holders h
+                                   WHERE h.state_id = $1 AND h.kind = 'apply' AND h.run_id = $2)`,
+              [stateId, textParam(runId)],
+            ),
           );
           break;
+        }
         case 'StateDeleted':
-          await tx.query('DELETE FROM resource_reservations WHERE state_id = $1', [
+          await tx.query('DELETE FROM reservation_holders WHERE state_id = $1', [
+            event.data.stateId,
+          ]);
+          await tx.query('DELETE FROM reservation_run_info WHERE state_id = $1', [
             event.data.stateId,
           ]);
           break;
