@@ -1,5 +1,5 @@
 import type { RecordedEvent } from '../../domain/shared/event';
-import { StateEventType } from '../../domain/state';
+import { ReservationAcquired, StateEventType } from '../../domain/state';
 import type { Queryable } from '../../infrastructure/postgres/database';
 import { jsonbText, textParam } from '../../infrastructure/postgres/jsonb-text';
 import { prepared } from '../../infrastructure/postgres/prepared-statement';
@@ -32,10 +32,18 @@ export class ReservationsProjector implements Projector {
   readonly tables = ['reservation_holders', 'reservation_run_info'];
 
   async apply(events: RecordedEvent[], tx: Queryable): Promise<void> {
+    // A run's reservations come together (one event per glob, thousands for a
+    // big state-engine write): each row by itself would be a round trip.
+    const acquired: { name: string; data: ReservationAcquired['data'] }[] = [];
     for (const recorded of events) {
       const event = asStateEvent(recorded);
       if (event === null) continue;
       const name = recorded.streamId.slice(STREAM_PREFIX.length);
+      if (event.type === 'ReservationAcquired') {
+        acquired.push({ name, data: event.data });
+        continue;
+      }
+      await insertAcquired(acquired.splice(0), tx);
       const at = recorded.metadata.occurredAt;
       switch (event.type) {
         case 'LockAcquired': {
@@ -71,39 +79,6 @@ export class ReservationsProjector implements Projector {
             ),
           );
           break;
-        case 'ReservationAcquired': {
-          const d = event.data;
-          // The run's first reservation carries its info (every one did before wave 19).
-          if (d.info !== undefined) {
-            await tx.query(
-              prepared(
-                `INSERT INTO reservation_run_info (state_id, run_id, info) VALUES ($1, $2, $3)
-                 ON CONFLICT (state_id, run_id) DO NOTHING`,
-                [d.stateId, textParam(d.runId), jsonbText(d.info)],
-              ),
-            );
-          }
-          await tx.query(
-            prepared(
-              `INSERT INTO reservation_holders (state_id, state_name, id, kind, run_id,
-                 address_glob, mode, holder, info, acquired_at, expires_at)
-               VALUES ($1, $2, $3, 'apply', $4, $5, $6, $7, NULL, $8, $9)
-               ON CONFLICT (state_id, kind, id) DO NOTHING`,
-              [
-                d.stateId,
-                textParam(name),
-                textParam(d.reservationId),
-                textParam(d.runId),
-                textParam(d.glob),
-                d.mode,
-                textParam(d.holder),
-                d.acquiredAt,
-                d.expiresAt,
-              ],
-            ),
-          );
-          break;
-        }
         case 'ReservationRenewed':
           await tx.query(
             `UPDATE reservation_holders SET expires_at = $3
@@ -143,5 +118,53 @@ export class ReservationsProjector implements Projector {
           break;
       }
     }
+    await insertAcquired(acquired, tx);
   }
+}
+
+/**
+ * The rows of ReservationAcquired events, in their order. A run's info is on
+ * its first reservation (on each before wave 19): its first row wins.
+ */
+async function insertAcquired(
+  acquired: { name: string; data: ReservationAcquired['data'] }[],
+  tx: Queryable,
+): Promise<void> {
+  if (acquired.length === 0) return;
+  const withInfo = acquired.filter((a) => a.data.info !== undefined);
+  if (withInfo.length > 0) {
+    await tx.query(
+      `INSERT INTO reservation_run_info (state_id, run_id, info)
+       SELECT * FROM unnest($1::uuid[], $2::text[], $3::jsonb[])
+       ON CONFLICT (state_id, run_id) DO NOTHING`,
+      [
+        withInfo.map((a) => a.data.stateId),
+        withInfo.map((a) => textParam(a.data.runId)),
+        withInfo.map((a) => jsonbText(a.data.info)),
+      ],
+    );
+  }
+  const column = <T>(f: (d: ReservationAcquired['data']) => T) => acquired.map((a) => f(a.data));
+  await tx.query(
+    `INSERT INTO reservation_holders (state_id, state_name, id, kind, run_id, address_glob,
+       mode, holder, info, acquired_at, expires_at)
+     SELECT r.state_id, r.state_name, r.id, 'apply', r.run_id, r.address_glob, r.mode, r.holder,
+            NULL, r.acquired_at, r.expires_at
+       FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                   $7::text[], $8::timestamptz[], $9::timestamptz[])
+            AS r(state_id, state_name, id, run_id, address_glob, mode, holder, acquired_at,
+                 expires_at)
+     ON CONFLICT (state_id, kind, id) DO NOTHING`,
+    [
+      column((d) => d.stateId),
+      acquired.map((a) => textParam(a.name)),
+      column((d) => textParam(d.reservationId)),
+      column((d) => textParam(d.runId)),
+      column((d) => textParam(d.glob)),
+      column((d) => d.mode),
+      column((d) => textParam(d.holder)),
+      column((d) => d.acquiredAt),
+      column((d) => d.expiresAt),
+    ],
+  );
 }
