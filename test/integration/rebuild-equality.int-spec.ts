@@ -134,6 +134,8 @@ describe('rebuilding the read models from the log', () => {
             ...(rnd() < 0.5 ? [{ glob: 'terraform_data.cache', mode: 'read' as const }] : []),
           ],
           writeSet: [target],
+          // on the run's first reservation only, shown on each of its rows
+          info: { step, preview: [`~ ${target}`] },
         },
         pick(['alice', 'bob', 'ci']),
       );
@@ -245,6 +247,7 @@ describe('rebuilding the read models from the log', () => {
         { glob: 'module.net.*', mode: 'write' },
         { glob: 'terraform_data.web', mode: 'read' },
       ],
+      info: { held: 'to the end' },
     });
     const delta = models.get('delta') ?? fresh();
     models.set('delta', delta);

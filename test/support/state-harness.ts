@@ -42,6 +42,7 @@ export const READ_MODEL_TABLES = [
   'raw_state',
   'raw_state_chunks',
   'resource_reservations',
+  'reservation_run_info',
   'apply_runs',
 ] as const;
 

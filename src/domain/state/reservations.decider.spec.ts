@@ -153,6 +153,7 @@ function acquire(
   };
 }
 
+/** A run's reservations as the decider writes them: the run's info on the first only. */
 function acquired(runId: string, wants: Want[], actor = 'alice', seconds = 0, lease = 900) {
   return wants.map(([glob, mode], i): ReservationAcquired => ({
     type: 'ReservationAcquired',
@@ -163,10 +164,18 @@ function acquired(runId: string, wants: Want[], actor = 'alice', seconds = 0, le
       glob,
       mode,
       holder: actor,
-      info: { plan: 'web' },
+      ...(i === 0 ? { info: { plan: 'web' } } : {}),
       acquiredAt: at(seconds),
       expiresAt: at(seconds + lease),
     },
+  }));
+}
+
+/** The same, as written before wave 19: the run's info on every reservation. */
+function acquiredWithInfoOnEach(runId: string, wants: Want[], actor = 'alice', seconds = 0) {
+  return acquired(runId, wants, actor, seconds).map((e): ReservationAcquired => ({
+    ...e,
+    data: { ...e.data, info: { plan: 'web' } },
   }));
 }
 
@@ -1020,5 +1029,96 @@ describe('State decider: CommitDelta', () => {
       };
       expect(run(restored)).toEqual(run(state));
     }
+  });
+});
+
+describe("State decider: a run's info, once", () => {
+  const many = (n: number): Want[] =>
+    Array.from({ length: n }, (_, i): Want => [`module.web.aws_instance.a[${i}]`, 'write']);
+  const preview = many(200).map(([glob]) => `- ${glob}`);
+  const release = (runId: string): StateCommand => ({
+    type: 'ReleaseReservations',
+    data: { name: NAME, runId, reason: 'committed' },
+    metadata: ctx(),
+  });
+  const fold = (...history: (StateEvent | StateEvent[])[]) =>
+    history.flat().reduce(evolve, initialState()) as ActiveState;
+
+  it('records the info of a run of 200 globs on its first reservation only, held once', () => {
+    const info = { state_engine_operation: 'state rm', preview };
+    const events = eventsOf([created, v1], acquire('run-rm', many(200), { info }));
+    expect(events).toHaveLength(200);
+    expect(events.filter((e) => 'info' in e.data).map((e) => e.data)).toEqual([
+      expect.objectContaining({ reservationId: 'run-rm-r0', info }),
+    ]);
+    const state = fold(created, v1, events);
+    expect(state.runInfo).toEqual(new Map([['run-rm', info]]));
+    const infos = new Set([...state.reservations.values()].map((r) => r.info));
+    expect([...infos]).toEqual([info]);
+    expect(infos.size).toBe(1); // one object, shared by the 200 reservations
+    // What reads a run's info finds it on any of its reservations: terraform is
+    // told which state-engine operation holds the state.
+    given(created, v1, events)
+      .when(lock('W1'))
+      .thenFails('STATE.LOCKED', {
+        holder: expect.objectContaining({ ID: 'run-rm', Operation: 'state-engine: state rm' }),
+      });
+  });
+
+  it('evolves reservations written with the info on each to the same state, info held once', () => {
+    const db = (f: typeof acquired) => f('run-db', [['module.db.*', 'write']], 'bob', 5);
+    const web: Want[] = [
+      ['module.web.*', 'write'],
+      ['aws_vpc.main', 'read'],
+    ];
+    const before = fold(
+      created,
+      v1,
+      acquiredWithInfoOnEach('run-web', web),
+      db(acquiredWithInfoOnEach),
+    );
+    const now = fold(created, v1, acquired('run-web', web), db(acquired));
+    expect(before).toEqual(now);
+    const [r0, r1] = [...before.reservations.values()];
+    expect(r1.info).toBe(r0.info);
+    expect(before.runInfo).toEqual(
+      new Map([
+        ['run-web', { plan: 'web' }],
+        ['run-db', { plan: 'web' }],
+      ]),
+    );
+    // Both decide alike, and a released run leaves no info behind.
+    const released = eventsOf([created, v1, acquired('run-web', web)], release('run-web'));
+    expect(
+      eventsOf([created, v1, acquiredWithInfoOnEach('run-web', web)], release('run-web')),
+    ).toEqual(released);
+    expect(fold(created, v1, acquiredWithInfoOnEach('run-web', web), released).runInfo.size).toBe(
+      0,
+    );
+    expect(fold(created, v1, acquired('run-web', web), released).runInfo.size).toBe(0);
+  });
+
+  it('snapshots the info once per run, and loads a snapshot with the info on each reservation', () => {
+    const info = { state_engine_operation: 'state rm', preview };
+    const state = fold(
+      created,
+      v1,
+      eventsOf([created, v1], acquire('run-rm', many(200), { info })),
+    );
+    const text = JSON.stringify(toSnapshot(state));
+    expect(text.split('- module.web.aws_instance.a[199]').length - 1).toBe(1);
+    const restored = fromSnapshot(JSON.parse(text)) as ActiveState;
+    expect(restored).toEqual(state);
+    const shared = [...restored.reservations.values()].map((r) => r.info);
+    expect(shared.every((i) => i === shared[0])).toBe(true);
+
+    // Written before runInfo: each reservation with its own copy of the info.
+    const older = JSON.parse(text) as { reservations: object[]; runInfo?: unknown };
+    older.reservations = older.reservations.map((r) => ({ ...r, info }));
+    delete older.runInfo;
+    const loaded = fromSnapshot(JSON.parse(JSON.stringify(older))) as ActiveState;
+    expect(loaded).toEqual(state);
+    const infos = [...loaded.reservations.values()].map((r) => r.info);
+    expect(infos.every((i) => i === infos[0])).toBe(true);
   });
 });

@@ -172,7 +172,8 @@ export function acquireReservations(
   const expiresAt = leaseEnd(now, d.leaseSeconds);
   return [
     ...reclaim(s, expired, d.runId),
-    ...wanted.map((w): StateEvent => ({
+    // The run's info once, on its first reservation: a run may reserve thousands of globs.
+    ...wanted.map((w, i): StateEvent => ({
       type: 'ReservationAcquired',
       data: {
         stateId: s.stateId,
@@ -181,7 +182,7 @@ export function acquireReservations(
         glob: w.text,
         mode: w.mode,
         holder: actor,
-        info: d.info,
+        ...(i === 0 ? { info: d.info } : {}),
         acquiredAt: now,
         expiresAt,
       },

@@ -95,7 +95,15 @@ export type LifecycleClosed = DomainEvent<
 
 export type StateDeleted = DomainEvent<'StateDeleted', { stateId: string }>;
 
-/** One per glob an apply run reserved; a run's reservations share one lease. */
+/**
+ * One per glob an apply run reserved; a run's reservations share one lease
+ * and one `info`, carried by the run's first reservation only (the others
+ * omit it), so a run of N globs records its info once. Events written
+ * before wave 19 each carry it (the same): a reader takes the run's info
+ * from its first reservation, which both shapes have. (No new schema
+ * version: an upcaster would re-serialise every old event's data on the
+ * feed, for a shape readers need not tell apart.)
+ */
 export type ReservationAcquired = DomainEvent<
   'ReservationAcquired',
   {
@@ -105,7 +113,7 @@ export type ReservationAcquired = DomainEvent<
     glob: string;
     mode: ReservationMode;
     holder: string;
-    info: JsonObject;
+    info?: JsonObject;
     acquiredAt: string;
     expiresAt: string;
   }

@@ -8,7 +8,8 @@ import {
 import { LayeredMap } from '../shared/layered-map';
 import { rememberingLast } from '../shared/remembering-last';
 import { ResourceDescriptor } from '../terraform/state-instances';
-import { StateEvent } from './state.events';
+import { JsonObject } from '../terraform/json-value';
+import { ReservationAcquired, StateEvent } from './state.events';
 import { ActiveState, Reservation, ResourceEntry, StateAggregate } from './state.model';
 
 function assertNever(value: never): never {
@@ -70,6 +71,50 @@ function withReservations(
   return { ...state, reservations };
 }
 
+/** Reservations gone: a run left holding none has no info any more. */
+function withoutReservations(state: ActiveState, runId: string, ids: string[]): ActiveState {
+  const next = withReservations(state, (rs) => {
+    for (const id of ids) rs.delete(id);
+  });
+  if (!state.runInfo.has(runId)) return next;
+  for (const r of next.reservations.values()) if (r.runId === runId) return next;
+  const runInfo = new Map(state.runInfo);
+  runInfo.delete(runId);
+  return { ...next, runInfo };
+}
+
+/**
+ * A run's reservations, one event per glob. The first of a run (it holds
+ * none yet) starts a new state and records the run's info; the decider
+ * grants a run nothing more while it holds reservations, so the run's
+ * other events follow that one in the same append and add to the maps it
+ * made, in place (as lifecycle events after their ApplyCommitted): a copy
+ * per glob would make a run of N globs quadratic. Every reservation of the
+ * run shares the one info object. Events of schema version 1 each carry
+ * the info (the same, by construction): the first's is kept.
+ */
+function acquired(state: ActiveState, d: ReservationAcquired['data']): ActiveState {
+  const held = state.runInfo.get(d.runId);
+  const reservation = (info: JsonObject): Reservation => ({
+    id: d.reservationId,
+    runId: d.runId,
+    glob: d.glob,
+    mode: d.mode,
+    holder: d.holder,
+    info,
+    acquiredAt: d.acquiredAt,
+    expiresAt: d.expiresAt,
+  });
+  if (held !== undefined) {
+    state.reservations.set(d.reservationId, reservation(held));
+    return state;
+  }
+  // Only a damaged history has a run's later reservation without its first.
+  const info = d.info ?? {};
+  const next = withReservations(state, (rs) => rs.set(d.reservationId, reservation(info)));
+  return { ...next, runInfo: new Map(state.runInfo).set(d.runId, info) };
+}
+
 /**
  * Events that cannot follow the current status (only a corrupt history has
  * them) leave the state unchanged rather than making the stream unloadable.
@@ -89,6 +134,7 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
         name: event.data.name,
         locks: new Map(),
         reservations: new Map(),
+        runInfo: new Map(),
         version: 0,
         serial: null,
         lineage: null,
@@ -164,22 +210,9 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
     case 'StateDeleted':
       if (state.status !== 'active') return state;
       return { status: 'deleted', stateId: state.stateId, name: state.name };
-    case 'ReservationAcquired': {
+    case 'ReservationAcquired':
       if (state.status !== 'active') return state;
-      const d = event.data;
-      return withReservations(state, (rs) =>
-        rs.set(d.reservationId, {
-          id: d.reservationId,
-          runId: d.runId,
-          glob: d.glob,
-          mode: d.mode,
-          holder: d.holder,
-          info: d.info,
-          acquiredAt: d.acquiredAt,
-          expiresAt: d.expiresAt,
-        }),
-      );
-    }
+      return acquired(state, event.data);
     case 'ReservationRenewed': {
       if (state.status !== 'active') return state;
       const { reservationIds, expiresAt } = event.data;
@@ -194,13 +227,9 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
       // A record for people: it decides nothing.
       return state;
     case 'ReservationReleased':
-    case 'ReservationExpired': {
+    case 'ReservationExpired':
       if (state.status !== 'active') return state;
-      const { reservationIds } = event.data;
-      return withReservations(state, (rs) => {
-        for (const id of reservationIds) rs.delete(id);
-      });
-    }
+      return withoutReservations(state, event.data.runId, event.data.reservationIds);
     default:
       return assertNever(event);
   }

@@ -26,6 +26,11 @@ export interface ActiveState {
   locks: Map<string, HeldLock>;
   /** Reservations of apply runs by reservation id, oldest first. */
   reservations: Map<string, Reservation>;
+  /**
+   * runId → the info of each run holding reservations: one object per run,
+   * which its reservations' `info` share (a run may hold thousands of globs).
+   */
+  runInfo: Map<string, JsonObject>;
   /** Last committed version; 0 before the first commit. */
   version: number;
   serial: number | null;
@@ -68,6 +73,7 @@ export interface Reservation {
   mode: ReservationMode;
   /** The actor who acquired it. */
   holder: string;
+  /** The run's info: the same object for every reservation of the run (runInfo). */
   info: JsonObject;
   acquiredAt: string;
   expiresAt: string;

@@ -13,8 +13,17 @@ import {
   StateAggregate,
 } from './state.model';
 
-/** Bump when the snapshot shape changes; older snapshots are then ignored and the stream replayed. */
+/**
+ * Bump when the snapshot shape changes; older snapshots are then ignored and
+ * the stream replayed. Not bumped for `runInfo` (a run's info once, not on
+ * each reservation): this loader reads snapshots of either shape, and an
+ * older kld refuses one of the new shape holding reservations (their `info`
+ * is missing) and replays the stream instead.
+ */
 export const STATE_SNAPSHOT_SCHEMA = 'state/3';
+
+/** A reservation as a snapshot stores it: its run's info is in `runInfo`. */
+export type SnapshotReservation = Omit<Reservation, 'info'>;
 
 export type StateSnapshot =
   | { status: 'missing' }
@@ -23,7 +32,9 @@ export type StateSnapshot =
       stateId: string;
       name: string;
       locks: HeldLock[];
-      reservations: Reservation[];
+      reservations: SnapshotReservation[];
+      /** [runId, info] of each run holding reservations (absent in older snapshots). */
+      runInfo: [string, JsonObject][];
       version: number;
       serial: number | null;
       lineage: string | null;
@@ -52,7 +63,8 @@ export function toSnapshot(state: StateAggregate): StateSnapshot {
         stateId: state.stateId,
         name: state.name,
         locks: [...state.locks.values()],
-        reservations: [...state.reservations.values()],
+        reservations: [...state.reservations.values()].map(({ info: _, ...r }) => r),
+        runInfo: [...state.runInfo],
         version: state.version,
         serial: state.serial,
         lineage: state.lineage,
@@ -127,15 +139,26 @@ function heldLock(json: unknown): HeldLock {
   };
 }
 
-function reservation(json: unknown): Reservation {
+/**
+ * A reservation, its info shared with the run's other reservations: from
+ * `runInfo`, or (a snapshot written before runInfo) its own, the first of
+ * the run's read becoming the run's.
+ */
+function reservation(json: unknown, runInfo: Map<string, JsonObject>): Reservation {
   const r = obj(json, 'reservation');
+  const runId = str(r.runId, 'reservation run id');
+  let info = runInfo.get(runId);
+  if (info === undefined) {
+    info = obj(r.info, 'reservation info');
+    runInfo.set(runId, info);
+  }
   return {
     id: str(r.id, 'reservation id'),
-    runId: str(r.runId, 'reservation run id'),
+    runId,
     glob: str(r.glob, 'reservation glob'),
     mode: mode(r.mode, 'reservation mode'),
     holder: str(r.holder, 'reservation holder'),
-    info: obj(r.info, 'reservation info'),
+    info,
     acquiredAt: str(r.acquiredAt, 'reservation acquired at'),
     expiresAt: str(r.expiresAt, 'reservation expires at'),
   };
@@ -181,9 +204,14 @@ export function fromSnapshot(json: unknown): StateAggregate {
         const lock = heldLock(l);
         locks.set(lock.info.ID, lock);
       }
+      const runInfo = new Map<string, JsonObject>();
+      for (const pair of s.runInfo === undefined ? [] : arr(s.runInfo, 'runInfo')) {
+        const [runId, info] = tuple(pair, 2, 'runInfo');
+        runInfo.set(str(runId, 'runInfo run id'), obj(info, 'runInfo info'));
+      }
       const reservations = new Map<string, Reservation>();
       for (const r of arr(s.reservations, 'reservations')) {
-        const res = reservation(r);
+        const res = reservation(r, runInfo);
         reservations.set(res.id, res);
       }
       return {
@@ -192,6 +220,7 @@ export function fromSnapshot(json: unknown): StateAggregate {
         name: str(s.name, 'name'),
         locks,
         reservations,
+        runInfo,
         version: int(s.version, 'version'),
         serial: s.serial === null ? null : int(s.serial, 'serial'),
         lineage: s.lineage === null ? null : str(s.lineage, 'lineage'),

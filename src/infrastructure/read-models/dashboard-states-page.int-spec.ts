@@ -35,9 +35,11 @@ describe('DashboardReadModel.states: page first, then join', () => {
       const stateId = await h.stateId(name(i));
       for (const run of [`run-a-${i}`, `run-b-${i}`].slice(0, 1 + (i % 2))) {
         await h.db.query(
-          `INSERT INTO resource_reservations
-             (state_id, state_name, id, kind, run_id, address_glob, mode, holder, info, acquired_at)
-           VALUES ($1, $2, $3, 'apply', $3, '*', 'write', $4, '{}', now())`,
+          `WITH info AS (INSERT INTO reservation_run_info (state_id, run_id, info)
+                         VALUES ($1, $3, '{}'))
+           INSERT INTO reservation_holders
+             (state_id, state_name, id, kind, run_id, address_glob, mode, holder, acquired_at)
+           VALUES ($1, $2, $3, 'apply', $3, '*', 'write', $4, now())`,
           [stateId, name(i), run, `holder-${run}`],
         );
       }
