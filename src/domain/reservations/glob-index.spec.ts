@@ -1,0 +1,122 @@
+import { random } from '../../../test/support/seeded-random';
+import { formatIndexKey, parseInstanceAddress } from '../terraform/instance-address';
+import { AddressGlob, globCovers, globsIntersect, parseAddressGlob } from './address-glob';
+import { GlobIndex } from './glob-index';
+
+/**
+ * The index against the pairwise predicates it replaces, over random globs
+ * drawn from a small vocabulary so that they meet often: `*`, open module
+ * globs, keyed and unkeyed steps, data sources, 1 beside "1", quoted keys
+ * holding dots and brackets.
+ */
+const KEYS: (number | string)[] = [0, 1, '1', 'k', 'x.y', 'a[1].b', '*'];
+const MODULES = ['a', 'b'];
+const TYPES = ['aws_x', 'aws_y'];
+const NAMES = ['m', 'n'];
+
+/** xorshift's first draws from a small seed are small too: spread the seed first. */
+function rng(seed: number): () => number {
+  return random(Math.imul(seed, 0x9e3779b1) >>> 0);
+}
+
+function pick<T>(r: () => number, from: readonly T[]): T {
+  return from[Math.floor(r() * from.length)];
+}
+
+function key(r: () => number, keyless: number): string {
+  return r() < keyless ? '' : formatIndexKey(pick(r, KEYS));
+}
+
+function modulePath(r: () => number, keyless: number): string {
+  const depth = Math.floor(r() * 3);
+  let path = '';
+  for (let i = 0; i < depth; i++) path += `module.${pick(r, MODULES)}${key(r, keyless)}.`;
+  return path;
+}
+
+function resource(r: () => number, keyless: number): string {
+  return `${r() < 0.3 ? 'data.' : ''}${pick(r, TYPES)}.${pick(r, NAMES)}${key(r, keyless)}`;
+}
+
+function globText(r: () => number): string {
+  const shape = r();
+  if (shape < 0.05) return '*';
+  const path = modulePath(r, 0.4);
+  if (shape < 0.3 && path !== '') return `${path}*`;
+  return `${path}${resource(r, 0.4)}`;
+}
+
+function addressText(r: () => number): string {
+  return `${modulePath(r, 0.3)}${resource(r, 0.3)}`;
+}
+
+function indexOf(globs: AddressGlob[]): GlobIndex<number> {
+  const index = new GlobIndex<number>();
+  globs.forEach((g, i) => index.add(g, i));
+  return index;
+}
+
+const sorted = (s: Set<number>) => [...s].sort((a, b) => a - b);
+
+describe('GlobIndex', () => {
+  const SEEDS = 300;
+
+  it('finds exactly the held globs that meet some wanted glob, as globsIntersect says', () => {
+    let met = 0;
+    for (let seed = 1; seed <= SEEDS; seed++) {
+      const r = rng(seed);
+      const held = Array.from({ length: 1 + Math.floor(r() * 40) }, () =>
+        parseAddressGlob(globText(r)),
+      );
+      const wanted = Array.from({ length: 1 + Math.floor(r() * 6) }, () =>
+        parseAddressGlob(globText(r)),
+      );
+      const expected = held.flatMap((h, i) =>
+        wanted.some((w) => globsIntersect(w, h)) ? [i] : [],
+      );
+      const found = sorted(indexOf(held).meeting(wanted));
+      expect({ seed, found }).toEqual({ seed, found: expected });
+      met += expected.length;
+    }
+    // The vocabulary makes globs meet often, so both answers are exercised.
+    expect(met).toBeGreaterThan(SEEDS);
+  });
+
+  it('finds exactly the held globs that cover some address, as globCovers says', () => {
+    let covered = 0;
+    for (let seed = 1; seed <= SEEDS; seed++) {
+      const r = rng(seed + SEEDS);
+      const held = Array.from({ length: 1 + Math.floor(r() * 40) }, () =>
+        parseAddressGlob(globText(r)),
+      );
+      const addresses = Array.from({ length: 1 + Math.floor(r() * 8) }, () =>
+        parseInstanceAddress(addressText(r)),
+      );
+      const index = indexOf(held);
+      const expected = held.flatMap((h, i) => (addresses.some((a) => globCovers(h, a)) ? [i] : []));
+      expect({ seed, found: sorted(index.covering(addresses)) }).toEqual({
+        seed,
+        found: expected,
+      });
+      for (const a of addresses) {
+        expect({ seed, a, covered: index.covers(a) }).toEqual({
+          seed,
+          a,
+          covered: held.some((h) => globCovers(h, a)),
+        });
+      }
+      covered += expected.length;
+    }
+    expect(covered).toBeGreaterThan(SEEDS);
+  });
+
+  it('keeps 1 and "1" apart, and a quoted key whole', () => {
+    const held = ['aws_x.m[1]', 'module.a["x.y"].*', 'aws_x.m["a[1].b"]'].map(parseAddressGlob);
+    const index = indexOf(held);
+    expect(sorted(index.meeting([parseAddressGlob('aws_x.m["1"]')]))).toEqual([]);
+    expect(sorted(index.meeting([parseAddressGlob('aws_x.m')]))).toEqual([0, 2]);
+    expect(sorted(index.covering([parseInstanceAddress('module.a["x"].aws_x.m')]))).toEqual([]);
+    expect(index.covers(parseInstanceAddress('module.a["x.y"].aws_x.m'))).toBe(true);
+    expect(index.covers(parseInstanceAddress('aws_x.m["a[1].b"]'))).toBe(true);
+  });
+});
