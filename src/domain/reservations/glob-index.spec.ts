@@ -1,54 +1,7 @@
-import { random } from '../../../test/support/seeded-random';
-import { formatIndexKey, parseInstanceAddress } from '../terraform/instance-address';
+import { randomAddress, randomGlob, rng } from '../../../test/support/random-globs';
+import { parseInstanceAddress } from '../terraform/instance-address';
 import { AddressGlob, globCovers, globsIntersect, parseAddressGlob } from './address-glob';
 import { GlobIndex } from './glob-index';
-
-/**
- * The index against the pairwise predicates it replaces, over random globs
- * drawn from a small vocabulary so that they meet often: `*`, open module
- * globs, keyed and unkeyed steps, data sources, 1 beside "1", quoted keys
- * holding dots and brackets.
- */
-const KEYS: (number | string)[] = [0, 1, '1', 'k', 'x.y', 'a[1].b', '*'];
-const MODULES = ['a', 'b'];
-const TYPES = ['aws_x', 'aws_y'];
-const NAMES = ['m', 'n'];
-
-/** xorshift's first draws from a small seed are small too: spread the seed first. */
-function rng(seed: number): () => number {
-  return random(Math.imul(seed, 0x9e3779b1) >>> 0);
-}
-
-function pick<T>(r: () => number, from: readonly T[]): T {
-  return from[Math.floor(r() * from.length)];
-}
-
-function key(r: () => number, keyless: number): string {
-  return r() < keyless ? '' : formatIndexKey(pick(r, KEYS));
-}
-
-function modulePath(r: () => number, keyless: number): string {
-  const depth = Math.floor(r() * 3);
-  let path = '';
-  for (let i = 0; i < depth; i++) path += `module.${pick(r, MODULES)}${key(r, keyless)}.`;
-  return path;
-}
-
-function resource(r: () => number, keyless: number): string {
-  return `${r() < 0.3 ? 'data.' : ''}${pick(r, TYPES)}.${pick(r, NAMES)}${key(r, keyless)}`;
-}
-
-function globText(r: () => number): string {
-  const shape = r();
-  if (shape < 0.05) return '*';
-  const path = modulePath(r, 0.4);
-  if (shape < 0.3 && path !== '') return `${path}*`;
-  return `${path}${resource(r, 0.4)}`;
-}
-
-function addressText(r: () => number): string {
-  return `${modulePath(r, 0.3)}${resource(r, 0.3)}`;
-}
 
 function indexOf(globs: AddressGlob[]): GlobIndex<number> {
   const index = new GlobIndex<number>();
@@ -58,6 +11,7 @@ function indexOf(globs: AddressGlob[]): GlobIndex<number> {
 
 const sorted = (s: Set<number>) => [...s].sort((a, b) => a - b);
 
+/** The index against the pairwise predicates it replaces, over random globs (random-globs). */
 describe('GlobIndex', () => {
   const SEEDS = 300;
 
@@ -66,10 +20,10 @@ describe('GlobIndex', () => {
     for (let seed = 1; seed <= SEEDS; seed++) {
       const r = rng(seed);
       const held = Array.from({ length: 1 + Math.floor(r() * 40) }, () =>
-        parseAddressGlob(globText(r)),
+        parseAddressGlob(randomGlob(r)),
       );
       const wanted = Array.from({ length: 1 + Math.floor(r() * 6) }, () =>
-        parseAddressGlob(globText(r)),
+        parseAddressGlob(randomGlob(r)),
       );
       const expected = held.flatMap((h, i) =>
         wanted.some((w) => globsIntersect(w, h)) ? [i] : [],
@@ -87,10 +41,10 @@ describe('GlobIndex', () => {
     for (let seed = 1; seed <= SEEDS; seed++) {
       const r = rng(seed + SEEDS);
       const held = Array.from({ length: 1 + Math.floor(r() * 40) }, () =>
-        parseAddressGlob(globText(r)),
+        parseAddressGlob(randomGlob(r)),
       );
       const addresses = Array.from({ length: 1 + Math.floor(r() * 8) }, () =>
-        parseInstanceAddress(addressText(r)),
+        parseInstanceAddress(randomAddress(r)),
       );
       const index = indexOf(held);
       const expected = held.flatMap((h, i) => (addresses.some((a) => globCovers(h, a)) ? [i] : []));
