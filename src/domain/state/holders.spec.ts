@@ -1,32 +1,27 @@
 import { pick, randomAddress, randomGlob, rng } from '../../../test/support/random-globs';
 import {
-  ALL_ADDRESSES,
+  pairwiseChangedSince,
+  pairwiseConflicts,
+  pairwiseCovering,
+  pairwiseUncovered,
+} from '../../../test/support/pairwise-holders';
+import {
   AddressGlob,
-  globCovers,
   normalizeAddressGlob,
   parseAddressGlob,
   ReservationMode,
-  reservationsConflict,
 } from '../reservations/address-glob';
 import { LayeredMap } from '../shared/layered-map';
-import { InstanceAddress, parseInstanceAddress } from '../terraform/instance-address';
-import {
-  Asker,
-  Conflicts,
-  conflictsWith,
-  coveringHolders,
-  lockHolder,
-  runLockInfo,
-  uncovered,
-} from './holders';
+import { parseInstanceAddress } from '../terraform/instance-address';
+import { Asker, conflictsWith, coveringHolders, uncovered } from './holders';
 import { changedSince } from './reserve';
 import { evolve } from './state.evolve';
 import { ActiveState, HeldLock, initialState, Reservation } from './state.model';
 
 /**
- * The indexed checks against the pairwise ones they replaced (every wanted
- * glob or written address against every reservation held), over random
- * states: the same holders in the same order, the same runs reclaimed.
+ * The indexed checks against the pairwise ones they replaced
+ * (pairwise-holders), over random states: the same holders in the same
+ * order, the same runs reclaimed, the same addresses.
  */
 const NOW = '2026-12-01T12:00:00.000Z';
 const PAST = '2026-12-01T11:00:00.000Z';
@@ -83,45 +78,6 @@ function randomAsker(r: () => number, state: ActiveState): Asker {
   return {};
 }
 
-/** The checks as they were, pair by pair. */
-function pairwise(
-  state: ActiveState,
-  asker: Asker,
-  hits: (r: Reservation) => boolean,
-  lockHit: (lock: HeldLock) => boolean,
-): Conflicts {
-  const live = [...state.locks.values()]
-    .filter((l) => l.info.ID !== asker.lockId && lockHit(l))
-    .map((l) => lockHolder(l, l.acquiredAt));
-  const expired = new Map<string, readonly Reservation[]>();
-  const byRun = new Map<string, Reservation[]>();
-  for (const r of state.reservations.values())
-    byRun.set(r.runId, [...(byRun.get(r.runId) ?? []), r]);
-  for (const [runId, reservations] of byRun) {
-    if (runId === asker.runId) continue;
-    const hit = reservations.filter(hits);
-    if (hit.length === 0) continue;
-    if (reservations[0].expiresAt <= NOW) expired.set(runId, reservations);
-    else {
-      const lockInfo = runLockInfo(reservations);
-      live.push(
-        ...hit.map((r) => ({
-          kind: 'apply' as const,
-          glob: r.glob,
-          mode: r.mode,
-          actor: r.holder,
-          runId: r.runId,
-          lockId: null,
-          acquiredAt: r.acquiredAt,
-          expiresAt: r.expiresAt,
-          lockInfo,
-        })),
-      );
-    }
-  }
-  return { live, expired };
-}
-
 describe('holders, by index', () => {
   const SEEDS = 300;
 
@@ -135,15 +91,7 @@ describe('holders, by index', () => {
         { length: 1 + Math.floor(r() * 6) },
         () => ({ glob: parseAddressGlob(randomGlob(r)), mode: pick(r, MODES) }),
       );
-      const expected = pairwise(
-        state,
-        asker,
-        (h) =>
-          wanted.some((w) =>
-            reservationsConflict(w, { glob: parseAddressGlob(h.glob), mode: h.mode }),
-          ),
-        (l) => wanted.some((w) => reservationsConflict(w, { glob: ALL_ADDRESSES, mode: l.mode })),
-      );
+      const expected = pairwiseConflicts(state, wanted, asker, NOW);
       expect({ seed, ...conflictsWith(state, wanted, asker, NOW) }).toEqual({ seed, ...expected });
       named += expected.live.length + expected.expired.size;
     }
@@ -159,12 +107,7 @@ describe('holders, by index', () => {
       const addresses = Array.from({ length: 1 + Math.floor(r() * 8) }, () => ({
         parsed: parseInstanceAddress(randomAddress(r)),
       }));
-      const expected = pairwise(
-        state,
-        asker,
-        (h) => addresses.some((a) => globCovers(parseAddressGlob(h.glob), a.parsed)),
-        () => true,
-      );
+      const expected = pairwiseCovering(state, addresses, asker, NOW);
       expect({ seed, ...coveringHolders(state, addresses, asker, NOW) }).toEqual({
         seed,
         ...expected,
@@ -183,13 +126,9 @@ describe('holders, by index', () => {
         const text = randomAddress(r);
         return { text, parsed: parseInstanceAddress(text) };
       });
-      const writes = [...state.reservations.values()]
-        .filter((h) => h.runId === runId && h.mode === 'write')
-        .map((h) => parseAddressGlob(h.glob));
-      const covered = (a: InstanceAddress) => writes.some((g) => globCovers(g, a));
       expect({ seed, outside: uncovered(state, runId, addresses) }).toEqual({
         seed,
-        outside: addresses.filter((a) => !covered(a.parsed)).map((a) => a.text),
+        outside: pairwiseUncovered(state, runId, addresses),
       });
     }
   });
@@ -205,9 +144,7 @@ describe('holders, by index', () => {
       const globs = Array.from({ length: 1 + Math.floor(r() * 6) }, () =>
         parseAddressGlob(randomGlob(r)),
       );
-      const expected = [...changedIn]
-        .filter(([a, v]) => v > 2 && globs.some((g) => globCovers(g, parseInstanceAddress(a))))
-        .map(([address, changedInVersion]) => ({ address, changedInVersion }));
+      const expected = pairwiseChangedSince(state, 2, globs);
       expect({ seed, stale: changedSince(state, 2, globs) }).toEqual({ seed, stale: expected });
       stale += expected.length;
     }
