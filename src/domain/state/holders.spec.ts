@@ -150,4 +150,27 @@ describe('holders, by index', () => {
     }
     expect(stale).toBeGreaterThan(SEEDS / 2);
   });
+
+  it("sees a run's reservations added in place to a map it answered for before", () => {
+    const state = randomState(rng(1));
+    state.reservations.clear();
+    state.locks.clear();
+    const add = (id: string, glob: string) =>
+      state.reservations.set(id, {
+        id,
+        runId: 'run-b',
+        glob,
+        mode: 'write',
+        holder: 'bob',
+        info: {},
+        acquiredAt: PAST,
+        expiresAt: LATER,
+      });
+    add('b0', 'aws_x.m[0]');
+    const wanted = [{ glob: parseAddressGlob('aws_x.m[1]'), mode: 'write' as const }];
+    expect(conflictsWith(state, wanted, {}, NOW).live.map((h) => h.glob)).toEqual([]);
+    // evolve adds a run's later reservations of one append to the map its first made
+    add('b1', 'aws_x.m[1]');
+    expect(conflictsWith(state, wanted, {}, NOW).live.map((h) => h.glob)).toEqual(['aws_x.m[1]']);
+  });
 });

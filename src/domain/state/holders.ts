@@ -51,22 +51,26 @@ export function leaseEnd(now: string, seconds: number): string {
  * conflict checks (GlobIndex), so that a check costs what the request names
  * plus what it meets, not one comparison per reservation held.
  *
- * Kept per reservations map: evolve replaces the map on every reservation
- * event and never changes one a state holds, so what is built here from it
- * stays true for as long as the map is used. The aggregate stays warm
- * between commands, so a run's commits, terraform's locks and retries on an
- * unchanged set of reservations reuse it; after a change it is built again
- * once, at a cost in proportion to what is held. A WeakMap frees it with
- * the state.
+ * Kept per reservations map. Evolve never deletes or changes a reservation
+ * in a map a state holds; at most it adds the later reservations of a run's
+ * append in place to the map the run's first one made (as lifecycle events
+ * fill their commit's maps). So a map of the same size holds what it held
+ * when this was built. The aggregate stays warm between commands, so a
+ * run's commits, terraform's locks and retries on unchanged reservations
+ * reuse it; after a change it is built again once, in proportion to what
+ * is held. A WeakMap frees it with the state.
  */
 class HeldReservations {
   /** Reservations by run, runs in the order they acquired, each run's in acquisition order. */
   readonly byRun = new Map<string, Reservation[]>();
+  /** The map's size when this was built (see above). */
+  readonly size: number;
   private writeIndex: GlobIndex<Reservation> | null = null;
   private readIndex: GlobIndex<Reservation> | null = null;
   private readonly runWrites = new Map<string, GlobIndex<true>>();
 
   constructor(reservations: Map<string, Reservation>) {
+    this.size = reservations.size;
     for (const r of reservations.values()) {
       const list = this.byRun.get(r.runId);
       if (list) list.push(r);
@@ -107,7 +111,7 @@ const heldByMap = new WeakMap<Map<string, Reservation>, HeldReservations>();
 
 function held(state: ActiveState): HeldReservations {
   let h = heldByMap.get(state.reservations);
-  if (h === undefined) {
+  if (h === undefined || h.size !== state.reservations.size) {
     h = new HeldReservations(state.reservations);
     heldByMap.set(state.reservations, h);
   }
