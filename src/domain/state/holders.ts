@@ -84,8 +84,7 @@ class HeldReservations {
       const writes = new GlobIndex<Reservation>();
       const reads = new GlobIndex<Reservation>();
       for (const list of this.byRun.values()) {
-        for (const r of list)
-          (r.mode === 'write' ? writes : reads).add(parseAddressGlob(r.glob), r);
+        for (const r of list) (r.mode === 'write' ? writes : reads).add(globOf(r), r);
       }
       this.writeIndex = writes;
       this.readIndex = reads;
@@ -99,7 +98,7 @@ class HeldReservations {
     if (index === undefined) {
       index = new GlobIndex<true>();
       for (const r of this.byRun.get(runId) ?? []) {
-        if (r.mode === 'write') index.add(parseAddressGlob(r.glob), true);
+        if (r.mode === 'write') index.add(globOf(r), true);
       }
       this.runWrites.set(runId, index);
     }
@@ -108,6 +107,22 @@ class HeldReservations {
 }
 
 const heldByMap = new WeakMap<Map<string, Reservation>, HeldReservations>();
+
+/**
+ * A reservation's glob, parsed once: the maps of later states share the
+ * reservation objects, so an index built again after another run started
+ * parses only that run's globs.
+ */
+const parsedGlobs = new WeakMap<Reservation, AddressGlob>();
+
+function globOf(r: Reservation): AddressGlob {
+  let glob = parsedGlobs.get(r);
+  if (glob === undefined) {
+    glob = parseAddressGlob(r.glob);
+    parsedGlobs.set(r, glob);
+  }
+  return glob;
+}
 
 function held(state: ActiveState): HeldReservations {
   let h = heldByMap.get(state.reservations);
