@@ -2,7 +2,7 @@ import { ApplyLane } from '../../domain/apply/apply-run.events';
 import { PlanScope } from '../../domain/apply/kl-plan';
 import { Footprint, sliceOf } from '../../domain/apply/state-slice';
 import { DomainError } from '../../domain/shared/domain-error';
-import { globCovers, parseAddressGlob } from '../../domain/reservations';
+import { GlobIndex, parseAddressGlob } from '../../domain/reservations';
 import { parseInstanceAddress } from '../../domain/terraform/instance-address';
 import type { StateDocumentV4 } from '../../domain/terraform/state-document';
 import {
@@ -256,10 +256,10 @@ export async function laneState(
       'the server no longer offers the state-engine lane this plan was made for: nothing applied; run kl plan again',
     );
   }
-  const held = [...reserved.write, ...reserved.read];
+  const held = coverage([...reserved.write, ...reserved.read]);
   const proven = await provenSlice(server, state, candidates, offered, early, (expanded) => {
     const uncovered = [...expanded.reservations.write, ...expanded.reservations.read].filter(
-      (a) => !held.some((g) => g === a || covers(g, a)),
+      (a) => !held(a),
     );
     if (uncovered.length > 0) {
       throw new DomainError(
@@ -286,12 +286,29 @@ export async function laneState(
 /** A stale scope is a stale plan. */
 const SCOPE_CHANGED = 'APPLY.STALE';
 
-function covers(glob: string, address: string): boolean {
-  try {
-    return globCovers(parseAddressGlob(glob), parseInstanceAddress(address));
-  } catch {
-    return false; // not a glob or not an address: only equal text covers it
+/**
+ * Is an address among, or covered by, what the run holds? Indexed once: a
+ * scope of 20,000 addresses beside as many held globs, one against each,
+ * was 400 million comparisons.
+ */
+function coverage(held: string[]): (address: string) => boolean {
+  const texts = new Set(held);
+  const globs = new GlobIndex<true>();
+  for (const g of held) {
+    try {
+      globs.add(parseAddressGlob(g), true);
+    } catch {
+      // not a glob: only equal text covers it
+    }
   }
+  return (address) => {
+    if (texts.has(address)) return true;
+    try {
+      return globs.covers(parseInstanceAddress(address));
+    } catch {
+      return false; // not an address: only equal text covers it
+    }
+  };
 }
 
 function countInstances(d: StateDocumentV4): number {
@@ -312,8 +329,9 @@ export function laneReservations(
 ): { write: string[]; read: string[] } {
   if (server === null) return planned;
   const write = [...planned.write];
+  const writes = new Set(write);
   const read = [...new Set([...planned.read, ...server.read, ...server.write])]
-    .filter((g) => !write.includes(g))
+    .filter((g) => !writes.has(g))
     .sort();
   return { write, read };
 }

@@ -1,1 +1,2 @@
 export * from './address-glob';
+export * from './glob-index';

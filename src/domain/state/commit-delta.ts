@@ -199,7 +199,7 @@ export function commitDelta(command: CommitDelta, state: StateAggregate): StateE
         { addresses: touched.map((t) => t.text) },
       );
     }
-    const outside = uncovered(held, touched);
+    const outside = uncovered(state, d.runId, touched);
     if (outside.length > 0) {
       throw new DomainError(
         RESERVATION_NOT_HELD,

@@ -1,11 +1,5 @@
-import {
-  ALL_ADDRESSES,
-  AddressGlob,
-  globCovers,
-  parseAddressGlob,
-  ReservationMode,
-  reservationsConflict,
-} from '../reservations/address-glob';
+import { AddressGlob, parseAddressGlob, ReservationMode } from '../reservations/address-glob';
+import { GlobIndex } from '../reservations/glob-index';
 import { InstanceAddress } from '../terraform/instance-address';
 import { LockInfo } from './lock-info';
 import { ReservationExpired } from './state.events';
@@ -52,20 +46,101 @@ export function leaseEnd(now: string, seconds: number): string {
   return new Date(Date.parse(now) + seconds * 1000).toISOString();
 }
 
+/**
+ * A state's reservations grouped by run, and indexed by glob for the
+ * conflict checks (GlobIndex), so that a check costs what the request names
+ * plus what it meets, not one comparison per reservation held.
+ *
+ * Kept per reservations map. Evolve never deletes or changes a reservation
+ * in a map a state holds; at most it adds the later reservations of a run's
+ * append in place to the map the run's first one made (as lifecycle events
+ * fill their commit's maps). So a map of the same size holds what it held
+ * when this was built. The aggregate stays warm between commands, so a
+ * run's commits, terraform's locks and retries on unchanged reservations
+ * reuse it; after a change it is built again once, in proportion to what
+ * is held. A WeakMap frees it with the state.
+ */
+class HeldReservations {
+  /** Reservations by run, runs in the order they acquired, each run's in acquisition order. */
+  readonly byRun = new Map<string, Reservation[]>();
+  /** The map's size when this was built (see above). */
+  readonly size: number;
+  private writeIndex: GlobIndex<Reservation> | null = null;
+  private readIndex: GlobIndex<Reservation> | null = null;
+  private readonly runWrites = new Map<string, GlobIndex<true>>();
+
+  constructor(reservations: Map<string, Reservation>) {
+    this.size = reservations.size;
+    for (const r of reservations.values()) {
+      const list = this.byRun.get(r.runId);
+      if (list) list.push(r);
+      else this.byRun.set(r.runId, [r]);
+    }
+  }
+
+  /** Every run's reservations of one mode. */
+  index(mode: ReservationMode): GlobIndex<Reservation> {
+    if (this.writeIndex === null || this.readIndex === null) {
+      const writes = new GlobIndex<Reservation>();
+      const reads = new GlobIndex<Reservation>();
+      for (const list of this.byRun.values()) {
+        for (const r of list) (r.mode === 'write' ? writes : reads).add(globOf(r), r);
+      }
+      this.writeIndex = writes;
+      this.readIndex = reads;
+    }
+    return mode === 'write' ? this.writeIndex : this.readIndex;
+  }
+
+  /** One run's write reservations: what its commits may change. */
+  writesOf(runId: string): GlobIndex<true> {
+    let index = this.runWrites.get(runId);
+    if (index === undefined) {
+      index = new GlobIndex<true>();
+      for (const r of this.byRun.get(runId) ?? []) {
+        if (r.mode === 'write') index.add(globOf(r), true);
+      }
+      this.runWrites.set(runId, index);
+    }
+    return index;
+  }
+}
+
+const heldByMap = new WeakMap<Map<string, Reservation>, HeldReservations>();
+
+/**
+ * A reservation's glob, parsed once: the maps of later states share the
+ * reservation objects, so an index built again after another run started
+ * parses only that run's globs.
+ */
+const parsedGlobs = new WeakMap<Reservation, AddressGlob>();
+
+function globOf(r: Reservation): AddressGlob {
+  let glob = parsedGlobs.get(r);
+  if (glob === undefined) {
+    glob = parseAddressGlob(r.glob);
+    parsedGlobs.set(r, glob);
+  }
+  return glob;
+}
+
+function held(state: ActiveState): HeldReservations {
+  let h = heldByMap.get(state.reservations);
+  if (h === undefined || h.size !== state.reservations.size) {
+    h = new HeldReservations(state.reservations);
+    heldByMap.set(state.reservations, h);
+  }
+  return h;
+}
+
 /** The run's reservations, in the order they were acquired. */
-export function reservationsOf(state: ActiveState, runId: string): Reservation[] {
-  return [...state.reservations.values()].filter((r) => r.runId === runId);
+export function reservationsOf(state: ActiveState, runId: string): readonly Reservation[] {
+  return held(state).byRun.get(runId) ?? [];
 }
 
 /** Reservations grouped by run, in the order the runs acquired them. */
-export function runs(state: ActiveState): Map<string, Reservation[]> {
-  const byRun = new Map<string, Reservation[]>();
-  for (const r of state.reservations.values()) {
-    const list = byRun.get(r.runId);
-    if (list) list.push(r);
-    else byRun.set(r.runId, [r]);
-  }
-  return byRun;
+export function runs(state: ActiveState): ReadonlyMap<string, readonly Reservation[]> {
+  return held(state).byRun;
 }
 
 /** How many of a run's globs a LockInfo or a conflict message names; the rest are counted. */
@@ -75,7 +150,7 @@ export const NAMED_GLOBS = 5;
  * A LockInfo naming an apply run, for terraform to print when the run holds
  * what it asked for: the ID is the run's, Who its actor, Info its globs.
  */
-export function runLockInfo(reservations: Reservation[]): LockInfo {
+export function runLockInfo(reservations: readonly Reservation[]): LockInfo {
   const [first] = reservations;
   // The first few globs: a run may hold thousands, and terraform prints this whole.
   const shown = reservations.slice(0, NAMED_GLOBS).map((r) => `${r.mode} ${r.glob}`);
@@ -135,7 +210,7 @@ export interface Asker {
 export interface Conflicts {
   live: Holder[];
   /** Runs whose lease ran out and which hold something the request needs. */
-  expired: Map<string, Reservation[]>;
+  expired: Map<string, readonly Reservation[]>;
 }
 
 /**
@@ -149,18 +224,21 @@ export function conflictsWith(
   asker: Asker,
   now: string,
 ): Conflicts {
+  // A lock holds `*`, which every glob meets: the modes alone decide.
+  const writes = wanted.filter((w) => w.mode === 'write').map((w) => w.glob);
   const live: Holder[] = [];
   for (const lock of state.locks.values()) {
     if (lock.info.ID === asker.lockId) continue;
-    const held = { glob: ALL_ADDRESSES, mode: lock.mode };
-    if (wanted.some((w) => reservationsConflict(w, held))) {
+    if (writes.length > 0 || (lock.mode === 'write' && wanted.length > 0)) {
       live.push(lockHolder(lock, lockAcquiredAt(lock)));
     }
   }
-  return withRuns(state, asker, now, live, (r) => {
-    const held = { glob: parseAddressGlob(r.glob), mode: r.mode };
-    return wanted.some((w) => reservationsConflict(w, held));
-  });
+  if (state.reservations.size === 0) return { live, expired: new Map() };
+  // Readers meet only writers; a writer meets both.
+  const h = held(state);
+  const hits = h.index('write').meeting(wanted.map((w) => w.glob));
+  for (const r of h.index('read').meeting(writes)) hits.add(r);
+  return withRuns(state, asker, now, live, hits);
 }
 
 /**
@@ -178,34 +256,38 @@ export function coveringHolders(
   for (const lock of state.locks.values()) {
     if (lock.info.ID !== asker.lockId) live.push(lockHolder(lock, lockAcquiredAt(lock)));
   }
-  return withRuns(state, asker, now, live, (r) => {
-    const glob = parseAddressGlob(r.glob);
-    return addresses.some((a) => globCovers(glob, a.parsed));
-  });
+  if (state.reservations.size === 0) return { live, expired: new Map() };
+  const h = held(state);
+  const parsed = addresses.map((a) => a.parsed);
+  const hits = h.index('write').covering(parsed);
+  for (const r of h.index('read').covering(parsed)) hits.add(r);
+  return withRuns(state, asker, now, live, hits);
 }
 
 /**
- * `live` with the other runs' reservations that `hits` picks, and the runs
- * among them whose lease ran out, to reclaim.
+ * `live` with the other runs' reservations among `hits`, and the runs
+ * among them whose lease ran out, to reclaim. Holders keep the order of
+ * the reservations: runs in the order they acquired, then each run's own.
  */
 function withRuns(
   state: ActiveState,
   asker: Asker,
   now: string,
   live: Holder[],
-  hits: (r: Reservation) => boolean,
+  hits: Set<Reservation>,
 ): Conflicts {
-  const expired = new Map<string, Reservation[]>();
-  for (const [runId, reservations] of runs(state)) {
-    if (runId === asker.runId) continue;
-    const hit = reservations.filter(hits);
-    if (hit.length === 0) continue;
+  const expired = new Map<string, readonly Reservation[]>();
+  if (hits.size === 0) return { live, expired };
+  const hitRuns = new Set<string>();
+  for (const r of hits) if (r.runId !== asker.runId) hitRuns.add(r.runId);
+  for (const [runId, reservations] of held(state).byRun) {
+    if (!hitRuns.has(runId)) continue;
     if (isExpired(reservations[0], now)) expired.set(runId, reservations);
     else {
       // One LockInfo per run, shared by its holders: built per holder, a run of
       // n globs cost n² (and ran kld out of memory at 20,000).
       const lockInfo = runLockInfo(reservations);
-      live.push(...hit.map((r) => reservationHolder(r, lockInfo)));
+      for (const r of reservations) if (hits.has(r)) live.push(reservationHolder(r, lockInfo));
     }
   }
   return { live, expired };
@@ -218,7 +300,7 @@ function lockAcquiredAt(lock: HeldLock): string | null {
 /** The events that reclaim expired runs for `reclaimedBy`. */
 export function reclaim(
   state: ActiveState,
-  expired: Map<string, Reservation[]>,
+  expired: Map<string, readonly Reservation[]>,
   reclaimedBy: string,
 ): ReservationExpired[] {
   return [...expired].map(([runId, reservations]) => ({
@@ -235,11 +317,10 @@ export function reclaim(
 
 /** Addresses none of the run's write reservations cover. */
 export function uncovered(
-  reservations: Reservation[],
+  state: ActiveState,
+  runId: string,
   addresses: { text: string; parsed: InstanceAddress }[],
 ): string[] {
-  const writes = reservations
-    .filter((r) => r.mode === 'write')
-    .map((r) => parseAddressGlob(r.glob));
-  return addresses.filter((a) => !writes.some((g) => globCovers(g, a.parsed))).map((a) => a.text);
+  const writes = held(state).writesOf(runId);
+  return addresses.filter((a) => !writes.covers(a.parsed)).map((a) => a.text);
 }

@@ -1,11 +1,11 @@
 import { refuseOverQuota } from './quota-checks';
 import {
   AddressGlob,
-  globCovers,
   normalizeAddressGlob,
   parseAddressGlob,
   ReservationMode,
 } from '../reservations/address-glob';
+import { GlobIndex } from '../reservations/glob-index';
 import { DomainError } from '../shared/domain-error';
 import { parseInstanceAddress } from '../terraform/instance-address';
 import { conflictsWith, Holder, leaseEnd, NAMED_GLOBS, reclaim, reservationsOf } from './holders';
@@ -73,7 +73,9 @@ export interface StaleAddress {
 /**
  * The addresses, among those `globs` cover, that a version after `base`
  * changed (opened, replaced or removed). Only the addresses changed since
- * are looked at: usually few, however large the state.
+ * are looked at: usually few, however large the state; the globs are
+ * indexed only when there is one, so each costs its steps, not one
+ * comparison per glob of the plan.
  */
 export function changedSince(
   state: ActiveState,
@@ -81,10 +83,14 @@ export function changedSince(
   globs: AddressGlob[],
 ): StaleAddress[] {
   const stale: StaleAddress[] = [];
+  let planned: GlobIndex<true> | null = null;
   for (const [address, version] of state.changedIn) {
     if (version <= base) continue;
-    const parsed = parseInstanceAddress(address);
-    if (globs.some((g) => globCovers(g, parsed))) {
+    if (planned === null) {
+      planned = new GlobIndex<true>();
+      for (const g of globs) planned.add(g, true);
+    }
+    if (planned.covers(parseInstanceAddress(address))) {
       stale.push({ address, changedInVersion: version });
     }
   }

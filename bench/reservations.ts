@@ -1,0 +1,338 @@
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import pino from 'pino';
+import { parseAddressGlob, ReservationMode } from '../src/domain/reservations/address-glob';
+import { conflictsWith, coveringHolders, uncovered } from '../src/domain/state/holders';
+import { decide } from '../src/domain/state/state.decider';
+import { evolve } from '../src/domain/state/state.evolve';
+import { ActiveState, initialState, Reservation } from '../src/domain/state/state.model';
+import { parseInstanceAddress } from '../src/domain/terraform/instance-address';
+import {
+  pairwiseConflicts,
+  pairwiseCovering,
+  pairwiseUncovered,
+} from '../test/support/pairwise-holders';
+import { openBenchDatabase } from './support/bench-database';
+import { send } from './support/http-send';
+import { processCpuMs } from './support/process-cpu';
+import { Kld, killAll, startKld } from './support/refresh-processes';
+import { printMachine, printTable } from './support/report';
+import { formatInt, formatMs } from './support/stats';
+
+/**
+ * Conflict checks between apply runs (wave 19): what deciding costs when a
+ * run starts beside another that holds as many globs, with the glob index
+ * and with the pairwise checks it replaced (test/support/pairwise-holders,
+ * the wave-18 code) as the peer, in this process (the decider is pure):
+ *
+ *   scattered   run A holds N distinct resources across 50 modules, run B asks
+ *               N others (`module.m7.aws_instance.b123[0]`)
+ *   keys        A holds N instances of one resource, B N other instances of it
+ *   commit      B commits 20,000 addresses (each its own write glob) beside A's
+ *               10,000 (RESERVATION.NOT_HELD and covering-holder checks)
+ *
+ * "cold" parses and indexes every reservation (a state just loaded),
+ * "rebuilt" indexes again what was parsed before (a state whose reservation
+ * map another run's event replaced), "warm" reuses the index (the same
+ * aggregate again). Then, end to end through a real kld
+ * (own database, embedded PostgreSQL unless KL_BENCH_DATABASE_URL): run A's
+ * POST …/apply-runs of N globs, then run B's beside it, wall time and kld's
+ * CPU; with KL_BENCH_KLD_BEFORE=<other kld.js> the same on that build. Prints figures; never fails on a miss.
+ *
+ *   npm run bench:reservations
+ *   KL_BENCH_SIZES=1000,10000,20000   KL_BENCH_E2E_SIZE=10000   KL_BENCH_E2E=0 (skip kld)
+ */
+
+const SIZES = (process.env.KL_BENCH_SIZES ?? '1000,10000,20000').split(',').map(Number);
+const E2E_SIZE = Number(process.env.KL_BENCH_E2E_SIZE ?? 10_000);
+const COMMIT = 20_000;
+const COMMIT_BESIDE = 10_000;
+const ROOT = path.resolve(__dirname, '../..');
+const BUILDS: [string, string][] = [['this build', path.join(ROOT, 'dist/src/kld.js')]];
+const before = process.env.KL_BENCH_KLD_BEFORE;
+if (before) BUILDS.push(['before', before]);
+
+const NOW = '2026-12-02T12:00:00.000Z';
+const LATER = '2026-12-02T13:00:00.000Z';
+
+type Shape = 'scattered' | 'keys';
+
+/** Run `run`'s N globs of a shape; A and B never meet. */
+function globs(shape: Shape, run: 'a' | 'b', n: number): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < n; i++) {
+    out.push(
+      shape === 'scattered'
+        ? `module.m${i % 50}.aws_instance.${run}${i}[0]`
+        : `aws_instance.fleet[${run === 'a' ? i : n + i}]`,
+    );
+  }
+  return out;
+}
+
+function stateHolding(runs: { runId: string; globs: string[]; mode: ReservationMode }[]) {
+  const created = evolve(initialState(), {
+    type: 'StateCreated',
+    data: { stateId: 's', name: 'bench' },
+  }) as ActiveState;
+  const reservations = new Map<string, Reservation>();
+  for (const run of runs) {
+    for (const glob of run.globs) {
+      const id = `r${reservations.size}`;
+      reservations.set(id, {
+        id,
+        runId: run.runId,
+        glob,
+        mode: run.mode,
+        holder: 'bench',
+        info: {},
+        acquiredAt: NOW,
+        expiresAt: LATER,
+      });
+    }
+  }
+  return { ...created, version: 1, serial: 1, lineage: 'l', reservations };
+}
+
+/** The same state, its reservations new objects in a new map: nothing parsed or indexed yet. */
+const fresh = (s: ActiveState): ActiveState => ({
+  ...s,
+  reservations: new Map([...s.reservations].map(([id, r]) => [id, { ...r }])),
+});
+
+/** The same reservations in a new map: the state after another run's event. */
+const remapped = (s: ActiveState): ActiveState => ({
+  ...s,
+  reservations: new Map(s.reservations),
+});
+
+/** Minimum wall time of `reps` calls, in ms, and the last answer; each on an input made untimed. */
+function timeOn<S, T>(reps: number, input: () => S, f: (s: S) => T): { ms: number; out: T } {
+  let ms = Infinity;
+  let out!: T;
+  for (let i = 0; i < reps; i++) {
+    const s = input();
+    const t0 = performance.now();
+    out = f(s);
+    ms = Math.min(ms, performance.now() - t0);
+  }
+  return { ms, out };
+}
+
+function time<T>(reps: number, f: () => T): { ms: number; out: T } {
+  return timeOn(reps, () => undefined, f);
+}
+
+/** Fewer rounds where the pairwise peer takes seconds. */
+const repsFor = (n: number) => (n <= 1_000 ? 5 : 1);
+
+function inProcess(): void {
+  const rows: string[][] = [];
+  for (const shape of ['scattered', 'keys'] as Shape[]) {
+    for (const n of SIZES) {
+      const state = stateHolding([{ runId: 'a', globs: globs(shape, 'a', n), mode: 'write' }]);
+      const wantedText = globs(shape, 'b', n);
+      const wanted = wantedText.map((g) => ({ glob: parseAddressGlob(g), mode: 'write' as const }));
+      const asker = { runId: 'b' };
+      const cold = timeOn(
+        5,
+        () => fresh(state),
+        (s) => conflictsWith(s, wanted, asker, NOW),
+      );
+      conflictsWith(state, wanted, asker, NOW);
+      const rebuilt = timeOn(
+        5,
+        () => remapped(state),
+        (s) => conflictsWith(s, wanted, asker, NOW),
+      );
+      const warm = time(5, () => conflictsWith(state, wanted, asker, NOW));
+      const peer = time(repsFor(n), () => pairwiseConflicts(state, wanted, asker, NOW));
+      if (cold.out.live.length !== 0 || peer.out.live.length !== 0) throw new Error('not disjoint');
+      const command = {
+        type: 'AcquireReservations' as const,
+        data: {
+          name: 'bench',
+          runId: 'b',
+          reservationIds: wantedText.map((_, i) => `b${i}`),
+          requests: wantedText.map((glob) => ({ glob, mode: 'write' as const })),
+          leaseSeconds: 900,
+          info: {},
+          baseVersion: 1,
+          writeSet: wantedText,
+          readSet: [],
+        },
+        metadata: { actor: 'bench', correlationId: 'c', now: NOW },
+      };
+      const decided = timeOn(
+        3,
+        () => fresh(state),
+        (s) => decide(command, s),
+      );
+      rows.push([
+        `${shape} start`,
+        formatInt(n),
+        formatMs(cold.ms),
+        formatMs(rebuilt.ms),
+        formatMs(warm.ms),
+        formatMs(peer.ms),
+        `${(peer.ms / cold.ms).toFixed(0)}×`,
+        formatMs(decided.ms),
+      ]);
+    }
+  }
+
+  // A commit of COMMIT addresses by run b, each its own write glob, beside run a.
+  const written = globs('scattered', 'b', COMMIT);
+  const state = stateHolding([
+    { runId: 'a', globs: globs('scattered', 'a', COMMIT_BESIDE), mode: 'write' },
+    { runId: 'b', globs: written, mode: 'write' },
+  ]);
+  const touched = written.map((text) => ({ text, parsed: parseInstanceAddress(text) }));
+  const asker = { runId: 'b' };
+  const check = (s: ActiveState) => [
+    uncovered(s, 'b', touched).length,
+    coveringHolders(s, touched, asker, NOW).live.length,
+  ];
+  const cold = timeOn(3, () => fresh(state), check);
+  check(state);
+  const rebuilt = timeOn(3, () => remapped(state), check);
+  const warm = time(3, () => check(state));
+  const peer = time(1, () => [
+    pairwiseUncovered(state, 'b', touched).length,
+    pairwiseCovering(state, touched, asker, NOW).live.length,
+  ]);
+  if (cold.out.join() !== peer.out.join()) throw new Error('commit answers differ');
+  rows.push([
+    `commit ${formatInt(COMMIT)} beside`,
+    formatInt(COMMIT_BESIDE),
+    formatMs(cold.ms),
+    formatMs(rebuilt.ms),
+    formatMs(warm.ms),
+    formatMs(peer.ms),
+    `${(peer.ms / cold.ms).toFixed(0)}×`,
+    '-',
+  ]);
+  console.log('');
+  printTable(
+    [
+      'case',
+      'globs per run',
+      'index cold ms',
+      'rebuilt ms',
+      'warm ms',
+      'pairwise ms',
+      'speed-up (cold)',
+      'decide (cold) ms',
+    ],
+    rows,
+  );
+}
+
+interface Figure {
+  build: string;
+  shape: Shape;
+  firstMs: number;
+  firstCpu: number;
+  besideMs: number;
+  besideCpu: number;
+}
+
+async function endToEnd(): Promise<void> {
+  const logger = pino({ level: 'warn' });
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-bench-reservations-'));
+  const undo: (() => Promise<void> | void)[] = [() => fs.rmSync(work, { recursive: true })];
+  const figures: Figure[] = [];
+  try {
+    for (const [label, kldJs] of BUILDS) {
+      // Another build's kld migrates its own database: it refuses a migration it does not know.
+      const db = await openBenchDatabase(logger, { migrate: label === 'this build' });
+      undo.push(() => db.close());
+      const kld = await startKld(kldJs, db.url, path.join(work, label.replace(/\W/g, '-')));
+      undo.push(() => kld.stop());
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      undo.push(() => agent.destroy());
+      for (const shape of ['scattered', 'keys'] as Shape[]) {
+        figures.push(await besideRun(kld, agent, label, shape));
+        const f = figures[figures.length - 1];
+        console.log(
+          `  ${label} ${shape}: run A ${formatMs(f.firstMs)} ms (kld CPU ${formatMs(f.firstCpu)}), ` +
+            `run B beside it ${formatMs(f.besideMs)} ms (kld CPU ${formatMs(f.besideCpu)})`,
+        );
+      }
+    }
+  } finally {
+    while (undo.length) await Promise.resolve(undo.pop()!()).catch(() => undefined);
+    await killAll();
+  }
+  console.log('');
+  printTable(
+    ['build', 'shape', 'run A POST ms', 'kld CPU ms', 'run B beside ms', 'kld CPU ms'],
+    figures.map((f) => [
+      f.build,
+      f.shape,
+      formatMs(f.firstMs),
+      formatMs(f.firstCpu),
+      formatMs(f.besideMs),
+      formatMs(f.besideCpu),
+    ]),
+  );
+}
+
+/** A fresh state with one version, run A of E2E_SIZE globs, then run B beside it; both aborted. */
+async function besideRun(kld: Kld, agent: http.Agent, build: string, shape: Shape) {
+  const name = `bench/reservations-${shape}`;
+  const doc = {
+    version: 4,
+    terraform_version: '1.11.4',
+    serial: 1,
+    lineage: `bench-${shape}`,
+    outputs: {},
+    resources: [],
+  };
+  const posted = await send(agent, 'POST', `${kld.url}/v1/states/${name}`, json(doc));
+  if (posted.status !== 200) throw new Error(`POST state: ${posted.status} ${posted.body}`);
+  const start = async (run: 'a' | 'b') => {
+    const cpu0 = processCpuMs(kld.pid);
+    const r = await send(
+      agent,
+      'POST',
+      `${kld.url}/v1/api/states/${name}/apply-runs`,
+      json({ base_version: 1, write: globs(shape, run, E2E_SIZE), lease_seconds: 3600 }),
+    );
+    const cpu = processCpuMs(kld.pid) - cpu0;
+    if (r.status !== 201) throw new Error(`run ${run}: ${r.status} ${r.body.slice(0, 300)}`);
+    return { ms: r.ms, cpu, runId: (JSON.parse(r.body) as { run_id: string }).run_id };
+  };
+  const a = await start('a');
+  const b = await start('b');
+  for (const run of [a, b]) {
+    const r = await send(
+      agent,
+      'POST',
+      `${kld.url}/v1/api/apply-runs/${run.runId}/abort`,
+      json({}),
+    );
+    if (r.status !== 200) throw new Error(`abort: ${r.status} ${r.body.slice(0, 300)}`);
+  }
+  return { build, shape, firstMs: a.ms, firstCpu: a.cpu, besideMs: b.ms, besideCpu: b.cpu };
+}
+
+const json = (v: unknown) => Buffer.from(JSON.stringify(v));
+
+async function main(): Promise<void> {
+  console.log('Conflict checks between apply runs: glob index vs pairwise');
+  printMachine();
+  console.log(`\nIn process (decider only), sizes ${SIZES.map(formatInt).join(' / ')}`);
+  inProcess();
+  if (process.env.KL_BENCH_E2E === '0') return;
+  console.log(`\nThrough kld: POST …/apply-runs of ${formatInt(E2E_SIZE)} globs beside another`);
+  await endToEnd();
+}
+
+main().catch(async (err) => {
+  console.error(err);
+  await killAll();
+  process.exit(1);
+});

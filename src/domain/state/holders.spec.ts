@@ -1,0 +1,176 @@
+import { pick, randomAddress, randomGlob, rng } from '../../../test/support/random-globs';
+import {
+  pairwiseChangedSince,
+  pairwiseConflicts,
+  pairwiseCovering,
+  pairwiseUncovered,
+} from '../../../test/support/pairwise-holders';
+import {
+  AddressGlob,
+  normalizeAddressGlob,
+  parseAddressGlob,
+  ReservationMode,
+} from '../reservations/address-glob';
+import { LayeredMap } from '../shared/layered-map';
+import { parseInstanceAddress } from '../terraform/instance-address';
+import { Asker, conflictsWith, coveringHolders, uncovered } from './holders';
+import { changedSince } from './reserve';
+import { evolve } from './state.evolve';
+import { ActiveState, HeldLock, initialState, Reservation } from './state.model';
+
+/**
+ * The indexed checks against the pairwise ones they replaced
+ * (pairwise-holders), over random states: the same holders in the same
+ * order, the same runs reclaimed, the same addresses.
+ */
+const NOW = '2026-12-01T12:00:00.000Z';
+const PAST = '2026-12-01T11:00:00.000Z';
+const LATER = '2026-12-01T13:00:00.000Z';
+const MODES: ReservationMode[] = ['read', 'write'];
+
+function randomState(r: () => number): ActiveState {
+  const created = evolve(initialState(), {
+    type: 'StateCreated',
+    data: { stateId: 's', name: 'prod' },
+  }) as ActiveState;
+  const reservations = new Map<string, Reservation>();
+  const runCount = 1 + Math.floor(r() * 4);
+  for (let run = 0; run < runCount; run++) {
+    const expiresAt = r() < 0.25 ? PAST : LATER;
+    const asked = new Set<string>();
+    const count = 1 + Math.floor(r() * 15);
+    for (let i = 0; i < count; i++) {
+      const glob = normalizeAddressGlob(randomGlob(r));
+      const mode = pick(r, MODES);
+      if (asked.has(`${mode} ${glob}`)) continue;
+      asked.add(`${mode} ${glob}`);
+      const id = `r${reservations.size}`;
+      reservations.set(id, {
+        id,
+        runId: `run-${run}`,
+        glob,
+        mode,
+        holder: `actor-${run}`,
+        info: {},
+        acquiredAt: PAST,
+        expiresAt,
+      });
+    }
+  }
+  const locks = new Map<string, HeldLock>();
+  const lockCount = Math.floor(r() * 3);
+  for (let i = 0; i < lockCount; i++) {
+    const mode = pick(r, MODES);
+    const ID = `lock-${i}`;
+    locks.set(ID, {
+      info: { ID, Operation: mode === 'read' ? 'OperationTypePlan' : 'OperationTypeApply' },
+      mode,
+      acquiredAt: PAST,
+    });
+  }
+  return { ...created, reservations, locks };
+}
+
+function randomAsker(r: () => number, state: ActiveState): Asker {
+  const x = r();
+  if (x < 0.4) return { runId: `run-${Math.floor(r() * 4)}` };
+  if (x < 0.6 && state.locks.size > 0) return { lockId: pick(r, [...state.locks.keys()]) };
+  return {};
+}
+
+describe('holders, by index', () => {
+  const SEEDS = 300;
+
+  it('conflictsWith names the holders the pairwise matrix names, in its order', () => {
+    let named = 0;
+    for (let seed = 1; seed <= SEEDS; seed++) {
+      const r = rng(seed);
+      const state = randomState(r);
+      const asker = randomAsker(r, state);
+      const wanted: { glob: AddressGlob; mode: ReservationMode }[] = Array.from(
+        { length: 1 + Math.floor(r() * 6) },
+        () => ({ glob: parseAddressGlob(randomGlob(r)), mode: pick(r, MODES) }),
+      );
+      const expected = pairwiseConflicts(state, wanted, asker, NOW);
+      expect({ seed, ...conflictsWith(state, wanted, asker, NOW) }).toEqual({ seed, ...expected });
+      named += expected.live.length + expected.expired.size;
+    }
+    expect(named).toBeGreaterThan(SEEDS);
+  });
+
+  it('coveringHolders names the holders covering a written address, as globCovers says', () => {
+    let named = 0;
+    for (let seed = 1; seed <= SEEDS; seed++) {
+      const r = rng(seed + SEEDS);
+      const state = randomState(r);
+      const asker = randomAsker(r, state);
+      const addresses = Array.from({ length: 1 + Math.floor(r() * 8) }, () => ({
+        parsed: parseInstanceAddress(randomAddress(r)),
+      }));
+      const expected = pairwiseCovering(state, addresses, asker, NOW);
+      expect({ seed, ...coveringHolders(state, addresses, asker, NOW) }).toEqual({
+        seed,
+        ...expected,
+      });
+      named += expected.live.length + expected.expired.size;
+    }
+    expect(named).toBeGreaterThan(SEEDS);
+  });
+
+  it("uncovered lists the addresses none of the run's write reservations cover", () => {
+    for (let seed = 1; seed <= SEEDS; seed++) {
+      const r = rng(seed + 2 * SEEDS);
+      const state = randomState(r);
+      const runId = `run-${Math.floor(r() * 4)}`;
+      const addresses = Array.from({ length: 1 + Math.floor(r() * 8) }, () => {
+        const text = randomAddress(r);
+        return { text, parsed: parseInstanceAddress(text) };
+      });
+      expect({ seed, outside: uncovered(state, runId, addresses) }).toEqual({
+        seed,
+        outside: pairwiseUncovered(state, runId, addresses),
+      });
+    }
+  });
+
+  it('changedSince finds the addresses changed after the base that a planned glob covers', () => {
+    let stale = 0;
+    for (let seed = 1; seed <= SEEDS; seed++) {
+      const r = rng(seed + 3 * SEEDS);
+      const changedIn = LayeredMap.of<string, number>();
+      const count = Math.floor(r() * 20);
+      for (let i = 0; i < count; i++) changedIn.set(randomAddress(r), 1 + Math.floor(r() * 4));
+      const state = { ...randomState(r), changedIn };
+      const globs = Array.from({ length: 1 + Math.floor(r() * 6) }, () =>
+        parseAddressGlob(randomGlob(r)),
+      );
+      const expected = pairwiseChangedSince(state, 2, globs);
+      expect({ seed, stale: changedSince(state, 2, globs) }).toEqual({ seed, stale: expected });
+      stale += expected.length;
+    }
+    expect(stale).toBeGreaterThan(SEEDS / 2);
+  });
+
+  it("sees a run's reservations added in place to a map it answered for before", () => {
+    const state = randomState(rng(1));
+    state.reservations.clear();
+    state.locks.clear();
+    const add = (id: string, glob: string) =>
+      state.reservations.set(id, {
+        id,
+        runId: 'run-b',
+        glob,
+        mode: 'write',
+        holder: 'bob',
+        info: {},
+        acquiredAt: PAST,
+        expiresAt: LATER,
+      });
+    add('b0', 'aws_x.m[0]');
+    const wanted = [{ glob: parseAddressGlob('aws_x.m[1]'), mode: 'write' as const }];
+    expect(conflictsWith(state, wanted, {}, NOW).live.map((h) => h.glob)).toEqual([]);
+    // evolve adds a run's later reservations of one append to the map its first made
+    add('b1', 'aws_x.m[1]');
+    expect(conflictsWith(state, wanted, {}, NOW).live.map((h) => h.glob)).toEqual(['aws_x.m[1]']);
+  });
+});
