@@ -1,6 +1,7 @@
 import type { Agent, ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import * as http from 'node:http';
 import type * as https from 'node:https';
+import { constants as bufferConstants } from 'node:buffer';
 import * as os from 'node:os';
 import { DomainError } from '../../domain/shared/domain-error';
 import { isErrorCode } from '../../domain/shared/error-codes';
@@ -34,6 +35,14 @@ export interface ClientTls {
  * sends a comment well within it.
  */
 const IDLE_TIMEOUT_MS = 300_000;
+
+/**
+ * The most kl reads of one answer it holds whole: an answer that is parsed
+ * must fit in one string, so nothing larger is a real answer. A server (or
+ * a proxy) sending more is stopped there instead of filling kl's memory.
+ * Streams (events, archives) are not held and not bounded.
+ */
+export const MAX_ANSWER_BYTES = bufferConstants.MAX_STRING_LENGTH;
 
 let clientTls: ClientTls | null = null;
 const agents: { http?: Agent; https?: Agent } = {};
@@ -90,17 +99,32 @@ export class KldResponse {
     return Array.isArray(value) ? value.join(', ') : value;
   }
 
-  buffer(): Promise<Buffer> {
+  /** The whole body; more than `limit` bytes (announced or sent) is refused. */
+  buffer(limit = MAX_ANSWER_BYTES): Promise<Buffer> {
     this.bytes ??= (async () => {
+      const tooLarge = () => {
+        this.body.destroy();
+        return new DomainError(
+          'SERVER.UNEXPECTED_ANSWER',
+          redactUrls(`the answer from kld at ${this.base} is larger than ${limit} bytes`),
+        );
+      };
+      if (Number(this.header('content-length') ?? 0) > limit) throw tooLarge();
       const chunks: Buffer[] = [];
+      let size = 0;
       try {
-        for await (const chunk of this.body) chunks.push(chunk as Buffer);
+        for await (const chunk of this.body) {
+          size += (chunk as Buffer).length;
+          if (size > limit) break;
+          chunks.push(chunk as Buffer);
+        }
       } catch (err) {
         throw new DomainError(
           'SERVER.UNREACHABLE',
           redactUrls(`the answer from kld at ${this.base} broke off (${reason(err)})`),
         );
       }
+      if (size > limit) throw tooLarge();
       return Buffer.concat(chunks);
     })();
     return this.bytes;
@@ -147,7 +171,18 @@ export class KldHttpClient {
   async json<T>(method: string, path: string, request: KldRequest = {}): Promise<T> {
     const res = await this.send(method, path, request);
     if (!res.ok) throw await errorOf(res);
-    return parseJsonExact(await res.text()) as T;
+    const text = await res.text();
+    try {
+      return parseJsonExact(text) as T;
+    } catch (err) {
+      // A proxy's page, a compressed body, a cut-off or absurdly nested answer.
+      const encoding = res.header('content-encoding');
+      throw new DomainError(
+        'SERVER.UNEXPECTED_ANSWER',
+        `kld's answer to ${method} ${path.split('?')[0]} is not JSON` +
+          ` (${encoding ? `content-encoding ${encoding}; ` : ''}${firstLine((err as Error).message).slice(0, 120)})`,
+      );
+    }
   }
 
   /** The answer once its headers are in; the caller decides which statuses are answers. */
