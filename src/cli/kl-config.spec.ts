@@ -110,6 +110,16 @@ describe('resolveKlConfig precedence: flags > env > .kl.toml > backend "http"', 
       resolveKlConfig({ flags: {}, env: {}, toml: { path: '.kl.toml', text: 'state_url = ' } }),
     ).toThrow(/not valid TOML/);
   });
+
+  it('names a bad state_url without the password it carries, and a bad %-escape in one line', () => {
+    const bad = (url: string) => () => resolveKlConfig({ flags: {}, env: { KL_STATE_URL: url } });
+    expect(bad('http://ops:S3cret@[bad/v1/states/x')).toThrow(
+      'KL_STATE_URL: state_url is not a URL: "http://ops:***@[bad/v1/states/x"',
+    );
+    expect(bad('http://kld.local/v1/states/a%zz')).toThrow(
+      'KL_STATE_URL: the state name in state_url is not valid percent-encoding',
+    );
+  });
 });
 
 describe('backendAddress', () => {
