@@ -1,5 +1,12 @@
 import { render, renderJson } from './render';
-import { errorLine, terminalSafeJson, visible, visibleLines } from './terminal-text';
+import { Readable } from 'node:stream';
+import {
+  errorLine,
+  terminalSafeJson,
+  terminalSafeJsonStream,
+  visible,
+  visibleLines,
+} from './terminal-text';
 
 // What another user of a shared kld (or a hostile one) can put in an actor,
 // a lock's Who, a state name: clipboard write, clear screen, title, CR
@@ -39,6 +46,19 @@ describe('terminalSafeJson', () => {
 
   it('escapes raw control characters of text that is not valid JSON', () => {
     expect(terminalSafeJson(`{"a":"${HOSTILE}`)).not.toMatch(RAW_CONTROL);
+  });
+
+  it('does the same over a stream, a character cut between two chunks kept whole', async () => {
+    const line = `${JSON.stringify({ actor: `生${HOSTILE}` })}\n`;
+    const bytes = Buffer.from(line);
+    const cut = bytes.indexOf(Buffer.from('生')) + 1;
+    let out = '';
+    for await (const c of Readable.from([bytes.subarray(0, cut), bytes.subarray(cut)]).pipe(
+      terminalSafeJsonStream(),
+    ))
+      out += String(c);
+    expect(out).toBe(terminalSafeJson(line));
+    expect(JSON.parse(out)).toEqual({ actor: `生${HOSTILE}` });
   });
 });
 

@@ -1,3 +1,6 @@
+import { StringDecoder } from 'node:string_decoder';
+import { Transform } from 'node:stream';
+
 /**
  * Text kl prints that came from elsewhere — kld's answers, other users' actor
  * names, lock info and run info, local files — may hold control characters:
@@ -59,4 +62,17 @@ export function errorLine(e: unknown): string {
   // CR counts as a line end here: a message cannot rewrite its own line.
   const first = text.split(/\r?\n/).find((l) => l.trim() !== '');
   return visible(first?.trim() ?? String(text).trim());
+}
+
+/** terminalSafeJson over a stream of JSON text (NDJSON), a character cut between chunks kept whole. */
+export function terminalSafeJsonStream(): Transform {
+  const decoder = new StringDecoder('utf8');
+  return new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      done(null, terminalSafeJson(decoder.write(chunk)));
+    },
+    flush(done) {
+      done(null, terminalSafeJson(decoder.end()));
+    },
+  });
 }

@@ -196,6 +196,49 @@ describe('strings from kld reach the terminal spelled out', () => {
   });
 });
 
+describe('on a terminal', () => {
+  /** kl with its stdout on a pseudo-terminal (util-linux `script`); what the terminal received. */
+  async function onTerminal(args: string[]): Promise<string> {
+    const command = [process.execPath, KL, ...args].map((a) => `'${a}'`).join(' ');
+    const r = await runner.run('script', ['-qec', command, '/dev/null']);
+    expect(r.code).toBe(0);
+    // The terminal turns each \n into \r\n.
+    return r.stdout.replace(/\r+\n/g, '\n');
+  }
+
+  it('csv and kl export spell out or escape what a pipe gets exactly', async () => {
+    server.answer = json(200, { states: [STATE_ROW] });
+    const csv = await onTerminal(['states', '--format', 'csv']);
+    expect(csv).not.toMatch(RAW_CONTROL);
+    expect(csv).toContain(`team/${SPELLED}`);
+
+    const document = { version: 4, serial: 1, lineage: 'l', outputs: { x: { value: HOSTILE } } };
+    server.answer = json(200, document, { 'x-kilolock-state-version': '1' });
+    const shown = await onTerminal(['export', 'team/a']);
+    expect(shown).not.toMatch(RAW_CONTROL);
+    expect(JSON.parse(shown)).toEqual(document);
+    const piped = await kl(['export', 'team/a']);
+    expect(piped.stdout).toBe(JSON.stringify(document));
+  });
+
+  it('kl archive export escapes its NDJSON on a terminal, and not into a file', async () => {
+    const line = JSON.stringify({ type: 'X', data: { who: HOSTILE } });
+    server.answer = (_req, res) =>
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' }).end(`${line}\n${line}\n`);
+    const shown = await onTerminal(['archive', 'export', 'team/a']);
+    expect(shown).not.toMatch(RAW_CONTROL);
+    expect(
+      shown
+        .trimEnd()
+        .split('\n')
+        .map((l) => JSON.parse(l) as unknown),
+    ).toEqual([JSON.parse(line), JSON.parse(line)]);
+    const file = path.join(dir, 'a.kla');
+    expect((await kl(['archive', 'export', 'team/a', '-o', file])).code).toBe(0);
+    expect(fs.readFileSync(file, 'utf8')).toBe(`${line}\n${line}\n`);
+  });
+});
+
 describe('answers that are not what kl asked for', () => {
   const cases: [string, Answer, RegExp][] = [
     ['a list that is null', json(200, { states: null }), /has no list of objects "states"/],
