@@ -281,7 +281,10 @@ describe('the token stays with the server it was given for', () => {
     async (status) => {
       server.answer = (_req, res) =>
         res.writeHead(status, { location: `${elsewhere.url}/v1/api/states` }).end('moved');
-      oneLine(await kl(['states']), 1, new RegExp(`^kl: kld answered ${status} `));
+      const line = oneLine(await kl(['states']), 1, new RegExp(`^kl: kld answered ${status} `));
+      expect(line).toContain(
+        `(to ${elsewhere.url}/v1/api/states; kl does not follow redirects: give that URL as --server)`,
+      );
       expect(server.requests).toHaveLength(1);
       expect(server.requests[0].headers.authorization).toBe('Bearer kl_secret_token_1234');
       expect(elsewhere.requests).toEqual([]);

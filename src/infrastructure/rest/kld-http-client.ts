@@ -277,6 +277,8 @@ export interface AnswerText {
   status: number;
   statusText: string;
   text(): Promise<string>;
+  /** A KldResponse's headers: a redirect's Location is named in its refusal. */
+  header?(name: string): string | null;
 }
 
 /** The server's error as a DomainError carrying its code, so callers can match on it. */
@@ -309,9 +311,14 @@ export async function errorOf(res: AnswerText): Promise<DomainError> {
     // not our JSON error body
   }
   const detail = firstLine(text).slice(0, 200);
+  // Never followed: the token would go wherever a server or proxy points.
+  const location = res.status >= 300 && res.status < 400 ? res.header?.('location') : null;
+  const moved = location
+    ? ` (to ${redactUrls(location).slice(0, 200)}; kl does not follow redirects: give that URL as --server)`
+    : '';
   return new DomainError(
     'SERVER.UNEXPECTED_ANSWER',
-    `kld answered ${`${res.status} ${res.statusText}`.trim()}${detail ? `: ${detail}` : ''}`,
+    `kld answered ${`${res.status} ${res.statusText}`.trim()}${moved}${detail ? `: ${detail}` : ''}`,
     { status: res.status },
   );
 }
