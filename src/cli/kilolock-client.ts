@@ -110,8 +110,13 @@ export class KilolockClient {
     this.http = new KldHttpClient(server, { token });
   }
 
-  query(request: QueryRequest): Promise<QueryResponse> {
-    return this.json('POST', '/v1/query', { json: request });
+  async query(request: QueryRequest): Promise<QueryResponse> {
+    const body = await this.json<QueryResponse>('POST', '/v1/query', { json: request });
+    const rows: unknown = body.rows;
+    if (!Array.isArray(rows) || !rows.every(Array.isArray)) {
+      throw new DomainError('SERVER.UNEXPECTED_ANSWER', `kld's answer to /v1/query has no rows`);
+    }
+    return { ...body, columns: listIn(body, 'columns', '/v1/query'), rows: rows as unknown[][] };
   }
 
   async states(): Promise<StateSummary[]> {
@@ -169,7 +174,10 @@ export class KilolockClient {
   /** Apply runs, newest first: of one state, or of every state. */
   async runs(state?: string): Promise<ApplyRunSummary[]> {
     const query = state === undefined ? '' : `?state=${encodeURIComponent(state)}`;
-    return this.list<ApplyRunSummary>('GET', `/v1/api/apply-runs${query}`, 'runs');
+    const runs = await this.list<ApplyRunSummary>('GET', `/v1/api/apply-runs${query}`, 'runs');
+    // Read in every row: a run without its list is another kld's answer.
+    for (const run of runs) listIn(run, 'reservations', '/v1/api/apply-runs');
+    return runs;
   }
 
   /** Ends a dead run: its reservations are released. Without a state, kld looks it up. */
