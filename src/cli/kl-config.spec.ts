@@ -1,4 +1,4 @@
-import { backendAddress, resolveKlConfig } from './kl-config';
+import { backendAddress, resolveKlConfig, withoutCredentials } from './kl-config';
 
 const BACKEND = {
   'backend.tf': `# the state
@@ -133,5 +133,17 @@ describe('backendAddress', () => {
     expect(backendAddress(BACKEND)?.address).toBe(
       'http://kld.local:8080/v1/states/team/from-backend',
     );
+  });
+});
+
+describe('withoutCredentials', () => {
+  it('drops a user and password from a URL and leaves every other URL as given', () => {
+    expect(withoutCredentials('https://ci:kl_s3cret@kld.example.com:8443/base')).toBe(
+      'https://kld.example.com:8443/base',
+    );
+    expect(withoutCredentials('http://ci@127.0.0.1:8080')).toBe('http://127.0.0.1:8080');
+    for (const url of ['http://127.0.0.1:8080', 'https://kld/v1/states/a@b', 'https://kld?x=a@b']) {
+      expect(withoutCredentials(url)).toBe(url);
+    }
   });
 });

@@ -108,6 +108,15 @@ function protocolOf(value: string, where: string): Protocol {
   return value as Protocol;
 }
 
+/**
+ * The URL without a user and password in it, for what kl keeps or shows (a
+ * plan file travels between CI jobs and its JSON lands in logs); requests
+ * still send them.
+ */
+export function withoutCredentials(url: string): string {
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1');
+}
+
 /** kld's base URL and the state name of a state URL (`…/v1/states/<name>`). */
 export function splitStateUrl(url: string, where: string): { server: string; state: string } {
   let parsed: URL;

@@ -8,7 +8,7 @@ import { defaultHclUnitsCache, HclConfigReader } from '../../infrastructure/terr
 import { TempWorkspaces } from '../../infrastructure/terraform/temp-workspace';
 import { defaultActor, KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestApplyServer } from '../../infrastructure/rest/rest-apply-server';
-import { loadKlConfig } from '../kl-config';
+import { loadKlConfig, withoutCredentials } from '../kl-config';
 import { KilolockClient } from '../kilolock-client';
 import { QuotaPreflight, quotaPreflight, reportPreflight } from '../quota-preflight';
 import { errorLine, terminalSafeJson, visible, visibleLines } from '../terminal-text';
@@ -143,7 +143,8 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
     };
     const outcome = await orchestrator.plan(
       {
-        server: target.server,
+        // The plan keeps where to apply, never the password of KL_SERVER_URL.
+        server: withoutCredentials(target.server),
         state: target.state,
         configDir,
         files: files.length > 0 ? [...new Set(files)].sort() : null,
