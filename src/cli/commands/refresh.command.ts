@@ -234,7 +234,8 @@ class ProgressBar {
       this.started = true;
       return;
     }
-    this.bar.update(p.done, { address: p.address ?? '' });
+    // An instance key is anyone's text.
+    this.bar.update(p.done, { address: visible(p.address ?? '') });
   }
 
   stop(): void {
