@@ -220,6 +220,28 @@ describe('KldHttpClient', () => {
     );
   });
 
+  it('gives up on a kld that goes silent, before its answer or inside it, and says so', async () => {
+    await withServer(
+      (req, res) => {
+        // Never answers, or stops half-way: only kl's idle bound ends these.
+        if (req.url === '/half') res.writeHead(200).write('{"states":[');
+      },
+      async (url) => {
+        const client = new KldHttpClient(url, { idleTimeoutMs: 200 });
+        const failure = (p: Promise<unknown>) =>
+          p.then(
+            () => null,
+            (e: DomainError) => e,
+          );
+        const silent = await failure(client.json('GET', '/silent'));
+        expect(silent?.code).toBe('SERVER.UNREACHABLE');
+        expect(silent?.message).toMatch(/^cannot reach kld at .* \(nothing from kld for 0\.2 s\)/);
+        const half = await failure(client.json('GET', '/half'));
+        expect(half?.message).toMatch(/ broke off \(nothing from kld for 0\.2 s\)$/);
+      },
+    );
+  });
+
   it('stops reading a stream when its signal aborts', async () => {
     await withServer(
       (_req, res) => {

@@ -21,6 +21,8 @@ export interface KldRequest {
 export interface KldHttpOptions {
   token?: string;
   actor?: string;
+  /** How long kld may send nothing (default 300 s); shorter in tests. */
+  idleTimeoutMs?: number;
 }
 
 /** PEM client certificate and key every https request of this process presents. */
@@ -224,10 +226,18 @@ export class KldHttpClient {
     };
     request.signal?.throwIfAborted();
     return new Promise<KldResponse>((resolve, reject) => {
-      const req = open(options, (res) => resolve(new KldResponse(res, this.base)));
-      req.setTimeout(IDLE_TIMEOUT_MS, () =>
-        req.destroy(new Error(`no answer in ${IDLE_TIMEOUT_MS / 1000} s`)),
-      );
+      let answer: IncomingMessage | undefined;
+      const req = open(options, (res) => {
+        answer = res;
+        resolve(new KldResponse(res, this.base));
+      });
+      const idleMs = this.options.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
+      req.setTimeout(idleMs, () => {
+        // The same reason for a reader of the answer, which would otherwise see ECONNRESET.
+        const silent = new Error(`nothing from kld for ${idleMs / 1000} s`);
+        answer?.destroy(silent);
+        req.destroy(silent);
+      });
       req.on('error', (err) => {
         if (request.signal?.aborted) reject(err);
         else reject(this.unreachable(reason(err)));
