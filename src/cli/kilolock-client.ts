@@ -111,12 +111,16 @@ export class KilolockClient {
   }
 
   async query(request: QueryRequest): Promise<QueryResponse> {
-    const body = await this.json<QueryResponse>('POST', '/v1/query', { json: request });
-    const rows: unknown = body.rows;
+    const body = await this.json<QueryResponse | null>('POST', '/v1/query', { json: request });
+    const rows: unknown = body?.rows;
     if (!Array.isArray(rows) || !rows.every(Array.isArray)) {
       throw new DomainError('SERVER.UNEXPECTED_ANSWER', `kld's answer to /v1/query has no rows`);
     }
-    return { ...body, columns: listIn(body, 'columns', '/v1/query'), rows: rows as unknown[][] };
+    return {
+      columns: listIn(body, 'columns', '/v1/query'),
+      rows: rows as unknown[][],
+      truncated: body?.truncated === true,
+    };
   }
 
   async states(): Promise<StateSummary[]> {

@@ -272,8 +272,10 @@ describe('answers that are not what kl asked for', () => {
   it('history, a query and runs of another shape are one line, not a TypeError', async () => {
     server.answer = json(200, { deletedAt: null });
     oneLine(await kl(['history', 'a']), 1, /has no list of objects "versions"/);
-    server.answer = json(200, { columns: null, rows: null });
-    oneLine(await kl(['query', 'SELECT 1']), 1, /^kl: kld's answer to \/v1\/query has no rows$/);
+    for (const body of [{ columns: null, rows: null }, null]) {
+      server.answer = json(200, JSON.stringify(body));
+      oneLine(await kl(['query', 'SELECT 1']), 1, /^kl: kld's answer to \/v1\/query has no rows$/);
+    }
     server.answer = json(200, { columns: [{ name: 'a' }], rows: [[1]], truncated: false });
     expect((await kl(['query', 'SELECT 1', '--format', 'csv'])).stdout).toBe('a\r\n1\r\n');
     server.answer = json(200, { runs: [{ run_id: 'r', reservations: null }] });
