@@ -110,17 +110,28 @@ export class KilolockClient {
     this.http = new KldHttpClient(server, { token });
   }
 
-  query(request: QueryRequest): Promise<QueryResponse> {
-    return this.json('POST', '/v1/query', { json: request });
+  async query(request: QueryRequest): Promise<QueryResponse> {
+    const body = await this.json<QueryResponse | null>('POST', '/v1/query', { json: request });
+    const rows: unknown = body?.rows;
+    if (!Array.isArray(rows) || !rows.every(Array.isArray)) {
+      throw new DomainError('SERVER.UNEXPECTED_ANSWER', `kld's answer to /v1/query has no rows`);
+    }
+    return {
+      columns: listIn(body, 'columns', '/v1/query'),
+      rows: rows as unknown[][],
+      truncated: body?.truncated === true,
+    };
   }
 
   async states(): Promise<StateSummary[]> {
-    return (await this.json<{ states: StateSummary[] }>('GET', '/v1/api/states')).states;
+    return this.list<StateSummary>('GET', '/v1/api/states', 'states');
   }
 
   /** The live state's versions, or those of the state deleted last under that name. */
-  history(state: string): Promise<StateHistory> {
-    return this.json('GET', `/v1/api/states/${statePath(state)}/history`);
+  async history(state: string): Promise<StateHistory> {
+    const path = `/v1/api/states/${statePath(state)}/history`;
+    const body = await this.json<StateHistory>('GET', path);
+    return { ...body, versions: listIn<StateHistory['versions'][number]>(body, 'versions', path) };
   }
 
   async resources(
@@ -130,7 +141,7 @@ export class KilolockClient {
   ): Promise<ResourceSummary[]> {
     const path = `/v1/api/states/${statePath(state)}/resources`;
     const query = { address_glob: addressGlob, version } satisfies StatesApiQueryDto;
-    return (await this.json<{ resources: ResourceSummary[] }>('GET', path, { query })).resources;
+    return this.list<ResourceSummary>('GET', path, 'resources', { query });
   }
 
   resource(
@@ -161,13 +172,16 @@ export class KilolockClient {
       state === undefined
         ? '/v1/api/reservations'
         : `/v1/api/states/${statePath(state)}/reservations`;
-    return (await this.json<{ reservations: ReservationRow[] }>('GET', path)).reservations;
+    return this.list<ReservationRow>('GET', path, 'reservations');
   }
 
   /** Apply runs, newest first: of one state, or of every state. */
   async runs(state?: string): Promise<ApplyRunSummary[]> {
     const query = state === undefined ? '' : `?state=${encodeURIComponent(state)}`;
-    return (await this.json<{ runs: ApplyRunSummary[] }>('GET', `/v1/api/apply-runs${query}`)).runs;
+    const runs = await this.list<ApplyRunSummary>('GET', `/v1/api/apply-runs${query}`, 'runs');
+    // Read in every row: a run without its list is another kld's answer.
+    for (const run of runs) listIn(run, 'reservations', '/v1/api/apply-runs');
+    return runs;
   }
 
   /** Ends a dead run: its reservations are released. Without a state, kld looks it up. */
@@ -181,7 +195,7 @@ export class KilolockClient {
   }
 
   async locks(): Promise<LockSummary[]> {
-    return (await this.json<{ locks: LockSummary[] }>('GET', '/v1/api/locks')).locks;
+    return this.list<LockSummary>('GET', '/v1/api/locks', 'locks');
   }
 
   /** The document exactly as terraform's GET serves it (current, or version N), and its version. */
@@ -329,8 +343,7 @@ export class KilolockClient {
 
   async rebuildProjections(): Promise<{ projector: string; events: number }[]> {
     const path = '/v1/admin/projections/rebuild';
-    return (await this.json<{ projectors: { projector: string; events: number }[] }>('POST', path))
-      .projectors;
+    return this.list<{ projector: string; events: number }>('POST', path, 'projectors');
   }
 
   createToken(request: {
@@ -344,8 +357,7 @@ export class KilolockClient {
 
   async tokens(all: boolean): Promise<TokenSummary[]> {
     const query = { all: all ? 'true' : undefined };
-    return (await this.json<{ tokens: TokenSummary[] }>('GET', '/v1/admin/tokens', { query }))
-      .tokens;
+    return this.list<TokenSummary>('GET', '/v1/admin/tokens', 'tokens', { query });
   }
 
   async revokeToken(name: string): Promise<void> {
@@ -361,12 +373,11 @@ export class KilolockClient {
   }
 
   async quotaRules(): Promise<QuotaRuleRow[]> {
-    return (await this.json<{ quotas: QuotaRuleRow[] }>('GET', '/v1/quotas/rules')).quotas;
+    return this.list<QuotaRuleRow>('GET', '/v1/quotas/rules', 'quotas');
   }
 
   async quotaUsage(state?: string): Promise<QuotaUsage[]> {
-    return (await this.json<{ usage: QuotaUsage[] }>('GET', '/v1/quotas', { query: { state } }))
-      .usage;
+    return this.list<QuotaUsage>('GET', '/v1/quotas', 'usage', { query: { state } });
   }
 
   quotaCheck(state: string, creates: number, deletes: number): Promise<QuotaCheckWire> {
@@ -379,6 +390,15 @@ export class KilolockClient {
     return this.http.json(method, path, request);
   }
 
+  private async list<T>(
+    method: string,
+    path: string,
+    key: string,
+    request: KldRequest = {},
+  ): Promise<T[]> {
+    return listIn<T>(await this.json<unknown>(method, path, request), key, path);
+  }
+
   private send(method: string, path: string, request: KldRequest): Promise<KldResponse> {
     return this.http.send(method, path, request);
   }
@@ -387,6 +407,26 @@ export class KilolockClient {
     if (!res.ok) throw await errorOf(res);
     return res;
   }
+}
+
+/**
+ * The list `key` of an answer, each item an object: an answer of another
+ * shape (not kld, another version, a proxy) is one readable line here rather
+ * than a TypeError wherever a field is read.
+ */
+function listIn<T>(body: unknown, key: string, path: string): T[] {
+  const list =
+    typeof body === 'object' && body !== null ? (body as Record<string, unknown>)[key] : undefined;
+  if (
+    !Array.isArray(list) ||
+    !list.every((item) => typeof item === 'object' && item !== null && !Array.isArray(item))
+  ) {
+    throw new DomainError(
+      'SERVER.UNEXPECTED_ANSWER',
+      `kld's answer to ${path.split('?')[0]} has no list of objects "${key}" (is --server a kld of this version?)`,
+    );
+  }
+  return list as T[];
 }
 
 type SelectorQuery = Pick<StatesApiQueryDto, 'from' | 'to' | 'from_version' | 'to_version'>;

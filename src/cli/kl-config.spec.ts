@@ -1,4 +1,4 @@
-import { backendAddress, resolveKlConfig } from './kl-config';
+import { backendAddress, resolveKlConfig, withoutCredentials } from './kl-config';
 
 const BACKEND = {
   'backend.tf': `# the state
@@ -110,6 +110,16 @@ describe('resolveKlConfig precedence: flags > env > .kl.toml > backend "http"', 
       resolveKlConfig({ flags: {}, env: {}, toml: { path: '.kl.toml', text: 'state_url = ' } }),
     ).toThrow(/not valid TOML/);
   });
+
+  it('names a bad state_url without the password it carries, and a bad %-escape in one line', () => {
+    const bad = (url: string) => () => resolveKlConfig({ flags: {}, env: { KL_STATE_URL: url } });
+    expect(bad('http://ops:S3cret@[bad/v1/states/x')).toThrow(
+      'KL_STATE_URL: state_url is not a URL: "http://ops:***@[bad/v1/states/x"',
+    );
+    expect(bad('http://kld.local/v1/states/a%zz')).toThrow(
+      'KL_STATE_URL: the state name in state_url is not valid percent-encoding',
+    );
+  });
 });
 
 describe('backendAddress', () => {
@@ -123,5 +133,17 @@ describe('backendAddress', () => {
     expect(backendAddress(BACKEND)?.address).toBe(
       'http://kld.local:8080/v1/states/team/from-backend',
     );
+  });
+});
+
+describe('withoutCredentials', () => {
+  it('drops a user and password from a URL and leaves every other URL as given', () => {
+    expect(withoutCredentials('https://ci:kl_s3cret@kld.example.com:8443/base')).toBe(
+      'https://kld.example.com:8443/base',
+    );
+    expect(withoutCredentials('http://ci@127.0.0.1:8080')).toBe('http://127.0.0.1:8080');
+    for (const url of ['http://127.0.0.1:8080', 'https://kld/v1/states/a@b', 'https://kld?x=a@b']) {
+      expect(withoutCredentials(url)).toBe(url);
+    }
   });
 });

@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { Protocol, PROTOCOLS } from '../application/apply/state-lanes';
+import { redactUrls } from '../infrastructure/logging/redact';
 import { KlError } from './cli-error';
 
 /**
@@ -107,20 +108,35 @@ function protocolOf(value: string, where: string): Protocol {
   return value as Protocol;
 }
 
+/**
+ * The URL without a user and password in it, for what kl keeps or shows (a
+ * plan file travels between CI jobs and its JSON lands in logs); requests
+ * still send them.
+ */
+export function withoutCredentials(url: string): string {
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1');
+}
+
 /** kld's base URL and the state name of a state URL (`…/v1/states/<name>`). */
 export function splitStateUrl(url: string, where: string): { server: string; state: string } {
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    fail(`${where}: state_url is not a URL: "${url}"`);
+    fail(`${where}: state_url is not a URL: "${redactUrls(url)}"`);
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
     fail(`${where}: state_url must be an http(s) URL`);
   }
   const m = /^(.*?)\/v1\/states\/(.+?)\/*$/.exec(parsed.pathname);
   if (m === null) fail(`${where}: state_url must look like https://kld.example/v1/states/<name>`);
-  return { server: `${parsed.origin}${m[1]}`, state: decodeURIComponent(m[2]) };
+  let state: string;
+  try {
+    state = decodeURIComponent(m[2]);
+  } catch {
+    fail(`${where}: the state name in state_url is not valid percent-encoding`);
+  }
+  return { server: `${parsed.origin}${m[1]}`, state };
 }
 
 export function resolveKlConfig(inputs: KlConfigInputs): KlConfig {

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { registerCommands } from './commands';
+import { errorLine, visibleLines } from './terminal-text';
 
 /** Global options every command can read with `program.opts()`. */
 export interface GlobalOptions {
@@ -56,7 +57,9 @@ export async function buildProgram(args: readonly string[]): Promise<Command> {
     .exitOverride()
     .showHelpAfterError(false)
     // Usage errors in the same one-line shape as every other failure.
-    .configureOutput({ outputError: (str, write) => write(`kl: ${str.replace(/^error: /, '')}`) });
+    .configureOutput({
+      outputError: (str, write) => write(`kl: ${visibleLines(str.replace(/^error: /, ''))}`),
+    });
 
   await registerCommands(program, args);
   return program;
@@ -97,7 +100,6 @@ main(process.argv).then(exitWhenWritten, (err: unknown) => {
     process.exit(err.exitCode === 0 ? 0 : err.exitCode === 3 ? 3 : 2);
   }
   // One line, never a stack: the first line of the message is the message.
-  const message = err instanceof Error ? err.message : String(err);
-  process.stderr.write(`kl: ${message.split('\n')[0]}\n`);
+  process.stderr.write(`kl: ${errorLine(err)}\n`);
   process.exit(1);
 });

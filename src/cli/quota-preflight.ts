@@ -1,4 +1,5 @@
 import type { KilolockClient } from './kilolock-client';
+import { visible } from './terminal-text';
 
 /** What a preflight found: exit 2 over the hard limit, a warning over the soft one. */
 export interface QuotaPreflight {
@@ -25,9 +26,9 @@ export async function quotaPreflight(
 /** Prints a preflight's warning (soft) or refusal (hard); answers the exit status it calls for. */
 export function reportPreflight(p: QuotaPreflight, hardExit: number): number {
   if (p.over === 'hard') {
-    process.stderr.write(`kl: quota exceeded: ${p.message}\n`);
+    process.stderr.write(`kl: quota exceeded: ${visible(p.message)}\n`);
     return hardExit;
   }
-  if (p.over === 'soft') process.stderr.write(`kl: warning: ${p.message}\n`);
+  if (p.over === 'soft') process.stderr.write(`kl: warning: ${visible(p.message)}\n`);
   return 0;
 }

@@ -11,6 +11,7 @@ import { defaultActor, KldHttpClient } from '../../infrastructure/rest/kld-http-
 import { RestApplyServer } from '../../infrastructure/rest/rest-apply-server';
 import { describeConflict, describeHolder, describeReservations } from '../apply-render';
 import { formatDuration } from '../durations';
+import { errorLine, terminalSafeJson, visibleLines } from '../terminal-text';
 import { APPLY_EXIT, exitCodeOf, onceSignalled, usageExit3, UsageError } from './apply-cli';
 
 interface ApplyCommandOptions {
@@ -61,7 +62,7 @@ export function registerApplyCommand(program: Command): Command {
     );
   usageExit3(command).action(async (file: string, options: ApplyCommandOptions, cmd: Command) => {
     process.exitCode = await runApply(file, options, cmd).catch((e: unknown) => {
-      process.stderr.write(`kl: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
+      process.stderr.write(`kl: ${errorLine(e)}\n`);
       return exitCodeOf(e);
     });
   });
@@ -125,8 +126,9 @@ async function runApply(file: string, options: ApplyCommandOptions, cmd: Command
   );
   // With --format json, stdout carries only the outcome object.
   const progress = globals.format === 'json' ? process.stderr : process.stdout;
-  const out = (line: string) => progress.write(line + '\n');
-  const err = (line: string) => process.stderr.write(line + '\n');
+  // Holders, actors and kld's messages are other people's text: spelled out.
+  const out = (line: string) => progress.write(visibleLines(line) + '\n');
+  const err = (line: string) => process.stderr.write(visibleLines(line) + '\n');
   const signals = onceSignalled();
   const started = Date.now();
   // Which lane runs, and why, before anything happens (ADR 0029 D8).
@@ -182,7 +184,7 @@ async function runApply(file: string, options: ApplyCommandOptions, cmd: Command
       signals.signal,
     );
   } catch (e) {
-    err(`kl: apply failed: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`);
+    err(`kl: apply failed: ${errorLine(e)}`);
     await reader.settled();
     signals.dispose();
     return signals.received ? APPLY_EXIT.signal(signals.received) : exitCodeOf(e);
@@ -193,7 +195,9 @@ async function runApply(file: string, options: ApplyCommandOptions, cmd: Command
   const seconds = ((Date.now() - started) / 1000).toFixed(1);
   if (globals.format === 'json') {
     // For scripts and the bench: the outcome as one JSON object; messages still go to stderr.
-    process.stdout.write(JSON.stringify(outcomeJson(outcome, Date.now() - started)) + '\n');
+    process.stdout.write(
+      terminalSafeJson(JSON.stringify(outcomeJson(outcome, Date.now() - started))) + '\n',
+    );
   }
 
   switch (outcome.status) {

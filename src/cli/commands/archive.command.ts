@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import * as fs from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import { KlError } from '../cli-error';
+import { terminalSafeJsonStream } from '../terminal-text';
 import { contextOf, usage } from './context';
 
 /**
@@ -28,7 +29,11 @@ export function registerArchiveCommand(program: Command): void {
       const partial = options.output ? `${options.output}.partial` : null;
       const out = partial ? fs.createWriteStream(partial) : process.stdout;
       try {
-        await pipeline(body, out);
+        // stdout is not ended: on a terminal, kl's last write after an ended one would crash.
+        if (partial) await pipeline(body, out);
+        else if (process.stdout.isTTY) {
+          await pipeline(body, terminalSafeJsonStream(), out, { end: false });
+        } else await pipeline(body, out, { end: false });
       } catch (err) {
         if (partial) fs.rmSync(partial, { force: true });
         throw new KlError(

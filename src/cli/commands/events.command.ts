@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { isErrorCode } from '../../domain/shared/error-codes';
 import { KlError } from '../cli-error';
+import { terminalSafeJson, visible } from '../terminal-text';
 import { contextOf, integerOption, usage } from './context';
 
 interface EventsOptions {
@@ -28,6 +29,8 @@ const collect = (value: string, previous: string[] = []) => [...previous, value]
  * with --follow it keeps printing new events as they are written. `--format
  * json` prints each event as one JSON line (NDJSON, for jq); table and csv
  * one line per event. The position of each event resumes after it (--from).
+ * Control characters in events are spelled out (terminal-text.ts): JSON
+ * escapes them, a line shows them.
  */
 export function registerEventsCommand(program: Command): void {
   program
@@ -64,11 +67,13 @@ export function registerEventsCommand(program: Command): void {
           if (message.event === 'error') throw streamError(message.data);
           if (message.event !== undefined) continue; // caught-up, checkpoint
           if (format === 'json') {
-            write(`${message.data}\n`);
+            write(`${terminalSafeJson(message.data)}\n`);
             continue;
           }
-          const e = JSON.parse(message.data) as EventLine;
-          const cells = [e.position, e.occurredAt, e.actor, e.stream, String(e.revision), e.type];
+          const e = eventOf(message.data);
+          const cells = [e.position, e.occurredAt, e.actor, e.stream, e.revision, e.type].map((c) =>
+            String(c ?? ''),
+          );
           if (header) {
             header = false;
             write(line(['position', 'occurred_at', 'actor', 'stream', 'revision', 'type'], format));
@@ -88,11 +93,28 @@ function write(text: string): void {
 
 function line(cells: string[], format: string): string {
   if (format === 'csv') {
+    const shown = process.stdout.isTTY === true ? cells.map(visible) : cells;
     return (
-      cells.map((c) => (/[",\r\n]/.test(c) ? `"${c.replace(/"/g, '""')}"` : c)).join(',') + '\r\n'
+      shown.map((c) => (/[",\r\n]/.test(c) ? `"${c.replace(/"/g, '""')}"` : c)).join(',') + '\r\n'
     );
   }
-  return cells.join('  ') + '\n';
+  return cells.map(visible).join('  ') + '\n';
+}
+
+function eventOf(data: string): EventLine {
+  let e: unknown;
+  try {
+    e = JSON.parse(data);
+  } catch {
+    e = null;
+  }
+  if (typeof e !== 'object' || e === null || Array.isArray(e)) {
+    throw new KlError(
+      'SERVER.UNEXPECTED_ANSWER',
+      `kld sent an event that is not a JSON object: ${data.slice(0, 80)}`,
+    );
+  }
+  return e as EventLine;
 }
 
 /** The `event: error` kld sends when the stream cannot go on: its code and message. */

@@ -1,8 +1,12 @@
 import { Command } from 'commander';
 import * as fs from 'node:fs';
+import { terminalSafeJson } from '../terminal-text';
 import { contextOf, selectedVersion, VersionFlags, versionFlags } from './context';
 
-/** `kl export <state>`: the document byte for byte as terraform's GET serves it. */
+/**
+ * `kl export <state>`: the document byte for byte as terraform's GET serves it;
+ * on a terminal, control characters in it as JSON escapes (the same document).
+ */
 export function registerExportCommand(program: Command): void {
   versionFlags(
     program
@@ -17,6 +21,8 @@ export function registerExportCommand(program: Command): void {
         const version = await selectedVersion(command, client, state, options);
         const { bytes } = await client.exportState(state, version);
         if (options.output) fs.writeFileSync(options.output, bytes);
+        else if (process.stdout.isTTY)
+          process.stdout.write(terminalSafeJson(bytes.toString('utf8')));
         else process.stdout.write(bytes);
       },
     );

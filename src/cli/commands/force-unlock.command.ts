@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import * as readline from 'node:readline/promises';
 import { defaultActor } from '../../infrastructure/rest/kld-http-client';
 import { KlError } from '../cli-error';
+import { visible } from '../terminal-text';
 import { contextOf } from './context';
 
 /**
@@ -51,7 +52,7 @@ export function registerForceUnlockCommand(program: Command): void {
           if (!process.stdin.isTTY) {
             throw new KlError('CLI.ABORTED', `${what}: not yours; pass --yes to release it`);
           }
-          if (!(await confirm(`Release the ${what}? [y/N] `))) {
+          if (!(await confirm(`Release the ${visible(what)}? [y/N] `))) {
             throw new KlError('CLI.ABORTED', 'not released');
           }
         }

@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { contextOf } from './context';
+import { visible } from '../terminal-text';
 
 /**
  * `kl history <state>`: every accepted write, oldest first, with the lineage
@@ -41,7 +42,9 @@ export function registerHistoryCommand(program: Command): void {
         ]),
       });
       if (history.deletedAt !== null) {
-        process.stderr.write(`kl: state "${state}" was deleted at ${history.deletedAt}\n`);
+        process.stderr.write(
+          `kl: state "${visible(state)}" was deleted at ${visible(String(history.deletedAt))}\n`,
+        );
       }
     });
 }

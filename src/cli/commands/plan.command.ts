@@ -8,9 +8,10 @@ import { defaultHclUnitsCache, HclConfigReader } from '../../infrastructure/terr
 import { TempWorkspaces } from '../../infrastructure/terraform/temp-workspace';
 import { defaultActor, KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestApplyServer } from '../../infrastructure/rest/rest-apply-server';
-import { loadKlConfig } from '../kl-config';
+import { loadKlConfig, withoutCredentials } from '../kl-config';
 import { KilolockClient } from '../kilolock-client';
 import { QuotaPreflight, quotaPreflight, reportPreflight } from '../quota-preflight';
+import { errorLine, terminalSafeJson, visible, visibleLines } from '../terminal-text';
 import { APPLY_EXIT, exitCodeOf, onceSignalled, usageExit3, UsageError } from './apply-cli';
 
 interface PlanOptions {
@@ -142,7 +143,8 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
     };
     const outcome = await orchestrator.plan(
       {
-        server: target.server,
+        // The plan keeps where to apply, never the password of KL_SERVER_URL.
+        server: withoutCredentials(target.server),
         state: target.state,
         configDir,
         files: files.length > 0 ? [...new Set(files)].sort() : null,
@@ -170,9 +172,11 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
       // It holds the input variables' values: readable by its owner only.
       fs.writeFileSync(options.out, text, { mode: 0o600 });
       fs.chmodSync(options.out, 0o600);
-      for (const w of outcome.warnings) process.stderr.write(`kl: warning: ${w}\n`);
+      for (const w of outcome.warnings) process.stderr.write(`kl: warning: ${visible(w)}\n`);
       process.stdout.write(
-        globals.format === 'json' ? text : renderPlan(outcome.plan, options.out),
+        globals.format === 'json'
+          ? terminalSafeJson(text)
+          : visibleLines(renderPlan(outcome.plan, options.out)),
       );
       return 0;
     } finally {
@@ -180,9 +184,7 @@ async function runPlan(dir: string, options: PlanOptions, cmd: Command): Promise
     }
   } catch (e) {
     if (signals.received) return APPLY_EXIT.signal(signals.received);
-    process.stderr.write(
-      `kl: plan failed: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`,
-    );
+    process.stderr.write(`kl: plan failed: ${errorLine(e)}\n`);
     return exitCodeOf(e);
   } finally {
     // The configuration's cache entries, written meanwhile, before kl exits.

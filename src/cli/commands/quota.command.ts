@@ -9,6 +9,7 @@ import { runTerraform, terraformBinary } from '../../infrastructure/terraform/te
 import { KilolockClient } from '../kilolock-client';
 import { quotaPreflight, reportPreflight } from '../quota-preflight';
 import { renderJson } from '../render';
+import { errorLine, visible } from '../terminal-text';
 import { APPLY_EXIT, exitCodeOf, usageExit3, UsageError } from './apply-cli';
 import { contextOf, usage } from './context';
 import { resolveTarget } from './plan.command';
@@ -133,12 +134,10 @@ async function runCheck(
     const client = new KilolockClient(target.server, globals.token);
     const found = await quotaPreflight(client, target.state, creates + imports, deletes);
     const exit = reportPreflight(found, APPLY_EXIT.conflict);
-    if (found.over === null) process.stdout.write(`${found.message}\n`);
+    if (found.over === null) process.stdout.write(`${visible(found.message)}\n`);
     return exit;
   } catch (e) {
-    process.stderr.write(
-      `kl: quota check failed: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`,
-    );
+    process.stderr.write(`kl: quota check failed: ${errorLine(e)}\n`);
     return exitCodeOf(e);
   }
 }

@@ -15,6 +15,7 @@ import { KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestRefreshServer } from '../../infrastructure/refresh/rest-refresh-server';
 import { systemRefreshHost } from '../../infrastructure/refresh/system-refresh-host';
 import { renderJson } from '../render';
+import { visible, visibleLines } from '../terminal-text';
 import { usage } from './context';
 
 interface RefreshCommandOptions {
@@ -151,14 +152,14 @@ async function runRefresh(
     );
     bar?.stop();
     process.stdout.write(
-      globals.format === 'json' ? renderJson(toWire(report)) : renderReport(report),
+      globals.format === 'json' ? renderJson(toWire(report)) : visibleLines(renderReport(report)),
     );
-    for (const w of report.warnings) process.stderr.write(`kl: warning: ${w}\n`);
+    for (const w of report.warnings) process.stderr.write(`kl: warning: ${visible(w)}\n`);
     if (report.status === 'cancelled') return EXIT_ON_SIGNAL[signalled ?? 'SIGINT'] ?? 1;
     return report.status === 'succeeded' ? 0 : 1;
   } catch (e) {
     bar?.stop();
-    process.stderr.write(`kl: refresh of "${state}" failed: ${oneLine(e)}\n`);
+    process.stderr.write(`kl: refresh of "${visible(state)}" failed: ${visible(oneLine(e))}\n`);
     return signalled ? (EXIT_ON_SIGNAL[signalled] ?? 1) : 1;
   } finally {
     process.off('SIGINT', onSignal);
@@ -233,7 +234,8 @@ class ProgressBar {
       this.started = true;
       return;
     }
-    this.bar.update(p.done, { address: p.address ?? '' });
+    // An instance key is anyone's text.
+    this.bar.update(p.done, { address: visible(p.address ?? '') });
   }
 
   stop(): void {

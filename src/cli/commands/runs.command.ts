@@ -42,7 +42,7 @@ export function registerRunsCommand(program: Command): void {
             : `+${r.counters.add} ~${r.counters.change} -${r.counters.destroy}`,
           r.committed_version,
           r.committed_serial,
-          r.error_summary === null ? null : r.error_summary.split('\n')[0],
+          r.error_summary === null ? null : String(r.error_summary).split('\n')[0],
           r.output_state,
         ]),
       });

@@ -10,6 +10,8 @@ import { parseAddressGlob } from '../../domain/reservations/address-glob';
 import { KlError } from '../cli-error';
 import { EngineCandidates, KilolockClient } from '../kilolock-client';
 import { loadKlConfig } from '../kl-config';
+import { visible } from '../terminal-text';
+import { redactUrls } from '../../infrastructure/logging/redact';
 import { integerOption, selectedVersion } from './context';
 
 interface Target {
@@ -225,9 +227,14 @@ export function registerConfigCommand(program: Command): void {
     .description('print where kl finds the state and how it talks to it, and where each came from')
     .action((_o: unknown, command: Command) => {
       const c = loadKlConfig(command);
+      // Read from local files and the environment: a password in a URL is masked.
       const row = (key: string, value: string, source: string, from?: string) =>
         process.stdout.write(
-          `${key.padEnd(10)} ${value.padEnd(48)} ${source}${from ? ` (${from})` : ''}\n`,
+          visible(
+            redactUrls(
+              `${key.padEnd(10)} ${value.padEnd(48)} ${source}${from ? ` (${from})` : ''}`,
+            ),
+          ) + '\n',
         );
       row('state_url', c.stateUrl.value ?? '-', c.stateUrl.source, c.stateUrl.from);
       row('server', c.server ?? '-', c.stateUrl.source, c.stateUrl.from);

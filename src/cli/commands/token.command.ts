@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { expiryFrom } from '../../infrastructure/auth/expiry';
+import { visible, visibleLines } from '../terminal-text';
 import { contextOf } from './context';
 
 /** `kl token create|list|revoke` (needs a token with the admin scope). */
@@ -35,11 +36,13 @@ export function registerTokenCommand(program: Command): void {
           return;
         }
         process.stderr.write(
-          `kl: token "${created.name}" created with scopes ${created.scopes.join(' ')}` +
-            `${created.expires_at ? `, expiring ${created.expires_at}` : ''}` +
-            `${created.token ? '; the secret below is shown only now' : ''}\n`,
+          visibleLines(
+            `kl: token "${created.name}" created with scopes ${created.scopes.join(' ')}` +
+              `${created.expires_at ? `, expiring ${created.expires_at}` : ''}` +
+              `${created.token ? '; the secret below is shown only now' : ''}`,
+          ) + '\n',
         );
-        if (created.token) process.stdout.write(`${created.token}\n`);
+        if (created.token) process.stdout.write(`${visible(created.token)}\n`);
       },
     );
   token

@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { packageRoot } from '../../infrastructure/package-root';
 import { renderJson } from '../render';
+import { visible } from '../terminal-text';
 import { contextOf } from './context';
 
 /**
@@ -35,7 +36,7 @@ export function registerVersionCommand(program: Command, klVersion = packageVers
         });
       } else {
         process.stdout.write(
-          `kl ${klVersion}\n${options.client ? '' : `kld ${kld ?? '(unreachable)'}\n`}`,
+          `kl ${klVersion}\n${options.client ? '' : `kld ${visible(kld ?? '(unreachable)')}\n`}`,
         );
       }
       if (failure !== null) throw failure;

@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import * as http from 'node:http';
 import { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { DomainError } from '../../domain/shared/domain-error';
 import { bigNumberText } from '../../domain/terraform/lossless-json';
-import { errorOf, KldHttpClient } from './kld-http-client';
+import { errorOf, KldHttpClient, MAX_ANSWER_BYTES } from './kld-http-client';
 
 /** A kld stand-in on 127.0.0.1 answering with `handler`; what it received is kept. */
 async function withServer(
@@ -140,6 +141,103 @@ describe('KldHttpClient', () => {
           /^the answer from kld at http:\/\/127\.0\.0\.1:\d+ broke off/,
         );
         expect(error?.message).not.toContain('\n');
+      },
+    );
+  });
+
+  it('says in one line that an answer is not JSON: a proxy page with 200, a gzip body', async () => {
+    const bodies = [
+      { headers: { 'content-type': 'text/html' }, body: '<html>\n<p>Welcome</p>' },
+      { headers: { 'content-encoding': 'gzip' }, body: gzipSync('{"states":[]}') },
+    ];
+    await withServer(
+      (req, res) => {
+        const b = bodies[Number(req.url!.slice(-1))];
+        res.writeHead(200, b.headers).end(b.body);
+      },
+      async (url) => {
+        const client = new KldHttpClient(url);
+        const errors = await Promise.all(
+          ['/v1/x?n=0', '/v1/x?n=1'].map((path) =>
+            client.json('GET', path).then(
+              () => null,
+              (e: DomainError) => e,
+            ),
+          ),
+        );
+        expect(errors.map((e) => e?.code)).toEqual([
+          'SERVER.UNEXPECTED_ANSWER',
+          'SERVER.UNEXPECTED_ANSWER',
+        ]);
+        expect(errors[0]?.message).toMatch(/^kld's answer to GET \/v1\/x is not JSON \(/);
+        expect(errors[1]?.message).toMatch(
+          /^kld's answer to GET \/v1\/x is not JSON \(content-encoding gzip; /,
+        );
+        for (const e of errors) expect(e?.message).not.toContain('\n');
+      },
+    );
+  });
+
+  it('stops reading an answer larger than it can hold, announced or not', async () => {
+    expect(MAX_ANSWER_BYTES).toBeGreaterThan(512 * 1024 * 1024 - 1024);
+    let sent = 0;
+    await withServer(
+      (req, res) => {
+        if (req.url === '/announced') {
+          // Claims more than kl holds; kl must not start reading it.
+          res.writeHead(200, { 'content-length': String(MAX_ANSWER_BYTES + 1) });
+          res.write('[');
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        const chunk = Buffer.alloc(16 * 1024, 0x20);
+        const more = () => {
+          // Endless unless kl stops reading: bounded here at 64 MiB.
+          while (sent < 64 * 1024 * 1024) {
+            sent += chunk.length;
+            if (!res.write(chunk)) return void res.once('drain', more);
+          }
+          res.end();
+        };
+        more();
+      },
+      async (url) => {
+        const client = new KldHttpClient(url);
+        const announced = await client.json('GET', '/announced').then(
+          () => null,
+          (e: DomainError) => e,
+        );
+        expect(announced?.code).toBe('SERVER.UNEXPECTED_ANSWER');
+        expect(announced?.message).toMatch(/is larger than \d+ bytes$/);
+        const res = await client.send('GET', '/streamed');
+        const streamed = await res.buffer(1024 * 1024).then(
+          () => null,
+          (e: DomainError) => e,
+        );
+        expect(streamed?.message).toMatch(/is larger than 1048576 bytes$/);
+        expect(sent).toBeLessThan(64 * 1024 * 1024);
+      },
+    );
+  });
+
+  it('gives up on a kld that goes silent, before its answer or inside it, and says so', async () => {
+    await withServer(
+      (req, res) => {
+        // Never answers, or stops half-way: only kl's idle bound ends these.
+        if (req.url === '/half') res.writeHead(200).write('{"states":[');
+      },
+      async (url) => {
+        const client = new KldHttpClient(url, { idleTimeoutMs: 200 });
+        const failure = (p: Promise<unknown>) =>
+          p.then(
+            () => null,
+            (e: DomainError) => e,
+          );
+        const silent = await failure(client.json('GET', '/silent'));
+        expect(silent?.code).toBe('SERVER.UNREACHABLE');
+        expect(silent?.message).toMatch(/^cannot reach kld at .* \(nothing from kld for 0\.2 s\)/);
+        const half = await failure(client.json('GET', '/half'));
+        expect(half?.message).toMatch(/ broke off \(nothing from kld for 0\.2 s\)$/);
       },
     );
   });

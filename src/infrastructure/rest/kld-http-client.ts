@@ -1,6 +1,7 @@
 import type { Agent, ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import * as http from 'node:http';
 import type * as https from 'node:https';
+import { constants as bufferConstants } from 'node:buffer';
 import * as os from 'node:os';
 import { DomainError } from '../../domain/shared/domain-error';
 import { isErrorCode } from '../../domain/shared/error-codes';
@@ -20,6 +21,8 @@ export interface KldRequest {
 export interface KldHttpOptions {
   token?: string;
   actor?: string;
+  /** How long kld may send nothing (default 300 s); shorter in tests. */
+  idleTimeoutMs?: number;
 }
 
 /** PEM client certificate and key every https request of this process presents. */
@@ -34,6 +37,14 @@ export interface ClientTls {
  * sends a comment well within it.
  */
 const IDLE_TIMEOUT_MS = 300_000;
+
+/**
+ * The most kl reads of one answer it holds whole: an answer that is parsed
+ * must fit in one string, so nothing larger is a real answer. A server (or
+ * a proxy) sending more is stopped there instead of filling kl's memory.
+ * Streams (events, archives) are not held and not bounded.
+ */
+export const MAX_ANSWER_BYTES = bufferConstants.MAX_STRING_LENGTH;
 
 let clientTls: ClientTls | null = null;
 const agents: { http?: Agent; https?: Agent } = {};
@@ -90,17 +101,32 @@ export class KldResponse {
     return Array.isArray(value) ? value.join(', ') : value;
   }
 
-  buffer(): Promise<Buffer> {
+  /** The whole body; more than `limit` bytes (announced or sent) is refused. */
+  buffer(limit = MAX_ANSWER_BYTES): Promise<Buffer> {
     this.bytes ??= (async () => {
+      const tooLarge = () => {
+        this.body.destroy();
+        return new DomainError(
+          'SERVER.UNEXPECTED_ANSWER',
+          redactUrls(`the answer from kld at ${this.base} is larger than ${limit} bytes`),
+        );
+      };
+      if (Number(this.header('content-length') ?? 0) > limit) throw tooLarge();
       const chunks: Buffer[] = [];
+      let size = 0;
       try {
-        for await (const chunk of this.body) chunks.push(chunk as Buffer);
+        for await (const chunk of this.body) {
+          size += (chunk as Buffer).length;
+          if (size > limit) break;
+          chunks.push(chunk as Buffer);
+        }
       } catch (err) {
         throw new DomainError(
           'SERVER.UNREACHABLE',
           redactUrls(`the answer from kld at ${this.base} broke off (${reason(err)})`),
         );
       }
+      if (size > limit) throw tooLarge();
       return Buffer.concat(chunks);
     })();
     return this.bytes;
@@ -147,7 +173,18 @@ export class KldHttpClient {
   async json<T>(method: string, path: string, request: KldRequest = {}): Promise<T> {
     const res = await this.send(method, path, request);
     if (!res.ok) throw await errorOf(res);
-    return parseJsonExact(await res.text()) as T;
+    const text = await res.text();
+    try {
+      return parseJsonExact(text) as T;
+    } catch (err) {
+      // A proxy's page, a compressed body, a cut-off or absurdly nested answer.
+      const encoding = res.header('content-encoding');
+      throw new DomainError(
+        'SERVER.UNEXPECTED_ANSWER',
+        `kld's answer to ${method} ${path.split('?')[0]} is not JSON` +
+          ` (${encoding ? `content-encoding ${encoding}; ` : ''}${firstLine((err as Error).message).slice(0, 120)})`,
+      );
+    }
   }
 
   /** The answer once its headers are in; the caller decides which statuses are answers. */
@@ -189,10 +226,18 @@ export class KldHttpClient {
     };
     request.signal?.throwIfAborted();
     return new Promise<KldResponse>((resolve, reject) => {
-      const req = open(options, (res) => resolve(new KldResponse(res, this.base)));
-      req.setTimeout(IDLE_TIMEOUT_MS, () =>
-        req.destroy(new Error(`no answer in ${IDLE_TIMEOUT_MS / 1000} s`)),
-      );
+      let answer: IncomingMessage | undefined;
+      const req = open(options, (res) => {
+        answer = res;
+        resolve(new KldResponse(res, this.base));
+      });
+      const idleMs = this.options.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
+      req.setTimeout(idleMs, () => {
+        // The same reason for a reader of the answer, which would otherwise see ECONNRESET.
+        const silent = new Error(`nothing from kld for ${idleMs / 1000} s`);
+        answer?.destroy(silent);
+        req.destroy(silent);
+      });
       req.on('error', (err) => {
         if (request.signal?.aborted) reject(err);
         else reject(this.unreachable(reason(err)));
@@ -242,6 +287,8 @@ export interface AnswerText {
   status: number;
   statusText: string;
   text(): Promise<string>;
+  /** A KldResponse's headers: a redirect's Location is named in its refusal. */
+  header?(name: string): string | null;
 }
 
 /** The server's error as a DomainError carrying its code, so callers can match on it. */
@@ -274,9 +321,14 @@ export async function errorOf(res: AnswerText): Promise<DomainError> {
     // not our JSON error body
   }
   const detail = firstLine(text).slice(0, 200);
+  // Never followed: the token would go wherever a server or proxy points.
+  const location = res.status >= 300 && res.status < 400 ? res.header?.('location') : null;
+  const moved = location
+    ? ` (to ${redactUrls(location).slice(0, 200)}; kl does not follow redirects: give that URL as --server)`
+    : '';
   return new DomainError(
     'SERVER.UNEXPECTED_ANSWER',
-    `kld answered ${`${res.status} ${res.statusText}`.trim()}${detail ? `: ${detail}` : ''}`,
+    `kld answered ${`${res.status} ${res.statusText}`.trim()}${moved}${detail ? `: ${detail}` : ''}`,
     { status: res.status },
   );
 }

@@ -1,0 +1,317 @@
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import { AddressInfo } from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { ChildRunner, Run } from '../support/child-runner';
+import { KL } from '../support/kld-process';
+
+/**
+ * The built `kl` against a server that is not a well-behaved kld: a hostile
+ * one, a broken proxy, another user's strings. kl must show one readable
+ * line or spelled-out text, never raw control characters, never a stack.
+ */
+
+jest.setTimeout(60_000);
+
+// Clipboard write (OSC 52), clear screen, window title, CR overwrite, bidi
+// override, backspace, 8-bit CSI.
+const HOSTILE = '\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b]0;pwned\x07\rOK\u202egnp.exe\b\x9b31m';
+const SPELLED =
+  '\\x1b]52;c;ZXZpbA==\\x07\\x1b[2J\\x1b]0;pwned\\x07\\rOK\\u202egnp.exe\\x08\\x9b31m';
+// eslint-disable-next-line no-control-regex
+const RAW_CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
+
+type Answer = (req: http.IncomingMessage, res: http.ServerResponse) => void;
+
+interface Stub {
+  url: string;
+  requests: { method: string; url: string; headers: http.IncomingHttpHeaders }[];
+  answer: Answer;
+  server: http.Server;
+}
+
+async function stub(): Promise<Stub> {
+  const s = {
+    requests: [],
+    answer: (_req: http.IncomingMessage, res: http.ServerResponse) => res.end(),
+  } as unknown as Stub;
+  s.server = http.createServer((req, res) => {
+    s.requests.push({ method: req.method!, url: req.url!, headers: req.headers });
+    s.answer(req, res);
+  });
+  await new Promise<void>((resolve) => s.server.listen(0, '127.0.0.1', resolve));
+  s.url = `http://127.0.0.1:${(s.server.address() as AddressInfo).port}`;
+  return s;
+}
+
+async function stop(s: Stub): Promise<void> {
+  s.server.closeAllConnections();
+  await new Promise((resolve) => s.server.close(resolve));
+}
+
+const json =
+  (status: number, body: unknown, headers: http.OutgoingHttpHeaders = {}): Answer =>
+  (_req, res) =>
+    res
+      .writeHead(status, { 'content-type': 'application/json', ...headers })
+      .end(typeof body === 'string' ? body : JSON.stringify(body));
+
+let server: Stub;
+let elsewhere: Stub;
+let dir: string;
+const runner = new ChildRunner(() => ({
+  cwd: dir,
+  env: {
+    ...process.env,
+    KL_SERVER_URL: server.url,
+    KL_TOKEN: 'kl_secret_token_1234',
+    KL_ACTOR: 'hostile-tester',
+  },
+}));
+
+const kl = (args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> =>
+  runner.run(process.execPath, [KL, ...args], { env });
+
+/** Exit `code` and exactly one line on stderr, with no control character and no stack. */
+function oneLine(r: Run, code: number, message: RegExp): string {
+  expect({ code: r.code, stdout: r.stdout }).toEqual({ code, stdout: '' });
+  const lines = r.stderr.trimEnd().split('\n');
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toMatch(/^kl: /);
+  expect(lines[0]).toMatch(message);
+  expect(lines[0]).not.toMatch(RAW_CONTROL);
+  return lines[0];
+}
+
+beforeAll(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-hostile-'));
+  server = await stub();
+  elsewhere = await stub();
+});
+
+afterAll(async () => {
+  runner.killAll();
+  await stop(server);
+  await stop(elsewhere);
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+beforeEach(() => {
+  server.requests.length = 0;
+  elsewhere.requests.length = 0;
+});
+
+const STATE_ROW = {
+  stateId: 's1',
+  name: `team/${HOSTILE}`,
+  createdAt: '2026-01-01T00:00:00Z',
+  updatedAt: '2026-01-01T00:00:00Z',
+  version: 1,
+  serial: 1,
+  lineage: 'l',
+  terraformVersion: '1.11.4',
+  instanceCount: 0,
+  resourceCount: 0,
+  lock: { id: 'lock-1', who: HOSTILE, operation: 'OperationTypeApply', since: 'now' },
+  quotaOverrun: null,
+};
+
+describe('strings from kld reach the terminal spelled out', () => {
+  it("a refusal's message and a lock holder's Who: one line, escapes spelled out", async () => {
+    server.answer = json(409, { error: { code: 'STATE.LOCKED', message: `held by ${HOSTILE}` } });
+    expect(oneLine(await kl(['states']), 1, /^kl: held by /)).toBe(`kl: held by ${SPELLED}`);
+    server.answer = json(423, { ID: 'lock-1', Who: HOSTILE });
+    expect(oneLine(await kl(['states']), 1, /^kl: locked by /)).toBe(
+      `kl: locked by ${SPELLED} (lock lock-1)`,
+    );
+    server.answer = (_req, res) =>
+      res.writeHead(502, { 'content-type': 'text/html' }).end(`<html>${HOSTILE}</html>`);
+    oneLine(await kl(['states']), 1, /^kl: kld answered 502 Bad Gateway: <html>\\x1b/);
+  });
+
+  it('a table spells out names and holders; json keeps the values exactly; csv to a pipe too', async () => {
+    server.answer = json(200, { states: [STATE_ROW] });
+    const table = await kl(['states']);
+    expect({ code: table.code, stderr: table.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(table.stdout).not.toMatch(RAW_CONTROL);
+    expect(table.stdout).toContain(`team/${SPELLED}`);
+
+    const asJson = await kl(['states', '--format', 'json']);
+    expect(asJson.stdout).not.toMatch(RAW_CONTROL);
+    expect(JSON.parse(asJson.stdout)).toMatchObject([
+      { name: `team/${HOSTILE}`, locked_by: HOSTILE },
+    ]);
+
+    // Data for a file or a program: exact (a terminal would see it spelled out).
+    const csv = await kl(['states', '--format', 'csv']);
+    expect(csv.stdout.split('\r\n')[1]).toMatch(new RegExp(`^"team/${escapeRe(HOSTILE)}",1,`));
+  });
+
+  it("history: another user's actor name in the table and the deleted-at note", async () => {
+    server.answer = json(200, {
+      deletedAt: HOSTILE,
+      versions: [{ version: 1, serial: 1, lineage: 'l', source: 'http', actor: HOSTILE }],
+    });
+    const r = await kl(['history', 'team/a']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).not.toMatch(RAW_CONTROL);
+    expect(r.stdout).toContain(SPELLED);
+    expect(r.stderr).toBe(`kl: state "team/a" was deleted at ${SPELLED}\n`);
+  });
+
+  it('events: a line per event spelled out; NDJSON escaped and still the same JSON', async () => {
+    const event = {
+      position: '1',
+      occurredAt: 'now',
+      actor: HOSTILE,
+      stream: 's',
+      revision: 0,
+      type: 'X',
+    };
+    server.answer = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      // As kld writes it: JSON.stringify escapes ESC and CR, leaves C1 and bidi raw.
+      res.end(`data: ${JSON.stringify(event)}\n\n`);
+    };
+    const lines = await kl(['events']);
+    expect(lines.stdout).not.toMatch(RAW_CONTROL);
+    expect(lines.stdout).toContain(`1  now  ${'\\x1b'}`);
+    const ndjson = await kl(['events', '--format', 'json']);
+    expect({ code: ndjson.code, stderr: ndjson.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(ndjson.stdout).not.toMatch(RAW_CONTROL);
+    expect(ndjson.stdout).toContain('\\u202e');
+  });
+
+  it('an event that is not a JSON object, and an error event, are one line', async () => {
+    server.answer = (_req, res) =>
+      res.writeHead(200, { 'content-type': 'text/event-stream' }).end(`data: [1,${HOSTILE}\n\n`);
+    oneLine(await kl(['events']), 1, /^kl: kld sent an event that is not a JSON object: \[1,\\x1b/);
+    server.answer = (_req, res) =>
+      res
+        .writeHead(200, { 'content-type': 'text/event-stream' })
+        .end(`event: error\ndata: ${JSON.stringify({ code: 'EVENTS.X', message: HOSTILE })}\n\n`);
+    oneLine(await kl(['events']), 1, /^kl: EVENTS\.X: \\x1b/);
+  });
+});
+
+describe('on a terminal', () => {
+  /** kl with its stdout on a pseudo-terminal (util-linux `script`); what the terminal received. */
+  async function onTerminal(args: string[]): Promise<string> {
+    const command = [process.execPath, KL, ...args].map((a) => `'${a}'`).join(' ');
+    const r = await runner.run('script', ['-qec', command, '/dev/null']);
+    expect(r.code).toBe(0);
+    // The terminal turns each \n into \r\n.
+    return r.stdout.replace(/\r+\n/g, '\n');
+  }
+
+  it('csv and kl export spell out or escape what a pipe gets exactly', async () => {
+    server.answer = json(200, { states: [STATE_ROW] });
+    const csv = await onTerminal(['states', '--format', 'csv']);
+    expect(csv).not.toMatch(RAW_CONTROL);
+    expect(csv).toContain(`team/${SPELLED}`);
+
+    const document = { version: 4, serial: 1, lineage: 'l', outputs: { x: { value: HOSTILE } } };
+    server.answer = json(200, document, { 'x-kilolock-state-version': '1' });
+    const shown = await onTerminal(['export', 'team/a']);
+    expect(shown).not.toMatch(RAW_CONTROL);
+    expect(JSON.parse(shown)).toEqual(document);
+    const piped = await kl(['export', 'team/a']);
+    expect(piped.stdout).toBe(JSON.stringify(document));
+  });
+
+  it('kl archive export escapes its NDJSON on a terminal, and not into a file', async () => {
+    const line = JSON.stringify({ type: 'X', data: { who: HOSTILE } });
+    server.answer = (_req, res) =>
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' }).end(`${line}\n${line}\n`);
+    const shown = await onTerminal(['archive', 'export', 'team/a']);
+    expect(shown).not.toMatch(RAW_CONTROL);
+    expect(
+      shown
+        .trimEnd()
+        .split('\n')
+        .map((l) => JSON.parse(l) as unknown),
+    ).toEqual([JSON.parse(line), JSON.parse(line)]);
+    const file = path.join(dir, 'a.kla');
+    expect((await kl(['archive', 'export', 'team/a', '-o', file])).code).toBe(0);
+    expect(fs.readFileSync(file, 'utf8')).toBe(`${line}\n${line}\n`);
+  });
+});
+
+describe('answers that are not what kl asked for', () => {
+  const cases: [string, Answer, RegExp][] = [
+    ['a list that is null', json(200, { states: null }), /has no list of objects "states"/],
+    ['an array instead of an object', json(200, [1, 2]), /has no list of objects "states"/],
+    ['rows that are not objects', json(200, { states: [1, 'x'] }), /has no list of objects/],
+    ['a proxy page with 200', (_q, s) => s.writeHead(200).end('<html>hi'), /is not JSON/],
+    [
+      'a gzip body kl never asked for',
+      (_q, s) => s.writeHead(200, { 'content-encoding': 'gzip' }).end(gzipSync('{"states":[]}')),
+      /is not JSON \(content-encoding gzip; /,
+    ],
+    [
+      'a body shorter than its content-length',
+      (_q, s) => {
+        s.writeHead(200, { 'content-length': '1000' }).write('{"states":[');
+        setTimeout(() => s.socket?.destroy(), 50);
+      },
+      /^kl: the answer from kld at http:\/\/127\.0\.0\.1:\d+ broke off/,
+    ],
+    [
+      'more than kl can hold, announced',
+      (_q, s) => s.writeHead(200, { 'content-length': String(2 ** 31) }).write('{'),
+      /is larger than \d+ bytes$/,
+    ],
+  ];
+  it.each(cases)('%s: one line, exit 1', async (_what, answer, message) => {
+    server.answer = answer;
+    oneLine(await kl(['states']), 1, message);
+  });
+
+  it('history, a query and runs of another shape are one line, not a TypeError', async () => {
+    server.answer = json(200, { deletedAt: null });
+    oneLine(await kl(['history', 'a']), 1, /has no list of objects "versions"/);
+    for (const body of [{ columns: null, rows: null }, null]) {
+      server.answer = json(200, JSON.stringify(body));
+      oneLine(await kl(['query', 'SELECT 1']), 1, /^kl: kld's answer to \/v1\/query has no rows$/);
+    }
+    server.answer = json(200, { columns: [{ name: 'a' }], rows: [[1]], truncated: false });
+    expect((await kl(['query', 'SELECT 1', '--format', 'csv'])).stdout).toBe('a\r\n1\r\n');
+    server.answer = json(200, { runs: [{ run_id: 'r', reservations: null }] });
+    oneLine(await kl(['runs']), 1, /has no list of objects "reservations"/);
+  });
+});
+
+describe('the token stays with the server it was given for', () => {
+  it.each([301, 302, 307, 308])(
+    'a %i to another server is not followed: nothing reaches it',
+    async (status) => {
+      server.answer = (_req, res) =>
+        res.writeHead(status, { location: `${elsewhere.url}/v1/api/states` }).end('moved');
+      const line = oneLine(await kl(['states']), 1, new RegExp(`^kl: kld answered ${status} `));
+      expect(line).toContain(
+        `(to ${elsewhere.url}/v1/api/states; kl does not follow redirects: give that URL as --server)`,
+      );
+      expect(server.requests).toHaveLength(1);
+      expect(server.requests[0].headers.authorization).toBe('Bearer kl_secret_token_1234');
+      expect(elsewhere.requests).toEqual([]);
+    },
+  );
+
+  it('kl config masks a password in the state URL and spells out a state name', async () => {
+    const r = await kl(['config'], {
+      KL_STATE_URL: `http://ops:S3cret@127.0.0.1:1/v1/states/a%1b%5d0%3bpwned%07`,
+    });
+    expect(r.code).toBe(0);
+    expect(r.stdout).not.toContain('S3cret');
+    expect(r.stdout).toContain('http://ops:***@127.0.0.1:1/v1/states/');
+    expect(r.stdout).not.toMatch(RAW_CONTROL);
+    expect(r.stdout).toMatch(/^state +a\\x1b\]0;pwned\\x07 /m);
+    expect(r.stdout).not.toContain('kl_secret_token_1234');
+  });
+});
+
+function escapeRe(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
