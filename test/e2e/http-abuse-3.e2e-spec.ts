@@ -3,10 +3,11 @@ import { KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 /**
- * A hostile caller of kld's run APIs with authentication on: refresh results
- * for instances the state does not have, and a token of one state reaching
- * for another state's apply runs. Each is refused with its reason, and
- * nothing is recorded.
+ * A hostile caller of kld's run and state-engine APIs with authentication
+ * on: refresh results for instances the state does not have, a token of one
+ * state reaching for another state's apply runs, a scope request repeating
+ * one candidate many times. Each is refused with its reason (nothing
+ * recorded) or answered as if sent once.
  */
 
 jest.setTimeout(60_000);
@@ -34,7 +35,7 @@ async function call(token: string, method: string, path: string, body?: unknown)
 
 const refusal = (a: Answer) => ({ status: a.status, code: a.body?.error?.code });
 
-function doc(n: number) {
+function doc(n: number, name = 'web') {
   return {
     version: 4,
     terraform_version: '1.11.4',
@@ -45,7 +46,7 @@ function doc(n: number) {
       {
         mode: 'managed',
         type: 'terraform_data',
-        name: 'web',
+        name,
         provider: 'provider["terraform.io/builtin/terraform"]',
         instances: Array.from({ length: n }, (_, i) => ({
           index_key: i,
@@ -157,5 +158,27 @@ describe('apply runs of another state', () => {
       status: 'aborted',
       error_summary: 'aborted by root',
     });
+  });
+});
+
+describe('state-engine scope', () => {
+  it('answers a candidate sent 50,000 times as if sent once, and goes on serving', async () => {
+    // Each copy once got its own list of every instance it covers: 50,000 lists of 1,000.
+    expect((await call(admin, 'POST', '/v1/states/team/big', doc(1000, 'node'))).status).toBe(200);
+    const scope = await call(teamWriter, 'POST', '/v1/engine/states/team/big/scope', {
+      selectors: Array.from({ length: 50_000 }, () => ({ type: 'terraform_data' })),
+      addresses: Array.from({ length: 50_000 }, () => 'terraform_data.node[7]'),
+    });
+    expect(scope.status).toBe(200);
+    expect(scope.body.scope).toEqual([
+      {
+        address: 'terraform_data.node',
+        instances: expect.any(Array),
+        matched_by: ['terraform_data.node[7]', 'type=terraform_data'],
+      },
+    ]);
+    expect(scope.body.scope[0].instances).toHaveLength(1000);
+    expect(scope.body.unresolved).toEqual([]);
+    expect((await fetch(`${kld.url}/healthz`)).status).toBe(200);
   });
 });
