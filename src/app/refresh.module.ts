@@ -28,6 +28,7 @@ import { ServerRefreshService } from '../infrastructure/refresh/server-refresh.s
 import { systemRefreshHost } from '../infrastructure/refresh/system-refresh-host';
 import { DeciderModule } from './decider.module';
 import { EventStoreModule } from './event-store.module';
+import { ProjectionsModule } from './projections.module';
 import { RefreshProjectionsModule } from './refresh-projections.module';
 import { StateModule } from './state.module';
 
@@ -37,7 +38,13 @@ import { StateModule } from './state.module';
  * commits refreshed documents through its CommitStateCommand.
  */
 @Module({
-  imports: [DeciderModule, EventStoreModule, RefreshProjectionsModule, StateModule],
+  imports: [
+    DeciderModule,
+    EventStoreModule,
+    ProjectionsModule,
+    RefreshProjectionsModule,
+    StateModule,
+  ],
   controllers: [
     StateRefreshController,
     RefreshRunsController,

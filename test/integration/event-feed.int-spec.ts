@@ -246,6 +246,40 @@ describe('EventFeed on the PostgreSQL event store', () => {
     },
   );
 
+  it('sends a consumer that stops reading back to the log once its buffer holds too many bytes, however few events', async () => {
+    // Count alone would let a stalled consumer pin 10,000 big events.
+    const feed = new EventFeed(store, { liveBufferBytes: 256 * 1024, pageSize: 50 });
+    const it = (
+      await feed.open({ from: 'end', filter: EventFilter.compile(), follow: true }, signal())
+    )[Symbol.asyncIterator]();
+    expect((await it.next()).value).toMatchObject({ kind: 'caught-up' });
+    const pending = it.next();
+    const stream = `state-big-${randomUUID()}`;
+    const blob = 'x'.repeat(64 * 1024);
+    let expected: bigint | 'no_stream' = 'no_stream';
+    for (let i = 0; i < 40; i++) {
+      const r = await store.appendToStream(
+        stream,
+        events(1, 'LockAcquired', () => ({ n: i, blob })),
+        { expectedRevision: expected },
+      );
+      expected = r.nextExpectedRevision;
+    }
+    const got: RecordedEvent[] = [];
+    got.push(...eventsOf([(await pending).value as FeedItem]));
+    await waitFor('the tail to drop the buffer', () => feed.stats().live === 0);
+    while (got.length < 40) {
+      const { value } = await it.next();
+      got.push(...eventsOf([value as FeedItem]));
+    }
+    await it.return?.();
+    expect(got.map((e) => (e.data as { n: number }).n)).toEqual(
+      Array.from({ length: 40 }, (_, i) => i),
+    );
+    expect(feed.stats().fellBehind).toBeGreaterThanOrEqual(1);
+    expect(feed.stats().maxBufferedBytes).toBeLessThanOrEqual(256 * 1024);
+  });
+
   describe('filters', () => {
     const run = randomUUID();
     const team = `team${run.slice(0, 8)}`;

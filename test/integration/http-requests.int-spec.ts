@@ -77,13 +77,81 @@ describe('kld request validation', () => {
     );
   });
 
+  it('refuses a version number no version can have, saying so, wherever one is asked for', async () => {
+    // Versions are PostgreSQL integers: a bigger number once reached the database and answered 500.
+    const get = (path: string) => request(http()).get(path);
+    const huge = '999999999999999';
+    for (const path of [
+      `/v1/api/states/team/app/resources?version=${huge}`,
+      `/v1/api/states/team/app/resources/a.b?version=${huge}`,
+      `/v1/api/states/team/app/diff?from_version=${huge}&to_version=1`,
+      `/v1/api/states/team/app/diff?from_version=1&to_version=2147483648`,
+    ]) {
+      expect(refused(await get(path))).toMatch(
+        /_?version must be an integer from 0 to 2147483647$/,
+      );
+    }
+    expect(refused(await get(`/v1/states/team/app?version=${huge}`))).toBe(
+      `version must be an integer from 0 to 2147483647, got "${huge}"`,
+    );
+    expect(
+      refused(
+        await json(
+          'post',
+          '/v1/engine/states/team/app/slice',
+          JSON.stringify({ addresses: ['a.b'], version: 1e308 }),
+        ),
+      ),
+    ).toBe('version must be an integer from 1 to 2147483647');
+    // The largest there can be is looked up, and is not there.
+    const max = await json(
+      'post',
+      '/v1/engine/states/team/app/slice',
+      JSON.stringify({ addresses: ['a.b'], version: 2147483647 }),
+    );
+    expect({ status: max.status, code: max.body.error.code }).toEqual({
+      status: 404,
+      code: 'VERSION.NOT_FOUND',
+    });
+  });
+
+  it('says which element of a list of addresses cannot be stored, and why', async () => {
+    expect(
+      refused(
+        await json(
+          'post',
+          '/v1/engine/states/team/app/scope',
+          JSON.stringify({ addresses: ['a.b', 'a.c', '\u0000'] }),
+        ),
+      ),
+    ).toBe('addresses[2] holds a NUL character');
+  });
+
+  it('says what is wrong with a lease or a base version that is too big', async () => {
+    const start = (body: object) =>
+      json('post', '/v1/api/states/team/app/apply-runs', JSON.stringify(body));
+    const lease = await start({ base_version: 1, write: ['a.b'], lease_seconds: 1e308 });
+    expect({ status: lease.status, body: lease.body }).toEqual({
+      status: 400,
+      body: {
+        error: { code: 'APPLY.INVALID', message: 'a lease must be 5 to 86400 seconds, got 1e+308' },
+      },
+    });
+    expect(refused(await start({ base_version: 1e308, write: ['a.b'] }))).toBe(
+      'base_version must be from 1 to 9007199254740991, got 1e+308',
+    );
+    expect(refused(await start({ base_version: 1, write: ['a.b'], lease_seconds: 1.5 }))).toBe(
+      'lease_seconds must be an integer, got 1.5',
+    );
+  });
+
   it('checks query strings: integers, booleans, unknown and repeated parameters', async () => {
     const get = (path: string) => request(http()).get(path);
     expect(refused(await get('/v1/api/states/team/app/resources?version=1e3'))).toBe(
-      'version must be a non-negative integer',
+      'version must be an integer from 0 to 2147483647',
     );
     expect(refused(await get('/v1/api/states/team/app/resources?version=1&version=2'))).toBe(
-      'version must be a non-negative integer',
+      'version must be an integer from 0 to 2147483647',
     );
     expect(refused(await get('/v1/api/states/team/app/resources/a.b?history=yes'))).toBe(
       'history must be true or false',

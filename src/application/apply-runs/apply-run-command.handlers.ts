@@ -250,6 +250,7 @@ export class AbortApplyRunHandler implements ICommandHandler<AbortApplyRunComman
     if (run.status !== 'missing' && run.started.stateName !== stateName) {
       throw applyNotFound(`${c.runId} on state ${stateName}`);
     }
+    c.mayWrite?.(stateName);
     const metadata = this.deciders.context(c.caller);
     // A run whose reservations were granted but whose start was never
     // recorded (its client died in between) still has reservations to free.

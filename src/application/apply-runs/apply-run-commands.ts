@@ -79,7 +79,17 @@ export class FinishApplyRunCommand extends CommandWith<
  * state name, the run's state is looked up.
  */
 export class AbortApplyRunCommand extends CommandWith<
-  { name: string | null; runId: string; caller: Caller },
+  {
+    name: string | null;
+    runId: string;
+    caller: Caller;
+    /**
+     * Throws unless the caller may write the run's state. Called with the
+     * state the run's own stream (or its reservations) name, before anything
+     * is written: a read model that has not seen the run yet cannot vouch.
+     */
+    mayWrite?: (state: string) => void;
+  },
   AbortedApplyRun
 >() {}
 

@@ -38,12 +38,22 @@ export interface EventFeedOptions {
   pageSize?: number;
   /** Events a live subscriber may have waiting before it falls back to reading the log. */
   liveBuffer?: number;
+  /**
+   * Bytes of event data a live subscriber may have waiting (one event always
+   * fits): a count alone let a subscriber that stopped reading pin 10,000
+   * events of a megabyte each.
+   */
+  liveBufferBytes?: number;
   /** Called when a live subscriber fell behind and went back to reading the log. */
   onFallBehind?: (position: LogPosition) => void;
 }
 
 export const DEFAULT_CHECKPOINT_MS = 5000;
 const STREAM_STATES_KEPT = 10_000;
+/** Far above what honest consumers fall behind by; reading the log instead costs them only pace. */
+export const DEFAULT_LIVE_BUFFER_BYTES = 64 * 1024 * 1024;
+/** What an event holds beside its data (ids, metadata, position), roughly. */
+const EVENT_OVERHEAD_BYTES = 512;
 
 /**
  * The event log, delivered to any number of consumers (gRPC, SSE) from any
@@ -61,10 +71,12 @@ const STREAM_STATES_KEPT = 10_000;
 export class EventFeed {
   private readonly pageSize: number;
   private readonly liveBuffer: number;
+  private readonly liveBufferBytes: number;
   private readonly tail: LiveTail;
   private readonly streamStates = new Map<string, string | null>();
   private fellBehind = 0;
   private maxBuffered = 0;
+  private maxBufferedBytes = 0;
 
   constructor(
     private readonly store: EventStore,
@@ -72,6 +84,7 @@ export class EventFeed {
   ) {
     this.pageSize = options.pageSize ?? 1000;
     this.liveBuffer = options.liveBuffer ?? 10_000;
+    this.liveBufferBytes = options.liveBufferBytes ?? DEFAULT_LIVE_BUFFER_BYTES;
     this.tail = new LiveTail(store);
   }
 
@@ -88,11 +101,12 @@ export class EventFeed {
   }
 
   /** How the live tail has been doing: for tests, benchmarks and logs. */
-  stats(): { live: number; fellBehind: number; maxBuffered: number } {
+  stats(): { live: number; fellBehind: number; maxBuffered: number; maxBufferedBytes: number } {
     return {
       live: this.tail.size,
       fellBehind: this.fellBehind,
       maxBuffered: this.maxBuffered,
+      maxBufferedBytes: this.maxBufferedBytes,
     };
   }
 
@@ -203,7 +217,7 @@ export class EventFeed {
             yield { kind: 'checkpoint', position };
           }
           if (!follow) return;
-          live = new LiveSubscriber(this.liveBuffer);
+          live = new LiveSubscriber(this.liveBuffer, this.liveBufferBytes);
           const joinedAt = this.tail.join(live, position);
           // The tail hands over what follows `joinedAt`; what lies between
           // here and there comes from the log.
@@ -229,6 +243,7 @@ export class EventFeed {
           continue;
         }
         this.maxBuffered = Math.max(this.maxBuffered, live.highWater);
+        this.maxBufferedBytes = Math.max(this.maxBufferedBytes, live.highWaterBytes);
         if (next !== null && !(yield* take(next))) return;
         if (checkpointDue()) {
           told();
@@ -270,26 +285,56 @@ export class EventFeed {
   }
 }
 
+interface SizedEvent {
+  event: LoggedEvent;
+  bytes: number;
+}
+
+/** Measured once per event, whatever the number of subscribers that buffer it. */
+function sizeOf(event: LoggedEvent): number {
+  let data = event.dataJson?.length;
+  if (data === undefined) {
+    try {
+      data = JSON.stringify(event.data)?.length ?? 0;
+    } catch {
+      data = 0;
+    }
+  }
+  return data + EVENT_OVERHEAD_BYTES;
+}
+
 /** One live consumer's buffer of events the tail handed over. */
 class LiveSubscriber {
-  private queue: LoggedEvent[] = [];
+  private queue: SizedEvent[] = [];
   private head = 0;
+  private bytes = 0;
   private wake: (() => void) | null = null;
   overflowed = false;
   /** Most events ever waiting at once. */
   highWater = 0;
+  /** Most bytes ever waiting at once. */
+  highWaterBytes = 0;
 
-  constructor(private readonly capacity: number) {}
+  constructor(
+    private readonly capacity: number,
+    private readonly capacityBytes: number,
+  ) {}
 
   /** From the tail. Returns false when the buffer is full: the tail drops this subscriber. */
-  push(event: LoggedEvent): boolean {
+  push(sized: SizedEvent): boolean {
     if (this.overflowed) return false;
-    if (this.queue.length - this.head >= this.capacity) {
+    const waiting = this.queue.length - this.head;
+    if (
+      waiting >= this.capacity ||
+      (waiting > 0 && this.bytes + sized.bytes > this.capacityBytes)
+    ) {
       this.drop();
       return false;
     }
-    this.queue.push(event);
-    this.highWater = Math.max(this.highWater, this.queue.length - this.head);
+    this.queue.push(sized);
+    this.bytes += sized.bytes;
+    this.highWater = Math.max(this.highWater, waiting + 1);
+    this.highWaterBytes = Math.max(this.highWaterBytes, this.bytes);
     this.wake?.();
     return true;
   }
@@ -299,6 +344,7 @@ class LiveSubscriber {
     this.overflowed = true;
     this.queue = [];
     this.head = 0;
+    this.bytes = 0;
     this.wake?.();
   }
 
@@ -315,8 +361,13 @@ class LiveSubscriber {
     for (;;) {
       if (this.overflowed) return 'overflow';
       if (this.head < this.queue.length) {
-        const events = this.queue.slice(this.head, this.head + max);
-        this.head += events.length;
+        const taken = this.queue.slice(this.head, this.head + max);
+        this.head += taken.length;
+        const events: LoggedEvent[] = [];
+        for (const { event, bytes } of taken) {
+          events.push(event);
+          this.bytes -= bytes;
+        }
         // Compact now and then rather than shift() every time.
         if (this.head > 1024 && this.head * 2 > this.queue.length) {
           this.queue = this.queue.slice(this.head);
@@ -393,8 +444,9 @@ class LiveTail {
         for await (const event of this.store.subscribe(from, abort.signal)) {
           if (abort.signal.aborted) break;
           this.position = event.position;
+          const sized = { event, bytes: sizeOf(event) };
           for (const s of [...this.subscribers]) {
-            if (!s.push(event)) this.subscribers.delete(s);
+            if (!s.push(sized)) this.subscribers.delete(s);
           }
         }
       } catch {

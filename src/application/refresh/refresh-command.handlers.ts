@@ -5,6 +5,7 @@ import {
   countsOf,
   planFinish,
   PROVIDER_CONFIG_INVALID,
+  REFRESH_INVALID,
   REFRESH_STATE_CHANGED,
   refreshStreamId,
   requireRunning,
@@ -13,7 +14,12 @@ import { DomainError } from '../../domain/shared/domain-error';
 import { STATE_NOT_FOUND, STATE_VERSION_CONFLICT } from '../../domain/state';
 import { EVENT_STORE, type EventStore } from '../ports/event-store.port';
 import { COMMAND_METRICS, type CommandMetrics } from '../ports/metrics.port';
-import { SERVER_LAGGING } from '../ports/read-model-sync.port';
+import {
+  awaitReadModels,
+  READ_MODEL_SYNC,
+  type ReadModelSync,
+  SERVER_LAGGING,
+} from '../ports/read-model-sync.port';
 import { CommitStateCommand } from '../state/state-commands';
 import { DeciderService } from '../decider.service';
 import { PROVIDER_CONFIGS, REFRESH_RUN } from './refresh-aggregates';
@@ -74,9 +80,36 @@ export class StartRefreshRunHandler implements ICommandHandler<StartRefreshRunCo
 
 @CommandHandler(RecordRefreshResultsCommand)
 export class RecordRefreshResultsHandler implements ICommandHandler<RecordRefreshResultsCommand> {
-  constructor(private readonly deciders: DeciderService) {}
+  constructor(
+    private readonly deciders: DeciderService,
+    @Inject(REFRESH_STATE_LOOKUP) private readonly states: RefreshStateLookup,
+    @Inject(EVENT_STORE) private readonly events: EventStore,
+    @Inject(READ_MODEL_SYNC) private readonly sync: ReadModelSync,
+  ) {}
 
   async execute(c: RecordRefreshResultsCommand): Promise<{ recorded: number }> {
+    // A result for an instance the refreshed version does not have would
+    // count as drift or failure of nothing, and could fail the run.
+    const run = requireRunning(
+      await this.deciders.state(REFRESH_RUN, refreshStreamId(c.runId)),
+      c.runId,
+    );
+    const addresses = c.results.map((r) => r.address);
+    let unknown = await this.states.addressesNotIn(run.stateId, run.fromVersion, addresses);
+    if (unknown.length > 0) {
+      // The instances are read from a read model, which may not show the
+      // run's version yet (its commit answered on another replica): refuse
+      // only what it still lacks once it shows everything written so far.
+      await awaitReadModels(this.sync, await this.events.lastPosition(), () => 'nothing recorded');
+      unknown = await this.states.addressesNotIn(run.stateId, run.fromVersion, addresses);
+    }
+    if (unknown.length > 0) {
+      throw new DomainError(
+        REFRESH_INVALID,
+        `refresh results name ${unknown.length} instance(s) version ${run.fromVersion} of state ${run.stateName} does not have: ${listed(unknown)}; nothing was recorded`,
+        { addresses: unknown.slice(0, 100) },
+      );
+    }
     await this.deciders.execute(REFRESH_RUN, {
       type: 'RecordRefreshResults',
       data: { runId: c.runId, results: c.results },
@@ -168,6 +201,14 @@ export class FinishRefreshRunHandler implements ICommandHandler<FinishRefreshRun
     }
     this.metrics.refreshRunFinished({ status, seconds });
   }
+}
+
+/** The first few, JSON-quoted (an address may hold any character), and how many more. */
+function listed(addresses: string[]): string {
+  const shown = addresses.slice(0, 5).map((a) => JSON.stringify(a));
+  return addresses.length > 5
+    ? `${shown.join(', ')} and ${addresses.length - 5} more`
+    : shown.join(', ');
 }
 
 function stateChanged(err: DomainError, from: number): DomainError | null {

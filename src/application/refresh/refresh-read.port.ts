@@ -14,6 +14,8 @@ export interface RefreshStateLookup {
   currentVersion(name: string): Promise<CurrentStateVersion | null>;
   /** True for a live state, committed version or not. */
   stateExists(name: string): Promise<boolean>;
+  /** Those of `addresses` that name no instance of the state's `version`. */
+  addressesNotIn(stateId: string, version: number, addresses: string[]): Promise<string[]>;
 }
 
 export const PROVIDER_BLOCK_SCHEMAS = Symbol('ProviderBlockSchemas');

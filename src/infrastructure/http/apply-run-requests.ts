@@ -64,10 +64,17 @@ function only(o: JsonObject, keys: readonly string[], what: string): void {
   }
 }
 
-function integer(o: JsonObject, key: string, min: number): number {
+/**
+ * An integer from `min` to `max`; the refusal says which bound a number
+ * broke (a lease's range is the domain's to state, so it passes any integer).
+ */
+function integer(o: JsonObject, key: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
   const v = o[key];
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) {
-    throw invalid(`${key} must be an integer of at least ${min}`);
+  if (typeof v !== 'number' || !Number.isInteger(v)) {
+    throw invalid(`${key} must be an integer, got ${JSON.stringify(v) ?? 'nothing'}`);
+  }
+  if (v < min || v > max) {
+    throw invalid(`${key} must be from ${min} to ${max}, got ${v}`);
   }
   return v;
 }
@@ -125,7 +132,9 @@ export function parseStartApplyRun(o: JsonObject): StartApplyRunRequest {
       ...read.map((glob) => ({ glob, mode: 'read' as const })),
     ],
     leaseSeconds:
-      o.lease_seconds === undefined ? DEFAULT_LEASE_SECONDS : integer(o, 'lease_seconds', 1),
+      o.lease_seconds === undefined
+        ? DEFAULT_LEASE_SECONDS
+        : integer(o, 'lease_seconds', -Infinity, Infinity),
     writeSet: keys(o, 'write_set', false),
     readSet: keys(o, 'read_set', false),
     info: object(o, 'info') ?? {},
@@ -136,7 +145,9 @@ export function parseStartApplyRun(o: JsonObject): StartApplyRunRequest {
 /** `{}` or `{"lease_seconds": N}`; an empty body is `{}`. */
 export function parseHeartbeat(o: JsonObject): number {
   only(o, ['lease_seconds'], 'a heartbeat');
-  return o.lease_seconds === undefined ? DEFAULT_LEASE_SECONDS : integer(o, 'lease_seconds', 1);
+  return o.lease_seconds === undefined
+    ? DEFAULT_LEASE_SECONDS
+    : integer(o, 'lease_seconds', -Infinity, Infinity);
 }
 
 const COMMIT_KEYS = [

@@ -181,19 +181,23 @@ export class ApplyRunsController {
   @Access.anyState('write')
   @HttpCode(200)
   async abortAnywhere(@Param('runId') id: string, @Req() req: Req_) {
-    const run = await this.runs.run(runIdFrom(id));
-    if (run !== null) authorize(req, 'write', run.state);
-    return this.doAbort(null, id, req);
+    // The state is known only once the run is found; the handler asks before it writes.
+    return this.doAbort(null, id, req, (state) => authorize(req, 'write', state));
   }
 
-  private async doAbort(state: string | null, id: string, req: Req_) {
+  private async doAbort(
+    state: string | null,
+    id: string,
+    req: Req_,
+    mayWrite?: (state: string) => void,
+  ) {
     const runId = runIdFrom(id);
     const body = emptyOrJson(await readBody(req, SMALL_BODY, 'abort'));
     if (Object.keys(body).length > 0) {
       throw new DomainError('REQUEST.INVALID', 'an abort takes no body (or {})');
     }
     const aborted = await this.commands.execute(
-      new AbortApplyRunCommand({ name: state, runId, caller: callerOf(req) }),
+      new AbortApplyRunCommand({ name: state, runId, caller: callerOf(req), mayWrite }),
     );
     return {
       run_id: aborted.runId,

@@ -59,7 +59,10 @@ export function describe(errors: ValidationError[]): string {
       const [rule, message] = broken;
       if (rule === 'whitelistValidation') problems.push(`${path} is not a known member`);
       // class-validator starts its messages with the bare member name.
-      else if (message.startsWith(`${error.property} `)) {
+      else if (
+        message.startsWith(`${error.property} `) ||
+        message.startsWith(`${error.property}[`)
+      ) {
         problems.push(path + message.slice(error.property.length));
       } else problems.push(`${path}: ${message}`);
     }
@@ -117,8 +120,16 @@ function rule(
       name,
       validator: {
         validate: (value: unknown) => validate(value) === null,
-        defaultMessage: (args?: ValidationArguments) =>
-          `${args?.property ?? 'value'} ${validate(args?.value) ?? 'is not valid'}`,
+        defaultMessage: (args?: ValidationArguments) => {
+          const property = args?.property ?? 'value';
+          const value: unknown = args?.value;
+          // With `each`, the message is asked of the whole array: name the element.
+          if (options?.each && Array.isArray(value)) {
+            const i = value.findIndex((v) => validate(v) !== null);
+            if (i >= 0) return `${property}[${i}] ${validate(value[i])}`;
+          }
+          return `${property} ${validate(value) ?? 'is not valid'}`;
+        },
       },
     },
     options,
@@ -158,6 +169,9 @@ export function IsStateName(): PropertyDecorator {
 export function IsJsonObject(): PropertyDecorator {
   return rule('isJsonObject', (value) => (isJsonObject(value) ? null : 'must be a JSON object'));
 }
+
+/** The largest version number: versions are PostgreSQL integers (a larger one is none). */
+export const MAX_VERSION = 2_147_483_647;
 
 /** A query-string integer: digits only (no sign, exponent or spaces); '' is absent. */
 export function QueryInteger(): PropertyDecorator {

@@ -19,6 +19,7 @@ import {
   moduleCandidate,
   selectorCandidate,
 } from '../../domain/state-engine/scope';
+import { formatAddressGlob } from '../../domain/reservations/address-glob';
 import { DomainError } from '../../domain/shared/domain-error';
 import { DEFAULT_LEASE_SECONDS, STATE_NOT_FOUND } from '../../domain/state';
 import { CONFIG, type Config } from '../config/config';
@@ -51,13 +52,25 @@ export const STATE_ENGINE_OPERATIONS = [
   'rollback-resource',
 ] as const;
 
+/**
+ * The request's candidates, each distinct one once (the first spelling):
+ * every candidate is matched against every instance it covers, so 100,000
+ * copies of `{"type": T}` made one request hold 100,000 lists of all the
+ * state's instances and ran kld out of memory.
+ */
 function candidatesOf(body: CandidatesDto): Candidate[] {
   const candidates = [
     ...(body.addresses ?? []).map(addressCandidate),
     ...(body.module_prefixes ?? []).map(moduleCandidate),
     ...(body.selectors ?? []).map((s) => selectorCandidate({ type: s.type, module: s.module })),
   ];
-  return candidates;
+  const seen = new Set<string>();
+  return candidates.filter((c) => {
+    const key = `${c.kind}\u0000${c.type ?? ''}\u0000${formatAddressGlob(c.glob)}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
 }
 
 /**

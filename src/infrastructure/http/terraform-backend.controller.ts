@@ -41,6 +41,7 @@ import { prefetchedHead } from './current-head-prefetch';
 import { STATE_VERSION_HEADER } from './headers';
 import { parseJson, readBody } from './read-body';
 import { receiveStateDocument } from './receive-state-document';
+import { MAX_VERSION } from './request-validation';
 import { lockIdFrom } from './lock-id-param';
 import { namesAnAction, stateNameFrom } from './state-name';
 
@@ -119,7 +120,7 @@ export class TerraformBackendController {
   ): Promise<void> {
     const name = stateNameFrom(param);
     const serial = integerParam(query.serial, 'serial');
-    const version = integerParam(query.version, 'version');
+    const version = integerParam(query.version, 'version', MAX_VERSION);
     if (serial !== null && version !== null) {
       throw new DomainError('REQUEST.INVALID', 'give serial or version, not both');
     }
@@ -326,12 +327,12 @@ export class TerraformBackendController {
   }
 }
 
-function integerParam(value: unknown, name: string): number | null {
+function integerParam(value: unknown, name: string, max = Number.MAX_SAFE_INTEGER): number | null {
   if (value === undefined) return null;
-  if (typeof value !== 'string' || !/^\d{1,15}$/.test(value)) {
+  if (typeof value !== 'string' || !/^\d{1,15}$/.test(value) || Number(value) > max) {
     throw new DomainError(
       'REQUEST.INVALID',
-      `${name} must be a non-negative integer, got ${JSON.stringify(value)}`,
+      `${name} must be an integer from 0 to ${max}, got ${JSON.stringify(value)}`,
     );
   }
   return Number(value);

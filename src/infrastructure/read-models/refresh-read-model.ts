@@ -89,6 +89,18 @@ export class RefreshReadModel implements RefreshStateLookup {
     return rows.length > 0;
   }
 
+  async addressesNotIn(stateId: string, version: number, addresses: string[]): Promise<string[]> {
+    const rows = await this.db.query<{ address: string }>(
+      `SELECT a.address FROM unnest($3::text[]) AS a(address)
+        WHERE NOT EXISTS (
+          SELECT 1 FROM resources r
+           WHERE r.state_id = $1 AND r.address = a.address AND r.create_version <= $2
+             AND (r.delete_version IS NULL OR r.delete_version > $2))`,
+      [stateId, version, [...new Set(addresses)]],
+    );
+    return rows.map((r) => r.address);
+  }
+
   async run(runId: string): Promise<RefreshRunSummary | null> {
     if (!UUID.test(runId)) return null;
     const rows = await this.db.query<RunRow>(

@@ -6,13 +6,15 @@ import {
   IsInt,
   IsOptional,
   IsUUID,
+  Max,
   Min,
   ValidateNested,
 } from 'class-validator';
 import type { JsonObject } from '../../../domain/terraform';
-import { IsJsonObject, IsStorableText, Verbatim } from '../request-validation';
+import { IsJsonObject, IsStorableText, MAX_VERSION, Verbatim } from '../request-validation';
 
 const MAX_CANDIDATES = 100_000;
+const VERSION = { message: `$property must be an integer from 1 to ${MAX_VERSION}` };
 
 /** `{type, module?}`: every resource of a type, anywhere or under a module. */
 export class SelectorDto {
@@ -57,8 +59,9 @@ export class ExpandScopeDto extends CandidatesDto {
 /** `POST /v1/engine/states/<name>/slice`: the current version unless `version` is given. */
 export class SliceDto extends CandidatesDto {
   @IsOptional()
-  @IsInt({ message: '$property must be a positive integer' })
-  @Min(1, { message: '$property must be a positive integer' })
+  @IsInt(VERSION)
+  @Min(1, VERSION)
+  @Max(MAX_VERSION, VERSION)
   version?: number;
 }
 

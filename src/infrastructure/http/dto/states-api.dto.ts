@@ -1,7 +1,8 @@
-import { IsBoolean, IsInt, IsOptional, IsString, MinLength } from 'class-validator';
-import { QueryBoolean, QueryInteger } from '../request-validation';
+import { IsBoolean, IsInt, IsOptional, IsString, Max, MinLength } from 'class-validator';
+import { MAX_VERSION, QueryBoolean, QueryInteger } from '../request-validation';
 
 const NON_NEGATIVE = { message: '$property must be a non-negative integer' };
+const VERSION = { message: `$property must be an integer from 0 to ${MAX_VERSION}` };
 
 /**
  * The query parameters of `GET /v1/api/states/<name>/…`: `resources` takes
@@ -15,7 +16,8 @@ export class StatesApiQueryDto {
 
   @IsOptional()
   @QueryInteger()
-  @IsInt(NON_NEGATIVE)
+  @IsInt(VERSION)
+  @Max(MAX_VERSION, VERSION)
   version?: number;
 
   @IsOptional()
@@ -35,12 +37,14 @@ export class StatesApiQueryDto {
 
   @IsOptional()
   @QueryInteger()
-  @IsInt(NON_NEGATIVE)
+  @IsInt(VERSION)
+  @Max(MAX_VERSION, VERSION)
   from_version?: number;
 
   @IsOptional()
   @QueryInteger()
-  @IsInt(NON_NEGATIVE)
+  @IsInt(VERSION)
+  @Max(MAX_VERSION, VERSION)
   to_version?: number;
 }
 
