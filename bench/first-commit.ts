@@ -4,19 +4,13 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { Client } from 'pg';
 import pino from 'pino';
-import { EmbeddedPostgres } from '../src/infrastructure/postgres/embedded-postgres';
-import { openBenchDatabase } from './support/bench-database';
+import { openBenchDatabase, openBenchServer } from './support/bench-database';
 import { generateBigState } from './support/big-state-generator';
 import { SyntheticState } from './support/state-generator';
 import { Kld, killAll, sql, startKld } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
 import { distribution, formatInt, formatMs } from './support/stats';
-import {
-  DatabaseCpuMeter,
-  postmasterOf,
-  processCpuMs,
-  processCpuSplit,
-} from './support/process-cpu';
+import { DatabaseCpuMeter, processCpuMs, processCpuSplit } from './support/process-cpu';
 import { send } from './support/http-send';
 
 /**
@@ -86,21 +80,15 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => void cleanup().finally(() => process.exit(130)));
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-bench-first-'));
   undo.push(() => fs.rmSync(tmp, { recursive: true, force: true }));
-  let postmaster: number | null = null;
-  if (!process.env.KL_BENCH_DATABASE_URL) {
-    const pgDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-bench-first-pg-'));
-    undo.push(() => fs.rmSync(pgDir, { recursive: true, force: true }));
-    const pg = await EmbeddedPostgres.start(pgDir, logger);
-    undo.push(() => pg.stop());
-    process.env.KL_BENCH_DATABASE_URL = pg.url;
-    postmaster = postmasterOf(pgDir);
-    if (slowMs) {
-      await sql(pg.url, `ALTER SYSTEM SET log_min_duration_statement = ${Number(slowMs)}`);
-      if (process.env.KL_BENCH_PG_STATS === '1') {
-        await sql(pg.url, 'ALTER SYSTEM SET log_statement_stats = on');
-      }
-      await sql(pg.url, 'SELECT pg_reload_conf()');
+  const server = await openBenchServer(logger, undo, 'kl-bench-first');
+  const postmaster = server.postmaster;
+  // Only on the embedded server: a given one is not the bench's to reconfigure.
+  if (postmaster !== null && slowMs) {
+    await sql(server.url, `ALTER SYSTEM SET log_min_duration_statement = ${Number(slowMs)}`);
+    if (process.env.KL_BENCH_PG_STATS === '1') {
+      await sql(server.url, 'ALTER SYSTEM SET log_statement_stats = on');
     }
+    await sql(server.url, 'SELECT pg_reload_conf()');
   }
   const state = benchState();
   const body = Buffer.from(state.text);

@@ -6,13 +6,12 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import pino from 'pino';
 import { Client } from 'pg';
-import { EmbeddedPostgres } from '../src/infrastructure/postgres/embedded-postgres';
-import { openBenchDatabase } from './support/bench-database';
+import { openBenchDatabase, openBenchServer } from './support/bench-database';
 import { generateBigState } from './support/big-state-generator';
 import { QUERIES, STATE_NAME } from './support/big-state-queries';
 import { httpBackend, killAll, startKld } from './support/refresh-processes';
 import { send as sendRequest } from './support/http-send';
-import { DatabaseCpuMeter, postmasterOf, processCpuMs } from './support/process-cpu';
+import { DatabaseCpuMeter, processCpuMs } from './support/process-cpu';
 import { startStaticServer } from './support/static-server';
 import { printMachine, printTable } from './support/report';
 import { distribution, formatInt, formatMs } from './support/stats';
@@ -71,16 +70,9 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => void cleanup().finally(() => process.exit(130)));
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-bench-ladder-'));
   undo.push(() => fs.rmSync(tmp, { recursive: true, force: true }));
-  if (!process.env.KL_BENCH_DATABASE_URL) {
-    // A directory of its own: the server may run as another OS user.
-    const pgDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-bench-ladder-pg-'));
-    undo.push(() => fs.rmSync(pgDir, { recursive: true, force: true }));
-    const pg = await EmbeddedPostgres.start(pgDir, logger);
-    undo.push(() => pg.stop());
-    postmaster = postmasterOf(pgDir);
-    process.env.KL_BENCH_DATABASE_URL = pg.url;
-  }
-  const serverUrl = process.env.KL_BENCH_DATABASE_URL;
+  const server = await openBenchServer(logger, undo, 'kl-bench-ladder');
+  postmaster = server.postmaster;
+  const serverUrl = server.url;
   console.log('Size ladder: kld against a static file server, jq and the terraform pg backend');
   printMachine();
   const rungs: Rung[] = [];

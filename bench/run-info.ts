@@ -3,8 +3,7 @@ import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import pino from 'pino';
-import { EmbeddedPostgres } from '../src/infrastructure/postgres/embedded-postgres';
-import { openBenchDatabase } from './support/bench-database';
+import { openBenchDatabase, openBenchServer } from './support/bench-database';
 import { send } from './support/http-send';
 import { Kld, killAll, startKld } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
@@ -145,13 +144,7 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => void cleanup().finally(() => process.exit(130)));
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-bench-run-info-'));
   undo.push(() => fs.rmSync(tmp, { recursive: true, force: true }));
-  if (!process.env.KL_BENCH_DATABASE_URL) {
-    const pgDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-bench-run-info-pg-'));
-    undo.push(() => fs.rmSync(pgDir, { recursive: true, force: true }));
-    const pg = await EmbeddedPostgres.start(pgDir, logger);
-    undo.push(() => pg.stop());
-    process.env.KL_BENCH_DATABASE_URL = pg.url;
-  }
+  await openBenchServer(logger, undo, 'kl-bench-run-info');
   console.log("A run's info against its globs");
   printMachine();
   const results: Result[] = [];

@@ -6,6 +6,7 @@ import { Client } from 'pg';
 import type { Logger } from '../../src/infrastructure/logging/logger';
 import { EmbeddedPostgres } from '../../src/infrastructure/postgres/embedded-postgres';
 import { migrate } from '../../src/infrastructure/postgres/migrator';
+import { postmasterOf } from './process-cpu';
 
 export interface BenchDatabase {
   /** URL of the fresh database the bench writes to, migrated unless asked not to. */
@@ -61,6 +62,28 @@ export async function openBenchDatabase(
     await close();
     throw err;
   }
+}
+
+/**
+ * The server a bench of several databases runs on: KL_BENCH_DATABASE_URL, or
+ * an embedded PostgreSQL started here in a temporary directory of its own
+ * (the server may run as another OS user), which `undo` stops and removes.
+ * Sets KL_BENCH_DATABASE_URL for the rest of the run; `postmaster` is the
+ * embedded server's pid, to meter PostgreSQL's CPU (null for a given server).
+ */
+export async function openBenchServer(
+  logger: Logger,
+  undo: (() => Promise<void> | void)[],
+  prefix: string,
+): Promise<{ url: string; postmaster: number | null }> {
+  const given = process.env.KL_BENCH_DATABASE_URL;
+  if (given) return { url: given, postmaster: null };
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${prefix}-pg-`));
+  undo.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const pg = await EmbeddedPostgres.start(dir, logger);
+  undo.push(() => pg.stop());
+  process.env.KL_BENCH_DATABASE_URL = pg.url;
+  return { url: pg.url, postmaster: postmasterOf(dir) };
 }
 
 async function adminQuery(url: string, sql: string): Promise<void> {
