@@ -33,6 +33,7 @@ import {
   KldResponse,
   statePath,
 } from '../infrastructure/rest/kld-http-client';
+import { checkEachFields, checkFields, Fields } from '../infrastructure/rest/answer-fields';
 
 /** The body of `POST /v1/query`: the server's own DTO. */
 export type QueryRequest = QueryDto;
@@ -116,8 +117,10 @@ export class KilolockClient {
     if (!Array.isArray(rows) || !rows.every(Array.isArray)) {
       throw new DomainError('SERVER.UNEXPECTED_ANSWER', `kld's answer to /v1/query has no rows`);
     }
+    const columns = listIn<QueryResponse['columns'][number]>(body, 'columns', '/v1/query');
+    checkEachFields(columns, { name: 'string' }, 'POST /v1/query', 'columns');
     return {
-      columns: listIn(body, 'columns', '/v1/query'),
+      columns,
       rows: rows as unknown[][],
       truncated: body?.truncated === true,
     };
@@ -131,7 +134,9 @@ export class KilolockClient {
   async history(state: string): Promise<StateHistory> {
     const path = `/v1/api/states/${statePath(state)}/history`;
     const body = await this.json<StateHistory>('GET', path);
-    return { ...body, versions: listIn<StateHistory['versions'][number]>(body, 'versions', path) };
+    const versions = listIn<StateHistory['versions'][number]>(body, 'versions', path);
+    checkFields(body, { deletedAt: 'string?' }, `GET ${path}`);
+    return { ...body, deletedAt: body.deletedAt ?? null, versions };
   }
 
   async resources(
@@ -144,7 +149,7 @@ export class KilolockClient {
     return this.list<ResourceSummary>('GET', path, 'resources', { query });
   }
 
-  resource(
+  async resource(
     state: string,
     address: string,
     history: boolean,
@@ -152,18 +157,32 @@ export class KilolockClient {
   ): Promise<{ current: ResourceDetail | null; history?: ResourceLifecycle[] }> {
     // One segment: instance keys may contain slashes.
     const path = `/v1/api/states/${statePath(state)}/resources/${encodeURIComponent(address)}`;
-    return this.json('GET', path, {
+    const answer = await this.json<{
+      current: ResourceDetail | null;
+      history?: ResourceLifecycle[];
+    }>('GET', path, {
       query: { history: history || undefined, version } satisfies StatesApiQueryDto,
     });
+    const request = `GET ${path}`;
+    checkFields(answer, { current: 'object?', history: 'list?' }, request);
+    if (answer.current) checkFields(answer.current, { attributes: 'object?' }, request, 'current');
+    const lifecycles: unknown[] = answer.history ?? [];
+    checkEachFields(lifecycles, { attributesHash: 'string' }, request, 'history');
+    return answer;
   }
 
-  diff(state: string, from: VersionSelector, to?: VersionSelector): Promise<StateDiff> {
-    return this.json('GET', `/v1/api/states/${statePath(state)}/diff`, {
+  async diff(state: string, from: VersionSelector, to?: VersionSelector): Promise<StateDiff> {
+    const path = `/v1/api/states/${statePath(state)}/diff`;
+    const diff = await this.json<StateDiff>('GET', path, {
       query: {
         ...selectorQuery('from', from),
         ...(to ? selectorQuery('to', to) : {}),
       } satisfies StatesApiQueryDto,
     });
+    checkFields(diff, { added: 'strings', removed: 'strings', changed: 'list' }, `GET ${path}`);
+    const fields: Fields = { address: 'string', attributes: 'strings', members: 'strings' };
+    checkEachFields(diff.changed, fields, `GET ${path}`, 'changed');
+    return diff;
   }
 
   /** Reservations held now: of one state, or of every state. */
@@ -337,8 +356,10 @@ export class KilolockClient {
     });
   }
 
-  serverVersion(): Promise<{ version: string }> {
-    return this.json('GET', '/v1/version');
+  async serverVersion(): Promise<{ version: string }> {
+    const answer = await this.json<{ version: string }>('GET', '/v1/version');
+    checkFields(answer, { version: 'string' }, 'GET /v1/version');
+    return answer;
   }
 
   async rebuildProjections(): Promise<{ projector: string; events: number }[]> {
@@ -346,18 +367,30 @@ export class KilolockClient {
     return this.list<{ projector: string; events: number }>('POST', path, 'projectors');
   }
 
-  createToken(request: {
+  async createToken(request: {
     name: string;
     scopes: string[];
     expires_at?: string;
     cert_subject?: string;
   }): Promise<CreatedTokenWire> {
-    return this.json('POST', '/v1/admin/tokens', { json: request });
+    const created = await this.json<CreatedTokenWire>('POST', '/v1/admin/tokens', {
+      json: request,
+    });
+    checkFields(created, { name: 'string', scopes: 'strings' }, 'POST /v1/admin/tokens');
+    return created;
   }
 
   async tokens(all: boolean): Promise<TokenSummary[]> {
     const query = { all: all ? 'true' : undefined };
-    return this.list<TokenSummary>('GET', '/v1/admin/tokens', 'tokens', { query });
+    return this.list<TokenSummary>(
+      'GET',
+      '/v1/admin/tokens',
+      'tokens',
+      { query },
+      {
+        scopes: 'strings',
+      },
+    );
   }
 
   async revokeToken(name: string): Promise<void> {
@@ -377,7 +410,15 @@ export class KilolockClient {
   }
 
   async quotaUsage(state?: string): Promise<QuotaUsage[]> {
-    return this.list<QuotaUsage>('GET', '/v1/quotas', 'usage', { query: { state } });
+    return this.list<QuotaUsage>(
+      'GET',
+      '/v1/quotas',
+      'usage',
+      { query: { state } },
+      {
+        last_overrun: 'object?',
+      },
+    );
   }
 
   quotaCheck(state: string, creates: number, deletes: number): Promise<QuotaCheckWire> {
@@ -395,8 +436,11 @@ export class KilolockClient {
     path: string,
     key: string,
     request: KldRequest = {},
+    fields?: Fields,
   ): Promise<T[]> {
-    return listIn<T>(await this.json<unknown>(method, path, request), key, path);
+    const list = listIn<T>(await this.json<unknown>(method, path, request), key, path);
+    if (fields) checkEachFields(list, fields, `${method} ${path}`, key);
+    return list;
   }
 
   private send(method: string, path: string, request: KldRequest): Promise<KldResponse> {

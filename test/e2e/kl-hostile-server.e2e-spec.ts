@@ -281,6 +281,44 @@ describe('answers that are not what kl asked for', () => {
     server.answer = json(200, { runs: [{ run_id: 'r', reservations: null }] });
     oneLine(await kl(['runs']), 1, /has no list of objects "reservations"/);
   });
+
+  const document = { version: 4, terraform_version: '1.11.4', serial: 1, lineage: 'l' };
+  const fieldCases: [string[], unknown, string][] = [
+    [
+      ['token', 'list'],
+      { tokens: [{ name: 't', scopes: 'admin' }] },
+      'GET /v1/admin/tokens: tokens[0].scopes is not a list of strings',
+    ],
+    [
+      ['resource', 'a', 'b', '--history'],
+      { current: null, history: [{ attributesHash: 7 }] },
+      'GET /v1/api/states/a/resources/b: history[0].attributesHash is not a string',
+    ],
+    [
+      ['resource', 'a', 'b'],
+      { current: 'aws_instance.b' },
+      'GET /v1/api/states/a/resources/b: current is not an object or null',
+    ],
+    [
+      ['query', 'SELECT 1'],
+      { columns: [{ type: 'int' }], rows: [[1]] },
+      'POST /v1/query: columns[0].name is not a string',
+    ],
+    [['drift', 'a'], { drift: { a: 1 } }, 'GET /v1/drift: drift is not a list or null'],
+    [
+      ['show', 'a'],
+      { ...document, outputs: [], resources: [] },
+      'GET /v1/states/a is not a state document (outputs must be an object)',
+    ],
+  ];
+  it.each(fieldCases)(
+    'kl %j with a field of another type: one line naming the request and the field',
+    async (args, body, message) => {
+      server.answer = json(200, body, { 'x-kilolock-state-version': '1' });
+      const line = oneLine(await kl(args), 1, /^kl: kld's answer to /);
+      expect(line).toContain(message);
+    },
+  );
 });
 
 describe('the token stays with the server it was given for', () => {
