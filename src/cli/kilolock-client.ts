@@ -1,4 +1,5 @@
 import type { EventSourceMessage } from 'eventsource-parser';
+import { constants as bufferConstants } from 'node:buffer';
 import { DomainError } from '../domain/shared/domain-error';
 import type { QueryDto } from '../infrastructure/http/dto/query.dto';
 import type {
@@ -33,6 +34,7 @@ import {
   KldResponse,
   statePath,
 } from '../infrastructure/rest/kld-http-client';
+import { redactUrls } from '../infrastructure/logging/redact';
 import { checkEachFields, checkFields, Fields } from '../infrastructure/rest/answer-fields';
 
 /** The body of `POST /v1/query`: the server's own DTO. */
@@ -102,6 +104,16 @@ export interface AbortedRun {
   status: string | null;
   released: number;
 }
+
+/**
+ * The most one event of `kl events` may hold before its end arrives. kld
+ * writes each event as one JavaScript string (events.controller.ts), and an
+ * event can carry a whole state document (ApplyFinished's outputState, up to
+ * KL_MAX_STATE_BYTES, 512 MiB at most): so no event of kld is longer, and kl
+ * could not hold a longer one either. A line that never ends stops here
+ * instead of growing until kl runs out of memory.
+ */
+export const MAX_EVENT_CHARS = bufferConstants.MAX_STRING_LENGTH;
 
 /** kld's REST API as `kl` uses it. Every failure is an error with a one-line message. */
 export class KilolockClient {
@@ -252,7 +264,11 @@ export class KilolockClient {
    * The event log as kld streams it (Server-Sent Events), message by message;
    * ends when kld ends the stream (`follow: false` at the head) or `signal` aborts.
    */
-  async *events(query: EventsQuery, signal?: AbortSignal): AsyncGenerator<EventSourceMessage> {
+  async *events(
+    query: EventsQuery,
+    signal?: AbortSignal,
+    maxEventChars = MAX_EVENT_CHARS,
+  ): AsyncGenerator<EventSourceMessage> {
     const list = (values?: string[]) => (values?.length ? values.join(',') : undefined);
     const res = await this.check(
       await this.send('GET', '/v1/events', {
@@ -270,14 +286,29 @@ export class KilolockClient {
     // Loaded by the commands that need them, not by every kl start-up.
     const { createParser } = await import('eventsource-parser');
     const ready: EventSourceMessage[] = [];
-    const parser = createParser({ onEvent: (message) => ready.push(message) });
+    let tooLong = false;
+    const parser = createParser({
+      onEvent: (message) => ready.push(message),
+      onError: (err) => (tooLong ||= err.type === 'max-buffer-size-exceeded'),
+      maxBufferSize: maxEventChars,
+    });
     const decoder = new TextDecoder();
     try {
       for await (const chunk of res.body) {
         parser.feed(decoder.decode(chunk, { stream: true }));
         yield* ready.splice(0);
+        if (tooLong) {
+          res.body.destroy();
+          throw new DomainError(
+            'SERVER.UNEXPECTED_ANSWER',
+            redactUrls(
+              `an event from kld at ${this.http.base} runs past ${maxEventChars} characters without its end (no event kld sends is that long)`,
+            ),
+          );
+        }
       }
     } catch (err) {
+      if (err instanceof DomainError) throw err;
       if (signal?.aborted) return;
       throw new DomainError(
         'SERVER.UNREACHABLE',
