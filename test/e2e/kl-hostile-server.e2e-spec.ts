@@ -337,6 +337,18 @@ describe('the token stays with the server it was given for', () => {
     },
   );
 
+  it('the token over plain http to another host: one warning line on stderr, then the request', async () => {
+    // .invalid never resolves: the warning comes before the connection is tried.
+    const r = await kl(['states'], { KL_SERVER_URL: 'http://kld.invalid:8080' });
+    expect(r.code).toBe(1);
+    expect(r.stderr.trimEnd().split('\n')).toEqual([
+      'kl: warning: the token goes to http://kld.invalid:8080 unencrypted (http, not https): anyone on the network between can read and reuse it',
+      expect.stringMatching(/^kl: cannot reach kld at http:\/\/kld\.invalid:8080 /),
+    ]);
+    server.answer = json(200, { states: [] });
+    expect((await kl(['states'])).stderr).toBe('');
+  });
+
   it('kl config masks a password in the state URL and spells out a state name', async () => {
     const r = await kl(['config'], {
       KL_STATE_URL: `http://ops:S3cret@127.0.0.1:1/v1/states/a%1b%5d0%3bpwned%07`,
