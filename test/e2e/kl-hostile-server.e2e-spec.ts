@@ -131,6 +131,14 @@ describe('strings from kld reach the terminal spelled out', () => {
     oneLine(await kl(['states']), 1, /^kl: kld answered 502 Bad Gateway: <html>\\x1b/);
   });
 
+  it('a refusal of megabytes on one line is cut, saying how much was left out', async () => {
+    server.answer = json(400, {
+      error: { code: 'REQUEST.INVALID', message: `bad ${'x'.repeat(4_000_000)}` },
+    });
+    const line = oneLine(await kl(['states']), 1, /^kl: bad x+… \(3983620 more characters\)$/);
+    expect(line.length).toBeLessThan(20_000);
+  });
+
   it('a table spells out names and holders; json keeps the values exactly; csv to a pipe too', async () => {
     server.answer = json(200, { states: [STATE_ROW] });
     const table = await kl(['states']);
