@@ -452,10 +452,12 @@ export class KilolockClient {
     );
   }
 
-  quotaCheck(state: string, creates: number, deletes: number): Promise<QuotaCheckWire> {
-    return this.json('GET', '/v1/quotas/check', {
+  async quotaCheck(state: string, creates: number, deletes: number): Promise<QuotaCheckWire> {
+    const answer = await this.json<QuotaCheckWire>('GET', '/v1/quotas/check', {
       query: { state, creates: String(creates), deletes: String(deletes) },
     });
+    checkFields(answer, { over: 'string?', message: 'string' }, 'GET /v1/quotas/check');
+    return answer;
   }
 
   private json<T>(method: string, path: string, request: KldRequest = {}): Promise<T> {

@@ -329,6 +329,18 @@ describe('answers that are not what kl asked for', () => {
   );
 });
 
+describe('a quota verdict of another shape', () => {
+  it('is one line naming the field, not a TypeError', async () => {
+    fs.writeFileSync(path.join(dir, 'plan.json'), '{"format_version":"1.2","resource_changes":[]}');
+    server.answer = json(200, { over: null, message: { text: 'fits' } });
+    oneLine(
+      await kl(['quota', 'check', '--tf-plan', 'plan.json', '--state', 'a']),
+      1,
+      /^kl: quota check failed: kld's answer to GET \/v1\/quotas\/check: message is not a string /,
+    );
+  });
+});
+
 describe('the token stays with the server it was given for', () => {
   it.each([301, 302, 307, 308])(
     'a %i to another server is not followed: nothing reaches it',
