@@ -229,15 +229,19 @@ export class KilolockClient {
     return this.list<LockSummary>('GET', '/v1/api/locks', 'locks');
   }
 
-  /** The document exactly as terraform's GET serves it (current, or version N), and its version. */
-  async exportState(state: string, version?: number): Promise<{ bytes: Buffer; version: number }> {
-    const res = await this.check(
-      await this.send('GET', `/v1/states/${statePath(state)}`, { query: { version } }),
-    );
-    return {
-      bytes: await res.buffer(),
-      version: Number(res.header(STATE_VERSION_HEADER)),
-    };
+  /**
+   * The document exactly as terraform's GET serves it (current, or version N),
+   * and its version (`versionRequired`: an answer without one is refused).
+   */
+  async exportState(
+    state: string,
+    version?: number,
+    versionRequired = false,
+  ): Promise<{ bytes: Buffer; version: number | null }> {
+    const path = `/v1/states/${statePath(state)}`;
+    const res = await this.check(await this.send('GET', path, { query: { version } }));
+    const served = versionRequired ? versionOf(res, `GET ${path}`) : versionIn(res);
+    return { bytes: await res.buffer(), version: served };
   }
 
   /** Without `force`, kld refuses another lineage or an older serial than the current version. */
@@ -345,12 +349,12 @@ export class KilolockClient {
     state: string,
     candidates: EngineCandidates & { version?: number },
   ): Promise<{ document: StateDocumentV4; version: number }> {
-    const res = await this.check(
-      await this.send('POST', `/v1/engine/states/${statePath(state)}/slice`, { json: candidates }),
-    );
+    const path = `/v1/engine/states/${statePath(state)}/slice`;
+    const res = await this.check(await this.send('POST', path, { json: candidates }));
+    const version = versionOf(res, `POST ${path}`);
     const { parseStateDocument } = await import('../domain/terraform/parse-state-document');
     const document = parseStateDocument(parseJsonExact(await res.text()));
-    return { document, version: Number(res.header(STATE_VERSION_HEADER)) };
+    return { document, version };
   }
 
   engineStartRun(
@@ -504,6 +508,23 @@ function listIn<T>(body: unknown, key: string, path: string): T[] {
     );
   }
   return list as T[];
+}
+
+/** The version kld names in its header: the base of what kl writes next, so never guessed. */
+function versionOf(res: KldResponse, request: string): number {
+  const version = versionIn(res);
+  if (version !== null) return version;
+  res.discard();
+  throw new DomainError(
+    'SERVER.UNEXPECTED_ANSWER',
+    `kld's answer to ${request} has no version in ${STATE_VERSION_HEADER} (is --server a kld of this version?)`,
+  );
+}
+
+function versionIn(res: KldResponse): number | null {
+  const text = res.header(STATE_VERSION_HEADER) ?? '';
+  const version = Number(text);
+  return /^\d+$/.test(text) && Number.isSafeInteger(version) ? version : null;
 }
 
 type SelectorQuery = Pick<StatesApiQueryDto, 'from' | 'to' | 'from_version' | 'to_version'>;

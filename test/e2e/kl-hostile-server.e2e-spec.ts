@@ -329,6 +329,26 @@ describe('answers that are not what kl asked for', () => {
   );
 });
 
+describe('a state without the version kld names in its header', () => {
+  it('kl show refuses it in one line; kl export, which does not print it, writes the document', async () => {
+    const document = {
+      version: 4,
+      terraform_version: '1.11.4',
+      serial: 1,
+      lineage: 'l',
+      outputs: {},
+      resources: [],
+    };
+    server.answer = json(200, document, { 'x-kilolock-state-version': '1e3' });
+    oneLine(
+      await kl(['show', 'a']),
+      1,
+      /^kl: kld's answer to GET \/v1\/states\/a has no version in X-Kilolock-State-Version /,
+    );
+    expect((await kl(['export', 'a'])).stdout).toBe(JSON.stringify(document));
+  });
+});
+
 describe('a quota verdict of another shape', () => {
   it('is one line naming the field, not a TypeError', async () => {
     fs.writeFileSync(path.join(dir, 'plan.json'), '{"format_version":"1.2","resource_changes":[]}');

@@ -30,7 +30,7 @@ export function registerShowCommand(program: Command): void {
     .action(async (state: string, options: ShowOptions, command: Command) => {
       const { client, format } = contextOf(command);
       const selected = await selectedVersion(command, client, state, options);
-      const { bytes, version } = await client.exportState(state, selected);
+      const { bytes, version } = await client.exportState(state, selected, true);
       // Parsed losslessly: numbers beyond double precision print as written.
       let document: StateDocumentV4;
       try {
