@@ -1,4 +1,5 @@
 import type { EventSourceMessage } from 'eventsource-parser';
+import { constants as bufferConstants } from 'node:buffer';
 import { DomainError } from '../domain/shared/domain-error';
 import type { QueryDto } from '../infrastructure/http/dto/query.dto';
 import type {
@@ -33,6 +34,8 @@ import {
   KldResponse,
   statePath,
 } from '../infrastructure/rest/kld-http-client';
+import { redactUrls } from '../infrastructure/logging/redact';
+import { checkEachFields, checkFields, Fields } from '../infrastructure/rest/answer-fields';
 
 /** The body of `POST /v1/query`: the server's own DTO. */
 export type QueryRequest = QueryDto;
@@ -102,6 +105,16 @@ export interface AbortedRun {
   released: number;
 }
 
+/**
+ * The most one event of `kl events` may hold before its end arrives. kld
+ * writes each event as one JavaScript string (events.controller.ts), and an
+ * event can carry a whole state document (ApplyFinished's outputState, up to
+ * KL_MAX_STATE_BYTES, 512 MiB at most): so no event of kld is longer, and kl
+ * could not hold a longer one either. A line that never ends stops here
+ * instead of growing until kl runs out of memory.
+ */
+export const MAX_EVENT_CHARS = bufferConstants.MAX_STRING_LENGTH;
+
 /** kld's REST API as `kl` uses it. Every failure is an error with a one-line message. */
 export class KilolockClient {
   private readonly http: KldHttpClient;
@@ -116,8 +129,10 @@ export class KilolockClient {
     if (!Array.isArray(rows) || !rows.every(Array.isArray)) {
       throw new DomainError('SERVER.UNEXPECTED_ANSWER', `kld's answer to /v1/query has no rows`);
     }
+    const columns = listIn<QueryResponse['columns'][number]>(body, 'columns', '/v1/query');
+    checkEachFields(columns, { name: 'string' }, 'POST /v1/query', 'columns');
     return {
-      columns: listIn(body, 'columns', '/v1/query'),
+      columns,
       rows: rows as unknown[][],
       truncated: body?.truncated === true,
     };
@@ -131,7 +146,9 @@ export class KilolockClient {
   async history(state: string): Promise<StateHistory> {
     const path = `/v1/api/states/${statePath(state)}/history`;
     const body = await this.json<StateHistory>('GET', path);
-    return { ...body, versions: listIn<StateHistory['versions'][number]>(body, 'versions', path) };
+    const versions = listIn<StateHistory['versions'][number]>(body, 'versions', path);
+    checkFields(body, { deletedAt: 'string?' }, `GET ${path}`);
+    return { ...body, deletedAt: body.deletedAt ?? null, versions };
   }
 
   async resources(
@@ -144,7 +161,7 @@ export class KilolockClient {
     return this.list<ResourceSummary>('GET', path, 'resources', { query });
   }
 
-  resource(
+  async resource(
     state: string,
     address: string,
     history: boolean,
@@ -152,18 +169,32 @@ export class KilolockClient {
   ): Promise<{ current: ResourceDetail | null; history?: ResourceLifecycle[] }> {
     // One segment: instance keys may contain slashes.
     const path = `/v1/api/states/${statePath(state)}/resources/${encodeURIComponent(address)}`;
-    return this.json('GET', path, {
+    const answer = await this.json<{
+      current: ResourceDetail | null;
+      history?: ResourceLifecycle[];
+    }>('GET', path, {
       query: { history: history || undefined, version } satisfies StatesApiQueryDto,
     });
+    const request = `GET ${path}`;
+    checkFields(answer, { current: 'object?', history: 'list?' }, request);
+    if (answer.current) checkFields(answer.current, { attributes: 'object?' }, request, 'current');
+    const lifecycles: unknown[] = answer.history ?? [];
+    checkEachFields(lifecycles, { attributesHash: 'string' }, request, 'history');
+    return answer;
   }
 
-  diff(state: string, from: VersionSelector, to?: VersionSelector): Promise<StateDiff> {
-    return this.json('GET', `/v1/api/states/${statePath(state)}/diff`, {
+  async diff(state: string, from: VersionSelector, to?: VersionSelector): Promise<StateDiff> {
+    const path = `/v1/api/states/${statePath(state)}/diff`;
+    const diff = await this.json<StateDiff>('GET', path, {
       query: {
         ...selectorQuery('from', from),
         ...(to ? selectorQuery('to', to) : {}),
       } satisfies StatesApiQueryDto,
     });
+    checkFields(diff, { added: 'strings', removed: 'strings', changed: 'list' }, `GET ${path}`);
+    const fields: Fields = { address: 'string', attributes: 'strings', members: 'strings' };
+    checkEachFields(diff.changed, fields, `GET ${path}`, 'changed');
+    return diff;
   }
 
   /** Reservations held now: of one state, or of every state. */
@@ -198,15 +229,19 @@ export class KilolockClient {
     return this.list<LockSummary>('GET', '/v1/api/locks', 'locks');
   }
 
-  /** The document exactly as terraform's GET serves it (current, or version N), and its version. */
-  async exportState(state: string, version?: number): Promise<{ bytes: Buffer; version: number }> {
-    const res = await this.check(
-      await this.send('GET', `/v1/states/${statePath(state)}`, { query: { version } }),
-    );
-    return {
-      bytes: await res.buffer(),
-      version: Number(res.header(STATE_VERSION_HEADER)),
-    };
+  /**
+   * The document exactly as terraform's GET serves it (current, or version N),
+   * and its version (`versionRequired`: an answer without one is refused).
+   */
+  async exportState(
+    state: string,
+    version?: number,
+    versionRequired = false,
+  ): Promise<{ bytes: Buffer; version: number | null }> {
+    const path = `/v1/states/${statePath(state)}`;
+    const res = await this.check(await this.send('GET', path, { query: { version } }));
+    const served = versionRequired ? versionOf(res, `GET ${path}`) : versionIn(res);
+    return { bytes: await res.buffer(), version: served };
   }
 
   /** Without `force`, kld refuses another lineage or an older serial than the current version. */
@@ -233,7 +268,11 @@ export class KilolockClient {
    * The event log as kld streams it (Server-Sent Events), message by message;
    * ends when kld ends the stream (`follow: false` at the head) or `signal` aborts.
    */
-  async *events(query: EventsQuery, signal?: AbortSignal): AsyncGenerator<EventSourceMessage> {
+  async *events(
+    query: EventsQuery,
+    signal?: AbortSignal,
+    maxEventChars = MAX_EVENT_CHARS,
+  ): AsyncGenerator<EventSourceMessage> {
     const list = (values?: string[]) => (values?.length ? values.join(',') : undefined);
     const res = await this.check(
       await this.send('GET', '/v1/events', {
@@ -251,14 +290,29 @@ export class KilolockClient {
     // Loaded by the commands that need them, not by every kl start-up.
     const { createParser } = await import('eventsource-parser');
     const ready: EventSourceMessage[] = [];
-    const parser = createParser({ onEvent: (message) => ready.push(message) });
+    let tooLong = false;
+    const parser = createParser({
+      onEvent: (message) => ready.push(message),
+      onError: (err) => (tooLong ||= err.type === 'max-buffer-size-exceeded'),
+      maxBufferSize: maxEventChars,
+    });
     const decoder = new TextDecoder();
     try {
       for await (const chunk of res.body) {
         parser.feed(decoder.decode(chunk, { stream: true }));
         yield* ready.splice(0);
+        if (tooLong) {
+          res.body.destroy();
+          throw new DomainError(
+            'SERVER.UNEXPECTED_ANSWER',
+            redactUrls(
+              `an event from kld at ${this.http.base} runs past ${maxEventChars} characters without its end (no event kld sends is that long)`,
+            ),
+          );
+        }
       }
     } catch (err) {
+      if (err instanceof DomainError) throw err;
       if (signal?.aborted) return;
       throw new DomainError(
         'SERVER.UNREACHABLE',
@@ -295,12 +349,12 @@ export class KilolockClient {
     state: string,
     candidates: EngineCandidates & { version?: number },
   ): Promise<{ document: StateDocumentV4; version: number }> {
-    const res = await this.check(
-      await this.send('POST', `/v1/engine/states/${statePath(state)}/slice`, { json: candidates }),
-    );
+    const path = `/v1/engine/states/${statePath(state)}/slice`;
+    const res = await this.check(await this.send('POST', path, { json: candidates }));
+    const version = versionOf(res, `POST ${path}`);
     const { parseStateDocument } = await import('../domain/terraform/parse-state-document');
     const document = parseStateDocument(parseJsonExact(await res.text()));
-    return { document, version: Number(res.header(STATE_VERSION_HEADER)) };
+    return { document, version };
   }
 
   engineStartRun(
@@ -337,8 +391,10 @@ export class KilolockClient {
     });
   }
 
-  serverVersion(): Promise<{ version: string }> {
-    return this.json('GET', '/v1/version');
+  async serverVersion(): Promise<{ version: string }> {
+    const answer = await this.json<{ version: string }>('GET', '/v1/version');
+    checkFields(answer, { version: 'string' }, 'GET /v1/version');
+    return answer;
   }
 
   async rebuildProjections(): Promise<{ projector: string; events: number }[]> {
@@ -346,18 +402,30 @@ export class KilolockClient {
     return this.list<{ projector: string; events: number }>('POST', path, 'projectors');
   }
 
-  createToken(request: {
+  async createToken(request: {
     name: string;
     scopes: string[];
     expires_at?: string;
     cert_subject?: string;
   }): Promise<CreatedTokenWire> {
-    return this.json('POST', '/v1/admin/tokens', { json: request });
+    const created = await this.json<CreatedTokenWire>('POST', '/v1/admin/tokens', {
+      json: request,
+    });
+    checkFields(created, { name: 'string', scopes: 'strings' }, 'POST /v1/admin/tokens');
+    return created;
   }
 
   async tokens(all: boolean): Promise<TokenSummary[]> {
     const query = { all: all ? 'true' : undefined };
-    return this.list<TokenSummary>('GET', '/v1/admin/tokens', 'tokens', { query });
+    return this.list<TokenSummary>(
+      'GET',
+      '/v1/admin/tokens',
+      'tokens',
+      { query },
+      {
+        scopes: 'strings',
+      },
+    );
   }
 
   async revokeToken(name: string): Promise<void> {
@@ -377,13 +445,23 @@ export class KilolockClient {
   }
 
   async quotaUsage(state?: string): Promise<QuotaUsage[]> {
-    return this.list<QuotaUsage>('GET', '/v1/quotas', 'usage', { query: { state } });
+    return this.list<QuotaUsage>(
+      'GET',
+      '/v1/quotas',
+      'usage',
+      { query: { state } },
+      {
+        last_overrun: 'object?',
+      },
+    );
   }
 
-  quotaCheck(state: string, creates: number, deletes: number): Promise<QuotaCheckWire> {
-    return this.json('GET', '/v1/quotas/check', {
+  async quotaCheck(state: string, creates: number, deletes: number): Promise<QuotaCheckWire> {
+    const answer = await this.json<QuotaCheckWire>('GET', '/v1/quotas/check', {
       query: { state, creates: String(creates), deletes: String(deletes) },
     });
+    checkFields(answer, { over: 'string?', message: 'string' }, 'GET /v1/quotas/check');
+    return answer;
   }
 
   private json<T>(method: string, path: string, request: KldRequest = {}): Promise<T> {
@@ -395,8 +473,11 @@ export class KilolockClient {
     path: string,
     key: string,
     request: KldRequest = {},
+    fields?: Fields,
   ): Promise<T[]> {
-    return listIn<T>(await this.json<unknown>(method, path, request), key, path);
+    const list = listIn<T>(await this.json<unknown>(method, path, request), key, path);
+    if (fields) checkEachFields(list, fields, `${method} ${path}`, key);
+    return list;
   }
 
   private send(method: string, path: string, request: KldRequest): Promise<KldResponse> {
@@ -427,6 +508,23 @@ function listIn<T>(body: unknown, key: string, path: string): T[] {
     );
   }
   return list as T[];
+}
+
+/** The version kld names in its header: the base of what kl writes next, so never guessed. */
+function versionOf(res: KldResponse, request: string): number {
+  const version = versionIn(res);
+  if (version !== null) return version;
+  res.discard();
+  throw new DomainError(
+    'SERVER.UNEXPECTED_ANSWER',
+    `kld's answer to ${request} has no version in ${STATE_VERSION_HEADER} (is --server a kld of this version?)`,
+  );
+}
+
+function versionIn(res: KldResponse): number | null {
+  const text = res.header(STATE_VERSION_HEADER) ?? '';
+  const version = Number(text);
+  return /^\d+$/.test(text) && Number.isSafeInteger(version) ? version : null;
 }
 
 type SelectorQuery = Pick<StatesApiQueryDto, 'from' | 'to' | 'from_version' | 'to_version'>;

@@ -2,6 +2,7 @@ import { render, renderJson } from './render';
 import { Readable } from 'node:stream';
 import {
   errorLine,
+  MAX_ERROR_CHARS,
   terminalSafeJson,
   terminalSafeJsonStream,
   visible,
@@ -68,6 +69,14 @@ describe('errorLine', () => {
       `held by bob\\rOK ${visible(HOSTILE)}`,
     );
     expect(errorLine('plain')).toBe('plain');
+  });
+
+  it('is cut after MAX_ERROR_CHARS, saying how much was left out', () => {
+    const line = errorLine(new Error(`held by ${'x'.repeat(MAX_ERROR_CHARS * 10)}\nsecond`));
+    expect(line).toBe(
+      `held by ${'x'.repeat(MAX_ERROR_CHARS - 8)}… (${MAX_ERROR_CHARS * 9 + 8} more characters)`,
+    );
+    expect(errorLine('y'.repeat(MAX_ERROR_CHARS))).toBe('y'.repeat(MAX_ERROR_CHARS));
   });
 });
 

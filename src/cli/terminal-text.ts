@@ -56,12 +56,21 @@ export function terminalSafeJson(json: string): string {
     .replace(JSON_INVALID_CONTROL, (c) => `\\u${hex(c.charCodeAt(0), 4)}`);
 }
 
+/**
+ * The longest error line kl prints. kld's own messages name at most a few
+ * addresses ("… and 17 more"), far below it; a server sending megabytes as
+ * one message would otherwise flood the terminal or a CI log.
+ */
+export const MAX_ERROR_CHARS = 16_384;
+
 /** The first non-empty line of an error's message, spelled out for a terminal. */
 export function errorLine(e: unknown): string {
   const text = e instanceof Error ? e.message : String(e);
   // CR counts as a line end here: a message cannot rewrite its own line.
-  const first = text.split(/\r?\n/).find((l) => l.trim() !== '');
-  return visible(first?.trim() ?? String(text).trim());
+  const first = (text.split(/\r?\n/).find((l) => l.trim() !== '') ?? text).trim();
+  if (first.length <= MAX_ERROR_CHARS) return visible(first);
+  const rest = first.length - MAX_ERROR_CHARS;
+  return `${visible(first.slice(0, MAX_ERROR_CHARS))}… (${rest} more characters)`;
 }
 
 /** terminalSafeJson over a stream of JSON text (NDJSON), a character cut between chunks kept whole. */

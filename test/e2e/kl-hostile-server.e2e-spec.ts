@@ -131,6 +131,14 @@ describe('strings from kld reach the terminal spelled out', () => {
     oneLine(await kl(['states']), 1, /^kl: kld answered 502 Bad Gateway: <html>\\x1b/);
   });
 
+  it('a refusal of megabytes on one line is cut, saying how much was left out', async () => {
+    server.answer = json(400, {
+      error: { code: 'REQUEST.INVALID', message: `bad ${'x'.repeat(4_000_000)}` },
+    });
+    const line = oneLine(await kl(['states']), 1, /^kl: bad x+… \(3983620 more characters\)$/);
+    expect(line.length).toBeLessThan(20_000);
+  });
+
   it('a table spells out names and holders; json keeps the values exactly; csv to a pipe too', async () => {
     server.answer = json(200, { states: [STATE_ROW] });
     const table = await kl(['states']);
@@ -281,6 +289,76 @@ describe('answers that are not what kl asked for', () => {
     server.answer = json(200, { runs: [{ run_id: 'r', reservations: null }] });
     oneLine(await kl(['runs']), 1, /has no list of objects "reservations"/);
   });
+
+  const document = { version: 4, terraform_version: '1.11.4', serial: 1, lineage: 'l' };
+  const fieldCases: [string[], unknown, string][] = [
+    [
+      ['token', 'list'],
+      { tokens: [{ name: 't', scopes: 'admin' }] },
+      'GET /v1/admin/tokens: tokens[0].scopes is not a list of strings',
+    ],
+    [
+      ['resource', 'a', 'b', '--history'],
+      { current: null, history: [{ attributesHash: 7 }] },
+      'GET /v1/api/states/a/resources/b: history[0].attributesHash is not a string',
+    ],
+    [
+      ['resource', 'a', 'b'],
+      { current: 'aws_instance.b' },
+      'GET /v1/api/states/a/resources/b: current is not an object or null',
+    ],
+    [
+      ['query', 'SELECT 1'],
+      { columns: [{ type: 'int' }], rows: [[1]] },
+      'POST /v1/query: columns[0].name is not a string',
+    ],
+    [['drift', 'a'], { drift: { a: 1 } }, 'GET /v1/drift: drift is not a list or null'],
+    [
+      ['show', 'a'],
+      { ...document, outputs: [], resources: [] },
+      'GET /v1/states/a is not a state document (outputs must be an object)',
+    ],
+  ];
+  it.each(fieldCases)(
+    'kl %j with a field of another type: one line naming the request and the field',
+    async (args, body, message) => {
+      server.answer = json(200, body, { 'x-kilolock-state-version': '1' });
+      const line = oneLine(await kl(args), 1, /^kl: kld's answer to /);
+      expect(line).toContain(message);
+    },
+  );
+});
+
+describe('a state without the version kld names in its header', () => {
+  it('kl show refuses it in one line; kl export, which does not print it, writes the document', async () => {
+    const document = {
+      version: 4,
+      terraform_version: '1.11.4',
+      serial: 1,
+      lineage: 'l',
+      outputs: {},
+      resources: [],
+    };
+    server.answer = json(200, document, { 'x-kilolock-state-version': '1e3' });
+    oneLine(
+      await kl(['show', 'a']),
+      1,
+      /^kl: kld's answer to GET \/v1\/states\/a has no version in X-Kilolock-State-Version /,
+    );
+    expect((await kl(['export', 'a'])).stdout).toBe(JSON.stringify(document));
+  });
+});
+
+describe('a quota verdict of another shape', () => {
+  it('is one line naming the field, not a TypeError', async () => {
+    fs.writeFileSync(path.join(dir, 'plan.json'), '{"format_version":"1.2","resource_changes":[]}');
+    server.answer = json(200, { over: null, message: { text: 'fits' } });
+    oneLine(
+      await kl(['quota', 'check', '--tf-plan', 'plan.json', '--state', 'a']),
+      1,
+      /^kl: quota check failed: kld's answer to GET \/v1\/quotas\/check: message is not a string /,
+    );
+  });
 });
 
 describe('the token stays with the server it was given for', () => {
@@ -298,6 +376,18 @@ describe('the token stays with the server it was given for', () => {
       expect(elsewhere.requests).toEqual([]);
     },
   );
+
+  it('the token over plain http to another host: one warning line on stderr, then the request', async () => {
+    // .invalid never resolves: the warning comes before the connection is tried.
+    const r = await kl(['states'], { KL_SERVER_URL: 'http://kld.invalid:8080' });
+    expect(r.code).toBe(1);
+    expect(r.stderr.trimEnd().split('\n')).toEqual([
+      'kl: warning: the token goes to http://kld.invalid:8080 unencrypted (http, not https): anyone on the network between can read and reuse it',
+      expect.stringMatching(/^kl: cannot reach kld at http:\/\/kld\.invalid:8080 /),
+    ]);
+    server.answer = json(200, { states: [] });
+    expect((await kl(['states'])).stderr).toBe('');
+  });
 
   it('kl config masks a password in the state URL and spells out a state name', async () => {
     const r = await kl(['config'], {

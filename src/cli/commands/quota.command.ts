@@ -55,7 +55,7 @@ export function registerQuotaCommand(program: Command): void {
           u.headroom,
           u.status,
           u.quota?.glob ?? null,
-          u.last_overrun === null
+          !u.last_overrun
             ? null
             : `version ${u.last_overrun.version}: ${u.last_overrun.resources} > ${u.last_overrun.level} ${u.last_overrun.limit}`,
         ]),

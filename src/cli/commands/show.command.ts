@@ -1,6 +1,12 @@
 import { Command } from 'commander';
 import { SENSITIVE_MASK } from '../../domain/cty/mask-sensitive';
-import { flattenInstances, JsonValue, parseStateDocument } from '../../domain/terraform';
+import { DomainError } from '../../domain/shared/domain-error';
+import {
+  flattenInstances,
+  JsonValue,
+  parseStateDocument,
+  StateDocumentV4,
+} from '../../domain/terraform';
 import { render, renderJson } from '../render';
 import { contextOf, selectedVersion, VersionFlags, versionFlags } from './context';
 
@@ -24,9 +30,17 @@ export function registerShowCommand(program: Command): void {
     .action(async (state: string, options: ShowOptions, command: Command) => {
       const { client, format } = contextOf(command);
       const selected = await selectedVersion(command, client, state, options);
-      const { bytes, version } = await client.exportState(state, selected);
+      const { bytes, version } = await client.exportState(state, selected, true);
       // Parsed losslessly: numbers beyond double precision print as written.
-      const document = parseStateDocument(bytes.toString('utf8'));
+      let document: StateDocumentV4;
+      try {
+        document = parseStateDocument(bytes.toString('utf8'));
+      } catch (err) {
+        throw new DomainError(
+          'SERVER.UNEXPECTED_ANSWER',
+          `kld's answer to GET /v1/states/${state} is not a state document (${(err as Error).message})`,
+        );
+      }
       const outputs = Object.entries(document.outputs).map(([name, o]) => ({
         name,
         type: o.type ?? null,

@@ -18,6 +18,7 @@ import type {
   StartRefreshRunDto,
 } from '../http/dto/refresh-run.dto';
 import { RestProviderSchemaCache } from '../provider/rest-provider-schema-cache';
+import { checkEachFields, checkFields, Fields } from '../rest/answer-fields';
 import { errorOf, KldHttpClient, KldResponse, statePath } from '../rest/kld-http-client';
 
 export interface StoredProviderConfig {
@@ -67,6 +68,23 @@ interface FinishedWire {
   normalized: number;
   skipped: number;
 }
+
+const STARTED_FIELDS: Fields = {
+  run_id: 'string',
+  state_id: 'string',
+  from_version: 'number',
+  from_serial: 'number',
+};
+const FINISHED_FIELDS: Fields = {
+  run_id: 'string',
+  status: 'string',
+  to_version: 'number?',
+  checked: 'number',
+  changed: 'number',
+  failed: 'number',
+  normalized: 'number',
+  skipped: 'number',
+};
 
 /** `RefreshServerPort` over kld's REST API, as `kl refresh` uses it; plus the provider-config and drift reads `kl` shows. */
 export class RestRefreshServer implements RefreshServerPort {
@@ -126,6 +144,7 @@ export class RestRefreshServer implements RefreshServerPort {
         lock_id: request.lockId,
       } satisfies StartRefreshRunDto,
     });
+    checkFields(body, STARTED_FIELDS, 'POST /v1/refresh-runs');
     return {
       runId: body.run_id,
       stateId: body.state_id,
@@ -163,6 +182,7 @@ export class RestRefreshServer implements RefreshServerPort {
         } satisfies FinishRefreshRunDto,
       },
     );
+    checkFields(body, FINISHED_FIELDS, 'POST /v1/refresh-runs/<run>/finish');
     return {
       runId: body.run_id,
       status: body.status,
@@ -205,7 +225,8 @@ export class RestRefreshServer implements RefreshServerPort {
     const body = await this.http.json<{ configs?: unknown[] }>('GET', '/v1/provider-configs', {
       query: { state } satisfies ProviderConfigQueryDto,
     });
-    return (body.configs ?? []).map((c) => storedConfigOf(c, '', null));
+    checkFields(body, { configs: 'list?' }, 'GET /v1/provider-configs');
+    return (body?.configs ?? []).map((c) => storedConfigOf(c, '', null));
   }
 
   /** Stores a config; answers whose config it replaced, if any. */
@@ -243,7 +264,15 @@ export class RestRefreshServer implements RefreshServerPort {
       '/v1/provider-configs/history',
       { query: configQuery(state, source, alias) },
     );
-    return body.history ?? [];
+    checkFields(body, { history: 'list?' }, 'GET /v1/provider-configs/history');
+    const history = body?.history ?? [];
+    checkEachFields(
+      history,
+      { changed_paths: 'strings' },
+      'GET /v1/provider-configs/history',
+      'history',
+    );
+    return history;
   }
 
   async removeProviderConfig(state: string, source: string, alias: string | null): Promise<void> {
@@ -258,7 +287,8 @@ export class RestRefreshServer implements RefreshServerPort {
     const body = await this.http.json<{ drift?: DriftEntry[] }>('GET', '/v1/drift', {
       query: { state } satisfies DriftQueryDto,
     });
-    return body.drift ?? [];
+    checkFields(body, { drift: 'list?' }, 'GET /v1/drift');
+    return body?.drift ?? [];
   }
 
   getProviderSchema(source: string, version: string): Promise<ProviderSchema | null> {

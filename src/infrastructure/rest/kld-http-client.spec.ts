@@ -304,3 +304,29 @@ describe('errorOf', () => {
     expect((await errorOf(answer(502, ''))).message).toBe('kld answered 502');
   });
 });
+
+describe('credentials over plain http', () => {
+  const unreachable = (client: KldHttpClient) =>
+    client.send('GET', '/v1/api/states').catch((e: Error) => e.message);
+
+  it('warn once per run on stderr for another host; never on loopback, https or without credentials', async () => {
+    const written = jest.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      await unreachable(new KldHttpClient('http://127.0.0.1:1', { token: 't' }));
+      await unreachable(new KldHttpClient('http://localhost:1', { token: 't' }));
+      await unreachable(new KldHttpClient('http://[::1]:1', { token: 't' }));
+      await unreachable(new KldHttpClient('https://kld.invalid:1', { token: 't' }));
+      await unreachable(new KldHttpClient('http://kld.invalid:1'));
+      expect(written).not.toHaveBeenCalled();
+      await unreachable(new KldHttpClient('http://ops:S3cret@kld.invalid:1'));
+      await unreachable(new KldHttpClient('http://kld.invalid:2', { token: 't' }));
+      expect(written.mock.calls).toEqual([
+        [
+          'kl: warning: the password goes to http://kld.invalid:1 unencrypted (http, not https): anyone on the network between can read and reuse it\n',
+        ],
+      ]);
+    } finally {
+      written.mockRestore();
+    }
+  });
+});

@@ -206,6 +206,9 @@ export class KldHttpClient {
       const user = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
       headers.Authorization = `Basic ${Buffer.from(user).toString('base64')}`;
     }
+    if (headers.Authorization && url.protocol === 'http:') {
+      warnCleartext(url, this.options.token ? 'the token' : 'the password');
+    }
     let body = request.body;
     if (request.contentType) headers['Content-Type'] = request.contentType;
     if (request.json !== undefined) {
@@ -257,6 +260,32 @@ export class KldHttpClient {
       redactUrls(`cannot reach kld at ${this.base} (${why}); set --server or KL_SERVER_URL`),
     );
   }
+}
+
+let warnedCleartext = false;
+
+/**
+ * Plain http to another machine shows the token (or password) to anyone on
+ * the way; kl still sends it (a private network may be trusted), but says so
+ * once per run. On this machine's loopback nothing crosses a network.
+ */
+function warnCleartext(url: URL, what: string): void {
+  const host = url.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  if (warnedCleartext || isLoopback(host)) return;
+  warnedCleartext = true;
+  process.stderr.write(
+    `kl: warning: ${what} goes to ${url.protocol}//${url.host} unencrypted (http, not https): anyone on the network between can read and reuse it\n`,
+  );
+}
+
+function isLoopback(host: string): boolean {
+  return (
+    host === 'localhost' ||
+    host.endsWith('.localhost') ||
+    host === '::1' ||
+    /^(::ffff:)?127\.\d+\.\d+\.\d+$/.test(host) ||
+    /^::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}$/.test(host)
+  );
 }
 
 /** A streamed body, chunk by chunk at the pace the connection takes them (chunked encoding). */
