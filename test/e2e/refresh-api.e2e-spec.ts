@@ -592,6 +592,38 @@ describe('provider schemas', () => {
       'REQUEST.INVALID',
     );
   });
+
+  it('keeps the first schema of a provider version: another is refused, the same one is accepted', async () => {
+    const key = { source: 'example/kltest', version: '2.0.0' };
+    expect((await api('PUT', '/v1/provider-schemas', { ...key, schema })).status).toBe(200);
+    // What everyone's refresh decodes with: a user with write on one state cannot change it.
+    const other = { ...schema, resourceSchemas: {} };
+    const refused = await api('PUT', '/v1/provider-schemas', { ...key, schema: other });
+    expectError(refused, 409, 'PROVIDER_SCHEMA.CONFLICT');
+    expect(refused.body.error.message).toContain('registry.terraform.io/example/kltest 2.0.0');
+    expect((await api('PUT', '/v1/provider-schemas', { ...key, schema })).status).toBe(200);
+    const got = await api('GET', '/v1/provider-schemas?source=example/kltest&version=2.0.0');
+    expect(got).toEqual({ status: 200, body: { schema } });
+  });
+
+  it('refuses a schema of a shape kl cannot decode with, and stores nothing', async () => {
+    const key = { source: 'example/kltest', version: '3.0.0' };
+    for (const [bad, why] of [
+      [{ ...schema, protocolVersion: 7 }, 'protocolVersion must be 5 or 6'],
+      [{ ...schema, provider: { block: {} } }, 'provider must hold a block'],
+      [{ ...schema, resourceSchemas: { x: 'y' } }, 'resourceSchemas["x"] must hold a block'],
+      [{ ...schema, dataSourceSchemas: [] }, 'dataSourceSchemas must be an object'],
+    ] as const) {
+      const res = await api('PUT', '/v1/provider-schemas', { ...key, schema: bad });
+      expectError(res, 400, 'REQUEST.INVALID');
+      expect(res.body.error.message).toContain(why);
+    }
+    expectError(
+      await api('GET', '/v1/provider-schemas?source=example/kltest&version=3.0.0'),
+      404,
+      'PROVIDER_SCHEMA.NOT_FOUND',
+    );
+  });
 });
 
 describe('server-side refresh and the state-name rule', () => {

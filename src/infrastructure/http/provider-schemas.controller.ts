@@ -38,12 +38,46 @@ export class ProviderSchemasController {
   @JsonBody({ what: 'provider schema', limit: 'maxStateBytes' })
   async put(@Body() body: PutProviderSchemaDto): Promise<{ source: string; version: string }> {
     const key = keyOf(body);
-    if (!isJsonObject((body.schema as unknown as JsonObject).provider)) {
-      throw new DomainError('REQUEST.INVALID', 'schema must be a provider schema object');
+    const problem = schemaShapeProblem(body.schema as unknown as JsonObject);
+    if (problem !== null) {
+      throw new DomainError('REQUEST.INVALID', `schema must be a provider schema: ${problem}`);
     }
-    await this.cache.putText(key.source, key.version, JSON.stringify(body.schema));
+    const outcome = await this.cache.putText(key.source, key.version, JSON.stringify(body.schema));
+    if (outcome === 'different') {
+      throw new DomainError(
+        'PROVIDER_SCHEMA.CONFLICT',
+        `another schema for ${key.source} ${key.version} is cached already and is kept: a ` +
+          'released provider version has one schema (an operator removes a wrong entry: ' +
+          'docs/sql.md, provider_schemas)',
+      );
+    }
     return key;
   }
+}
+
+/**
+ * What every reader of a cached schema relies on (kl decodes instances with
+ * it): the provider block and the two maps of resource and data source
+ * schemas, each a block of attribute and block lists.
+ */
+function schemaShapeProblem(schema: JsonObject): string | null {
+  const isBlock = (v: unknown): boolean =>
+    isJsonObject(v) &&
+    isJsonObject(v.block) &&
+    Array.isArray(v.block.attributes) &&
+    Array.isArray(v.block.blockTypes);
+  if (schema.protocolVersion !== 5 && schema.protocolVersion !== 6) {
+    return 'protocolVersion must be 5 or 6';
+  }
+  if (!isBlock(schema.provider)) return 'provider must hold a block of attributes and blockTypes';
+  for (const field of ['resourceSchemas', 'dataSourceSchemas'] as const) {
+    const map = schema[field];
+    if (!isJsonObject(map)) return `${field} must be an object`;
+    for (const [name, entry] of Object.entries(map)) {
+      if (!isBlock(entry)) return `${field}[${JSON.stringify(name)}] must hold a block`;
+    }
+  }
+  return null;
 }
 
 function keyOf(key: ProviderSchemaKeyDto): { source: string; version: string } {

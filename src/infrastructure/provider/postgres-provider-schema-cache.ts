@@ -27,18 +27,35 @@ export class PostgresProviderSchemaCache implements ProviderSchemaCache, Provide
   }
 
   async put(source: string, version: string, schema: ProviderSchema): Promise<void> {
+    // kld's own fetch: a schema kept already serves as well.
     await this.putText(source, version, JSON.stringify(schema));
   }
 
-  /** A second put replaces the entry: a re-fetched schema is never worse than the cached one. */
-  async putText(source: string, version: string, schema: string): Promise<void> {
-    await this.db.query(
-      `INSERT INTO provider_schemas (source, version, schema, fetched_at)
-       VALUES ($1, $2, $3::json, now())
-       ON CONFLICT (source, version) DO UPDATE SET schema = EXCLUDED.schema,
-         fetched_at = EXCLUDED.fetched_at`,
+  /**
+   * Stores a provider version's schema once: a released version's schema
+   * never changes, and every refresh of every user reads it, so a put never
+   * replaces a stored one (a user with write on one state must not be able
+   * to change what everyone's refresh decodes with). `same` when the stored
+   * text is the one sent, `different` when another is kept.
+   */
+  async putText(
+    source: string,
+    version: string,
+    schema: string,
+  ): Promise<'stored' | 'same' | 'different'> {
+    const rows = await this.db.query<{ outcome: 'stored' | 'same' | 'different' }>(
+      `WITH put AS (
+         INSERT INTO provider_schemas (source, version, schema, fetched_at)
+         VALUES ($1, $2, $3::text::json, now())
+         ON CONFLICT (source, version) DO NOTHING
+         RETURNING 1)
+       SELECT CASE WHEN EXISTS (SELECT 1 FROM put) THEN 'stored'
+                   WHEN (SELECT schema::text FROM provider_schemas
+                          WHERE source = $1 AND version = $2) = $3::text THEN 'same'
+                   ELSE 'different' END AS outcome`,
       [source, version, schema],
     );
+    return rows[0].outcome;
   }
 
   /** Only the provider block leaves the database: a whole AWS schema is megabytes. */
