@@ -17,6 +17,7 @@ import {
 import { openBenchDatabase } from './support/bench-database';
 import { send } from './support/http-send';
 import { processCpuMs } from './support/process-cpu';
+import { SyntheticState } from './support/state-generator';
 import { Kld, killAll, startKld } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
 import { formatInt, formatMs } from './support/stats';
@@ -39,14 +40,22 @@ import { formatInt, formatMs } from './support/stats';
  * aggregate again). Then, end to end through a real kld
  * (own database, embedded PostgreSQL unless KL_BENCH_DATABASE_URL): run A's
  * POST …/apply-runs of N globs, then run B's beside it, wall time and kld's
- * CPU; with KL_BENCH_KLD_BEFORE=<other kld.js> the same on that build. Prints figures; never fails on a miss.
+ * CPU; then a small run's start on a big state (wave 19): a POST of a
+ * KL_BENCH_BIG_STATE-instance state (20,000), right after it a 2-glob
+ * POST …/apply-runs and a 2-glob engine run start (each aborted), then the
+ * same again on the warm state. With KL_BENCH_KLD_BEFORE=<other kld.js> the
+ * same on that build. Prints figures; never fails on a miss.
  *
  *   npm run bench:reservations
  *   KL_BENCH_SIZES=1000,10000,20000   KL_BENCH_E2E_SIZE=10000   KL_BENCH_E2E=0 (skip kld)
+ *   KL_BENCH_BIG_STATE=20000   KL_BENCH_BIG_ROUNDS=3   (0 in KL_BENCH_SIZES, KL_BENCH_E2E_SIZE
+ *   or KL_BENCH_BIG_ROUNDS skips that part)
  */
 
 const SIZES = (process.env.KL_BENCH_SIZES ?? '1000,10000,20000').split(',').map(Number);
 const E2E_SIZE = Number(process.env.KL_BENCH_E2E_SIZE ?? 10_000);
+const BIG_STATE = Number(process.env.KL_BENCH_BIG_STATE ?? 20_000);
+const BIG_ROUNDS = Number(process.env.KL_BENCH_BIG_ROUNDS ?? 3);
 const COMMIT = 20_000;
 const COMMIT_BESIDE = 10_000;
 const ROOT = path.resolve(__dirname, '../..');
@@ -244,6 +253,7 @@ async function endToEnd(): Promise<void> {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-bench-reservations-'));
   const undo: (() => Promise<void> | void)[] = [() => fs.rmSync(work, { recursive: true })];
   const figures: Figure[] = [];
+  const starts: StartFigure[] = [];
   try {
     for (const [label, kldJs] of BUILDS) {
       // Another build's kld migrates its own database: it refuses a migration it does not know.
@@ -253,12 +263,22 @@ async function endToEnd(): Promise<void> {
       undo.push(() => kld.stop());
       const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
       undo.push(() => agent.destroy());
-      for (const shape of ['scattered', 'keys'] as Shape[]) {
+      for (const shape of (E2E_SIZE > 0 ? ['scattered', 'keys'] : []) as Shape[]) {
         figures.push(await besideRun(kld, agent, label, shape));
         const f = figures[figures.length - 1];
         console.log(
           `  ${label} ${shape}: run A ${formatMs(f.firstMs)} ms (kld CPU ${formatMs(f.firstCpu)}), ` +
             `run B beside it ${formatMs(f.besideMs)} ms (kld CPU ${formatMs(f.besideCpu)})`,
+        );
+      }
+      for (let round = 1; round <= BIG_ROUNDS; round++) {
+        const f = await smallStartOnBigState(kld, agent, label, round);
+        starts.push(f);
+        console.log(
+          `  ${label} round ${round}: POST state ${formatMs(f.postMs)} ms; ` +
+            `2-glob start after it: apply-runs ${formatMs(f.applyFirstMs)} ms ` +
+            `(kld CPU ${formatMs(f.applyFirstCpu)}), engine ${formatMs(f.engineFirstMs)} ms; ` +
+            `again: apply-runs ${formatMs(f.applyAgainMs)} ms, engine ${formatMs(f.engineAgainMs)} ms`,
         );
       }
     }
@@ -278,6 +298,94 @@ async function endToEnd(): Promise<void> {
       formatMs(f.besideCpu),
     ]),
   );
+  console.log(
+    `\nA 2-glob run's start right after a POST of ${formatInt(BIG_STATE)} instances ` +
+      `(best of ${BIG_ROUNDS} rounds, each on a new state)`,
+  );
+  const best = (build: string, f: (s: StartFigure) => number) =>
+    formatMs(Math.min(...starts.filter((s) => s.build === build).map(f)));
+  printTable(
+    [
+      'build',
+      'POST state ms',
+      'apply-runs start ms',
+      'kld CPU ms',
+      'engine start ms',
+      'apply-runs again ms',
+      'engine again ms',
+    ],
+    BUILDS.map(([build]) => [
+      build,
+      best(build, (s) => s.postMs),
+      best(build, (s) => s.applyFirstMs),
+      best(build, (s) => s.applyFirstCpu),
+      best(build, (s) => s.engineFirstMs),
+      best(build, (s) => s.applyAgainMs),
+      best(build, (s) => s.engineAgainMs),
+    ]),
+  );
+}
+
+interface StartFigure {
+  build: string;
+  postMs: number;
+  applyFirstMs: number;
+  applyFirstCpu: number;
+  engineFirstMs: number;
+  applyAgainMs: number;
+  engineAgainMs: number;
+}
+
+/**
+ * A new state of BIG_STATE instances, then at once a 2-glob apply run and a
+ * 2-glob engine run (each aborted or finished before the next), then both
+ * again: what every `kl apply` and engine operation pays on a big state.
+ */
+async function smallStartOnBigState(
+  kld: Kld,
+  agent: http.Agent,
+  build: string,
+  round: number,
+): Promise<StartFigure> {
+  const name = `bench/big-${round}`;
+  const text = Buffer.from(new SyntheticState({ instances: BIG_STATE, seed: round }).text());
+  const posted = await send(agent, 'POST', `${kld.url}/v1/states/${name}`, text);
+  if (posted.status !== 200) throw new Error(`POST ${name}: ${posted.status} ${posted.body}`);
+  const write = ['terraform_data.x[1]', 'terraform_data.x[2]'];
+  const call = async (route: string, body: unknown, want: number) => {
+    const r = await send(agent, 'POST', `${kld.url}${route}`, json(body));
+    if (r.status !== want) throw new Error(`${route}: ${r.status} ${r.body.slice(0, 300)}`);
+    return { ms: r.ms, runId: (JSON.parse(r.body) as { run_id?: string }).run_id };
+  };
+  const apply = async () => {
+    const cpu0 = processCpuMs(kld.pid);
+    const r = await call(`/v1/api/states/${name}/apply-runs`, { base_version: 1, write }, 201);
+    const cpu = processCpuMs(kld.pid) - cpu0;
+    await call(`/v1/api/apply-runs/${r.runId}/abort`, {}, 200);
+    return { ms: r.ms, cpu };
+  };
+  const engine = async () => {
+    const r = await call(
+      `/v1/engine/states/${name}/runs`,
+      { operation: 'bench', base_version: 1, write },
+      201,
+    );
+    await call(`/v1/engine/states/${name}/runs/${r.runId}/finish`, { status: 'failed' }, 200);
+    return r.ms;
+  };
+  const applyFirst = await apply();
+  const engineFirst = await engine();
+  const applyAgain = await apply();
+  const engineAgain = await engine();
+  return {
+    build,
+    postMs: posted.ms,
+    applyFirstMs: applyFirst.ms,
+    applyFirstCpu: applyFirst.cpu,
+    engineFirstMs: engineFirst,
+    applyAgainMs: applyAgain.ms,
+    engineAgainMs: engineAgain,
+  };
 }
 
 /** A fresh state with one version, run A of E2E_SIZE globs, then run B beside it; both aborted. */
@@ -324,8 +432,10 @@ const json = (v: unknown) => Buffer.from(JSON.stringify(v));
 async function main(): Promise<void> {
   console.log('Conflict checks between apply runs: glob index vs pairwise');
   printMachine();
-  console.log(`\nIn process (decider only), sizes ${SIZES.map(formatInt).join(' / ')}`);
-  inProcess();
+  if (SIZES.length > 0 && SIZES[0] > 0) {
+    console.log(`\nIn process (decider only), sizes ${SIZES.map(formatInt).join(' / ')}`);
+    inProcess();
+  }
   if (process.env.KL_BENCH_E2E === '0') return;
   console.log(`\nThrough kld: POST …/apply-runs of ${formatInt(E2E_SIZE)} globs beside another`);
   await endToEnd();

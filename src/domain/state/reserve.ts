@@ -1,7 +1,7 @@
 import { refuseOverQuota } from './quota-checks';
 import {
   AddressGlob,
-  normalizeAddressGlob,
+  formatAddressGlob,
   parseAddressGlob,
   ReservationMode,
 } from '../reservations/address-glob';
@@ -147,11 +147,18 @@ export function acquireReservations(
   // One spelling per glob; the same glob and mode twice is asked once.
   const wanted: { id: string; text: string; glob: AddressGlob; mode: ReservationMode }[] = [];
   const asked = new Set<string>();
+  // Each text parsed once: the write and read sets usually repeat the requests.
+  const parsed = new Map<string, AddressGlob>();
   d.requests.forEach((r, i) => {
-    const text = normalizeAddressGlob(r.glob);
+    let glob = parsed.get(r.glob);
+    if (glob === undefined) {
+      glob = parseAddressGlob(r.glob);
+      parsed.set(r.glob, glob);
+    }
+    const text = formatAddressGlob(glob);
     if (asked.has(`${r.mode} ${text}`)) return;
     asked.add(`${r.mode} ${text}`);
-    wanted.push({ id: d.reservationIds[i], text, glob: parseAddressGlob(text), mode: r.mode });
+    wanted.push({ id: d.reservationIds[i], text, glob, mode: r.mode });
   });
 
   const held = reservationsOf(s, d.runId);
@@ -171,7 +178,7 @@ export function acquireReservations(
     refuseOverQuota(s, d.quota, { operation: 'kl apply', now });
   }
 
-  const planned = [...d.writeSet, ...d.readSet].map(parseAddressGlob);
+  const planned = [...d.writeSet, ...d.readSet].map((t) => parsed.get(t) ?? parseAddressGlob(t));
   const stale = changedSince(s, d.baseVersion, planned);
   if (stale.length > 0) throw staleError(d.name, d.baseVersion, stale);
 
