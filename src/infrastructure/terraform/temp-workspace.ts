@@ -418,6 +418,11 @@ class TempWorkspace implements TerraformWorkspace {
         await Promise.all([early.pipe.feed(text, () => exited), fs.writeFile(next, text)]);
         return text;
       }, fail);
+      // A refusal below returns before these settle, and the caller then
+      // removes the workspace: a write still under way fails there, and that
+      // failure must not surface as an unhandled rejection.
+      feeding.catch(() => undefined);
+      handing?.catch(() => undefined);
       const run = await running;
       closeAll();
       if (state.failed) throw state.failed.error;
