@@ -207,40 +207,55 @@ describe('EventFeed on the PostgreSQL event store', () => {
     expect(restBatched.at(-1)).toEqual(replay.at(-1));
   }, 300_000);
 
+  /**
+   * A live consumer that stops reading while `appends` batches of events are
+   * written (batch `i` from `data(i, n)`): once the tail has dropped it, it
+   * reads on and gets every event, as `n`s in order.
+   */
+  async function stalledConsumer(
+    feed: EventFeed,
+    options: { batch?: number; appends: number; perAppend: number },
+    data: (i: number, n: number) => object,
+  ): Promise<number[]> {
+    const it = (
+      await feed.open(
+        { from: 'end', filter: EventFilter.compile(), follow: true, batch: options.batch },
+        signal(),
+      )
+    )[Symbol.asyncIterator]();
+    expect((await it.next()).value).toMatchObject({ kind: 'caught-up' });
+    // Live now, but not reading: the writers go on.
+    const pending = it.next();
+    const stream = `state-stalled-${randomUUID()}`;
+    let expected: bigint | 'no_stream' = 'no_stream';
+    for (let i = 0; i < options.appends; i++) {
+      const r = await store.appendToStream(
+        stream,
+        events(options.perAppend, 'LockAcquired', (n) => data(i, n)),
+        { expectedRevision: expected },
+      );
+      expected = r.nextExpectedRevision;
+    }
+    const total = options.appends * options.perAppend;
+    const got: RecordedEvent[] = [];
+    got.push(...eventsOf([(await pending).value as FeedItem]));
+    await waitFor('the tail to drop the full buffer', () => feed.stats().live === 0);
+    while (got.length < total) {
+      const { value } = await it.next();
+      got.push(...eventsOf([value as FeedItem]));
+    }
+    await it.return?.();
+    return got.map((e) => (e.data as { n: number }).n);
+  }
+
   it.each([1, 40])(
     'sends a slow consumer back to the log when its buffer fills, and it misses nothing (batch %i)',
     async (batch) => {
       const feed = new EventFeed(store, { liveBuffer: 100, pageSize: 50 });
-      const it = (
-        await feed.open(
-          { from: 'end', filter: EventFilter.compile(), follow: true, batch },
-          signal(),
-        )
-      )[Symbol.asyncIterator]();
-      expect((await it.next()).value).toMatchObject({ kind: 'caught-up' });
-      // Live now, but not reading: the writers go on.
-      const pending = it.next();
-      const stream = `state-slow-${randomUUID()}`;
-      let expected: bigint | 'no_stream' = 'no_stream';
-      for (let i = 0; i < 30; i++) {
-        const r = await store.appendToStream(
-          stream,
-          events(100, 'LockAcquired', (n) => ({ n: i * 100 + n })),
-          { expectedRevision: expected },
-        );
-        expected = r.nextExpectedRevision;
-      }
-      const got: RecordedEvent[] = [];
-      got.push(...eventsOf([(await pending).value as FeedItem]));
-      await waitFor('the tail to drop the full buffer', () => feed.stats().live === 0);
-      while (got.length < 3000) {
-        const { value } = await it.next();
-        got.push(...eventsOf([value as FeedItem]));
-      }
-      await it.return?.();
-      expect(got.map((e) => (e.data as { n: number }).n)).toEqual(
-        Array.from({ length: 3000 }, (_, i) => i),
-      );
+      const ns = await stalledConsumer(feed, { batch, appends: 30, perAppend: 100 }, (i, n) => ({
+        n: i * 100 + n,
+      }));
+      expect(ns).toEqual(Array.from({ length: 3000 }, (_, i) => i));
       expect(feed.stats().fellBehind).toBeGreaterThanOrEqual(1);
       expect(feed.stats().maxBuffered).toBeLessThanOrEqual(100);
     },
@@ -249,33 +264,9 @@ describe('EventFeed on the PostgreSQL event store', () => {
   it('sends a consumer that stops reading back to the log once its buffer holds too many bytes, however few events', async () => {
     // Count alone would let a stalled consumer pin 10,000 big events.
     const feed = new EventFeed(store, { liveBufferBytes: 256 * 1024, pageSize: 50 });
-    const it = (
-      await feed.open({ from: 'end', filter: EventFilter.compile(), follow: true }, signal())
-    )[Symbol.asyncIterator]();
-    expect((await it.next()).value).toMatchObject({ kind: 'caught-up' });
-    const pending = it.next();
-    const stream = `state-big-${randomUUID()}`;
     const blob = 'x'.repeat(64 * 1024);
-    let expected: bigint | 'no_stream' = 'no_stream';
-    for (let i = 0; i < 40; i++) {
-      const r = await store.appendToStream(
-        stream,
-        events(1, 'LockAcquired', () => ({ n: i, blob })),
-        { expectedRevision: expected },
-      );
-      expected = r.nextExpectedRevision;
-    }
-    const got: RecordedEvent[] = [];
-    got.push(...eventsOf([(await pending).value as FeedItem]));
-    await waitFor('the tail to drop the buffer', () => feed.stats().live === 0);
-    while (got.length < 40) {
-      const { value } = await it.next();
-      got.push(...eventsOf([value as FeedItem]));
-    }
-    await it.return?.();
-    expect(got.map((e) => (e.data as { n: number }).n)).toEqual(
-      Array.from({ length: 40 }, (_, i) => i),
-    );
+    const ns = await stalledConsumer(feed, { appends: 40, perAppend: 1 }, (i) => ({ n: i, blob }));
+    expect(ns).toEqual(Array.from({ length: 40 }, (_, i) => i));
     expect(feed.stats().fellBehind).toBeGreaterThanOrEqual(1);
     expect(feed.stats().maxBufferedBytes).toBeLessThanOrEqual(256 * 1024);
   });
