@@ -562,43 +562,59 @@ describe('Drift', () => {
   });
 });
 
-const table = (caption: string) =>
-  page.locator('table', { has: page.locator('caption', { hasText: caption }) });
+// A table's accessible name is its caption; matched whole, because a
+// substring ("Apply runs") would also find "Reservations held by apply runs",
+// whichever of the two the page happened to draw first.
+const table = (caption: string) => page.getByRole('table', { name: caption, exact: true });
 
 describe('Runs and locks', () => {
   it('lists apply runs and the reservations a running one holds, until it ends', async () => {
-    await open('#/runs');
-    const runs = table('Apply runs');
-    await runs.locator('tbody tr').first().waitFor();
-    await expect(runs.locator('td[data-label="Status"]').allTextContents()).resolves.toEqual([
-      'running',
-      'failed terraform apply failed',
-    ]);
-    const reservations = table('Reservations held by apply runs');
-    await expect(
-      reservations.locator('tbody tr').evaluateAll((rows) =>
-        rows.map((r) =>
-          [...r.querySelectorAll('td')]
-            .slice(0, 5)
-            .map((td) => td.textContent)
-            .join(' | '),
+    // The run is aborted whatever this case finds, so the cases after it
+    // do not meet its lock.
+    let aborted = false;
+    const abort = async () => {
+      aborted = true;
+      await api('POST', `/v1/api/apply-runs/${runningApply}/abort`, {});
+    };
+    try {
+      await open('#/runs');
+      const runs = table('Apply runs, newest first');
+      await runs.locator('tbody tr').first().waitFor();
+      await expect(runs.locator('td[data-label="Status"]').allTextContents()).resolves.toEqual([
+        'running',
+        'failed terraform apply failed',
+      ]);
+      const reservations = table('Reservations held by apply runs');
+      await reservations.locator('tbody tr').first().waitFor();
+      await expect(
+        reservations.locator('tbody tr').evaluateAll((rows) =>
+          rows.map((r) =>
+            [...r.querySelectorAll('td')]
+              .slice(0, 5)
+              .map((td) => td.textContent)
+              .join(' | '),
+          ),
         ),
-      ),
-    ).resolves.toEqual([
-      `${APP} | module.herd.* | write | ${runningApply.slice(0, 8)} | nightly-refresh`,
-      `${APP} | terraform_data.leader | read | ${runningApply.slice(0, 8)} | nightly-refresh`,
-    ]);
-    await api('POST', `/v1/api/apply-runs/${runningApply}/abort`, {});
-    await page.getByText('No apply run holds a reservation.').waitFor({ timeout: 15_000 });
-    await eventually(
-      () => runs.locator('td[data-label="Status"]').allTextContents(),
-      ['aborted aborted by nightly-refresh', 'failed terraform apply failed'],
-    );
+      ).resolves.toEqual([
+        `${APP} | module.herd.* | write | ${runningApply.slice(0, 8)} | nightly-refresh`,
+        `${APP} | terraform_data.leader | read | ${runningApply.slice(0, 8)} | nightly-refresh`,
+      ]);
+      await abort();
+      await page.getByText('No apply run holds a reservation.').waitFor({ timeout: 15_000 });
+      await eventually(
+        () => runs.locator('td[data-label="Status"]').allTextContents(),
+        ['aborted aborted by nightly-refresh', 'failed terraform apply failed'],
+      );
+    } finally {
+      if (!aborted) await abort();
+    }
   });
 
   it('lists refresh runs and force-unlocks a real terraform lock after a confirmation', async () => {
     await open('#/runs');
-    const run = table('Refresh runs').locator('tbody tr', { hasText: 'nightly-refresh' });
+    const run = table('Refresh runs, newest first').locator('tbody tr', {
+      hasText: 'nightly-refresh',
+    });
     await expect(run.locator('td[data-label="Status"]').textContent()).resolves.toBe('succeeded');
     await expect(run.locator('td[data-label="Versions"]').textContent()).resolves.toBe('v2 → v3');
     const lock = table('Locks held now').locator('tbody tr', { hasText: LOCKED });
