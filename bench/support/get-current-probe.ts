@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { generateBigState } from './big-state-generator';
 import { STATE_NAME } from './big-state-queries';
 import { sendBytes } from './http-send';
-import { processCpuMs } from './process-cpu';
+import { databaseBackendsCpuNs, processCpuNs } from './process-cpu';
 import { runProbe } from './probe-harness';
 import { startStaticServer } from './static-server';
 import { distribution, formatMs } from './stats';
@@ -17,9 +17,10 @@ import { distribution, formatMs } from './stats';
  * that shows the spread between identical servers), taking turns in rotating
  * order on one kept-alive connection each. Each round is REPS GETs per
  * server; every answer is checked for the document's length. Prints per
- * round each server's p50 and CPU per GET (10 ms ticks), then over all
- * rounds min / p50 / p90, the time to the response head and the CPU per GET,
- * and each p50 over the static server's. The client only counts the bytes,
+ * round each server's p50 and CPU per GET (ms, the scheduler's ns clock),
+ * then over all rounds min / p50 / p90, the time to the response head, the
+ * CPU per GET and, for kld, its PostgreSQL backends' CPU per GET (the third
+ * process a GET wakes), and each p50 over the static server's. The client only counts the bytes,
  * so the figures are the servers' own (the ladder's client decodes them too).
  *
  *   node dist/bench/support/get-current-probe.js A=/path/a/dist/src/kld.js B=/path/b/…
@@ -41,6 +42,9 @@ interface Server {
   ms: number[];
   head: number[];
   cpuMs: number;
+  /** kld's database (its backends' CPU is counted), or null for a static server. */
+  database: string | null;
+  pgMs: number;
 }
 
 /** One GET: its round trip and the time to the response head, the whole body counted. */
@@ -74,17 +78,25 @@ function createToken(kld: string, databaseUrl: string): string {
   return out.toString().trim().split('\n').pop()!.trim();
 }
 
-void runProbe('get-current', async ({ tmp, klds }) => {
+void runProbe('get-current', async ({ tmp, klds, postmaster }) => {
   const big = generateBigState({ size: Math.max(1, Math.round((INSTANCES - 8) / 2)) });
   const file = path.join(tmp, 'state.tfstate');
   fs.writeFileSync(file, big.text);
   const size = Buffer.byteLength(big.text);
   console.log(`GET current: ${big.instanceCount} instances, ${size} bytes, ${ROUNDS} × ${REPS}`);
   const servers: Server[] = [];
-  const server = (label: string, url: string, pid: number, token?: string): Server => ({
+  const server = (
+    label: string,
+    url: string,
+    pid: number,
+    token?: string,
+    database: string | null = null,
+  ): Server => ({
     label,
     url,
     pid,
+    database,
+    pgMs: 0,
     agent: new http.Agent({ keepAlive: true, maxSockets: 1 }),
     headers: token ? { authorization: `Bearer ${token}` } : {},
     ms: [],
@@ -98,7 +110,13 @@ void runProbe('get-current', async ({ tmp, klds }) => {
       process.env.KL_AUTH = 'on';
       await k.restart();
     }
-    const s = server(k.label, `${k.kld.url}/v1/states/${STATE_NAME}`, k.kld.pid, token);
+    const s = server(
+      k.label,
+      `${k.kld.url}/v1/states/${STATE_NAME}`,
+      k.kld.pid,
+      token,
+      new URL(k.databaseUrl).pathname.slice(1),
+    );
     const posted = await sendBytes(s.agent, 'POST', s.url, Buffer.from(big.text), {
       'content-type': 'application/json',
       'content-length': size,
@@ -118,13 +136,19 @@ void runProbe('get-current', async ({ tmp, klds }) => {
       for (let i = 0; i < servers.length; i++) {
         const s = servers[(i + round) % servers.length];
         const ms: number[] = [];
-        const cpu0 = processCpuMs(s.pid);
+        const backends = () =>
+          postmaster !== null && s.database !== null
+            ? databaseBackendsCpuNs(postmaster, s.database)
+            : new Map<number, number>();
+        const pg0 = backends();
+        const cpu0 = processCpuNs(s.pid);
         for (let n = 0; n < REPS; n++) {
           const r = await get(s, size);
           ms.push(r.ms);
           s.head.push(r.head);
         }
-        const cpu = processCpuMs(s.pid) - cpu0;
+        const cpu = (processCpuNs(s.pid) - cpu0) / 1e6;
+        for (const [pid, ns] of backends()) s.pgMs += (ns - (pg0.get(pid) ?? ns)) / 1e6;
         s.cpuMs += cpu;
         s.ms.push(...ms);
         line.push(`${s.label} ${formatMs(distribution(ms).p50)} (${formatMs(cpu / REPS)})`);
@@ -136,7 +160,8 @@ void runProbe('get-current', async ({ tmp, klds }) => {
       const d = distribution(s.ms);
       console.log(
         `${s.label.padEnd(8)} min ${formatMs(d.min)} p50 ${formatMs(d.p50)} p90 ${formatMs(d.p90)} ms, ` +
-          `head p50 ${formatMs(distribution(s.head).p50)} ms, CPU ${formatMs(s.cpuMs / s.ms.length)} ms per GET, ` +
+          `head p50 ${formatMs(distribution(s.head).p50)} ms, CPU ${formatMs(s.cpuMs / s.ms.length)} ms per GET` +
+          (s.database === null ? ', ' : ` (PostgreSQL ${formatMs(s.pgMs / s.ms.length)}), `) +
           `p50 ${(d.p50 / staticP50).toFixed(2)}× static`,
       );
     }
