@@ -152,7 +152,7 @@ it('a token past its bound of queries is refused at once; others are served mean
   expect(JSON.parse(other.text).rows).toEqual([[1]]);
   const get = await terraform(tokens.other, 'GET');
   expect(get.status).toBe(200);
-  expect((await get.json()).serial).toBe(1);
+  expect(((await get.json()) as { serial: number }).serial).toBe(1);
 
   // The flood's queries end (cancelled), and its token is served again.
   const c = new Client({ connectionString: t.url });
@@ -207,4 +207,46 @@ it('event subscriptions and exports held open: the excess is refused, terraform 
     (r) => r.status !== 429,
   );
   expect(exported.status).toBe(200);
+});
+
+it('with authentication off, a caller is the actor it names and its address', async () => {
+  const open = await startKld(
+    { KL_DATABASE_URL: t.url, KL_AUTH: 'off', KL_CALLER_SUBSCRIPTIONS: '1' },
+    90_000,
+  );
+  const subscribe = (actor: string) =>
+    new Promise<{ status: number; text: string; close: () => void }>((resolve, reject) => {
+      const req = http.get(`${open.url}/v1/events?follow=true&from=end`, {
+        headers: { 'X-Kilolock-Actor': actor },
+      });
+      req.on('response', (res) => {
+        if (res.statusCode === 200) {
+          resolve({ status: 200, text: '', close: () => req.destroy() });
+          return;
+        }
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, close: () => undefined }));
+      });
+      req.on('error', reject);
+    });
+  try {
+    const alice = await subscribe('alice');
+    expect(alice.status).toBe(200);
+    const again = await subscribe('alice');
+    expect(again.status).toBe(429);
+    expect((JSON.parse(again.text) as { error: { message: string } }).error.message).toMatch(
+      /^caller "alice" from (::ffff:)?127\.0\.0\.1 already has 1 event subscriptions in flight/,
+    );
+    const bob = await subscribe('bob');
+    expect(bob.status).toBe(200);
+    const get = await fetch(`${open.url}/v1/states/team/shared`, {
+      headers: { Authorization: `Basic ${Buffer.from('alice:x').toString('base64')}` },
+    });
+    expect(get.status).toBe(200);
+    alice.close();
+    bob.close();
+  } finally {
+    await open.stop();
+  }
 });
