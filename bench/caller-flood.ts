@@ -22,6 +22,7 @@ import { distribution, formatMs } from './support/stats';
  *   KL_BENCH_SIZE=20000             instances of the state the floods read
  *   KL_BENCH_CYCLES=5               terraform cycles measured under each flood
  *   KL_BENCH_KLD_ENV='KL_X=1 …'     extra variables for kld
+ *   KL_BENCH_FLOODS=queries,exports  only the floods whose names start so
  */
 
 const SIZE = intEnv('KL_BENCH_SIZE', 20_000);
@@ -225,7 +226,10 @@ async function main(): Promise<void> {
       subscriptions(100, 15_000),
       scopes(20),
     ];
-    for (const flood of floods) {
+    const only = (process.env.KL_BENCH_FLOODS ?? '').split(',').filter(Boolean);
+    for (const flood of floods.filter(
+      (f) => only.length === 0 || only.some((o) => f.name.includes(o)),
+    )) {
       const running = flood.start(kld.url);
       await new Promise((r) => setTimeout(r, 1000));
       let label = flood.name;

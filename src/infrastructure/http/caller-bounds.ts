@@ -48,7 +48,7 @@ export class CallerBounds {
     };
   }
 
-  /** Requests of `kind` in flight for `caller` (for tests and the refusal's message). */
+  /** Requests of `kind` in flight for `caller`. */
   held(kind: HeavyKind, caller: string): number {
     return this.inFlight.get(`${kind}\0${caller}`) ?? 0;
   }
@@ -88,8 +88,10 @@ export class CallerBoundGuard implements CanActivate {
     }
     (req.heavyKinds ??= new Set()).add(kind);
     const res = http.getResponse<Response>();
-    // 'close' comes once the answer was sent or the client went away, whichever is first.
+    // 'close' comes once the answer was sent or the client went away, whichever is first;
+    // a client gone while the AuthGuard looked its token up has had its 'close' already.
     res.once('close', release);
+    if (res.closed) release();
     return true;
   }
 }
