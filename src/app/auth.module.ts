@@ -1,7 +1,9 @@
 import { Module } from '@nestjs/common';
 import { APP_GUARD, Reflector } from '@nestjs/core';
 import { AUTHENTICATOR, type Authenticator } from '../infrastructure/auth/authenticator';
+import { CONFIG, type Config } from '../infrastructure/config/config';
 import { AuthGuard } from '../infrastructure/http/auth.guard';
+import { CallerBoundGuard, CallerBounds } from '../infrastructure/http/caller-bounds';
 import { TokensController } from '../infrastructure/http/tokens.controller';
 import { AuthenticationModule } from './authentication.module';
 import { TokensModule } from './tokens.module';
@@ -10,7 +12,8 @@ import { TokensModule } from './tokens.module';
  * Authentication and authorization of every route (the global AuthGuard:
  * each route's `@Access` rule against the request's token) and the token
  * API. With authentication off (loopback, or KL_AUTH=off) the guard lets
- * everything through, as before tokens existed.
+ * everything through, as before tokens existed. Then the per-caller bounds
+ * of the heavy routes (CallerBoundGuard), which need to know who calls.
  */
 @Module({
   imports: [TokensModule, AuthenticationModule],
@@ -21,6 +24,13 @@ import { TokensModule } from './tokens.module';
       useFactory: (reflector: Reflector, authenticator: Authenticator | null) =>
         new AuthGuard(reflector, authenticator),
       inject: [Reflector, AUTHENTICATOR],
+    },
+    // Global guards run in the order they are provided: this one after the AuthGuard.
+    {
+      provide: APP_GUARD,
+      useFactory: (reflector: Reflector, config: Config) =>
+        new CallerBoundGuard(reflector, new CallerBounds(config.callerLimits)),
+      inject: [Reflector, CONFIG],
     },
   ],
 })

@@ -164,6 +164,39 @@ describe('KL_REFRESH_ENV_ALLOW', () => {
   });
 });
 
+describe('KL_CALLER_*', () => {
+  it('defaults every per-caller bound, and takes each from its variable', () => {
+    expect(loadConfig({}).callerLimits).toEqual({
+      query: 5,
+      export: 4,
+      subscription: 8,
+      engine: 4,
+      run: 8,
+    });
+    expect(
+      loadConfig({
+        KL_CALLER_QUERIES: '1',
+        KL_CALLER_EXPORTS: '2',
+        KL_CALLER_SUBSCRIPTIONS: '3',
+        KL_CALLER_ENGINE_REQUESTS: '4',
+        KL_CALLER_RUN_REQUESTS: '100000',
+      }).callerLimits,
+    ).toEqual({ query: 1, export: 2, subscription: 3, engine: 4, run: 100_000 });
+  });
+
+  it('stops the start on a bound that is not a whole number from 1, naming the variable', () => {
+    for (const [name, bad] of [
+      ['KL_CALLER_QUERIES', '0'],
+      ['KL_CALLER_EXPORTS', 'many'],
+      ['KL_CALLER_RUN_REQUESTS', '100001'],
+    ]) {
+      const error = errorOf({ [name]: bad });
+      expect(error.message).toMatch(new RegExp(`^${name}: expected `));
+      expect(error.code).toBe('CONFIG.INVALID');
+    }
+  });
+});
+
 describe('KL_CACHE_*', () => {
   it('defaults every budget', () => {
     expect(loadConfig({}).cache).toEqual({

@@ -2,6 +2,12 @@ import * as net from 'node:net';
 import * as path from 'node:path';
 import { redactUrls } from '../logging/redact';
 import { stateNameFrom } from '../http/state-name';
+import {
+  CALLER_LIMIT_VARIABLES,
+  CallerLimits,
+  DEFAULT_CALLER_LIMITS,
+  HEAVY_KINDS,
+} from '../http/caller-limits';
 import { connectTimeoutSeconds } from '../postgres/connection-options';
 import { CacheBudgets, DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { DomainError } from '../../domain/shared/domain-error';
@@ -33,6 +39,8 @@ export interface Config {
   refreshEnvAllow: string[];
   /** KL_CACHE_*: what each in-process cache may hold. */
   cache: CacheBudgets;
+  /** KL_CALLER_*: how many heavy requests of each kind one caller may have in flight. */
+  callerLimits: CallerLimits;
   /**
    * KL_AUTH (`auto`, `on`, `off`): `auto` turns authentication on unless kld
    * listens on loopback only. `enabled` is the outcome.
@@ -328,6 +336,19 @@ function cacheBudgetsFrom(env: NodeJS.ProcessEnv): CacheBudgets {
   };
 }
 
+/** The per-caller bounds (README, Configuration); each defaults to DEFAULT_CALLER_LIMITS. */
+function callerLimitsFrom(env: NodeJS.ProcessEnv): CallerLimits {
+  const limits = { ...DEFAULT_CALLER_LIMITS };
+  for (const kind of HEAVY_KINDS) {
+    const name = CALLER_LIMIT_VARIABLES[kind];
+    limits[kind] = countFrom(env[name], name, DEFAULT_CALLER_LIMITS[kind], {
+      min: 1,
+      max: 100_000,
+    });
+  }
+  return limits;
+}
+
 /** KL_GRPC_LISTEN: host:port like KL_LISTEN, or `off`; never KL_LISTEN's own port. */
 function grpcListenFrom(
   raw: string | undefined,
@@ -413,6 +434,7 @@ export function loadConfig(
     allowedOrigins: allowedOriginsFrom(env.KL_ALLOWED_ORIGINS),
     refreshEnvAllow: refreshEnvAllowFrom(env.KL_REFRESH_ENV_ALLOW),
     cache: cacheBudgetsFrom(env),
+    callerLimits: callerLimitsFrom(env),
     auth: {
       mode: authMode,
       enabled: authMode === 'on' || (authMode === 'auto' && !isLoopback(listen.host)),

@@ -37,6 +37,7 @@ import { withDetails } from './error.filter';
 import { readBody } from './read-body';
 import { stateNameFrom } from './state-name';
 import { Access, authorize, principalOf, readablePatterns, stateInPath } from './access';
+import { Heavy } from './caller-bounds';
 
 type Req_ = Request & { id?: string };
 
@@ -105,6 +106,7 @@ export class ApplyRunsController {
 
   @Post('states/*name/apply-runs')
   @Access.state('write', stateInPath('name'))
+  @Heavy('run')
   @HttpCode(201)
   async start(@Param('name') param: string[], @Req() req: Req_) {
     const state = stateNameFrom(param);

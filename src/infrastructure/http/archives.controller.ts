@@ -8,6 +8,7 @@ import { callerOf } from './caller';
 import { readBody, utf8Text } from './read-body';
 import { stateNameFrom } from './state-name';
 import { Access } from './access';
+import { Heavy } from './caller-bounds';
 
 /**
  * `GET /v1/archives/<name>`: the state's whole history as NDJSON
@@ -24,6 +25,7 @@ export class ArchivesController {
 
   @Get('*path')
   @Access.state('read', (req) => stateNameFrom(req.params.path as unknown as string[]))
+  @Heavy('export')
   async export(@Param('path') path: string[], @Res() res: Response): Promise<void> {
     const name = stateNameFrom(path);
     // A client gone mid-export never drains its socket again: stop there.

@@ -13,6 +13,8 @@ export const HTTP_STATUS_BY_CODE = {
   'REQUEST.UNSUPPORTED_MEDIA_TYPE': 415,
   'REQUEST.FORBIDDEN_ORIGIN': 403,
   'REQUEST.FORBIDDEN_HOST': 403,
+  // One caller's heavy requests in flight past its bound (caller-bounds.ts); Retry-After.
+  'REQUEST.TOO_MANY': 429,
 
   'STATE.NOT_FOUND': 404,
   'STATE.INVALID': 400,

@@ -87,6 +87,12 @@ describe('ErrorFilter', () => {
     expect(answer.headers['Retry-After']).toBe('1');
   });
 
+  it('asks for a retry after a second on a 429 (a caller past its bound)', () => {
+    const { answer } = answerTo(new DomainError('REQUEST.TOO_MANY', 'token "ci" already has 5'));
+    expect(answer.status).toBe(429);
+    expect(answer.headers['Retry-After']).toBe('1');
+  });
+
   it('answers an unexpected Error 500 with the request id, and logs it with its stack', () => {
     const { answer, logged } = answerTo(new TypeError('cannot read x of undefined'));
     expect(answer.status).toBe(500);

@@ -46,8 +46,8 @@ export class ErrorFilter implements ExceptionFilter {
     if (err instanceof DomainError) {
       const status = statusFor(err.code);
       if (status !== null && status !== 500) {
-        // Clients retry a 503 (terraform does, with the same request): not at once.
-        if (status === 503) res.setHeader('Retry-After', '1');
+        // Clients retry a 503 (terraform does, with the same request) and a 429: not at once.
+        if (status === 503 || status === 429) res.setHeader('Retry-After', '1');
         // Terraform's http backend, curl and browsers answer a Basic challenge with credentials.
         if (status === 401) {
           res.setHeader('WWW-Authenticate', 'Basic realm="kilolock", charset="UTF-8"');

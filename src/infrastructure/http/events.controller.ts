@@ -12,6 +12,7 @@ import { LOGGER, type Logger } from '../logging/logger';
 import { DomainError } from '../../domain/shared/domain-error';
 import { Access, AUTH_UNAUTHENTICATED, principalOf } from './access';
 import { EventsQueryDto } from './dto/events.dto';
+import { Heavy } from './caller-bounds';
 
 const HEARTBEAT_S = 15;
 /** Events the feed hands over at once: their frames go out in one write. */
@@ -42,6 +43,7 @@ export class EventsController implements OnModuleDestroy {
   // the states it may read (docs/security.md).
   @Get()
   @Access.events()
+  @Heavy('subscription')
   async stream(
     @Query() query: EventsQueryDto,
     @Req() req: Request,

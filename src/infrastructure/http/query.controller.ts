@@ -9,6 +9,7 @@ import { JsonBody } from './json-body';
 import { globToLike } from '../../domain/auth';
 import { Access, principalOf } from './access';
 import type { Request } from 'express';
+import { Heavy } from './caller-bounds';
 
 /** `POST /v1/query`: read-only SQL over the documented read models (docs/sql.md). */
 @Controller('v1/query')
@@ -17,6 +18,7 @@ export class QueryController {
 
   @Post()
   @Access.query()
+  @Heavy('query')
   @HttpCode(200)
   @JsonBody({ what: 'query', limit: 1024 * 1024 })
   async query(@Body() body: QueryDto, @Req() req: Request): Promise<SqlQueryResult> {

@@ -21,6 +21,7 @@ import {
 } from './dto/refresh-run.dto';
 import { JsonBody } from './json-body';
 import { finishedDocumentOf, refreshResultsOf } from './refresh-requests';
+import { Heavy } from './caller-bounds';
 
 type Req_ = Request & { id?: string };
 
@@ -61,6 +62,7 @@ export class RefreshRunsController {
   @Post(':runId/results')
   @HttpCode(200)
   @Access.anyState('write')
+  @Heavy('run')
   @JsonBody({ what: 'refresh results', limit: 'maxStateBytes', lossless: true })
   async results(@Param('runId') runId: string, @Body() body: RefreshResultsDto, @Req() req: Req_) {
     await this.authorizeRun(req, runId, 'write');

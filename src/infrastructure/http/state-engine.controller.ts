@@ -38,6 +38,7 @@ import { STATE_VERSION_HEADER } from './headers';
 import { JsonBody } from './json-body';
 import { readBody } from './read-body';
 import { stateNameFrom } from './state-name';
+import { Heavy } from './caller-bounds';
 
 /** The protocol this kld speaks on the state-engine lane; a client checks it before relying on it. */
 export const STATE_ENGINE_PROTOCOL = 1;
@@ -118,6 +119,7 @@ export class StateEngineController {
 
   @Post('states/*name/scope')
   @Access.state('read', stateInPath('name'))
+  @Heavy('engine')
   @HttpCode(200)
   @JsonBody({ what: 'scope request', limit: 'maxStateBytes' })
   async scope(
@@ -158,6 +160,7 @@ export class StateEngineController {
 
   @Post('states/*name/slice')
   @Access.state('read', stateInPath('name'))
+  @Heavy('engine')
   @HttpCode(200)
   @JsonBody({ what: 'slice request', limit: 'maxStateBytes' })
   async slice(
@@ -181,6 +184,7 @@ export class StateEngineController {
   /** A state-engine write: an apply run on lane `state-engine`, its reservations all or nothing. */
   @Post('states/*name/runs')
   @Access.state('write', stateInPath('name'))
+  @Heavy('run')
   @HttpCode(201)
   @JsonBody({ what: 'state-engine run', limit: 'maxStateBytes', lossless: true })
   async start(

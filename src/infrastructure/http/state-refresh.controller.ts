@@ -7,6 +7,7 @@ import { StateRefreshDto } from './dto/refresh-run.dto';
 import { JsonBody } from './json-body';
 import { stateNameFrom } from './state-name';
 import { Access } from './access';
+import { Heavy } from './caller-bounds';
 
 /**
  * `POST /v1/states/<name>/refresh`: a refresh run on the kld host. It shares
@@ -21,6 +22,7 @@ export class StateRefreshController {
 
   @Post('v1/states/*name/refresh')
   @Access.state('write', (req) => stateNameFrom(req.params.name as unknown as string[]))
+  @Heavy('run')
   @HttpCode(200)
   @JsonBody({ what: 'refresh request', limit: 64 * 1024, lossless: true, emptyIsObject: true })
   async run(

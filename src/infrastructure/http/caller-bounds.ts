@@ -1,0 +1,121 @@
+import { CanActivate, ExecutionContext, SetMetadata } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import type { Request, Response } from 'express';
+import { DomainError } from '../../domain/shared/domain-error';
+import type { AuthedRequest } from './access';
+import { callerOf } from './caller';
+import { CALLER_LIMIT_VARIABLES, CallerLimits, HeavyKind } from './caller-limits';
+
+const WHAT: Record<HeavyKind, string> = {
+  query: 'queries (POST /v1/query)',
+  export: 'archive exports',
+  subscription: 'event subscriptions',
+  engine: 'state-engine requests',
+  run: 'run starts and uploads',
+};
+
+const HEAVY_KIND = 'kilolock:heavy-kind';
+
+/** Marks a route as one of the heavy kinds: the CallerBoundGuard counts it against its caller. */
+export const Heavy = (kind: HeavyKind) => SetMetadata(HEAVY_KIND, kind);
+
+/**
+ * Counts each caller's requests in flight, per kind, and refuses one past
+ * the bound at once. Written here because no library we keep fits: p-limit
+ * and bottleneck queue the excess (a flood would then wait in kld's memory,
+ * holding its sockets), and rate limiters (@nestjs/throttler) count
+ * requests per time window, while what starves others is a few long ones
+ * held open at the same time.
+ */
+export class CallerBounds {
+  private readonly inFlight = new Map<string, number>();
+
+  constructor(readonly limits: CallerLimits) {}
+
+  /** A release (call it once), or null when `caller` already has its bound of `kind` in flight. */
+  tryAcquire(kind: HeavyKind, caller: string): (() => void) | null {
+    const key = `${kind}\0${caller}`;
+    const held = this.inFlight.get(key) ?? 0;
+    if (held >= this.limits[kind]) return null;
+    this.inFlight.set(key, held + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const now = (this.inFlight.get(key) ?? 1) - 1;
+      if (now === 0) this.inFlight.delete(key);
+      else this.inFlight.set(key, now);
+    };
+  }
+
+  /** Requests of `kind` in flight for `caller`. */
+  held(kind: HeavyKind, caller: string): number {
+    return this.inFlight.get(`${kind}\0${caller}`) ?? 0;
+  }
+}
+
+type BoundedRequest = AuthedRequest & { heavyKinds?: Set<HeavyKind> };
+
+/**
+ * Runs after the AuthGuard (the principal is known): a route marked
+ * `@Heavy(kind)` takes one of its caller's slots of that kind until its
+ * response ends or its client goes away; past the bound it is refused
+ * (429 REQUEST.TOO_MANY, Retry-After) before its body is read. Any other
+ * route passes at the cost of one metadata lookup.
+ */
+export class CallerBoundGuard implements CanActivate {
+  constructor(
+    private readonly reflector: Reflector,
+    private readonly bounds: CallerBounds,
+  ) {}
+
+  canActivate(context: ExecutionContext): boolean {
+    const kind = this.reflector.get<HeavyKind | undefined>(HEAVY_KIND, context.getHandler());
+    if (kind === undefined) return true;
+    const http = context.switchToHttp();
+    const req = http.getRequest<BoundedRequest>();
+    // A request passed on to another route is guarded again: it holds one slot.
+    if (req.heavyKinds?.has(kind)) return true;
+    const { key, name } = callerKey(req);
+    const release = this.bounds.tryAcquire(kind, key);
+    if (release === null) {
+      const limit = this.bounds.limits[kind];
+      const variable = CALLER_LIMIT_VARIABLES[kind];
+      throw new DomainError(
+        'REQUEST.TOO_MANY',
+        `${name} already has ${limit} ${WHAT[kind]} in flight, the most one caller may have at once (${variable}=${limit}); retry when one ends, or ask the operator to raise ${variable}`,
+      );
+    }
+    (req.heavyKinds ??= new Set()).add(kind);
+    const res = http.getResponse<Response>();
+    // 'close' comes once the answer was sent or the client went away, whichever is first;
+    // a client gone while the AuthGuard looked its token up has had its 'close' already.
+    res.once('close', release);
+    if (res.closed) release();
+    return true;
+  }
+}
+
+/**
+ * Who a bound counts against: the token with authentication on. With it
+ * off, nothing is proven, so the actor the client names and its address
+ * (docs/security.md says what that leaves open).
+ */
+function callerKey(req: Request): { key: string; name: string } {
+  const principal = (req as AuthedRequest).principal;
+  if (principal?.name != null) {
+    return { key: `token ${principal.name}`, name: `token "${principal.name}"` };
+  }
+  const address = req.socket.remoteAddress ?? 'unknown';
+  const actor = safeActor(req);
+  return { key: `open ${address} ${actor}`, name: `caller "${actor}" from ${address}` };
+}
+
+function safeActor(req: Request): string {
+  try {
+    return callerOf(req).actor;
+  } catch {
+    // An actor kld would refuse anyway: counted with the anonymous callers of that address.
+    return 'anonymous';
+  }
+}
