@@ -295,7 +295,7 @@ describe('AggregateStore on PostgreSQL', () => {
     const stream = `counter-${randomUUID()}`;
     const snapshots = new PostgresSnapshotStore(t.db);
     for (let i = 0; i < 12; i++) await store().handle(stream, { n: 1, limit: 1000 }, ctx());
-    await snapshots.save(stream, { revision: 11n, schema: 'counter/1', state: 'garbled' });
+    await snapshots.save(stream, { revision: 11n, schema: 'counter/1', json: '"garbled"' });
     const strict = new AggregateStore(spy, snapshots, counter, {
       ids: { uuid: randomUUID },
       snapshotSchema: 'counter/1',
@@ -407,11 +407,27 @@ describe('AggregateStore on PostgreSQL', () => {
   it('never puts a late snapshot over a newer one', async () => {
     const stream = `counter-${randomUUID()}`;
     const snapshots = new PostgresSnapshotStore(t.db);
-    await snapshots.save(stream, { revision: 20n, schema: 'counter/1', state: { total: 21 } });
-    await snapshots.save(stream, { revision: 10n, schema: 'counter/1', state: { total: 11 } });
-    await snapshots.save(stream, { revision: 20n, schema: 'counter/1', state: { total: 99 } });
+    await snapshots.save(stream, {
+      revision: 20n,
+      schema: 'counter/1',
+      json: JSON.stringify({ total: 21 }),
+    });
+    await snapshots.save(stream, {
+      revision: 10n,
+      schema: 'counter/1',
+      json: JSON.stringify({ total: 11 }),
+    });
+    await snapshots.save(stream, {
+      revision: 20n,
+      schema: 'counter/1',
+      json: JSON.stringify({ total: 99 }),
+    });
     expect(await snapshots.load(stream)).toMatchObject({ revision: 20n, state: { total: 21 } });
-    await snapshots.save(stream, { revision: 30n, schema: 'counter/1', state: { total: 31 } });
+    await snapshots.save(stream, {
+      revision: 30n,
+      schema: 'counter/1',
+      json: JSON.stringify({ total: 31 }),
+    });
     expect(await snapshots.load(stream)).toMatchObject({ revision: 30n, state: { total: 31 } });
   });
 
