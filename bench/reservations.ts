@@ -43,8 +43,14 @@ import { formatInt, formatMs } from './support/stats';
  * CPU; then a small run's start on a big state (wave 19): a POST of a
  * KL_BENCH_BIG_STATE-instance state (20,000), right after it a 2-glob
  * POST …/apply-runs and a 2-glob engine run start (each aborted), then the
- * same again on the warm state. With KL_BENCH_KLD_BEFORE=<other kld.js> the
- * same on that build. Prints figures; never fails on a miss.
+ * same again on the warm state. Wave 20: unrelated requests right after a
+ * big POST, GETs of a small other state one after another for half a
+ * second from the moment another new BIG_STATE-instance state's POST
+ * answered, and /healthz beside them (answered in process: its wait is
+ * kld's event loop, where the GET waits for PostgreSQL too); and run A's
+ * heartbeat (E2E_SIZE globs), then a 2-glob run's start beside it. With KL_BENCH_KLD_BEFORE=<other kld.js> the same on
+ * that build, each kld with its own database, the builds taking turns round
+ * by round. Prints figures; never fails on a miss.
  *
  *   npm run bench:reservations
  *   KL_BENCH_SIZES=1000,10000,20000   KL_BENCH_E2E_SIZE=10000   KL_BENCH_E2E=0 (skip kld)
@@ -88,6 +94,8 @@ function stateHolding(runs: { runId: string; globs: string[]; mode: ReservationM
   }) as ActiveState;
   const reservations = new Map<string, Reservation>();
   for (const run of runs) {
+    // A run's reservations share its info, as evolve makes them.
+    const info = {};
     for (const glob of run.globs) {
       const id = `r${reservations.size}`;
       reservations.set(id, {
@@ -96,7 +104,7 @@ function stateHolding(runs: { runId: string; globs: string[]; mode: ReservationM
         glob,
         mode: run.mode,
         holder: 'bench',
-        info: {},
+        info,
         acquiredAt: NOW,
         expiresAt: LATER,
       });
@@ -110,6 +118,20 @@ const fresh = (s: ActiveState): ActiveState => ({
   ...s,
   reservations: new Map([...s.reservations].map(([id, r]) => [id, { ...r }])),
 });
+
+/** The state after run `runId`'s heartbeat: its reservations new objects, their info kept. */
+const renewed = (s: ActiveState, runId: string): ActiveState =>
+  evolve(s, {
+    type: 'ReservationRenewed',
+    data: {
+      stateId: s.stateId,
+      runId,
+      reservationIds: [...s.reservations.values()]
+        .filter((r) => r.runId === runId)
+        .map((r) => r.id),
+      expiresAt: LATER,
+    },
+  }) as ActiveState;
 
 /** The same reservations in a new map: the state after another run's event. */
 const remapped = (s: ActiveState): ActiveState => ({
@@ -223,6 +245,37 @@ function inProcess(): void {
     `${(peer.ms / cold.ms).toFixed(0)}×`,
     '-',
   ]);
+  // A 2-glob run's start right after run a's heartbeat.
+  for (const n of SIZES) {
+    const held = stateHolding([{ runId: 'a', globs: globs('scattered', 'a', n), mode: 'write' }]);
+    const wanted = globs('scattered', 'b', 2).map((g) => ({
+      glob: parseAddressGlob(g),
+      mode: 'write' as const,
+    }));
+    const start = (s: ActiveState) => conflictsWith(s, wanted, { runId: 'b' }, NOW);
+    start(held);
+    const afterHeartbeat = timeOn(
+      5,
+      () => renewed(held, 'a'),
+      (s) => start(s),
+    );
+    const cold = timeOn(
+      5,
+      () => fresh(held),
+      (s) => start(s),
+    );
+    const warm = time(5, () => start(held));
+    rows.push([
+      '2-glob start after heartbeat',
+      formatInt(n),
+      formatMs(cold.ms),
+      formatMs(afterHeartbeat.ms),
+      formatMs(warm.ms),
+      '-',
+      '-',
+      '-',
+    ]);
+  }
   console.log('');
   printTable(
     [
@@ -254,7 +307,10 @@ async function endToEnd(): Promise<void> {
   const undo: (() => Promise<void> | void)[] = [() => fs.rmSync(work, { recursive: true })];
   const figures: Figure[] = [];
   const starts: StartFigure[] = [];
+  const gets: GetFigure[] = [];
+  const beats: HeartbeatFigure[] = [];
   try {
+    const klds: { label: string; kld: Kld; agent: http.Agent }[] = [];
     for (const [label, kldJs] of BUILDS) {
       // Another build's kld migrates its own database: it refuses a migration it does not know.
       const db = await openBenchDatabase(logger, { migrate: label === 'this build' });
@@ -263,7 +319,14 @@ async function endToEnd(): Promise<void> {
       undo.push(() => kld.stop());
       const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
       undo.push(() => agent.destroy());
-      for (const shape of (E2E_SIZE > 0 ? ['scattered', 'keys'] : []) as Shape[]) {
+      klds.push({ label, kld, agent });
+      const small = await send(agent, 'POST', `${kld.url}/v1/states/${SMALL}`, json(smallDoc));
+      if (small.status !== 200) throw new Error(`POST ${SMALL}: ${small.status} ${small.body}`);
+    }
+    // The builds take turns, the first one first in odd rounds only.
+    const turns = (round: number) => (round % 2 === 1 ? klds : [...klds].reverse());
+    for (const shape of (E2E_SIZE > 0 ? ['scattered', 'keys'] : []) as Shape[]) {
+      for (const { label, kld, agent } of klds) {
         figures.push(await besideRun(kld, agent, label, shape));
         const f = figures[figures.length - 1];
         console.log(
@@ -271,7 +334,9 @@ async function endToEnd(): Promise<void> {
             `run B beside it ${formatMs(f.besideMs)} ms (kld CPU ${formatMs(f.besideCpu)})`,
         );
       }
-      for (let round = 1; round <= BIG_ROUNDS; round++) {
+    }
+    for (let round = 1; round <= BIG_ROUNDS; round++) {
+      for (const { label, kld, agent } of turns(round)) {
         const f = await smallStartOnBigState(kld, agent, label, round);
         starts.push(f);
         console.log(
@@ -279,6 +344,24 @@ async function endToEnd(): Promise<void> {
             `2-glob start after it: apply-runs ${formatMs(f.applyFirstMs)} ms ` +
             `(kld CPU ${formatMs(f.applyFirstCpu)}), engine ${formatMs(f.engineFirstMs)} ms; ` +
             `again: apply-runs ${formatMs(f.applyAgainMs)} ms, engine ${formatMs(f.engineAgainMs)} ms`,
+        );
+        const g = await getsAfterBigPost(kld, agent, label, round);
+        gets.push(g);
+        console.log(
+          `  ${label} round ${round}: GET of a small state after a big POST: first ` +
+            `${formatMs(g.firstMs)} ms, slowest of ${g.count} in ${GET_WINDOW_MS} ms ` +
+            `${formatMs(g.maxMs)} ms; slowest /healthz ${formatMs(g.healthMaxMs)} ms`,
+        );
+      }
+    }
+    for (let round = 1; round <= (E2E_SIZE > 0 ? BIG_ROUNDS : 0); round++) {
+      for (const { label, kld, agent } of turns(round)) {
+        const h = await heartbeatBeside(kld, agent, label, round);
+        beats.push(h);
+        console.log(
+          `  ${label} round ${round}: 2-glob start beside run A ${formatMs(h.beforeMs)} ms; ` +
+            `A's heartbeat ${formatMs(h.heartbeatMs)} ms; 2-glob start after it ` +
+            `${formatMs(h.afterMs)} ms (kld CPU ${formatMs(h.afterCpu)})`,
         );
       }
     }
@@ -298,12 +381,15 @@ async function endToEnd(): Promise<void> {
       formatMs(f.besideCpu),
     ]),
   );
+  if (BIG_ROUNDS <= 0) return;
+  const range = <T>(list: T[], build: string, f: (x: T) => number) => {
+    const v = list.filter((x) => (x as { build: string }).build === build).map(f);
+    return v.length === 0 ? '-' : `${formatMs(Math.min(...v))}–${formatMs(Math.max(...v))}`;
+  };
   console.log(
     `\nA 2-glob run's start right after a POST of ${formatInt(BIG_STATE)} instances ` +
-      `(best of ${BIG_ROUNDS} rounds, each on a new state)`,
+      `(min–max of ${BIG_ROUNDS} rounds, each on a new state)`,
   );
-  const best = (build: string, f: (s: StartFigure) => number) =>
-    formatMs(Math.min(...starts.filter((s) => s.build === build).map(f)));
   printTable(
     [
       'build',
@@ -316,14 +402,170 @@ async function endToEnd(): Promise<void> {
     ],
     BUILDS.map(([build]) => [
       build,
-      best(build, (s) => s.postMs),
-      best(build, (s) => s.applyFirstMs),
-      best(build, (s) => s.applyFirstCpu),
-      best(build, (s) => s.engineFirstMs),
-      best(build, (s) => s.applyAgainMs),
-      best(build, (s) => s.engineAgainMs),
+      range(starts, build, (s) => s.postMs),
+      range(starts, build, (s) => s.applyFirstMs),
+      range(starts, build, (s) => s.applyFirstCpu),
+      range(starts, build, (s) => s.engineFirstMs),
+      range(starts, build, (s) => s.applyAgainMs),
+      range(starts, build, (s) => s.engineAgainMs),
     ]),
   );
+  console.log(
+    `\nGETs of a small other state, back to back for ${GET_WINDOW_MS} ms from the moment a POST ` +
+      `of ${formatInt(BIG_STATE)} instances answered (min–max of ${BIG_ROUNDS} rounds)`,
+  );
+  printTable(
+    [
+      'build',
+      'POST state ms',
+      'first GET ms',
+      'slowest GET ms',
+      'GETs answered',
+      'slowest /healthz ms',
+    ],
+    BUILDS.map(([build]) => [
+      build,
+      range(gets, build, (g) => g.postMs),
+      range(gets, build, (g) => g.firstMs),
+      range(gets, build, (g) => g.maxMs),
+      range(gets, build, (g) => g.count),
+      range(gets, build, (g) => g.healthMaxMs),
+    ]),
+  );
+  if (beats.length === 0) return;
+  console.log(
+    `\nRun A of ${formatInt(E2E_SIZE)} globs: its heartbeat, and a 2-glob run's start beside ` +
+      `it before and after the heartbeat (min–max of ${BIG_ROUNDS} rounds)`,
+  );
+  printTable(
+    ['build', 'start before ms', 'heartbeat ms', 'start after ms', 'kld CPU ms'],
+    BUILDS.map(([build]) => [
+      build,
+      range(beats, build, (h) => h.beforeMs),
+      range(beats, build, (h) => h.heartbeatMs),
+      range(beats, build, (h) => h.afterMs),
+      range(beats, build, (h) => h.afterCpu),
+    ]),
+  );
+}
+
+/** The small state the GETs read: another state than the big one just written. */
+const SMALL = 'bench/small-other';
+const smallDoc = {
+  version: 4,
+  terraform_version: '1.11.4',
+  serial: 1,
+  lineage: 'bench-small',
+  outputs: {},
+  resources: [],
+};
+const GET_WINDOW_MS = 500;
+
+interface GetFigure {
+  build: string;
+  postMs: number;
+  firstMs: number;
+  maxMs: number;
+  count: number;
+  /** The slowest /healthz (answered in process: what kld's event loop made it wait). */
+  healthMaxMs: number;
+}
+
+/**
+ * A new state of BIG_STATE instances, then at once GETs of SMALL one after
+ * another for GET_WINDOW_MS: what terraform reading another state meets
+ * while kld does what the big POST left behind (its snapshot above all).
+ */
+async function getsAfterBigPost(
+  kld: Kld,
+  agent: http.Agent,
+  build: string,
+  round: number,
+): Promise<GetFigure> {
+  const name = `bench/big-get-${round}`;
+  const text = Buffer.from(new SyntheticState({ instances: BIG_STATE, seed: 100 + round }).text());
+  const posted = await send(agent, 'POST', `${kld.url}/v1/states/${name}`, text);
+  if (posted.status !== 200) throw new Error(`POST ${name}: ${posted.status} ${posted.body}`);
+  const until = performance.now() + GET_WINDOW_MS;
+  const probe = async (on: http.Agent, route: string) => {
+    const times: number[] = [];
+    while (performance.now() < until) {
+      const r = await send(on, 'GET', `${kld.url}${route}`);
+      if (r.status !== 200) throw new Error(`GET ${route}: ${r.status} ${r.body.slice(0, 300)}`);
+      times.push(r.ms);
+    }
+    return times;
+  };
+  const health = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  try {
+    const [times, healthTimes] = await Promise.all([
+      probe(agent, `/v1/states/${SMALL}`),
+      probe(health, '/healthz'),
+    ]);
+    return {
+      build,
+      postMs: posted.ms,
+      firstMs: times[0],
+      maxMs: Math.max(...times),
+      count: times.length,
+      healthMaxMs: Math.max(...healthTimes),
+    };
+  } finally {
+    health.destroy();
+  }
+}
+
+interface HeartbeatFigure {
+  build: string;
+  beforeMs: number;
+  heartbeatMs: number;
+  afterMs: number;
+  afterCpu: number;
+}
+
+/**
+ * Run A of E2E_SIZE scattered globs on a new state, a 2-glob run B beside
+ * it (ended), A's heartbeat, then a 2-glob run C beside it: the conflict
+ * check C's start makes comes after the heartbeat gave A's reservations new
+ * objects. Every run ended after.
+ */
+async function heartbeatBeside(
+  kld: Kld,
+  agent: http.Agent,
+  build: string,
+  round: number,
+): Promise<HeartbeatFigure> {
+  const name = `bench/heartbeat-${round}`;
+  const posted = await send(agent, 'POST', `${kld.url}/v1/states/${name}`, json(smallDoc));
+  if (posted.status !== 200) throw new Error(`POST state: ${posted.status} ${posted.body}`);
+  const call = async (route: string, body: unknown, want: number) => {
+    const cpu0 = processCpuMs(kld.pid);
+    const r = await send(agent, 'POST', `${kld.url}${route}`, json(body));
+    const cpu = processCpuMs(kld.pid) - cpu0;
+    if (r.status !== want) throw new Error(`${route}: ${r.status} ${r.body.slice(0, 300)}`);
+    return { ms: r.ms, cpu, runId: (JSON.parse(r.body) as { run_id?: string }).run_id! };
+  };
+  const runs = `/v1/api/states/${name}/apply-runs`;
+  const abort = (runId: string) => call(`/v1/api/apply-runs/${runId}/abort`, {}, 200);
+  const a = await call(
+    runs,
+    { base_version: 1, write: globs('scattered', 'a', E2E_SIZE), lease_seconds: 3600 },
+    201,
+  );
+  const small = { base_version: 1, write: globs('scattered', 'b', 2) };
+  const before = await call(runs, small, 201);
+  await abort(before.runId);
+  const beat = await call(`${runs}/${a.runId}/heartbeat`, { lease_seconds: 3600 }, 200);
+  const after = await call(runs, small, 201);
+  await abort(after.runId);
+  await abort(a.runId);
+  return {
+    build,
+    beforeMs: before.ms,
+    heartbeatMs: beat.ms,
+    afterMs: after.ms,
+    afterCpu: after.cpu,
+  };
 }
 
 interface StartFigure {

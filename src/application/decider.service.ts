@@ -21,6 +21,8 @@ export interface AggregateSpec<C extends { metadata: CommandContext }, S, E exte
     /** Shape id; bump it when the state's shape changes. */
     schema: string;
     to(state: S): unknown;
+    /** `to` as JSON text in pieces, for a big state (AggregateOptions.toSnapshotText). */
+    text?(state: S): Iterable<string>;
     from(json: unknown): S;
     /** Events between snapshots (default 200). */
     every?: number;
@@ -175,6 +177,7 @@ export class DeciderService {
         ids: this.props.ids,
         snapshotSchema: spec.snapshots.schema,
         toSnapshot: spec.snapshots.to,
+        toSnapshotText: spec.snapshots.text,
         fromSnapshot: spec.snapshots.from,
         snapshotEvery: spec.snapshots.every,
         snapshotSpacing: spec.snapshots.spacing,

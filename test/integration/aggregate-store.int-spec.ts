@@ -9,6 +9,10 @@ import { PostgresSnapshotStore } from '../../src/infrastructure/event-store/post
 import { AggregateStore } from '../../src/application/aggregate-store';
 import { AggregateSpec, DeciderService } from '../../src/application/decider.service';
 import type { EventStore, ReadStreamOptions } from '../../src/application/ports/event-store.port';
+import { STATE } from '../../src/application/state/state-aggregate';
+import { fromSnapshot, StateCommand, stateStreamId } from '../../src/domain/state';
+import { flattenInstances } from '../../src/domain/terraform';
+import { lockInfo, testDocument } from '../support/state-harness';
 
 /** A counter that refuses to go past a limit: enough to see rehydration at work. */
 type Added = DomainEvent<'Added', { n: number }>;
@@ -295,7 +299,7 @@ describe('AggregateStore on PostgreSQL', () => {
     const stream = `counter-${randomUUID()}`;
     const snapshots = new PostgresSnapshotStore(t.db);
     for (let i = 0; i < 12; i++) await store().handle(stream, { n: 1, limit: 1000 }, ctx());
-    await snapshots.save(stream, { revision: 11n, schema: 'counter/1', state: 'garbled' });
+    await snapshots.save(stream, { revision: 11n, schema: 'counter/1', json: '"garbled"' });
     const strict = new AggregateStore(spy, snapshots, counter, {
       ids: { uuid: randomUUID },
       snapshotSchema: 'counter/1',
@@ -407,11 +411,27 @@ describe('AggregateStore on PostgreSQL', () => {
   it('never puts a late snapshot over a newer one', async () => {
     const stream = `counter-${randomUUID()}`;
     const snapshots = new PostgresSnapshotStore(t.db);
-    await snapshots.save(stream, { revision: 20n, schema: 'counter/1', state: { total: 21 } });
-    await snapshots.save(stream, { revision: 10n, schema: 'counter/1', state: { total: 11 } });
-    await snapshots.save(stream, { revision: 20n, schema: 'counter/1', state: { total: 99 } });
+    await snapshots.save(stream, {
+      revision: 20n,
+      schema: 'counter/1',
+      json: JSON.stringify({ total: 21 }),
+    });
+    await snapshots.save(stream, {
+      revision: 10n,
+      schema: 'counter/1',
+      json: JSON.stringify({ total: 11 }),
+    });
+    await snapshots.save(stream, {
+      revision: 20n,
+      schema: 'counter/1',
+      json: JSON.stringify({ total: 99 }),
+    });
     expect(await snapshots.load(stream)).toMatchObject({ revision: 20n, state: { total: 21 } });
-    await snapshots.save(stream, { revision: 30n, schema: 'counter/1', state: { total: 31 } });
+    await snapshots.save(stream, {
+      revision: 30n,
+      schema: 'counter/1',
+      json: JSON.stringify({ total: 31 }),
+    });
     expect(await snapshots.load(stream)).toMatchObject({ revision: 30n, state: { total: 31 } });
   });
 
@@ -450,5 +470,80 @@ describe('AggregateStore on PostgreSQL', () => {
     expect(await readsOfA(spec())).toEqual([0n, 0n]);
     // Two: a stayed warm, and is decided on without a read.
     expect(await readsOfA(spec('refreshRuns'))).toEqual([0n]);
+  });
+
+  it("answers a request on another state while a big state's snapshot is being built", async () => {
+    const snapshots = new PostgresSnapshotStore(t.db);
+    const service = new DeciderService({
+      events: spy,
+      snapshots,
+      sync: { waitForPosition: () => Promise.resolve() },
+      clock: { now: () => new Date('2026-01-01T00:00:00Z') },
+      ids: { uuid: randomUUID },
+    });
+    const order: string[] = [];
+    let lockAnswered = false;
+    let lockOther!: () => void;
+    const text = STATE.snapshots.text!;
+    // The big state's snapshot made slow: after its own pieces it goes on
+    // (empty pieces, the text unchanged) until the other state's lock has
+    // answered, or for 100,000 more pieces.
+    const spec: typeof STATE = {
+      ...STATE,
+      snapshots: {
+        ...STATE.snapshots,
+        text: function* (state) {
+          if (state.status !== 'active' || state.name !== 'big') return yield* text(state);
+          order.push('snapshot started');
+          lockOther();
+          yield* text(state);
+          for (let i = 0; i < 100_000 && !lockAnswered; i++) yield '';
+          order.push('snapshot built');
+        },
+      },
+    };
+    const big = 'big';
+    const other = `other-${randomUUID()}`;
+    const run = (command: StateCommand) => service.execute(spec, command);
+    const document = testDocument(
+      1,
+      Array.from({ length: 2_000 }, (_, i) => ({ name: 'x', key: i, input: `v${i}` })),
+    );
+    const commit = (name: string): StateCommand => ({
+      type: 'CommitState',
+      data: {
+        name,
+        newStateId: randomUUID(),
+        document,
+        instances: flattenInstances(document),
+        source: 'http',
+        checksum: 'sum',
+      },
+      metadata: ctx(),
+    });
+    await run(commit(other));
+    await service.snapshotsWritten();
+    const locked = new Promise<void>((resolve) => {
+      lockOther = () => {
+        void run({
+          type: 'LockState',
+          data: { name: other, newStateId: randomUUID(), lockInfo: lockInfo('L1') },
+          metadata: ctx(),
+        }).then(() => {
+          lockAnswered = true;
+          order.push('other state locked');
+          resolve();
+        });
+      };
+    });
+    // 2,002 events: the snapshot is due (one per as many events as addresses).
+    const committed = await run(commit(big));
+    await locked;
+    await service.snapshotsWritten();
+    expect(order).toEqual(['snapshot started', 'other state locked', 'snapshot built']);
+    // The snapshot is the state the commit left, and a cold load starts from it.
+    const saved = await snapshots.load(stateStreamId(big));
+    expect(saved?.revision).toBe(2_001n);
+    expect(fromSnapshot(saved!.state)).toEqual(committed.state);
   });
 });

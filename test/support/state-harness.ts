@@ -12,6 +12,7 @@ import {
   StateEvent,
   stateStreamId,
   toSnapshot,
+  toSnapshotText,
 } from '../../src/domain/state';
 import { flattenInstances, type StateDocumentV4 } from '../../src/domain/terraform';
 import { Notifier } from '../../src/infrastructure/postgres/notifier';
@@ -88,6 +89,7 @@ export class StateHarness {
       ids: { uuid: randomUUID },
       snapshotSchema: STATE_SNAPSHOT_SCHEMA,
       toSnapshot,
+      toSnapshotText,
       fromSnapshot,
       snapshotEvery: 7,
     });

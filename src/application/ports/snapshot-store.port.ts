@@ -7,7 +7,14 @@ export interface Snapshot {
   state: unknown;
 }
 
+/** A snapshot to write: its state already as JSON text (the writer builds it in slices). */
+export interface SnapshotText {
+  revision: bigint;
+  schema: string;
+  json: string;
+}
+
 export interface SnapshotStore {
   load(streamId: string): Promise<Snapshot | null>;
-  save(streamId: string, snapshot: Snapshot): Promise<void>;
+  save(streamId: string, snapshot: SnapshotText): Promise<void>;
 }

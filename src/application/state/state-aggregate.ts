@@ -8,6 +8,7 @@ import {
   StateEvent,
   stateStreamId,
   toSnapshot,
+  toSnapshotText,
 } from '../../domain/state';
 import type { AggregateSpec } from '../decider.service';
 
@@ -19,6 +20,7 @@ export const STATE: AggregateSpec<StateCommand, StateAggregate, StateEvent> = {
   snapshots: {
     schema: STATE_SNAPSHOT_SCHEMA,
     to: toSnapshot,
+    text: toSnapshotText,
     from: fromSnapshot,
     spacing: snapshotSpacing,
   },

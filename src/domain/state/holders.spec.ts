@@ -18,6 +18,21 @@ import { changedSince } from './reserve';
 import { evolve } from './state.evolve';
 import { ActiveState, HeldLock, initialState, Reservation } from './state.model';
 
+/** Globs parsed, counted (the module as it is otherwise). */
+const mockParsed = { count: 0 };
+jest.mock('../reservations/address-glob', () => {
+  const actual = jest.requireActual<typeof import('../reservations/address-glob')>(
+    '../reservations/address-glob',
+  );
+  return {
+    ...actual,
+    parseAddressGlob: (text: string) => {
+      mockParsed.count++;
+      return actual.parseAddressGlob(text);
+    },
+  };
+});
+
 /**
  * The indexed checks against the pairwise ones they replaced
  * (pairwise-holders), over random states: the same holders in the same
@@ -172,5 +187,50 @@ describe('holders, by index', () => {
     // evolve adds a run's later reservations of one append to the map its first made
     add('b1', 'aws_x.m[1]');
     expect(conflictsWith(state, wanted, {}, NOW).live.map((h) => h.glob)).toEqual(['aws_x.m[1]']);
+  });
+
+  it("parses a run's globs once, a heartbeat's new lease included", () => {
+    const created = evolve(initialState(), {
+      type: 'StateCreated',
+      data: { stateId: 's', name: 'prod' },
+    });
+    const globs = Array.from({ length: 50 }, (_, i) => `module.m${i}.aws_x.a`);
+    const held = globs.reduce(
+      (state, glob, i) =>
+        evolve(state, {
+          type: 'ReservationAcquired',
+          data: {
+            stateId: 's',
+            reservationId: `a${i}`,
+            runId: 'run-a',
+            glob,
+            mode: 'write',
+            holder: 'alice',
+            ...(i === 0 ? { info: { plan: 'p' } } : {}),
+            acquiredAt: PAST,
+            expiresAt: PAST,
+          },
+        }),
+      created,
+    ) as ActiveState;
+    const wanted = [{ glob: parseAddressGlob('module.m7.aws_x.a[1]'), mode: 'read' as const }];
+    const parsed = mockParsed.count;
+    // The lease ran out: the run is reclaimed, not in the way.
+    const before = conflictsWith(held, wanted, { runId: 'run-b' }, NOW);
+    expect([before.live.length, [...before.expired.keys()]]).toEqual([0, ['run-a']]);
+    expect(mockParsed.count - parsed).toBe(globs.length);
+    const renewed = evolve(held, {
+      type: 'ReservationRenewed',
+      data: {
+        stateId: 's',
+        runId: 'run-a',
+        reservationIds: globs.map((_, i) => `a${i}`),
+        expiresAt: LATER,
+      },
+    }) as ActiveState;
+    // Renewed, the run is in the way, and nothing was parsed again.
+    const after = conflictsWith(renewed, wanted, { runId: 'run-b' }, NOW);
+    expect(after.live.map((h) => [h.glob, h.expiresAt])).toEqual([['module.m7.aws_x.a', LATER]]);
+    expect(mockParsed.count - parsed).toBe(globs.length);
   });
 });

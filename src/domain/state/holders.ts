@@ -109,17 +109,24 @@ class HeldReservations {
 const heldByMap = new WeakMap<Map<string, Reservation>, HeldReservations>();
 
 /**
- * A reservation's glob, parsed once: the maps of later states share the
- * reservation objects, so an index built again after another run started
- * parses only that run's globs.
+ * Reservations' globs, parsed once per run: kept by the run's info object,
+ * which all its reservations share and which later states keep, a renewal
+ * included (its new reservation objects carry the same info). So an index
+ * built again after another run started, or after a heartbeat, parses no
+ * glob it parsed before. A WeakMap frees them with the run.
  */
-const parsedGlobs = new WeakMap<Reservation, AddressGlob>();
+const parsedGlobs = new WeakMap<object, Map<string, AddressGlob>>();
 
 function globOf(r: Reservation): AddressGlob {
-  let glob = parsedGlobs.get(r);
+  let parsed = parsedGlobs.get(r.info);
+  if (parsed === undefined) {
+    parsed = new Map();
+    parsedGlobs.set(r.info, parsed);
+  }
+  let glob = parsed.get(r.glob);
   if (glob === undefined) {
     glob = parseAddressGlob(r.glob);
-    parsedGlobs.set(r, glob);
+    parsed.set(r.glob, glob);
   }
   return glob;
 }

@@ -82,6 +82,102 @@ export function toSnapshot(state: StateAggregate): StateSnapshot {
   }
 }
 
+/** Entries of a long list per piece of `toSnapshotText`: about a millisecond of work. */
+const PIECE_ENTRIES = 1000;
+
+/**
+ * The snapshot's JSON text, exactly `JSON.stringify(toSnapshot(state))`, in
+ * pieces: each long list (addresses, reservations, outputs…) a thousand
+ * entries at a time, read from the state as the pieces are asked for. A
+ * writer can then let other work run between pieces: the text of a
+ * 20,000-instance state takes tens of milliseconds to build in one go. The
+ * state must not change meanwhile; evolve never changes a state it returned.
+ */
+export function* toSnapshotText(state: StateAggregate): Generator<string> {
+  if (state.status !== 'active') {
+    yield JSON.stringify(toSnapshot(state));
+    return;
+  }
+  const j = JSON.stringify;
+  yield (
+    `{"status":"active","stateId":${j(state.stateId)},"name":${j(state.name)}` +
+    `,"locks":${j([...state.locks.values()])},"reservations":`
+  );
+  yield* listText(mapped(state.reservations.values(), ({ info: _, ...r }) => r));
+  yield ',"runInfo":';
+  yield* listText(state.runInfo);
+  yield (
+    `,"version":${j(state.version)},"serial":${j(state.serial)}` +
+    `,"lineage":${j(state.lineage)},"instances":`
+  );
+  yield* listText(state.instances);
+  yield ',"outputs":';
+  yield* listText(state.outputs);
+  yield ',"changedIn":';
+  yield* listText(state.changedIn);
+  yield ',"resources":';
+  yield* listText(mapped(state.resources, ([a, e]) => [a, e.fields, e.instances]));
+  yield ',"meta":';
+  yield* metaText(state.meta);
+  yield `,"head":${j(state.head)}}`;
+}
+
+/** The commit's meta, its outputs (as many as the configuration declares) in pieces. */
+function* metaText(meta: CommitMeta | null): Generator<string> {
+  if (meta === null) {
+    yield 'null';
+    return;
+  }
+  let open = '{';
+  for (const [key, value] of Object.entries(meta)) {
+    if (value === undefined) continue;
+    yield `${open}${JSON.stringify(key)}:`;
+    open = ',';
+    if (key === 'outputs') yield* objectText(Object.entries(value as JsonObject));
+    else yield JSON.stringify(value);
+  }
+  yield open === '{' ? '{}' : '}';
+}
+
+function* mapped<T, U>(items: Iterable<T>, f: (item: T) => U): Generator<U> {
+  for (const item of items) yield f(item);
+}
+
+/** A JSON object of `members` (those undefined left out, as JSON.stringify does), in pieces. */
+function* objectText(members: Iterable<[string, unknown]>): Generator<string> {
+  let piece: string[] = [];
+  let open = '{';
+  for (const [key, value] of members) {
+    if (value === undefined) continue;
+    piece.push(`${JSON.stringify(key)}:${JSON.stringify(value)}`);
+    if (piece.length === PIECE_ENTRIES) {
+      yield open + piece.join(',');
+      open = ',';
+      piece = [];
+    }
+  }
+  yield piece.length > 0 ? `${open}${piece.join(',')}}` : open === '{' ? '{}' : '}';
+}
+
+/** A JSON array of `entries`, PIECE_ENTRIES per piece. */
+function* listText(entries: Iterable<unknown>): Generator<string> {
+  let piece: unknown[] = [];
+  let open = '[';
+  for (const entry of entries) {
+    piece.push(entry);
+    if (piece.length === PIECE_ENTRIES) {
+      yield open + JSON.stringify(piece).slice(1, -1);
+      open = ',';
+      piece = [];
+    }
+  }
+  yield piece.length > 0
+    ? `${open}${JSON.stringify(piece).slice(1, -1)}]`
+    : open === '['
+      ? '[]'
+      : ']';
+}
+
 /**
  * Events between two snapshots of this state, at least: a snapshot writes
  * every address, so spacing them by the address count keeps their cost per

@@ -1,4 +1,4 @@
-import { Snapshot, SnapshotStore } from '../../application/ports/snapshot-store.port';
+import { Snapshot, SnapshotStore, SnapshotText } from '../../application/ports/snapshot-store.port';
 import { Database } from '../postgres/database';
 
 export class PostgresSnapshotStore implements SnapshotStore {
@@ -13,7 +13,7 @@ export class PostgresSnapshotStore implements SnapshotStore {
     return { revision: BigInt(rows[0].revision), schema: rows[0].schema, state: rows[0].state };
   }
 
-  async save(streamId: string, snapshot: Snapshot): Promise<void> {
+  async save(streamId: string, snapshot: SnapshotText): Promise<void> {
     // Never move a snapshot backwards: a slower replica may save an older one.
     await this.db.query(
       `INSERT INTO kl_snapshots (stream_id, revision, schema, state) VALUES ($1, $2, $3, $4)
@@ -21,7 +21,7 @@ export class PostgresSnapshotStore implements SnapshotStore {
          SET revision = EXCLUDED.revision, schema = EXCLUDED.schema, state = EXCLUDED.state,
              updated_at = now()
        WHERE kl_snapshots.revision < EXCLUDED.revision OR kl_snapshots.schema <> EXCLUDED.schema`,
-      [streamId, snapshot.revision.toString(), snapshot.schema, JSON.stringify(snapshot.state)],
+      [streamId, snapshot.revision.toString(), snapshot.schema, snapshot.json],
     );
   }
 }
