@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { LRUCache } from 'lru-cache';
 import { boundedCache, DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import type { WrittenChunks } from '../../application/state/written-chunks';
@@ -14,6 +13,7 @@ import {
   stateDocumentText,
 } from '../../domain/terraform';
 import { descriptorOf } from './resource-descriptor-row';
+import { md5InSlices } from './md5-in-slices';
 import type { Database } from '../postgres/database';
 import { readChunks, readRawStateParts } from '../postgres/raw-state-chunks';
 
@@ -230,7 +230,7 @@ export class StateDocumentReadModel {
     if (wanted.every((id) => read.has(id))) {
       return this.keep(
         name,
-        entryOf(
+        await entryOf(
           stateId,
           version,
           chunks,
@@ -242,7 +242,7 @@ export class StateDocumentReadModel {
     // it was read: read the row and its chunks again, in one snapshot.
     const stored = await readRawStateParts(this.db.pool, stateId);
     if (stored?.parts == null) return null;
-    return this.keep(name, entryOf(stateId, stored.version, stored.chunks!, stored.parts));
+    return this.keep(name, await entryOf(stateId, stored.version, stored.chunks!, stored.parts));
   }
 
   private keep(name: string, entry: ServedEntry): ServedEntry {
@@ -332,17 +332,12 @@ function textOf(served: ServedVersion | null): string | null {
 }
 
 /** The entry for `parts`; its MD5 is over the whole document (the serial, near its start, changes every commit). */
-function entryOf(
+async function entryOf(
   stateId: string,
   version: number,
   chunks: readonly string[],
   parts: readonly Buffer[],
-): ServedEntry {
-  const md5 = createHash('md5');
-  let size = 0;
-  for (const part of parts) {
-    md5.update(part);
-    size += part.length;
-  }
-  return { stateId, version, chunks, parts, size, md5: md5.digest('base64') };
+): Promise<ServedEntry> {
+  const { md5, size } = await md5InSlices(parts);
+  return { stateId, version, chunks, parts, size, md5 };
 }
