@@ -124,7 +124,11 @@ export class KilolockClient {
   }
 
   async query(request: QueryRequest): Promise<QueryResponse> {
-    const body = await this.json<QueryResponse | null>('POST', '/v1/query', { json: request });
+    // Read-only: safe to send again after a 429.
+    const body = await this.json<QueryResponse | null>('POST', '/v1/query', {
+      json: request,
+      retry: true,
+    });
     const rows: unknown = body?.rows;
     if (!Array.isArray(rows) || !rows.every(Array.isArray)) {
       throw new DomainError('SERVER.UNEXPECTED_ANSWER', `kld's answer to /v1/query has no rows`);
@@ -222,7 +226,8 @@ export class KilolockClient {
       state === undefined
         ? `/v1/api/apply-runs/${run}/abort`
         : `/v1/api/states/${statePath(state)}/apply-runs/${run}/abort`;
-    return this.json('POST', path, { body: '{}', contentType: 'application/json' });
+    // A run that already ended keeps its status: again is no change.
+    return this.json('POST', path, { body: '{}', contentType: 'application/json', retry: true });
   }
 
   async locks(): Promise<LockSummary[]> {
@@ -285,6 +290,7 @@ export class KilolockClient {
           limit: query.limit,
         },
         signal,
+        endless: query.follow === true,
       }),
     );
     // Loaded by the commands that need them, not by every kl start-up.
@@ -350,7 +356,7 @@ export class KilolockClient {
     candidates: EngineCandidates & { version?: number },
   ): Promise<{ document: StateDocumentV4; version: number }> {
     const path = `/v1/engine/states/${statePath(state)}/slice`;
-    const res = await this.check(await this.send('POST', path, { json: candidates }));
+    const res = await this.check(await this.send('POST', path, { json: candidates, retry: true }));
     const version = versionOf(res, `POST ${path}`);
     const { parseStateDocument } = await import('../domain/terraform/parse-state-document');
     const document = parseStateDocument(parseJsonExact(await res.text()));
@@ -375,8 +381,10 @@ export class KilolockClient {
     runId: string,
     change: object,
   ): Promise<{ version: number; serial: number }> {
+    // A commit sent again answers the version it made (docs/api.md).
     return this.json('POST', `/v1/engine/states/${statePath(state)}/runs/${runId}/commit`, {
       json: change,
+      retry: true,
     });
   }
 
@@ -388,6 +396,7 @@ export class KilolockClient {
   ) {
     return this.json('POST', `/v1/engine/states/${statePath(state)}/runs/${runId}/finish`, {
       json: { status, error_summary: summary },
+      retry: true,
     });
   }
 
