@@ -279,6 +279,9 @@ export class KilolockClient {
     maxEventChars = MAX_EVENT_CHARS,
   ): AsyncGenerator<EventSourceMessage> {
     const list = (values?: string[]) => (values?.length ? values.join(',') : undefined);
+    // kld's keep-alives (every 15 s unless asked) must come well within kl's idle bound.
+    const idle = this.http.idleMs;
+    const heartbeat = idle > 0 && idle < 45_000 ? Math.max(1, Math.floor(idle / 3000)) : undefined;
     const res = await this.check(
       await this.send('GET', '/v1/events', {
         query: {
@@ -288,6 +291,7 @@ export class KilolockClient {
           stream: list(query.stream),
           follow: query.follow,
           limit: query.limit,
+          heartbeat,
         },
         signal,
         endless: query.follow === true,

@@ -372,7 +372,7 @@ describe('a server that never finishes', () => {
       revision: 0,
       type: 'X',
     };
-    server.answer = (_req, res) => {
+    const stream: Answer = (_req, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       // Keep-alives as kld sends them, an event after the overall bound, the end after 3 s.
       const heartbeat = setInterval(() => res.write(': heartbeat\n\n'), 300);
@@ -380,9 +380,21 @@ describe('a server that never finishes', () => {
       const end = setTimeout(() => res.end(), 3_000);
       res.on('close', () => [heartbeat, later, end].forEach(clearTimeout));
     };
+    server.answer = stream;
     const followed = await kl(['events', '--follow'], bounds);
     expect({ code: followed.code, stderr: followed.stderr }).toEqual({ code: 0, stderr: '' });
     expect(followed.stdout).toContain('7  now  a  s  0  X');
+    // kld is asked for keep-alives within the idle bound: here every second (its least).
+    const askedHeartbeat = () =>
+      new URL(server.requests.pop()!.url, server.url).searchParams.get('heartbeat');
+    expect(askedHeartbeat()).toBe('1');
+    server.answer = (_req, res) =>
+      res.writeHead(200, { 'content-type': 'text/event-stream' }).end();
+    expect((await kl(['events', '--idle-timeout', '30s'])).code).toBe(0);
+    expect(askedHeartbeat()).toBe('10');
+    expect((await kl(['events'])).code).toBe(0);
+    expect(askedHeartbeat()).toBeNull();
+    server.answer = stream;
     oneLine(
       await kl(['events'], bounds),
       1,

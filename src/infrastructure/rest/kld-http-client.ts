@@ -254,6 +254,11 @@ export class KldHttpClient {
     this.base = server.replace(/\/+$/, '');
   }
 
+  /** How long kld may send nothing (ms; 0: no bound). */
+  get idleMs(): number {
+    return this.options.idleTimeoutMs ?? bounds.idleMs;
+  }
+
   /** The answer parsed with every number exact: those beyond double precision come back marked. */
   async json<T>(method: string, path: string, request: KldRequest = {}): Promise<T> {
     const res = await this.send(method, path, request);
@@ -341,7 +346,7 @@ export class KldHttpClient {
     name: string,
   ): Promise<KldResponse> {
     const { agent, request: open } = agentFor(protocol);
-    const idleMs = this.options.idleTimeoutMs ?? bounds.idleMs;
+    const idleMs = this.idleMs;
     const totalMs = request.endless ? 0 : (this.options.timeoutMs ?? bounds.totalMs);
     return new Promise<KldResponse>((resolve, reject) => {
       let answer: IncomingMessage | undefined;
@@ -355,7 +360,9 @@ export class KldHttpClient {
       });
       // The bound's own error, for a reader of the answer too (else it sees ECONNRESET).
       const stop = (err: DomainError) => {
-        if (answer !== undefined && !answer.complete) answer.destroy(err);
+        // A whole answer is done with: its socket may already serve another request.
+        if (answer?.complete) return;
+        answer?.destroy(err);
         req.destroy(err);
       };
       if (idleMs > 0) {
