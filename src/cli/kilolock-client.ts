@@ -367,7 +367,8 @@ export class KilolockClient {
     return { document, version };
   }
 
-  engineStartRun(
+  /** With a run id of kl's own: a start sent again (after a 429) answers the same run. */
+  async engineStartRun(
     state: string,
     run: {
       operation: string;
@@ -377,7 +378,12 @@ export class KilolockClient {
       info?: object;
     },
   ): Promise<{ run_id: string; reservations: { glob: string; mode: string }[] }> {
-    return this.json('POST', `/v1/engine/states/${statePath(state)}/runs`, { json: run });
+    // Loaded here: no other command of kl needs node:crypto.
+    const { randomUUID } = await import('node:crypto');
+    return this.json('POST', `/v1/engine/states/${statePath(state)}/runs`, {
+      json: { run_id: randomUUID(), ...run },
+      retry: true,
+    });
   }
 
   engineCommit(
