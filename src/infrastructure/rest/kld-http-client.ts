@@ -33,7 +33,7 @@ export interface KldRequest {
 export interface KldHttpOptions {
   token?: string;
   actor?: string;
-  /** How long kld may send nothing; the process's bound (requestBounds) unless set. */
+  /** How long kld may send nothing; the process's bound (useRequestBounds) unless set. */
   idleTimeoutMs?: number;
   /** The most one request may take, its answer read to the end; the process's bound unless set. */
   timeoutMs?: number;
