@@ -1,5 +1,5 @@
 import { Holder } from '../application/apply/apply-server.port';
-import { parseDuration } from './commands/apply.command';
+import { parseDuration } from './durations';
 import { describeConflict, groupDigits, renderLane } from './apply-render';
 import { KlPlan } from '../domain/apply/kl-plan';
 import { formatDuration } from './durations';

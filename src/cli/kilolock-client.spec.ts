@@ -52,3 +52,43 @@ describe('KilolockClient.events against a stream that is not kld', () => {
     expect(await read(1000)).toEqual(Array(3).fill('y'.repeat(400)));
   });
 });
+
+describe('KilolockClient against a kld that asks it to come back (429)', () => {
+  it('a state-engine run start carries a run id of its own, so the retry answers the same run', async () => {
+    const bodies: string[] = [];
+    const server = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        bodies.push(body);
+        if (bodies.length === 1) {
+          res.writeHead(429, { 'retry-after': '0' }).end('{"error":{"message":"busy"}}');
+          return;
+        }
+        const { run_id } = JSON.parse(body) as { run_id: string };
+        res.writeHead(201, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ run_id, reservations: [] }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const written = jest.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const run = await new KilolockClient(url).engineStartRun('a', {
+        operation: 'rm',
+        base_version: 1,
+        write: ['x.y'],
+      });
+      const sent = bodies.map((b) => JSON.parse(b) as { run_id: string });
+      expect(sent).toHaveLength(2);
+      expect(sent[0].run_id).toMatch(/^[0-9a-f-]{36}$/);
+      expect(sent[1]).toEqual(sent[0]);
+      expect(run.run_id).toBe(sent[0].run_id);
+      expect(written).toHaveBeenCalledTimes(1);
+    } finally {
+      written.mockRestore();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});

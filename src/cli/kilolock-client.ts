@@ -124,7 +124,11 @@ export class KilolockClient {
   }
 
   async query(request: QueryRequest): Promise<QueryResponse> {
-    const body = await this.json<QueryResponse | null>('POST', '/v1/query', { json: request });
+    // Read-only: safe to send again after a 429.
+    const body = await this.json<QueryResponse | null>('POST', '/v1/query', {
+      json: request,
+      retry: true,
+    });
     const rows: unknown = body?.rows;
     if (!Array.isArray(rows) || !rows.every(Array.isArray)) {
       throw new DomainError('SERVER.UNEXPECTED_ANSWER', `kld's answer to /v1/query has no rows`);
@@ -222,7 +226,8 @@ export class KilolockClient {
       state === undefined
         ? `/v1/api/apply-runs/${run}/abort`
         : `/v1/api/states/${statePath(state)}/apply-runs/${run}/abort`;
-    return this.json('POST', path, { body: '{}', contentType: 'application/json' });
+    // A run that already ended keeps its status: again is no change.
+    return this.json('POST', path, { body: '{}', contentType: 'application/json', retry: true });
   }
 
   async locks(): Promise<LockSummary[]> {
@@ -274,6 +279,9 @@ export class KilolockClient {
     maxEventChars = MAX_EVENT_CHARS,
   ): AsyncGenerator<EventSourceMessage> {
     const list = (values?: string[]) => (values?.length ? values.join(',') : undefined);
+    // kld's keep-alives (every 15 s unless asked) must come well within kl's idle bound.
+    const idle = this.http.idleMs;
+    const heartbeat = idle > 0 && idle < 45_000 ? Math.max(1, Math.floor(idle / 3000)) : undefined;
     const res = await this.check(
       await this.send('GET', '/v1/events', {
         query: {
@@ -283,8 +291,10 @@ export class KilolockClient {
           stream: list(query.stream),
           follow: query.follow,
           limit: query.limit,
+          heartbeat,
         },
         signal,
+        endless: query.follow === true,
       }),
     );
     // Loaded by the commands that need them, not by every kl start-up.
@@ -350,14 +360,15 @@ export class KilolockClient {
     candidates: EngineCandidates & { version?: number },
   ): Promise<{ document: StateDocumentV4; version: number }> {
     const path = `/v1/engine/states/${statePath(state)}/slice`;
-    const res = await this.check(await this.send('POST', path, { json: candidates }));
+    const res = await this.check(await this.send('POST', path, { json: candidates, retry: true }));
     const version = versionOf(res, `POST ${path}`);
     const { parseStateDocument } = await import('../domain/terraform/parse-state-document');
     const document = parseStateDocument(parseJsonExact(await res.text()));
     return { document, version };
   }
 
-  engineStartRun(
+  /** With a run id of kl's own: a start sent again (after a 429) answers the same run. */
+  async engineStartRun(
     state: string,
     run: {
       operation: string;
@@ -367,7 +378,12 @@ export class KilolockClient {
       info?: object;
     },
   ): Promise<{ run_id: string; reservations: { glob: string; mode: string }[] }> {
-    return this.json('POST', `/v1/engine/states/${statePath(state)}/runs`, { json: run });
+    // Loaded here: no other command of kl needs node:crypto.
+    const { randomUUID } = await import('node:crypto');
+    return this.json('POST', `/v1/engine/states/${statePath(state)}/runs`, {
+      json: { run_id: randomUUID(), ...run },
+      retry: true,
+    });
   }
 
   engineCommit(
@@ -375,8 +391,10 @@ export class KilolockClient {
     runId: string,
     change: object,
   ): Promise<{ version: number; serial: number }> {
+    // A commit sent again answers the version it made (docs/api.md).
     return this.json('POST', `/v1/engine/states/${statePath(state)}/runs/${runId}/commit`, {
       json: change,
+      retry: true,
     });
   }
 
@@ -388,6 +406,7 @@ export class KilolockClient {
   ) {
     return this.json('POST', `/v1/engine/states/${statePath(state)}/runs/${runId}/finish`, {
       json: { status, error_summary: summary },
+      retry: true,
     });
   }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { registerCommands } from './commands';
+import { parseDuration } from './durations';
 import { errorLine, visibleLines } from './terminal-text';
 
 /** Global options every command can read with `program.opts()`. */
@@ -9,6 +10,9 @@ export interface GlobalOptions {
   token?: string;
   clientCert?: string;
   clientKey?: string;
+  /** In seconds; 0 is no bound. */
+  requestTimeout?: number;
+  idleTimeout?: number;
   format: 'table' | 'json' | 'csv';
 }
 
@@ -33,6 +37,22 @@ export async function buildProgram(args: readonly string[]): Promise<Command> {
         'KL_CLIENT_KEY',
       ),
     )
+    .addOption(
+      new Option(
+        '--request-timeout <duration>',
+        'the most one request to kld may take, its answer read to the end: 90s, 15m, 1h; 0 for none (default 1h; never kl events --follow)',
+      )
+        .env('KL_REQUEST_TIMEOUT')
+        .argParser(bound),
+    )
+    .addOption(
+      new Option(
+        '--idle-timeout <duration>',
+        'how long kld may send nothing, before its answer or inside it; 0 for none (default 5m)',
+      )
+        .env('KL_IDLE_TIMEOUT')
+        .argParser(bound),
+    )
     .option(
       '--state-url <url>',
       'the state: https://kld/v1/states/<name> (default: KL_STATE_URL, .kl.toml, backend "http")',
@@ -47,7 +67,15 @@ export async function buildProgram(args: readonly string[]): Promise<Command> {
         .default('table'),
     )
     .hook('preAction', async (_program, action) => {
-      const { clientCert, clientKey } = action.optsWithGlobals<GlobalOptions>();
+      const { clientCert, clientKey, requestTimeout, idleTimeout } =
+        action.optsWithGlobals<GlobalOptions>();
+      if (requestTimeout !== undefined || idleTimeout !== undefined) {
+        const { useRequestBounds } = await import('../infrastructure/rest/kld-http-client');
+        useRequestBounds({
+          ...(requestTimeout === undefined ? {} : { totalMs: requestTimeout * 1000 }),
+          ...(idleTimeout === undefined ? {} : { idleMs: idleTimeout * 1000 }),
+        });
+      }
       // node:crypto is loaded only by a kl that presents a certificate.
       if (clientCert === undefined && clientKey === undefined) return;
       const { presentClientCertificate } =
@@ -77,6 +105,15 @@ function serverUrl(value: string): string {
     throw new InvalidArgumentError('expected an http(s) URL such as http://127.0.0.1:8080');
   }
   return value;
+}
+
+/** A bound in seconds (`90`, `90s`, `15m`, `1h`); 0 is none. */
+function bound(value: string): number {
+  const seconds = parseDuration(value);
+  if (seconds === null) {
+    throw new InvalidArgumentError('expected a duration such as 90s, 15m or 1h (0 for none)');
+  }
+  return seconds;
 }
 
 async function main(argv: string[]): Promise<void> {

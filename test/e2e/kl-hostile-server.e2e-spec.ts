@@ -131,11 +131,11 @@ describe('strings from kld reach the terminal spelled out', () => {
     oneLine(await kl(['states']), 1, /^kl: kld answered 502 Bad Gateway: <html>\\x1b/);
   });
 
-  it('a refusal of megabytes on one line is cut, saying how much was left out', async () => {
+  it('a refusal of a megabyte on one line is cut, saying how much was left out', async () => {
     server.answer = json(400, {
-      error: { code: 'REQUEST.INVALID', message: `bad ${'x'.repeat(4_000_000)}` },
+      error: { code: 'REQUEST.INVALID', message: `bad ${'x'.repeat(1_000_000)}` },
     });
-    const line = oneLine(await kl(['states']), 1, /^kl: bad x+… \(3983620 more characters\)$/);
+    const line = oneLine(await kl(['states']), 1, /^kl: bad x+… \(983620 more characters\)$/);
     expect(line.length).toBeLessThan(20_000);
   });
 
@@ -327,6 +327,158 @@ describe('answers that are not what kl asked for', () => {
       expect(line).toContain(message);
     },
   );
+});
+
+describe('a server that never finishes', () => {
+  const bounds = { KL_IDLE_TIMEOUT: '1', KL_REQUEST_TIMEOUT: '2' };
+
+  it('accepting and never answering: one line naming the request and the idle bound, exit 1', async () => {
+    server.answer = () => {};
+    oneLine(
+      await kl(['states', '--idle-timeout', '1s']),
+      1,
+      /^kl: GET \/v1\/api\/states: nothing from kld at http:\/\/127\.0\.0\.1:\d+ for 1 s \(the bound: --idle-timeout or KL_IDLE_TIMEOUT\)$/,
+    );
+  });
+
+  it('a byte now and then, never the end: one line naming the request and the overall bound', async () => {
+    server.answer = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' }).write('{"states":[');
+      const timer = setInterval(() => res.write(' '), 300);
+      res.on('close', () => clearInterval(timer));
+    };
+    oneLine(
+      await kl(['states'], bounds),
+      1,
+      /^kl: GET \/v1\/api\/states: kld at http:\/\/127\.0\.0\.1:\d+ did not finish answering within 2 s \(the bound: --request-timeout or KL_REQUEST_TIMEOUT\)$/,
+    );
+  });
+
+  it('a bound that is not a duration is a usage error', async () => {
+    const r = await kl(['states'], { KL_REQUEST_TIMEOUT: 'soon' });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(
+      "kl: option '--request-timeout <duration>' value 'soon' from env 'KL_REQUEST_TIMEOUT' is invalid. expected a duration such as 90s, 15m or 1h (0 for none)\n",
+    );
+    expect(server.requests).toEqual([]);
+  });
+
+  it('kl events --follow outlives both bounds while heartbeats and events come; without --follow the stream has an end to reach', async () => {
+    const event = {
+      position: '7',
+      occurredAt: 'now',
+      actor: 'a',
+      stream: 's',
+      revision: 0,
+      type: 'X',
+    };
+    const stream: Answer = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      // Keep-alives as kld sends them, an event after the overall bound, the end after 3 s.
+      const heartbeat = setInterval(() => res.write(': heartbeat\n\n'), 300);
+      const later = setTimeout(() => res.write(`data: ${JSON.stringify(event)}\n\n`), 2_500);
+      const end = setTimeout(() => res.end(), 3_000);
+      res.on('close', () => [heartbeat, later, end].forEach(clearTimeout));
+    };
+    server.answer = stream;
+    const followed = await kl(['events', '--follow'], bounds);
+    expect({ code: followed.code, stderr: followed.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(followed.stdout).toContain('7  now  a  s  0  X');
+    // kld is asked for keep-alives within the idle bound: here every second (its least).
+    const askedHeartbeat = () =>
+      new URL(server.requests.pop()!.url, server.url).searchParams.get('heartbeat');
+    expect(askedHeartbeat()).toBe('1');
+    server.answer = (_req, res) =>
+      res.writeHead(200, { 'content-type': 'text/event-stream' }).end();
+    expect((await kl(['events', '--idle-timeout', '30s'])).code).toBe(0);
+    expect(askedHeartbeat()).toBe('10');
+    expect((await kl(['events'])).code).toBe(0);
+    expect(askedHeartbeat()).toBeNull();
+    server.answer = stream;
+    oneLine(
+      await kl(['events'], bounds),
+      1,
+      /^kl: GET \/v1\/events: kld at .* did not finish answering within 2 s \(the bound: --request-timeout/,
+    );
+  });
+
+  it('an error answer without end: kl reads 1 MiB of it and says it was cut', async () => {
+    let sent = 0;
+    server.answer = (_req, res) => {
+      res.writeHead(500, { 'content-type': 'text/html' }).write('<html>Internal error\n');
+      const chunk = Buffer.alloc(64 * 1024, 0x41);
+      const more = () => {
+        // Endless unless kl stops reading: bounded here at 256 MiB.
+        while (sent < 256 * 1024 * 1024 && !res.destroyed) {
+          sent += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', more);
+        }
+        res.end();
+      };
+      more();
+    };
+    oneLine(
+      await kl(['states']),
+      1,
+      /^kl: kld answered 500 Internal Server Error \(an error answer of more than 1048576 bytes, cut there\): <html>Internal error$/,
+    );
+    expect(sent).toBeLessThan(32 * 1024 * 1024);
+  });
+});
+
+describe('a kld that asks kl to come back later (429 with Retry-After)', () => {
+  const tooMany = (after: string): Answer =>
+    json(
+      429,
+      { error: { code: 'REQUEST.TOO_MANY', message: 'too many requests from hostile-tester' } },
+      { 'retry-after': after },
+    );
+
+  /** Answers `first` to the first `n` requests, then `then`. */
+  function refusing(n: number, first: Answer, then: Answer): Answer {
+    let seen = 0;
+    return (req, res) => (seen++ < n ? first : then)(req, res);
+  }
+
+  it('a read waits as told, one stderr line, then goes on', async () => {
+    server.answer = refusing(1, tooMany('1'), json(200, { states: [] }));
+    const r = await kl(['states', '--format', 'json']);
+    expect(r).toMatchObject({
+      code: 0,
+      stdout: '[]\n',
+      stderr:
+        'kl: kld answered 429 (too many requests) to GET /v1/api/states; trying again in 1 s (1 of 3)\n',
+    });
+    expect(server.requests).toHaveLength(2);
+  });
+
+  it('after 3 retries, or when asked to wait longer than 60 s, the refusal in one line', async () => {
+    server.answer = tooMany('0');
+    const r = await kl(['states']);
+    expect(server.requests).toHaveLength(4);
+    expect(r.code).toBe(1);
+    expect(r.stderr.trimEnd().split('\n')).toEqual([
+      ...[1, 2, 3].map(
+        (n) =>
+          `kl: kld answered 429 (too many requests) to GET /v1/api/states; trying again in 0 s (${n} of 3)`,
+      ),
+      'kl: too many requests from hostile-tester',
+    ]);
+    server.requests.length = 0;
+    server.answer = tooMany('3600');
+    oneLine(await kl(['states']), 1, /^kl: too many requests from hostile-tester$/);
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('a write kld does not document as safe to repeat is sent once', async () => {
+    server.answer = refusing(1, tooMany('0'), json(201, { name: 'x', scopes: ['query'] }));
+    oneLine(
+      await kl(['token', 'create', '--name', 'x', '--scope', 'query']),
+      1,
+      /^kl: too many requests from hostile-tester$/,
+    );
+    expect(server.requests.map((q) => q.method)).toEqual(['POST']);
+  });
 });
 
 describe('a state without the version kld names in its header', () => {

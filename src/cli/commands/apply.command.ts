@@ -10,7 +10,7 @@ import { TempWorkspaces } from '../../infrastructure/terraform/temp-workspace';
 import { defaultActor, KldHttpClient } from '../../infrastructure/rest/kld-http-client';
 import { RestApplyServer } from '../../infrastructure/rest/rest-apply-server';
 import { describeConflict, describeHolder, describeReservations } from '../apply-render';
-import { formatDuration } from '../durations';
+import { formatDuration, parseDuration } from '../durations';
 import { errorLine, terminalSafeJson, visibleLines } from '../terminal-text';
 import { APPLY_EXIT, exitCodeOf, onceSignalled, usageExit3, UsageError } from './apply-cli';
 
@@ -27,14 +27,6 @@ interface Globals {
 }
 
 const DEFAULT_WAIT_SECONDS = 60 * 60;
-
-/** `90`, `90s`, `15m`, `1h30m` → seconds; null when it is none of these. */
-export function parseDuration(text: string): number | null {
-  if (/^\d{1,7}$/.test(text)) return Number(text);
-  const m = /^(?:(\d{1,4})h)?(?:(\d{1,5})m)?(?:(\d{1,7})s)?$/.exec(text);
-  if (!m || text === '') return null;
-  return Number(m[1] ?? 0) * 3600 + Number(m[2] ?? 0) * 60 + Number(m[3] ?? 0);
-}
 
 /** `kl apply kl-plan.json`: reserve, apply in a private directory, commit the write set. */
 export function registerApplyCommand(program: Command): Command {

@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import * as fs from 'node:fs';
 import { pipeline } from 'node:stream/promises';
+import { DomainError } from '../../domain/shared/domain-error';
 import { KlError } from '../cli-error';
 import { terminalSafeJsonStream } from '../terminal-text';
 import { contextOf, usage } from './context';
@@ -36,6 +37,8 @@ export function registerArchiveCommand(program: Command): void {
         } else await pipeline(body, out, { end: false });
       } catch (err) {
         if (partial) fs.rmSync(partial, { force: true });
+        // kl's own bounds name the request and the bound.
+        if (err instanceof DomainError) throw err;
         throw new KlError(
           'SERVER.UNREACHABLE',
           `export of ${state} broke off: ${(err as Error).message}`,

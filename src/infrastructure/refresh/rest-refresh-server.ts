@@ -154,7 +154,9 @@ export class RestRefreshServer implements RefreshServerPort {
   }
 
   async recordResults(runId: string, results: RefreshResult[]): Promise<void> {
+    // A batch sent again adds nothing (docs/api.md): safe to repeat after a 429.
     await this.http.json<unknown>('POST', `/v1/refresh-runs/${encodeURIComponent(runId)}/results`, {
+      retry: true,
       json: {
         results: results.map((r) => ({
           address: r.address,

@@ -4,7 +4,7 @@ import { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { DomainError } from '../../domain/shared/domain-error';
 import { bigNumberText } from '../../domain/terraform/lossless-json';
-import { errorOf, KldHttpClient, MAX_ANSWER_BYTES } from './kld-http-client';
+import { errorOf, KldHttpClient, MAX_ANSWER_BYTES, retryAfterMs } from './kld-http-client';
 
 /** A kld stand-in on 127.0.0.1 answering with `handler`; what it received is kept. */
 async function withServer(
@@ -235,9 +235,104 @@ describe('KldHttpClient', () => {
           );
         const silent = await failure(client.json('GET', '/silent'));
         expect(silent?.code).toBe('SERVER.UNREACHABLE');
-        expect(silent?.message).toMatch(/^cannot reach kld at .* \(nothing from kld for 0\.2 s\)/);
-        const half = await failure(client.json('GET', '/half'));
-        expect(half?.message).toMatch(/ broke off \(nothing from kld for 0\.2 s\)$/);
+        expect(silent?.message).toBe(
+          `GET /silent: nothing from kld at ${url} for 0.2 s (the bound: --idle-timeout or KL_IDLE_TIMEOUT)`,
+        );
+        const half = await failure(client.json('GET', '/half?x=1'));
+        expect(half?.message).toBe(
+          `GET /half: nothing from kld at ${url} for 0.2 s (the bound: --idle-timeout or KL_IDLE_TIMEOUT)`,
+        );
+      },
+    );
+  });
+
+  it('gives up on a kld that sends a byte now and then, which the idle bound lets through', async () => {
+    const timers: NodeJS.Timeout[] = [];
+    await withServer(
+      (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        // A byte every 50 ms of a body that never ends.
+        timers.push(setInterval(() => res.write(' '), 50));
+      },
+      async (url) => {
+        const client = new KldHttpClient(url, { idleTimeoutMs: 1_000, timeoutMs: 300 });
+        const late = await client.json('GET', '/drip').then(
+          () => null,
+          (e: DomainError) => e,
+        );
+        expect(late?.code).toBe('SERVER.UNREACHABLE');
+        expect(late?.message).toBe(
+          `GET /drip: kld at ${url} did not finish answering within 0.3 s (the bound: --request-timeout or KL_REQUEST_TIMEOUT)`,
+        );
+        // A stream read for as long as it lasts keeps only the idle bound.
+        const res = await client.send('GET', '/drip', { endless: true });
+        let bytes = 0;
+        for await (const chunk of res.body) {
+          bytes += (chunk as Buffer).length;
+          if (bytes >= 12) break; // 600 ms, twice the overall bound
+        }
+        expect(bytes).toBeGreaterThanOrEqual(12);
+      },
+    );
+    for (const t of timers) clearInterval(t);
+  });
+
+  it("reads at most 1 MiB of an error answer, and says it was cut; a 409's list up to 64 MiB", async () => {
+    let sent = 0;
+    // What a 409 of a 20k-address plan carries: every holder, then the code and message.
+    const holders = Array.from({ length: 20_000 }, (_, i) => ({
+      kind: 'apply',
+      glob: `module.app.aws_instance.web["${i}"]`,
+      mode: 'write',
+      actor: 'ci@runner-17',
+      run_id: '0b7c1d4e-8f0a-4b1c-9d2e-3f4a5b6c7d8e',
+      lock_id: '',
+      acquired_at: '2026-12-02T13:00:00.000Z',
+      expires_at: '2026-12-02T13:15:00.000Z',
+    }));
+    const conflict = JSON.stringify({
+      error: { holders, code: 'RESERVATION.CONFLICT', message: 'state a: held by ci' },
+    });
+    await withServer(
+      (req, res) => {
+        if (req.url === '/conflict') {
+          res.writeHead(409, { 'content-type': 'application/json' }).end(conflict);
+          return;
+        }
+        res.writeHead(502, { 'content-type': 'text/html' });
+        res.write('<html>Bad Gateway\n');
+        const chunk = Buffer.alloc(16 * 1024, 0x41);
+        const more = () => {
+          // Endless unless kl stops reading: bounded here at 64 MiB.
+          while (sent < 64 * 1024 * 1024) {
+            sent += chunk.length;
+            if (!res.write(chunk)) return void res.once('drain', more);
+          }
+          res.end();
+        };
+        more();
+      },
+      async (url) => {
+        const client = new KldHttpClient(url);
+        const page = await client.json('GET', '/v1/x').then(
+          () => null,
+          (e: DomainError) => e,
+        );
+        expect(page?.code).toBe('SERVER.UNEXPECTED_ANSWER');
+        expect(page?.message).toBe(
+          'kld answered 502 Bad Gateway (an error answer of more than 1048576 bytes, cut there): <html>Bad Gateway',
+        );
+        expect(sent).toBeLessThan(16 * 1024 * 1024);
+        expect(conflict.length).toBeGreaterThan(4 * 1024 * 1024);
+        const res = await client.send('POST', '/conflict');
+        expect(
+          ((await res.json()) as { error: { holders: unknown[] } }).error.holders,
+        ).toHaveLength(20_000);
+        const error = await errorOf(res);
+        expect([error.code, error.message]).toEqual([
+          'RESERVATION.CONFLICT',
+          'state a: held by ci',
+        ]);
       },
     );
   });
@@ -270,6 +365,102 @@ describe('KldHttpClient', () => {
         expect(chunks).toEqual([': hello\n\n']);
       },
     );
+  });
+});
+
+describe('a kld that asks kl to come back (429, 503 with Retry-After)', () => {
+  it('sends a request it may repeat again after the wait, at most 3 times, one stderr line each', async () => {
+    const seen: string[] = [];
+    const refusals: Record<string, [number, string | null][]> = {
+      '/twice': [
+        [429, '0'],
+        [503, '0'],
+      ],
+      '/always': Array.from({ length: 10 }, (): [number, string | null] => [429, '0']),
+      '/later': [[429, '3600']],
+      '/unsaid': [[429, null]],
+      '/broken': [[500, '0']],
+      '/write': [
+        [429, '0'],
+        [429, '0'],
+      ],
+      '/stream': [[429, '0']],
+      '/date': [[429, new Date(Date.now() - 60_000).toUTCString()]],
+    };
+    const written = jest.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      await withServer(
+        (req, res) => {
+          void bodyOf(req).then((body) => {
+            seen.push(`${req.method} ${req.url} ${body.length}`);
+            const next = refusals[req.url!.split('?')[0]]?.shift();
+            if (next === undefined) return void res.writeHead(200).end('{"ok":true}');
+            const [status, after] = next;
+            res.writeHead(status, after === null ? {} : { 'retry-after': after });
+            res.end(JSON.stringify({ error: { code: 'REQUEST.TOO_MANY', message: 'slow down' } }));
+          });
+        },
+        async (url) => {
+          const client = new KldHttpClient(url);
+          const outcome = (p: Promise<unknown>) =>
+            p.then(
+              (v) => v,
+              (e: DomainError) => e.message,
+            );
+          expect(await outcome(client.json('GET', '/twice?a=1'))).toEqual({ ok: true });
+          expect(await outcome(client.json('GET', '/always'))).toBe('slow down');
+          expect(await outcome(client.json('GET', '/later'))).toBe('slow down');
+          expect(await outcome(client.json('GET', '/unsaid'))).toBe('slow down');
+          expect(await outcome(client.json('GET', '/broken'))).toBe('slow down');
+          expect(await outcome(client.json('GET', '/date'))).toEqual({ ok: true });
+          // A write kld does not document as safe to repeat is not; one that it does, is.
+          expect(await outcome(client.json('POST', '/write', { json: {} }))).toBe('slow down');
+          expect(await outcome(client.json('POST', '/write', { json: {}, retry: true }))).toEqual({
+            ok: true,
+          });
+          // A streamed body cannot be sent twice.
+          async function* chunks() {
+            yield Buffer.from('{}');
+          }
+          const streamed = client.json('POST', '/stream', { body: chunks(), retry: true });
+          expect(await outcome(streamed)).toBe('slow down');
+        },
+      );
+      const requests = (path: string) => seen.filter((r) => r.split(' ')[1].startsWith(path));
+      expect(requests('/twice')).toEqual([
+        'GET /twice?a=1 0',
+        'GET /twice?a=1 0',
+        'GET /twice?a=1 0',
+      ]);
+      expect(requests('/always')).toHaveLength(4);
+      for (const once of ['/later', '/unsaid', '/broken', '/stream']) {
+        expect(requests(once)).toHaveLength(1);
+      }
+      expect(requests('/date')).toHaveLength(2);
+      expect(requests('/write')).toEqual(['POST /write 2', 'POST /write 2', 'POST /write 2']);
+      expect(written.mock.calls.map((c) => String(c[0]))).toEqual([
+        'kl: kld answered 429 (too many requests) to GET /twice; trying again in 0 s (1 of 3)\n',
+        'kl: kld answered 503 (unavailable) to GET /twice; trying again in 0 s (2 of 3)\n',
+        'kl: kld answered 429 (too many requests) to GET /always; trying again in 0 s (1 of 3)\n',
+        'kl: kld answered 429 (too many requests) to GET /always; trying again in 0 s (2 of 3)\n',
+        'kl: kld answered 429 (too many requests) to GET /always; trying again in 0 s (3 of 3)\n',
+        'kl: kld answered 429 (too many requests) to GET /date; trying again in 0 s (1 of 3)\n',
+        'kl: kld answered 429 (too many requests) to POST /write; trying again in 0 s (1 of 3)\n',
+      ]);
+    } finally {
+      written.mockRestore();
+    }
+  });
+
+  it('reads Retry-After as seconds or an HTTP date', () => {
+    const now = Date.parse('2026-12-02T13:00:00Z');
+    expect(retryAfterMs('120', now)).toBe(120_000);
+    expect(retryAfterMs(' 0 ', now)).toBe(0);
+    expect(retryAfterMs('Wed, 02 Dec 2026 13:00:30 GMT', now)).toBe(30_000);
+    expect(retryAfterMs('Wed, 02 Dec 2026 12:00:00 GMT', now)).toBe(0);
+    for (const no of [null, '', '-5', '1.5', 'soon', '12 parsecs', '99999999999']) {
+      expect(retryAfterMs(no, now)).toBeNull();
+    }
   });
 });
 

@@ -100,6 +100,7 @@ export class RestApplyServer implements ApplyServerPort {
   ): Promise<EngineScope> {
     const body = await this.http.json<JsonObject>('POST', this.enginePath(state, '/scope'), {
       json: { ...this.candidates(candidates), ...(options.withSlice ? { slice: true } : {}) },
+      retry: true,
     });
     const objects = (v: unknown) => (Array.isArray(v) ? v.filter(isJsonObject) : []);
     const strings = (v: unknown) =>
@@ -150,6 +151,7 @@ export class RestApplyServer implements ApplyServerPort {
   async slice(state: string, candidates: EngineCandidates): Promise<EngineSlice> {
     const res = await this.http.send('POST', this.enginePath(state, '/slice'), {
       json: this.candidates(candidates),
+      retry: true,
     });
     if (!res.ok) throw await errorOf(res);
     const text = await res.text();
@@ -200,12 +202,17 @@ export class RestApplyServer implements ApplyServerPort {
       info: request.info,
     };
     // The trusted lane starts its run on the engine: terraform then sees a state-engine lock.
+    // With its run id, a start sent again answers the same run (docs/api.md).
     const res =
       request.lane === 'state-engine'
         ? await this.http.send('POST', this.enginePath(state, '/runs'), {
             json: { operation: 'apply', ...run },
+            retry: true,
           })
-        : await this.http.send('POST', this.runPath(state), { json: { ...run, lane: 'full' } });
+        : await this.http.send('POST', this.runPath(state), {
+            json: { ...run, lane: 'full' },
+            retry: true,
+          });
     if (res.ok) {
       const body = (await res.json()) as JsonObject;
       const reservations = Array.isArray(body.reservations) ? body.reservations : [];
@@ -249,6 +256,7 @@ export class RestApplyServer implements ApplyServerPort {
   ): Promise<{ expiresAt: string }> {
     const body = await this.http.json<JsonObject>('POST', this.runPath(state, runId, 'heartbeat'), {
       json: { lease_seconds: leaseSeconds },
+      retry: true,
     });
     return { expiresAt: asString(body.expires_at) };
   }
@@ -282,9 +290,12 @@ export class RestApplyServer implements ApplyServerPort {
       request.lane === 'state-engine'
         ? this.enginePath(state, `/runs/${encodeURIComponent(runId)}/commit`)
         : this.runPath(state, runId, 'commit');
+    // Sent again only when kld said it took nothing (429, 503 with Retry-After): a commit
+    // sent again answers the version it made (docs/api.md), so this is never a second one.
     const res = await this.http.send('POST', path, {
       body: stringifyJson(body),
       contentType: 'application/json',
+      retry: true,
     });
     if (!res.ok) throw await errorOf(res);
     const answer = (await res.json()) as JsonObject;
@@ -307,9 +318,11 @@ export class RestApplyServer implements ApplyServerPort {
       // The document travels as terraform wrote it, byte for byte.
       text = `${head.slice(0, -1)},"output_state":${request.outputState.trim()}}`;
     }
+    // The same status sent again answers 200 (docs/api.md).
     const res = await this.http.send('POST', this.runPath(state, runId, 'finish'), {
       body: text,
       contentType: 'application/json',
+      retry: true,
     });
     if (!res.ok) throw await errorOf(res);
     res.discard();
