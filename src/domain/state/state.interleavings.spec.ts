@@ -119,6 +119,16 @@ interface Model {
   changedIn: Map<string, number>;
   locks: Map<string, Mode>;
   runs: Map<string, ModelRun>;
+  /** The last commit, which a retry of it (same checksum…) finds done already. */
+  head: Head | null;
+}
+
+interface Head {
+  checksum: string;
+  source: string;
+  runId: string | null;
+  /** The one terraform lock held when it was committed. */
+  lockId: string | null;
 }
 
 const emptyModel = (): Model => ({
@@ -129,6 +139,7 @@ const emptyModel = (): Model => ({
   changedIn: new Map(),
   locks: new Map(),
   runs: new Map(),
+  head: null,
 });
 
 function cloneModel(m: Model): Model {
@@ -147,8 +158,13 @@ function created(m: Model, stateId: string): Model {
 }
 
 /** A new version with these instances set (value) or removed (null). */
-function committed(m: Model, changes: Map<string, string | null>): void {
+function committed(
+  m: Model,
+  changes: Map<string, string | null>,
+  head: Omit<Head, 'lockId'>,
+): void {
   m.version += 1;
+  m.head = { ...head, lockId: m.locks.size === 1 ? [...m.locks.keys()][0] : null };
   for (const [address, value] of changes) {
     const before = m.instances.get(address);
     if (before === (value ?? undefined)) continue;
@@ -251,6 +267,7 @@ class Driver {
   private counter = 0;
   /** Every acquire made, to retry one. */
   private readonly acquires = new Map<string, StateCommand>();
+  private lastCommit: Step | null = null;
   constructor(seed: number) {
     this.r = rng(seed);
   }
@@ -290,33 +307,58 @@ class Driver {
   step(m: Model, now: number, first: boolean): Step {
     // Runs need a version to plan from: terraform writes the first one.
     if (first) return this.post(m, now, false);
-    const x = this.r() * 100;
-    if (x < 10) return this.lock(now, 'write');
-    if (x < 18) return this.lock(now, 'read');
-    if (x < 25) return this.unlock(m, now);
-    if (x < 27) return this.forceUnlock(now);
-    if (x < 35) return this.post(m, now);
-    if (x < 37) return this.remove(now);
-    if (x < 57) return this.acquire(m, now);
-    if (x < 59) return this.retryAcquire(now);
-    if (x < 67) return this.renew(m, now);
-    if (x < 73) return this.release(m, now);
-    if (x < 91) return this.runCommit(m, now);
-    return this.otherCommit(m, now);
+    const steps: [weight: number, make: () => Step][] = [
+      [10, () => this.lock(now, 'write')],
+      [8, () => this.lock(now, 'read')],
+      [3, () => this.relock(m, now)],
+      [7, () => this.unlock(m, now)],
+      [2, () => this.forceUnlock(m, now)],
+      [8, () => this.post(m, now)],
+      [2, () => this.remove(now)],
+      [20, () => this.acquire(m, now)],
+      [2, () => this.retryAcquire(m, now)],
+      [8, () => this.renew(m, now)],
+      [6, () => this.release(m, now)],
+      [18, () => this.runCommit(m, now)],
+      [6, () => this.otherCommit(m, now)],
+      [4, () => this.retryCommit(m, now)],
+    ];
+    let x = this.r() * steps.reduce((sum, [w]) => sum + w, 0);
+    for (const [w, make] of steps) {
+      if (x < w) return make();
+      x -= w;
+    }
+    return this.acquire(m, now);
   }
 
   private lock(now: number, mode: Mode): Step {
-    const id = this.next(mode === 'write' ? 'lock' : 'plan');
+    return this.lockAs(now, this.next(mode === 'write' ? 'lock' : 'plan'), mode, 'bob@laptop');
+  }
+
+  /** A held lock asked again: terraform's retry (the same LockInfo), or another process reusing its ID. */
+  private relock(m0: Model, now: number): Step {
+    const held = [...m0.locks];
+    if (held.length === 0) return this.lock(now, 'read');
+    const [id, mode] = pick(this.r, held);
+    return this.lockAs(now, id, mode, this.chance(0.5) ? 'bob@laptop' : 'eve@desktop');
+  }
+
+  private lockAs(now: number, id: string, mode: Mode, who: string): Step {
     const stateId = this.next('state');
     return {
-      label: `LOCK ${id} (${mode})`,
+      label: `LOCK ${id} (${mode}) by ${who}`,
       command: {
         type: 'LockState',
-        data: { name: NAME, newStateId: stateId, lockInfo: lockInfo(id, mode) },
+        data: { name: NAME, newStateId: stateId, lockInfo: { ...lockInfo(id, mode), Who: who } },
         metadata: ctx(now, 'bob'),
       },
       expect: (before, at) => {
         const m = before.status === 'active' ? cloneModel(before) : created(before, stateId);
+        if (m.locks.has(id)) {
+          return m.locks.get(id) === mode && who === 'bob@laptop'
+            ? { granted: m, events: 'none' }
+            : refused('STATE.LOCKED');
+        }
         const locks = [...m.locks].filter(([, held]) => mode === 'write' || held === 'write');
         if (locks.length > 0) return refused('STATE.LOCKED');
         const { live, expired } = runsInTheWay(
@@ -347,7 +389,21 @@ class Driver {
     };
   }
 
-  private forceUnlock(now: number): Step {
+  private forceUnlock(m0: Model, now: number): Step {
+    if (this.chance(0.5)) {
+      const id = this.lockId(m0);
+      return {
+        label: `FORCE-UNLOCK ${id}`,
+        command: { type: 'ForceUnlockState', data: { name: NAME, lockId: id }, metadata: ctx(now) },
+        expect: (before) => {
+          if (before.status !== 'active') return refused('STATE.NOT_FOUND');
+          const m = cloneModel(before);
+          if (m.locks.delete(id)) return { granted: m };
+          if (m.locks.size > 0) return refused('STATE.LOCK_MISMATCH');
+          return { granted: m, events: 'none' };
+        },
+      };
+    }
     return {
       label: 'FORCE-UNLOCK',
       command: { type: 'ForceUnlockState', data: { name: NAME }, metadata: ctx(now) },
@@ -366,10 +422,19 @@ class Driver {
     const lockId = underLock && this.chance(0.7) ? this.lockId(m0) : undefined;
     const next = new Map<string, string>();
     for (const a of ADDRESSES) if (this.chance(0.6)) next.set(a, pick(this.r, ['v1', 'v2', 'v3']));
+    // A refresh writes back what it read from a version: refused if anyone committed since.
+    const base =
+      underLock && this.chance(0.2)
+        ? Math.max(m0.version - (this.chance(0.3) ? 1 : 0), 0)
+        : undefined;
+    const source = base === undefined ? 'http' : 'refresh';
+    const checksum = this.next('post');
     const stateId = this.next('state');
     const document = documentOf(next, this.counter);
-    return {
-      label: `POST under ${lockId ?? 'no lock'}: ${[...next].map((e) => e.join('=')).join(' ')}`,
+    const step: Step = {
+      label:
+        `POST under ${lockId ?? 'no lock'}${base === undefined ? '' : ` base ${base}`}: ` +
+        [...next].map((e) => e.join('=')).join(' '),
       command: {
         type: 'CommitState',
         data: {
@@ -378,13 +443,31 @@ class Driver {
           document,
           instances: flattenInstances(document),
           ...(lockId === undefined ? {} : { lockId }),
-          source: 'http',
-          checksum: this.next('post'),
+          source,
+          checksum,
+          ...(base === undefined ? {} : { baseVersion: base }),
         },
         metadata: ctx(now, 'terraform'),
       },
       expect: (before, at) => {
+        const head = before.head;
+        const sole = before.locks.size === 1 ? [...before.locks.keys()][0] : null;
+        if (
+          before.status === 'active' &&
+          head !== null &&
+          head.checksum === checksum &&
+          head.source === source &&
+          head.runId === null &&
+          (base === undefined || base === before.version - 1) &&
+          before.locks.size <= 1 &&
+          head.lockId === sole &&
+          (sole === null || lockId === sole)
+        ) {
+          return { granted: before, events: 'none' };
+        }
+        if (base !== undefined && before.status !== 'active') return refused('STATE.NOT_FOUND');
         const m = before.status === 'active' ? cloneModel(before) : created(before, stateId);
+        if (base !== undefined && base !== m.version) return refused('STATE.VERSION_CONFLICT');
         if (m.locks.size > 0) {
           if (lockId === undefined) return refused('STATE.LOCKED');
           if (!m.locks.has(lockId)) return refused('STATE.LOCK_MISMATCH');
@@ -395,9 +478,22 @@ class Driver {
         for (const id of expired) m.runs.delete(id);
         const changes = new Map<string, string | null>();
         for (const a of ADDRESSES) changes.set(a, next.get(a) ?? null);
-        committed(m, changes);
+        committed(m, changes, { checksum, source, runId: null });
         return { granted: m };
       },
+    };
+    this.lastCommit = step;
+    return step;
+  }
+
+  /** The last commit sent again, its answer lost: done already if it is the head, else judged anew. */
+  private retryCommit(m0: Model, now: number): Step {
+    const last = this.lastCommit;
+    if (last === null) return this.post(m0, now);
+    return {
+      ...last,
+      label: `RETRY ${last.label}`,
+      command: { ...last.command, metadata: ctx(now, last.command.metadata.actor) },
     };
   }
 
@@ -418,8 +514,9 @@ class Driver {
   private acquire(m0: Model, now: number): Step {
     const runId = this.next('run');
     const engine = this.chance(0.25);
-    const wants = this.someOf(GLOBS, 3).map((glob): Want => ({
-      glob,
+    // Globs drawn independently: one may come twice, in one mode or both.
+    const wants = Array.from({ length: 1 + Math.floor(this.r() * 3) }, (): Want => ({
+      glob: pick(this.r, GLOBS),
       mode: this.chance(0.5) ? 'write' : 'read',
     }));
     // Mostly the current version; sometimes an older one (a plan made a while ago).
@@ -457,9 +554,9 @@ class Driver {
   }
 
   /** A retried acquire (the client never got the answer): done already, or refused as before. */
-  private retryAcquire(now: number): Step {
+  private retryAcquire(m0: Model, now: number): Step {
     const runs = [...this.acquires.keys()];
-    if (runs.length === 0) return this.forceUnlock(now);
+    if (runs.length === 0) return this.acquire(m0, now);
     const runId = pick(this.r, runs);
     const first = this.acquires.get(runId)!;
     const command = { ...first, metadata: ctx(now, first.metadata.actor) } as StateCommand;
@@ -570,13 +667,15 @@ class Driver {
     const base = run !== undefined && this.chance(0.7) ? run.base : Math.max(m0.version, 1);
     const release = this.chance(0.5);
     const source = run?.engine ? 'state-engine' : 'apply';
-    return {
+    const command = this.deltaCommand(now, changes, { runId }, base, release, source);
+    this.lastCommit = {
       label:
         `COMMIT by ${runId} base ${base}${release ? ' +release' : ''}: ` +
         [...changes].map(([a, v]) => `${a}=${v ?? 'deleted'}`).join(' '),
-      command: this.deltaCommand(now, changes, { runId }, base, release, source),
-      expect: (before, at) => expectDelta(before, at, changes, { runId }, base, release),
+      command,
+      expect: (before, at) => expectDelta(before, at, command, changes),
     };
+    return this.lastCommit;
   }
 
   /** A row-level change by the holder of a terraform lock, or by nobody. */
@@ -585,13 +684,15 @@ class Driver {
     const changes = this.change([]);
     const base = Math.max(m0.version, 1);
     const by = lockId === undefined ? {} : { lockId };
-    return {
+    const command = this.deltaCommand(now, changes, by, base, false, 'http');
+    this.lastCommit = {
       label:
         `COMMIT under ${lockId ?? 'no lock'} base ${base}: ` +
         [...changes].map(([a, v]) => `${a}=${v ?? 'deleted'}`).join(' '),
-      command: this.deltaCommand(now, changes, by, base, false, 'http'),
-      expect: (before, at) => expectDelta(before, at, changes, by, base, false),
+      command,
+      expect: (before, at) => expectDelta(before, at, command, changes),
     };
+    return this.lastCommit;
   }
 }
 
@@ -639,13 +740,24 @@ function expectAcquire(
 function expectDelta(
   before: Model,
   at: number,
+  command: StateCommand,
   changes: Map<string, string | null>,
-  by: { runId?: string; lockId?: string },
-  base: number,
-  release: boolean,
 ): Outcome {
+  if (command.type !== 'CommitDelta') throw new Error('not a delta');
+  const { runId, lockId, baseVersion: base, release, checksum, source } = command.data;
+  const by = { runId, lockId };
   if (before.status !== 'active') return refused('STATE.NOT_FOUND');
   if (before.version === 0) return refused('APPLY.NO_VERSION');
+  const head = before.head;
+  if (
+    head !== null &&
+    head.checksum === checksum &&
+    head.source === source &&
+    head.runId === (runId ?? null) &&
+    head.lockId === (lockId ?? null)
+  ) {
+    return { granted: before, events: 'none' };
+  }
   if (base > before.version) return refused('APPLY.INVALID');
   const touched = [...changes.keys()];
   if (by.runId !== undefined) {
@@ -668,8 +780,8 @@ function expectDelta(
   if (touched.some((a) => (before.changedIn.get(a) ?? 0) > base)) return refused('APPLY.STALE');
   const m = cloneModel(before);
   for (const id of expired) m.runs.delete(id);
-  committed(m, changes);
-  if (release && by.runId !== undefined) m.runs.delete(by.runId);
+  committed(m, changes, { checksum, source, runId: runId ?? null });
+  if (release === true && by.runId !== undefined) m.runs.delete(by.runId);
   return { granted: m, writer: by.runId };
 }
 
@@ -829,8 +941,11 @@ function runSeed(seed: number, hashes: Map<string, string>): void {
         }
       }
       log.push(...result);
+      const previous = state;
       state = result.reduce(evolve, state);
       shadow = result.reduce(evolve, shadow);
+      // A state is a value: one that failed to append is decided on again, as it was.
+      same(JSON.stringify(toSnapshot(previous)), before, 'the state before the events');
       model = expected.granted;
       agrees(state, model, hashes);
       nobodyInTheWay(state);
