@@ -22,8 +22,9 @@ import { fromSnapshot, toSnapshot } from './state.snapshot';
  * a run writing only what it reserved, refusals changing nothing, and the
  * state the same when folded from a snapshot plus the tail, or from scratch.
  *
- * A failure prints its seed and the steps taken; `SEEDS=<n>` with
- * `FIRST_SEED=<seed>` replays one.
+ * A failure prints its seed and the steps taken, each with its outcome;
+ * `FIRST_SEED=<seed> SEEDS=1` replays that seed alone (`STEPS=<n>` runs
+ * longer histories, `SEEDS=<n>` more of them).
  */
 
 const NAME = 'shared';
@@ -31,7 +32,7 @@ const T0 = Date.parse('2026-12-01T09:00:00.000Z');
 const PROVIDER = 'provider["registry.terraform.io/hashicorp/aws"]';
 const SEEDS = Number(process.env.SEEDS ?? 300);
 const FIRST_SEED = Number(process.env.FIRST_SEED ?? 1);
-const STEPS = 60;
+const STEPS = Number(process.env.STEPS ?? 60);
 
 type Mode = 'read' | 'write';
 
@@ -153,7 +154,7 @@ function cloneModel(m: Model): Model {
 }
 
 /** A state brought into being by a LOCK or a POST: nothing held, no version. */
-function created(m: Model, stateId: string): Model {
+function created(stateId: string): Model {
   return { ...emptyModel(), status: 'active', stateId };
 }
 
@@ -353,7 +354,7 @@ class Driver {
         metadata: ctx(now, 'bob'),
       },
       expect: (before, at) => {
-        const m = before.status === 'active' ? cloneModel(before) : created(before, stateId);
+        const m = before.status === 'active' ? cloneModel(before) : created(stateId);
         if (m.locks.has(id)) {
           return m.locks.get(id) === mode && who === 'bob@laptop'
             ? { granted: m, events: 'none' }
@@ -466,7 +467,7 @@ class Driver {
           return { granted: before, events: 'none' };
         }
         if (base !== undefined && before.status !== 'active') return refused('STATE.NOT_FOUND');
-        const m = before.status === 'active' ? cloneModel(before) : created(before, stateId);
+        const m = before.status === 'active' ? cloneModel(before) : created(stateId);
         if (base !== undefined && base !== m.version) return refused('STATE.VERSION_CONFLICT');
         if (m.locks.size > 0) {
           if (lockId === undefined) return refused('STATE.LOCKED');
@@ -905,6 +906,8 @@ function runSeed(seed: number, hashes: Map<string, string>): void {
       const expected = step.expect(model, now);
       const before = JSON.stringify(toSnapshot(state));
       const result = decideOn(step.command, state);
+      steps[i] +=
+        result instanceof DomainError ? ` → ${result.code}` : ` → ${result.length} events`;
       // Deciding is pure: granted or refused, the state it looked at is as it was.
       same(JSON.stringify(toSnapshot(state)), before, 'the state after deciding');
       same(
