@@ -647,7 +647,8 @@ class Driver {
         source,
         ...by,
         baseVersion: base,
-        checksum: this.next('delta'),
+        // Of the body, as the transport computes it: two writers sending the same change collide.
+        checksum: `base ${base}${release ? ' release' : ''}: ${[...changes].join(' ')}`,
         upserts,
         deletes,
         outputs: { set: {}, remove: [] },
