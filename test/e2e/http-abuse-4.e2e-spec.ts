@@ -1,0 +1,171 @@
+import * as net from 'node:net';
+import { bootstrapToken } from '../support/auth';
+import { KldProcess, startKld } from '../support/kld-process';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+/**
+ * A hostile caller of kld, with and without a token: bodies declared huge
+ * and never sent, and one query token against the other callers of the SQL
+ * surface (their statements' text, their sessions). Each is refused, or
+ * costs kld only what was actually sent.
+ */
+
+jest.setTimeout(120_000);
+
+let t: TestDatabase;
+let kld: KldProcess;
+let admin: string;
+let teamA: string;
+let teamB: string;
+
+interface Answer {
+  status: number;
+  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON under test
+}
+
+async function call(token: string, method: string, path: string, body?: unknown): Promise<Answer> {
+  const r = await fetch(`${kld.url}${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await r.text();
+  return { status: r.status, body: text === '' ? null : JSON.parse(text) };
+}
+
+const query = (token: string, sql: string) => call(token, 'POST', '/v1/query', { sql });
+
+const doc = (serial: number) => ({
+  version: 4,
+  terraform_version: '1.11.4',
+  serial,
+  lineage: 'abuse-4',
+  outputs: {},
+  resources: [],
+  check_results: null,
+});
+
+beforeAll(async () => {
+  t = await createTestDatabase('kl_http_abuse4');
+  admin = bootstrapToken(t.url, 'root', ['admin', 'write:*', 'query', 'metrics']).secret;
+  kld = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
+  const token = async (name: string, scopes: string[]) => {
+    const r = await call(admin, 'POST', '/v1/admin/tokens', { name, scopes });
+    expect(r.status).toBe(201);
+    return r.body.token as string;
+  };
+  teamA = await token('team-a', ['write:team-a/*', 'query']);
+  teamB = await token('team-b', ['write:team-b/*', 'query']);
+  for (const name of ['team-a/net', 'team-b/secret']) {
+    expect((await call(admin, 'POST', `/v1/states/${name}`, doc(1))).status).toBe(200);
+  }
+});
+
+afterAll(async () => {
+  await kld?.stop();
+  await t?.drop();
+});
+
+/** Opens a POST that declares `length` bytes of body and sends `sent` of them. */
+function declareAndStall(path: string, token: string | null, length: number, sent: number) {
+  const socket = net.connect(Number(new URL(kld.url).port), '127.0.0.1');
+  let answer = '';
+  socket.on('data', (d) => (answer += d.toString()));
+  socket.on('error', () => undefined);
+  socket.write(
+    `POST ${path} HTTP/1.1\r\nHost: ${new URL(kld.url).host}\r\n` +
+      (token === null ? '' : `Authorization: Bearer ${token}\r\n`) +
+      `Content-Type: application/json\r\nContent-Length: ${length}\r\n\r\n` +
+      ' '.repeat(sent),
+  );
+  return { socket, answer: () => answer };
+}
+
+async function externalMemory(): Promise<number> {
+  const r = await fetch(`${kld.url}/metrics`, { headers: { Authorization: `Bearer ${admin}` } });
+  const line = /^nodejs_external_memory_bytes (\S+)$/m.exec(await r.text());
+  return Number(line![1]);
+}
+
+describe('bodies declared huge and never sent', () => {
+  const HUGE = 512 * 2 ** 20; // KL_MAX_STATE_BYTES' default
+
+  it('costs kld what arrived, not what was declared, and it serves on', async () => {
+    const stalled = Array.from({ length: 20 }, (_, i) =>
+      declareAndStall(`/v1/states/team-a/stall-${i}`, teamA, HUGE, 1024),
+    );
+    try {
+      // Their handlers began before this commit's: it waits behind them for the database.
+      expect((await call(teamA, 'POST', '/v1/states/team-a/net', doc(2))).status).toBe(200);
+      expect((await call(teamA, 'GET', '/v1/states/team-a/net')).body.serial).toBe(2);
+      // 20 declared 10 GiB between them; 1 KiB each came.
+      expect(await externalMemory()).toBeLessThan(2 ** 30);
+    } finally {
+      for (const s of stalled) s.socket.destroy();
+    }
+  });
+
+  it('answers 401 without a valid token before reading any of the body', async () => {
+    for (const token of [null, 'kl_not-a-token']) {
+      const stalled = declareAndStall('/v1/states/team-a/net', token, HUGE, 0);
+      try {
+        for (let i = 0; i < 100 && !stalled.answer().includes('\r\n\r\n{'); i++) {
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        expect(stalled.answer()).toMatch(/^HTTP\/1\.1 401 /);
+        expect(stalled.answer()).toContain('"code":"AUTH.UNAUTHENTICATED"');
+      } finally {
+        stalled.socket.destroy();
+      }
+    }
+  });
+});
+
+describe('one query token against the other callers of the SQL surface', () => {
+  it("sees no other caller's statement, and cannot cancel or end its session", async () => {
+    // team-b runs a statement that names its state; it reads kl_query.states
+    // while it sleeps, which is how team-a can tell it is running.
+    const running = query(
+      teamB,
+      "EXPLAIN ANALYZE SELECT pg_sleep(4), 'team-b/secret' AS mine FROM kl_query.states",
+    );
+    let started = false;
+    for (let i = 0; i < 100 && !started; i++) {
+      const r = await query(
+        teamA,
+        `SELECT count(*) AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+          JOIN pg_namespace ns ON ns.oid = c.relnamespace
+         WHERE ns.nspname = 'kl_query' AND c.relname = 'states' AND l.pid <> pg_backend_pid()`,
+      );
+      started = r.body.rows[0][0] > 0;
+    }
+    expect(started).toBe(true);
+    const seen = await query(
+      teamA,
+      "SELECT query FROM pg_stat_activity WHERE query LIKE '%team-b' || '/secret%'",
+    );
+    expect(seen).toMatchObject({ status: 200, body: { rows: [] } });
+    for (const fn of ['pg_cancel_backend(pid)', 'pg_terminate_backend(pid)']) {
+      const r = await query(
+        teamA,
+        `SELECT ${fn} FROM pg_stat_activity WHERE usename = 'kl_reader' AND pid <> pg_backend_pid()`,
+      );
+      expect({ status: r.status, code: r.body.error?.code }).toEqual({
+        status: 400,
+        code: 'QUERY.FORBIDDEN',
+      });
+    }
+    const answered = await running;
+    expect(answered.status).toBe(200);
+    expect(JSON.stringify(answered.body.rows)).toContain('Execution Time');
+  });
+
+  it('still cancels a query that takes an advisory lock (kld cancels as the owner)', async () => {
+    const r = await query(teamA, 'SELECT pg_advisory_xact_lock(4242), pg_sleep(30)');
+    expect({ status: r.status, code: r.body.error?.code }).toEqual({
+      status: 400,
+      code: 'QUERY.FORBIDDEN',
+    });
+    expect(r.body.error.message).toContain('advisory lock');
+  });
+});
