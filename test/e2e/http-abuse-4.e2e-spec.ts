@@ -161,7 +161,11 @@ describe('one query token against the other callers of the SQL surface', () => {
   });
 
   it('still cancels a query that takes an advisory lock (kld cancels as the owner)', async () => {
-    const r = await query(teamA, 'SELECT pg_advisory_xact_lock(4242), pg_sleep(30)');
+    // Uncancelled, it would hold the lock for 5 minutes (and this test its whole timeout).
+    const r = await call(teamA, 'POST', '/v1/query', {
+      sql: 'SELECT pg_advisory_xact_lock(4242), pg_sleep(300)',
+      timeout_ms: 300_000,
+    });
     expect({ status: r.status, code: r.body.error?.code }).toEqual({
       status: 400,
       code: 'QUERY.FORBIDDEN',
