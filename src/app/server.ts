@@ -7,6 +7,7 @@ import { Config, ConfigError, isLoopback } from '../infrastructure/config/config
 import { TokenReadModel } from '../infrastructure/auth/token-read-model';
 import { Notifier } from '../infrastructure/postgres/notifier';
 import { answerClientErrors, refuseNulInUrl } from '../infrastructure/http/client-errors';
+import { securityHeaders } from '../infrastructure/http/security-headers';
 import {
   drainableConnections,
   DrainableConnections,
@@ -105,6 +106,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     app.disable('x-powered-by');
     app.use(requestLog(logger));
     app.use(httpMetrics(app.get<PrometheusMetrics>(METRICS)));
+    app.use(securityHeaders);
     app.use(crossSiteGuard(config.allowedOrigins));
     app.use(refuseNulInUrl);
     app.useGlobalFilters(new ErrorFilter(logger));

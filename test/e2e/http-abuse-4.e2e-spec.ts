@@ -173,3 +173,44 @@ describe('one query token against the other callers of the SQL surface', () => {
     expect(r.body.error.message).toContain('advisory lock');
   });
 });
+
+describe("what a browser makes of kld's answers", () => {
+  const headersOf = async (path: string, token: string | null = admin) => {
+    const r = await fetch(`${kld.url}${path}`, {
+      headers: token === null ? {} : { Authorization: `Bearer ${token}` },
+    });
+    await r.arrayBuffer();
+    return {
+      status: r.status,
+      nosniff: r.headers.get('x-content-type-options'),
+      frame: r.headers.get('x-frame-options'),
+      csp: r.headers.get('content-security-policy'),
+    };
+  };
+
+  it('marks every API answer as data a page may neither sniff, run nor frame, refusals too', async () => {
+    const api = {
+      nosniff: 'nosniff',
+      frame: 'DENY',
+      csp: "default-src 'none'; frame-ancestors 'none'; sandbox",
+    };
+    expect(await headersOf('/v1/states/team-a/net')).toEqual({ status: 200, ...api });
+    expect(await headersOf('/v1/api/states')).toEqual({ status: 200, ...api });
+    expect(await headersOf('/v1/states/team-a/net', null)).toEqual({ status: 401, ...api });
+    expect(await headersOf('/v1/no-such-route')).toEqual({ status: 404, ...api });
+    expect(await headersOf('/metrics')).toEqual({ status: 200, ...api });
+  });
+
+  it('keeps the pages their own policies: the dashboard its own, the Swagger UI none', async () => {
+    const ui = await headersOf('/ui', null);
+    expect(ui).toMatchObject({ status: 200, nosniff: 'nosniff', frame: 'DENY' });
+    expect(ui.csp).toContain("script-src 'self'");
+    expect(ui.csp).toContain("frame-ancestors 'none'");
+    expect(await headersOf('/docs', null)).toEqual({
+      status: 200,
+      nosniff: 'nosniff',
+      frame: 'DENY',
+      csp: null,
+    });
+  });
+});
