@@ -8,6 +8,7 @@ import { TokenReadModel } from '../infrastructure/auth/token-read-model';
 import { Notifier } from '../infrastructure/postgres/notifier';
 import { answerClientErrors, refuseNulInUrl } from '../infrastructure/http/client-errors';
 import { securityHeaders } from '../infrastructure/http/security-headers';
+import { boundConnections } from '../infrastructure/http/connection-bound';
 import {
   drainableConnections,
   DrainableConnections,
@@ -113,6 +114,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     app.useGlobalPipes(requestValidationPipe());
     answerClientErrors(app.getHttpServer());
     connections = drainableConnections(app.getHttpServer(), KEEP_ALIVE_MS);
+    boundConnections(app.getHttpServer());
     serveOpenApi(app);
     await app.listen(config.listen.port, config.listen.host);
   } catch (err) {

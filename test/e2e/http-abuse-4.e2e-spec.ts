@@ -1,3 +1,4 @@
+import * as http from 'node:http';
 import * as net from 'node:net';
 import { bootstrapToken } from '../support/auth';
 import { KldProcess, startKld } from '../support/kld-process';
@@ -212,5 +213,75 @@ describe("what a browser makes of kld's answers", () => {
       frame: 'DENY',
       csp: null,
     });
+  });
+});
+
+describe('connections by the thousand', () => {
+  it('keeps file descriptors for itself: more connections than its limit leave it ready and committing', async () => {
+    const low = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' }, 30_000, {
+      openFiles: 512,
+    });
+    const port = Number(new URL(low.url).port);
+    // An honest client's connection, open before the flood and kept alive.
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const send = (method: string, path: string, body?: unknown) =>
+      new Promise<{ status: number; body: any }>((resolve, reject) => {
+        // eslint-disable-line @typescript-eslint/no-explicit-any
+        const req = http.request(
+          `${low.url}${path}`,
+          {
+            method,
+            agent,
+            headers: { Authorization: `Bearer ${teamA}`, 'Content-Type': 'application/json' },
+          },
+          (res) => {
+            let text = '';
+            res.on('data', (c) => (text += c));
+            res.on('end', () =>
+              resolve({ status: res.statusCode!, body: text === '' ? null : JSON.parse(text) }),
+            );
+          },
+        );
+        req.on('error', reject);
+        req.end(body === undefined ? undefined : JSON.stringify(body));
+      });
+    const sockets: net.Socket[] = [];
+    try {
+      expect((await send('GET', '/healthz')).status).toBe(200);
+      // Each is kept up to 66 s without sending a byte.
+      await Promise.all(
+        Array.from(
+          { length: 600 },
+          () =>
+            new Promise<void>((resolve) => {
+              const s = net.connect(port, '127.0.0.1', () => resolve());
+              s.on('error', () => resolve());
+              sockets.push(s);
+            }),
+        ),
+      );
+      expect(await send('GET', '/readyz')).toMatchObject({
+        status: 200,
+        body: { status: 'ready' },
+      });
+      expect((await send('POST', '/v1/states/team-a/many', doc(1))).status).toBe(200);
+    } finally {
+      for (const s of sockets) s.destroy();
+      agent.destroy();
+    }
+    try {
+      // Once they are gone, new connections are taken again.
+      let status = 0;
+      for (let i = 0; i < 50 && status !== 200; i++) {
+        status = await fetch(`${low.url}/healthz`).then(
+          (r) => r.status,
+          () => 0,
+        );
+        if (status !== 200) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(status).toBe(200);
+    } finally {
+      await low.stop();
+    }
   });
 });
