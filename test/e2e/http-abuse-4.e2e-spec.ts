@@ -225,8 +225,7 @@ describe('connections by the thousand', () => {
     // An honest client's connection, open before the flood and kept alive.
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     const send = (method: string, path: string, body?: unknown) =>
-      new Promise<{ status: number; body: any }>((resolve, reject) => {
-        // eslint-disable-line @typescript-eslint/no-explicit-any
+      new Promise<Answer>((resolve, reject) => {
         const req = http.request(
           `${low.url}${path}`,
           {
