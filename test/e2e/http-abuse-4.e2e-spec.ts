@@ -1,3 +1,4 @@
+import * as grpc from '@grpc/grpc-js';
 import * as http from 'node:http';
 import * as net from 'node:net';
 import { bootstrapToken } from '../support/auth';
@@ -6,9 +7,11 @@ import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 /**
  * A hostile caller of kld, with and without a token: bodies declared huge
- * and never sent, and one query token against the other callers of the SQL
- * surface (their statements' text, their sessions). Each is refused, or
- * costs kld only what was actually sent.
+ * and never sent, one query token against the other callers of the SQL
+ * surface (their statements' text, their sessions), a browser opening
+ * kld's answers, more connections than kld has file descriptors, gRPC
+ * requests too big or not protobuf. Each is refused, or costs kld only what
+ * was actually sent, and kld serves on.
  */
 
 jest.setTimeout(120_000);
@@ -48,7 +51,7 @@ const doc = (serial: number) => ({
 
 beforeAll(async () => {
   t = await createTestDatabase('kl_http_abuse4');
-  admin = bootstrapToken(t.url, 'root', ['admin', 'write:*', 'query', 'metrics']).secret;
+  admin = bootstrapToken(t.url, 'root', ['admin', 'write:*', 'query', 'metrics', 'events']).secret;
   kld = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
   const token = async (name: string, scopes: string[]) => {
     const r = await call(admin, 'POST', '/v1/admin/tokens', { name, scopes });
@@ -284,3 +287,71 @@ describe('connections by the thousand', () => {
     }
   });
 });
+
+describe('hostile gRPC requests', () => {
+  const raw = (b: Buffer) => b;
+  const Events = grpc.makeGenericClientConstructor(
+    {
+      Subscribe: {
+        path: '/kilolock.v1.Events/Subscribe',
+        requestStream: false,
+        responseStream: true,
+        requestSerialize: raw,
+        requestDeserialize: raw,
+        responseSerialize: raw,
+        responseDeserialize: raw,
+      },
+    },
+    'Events',
+  );
+
+  /** The status a Subscribe of these request bytes ends with, and how many messages came first. */
+  function subscribe(bytes: Buffer, token: string | null) {
+    const client = new Events(kld.grpc, grpc.credentials.createInsecure(), {
+      'grpc.max_send_message_length': 64 << 20,
+    });
+    const metadata = new grpc.Metadata();
+    if (token !== null) metadata.set('authorization', `Bearer ${token}`);
+    return new Promise<{ code: number; details: string; messages: number }>((resolve) => {
+      let messages = 0;
+      const call = client.Subscribe(bytes, metadata);
+      call.on('data', () => messages++);
+      call.on('error', (e: grpc.ServiceError) => {
+        client.close();
+        resolve({ code: e.code, details: e.details, messages });
+      });
+    });
+  }
+
+  it('refuses what is too big, not protobuf or unauthenticated before any message, and serves on', async () => {
+    const from = (text: Buffer) => Buffer.concat([Buffer.from([0x0a]), varint(text.length), text]);
+    expect(await subscribe(from(Buffer.alloc(5 << 20, 0x41)), admin)).toMatchObject({
+      code: grpc.status.RESOURCE_EXHAUSTED,
+      messages: 0,
+    });
+    // A million groups opened one inside another.
+    expect(await subscribe(Buffer.alloc(1_000_000, 0x33), admin)).toMatchObject({
+      code: grpc.status.INTERNAL,
+      details: 'Error deserializing request',
+      messages: 0,
+    });
+    expect(await subscribe(from(Buffer.alloc(3 << 20, 0x41)), admin)).toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      messages: 0,
+    });
+    for (const token of [null, 'kl_not-a-token']) {
+      expect(await subscribe(Buffer.alloc(0), token)).toMatchObject({
+        code: grpc.status.UNAUTHENTICATED,
+        messages: 0,
+      });
+    }
+    expect((await fetch(`${kld.url}/healthz`)).status).toBe(200);
+  });
+});
+
+function varint(n: number): Buffer {
+  const out: number[] = [];
+  for (; n > 127; n = Math.floor(n / 128)) out.push((n & 127) | 128);
+  out.push(n);
+  return Buffer.from(out);
+}
