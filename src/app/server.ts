@@ -7,6 +7,8 @@ import { Config, ConfigError, isLoopback } from '../infrastructure/config/config
 import { TokenReadModel } from '../infrastructure/auth/token-read-model';
 import { Notifier } from '../infrastructure/postgres/notifier';
 import { answerClientErrors, refuseNulInUrl } from '../infrastructure/http/client-errors';
+import { securityHeaders } from '../infrastructure/http/security-headers';
+import { boundConnections } from '../infrastructure/http/connection-bound';
 import {
   drainableConnections,
   DrainableConnections,
@@ -105,12 +107,14 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     app.disable('x-powered-by');
     app.use(requestLog(logger));
     app.use(httpMetrics(app.get<PrometheusMetrics>(METRICS)));
+    app.use(securityHeaders);
     app.use(crossSiteGuard(config.allowedOrigins));
     app.use(refuseNulInUrl);
     app.useGlobalFilters(new ErrorFilter(logger));
     app.useGlobalPipes(requestValidationPipe());
     answerClientErrors(app.getHttpServer());
     connections = drainableConnections(app.getHttpServer(), KEEP_ALIVE_MS);
+    boundConnections(app.getHttpServer());
     serveOpenApi(app);
     await app.listen(config.listen.port, config.listen.host);
   } catch (err) {

@@ -555,9 +555,12 @@ describe('Drift', () => {
         .locator('td')
         .allTextContents(),
     ).resolves.toEqual(['"bonjour"', '"changed-by-hand"']);
-    await expect(
-      page.locator('section', { hasText: 'Refresh runs that found drift' }).last().textContent(),
-    ).resolves.toMatch(/on ui\/app: 1 changed of 1 checked, succeeded, by nightly-refresh/);
+    // The runs are asked for after the drift: under load they were still loading here.
+    const runs = page.locator('section', { hasText: 'Refresh runs that found drift' }).last();
+    await runs.getByText('nightly-refresh').waitFor();
+    await expect(runs.textContent()).resolves.toMatch(
+      /on ui\/app: 1 changed of 1 checked, succeeded, by nightly-refresh/,
+    );
     await shot('drift');
   });
 });

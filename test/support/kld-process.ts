@@ -43,10 +43,19 @@ export async function startKld(
     tls?: TlsClient;
     /** kld's arguments after `serve --listen …` (e.g. `--config kld.yaml`). */
     args?: string[];
+    /** kld's limit of open files (`ulimit -n`), when lower than this process's. */
+    openFiles?: number;
   } = {},
 ): Promise<KldProcess> {
   const args = [KLD, ...(options.args ?? []), 'serve', '--listen', '127.0.0.1:0'];
-  const child = spawn(process.execPath, args, {
+  const [command, argv] =
+    options.openFiles === undefined
+      ? [process.execPath, args]
+      : [
+          '/bin/sh',
+          ['-c', `ulimit -n ${options.openFiles} && exec "$@"`, 'sh', process.execPath, ...args],
+        ];
+  const child = spawn(command, argv, {
     env: {
       ...process.env,
       KL_LOG_FORMAT: 'json',

@@ -41,6 +41,31 @@ describe('readBody', () => {
     expect((await readBody(request(parts), size)).toString()).toBe(whole);
   });
 
+  it('takes no buffer of a declared length before a share of it came, and one once it did', async () => {
+    const sizes: number[] = [];
+    const allocate = (n: number) => (sizes.push(n), Buffer.allocUnsafe(n));
+    // A client declares 512 MiB, sends a few bytes and goes away.
+    const cut = new Readable({ read() {} });
+    cut.push(Buffer.from(parts[0]));
+    setImmediate(() => cut.destroy(Object.assign(new Error('aborted'), { code: 'ECONNRESET' })));
+    (cut as unknown as { header: () => string }).header = () => String(512 * 2 ** 20);
+    await expect(
+      readBody(cut as unknown as Request, 2 ** 30, 'state', undefined, allocate),
+    ).rejects.toThrow('the connection closed before the state was complete');
+    expect(sizes).toEqual([]);
+    // An honest body, in many chunks: one buffer of its declared size, holding it exactly.
+    const many = Array.from({ length: 40 }, (_, i) => `{"chunk":${i}}`);
+    const body = await readBody(
+      request(many, Buffer.byteLength(many.join(''))),
+      1000,
+      'state',
+      undefined,
+      allocate,
+    );
+    expect(sizes).toEqual([body.length]);
+    expect(body.toString()).toBe(many.join(''));
+  });
+
   it('refuses a body cut short by its client as a client error, not a lost database', async () => {
     const cut = new Readable({ read() {} });
     cut.push(Buffer.from(parts[0]));

@@ -166,11 +166,18 @@ export class SqlQueryService {
   }
 
   /**
-   * Cancels the statement the reader backend `pid` runs, from a connection
-   * of the reader's own: a role may always cancel its own backends, and the
-   * owner need not be a superuser or a member of the reader's role.
+   * Cancels the statement the reader backend `pid` runs. As the owner when
+   * it may (a superuser: migration 039 then took the signalling functions
+   * from every other role, the reader included); else from a connection of
+   * the reader's own, since a role may always cancel its own backends and
+   * the owner need not be a superuser or a member of the reader's role.
    */
   private async cancel(pid: number): Promise<void> {
+    const asOwner = await this.owner
+      .query('SELECT pg_cancel_backend($1)', [pid])
+      .then(() => true)
+      .catch(() => false);
+    if (asOwner) return;
     const reader = new Client(connectionOptions(readerUrl(this.databaseUrl)));
     reader.on('error', () => undefined);
     try {

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import { ApiError, postJson, saveFile } from '../api';
 import { Empty, Failure, Loading } from '../components';
+import { toCsv } from '../csv';
 import { useApi } from '../hooks';
 import type { QueryResult } from '../types';
 
@@ -136,16 +137,4 @@ function ResultTable({ result }: { result: QueryResult }) {
 function cell(v: unknown): string {
   if (v === null) return 'NULL';
   return typeof v === 'object' ? JSON.stringify(v) : String(v);
-}
-
-/** RFC 4180: every field quoted when it holds a comma, quote or line break. */
-export function toCsv(result: QueryResult): string {
-  const field = (v: unknown) => {
-    const s = v === null ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v);
-    return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
-  };
-  return [result.columns.map((c) => field(c.name)), ...result.rows.map((r) => r.map(field))]
-    .map((line) => line.join(','))
-    .join('\r\n')
-    .concat('\r\n');
 }
