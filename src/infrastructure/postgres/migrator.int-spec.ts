@@ -4,6 +4,7 @@ import {
   quietLogger,
   TestDatabase,
 } from '../../../test/support/test-database';
+import { Client } from 'pg';
 import { loadMigrations, migrate, migrationsCurrent } from './migrator';
 
 describe('migrations', () => {
@@ -44,6 +45,72 @@ describe('migrations', () => {
     await expect(migrate(t.url, quietLogger, edited)).rejects.toThrow(
       /migration 001_event_store\.sql was edited after it was applied/,
     );
+  });
+
+  describe('a table in use by a long reader (a kl query on another replica)', () => {
+    const alter = {
+      id: 998,
+      name: '998_alter_probe.sql',
+      sql: 'ALTER TABLE kl_probe ADD COLUMN y int',
+      checksum: 'p',
+    };
+    let reader: Client;
+    beforeEach(async () => {
+      await t.db.query('DROP TABLE IF EXISTS kl_probe; DELETE FROM kl_migrations WHERE id = 998');
+      await t.db.query('CREATE TABLE kl_probe (x int)');
+      reader = new Client({ connectionString: t.url });
+      await reader.connect();
+      await reader.query('BEGIN');
+      await reader.query('SELECT * FROM kl_probe');
+    });
+    const migrationWaits = async () =>
+      (
+        await t.db.query(
+          `SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+            WHERE c.relname = 'kl_probe' AND l.mode = 'AccessExclusiveLock'`,
+        )
+      ).length > 0;
+    afterEach(async () => {
+      await reader.end();
+      await t.db.query('DROP TABLE IF EXISTS kl_probe; DELETE FROM kl_migrations WHERE id = 998');
+    });
+
+    it('gives way to the writers queued behind its lock, and applies once the reader is gone', async () => {
+      const migrating = migrate(t.url, quietLogger, [...loadMigrations(), alter], {
+        attemptMs: 200,
+        giveUpAfterMs: 120_000,
+      });
+      // Once the migration waits for the table's lock (bounded poll), a
+      // commit's write to that table: with the migration's lock request
+      // queued for good, it would wait behind it until the reader ended.
+      for (let i = 0; i < 500 && !(await migrationWaits()); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(await migrationWaits()).toBe(true);
+      const writer = new Client({ connectionString: t.url });
+      await writer.connect();
+      try {
+        await writer.query("SET lock_timeout = '20s'");
+        await writer.query('INSERT INTO kl_probe VALUES (1)');
+      } finally {
+        await writer.end();
+      }
+      await reader.query('COMMIT');
+      await expect(migrating).resolves.toEqual({ applied: ['998_alter_probe.sql'] });
+      await expect(t.db.query('SELECT x, y FROM kl_probe')).resolves.toEqual([{ x: 1, y: null }]);
+    });
+
+    it('gives up in the end, naming what to do, and applies nothing', async () => {
+      await expect(
+        migrate(t.url, quietLogger, [...loadMigrations(), alter], {
+          attemptMs: 100,
+          giveUpAfterMs: 300,
+        }),
+      ).rejects.toThrow(
+        /migration 998_alter_probe\.sql could not lock what it changes in \d+ s \(\d+ tries\): a session holds it/,
+      );
+      expect(await t.db.query('SELECT 1 FROM kl_migrations WHERE id = 998')).toHaveLength(0);
+    });
   });
 
   it('a failing migration leaves no trace and names itself', async () => {

@@ -49,6 +49,7 @@ export async function migrate(
   url: string,
   logger: Logger,
   migrations = loadMigrations(),
+  locks: LockWaits = DEFAULT_LOCK_WAITS,
 ): Promise<{ applied: string[] }> {
   const client = new Client(connectionOptions(url));
   client.on('error', () => undefined); // a lost connection fails the next statement instead
@@ -69,19 +70,7 @@ export async function migrate(
     const done: string[] = [];
     for (const m of migrations) {
       if (applied.has(m.id)) continue;
-      await client.query('BEGIN');
-      try {
-        await client.query(m.sql);
-        await client.query('INSERT INTO kl_migrations (id, name, checksum) VALUES ($1, $2, $3)', [
-          m.id,
-          m.name,
-          m.checksum,
-        ]);
-        await client.query('COMMIT');
-      } catch (err) {
-        await client.query('ROLLBACK');
-        throw new MigrationError(`migration ${m.name} failed: ${(err as Error).message}`);
-      }
+      await applyWaitingBriefly(client, m, logger, locks);
       logger.info({ migration: m.name }, 'migration applied');
       done.push(m.name);
     }
@@ -91,6 +80,70 @@ export async function migrate(
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => null);
     await client.end();
   }
+}
+
+/** How long one attempt of a migration waits for a table's lock, and how long it tries in all. */
+export interface LockWaits {
+  attemptMs: number;
+  giveUpAfterMs: number;
+}
+
+// A query of the SQL surface may read a table for up to 5 minutes: 10 minutes outlasts one.
+const DEFAULT_LOCK_WAITS: LockWaits = { attemptMs: 3_000, giveUpAfterMs: 600_000 };
+
+/**
+ * Applies one migration in its own transaction. A DDL statement waiting for a
+ * table's lock makes every later reader and writer of that table queue
+ * behind it: during a rolling upgrade, one long `kl query` on the old
+ * replicas would stop every commit of every replica until it ended. So an
+ * attempt waits for a lock at most `attemptMs`, then gives way (the queue
+ * behind it moves on) and tries again, until `giveUpAfterMs`.
+ */
+async function applyWaitingBriefly(
+  client: Client,
+  m: Migration,
+  logger: Logger,
+  { attemptMs, giveUpAfterMs }: LockWaits,
+): Promise<void> {
+  const started = Date.now();
+  for (let attempt = 1; ; attempt++) {
+    await client.query('BEGIN');
+    try {
+      await client.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(attemptMs))}`);
+      await client.query(m.sql);
+      await client.query('INSERT INTO kl_migrations (id, name, checksum) VALUES ($1, $2, $3)', [
+        m.id,
+        m.name,
+        m.checksum,
+      ]);
+      await client.query('COMMIT');
+      return;
+    } catch (err) {
+      await client.query('ROLLBACK');
+      const waited = Date.now() - started;
+      if (!lockNotGranted(err)) {
+        throw new MigrationError(`migration ${m.name} failed: ${(err as Error).message}`);
+      }
+      if (waited >= giveUpAfterMs) {
+        throw new MigrationError(
+          `migration ${m.name} could not lock what it changes in ${Math.round(waited / 1000)} s ` +
+            `(${attempt} tries): a session holds it; see pg_locks and pg_stat_activity, ` +
+            'end that session, and start again',
+        );
+      }
+      logger.warn(
+        { migration: m.name, attempt },
+        'a table the migration changes is in use; giving way and trying again',
+      );
+      await new Promise((resolve) => setTimeout(resolve, Math.min(attemptMs, 1_000)));
+    }
+  }
+}
+
+/** lock_not_available (the attempt's lock_timeout) or a deadlock PostgreSQL broke. */
+function lockNotGranted(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return code === '55P03' || code === '40P01';
 }
 
 /**
