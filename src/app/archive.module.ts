@@ -1,11 +1,7 @@
 import { Module } from '@nestjs/common';
 import { STATE_ARCHIVES, StateArchives } from '../application/archive/state-archive';
 import { CLOCK, Clock, IDS, Ids } from '../application/ports/clock.port';
-import {
-  BULK_EVENT_STORE,
-  EVENT_STORE,
-  EventStore,
-} from '../application/ports/event-store.port';
+import { BULK_EVENT_STORE, EVENT_STORE, EventStore } from '../application/ports/event-store.port';
 import { READ_MODEL_SYNC, ReadModelSync } from '../application/ports/read-model-sync.port';
 import { ArchivesController } from '../infrastructure/http/archives.controller';
 import { EventStoreModule } from './event-store.module';

@@ -13,12 +13,7 @@ import {
   STATE_NOT_FOUND,
   stateStreamId,
 } from '../../domain/state';
-import {
-  isJsonObject,
-  JsonObject,
-  parseJsonLossless,
-  unmarkNumbers,
-} from '../../domain/terraform';
+import { isJsonObject, JsonObject, parseJsonLossless, unmarkNumbers } from '../../domain/terraform';
 import type { Caller } from '../command-context';
 import type { Clock, Ids } from '../ports/clock.port';
 import type { EventStore } from '../ports/event-store.port';
