@@ -19,12 +19,14 @@ const EVENTS_DATABASE = Symbol('EventsDatabase');
 const BULK_DATABASE = Symbol('BulkDatabase');
 
 /**
- * Connections of the bulk readers' pool (BULK_EVENT_STORE). Two cores'
- * worth of PostgreSQL work and a little more: each reader holds one for a
- * page at a time, so more readers wait their turn a page long, while
- * terraform's commands never wait behind them (bench/caller-flood.ts).
+ * Connections of the bulk readers' pool (BULK_EVENT_STORE). Each reader
+ * holds one for a page at a time, so more readers wait their turn a page
+ * long, while terraform's commands never wait behind them. Two: on a
+ * two-core machine four of them left another caller's LOCK and POST of a
+ * small state 200-900 ms under four exports, two 90-250 ms
+ * (bench/caller-flood.ts, docs/performance-history.md).
  */
-const BULK_CONNECTIONS = 4;
+const BULK_CONNECTIONS = 2;
 
 /** The event store and aggregate snapshots, bound to their ports. */
 @Module({
