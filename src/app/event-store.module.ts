@@ -23,7 +23,7 @@ const BULK_DATABASE = Symbol('BulkDatabase');
  * holds one for a page at a time, so more readers wait their turn a page
  * long, while terraform's commands never wait behind them. Two: on a
  * two-core machine four of them left another caller's LOCK and POST of a
- * small state 200-900 ms under four exports, two 90-250 ms
+ * small state 160-710 ms under four exports, two 80-250 ms
  * (bench/caller-flood.ts, docs/performance-history.md).
  */
 const BULK_CONNECTIONS = 2;
