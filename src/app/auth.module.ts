@@ -29,7 +29,7 @@ import { TokensModule } from './tokens.module';
     {
       provide: APP_GUARD,
       useFactory: (reflector: Reflector, config: Config) =>
-        new CallerBoundGuard(reflector, new CallerBounds(config.callerLimits)),
+        new CallerBoundGuard(reflector, new CallerBounds(config.callerLimits, config.totalLimits)),
       inject: [Reflector, CONFIG],
     },
   ],

@@ -1,5 +1,5 @@
 import { Inject, Module, OnApplicationShutdown } from '@nestjs/common';
-import { EVENT_STORE } from '../application/ports/event-store.port';
+import { BULK_EVENT_STORE, EVENT_STORE } from '../application/ports/event-store.port';
 import { SNAPSHOT_STORE } from '../application/ports/snapshot-store.port';
 import { PostgresEventStore } from '../infrastructure/event-store/postgres-event-store';
 import { PostgresSnapshotStore } from '../infrastructure/event-store/postgres-snapshot-store';
@@ -16,6 +16,17 @@ import { NOTIFIER, Notifier } from '../infrastructure/postgres/notifier';
  * connection those reads need.
  */
 const EVENTS_DATABASE = Symbol('EventsDatabase');
+const BULK_DATABASE = Symbol('BulkDatabase');
+
+/**
+ * Connections of the bulk readers' pool (BULK_EVENT_STORE). Each reader
+ * holds one for a page at a time, so more readers wait their turn a page
+ * long, while terraform's commands never wait behind them. Two: on a
+ * two-core machine four of them left another caller's LOCK and POST of a
+ * small state 160-710 ms under four exports, two 80-250 ms
+ * (bench/caller-flood.ts, docs/performance-history.md).
+ */
+const BULK_CONNECTIONS = 2;
 
 /** The event store and aggregate snapshots, bound to their ports. */
 @Module({
@@ -28,6 +39,21 @@ const EVENTS_DATABASE = Symbol('EventsDatabase');
         return events;
       },
       inject: [DATABASE, METRICS],
+    },
+    {
+      provide: BULK_DATABASE,
+      useFactory: (db: Database, metrics: PrometheusMetrics) => {
+        const bulk = new Database(db.url, { max: BULK_CONNECTIONS });
+        metrics.watchPool('bulk', bulk.pool);
+        return bulk;
+      },
+      inject: [DATABASE, METRICS],
+    },
+    {
+      provide: BULK_EVENT_STORE,
+      // Reads only: nothing appended through it, so no appends held for readAppended.
+      useFactory: (db: Database, n: Notifier) => new PostgresEventStore(db, n, undefined, 0),
+      inject: [BULK_DATABASE, NOTIFIER],
     },
     {
       provide: EVENT_STORE,
@@ -44,14 +70,17 @@ const EVENTS_DATABASE = Symbol('EventsDatabase');
       inject: [EVENTS_DATABASE],
     },
   ],
-  exports: [EVENT_STORE, SNAPSHOT_STORE],
+  exports: [EVENT_STORE, BULK_EVENT_STORE, SNAPSHOT_STORE],
 })
 export class EventStoreModule implements OnApplicationShutdown {
-  constructor(@Inject(EVENTS_DATABASE) private readonly db: Database) {}
+  constructor(
+    @Inject(EVENTS_DATABASE) private readonly db: Database,
+    @Inject(BULK_DATABASE) private readonly bulk: Database,
+  ) {}
 
   // Nest shuts the modules that import this one down first (the runner stops
   // reading), then this one.
-  onApplicationShutdown(): Promise<void> {
-    return this.db.close();
+  async onApplicationShutdown(): Promise<void> {
+    await Promise.all([this.db.close(), this.bulk.close()]);
   }
 }

@@ -8,7 +8,7 @@ import {
 } from '@nestjs/common';
 import * as fs from 'node:fs';
 import { EVENT_FEED, EventFeed } from '../application/events/event-feed';
-import { EVENT_STORE, EventStore } from '../application/ports/event-store.port';
+import { BULK_EVENT_STORE, EVENT_STORE, EventStore } from '../application/ports/event-store.port';
 import { AUTHENTICATOR, type Authenticator } from '../infrastructure/auth/authenticator';
 import { CONFIG, type Config } from '../infrastructure/config/config';
 import { EventsGrpcServer, GrpcTls } from '../infrastructure/grpc/events-grpc.server';
@@ -98,15 +98,16 @@ function grpcTls(config: Config): GrpcTls | null {
     { provide: FeedSubscribers, useFactory: () => new FeedSubscribers() },
     {
       provide: FEED,
-      useFactory: (store: EventStore, logger: Logger) =>
+      useFactory: (store: EventStore, bulk: EventStore, logger: Logger) =>
         new EventFeed(store, {
+          catchUp: bulk,
           onFallBehind: (position) =>
             logger.debug(
               { position: position.globalPosition.toString() },
               'a live event consumer fell behind; it reads the log until it catches up',
             ),
         }),
-      inject: [EVENT_STORE, LOGGER],
+      inject: [EVENT_STORE, BULK_EVENT_STORE, LOGGER],
     },
     // What the SSE controller reads: the one feed, its subscriptions counted as `sse`.
     {

@@ -209,6 +209,134 @@ it('event subscriptions and exports held open: the excess is refused, terraform 
   expect(exported.status).toBe(200);
 });
 
+/** A streamed GET answered and then not read until `read()`, which takes the rest of its body. */
+function paused(
+  url: string,
+  token: string,
+  path: string,
+): Promise<{ status: number; read: (until: (text: string) => boolean) => Promise<string> }> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(`${url}${path}`, { headers: { Authorization: `Bearer ${token}` } });
+    req.on('response', (res) => {
+      res.pause();
+      res.setEncoding('utf8');
+      // Cut when the test ends it or kld stops: nothing to report then.
+      res.on('error', () => undefined);
+      const read = (until: (text: string) => boolean) =>
+        new Promise<string>((done, fail) => {
+          let text = '';
+          const finish = () => {
+            req.destroy();
+            done(text);
+          };
+          res.on('data', (c: string) => {
+            text += c;
+            if (until(text)) finish();
+          });
+          res.on('end', finish);
+          res.on('error', fail);
+          res.resume();
+        });
+      resolve({ status: res.statusCode ?? 0, read });
+    });
+    req.on('error', reject);
+  });
+}
+
+const eventIds = (sse: string) =>
+  sse
+    .split('\n\n')
+    // What follows the last blank line is a frame still arriving.
+    .slice(0, -1)
+    .filter((f) => f.startsWith('id: ') && !f.includes('\nevent: '))
+    .map((f) => (JSON.parse(f.slice(f.indexOf('\ndata: ') + 7)) as { eventId: string }).eventId);
+
+it('heavy requests of several tokens, each within its own bound: past the bound across callers they are refused, terraform is served, and the held readers then get everything in order', async () => {
+  const shared = await startKld(
+    {
+      KL_DATABASE_URL: t.url,
+      KL_AUTH: 'on',
+      KL_TOTAL_SUBSCRIPTIONS: '3',
+      KL_TOTAL_EXPORTS: '2',
+    },
+    90_000,
+  );
+  try {
+    const made = await call(tokens.root!, 'POST', '/v1/admin/tokens', {
+      name: 'third',
+      scopes: ['events', 'write:*'],
+    });
+    expect(made.status).toBe(201);
+    const third = (JSON.parse(made.text) as { token: string }).token;
+    const readers = [
+      await paused(shared.url, tokens.flood!, '/v1/events?follow=true'),
+      await paused(shared.url, tokens.other!, '/v1/events?follow=true'),
+      await paused(shared.url, third, '/v1/events?follow=true'),
+    ];
+    expect(readers.map((r) => r.status)).toEqual([200, 200, 200]);
+    // flood has 1 of the 8 one caller may hold: the bound across callers refuses it.
+    const subscribe = await fetch(`${shared.url}/v1/events?follow=false`, {
+      headers: { Authorization: `Bearer ${tokens.flood}` },
+    });
+    const subscribeRefusal = refusal({
+      status: subscribe.status,
+      retryAfter: subscribe.headers.get('retry-after'),
+      text: await subscribe.text(),
+    });
+    expect(subscribeRefusal.code).toBe('REQUEST.TOO_MANY');
+    expect(subscribeRefusal.message).toMatch(/from all callers.*KL_TOTAL_SUBSCRIPTIONS=3/);
+
+    const exports = [
+      await paused(shared.url, tokens.flood!, '/v1/archives/team/big'),
+      await paused(shared.url, tokens.other!, '/v1/archives/team/big'),
+    ];
+    expect(exports.map((e) => e.status)).toEqual([200, 200]);
+    const exporting = await fetch(`${shared.url}/v1/archives/team/shared`, {
+      headers: { Authorization: `Bearer ${tokens.root}` },
+    });
+    expect(
+      refusal({
+        status: exporting.status,
+        retryAfter: exporting.headers.get('retry-after'),
+        text: await exporting.text(),
+      }).message,
+    ).toMatch(/KL_TOTAL_EXPORTS=2/);
+
+    // Terraform's cycle on another state, while every heavy reader holds its slot.
+    const tf = (method: string, body?: string) =>
+      fetch(`${shared.url}/v1/states/team/other`, {
+        method,
+        headers: {
+          Authorization: `Basic ${Buffer.from(`terraform:${tokens.root}`).toString('base64')}`,
+          'Content-Type': 'application/json',
+        },
+        body,
+      });
+    const info = JSON.stringify({ ID: '00000000-0000-4000-8000-000000000002', Who: 'ci' });
+    expect((await tf('POST', doc(1))).status).toBe(200);
+    expect((await tf('LOCK', info)).status).toBe(200);
+    expect((await tf('GET')).status).toBe(200);
+    expect((await tf('UNLOCK', info)).status).toBe(200);
+
+    // The held readers: every event of the log, once, in its order; the whole archive.
+    // The whole log as the other kld (same database) reads it, from a reader not held.
+    const log = await call(tokens.other!, 'GET', '/v1/events?follow=false');
+    expect(log.status).toBe(200);
+    const all = eventIds(log.text);
+    expect(all.length).toBeGreaterThan(5);
+    const seen = await readers[0]!.read((text) => eventIds(text).length >= all.length);
+    expect(eventIds(seen).slice(0, all.length)).toEqual(all);
+    const archive = await exports[0]!.read(() => false);
+    const [header, ...lines] = archive.trimEnd().split('\n');
+    expect(lines).toHaveLength((JSON.parse(header!) as { events: number }).events);
+    expect(lines.map((l) => (JSON.parse(l) as { revision: number }).revision)).toEqual(
+      lines.map((_, i) => i),
+    );
+  } finally {
+    await shared.stop();
+  }
+});
+
 it('with authentication off, a caller is the actor it names and its address', async () => {
   const open = await startKld(
     { KL_DATABASE_URL: t.url, KL_AUTH: 'off', KL_CALLER_SUBSCRIPTIONS: '1' },

@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { stateNameOf, stateOfStreamId } from '../../domain/events/event-catalogue';
 import { DomainError } from '../../domain/shared/domain-error';
 import { comparePositions, LOG_START, LoggedEvent, LogPosition } from '../../domain/shared/event';
@@ -46,6 +47,11 @@ export interface EventFeedOptions {
   liveBufferBytes?: number;
   /** Called when a live subscriber fell behind and went back to reading the log. */
   onFallBehind?: (position: LogPosition) => void;
+  /**
+   * Where consumers catching up read their pages (BULK_EVENT_STORE in kld);
+   * the live tail keeps the store the feed was made with.
+   */
+  catchUp?: Pick<EventStore, 'readLog'>;
 }
 
 export const DEFAULT_CHECKPOINT_MS = 5000;
@@ -73,6 +79,7 @@ export class EventFeed {
   private readonly liveBuffer: number;
   private readonly liveBufferBytes: number;
   private readonly tail: LiveTail;
+  private readonly catchUp: Pick<EventStore, 'readLog'>;
   private readonly streamStates = new Map<string, string | null>();
   private fellBehind = 0;
   private maxBuffered = 0;
@@ -86,6 +93,7 @@ export class EventFeed {
     this.liveBuffer = options.liveBuffer ?? 10_000;
     this.liveBufferBytes = options.liveBufferBytes ?? DEFAULT_LIVE_BUFFER_BYTES;
     this.tail = new LiveTail(store);
+    this.catchUp = options.catchUp ?? store;
   }
 
   /**
@@ -198,13 +206,16 @@ export class EventFeed {
     try {
       while (!signal.aborted) {
         if (live === null) {
-          const page = await this.store.readLog(position, this.pageSize);
+          const page = await this.catchUp.readLog(position, this.pageSize);
           if (!(yield* take(page))) return;
           if (page.length === this.pageSize) {
             if (checkpointDue()) {
               told();
               yield { kind: 'checkpoint', position };
             }
+            // A consumer whose socket drains at once never waits otherwise:
+            // kld's other requests get a turn between two pages.
+            await nextTurn();
             continue;
           }
           // At the head, as of that read.
@@ -222,7 +233,7 @@ export class EventFeed {
           // The tail hands over what follows `joinedAt`; what lies between
           // here and there comes from the log.
           while (comparePositions(position, joinedAt) < 0 && !signal.aborted) {
-            const gap = await this.store.readLog(position, this.pageSize);
+            const gap = await this.catchUp.readLog(position, this.pageSize);
             // The tail read up to there, so the log has it: only a moment's wait.
             if (gap.length === 0) await new Promise((r) => setTimeout(r, 20));
             if (!(yield* take(gap))) return;

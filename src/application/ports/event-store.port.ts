@@ -7,6 +7,13 @@ import type {
 } from '../../domain/shared/event';
 
 export const EVENT_STORE = Symbol('EventStore');
+/**
+ * The same log on a small pool of its own, for readers that page through
+ * much of it (archive exports, event subscriptions catching up): however
+ * many of them read at once, they queue for its connections, never for
+ * those terraform's commands and the projectors use.
+ */
+export const BULK_EVENT_STORE = Symbol('BulkEventStore');
 
 /**
  * What the writer believes about the stream. `no_stream`: it must not exist;
@@ -92,6 +99,12 @@ export interface ReadStreamOptions {
   /** First revision to read (inclusive); default 0. */
   fromRevision?: bigint;
   maxCount?: number;
+  /**
+   * Each event's data as readLog gives it: the stored JSON text (`dataJson`),
+   * parsed only if something asks for `data`. For readers that pass the
+   * text on (an archive export).
+   */
+  dataAsText?: boolean;
 }
 
 export interface EventStore {
@@ -116,7 +129,7 @@ export interface EventStore {
     events: EventToAppend[],
     options: { expectedRevision: ExpectedRevision; alsoAt?: StreamRevision },
   ): Promise<AppendResult>;
-  readStream(streamId: string, options?: ReadStreamOptions): Promise<RecordedEvent[]>;
+  readStream(streamId: string, options?: ReadStreamOptions): Promise<LoggedEvent[]>;
   /**
    * Up to `limit` events strictly after `from`, in log order, committed ones
    * only, and never one that a concurrent writer could still commit behind

@@ -164,6 +164,28 @@ describe('KL_REFRESH_ENV_ALLOW', () => {
   });
 });
 
+describe('KL_TOTAL_*', () => {
+  it('defaults every bound across callers, and takes each from its variable', () => {
+    expect(loadConfig({}).totalLimits).toEqual({
+      query: 10,
+      export: 8,
+      subscription: 256,
+      engine: 10,
+      run: 16,
+    });
+    expect(
+      loadConfig({
+        KL_TOTAL_QUERIES: '1',
+        KL_TOTAL_EXPORTS: '2',
+        KL_TOTAL_SUBSCRIPTIONS: '3',
+        KL_TOTAL_ENGINE_REQUESTS: '4',
+        KL_TOTAL_RUN_REQUESTS: '100000',
+      }).totalLimits,
+    ).toEqual({ query: 1, export: 2, subscription: 3, engine: 4, run: 100_000 });
+    expect(errorOf({ KL_TOTAL_EXPORTS: '0' }).message).toMatch(/^KL_TOTAL_EXPORTS: expected /);
+  });
+});
+
 describe('KL_CALLER_*', () => {
   it('defaults every per-caller bound, and takes each from its variable', () => {
     expect(loadConfig({}).callerLimits).toEqual({

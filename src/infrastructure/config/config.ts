@@ -6,7 +6,9 @@ import {
   CALLER_LIMIT_VARIABLES,
   CallerLimits,
   DEFAULT_CALLER_LIMITS,
+  DEFAULT_TOTAL_LIMITS,
   HEAVY_KINDS,
+  TOTAL_LIMIT_VARIABLES,
 } from '../http/caller-limits';
 import { connectTimeoutSeconds } from '../postgres/connection-options';
 import { CacheBudgets, DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
@@ -41,6 +43,8 @@ export interface Config {
   cache: CacheBudgets;
   /** KL_CALLER_*: how many heavy requests of each kind one caller may have in flight. */
   callerLimits: CallerLimits;
+  /** KL_TOTAL_*: how many heavy requests of each kind all callers together may have in flight. */
+  totalLimits: CallerLimits;
   /**
    * KL_AUTH (`auto`, `on`, `off`): `auto` turns authentication on unless kld
    * listens on loopback only. `enabled` is the outcome.
@@ -349,6 +353,19 @@ function callerLimitsFrom(env: NodeJS.ProcessEnv): CallerLimits {
   return limits;
 }
 
+/** The bounds across callers (README, Configuration); each defaults to DEFAULT_TOTAL_LIMITS. */
+function totalLimitsFrom(env: NodeJS.ProcessEnv): CallerLimits {
+  const limits = { ...DEFAULT_TOTAL_LIMITS };
+  for (const kind of HEAVY_KINDS) {
+    const name = TOTAL_LIMIT_VARIABLES[kind];
+    limits[kind] = countFrom(env[name], name, DEFAULT_TOTAL_LIMITS[kind], {
+      min: 1,
+      max: 100_000,
+    });
+  }
+  return limits;
+}
+
 /** KL_GRPC_LISTEN: host:port like KL_LISTEN, or `off`; never KL_LISTEN's own port. */
 function grpcListenFrom(
   raw: string | undefined,
@@ -435,6 +452,7 @@ export function loadConfig(
     refreshEnvAllow: refreshEnvAllowFrom(env.KL_REFRESH_ENV_ALLOW),
     cache: cacheBudgetsFrom(env),
     callerLimits: callerLimitsFrom(env),
+    totalLimits: totalLimitsFrom(env),
     auth: {
       mode: authMode,
       enabled: authMode === 'on' || (authMode === 'auto' && !isLoopback(listen.host)),

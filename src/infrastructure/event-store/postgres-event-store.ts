@@ -113,6 +113,10 @@ function logQuery(dataColumn: string): string {
 
 // json::text is the stored text as it is: node-pg hands it over unparsed.
 const LOG_TEXT_QUERY = logQuery('data::text AS data');
+const STREAM_TEXT_QUERY = `SELECT ${EVENT_COLUMNS.replace(/\bdata\b/, 'data::text AS data')} FROM kl_events
+  WHERE stream_id = $1 AND stream_revision >= $2
+  ORDER BY stream_revision
+  LIMIT $3`;
 
 /**
  * An event as readLog reads it: its data stays the stored JSON text until
@@ -451,13 +455,21 @@ export class PostgresEventStore implements EventStore {
     return { nextExpectedRevision: BigInt(last.stream_revision), position };
   }
 
-  async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
+  async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<LoggedEvent[]> {
+    const params = [streamId, (options.fromRevision ?? 0n).toString(), options.maxCount ?? null];
+    if (options.dataAsText) {
+      const { rows } = await this.db.pool.query<EventRow & { data: string }>(
+        STREAM_TEXT_QUERY,
+        params,
+      );
+      return rows.map((row) => this.upcasters.upcast<LoggedEvent>(new TextDataEvent(row)));
+    }
     const { rows } = await this.db.pool.query<EventRow>(
       `SELECT ${EVENT_COLUMNS} FROM kl_events
         WHERE stream_id = $1 AND stream_revision >= $2
         ORDER BY stream_revision
         LIMIT $3`,
-      [streamId, (options.fromRevision ?? 0n).toString(), options.maxCount ?? null],
+      params,
     );
     return rows.map((row) => this.upcasters.upcast(toRecordedEvent(row)));
   }

@@ -4,7 +4,13 @@ import type { Request, Response } from 'express';
 import { DomainError } from '../../domain/shared/domain-error';
 import type { AuthedRequest } from './access';
 import { callerOf } from './caller';
-import { CALLER_LIMIT_VARIABLES, CallerLimits, HeavyKind } from './caller-limits';
+import {
+  CALLER_LIMIT_VARIABLES,
+  CallerLimits,
+  DEFAULT_TOTAL_LIMITS,
+  HeavyKind,
+  TOTAL_LIMIT_VARIABLES,
+} from './caller-limits';
 
 const WHAT: Record<HeavyKind, string> = {
   query: 'queries (POST /v1/query)',
@@ -29,15 +35,26 @@ export const Heavy = (kind: HeavyKind) => SetMetadata(HEAVY_KIND, kind);
  */
 export class CallerBounds {
   private readonly inFlight = new Map<string, number>();
+  private readonly totals = new Map<HeavyKind, number>();
 
-  constructor(readonly limits: CallerLimits) {}
+  constructor(
+    readonly limits: CallerLimits,
+    /** All callers together (KL_TOTAL_*). */
+    readonly totalLimits: CallerLimits = DEFAULT_TOTAL_LIMITS,
+  ) {}
 
-  /** A release (call it once), or null when `caller` already has its bound of `kind` in flight. */
-  tryAcquire(kind: HeavyKind, caller: string): (() => void) | null {
+  /**
+   * A release (call it once), or which bound refused: `caller` already has
+   * its bound of `kind` in flight, or all callers together have theirs.
+   */
+  tryAcquire(kind: HeavyKind, caller: string): (() => void) | 'caller' | 'total' {
     const key = `${kind}\0${caller}`;
     const held = this.inFlight.get(key) ?? 0;
-    if (held >= this.limits[kind]) return null;
+    if (held >= this.limits[kind]) return 'caller';
+    const total = this.totals.get(kind) ?? 0;
+    if (total >= this.totalLimits[kind]) return 'total';
     this.inFlight.set(key, held + 1);
+    this.totals.set(kind, total + 1);
     let released = false;
     return () => {
       if (released) return;
@@ -45,6 +62,7 @@ export class CallerBounds {
       const now = (this.inFlight.get(key) ?? 1) - 1;
       if (now === 0) this.inFlight.delete(key);
       else this.inFlight.set(key, now);
+      this.totals.set(kind, (this.totals.get(kind) ?? 1) - 1);
     };
   }
 
@@ -78,12 +96,20 @@ export class CallerBoundGuard implements CanActivate {
     if (req.heavyKinds?.has(kind)) return true;
     const { key, name } = callerKey(req);
     const release = this.bounds.tryAcquire(kind, key);
-    if (release === null) {
+    if (release === 'caller') {
       const limit = this.bounds.limits[kind];
       const variable = CALLER_LIMIT_VARIABLES[kind];
       throw new DomainError(
         'REQUEST.TOO_MANY',
         `${name} already has ${limit} ${WHAT[kind]} in flight, the most one caller may have at once (${variable}=${limit}); retry when one ends, or ask the operator to raise ${variable}`,
+      );
+    }
+    if (release === 'total') {
+      const limit = this.bounds.totalLimits[kind];
+      const variable = TOTAL_LIMIT_VARIABLES[kind];
+      throw new DomainError(
+        'REQUEST.TOO_MANY',
+        `this kld already has ${limit} ${WHAT[kind]} in flight from all callers, the most it serves at once (${variable}=${limit}); retry when one ends, or ask the operator to raise ${variable}`,
       );
     }
     (req.heavyKinds ??= new Set()).add(kind);

@@ -33,3 +33,31 @@ export const DEFAULT_CALLER_LIMITS: CallerLimits = {
   engine: 4,
   run: 8,
 };
+
+/** The variable that sets each bound across callers (README, Configuration). */
+export const TOTAL_LIMIT_VARIABLES: Record<HeavyKind, string> = {
+  query: 'KL_TOTAL_QUERIES',
+  export: 'KL_TOTAL_EXPORTS',
+  subscription: 'KL_TOTAL_SUBSCRIPTIONS',
+  engine: 'KL_TOTAL_ENGINE_REQUESTS',
+  run: 'KL_TOTAL_RUN_REQUESTS',
+};
+
+/**
+ * How many of each kind all callers together may have in flight in one kld
+ * process: many tokens, each within its own bound, must not fill what
+ * terraform's requests draw on either. Queries: the reader pool's 10
+ * connections (an 11th would wait for one and fail, 503); state-engine
+ * requests and run starts: under kld's pool of 20, so terraform's GET
+ * always finds a connection; exports: twice one caller's, their reads
+ * queue on a pool of their own; subscriptions: most of them sit at the live
+ * tail and cost little, but each may buffer up to 64 MB of events it has
+ * not taken yet.
+ */
+export const DEFAULT_TOTAL_LIMITS: CallerLimits = {
+  query: 10,
+  export: 8,
+  subscription: 256,
+  engine: 10,
+  run: 16,
+};

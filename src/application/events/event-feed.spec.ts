@@ -1,0 +1,62 @@
+import type { LoggedEvent, LogPosition } from '../../domain/shared/event';
+import type { EventStore } from '../ports/event-store.port';
+import { EventFeed, FeedItem } from './event-feed';
+import { EventFilter } from './event-filter';
+
+const EVENTS = 2500;
+
+function log(): LoggedEvent[] {
+  return Array.from(
+    { length: EVENTS },
+    (_, i) =>
+      ({
+        eventId: `e-${i}`,
+        type: 'LockAcquired',
+        schemaVersion: 1,
+        data: { n: i },
+        metadata: { actor: 'alice', correlationId: `c-${i}`, occurredAt: '2026-12-01T00:00:00Z' },
+        streamId: `state-s${i % 7}`,
+        streamRevision: BigInt(Math.floor(i / 7)),
+        position: { transactionId: BigInt(1 + Math.floor(i / 3)), globalPosition: BigInt(i + 1) },
+      }) as LoggedEvent,
+  );
+}
+
+/** Pages of the log that answer at once (no I/O): what a consumer that never waits meets. */
+function catchUpOf(events: LoggedEvent[]): Pick<EventStore, 'readLog'> {
+  const after = (e: LoggedEvent, p: LogPosition) =>
+    e.position.transactionId > p.transactionId ||
+    (e.position.transactionId === p.transactionId && e.position.globalPosition > p.globalPosition);
+  return {
+    readLog: (from, limit) => Promise.resolve(events.filter((e) => after(e, from)).slice(0, limit)),
+  };
+}
+
+const refusingStore = {
+  readLog: () => Promise.reject(new Error('a consumer caught up on the commands’ store')),
+} as unknown as EventStore;
+
+describe('EventFeed catching up', () => {
+  it('reads through its own reader, delivers every event once in order, and lets other work run between pages', async () => {
+    const events = log();
+    const feed = new EventFeed(refusingStore, { catchUp: catchUpOf(events), pageSize: 100 });
+    let othersRan = 0;
+    const other = () => {
+      othersRan++;
+      if (othersRan < 1000) setImmediate(other);
+    };
+    setImmediate(other);
+    const items: FeedItem[] = [];
+    const feedItems = await feed.open(
+      { from: 'start', filter: EventFilter.compile(), follow: false },
+      new AbortController().signal,
+    );
+    for await (const item of feedItems) items.push(item);
+
+    expect(othersRan).toBeGreaterThan(1);
+    expect(othersRan).toBeLessThan(1000);
+    const delivered = items.flatMap((i) => (i.kind === 'event' ? [i.event.eventId] : []));
+    expect(delivered).toEqual(events.map((e) => e.eventId));
+    expect(items.at(-1)).toEqual({ kind: 'caught-up', position: events.at(-1)!.position });
+  });
+});
