@@ -1,5 +1,6 @@
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { withBusyFirstServer } from '../../test/support/busy-first-server';
 import { KilolockClient } from './kilolock-client';
 
 describe('KilolockClient.events against a stream that is not kld', () => {
@@ -55,40 +56,25 @@ describe('KilolockClient.events against a stream that is not kld', () => {
 
 describe('KilolockClient against a kld that asks it to come back (429)', () => {
   it('a state-engine run start carries a run id of its own, so the retry answers the same run', async () => {
-    const bodies: string[] = [];
-    const server = http.createServer((req, res) => {
-      let body = '';
-      req.on('data', (c: Buffer) => (body += c.toString()));
-      req.on('end', () => {
-        bodies.push(body);
-        if (bodies.length === 1) {
-          res.writeHead(429, { 'retry-after': '0' }).end('{"error":{"message":"busy"}}');
-          return;
-        }
+    await withBusyFirstServer(
+      (body, res) => {
         const { run_id } = JSON.parse(body) as { run_id: string };
         res.writeHead(201, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ run_id, reservations: [] }));
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const written = jest.spyOn(process.stderr, 'write').mockImplementation(() => true);
-    try {
-      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-      const run = await new KilolockClient(url).engineStartRun('a', {
-        operation: 'rm',
-        base_version: 1,
-        write: ['x.y'],
-      });
-      const sent = bodies.map((b) => JSON.parse(b) as { run_id: string });
-      expect(sent).toHaveLength(2);
-      expect(sent[0].run_id).toMatch(/^[0-9a-f-]{36}$/);
-      expect(sent[1]).toEqual(sent[0]);
-      expect(run.run_id).toBe(sent[0].run_id);
-      expect(written).toHaveBeenCalledTimes(1);
-    } finally {
-      written.mockRestore();
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    }
+      },
+      async (url, bodies, waits) => {
+        const run = await new KilolockClient(url).engineStartRun('a', {
+          operation: 'rm',
+          base_version: 1,
+          write: ['x.y'],
+        });
+        const sent = bodies.map((b) => JSON.parse(b) as { run_id: string });
+        expect(sent).toHaveLength(2);
+        expect(sent[0].run_id).toMatch(/^[0-9a-f-]{36}$/);
+        expect(sent[1]).toEqual(sent[0]);
+        expect(run.run_id).toBe(sent[0].run_id);
+        expect(waits()).toBe(1);
+      },
+    );
   });
 });

@@ -1,6 +1,7 @@
 import { bootstrapToken } from '../support/auth';
 import { KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { jsonCall, type JsonAnswer } from '../support/json-call';
 
 /**
  * A hostile caller of kld's run and state-engine APIs with authentication
@@ -18,22 +19,10 @@ let admin: string;
 let teamWriter: string;
 let otherWriter: string;
 
-interface Answer {
-  status: number;
-  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON under test
-}
+const call = (token: string, method: string, path: string, body?: unknown) =>
+  jsonCall(kld.url, token, method, path, body);
 
-async function call(token: string, method: string, path: string, body?: unknown): Promise<Answer> {
-  const r = await fetch(`${kld.url}${path}`, {
-    method,
-    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await r.text();
-  return { status: r.status, body: text === '' ? null : JSON.parse(text) };
-}
-
-const refusal = (a: Answer) => ({ status: a.status, code: a.body?.error?.code });
+const refusal = (a: JsonAnswer) => ({ status: a.status, code: a.body?.error?.code });
 
 function doc(n: number, name = 'web') {
   return {

@@ -4,6 +4,7 @@ import * as net from 'node:net';
 import { bootstrapToken } from '../support/auth';
 import { KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { jsonCall, type JsonAnswer } from '../support/json-call';
 
 /**
  * A hostile caller of kld, with and without a token: bodies declared huge
@@ -22,20 +23,8 @@ let admin: string;
 let teamA: string;
 let teamB: string;
 
-interface Answer {
-  status: number;
-  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON under test
-}
-
-async function call(token: string, method: string, path: string, body?: unknown): Promise<Answer> {
-  const r = await fetch(`${kld.url}${path}`, {
-    method,
-    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await r.text();
-  return { status: r.status, body: text === '' ? null : JSON.parse(text) };
-}
+const call = (token: string, method: string, path: string, body?: unknown) =>
+  jsonCall(kld.url, token, method, path, body);
 
 const query = (token: string, sql: string) => call(token, 'POST', '/v1/query', { sql });
 
@@ -228,7 +217,7 @@ describe('connections by the thousand', () => {
     // An honest client's connection, open before the flood and kept alive.
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     const send = (method: string, path: string, body?: unknown) =>
-      new Promise<Answer>((resolve, reject) => {
+      new Promise<JsonAnswer>((resolve, reject) => {
         const req = http.request(
           `${low.url}${path}`,
           {

@@ -1,0 +1,22 @@
+/** A kld answer as a test reads it: the status and the parsed JSON body (null when empty). */
+export interface JsonAnswer {
+  status: number;
+  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON under test
+}
+
+/** One request to kld at `baseUrl` with a bearer token and a JSON body. */
+export async function jsonCall(
+  baseUrl: string,
+  token: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<JsonAnswer> {
+  const r = await fetch(`${baseUrl}${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await r.text();
+  return { status: r.status, body: text === '' ? null : JSON.parse(text) };
+}
