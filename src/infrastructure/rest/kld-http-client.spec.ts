@@ -190,16 +190,7 @@ describe('KldHttpClient', () => {
           return;
         }
         res.writeHead(200, { 'content-type': 'application/json' });
-        const chunk = Buffer.alloc(16 * 1024, 0x20);
-        const more = () => {
-          // Endless unless kl stops reading: bounded here at 64 MiB.
-          while (sent < 64 * 1024 * 1024) {
-            sent += chunk.length;
-            if (!res.write(chunk)) return void res.once('drain', more);
-          }
-          res.end();
-        };
-        more();
+        writeUntilStopped(res, 0x20, (n) => (sent += n));
       },
       async (url) => {
         const client = new KldHttpClient(url);
@@ -301,16 +292,7 @@ describe('KldHttpClient', () => {
         }
         res.writeHead(502, { 'content-type': 'text/html' });
         res.write('<html>Bad Gateway\n');
-        const chunk = Buffer.alloc(16 * 1024, 0x41);
-        const more = () => {
-          // Endless unless kl stops reading: bounded here at 64 MiB.
-          while (sent < 64 * 1024 * 1024) {
-            sent += chunk.length;
-            if (!res.write(chunk)) return void res.once('drain', more);
-          }
-          res.end();
-        };
-        more();
+        writeUntilStopped(res, 0x41, (n) => (sent += n));
       },
       async (url) => {
         const client = new KldHttpClient(url);
@@ -521,3 +503,26 @@ describe('credentials over plain http', () => {
     }
   });
 });
+
+/**
+ * Writes 16 KiB chunks of `byte` for as long as the client reads them
+ * (endless unless kl stops reading: bounded here at 64 MiB), counting each
+ * with `wrote`.
+ */
+function writeUntilStopped(
+  res: http.ServerResponse,
+  byte: number,
+  wrote: (bytes: number) => number,
+): void {
+  const chunk = Buffer.alloc(16 * 1024, byte);
+  let total = 0;
+  const more = () => {
+    while (total < 64 * 1024 * 1024) {
+      total += chunk.length;
+      wrote(chunk.length);
+      if (!res.write(chunk)) return void res.once('drain', more);
+    }
+    res.end();
+  };
+  more();
+}
