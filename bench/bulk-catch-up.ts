@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
+import { bulkDatabase } from '../src/app/event-store.module';
 import { EventFeed } from '../src/application/events/event-feed';
 import { EventFilter } from '../src/application/events/event-filter';
 import { eventJson } from '../src/infrastructure/events/event-json';
@@ -12,8 +13,9 @@ import { openBenchDatabase } from './support/bench-database';
  * Many subscribers catching up at once, as after a kld restart: a log of
  * KL_BENCH_EVENTS events of KL_BENCH_EVENT_KIB KiB (one commit), then
  * KL_BENCH_READERS in-process EventFeed readers started together from the
- * log's start, reading through a bulk pool of 2 connections (as kld's) with
- * its default connect timeout. Prints how many ended in an error and how
+ * log's start, reading through kld's bulk pool (2 connections, turns taken
+ * before the pool; KL_BENCH_NO_TURNS=1: the bare pool, as before) with its
+ * default connect timeout. Prints how many ended in an error and how
  * long the slowest took to read everything. Each reader encodes every event
  * as SSE does (no socket).
  *
@@ -29,7 +31,9 @@ async function main(): Promise<void> {
   const logger = pino({ level: 'warn' }, pino.destination(2));
   const bench = await openBenchDatabase(logger);
   const db = new Database(bench.url);
-  const bulk = new Database(bench.url, { max: 2 });
+  const bulk = process.env.KL_BENCH_NO_TURNS
+    ? new Database(bench.url, { max: 2 })
+    : bulkDatabase(bench.url);
   const notifier = new Notifier(bench.url);
   const store = new PostgresEventStore(db, notifier);
   const bulkStore = new PostgresEventStore(bulk, notifier, undefined, 0);

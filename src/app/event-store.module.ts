@@ -1,4 +1,5 @@
 import { Inject, Module, OnApplicationShutdown } from '@nestjs/common';
+import type { PoolConfig } from 'pg';
 import { BULK_EVENT_STORE, EVENT_STORE } from '../application/ports/event-store.port';
 import { SNAPSHOT_STORE } from '../application/ports/snapshot-store.port';
 import { PostgresEventStore } from '../infrastructure/event-store/postgres-event-store';
@@ -8,6 +9,7 @@ import { METRICS, PrometheusMetrics } from '../infrastructure/metrics/prometheus
 import { CONFIG, type Config } from '../infrastructure/config/config';
 import { DATABASE, Database } from '../infrastructure/postgres/database';
 import { NOTIFIER, Notifier } from '../infrastructure/postgres/notifier';
+import { takingTurns } from '../infrastructure/postgres/turn-taking-pool';
 
 /**
  * The event store's own pool on the same database. A projection batch holds
@@ -21,12 +23,23 @@ const BULK_DATABASE = Symbol('BulkDatabase');
 /**
  * Connections of the bulk readers' pool (BULK_EVENT_STORE). Each reader
  * holds one for a page at a time, so more readers wait their turn a page
- * long, while terraform's commands never wait behind them. Two: on a
+ * long each, while terraform's commands never wait behind them. Two: on a
  * two-core machine four of them left another caller's LOCK and POST of a
  * small state 160-710 ms under four exports, two 80-250 ms
  * (bench/caller-flood.ts, docs/performance-history.md).
  */
 const BULK_CONNECTIONS = 2;
+
+/**
+ * The bulk readers' pool. Waiting for a turn is not waiting for PostgreSQL:
+ * the connect timeout bounds only the connects (turn-taking-pool.ts).
+ * `options`: for tests.
+ */
+export function bulkDatabase(url: string, options: Partial<PoolConfig> = {}): Database {
+  const bulk = new Database(url, { max: BULK_CONNECTIONS, ...options });
+  takingTurns(bulk.pool, options.max ?? BULK_CONNECTIONS);
+  return bulk;
+}
 
 /** The event store and aggregate snapshots, bound to their ports. */
 @Module({
@@ -43,7 +56,7 @@ const BULK_CONNECTIONS = 2;
     {
       provide: BULK_DATABASE,
       useFactory: (db: Database, metrics: PrometheusMetrics) => {
-        const bulk = new Database(db.url, { max: BULK_CONNECTIONS });
+        const bulk = bulkDatabase(db.url);
         metrics.watchPool('bulk', bulk.pool);
         return bulk;
       },
