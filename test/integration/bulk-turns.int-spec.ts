@@ -78,6 +78,8 @@ describe('bulk readers waiting for their turn', () => {
         return got.flatMap((i) => (i.kind === 'event' ? [(i.event.data as { i: number }).i] : []));
       });
       await blockedOnLock(1);
+      // The pool's metrics still show who waits (kilolock_db_pool_connections{state="waiting"}).
+      expect(bulk.pool.waitingCount).toBe(2);
       // Well past the connect timeout for those waiting behind the first.
       await new Promise((r) => setTimeout(r, 1000));
       await admin.query('COMMIT');

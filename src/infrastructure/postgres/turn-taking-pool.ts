@@ -32,9 +32,13 @@ export function takingTurns<P extends Pool>(pool: P, turns: number): P {
     }
   };
   pool.query = gated as P['query'];
-  const inPool = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(pool), 'waitingCount');
+  let proto: object | null = Object.getPrototypeOf(pool) as object | null;
+  while (proto && !Object.getOwnPropertyDescriptor(proto, 'waitingCount')) {
+    proto = Object.getPrototypeOf(proto) as object | null;
+  }
+  const inPool = proto ? Object.getOwnPropertyDescriptor(proto, 'waitingCount')?.get : undefined;
   Object.defineProperty(pool, 'waitingCount', {
-    get: () => waiting.length + ((inPool?.get?.call(pool) as number | undefined) ?? 0),
+    get: () => waiting.length + ((inPool?.call(pool) as number | undefined) ?? 0),
   });
   return pool;
 }
