@@ -12,7 +12,9 @@ import type { Pool } from 'pg';
  * connect timeout is left to bound the real connects, so an outage still
  * ends them. Only `pool.query` takes turns: the bulk readers run single
  * statements, never transactions. `waitingCount` counts those waiting for a
- * turn too, so the pool's metrics still show the queue.
+ * turn too, so the pool's metrics still show the queue. The queue is a few
+ * lines here: none of our dependencies offers one (p-limit is only a
+ * transitive one), and its count must feed the pool's own `waitingCount`.
  */
 export function takingTurns<P extends Pool>(pool: P, turns: number): P {
   let running = 0;
