@@ -8,6 +8,7 @@ import {
   DEFAULT_CALLER_LIMITS,
   DEFAULT_TOTAL_LIMITS,
   HEAVY_KINDS,
+  HeavyKind,
   TOTAL_LIMIT_VARIABLES,
 } from '../http/caller-limits';
 import { connectTimeoutSeconds } from '../postgres/connection-options';
@@ -340,28 +341,19 @@ function cacheBudgetsFrom(env: NodeJS.ProcessEnv): CacheBudgets {
   };
 }
 
-/** The per-caller bounds (README, Configuration); each defaults to DEFAULT_CALLER_LIMITS. */
-function callerLimitsFrom(env: NodeJS.ProcessEnv): CallerLimits {
-  const limits = { ...DEFAULT_CALLER_LIMITS };
+/**
+ * The per-caller bounds (`KL_CALLER_*`, DEFAULT_CALLER_LIMITS) or the bounds
+ * across callers (`KL_TOTAL_*`, DEFAULT_TOTAL_LIMITS); README, Configuration.
+ */
+function limitsFrom(
+  env: NodeJS.ProcessEnv,
+  variables: Record<HeavyKind, string>,
+  defaults: CallerLimits,
+): CallerLimits {
+  const limits = { ...defaults };
   for (const kind of HEAVY_KINDS) {
-    const name = CALLER_LIMIT_VARIABLES[kind];
-    limits[kind] = countFrom(env[name], name, DEFAULT_CALLER_LIMITS[kind], {
-      min: 1,
-      max: 100_000,
-    });
-  }
-  return limits;
-}
-
-/** The bounds across callers (README, Configuration); each defaults to DEFAULT_TOTAL_LIMITS. */
-function totalLimitsFrom(env: NodeJS.ProcessEnv): CallerLimits {
-  const limits = { ...DEFAULT_TOTAL_LIMITS };
-  for (const kind of HEAVY_KINDS) {
-    const name = TOTAL_LIMIT_VARIABLES[kind];
-    limits[kind] = countFrom(env[name], name, DEFAULT_TOTAL_LIMITS[kind], {
-      min: 1,
-      max: 100_000,
-    });
+    const name = variables[kind];
+    limits[kind] = countFrom(env[name], name, defaults[kind], { min: 1, max: 100_000 });
   }
   return limits;
 }
@@ -451,8 +443,8 @@ export function loadConfig(
     allowedOrigins: allowedOriginsFrom(env.KL_ALLOWED_ORIGINS),
     refreshEnvAllow: refreshEnvAllowFrom(env.KL_REFRESH_ENV_ALLOW),
     cache: cacheBudgetsFrom(env),
-    callerLimits: callerLimitsFrom(env),
-    totalLimits: totalLimitsFrom(env),
+    callerLimits: limitsFrom(env, CALLER_LIMIT_VARIABLES, DEFAULT_CALLER_LIMITS),
+    totalLimits: limitsFrom(env, TOTAL_LIMIT_VARIABLES, DEFAULT_TOTAL_LIMITS),
     auth: {
       mode: authMode,
       enabled: authMode === 'on' || (authMode === 'auto' && !isLoopback(listen.host)),
