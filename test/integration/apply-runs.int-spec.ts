@@ -74,7 +74,7 @@ describe('apply runs through the read models', () => {
       ['terraform_data.vpc', 'read'],
     ]);
     const held = await a.readModel.reservations(h.clockPort.now(), 'prod');
-    expect(held).toEqual([
+    expect(held.reservations).toEqual([
       expect.objectContaining({
         state: 'prod',
         kind: 'apply',
@@ -82,11 +82,12 @@ describe('apply runs through the read models', () => {
         glob: 'module.web.*',
         mode: 'write',
         actor: 'alice',
-        info: { host: 'laptop' },
+        info: null,
         expires_at: run.expiresAt,
       }),
       expect.objectContaining({ glob: 'terraform_data.vpc', mode: 'read' }),
     ]);
+    expect(held.runs).toEqual([{ run_id: run.runId, state: 'prod', info: { host: 'laptop' } }]);
     expect(await a.readModel.run(run.runId)).toMatchObject({
       state: 'prod',
       status: 'running',
@@ -100,9 +101,9 @@ describe('apply runs through the read models', () => {
 
     const renewed = await a.heartbeat('prod', run.runId, 600);
     expect(Date.parse(renewed.expiresAt)).toBeGreaterThan(Date.parse(run.expiresAt) - 300_000);
-    expect((await a.readModel.reservations(h.clockPort.now(), 'prod'))[0].expires_at).toBe(
-      renewed.expiresAt,
-    );
+    expect(
+      (await a.readModel.reservations(h.clockPort.now(), 'prod')).reservations[0].expires_at,
+    ).toBe(renewed.expiresAt);
 
     const committed = await a.commit(
       'prod',
@@ -115,7 +116,7 @@ describe('apply runs through the read models', () => {
       'alice',
     );
     expect(committed).toEqual({ version: 2, serial: 6 });
-    expect(await a.readModel.reservations(h.clockPort.now(), 'prod')).toEqual([]);
+    expect((await a.readModel.reservations(h.clockPort.now(), 'prod')).reservations).toEqual([]);
     expect(await a.readModel.run(run.runId)).toMatchObject({
       status: 'committed',
       committed_version: 2,
@@ -208,7 +209,7 @@ describe('apply runs through the read models', () => {
         addresses: [{ address: 'module.db.terraform_data.main', changedInVersion: 3 }],
       },
     });
-    expect(await a.readModel.reservations(h.clockPort.now(), 'prod')).toEqual([]);
+    expect((await a.readModel.reservations(h.clockPort.now(), 'prod')).reservations).toEqual([]);
     // One that did not say so is refused at its commit, and may then end as a conflict.
     const late = await a.start('prod', {
       baseVersion: 2,
@@ -232,7 +233,7 @@ describe('apply runs through the read models', () => {
       error_summary: 're-plan needed',
       committed_version: null,
     });
-    expect(await a.readModel.reservations(h.clockPort.now(), 'prod')).toEqual([]);
+    expect((await a.readModel.reservations(h.clockPort.now(), 'prod')).reservations).toEqual([]);
   });
 
   it('keeps the document terraform left when a run fails, and frees its reservations', async () => {
@@ -249,7 +250,7 @@ describe('apply runs through the read models', () => {
       output_state: `/v1/api/states/prod/apply-runs/${run.runId}/output-state`,
     });
     expect(JSON.parse((await a.readModel.outputState(run.runId))!)).toEqual(left);
-    expect(await a.readModel.reservations(h.clockPort.now(), 'prod')).toEqual([]);
+    expect((await a.readModel.reservations(h.clockPort.now(), 'prod')).reservations).toEqual([]);
     // Finishing again the same way is a retry; another ending is refused.
     await a.finish('prod', run.runId, 'failed', 'Error: boom', left);
     await expect(a.finish('prod', run.runId, 'aborted')).rejects.toMatchObject({
@@ -273,7 +274,7 @@ describe('apply runs through the read models', () => {
       finished_by: 'operator',
       error_summary: 'aborted by operator',
     });
-    expect(await a.readModel.reservations(h.clockPort.now())).toEqual([]);
+    expect((await a.readModel.reservations(h.clockPort.now())).reservations).toEqual([]);
     // Aborting again reports how it ended.
     expect(await a.abort('prod', run.runId)).toMatchObject({ status: 'aborted', released: 0 });
   });
@@ -282,7 +283,7 @@ describe('apply runs through the read models', () => {
     await h.lock('prod', 'P1', 'carol', 'OperationTypePlan');
     await h.lock('prod', 'P2', 'dave', 'OperationTypePlan');
     expect(
-      (await a.readModel.reservations(h.clockPort.now(), 'prod')).map((r) => [
+      (await a.readModel.reservations(h.clockPort.now(), 'prod')).reservations.map((r) => [
         r.kind,
         r.id,
         r.glob,
@@ -308,10 +309,13 @@ describe('apply runs through the read models', () => {
     });
     h.advance(120);
     // A lease that ran out holds nothing, reclaimed or not.
-    expect(await a.readModel.reservations(h.clockPort.now(), 'prod')).toEqual([]);
+    expect((await a.readModel.reservations(h.clockPort.now(), 'prod')).reservations).toEqual([]);
     await h.lock('prod', 'W1', 'erin');
     expect(
-      (await a.readModel.reservations(h.clockPort.now(), 'prod')).map((r) => [r.kind, r.id]),
+      (await a.readModel.reservations(h.clockPort.now(), 'prod')).reservations.map((r) => [
+        r.kind,
+        r.id,
+      ]),
     ).toEqual([['terraform-lock', 'W1']]);
     const expired = await rows(
       `SELECT data->>'reclaimedBy' AS by FROM kl_events WHERE type = 'ReservationExpired'`,

@@ -111,11 +111,18 @@ describe("resource_reservations: a run's info once per run", () => {
       "SELECT 1 FROM reservation_holders WHERE kind = 'apply' AND info IS NOT NULL",
     );
     expect(copies).toEqual([]);
-    // What the REST API lists: the run's info on each reservation.
+    // What the REST API lists: each run's info once, none on its reservations.
     const listed = await a.readModel.reservations(new Date('2026-01-01T00:11:00.000Z'));
-    expect(listed.filter((r) => r.kind === 'apply').map((r) => r.info)).toEqual(
-      Array(2 * GLOBS.length).fill(info),
+    const applies = listed.reservations.filter((r) => r.kind === 'apply');
+    expect(applies).toHaveLength(2 * GLOBS.length);
+    expect(applies.map((r) => r.info)).toEqual(Array(2 * GLOBS.length).fill(null));
+    expect(listed.runs).toEqual(
+      expect.arrayContaining([
+        { run_id: run.runId, state: 'now', info },
+        { run_id: 'run-before', state: 'before', info },
+      ]),
     );
+    expect(listed.runs).toHaveLength(2);
 
     // The aggregate loaded from either log tells terraform which operation holds the state.
     for (const name of ['now', 'before']) {

@@ -14,11 +14,17 @@ export interface ReservationRow {
   glob: string;
   mode: 'read' | 'write';
   actor: string;
-  /** The run's info, or the terraform lock's LockInfo. */
-  info: JsonObject;
+  /** The terraform lock's LockInfo; null for an apply run's (its info is in `runs`, once). */
+  info: JsonObject | null;
   acquired_at: string;
   /** null for terraform locks: they last until unlocked. */
   expires_at: string | null;
+}
+
+/** The reservations held now, and the info of each apply run holding some of them. */
+export interface HeldReservations {
+  reservations: ReservationRow[];
+  runs: { run_id: string; state: string; info: JsonObject }[];
 }
 
 /** An `apply_runs` row as the REST API returns it. */

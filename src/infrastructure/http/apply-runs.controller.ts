@@ -214,7 +214,7 @@ export class ApplyRunsController {
   async reservations(@Param('name') param: string[]) {
     const state = stateNameFrom(param);
     await this.requireState(state);
-    return { state, reservations: await this.runs.reservations(this.clock.now(), state) };
+    return { state, ...(await this.runs.reservations(this.clock.now(), state)) };
   }
 
   @Get('reservations')
@@ -222,7 +222,10 @@ export class ApplyRunsController {
   async allReservations(@Req() req: Req_) {
     const grants = principalOf(req).grants;
     const all = await this.runs.reservations(this.clock.now());
-    return { reservations: all.filter((r) => grants.can('read', r.state)) };
+    return {
+      reservations: all.reservations.filter((r) => grants.can('read', r.state)),
+      runs: all.runs.filter((r) => grants.can('read', r.state)),
+    };
   }
 
   @Get('apply-runs')

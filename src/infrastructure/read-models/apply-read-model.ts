@@ -1,7 +1,7 @@
 import type { ApplyRunLookup } from '../../application/apply-runs/apply-run-read.port';
 import type { JsonObject } from '../../domain/terraform';
 import type { Database } from '../postgres/database';
-import type { ApplyRunSummary, ReservationRow } from '../../domain/wire/runs';
+import type { ApplyRunSummary, HeldReservations, ReservationRow } from '../../domain/wire/runs';
 
 interface RunRow {
   run_id: string;
@@ -64,8 +64,14 @@ function runOf(r: RunRow): ApplyRunSummary {
 export class ApplyReadModel implements ApplyRunLookup {
   constructor(private readonly db: Database) {}
 
-  /** Reservations held at `now` (a run whose lease ran out holds nothing), oldest first. */
-  async reservations(now: Date, state?: string): Promise<ReservationRow[]> {
+  /**
+   * Reservations held at `now` (a run whose lease ran out holds nothing),
+   * oldest first, and each listed run's info once: a run of N globs shares
+   * one info, and repeating it on each row made the answer N times its size
+   * (a `kl state rm` of 5,000 addresses: about 700 MB, a 500 after 30 s).
+   * One statement, so every listed run has its info.
+   */
+  async reservations(now: Date, state?: string): Promise<HeldReservations> {
     const rows = await this.db.query<{
       id: string;
       state_name: string;
@@ -74,30 +80,45 @@ export class ApplyReadModel implements ApplyRunLookup {
       address_glob: string;
       mode: ReservationRow['mode'];
       holder: string;
-      info: JsonObject;
+      info: JsonObject | null;
+      run_info: JsonObject | null;
       acquired_at: Date;
       expires_at: Date | null;
     }>(
-      `SELECT id, state_name, kind, run_id, address_glob, mode, holder, info, acquired_at,
-              expires_at
-         FROM resource_reservations
-        WHERE ($1::text IS NULL OR state_name = $1)
-          AND (expires_at IS NULL OR expires_at > $2)
-        ORDER BY state_name, acquired_at, run_id, address_glob, id`,
+      `SELECT h.id, h.state_name, h.kind, h.run_id, h.address_glob, h.mode, h.holder, h.info,
+              CASE WHEN h.kind = 'apply'
+                    AND row_number() OVER (PARTITION BY h.state_id, h.run_id
+                                             ORDER BY h.acquired_at, h.address_glob, h.id) = 1
+                   THEN i.info END AS run_info,
+              h.acquired_at, h.expires_at
+         FROM reservation_holders h
+         LEFT JOIN reservation_run_info i
+           ON h.kind = 'apply' AND i.state_id = h.state_id AND i.run_id = h.run_id
+        WHERE ($1::text IS NULL OR h.state_name = $1)
+          AND (h.expires_at IS NULL OR h.expires_at > $2)
+        ORDER BY h.state_name, h.acquired_at, h.run_id, h.address_glob, h.id`,
       [state ?? null, now],
     );
-    return rows.map((r) => ({
-      id: r.id,
-      state: r.state_name,
-      kind: r.kind,
-      run_id: r.run_id,
-      glob: r.address_glob,
-      mode: r.mode,
-      actor: r.holder,
-      info: r.info,
-      acquired_at: r.acquired_at.toISOString(),
-      expires_at: r.expires_at?.toISOString() ?? null,
-    }));
+    const runs: HeldReservations['runs'] = [];
+    for (const r of rows) {
+      if (r.run_info !== null)
+        runs.push({ run_id: r.run_id!, state: r.state_name, info: r.run_info });
+    }
+    return {
+      reservations: rows.map((r) => ({
+        id: r.id,
+        state: r.state_name,
+        kind: r.kind,
+        run_id: r.run_id,
+        glob: r.address_glob,
+        mode: r.mode,
+        actor: r.holder,
+        info: r.info,
+        acquired_at: r.acquired_at.toISOString(),
+        expires_at: r.expires_at?.toISOString() ?? null,
+      })),
+      runs,
+    };
   }
 
   /** Runs, newest first; of one state when named. */
