@@ -15,8 +15,8 @@ import { distribution, formatInt, formatMs } from './support/stats';
  * heavy request, a second client asks `/healthz` every 10 ms (answered in
  * process: its wait is what kld's event loop made it wait), and kld itself
  * records its event-loop delay (bench/support/loop-delay-preload, node's
- * monitorEventLoopDelay). Per operation, the slowest /healthz and the
- * longest loop delay, for this build and (KL_BENCH_KLD_BEFORE=<other
+ * monitorEventLoopDelay) and its garbage collector's pauses. Per operation,
+ * the slowest /healthz, the longest loop delay and the longest GC pause, for this build and (KL_BENCH_KLD_BEFORE=<other
  * kld.js>) another, each kld on its own database, the builds taking turns
  * round by round. Operations, on a state of KL_BENCH_BIG_STATE instances
  * (20,000; SyntheticState, one resource type):
@@ -51,17 +51,22 @@ interface Held {
   ms: number;
   healthMaxMs: number;
   loopMaxMs: number;
+  /** The longest garbage-collection pause meanwhile: a hold no piece-per-turn can split. */
+  gcMaxMs: number;
 }
 
-/** The longest event-loop delay kld saw since the last call (the preload's file). */
-async function loopDelay(kld: Kld, out: string): Promise<number> {
+/** The longest event-loop delay and GC pause kld saw since the last call (the preload's file). */
+async function loopDelay(kld: Kld, out: string): Promise<{ loopMaxMs: number; gcMaxMs: number }> {
   const file = `${out}.${kld.pid}`;
   fs.rmSync(file, { force: true });
   process.kill(kld.pid, 'SIGUSR2');
   for (let i = 0; i < 600; i++) {
     if (fs.existsSync(file)) {
       const text = fs.readFileSync(file, 'utf8');
-      if (text !== '') return Number(text);
+      if (text !== '') {
+        const [loopMaxMs, gcMaxMs] = text.split(' ').map(Number);
+        return { loopMaxMs, gcMaxMs };
+      }
     }
     await new Promise((r) => setTimeout(r, 5));
   }
@@ -101,7 +106,7 @@ async function probed(
       operation,
       ms,
       healthMaxMs: Math.max(...health),
-      loopMaxMs: await loopDelay(kld, out),
+      ...(await loopDelay(kld, out)),
     };
   } finally {
     done = true;
@@ -204,9 +209,13 @@ async function main(): Promise<void> {
         console.log(
           `  ${label} round ${n}: ` +
             figures
-              .map((f) => `${f.operation} ${formatMs(f.healthMaxMs)}/${formatMs(f.loopMaxMs)}`)
+              .map(
+                (f) =>
+                  `${f.operation} ${formatMs(f.healthMaxMs)}/${formatMs(f.loopMaxMs)}/` +
+                  formatMs(f.gcMaxMs),
+              )
               .join(', ') +
-            ' (slowest /healthz / loop delay, ms)',
+            ' (slowest /healthz / loop delay / GC pause, ms)',
         );
       }
     }
@@ -221,7 +230,7 @@ async function main(): Promise<void> {
   console.log(`\nMedian (min–max) over ${ROUNDS} rounds, ms`);
   const operations = [...new Set(held.map((h) => h.operation))];
   printTable(
-    ['operation', 'build', 'request', 'slowest /healthz', 'longest loop delay'],
+    ['operation', 'build', 'request', 'slowest /healthz', 'longest loop delay', 'longest GC'],
     operations.flatMap((operation) =>
       BUILDS.map(([build]) => {
         const of = held.filter((h) => h.operation === operation && h.build === build);
@@ -231,6 +240,7 @@ async function main(): Promise<void> {
           span(of.map((h) => h.ms)),
           span(of.map((h) => h.healthMaxMs)),
           span(of.map((h) => h.loopMaxMs)),
+          span(of.map((h) => h.gcMaxMs)),
         ];
       }),
     ),

@@ -84,7 +84,7 @@ describe('a state-engine slice of 20,000 instances', () => {
       selectorCandidate({ type: 'terraform_data' }),
     ]);
     await ticker;
-    expect(slice.document).toBe(served.text);
+    expect(slice.document.join('')).toBe(served.text);
     expect(slice.instances).toHaveLength(INSTANCES);
     // Written in one go, the document left other work no turn at all.
     expect(turnsWhileWritten).toBeGreaterThanOrEqual(3);

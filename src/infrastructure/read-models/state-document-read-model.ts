@@ -1,7 +1,7 @@
 import type { LRUCache } from 'lru-cache';
 import { boundedCache, DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import type { WrittenChunks } from '../../application/state/written-chunks';
-import { textInTurns } from '../../application/text-in-turns';
+import { textInTurns } from '../../application/in-turns';
 import { DomainError } from '../../domain/shared/domain-error';
 import {
   buildDocument,
