@@ -31,7 +31,7 @@ import { distribution, formatInt, formatMs } from './support/stats';
  *
  * Prints figures; never fails on a miss.
  *
- *   npm run build && node dist/bench/event-loop.js
+ *   npm run bench:event-loop
  *   KL_BENCH_BIG_STATE=20000  KL_BENCH_GLOBS=10000  KL_BENCH_ROUNDS=5
  *   KL_BENCH_KLD_BEFORE=/work/wt/base/dist/src/kld.js
  */

@@ -315,8 +315,8 @@ export class StateEngineReadModel {
     const matcher = new CandidateMatcher(candidates);
     const matched: RealizedInstance[][] = candidates.map(() => []);
     const seenBefore = new Set<number>();
-    // Rows are distinct (address, live) pairs: a live address comes once. In
-    // turns: matching 20,000 rows at once held kld's thread ~150 ms.
+    // Rows are distinct (address, live) pairs: a live address comes once. Matched
+    // in turns: the 20,000 addresses of a big scope, parsed at once, held kld's thread.
     const matches = await mapInTurns(rows, (row) => matcher.matches(parsedAddress(row.address)));
     rows.forEach((row, n) => {
       for (const i of matches[n]) {
@@ -433,8 +433,8 @@ export class StateEngineReadModel {
       params,
     );
     const matcher = new CandidateMatcher(candidates);
-    // One lifecycle of an address spans a version: a repeated address is the same row. In
-    // turns: matching 20,000 rows at once held kld's thread ~150 ms.
+    // One lifecycle of an address spans a version: a repeated address is the same row.
+    // Matched in turns: the 20,000 addresses of a big slice, parsed at once, held kld's thread.
     const unique = [...new Map(rows.map((r) => [r.address, r])).values()];
     const covered = await mapInTurns(
       unique,
