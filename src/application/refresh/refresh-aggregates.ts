@@ -14,6 +14,7 @@ import {
   refreshRunDecider,
   refreshRunFromSnapshot,
   refreshRunToSnapshot,
+  refreshRunToSnapshotText,
   refreshStreamId,
 } from '../../domain/refresh';
 import type { AggregateSpec } from '../decider.service';
@@ -26,6 +27,8 @@ export const REFRESH_RUN: AggregateSpec<RefreshCommand, RefreshRun, RefreshEvent
   snapshots: {
     schema: REFRESH_RUN_SNAPSHOT_SCHEMA,
     to: refreshRunToSnapshot,
+    // In pieces: the results of a 20,000-address run written at once held kld's thread.
+    text: refreshRunToSnapshotText,
     from: refreshRunFromSnapshot,
     // A snapshot holds every address of the run: rarer than the State's.
     every: 2000,

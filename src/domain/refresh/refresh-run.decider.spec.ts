@@ -5,7 +5,11 @@ import { deciderSpec } from '../../../test/support/decider-spec';
 import { refreshRunDecider } from './refresh-run.decider';
 import { RefreshEvent, RefreshResult } from './refresh-run.events';
 import { countsOf, initialRefreshRun, RefreshRun, RunFacts } from './refresh-run.model';
-import { refreshRunFromSnapshot, refreshRunToSnapshot } from './refresh-run.snapshot';
+import {
+  refreshRunFromSnapshot,
+  refreshRunToSnapshot,
+  refreshRunToSnapshotText,
+} from './refresh-run.snapshot';
 
 const ctx: CommandContext = { actor: 'ci', correlationId: 'c1', now: '2026-11-30T00:00:00.000Z' };
 const RUN = 'run-1';
@@ -198,6 +202,27 @@ describe('RefreshRun decider', () => {
     expect(refreshRunFromSnapshot(refreshRunToSnapshot(initialRefreshRun()))).toEqual({
       status: 'missing',
     });
+  });
+});
+
+describe('refreshRunToSnapshotText', () => {
+  const outcomes = ['unchanged', 'drifted', 'gone', 'failed', 'normalized', 'skipped'] as const;
+  const many = (n: number) =>
+    refreshed(...Array.from({ length: n }, (_, i) => result(`a.r${i}`, outcomes[i % 6])));
+
+  it('is the snapshot as JSON text, in pieces of a long run', () => {
+    const runs = [
+      initialRefreshRun(),
+      given(started()).state,
+      given(started(true), many(2_500)).state,
+      given(started(), many(1_000), eventsOf([started(), many(1_000)], finishCmd('failed'))).state,
+    ];
+    for (const run of runs) {
+      const pieces = [...refreshRunToSnapshotText(run)];
+      expect(pieces.join('')).toBe(JSON.stringify(refreshRunToSnapshot(run)));
+    }
+    // 2,500 results: three pieces of them at least, between the head and the end.
+    expect([...refreshRunToSnapshotText(runs[2])].length).toBeGreaterThanOrEqual(5);
   });
 });
 

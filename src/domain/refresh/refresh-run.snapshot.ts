@@ -1,4 +1,5 @@
 import { DomainError } from '../shared/domain-error';
+import { jsonListPieces, mapped } from '../shared/json-list-pieces';
 import { RefreshOutcome, RefreshRunStatus } from './refresh-run.events';
 import { RecordedOutcome, RefreshRun, tally } from './refresh-run.model';
 
@@ -32,6 +33,27 @@ export function refreshRunToSnapshot(run: RefreshRun): RefreshRunSnapshot {
   ]);
   const { changed: _c, failed: _f, normalized: _n, skipped: _s, results: _r, ...facts } = run;
   return { ...facts, results };
+}
+
+/**
+ * The snapshot's JSON text, exactly `JSON.stringify(refreshRunToSnapshot(run))`,
+ * in pieces: the results (one per address of the run) a thousand at a time,
+ * read from the run as the pieces are asked for, so a writer can let other
+ * work run between pieces. The run must not change meanwhile; evolve never
+ * changes a run it returned.
+ */
+export function* refreshRunToSnapshotText(run: RefreshRun): Generator<string> {
+  if (run.status === 'missing') {
+    yield JSON.stringify(refreshRunToSnapshot(run));
+    return;
+  }
+  const { changed: _c, failed: _f, normalized: _n, skipped: _s, results, ...facts } = run;
+  // `results` last, as refreshRunToSnapshot spreads them; facts always hold `status`.
+  yield `${JSON.stringify(facts).slice(0, -1)},"results":`;
+  yield* jsonListPieces(
+    mapped(results, ([address, r]): ResultTuple => [address, r.outcome, r.beforeHash, r.afterHash]),
+  );
+  yield '}';
 }
 
 export function refreshRunFromSnapshot(json: unknown): RefreshRun {

@@ -1,4 +1,5 @@
 import { DomainError } from '../shared/domain-error';
+import { jsonListPieces, mapped, PIECE_ENTRIES } from '../shared/json-list-pieces';
 import { LayeredMap } from '../shared/layered-map';
 import { isJsonObject, JsonObject, JsonValue } from '../terraform/json-value';
 import { OutputV4 } from '../terraform/state-document';
@@ -82,9 +83,6 @@ export function toSnapshot(state: StateAggregate): StateSnapshot {
   }
 }
 
-/** Entries of a long list per piece of `toSnapshotText`: about a millisecond of work. */
-const PIECE_ENTRIES = 1000;
-
 /**
  * The snapshot's JSON text, exactly `JSON.stringify(toSnapshot(state))`, in
  * pieces: each long list (addresses, reservations, outputs…) a thousand
@@ -103,20 +101,20 @@ export function* toSnapshotText(state: StateAggregate): Generator<string> {
     `{"status":"active","stateId":${j(state.stateId)},"name":${j(state.name)}` +
     `,"locks":${j([...state.locks.values()])},"reservations":`
   );
-  yield* listText(mapped(state.reservations.values(), ({ info: _, ...r }) => r));
+  yield* jsonListPieces(mapped(state.reservations.values(), ({ info: _, ...r }) => r));
   yield ',"runInfo":';
-  yield* listText(state.runInfo);
+  yield* jsonListPieces(state.runInfo);
   yield (
     `,"version":${j(state.version)},"serial":${j(state.serial)}` +
     `,"lineage":${j(state.lineage)},"instances":`
   );
-  yield* listText(state.instances);
+  yield* jsonListPieces(state.instances);
   yield ',"outputs":';
-  yield* listText(state.outputs);
+  yield* jsonListPieces(state.outputs);
   yield ',"changedIn":';
-  yield* listText(state.changedIn);
+  yield* jsonListPieces(state.changedIn);
   yield ',"resources":';
-  yield* listText(mapped(state.resources, ([a, e]) => [a, e.fields, e.instances]));
+  yield* jsonListPieces(mapped(state.resources, ([a, e]) => [a, e.fields, e.instances]));
   yield ',"meta":';
   yield* metaText(state.meta);
   yield `,"head":${j(state.head)}}`;
@@ -139,10 +137,6 @@ function* metaText(meta: CommitMeta | null): Generator<string> {
   yield open === '{' ? '{}' : '}';
 }
 
-function* mapped<T, U>(items: Iterable<T>, f: (item: T) => U): Generator<U> {
-  for (const item of items) yield f(item);
-}
-
 /** A JSON object of `members` (those undefined left out, as JSON.stringify does), in pieces. */
 function* objectText(members: Iterable<[string, unknown]>): Generator<string> {
   let piece: string[] = [];
@@ -157,25 +151,6 @@ function* objectText(members: Iterable<[string, unknown]>): Generator<string> {
     }
   }
   yield piece.length > 0 ? `${open}${piece.join(',')}}` : open === '{' ? '{}' : '}';
-}
-
-/** A JSON array of `entries`, PIECE_ENTRIES per piece. */
-function* listText(entries: Iterable<unknown>): Generator<string> {
-  let piece: unknown[] = [];
-  let open = '[';
-  for (const entry of entries) {
-    piece.push(entry);
-    if (piece.length === PIECE_ENTRIES) {
-      yield open + JSON.stringify(piece).slice(1, -1);
-      open = ',';
-      piece = [];
-    }
-  }
-  yield piece.length > 0
-    ? `${open}${JSON.stringify(piece).slice(1, -1)}]`
-    : open === '['
-      ? '[]'
-      : ']';
 }
 
 /**

@@ -9,7 +9,12 @@ import {
   StateDocumentV4,
   stringifyJson,
 } from '.';
-import { instanceObjectText, stateDocumentBytes, stateDocumentText } from './state-document-text';
+import {
+  instanceObjectText,
+  stateDocumentBytes,
+  stateDocumentText,
+  stateDocumentTextPieces,
+} from './state-document-text';
 
 const FIXTURES = [
   'modules.v1.tfstate.txt',
@@ -83,5 +88,44 @@ describe('stateDocumentText', () => {
   it('digests the UTF-8 bytes whether given text or bytes', () => {
     const text = stateDocumentText(parseStateDocument(ODD));
     expect(contentMd5(text)).toBe(contentMd5(Buffer.from(text, 'utf8')));
+  });
+});
+
+describe('stateDocumentTextPieces', () => {
+  it.each(documents())('is the same text however it is cut: %s', (_name, doc) => {
+    const text = stateDocumentText(doc);
+    for (const cut of [1, 7, 100, 4096, undefined]) {
+      const pieces = [...stateDocumentTextPieces(doc, cut)];
+      expect(pieces.join('')).toBe(text);
+      // Each piece but the last holds at least `cut` characters.
+      for (const piece of pieces.slice(0, -1)) expect(piece.length).toBeGreaterThanOrEqual(cut!);
+    }
+  });
+
+  it('writes a big document in several pieces, exactly as one text', () => {
+    const doc = buildDocument(
+      {
+        terraformVersion: '1.11.4',
+        serial: 1,
+        lineage: 'l',
+        outputs: {},
+        checkResults: null,
+        extra: {},
+      },
+      Array.from({ length: 6_000 }, (_, i) => ({
+        resource: {
+          module: '',
+          mode: 'managed' as const,
+          type: 't',
+          name: 'n',
+          provider: 'p',
+          each: 'list' as const,
+        },
+        instance: { index_key: i, schema_version: 0, attributes: { blob: 'b'.repeat(200) } },
+      })),
+    );
+    const pieces = [...stateDocumentTextPieces(doc)];
+    expect(pieces.length).toBeGreaterThan(1);
+    expect(pieces.join('')).toBe(`${stringifyJson(doc, 2)}\n`);
   });
 });

@@ -14,9 +14,35 @@ type Part = DocumentPart;
  * the text is exactly `stringifyJson(doc, 2) + '\n'`.
  */
 export function stateDocumentText(doc: StateDocumentV4): string {
-  return documentParts(doc)
-    .map((p) => (typeof p === 'string' ? p : instanceObjectText(p)))
-    .join('');
+  return [...stateDocumentTextPieces(doc)].join('');
+}
+
+/** Characters per piece of stateDocumentTextPieces: about 10 ms of writing. */
+const PIECE_CHARS = 1 << 20;
+
+/**
+ * stateDocumentText in pieces of at least `pieceChars` characters (the last
+ * one may be shorter), each instance object written when its piece is asked
+ * for: a caller can let other work run between pieces. The text of a
+ * 20,000-instance document took about 230 ms in one go.
+ */
+export function* stateDocumentTextPieces(
+  doc: StateDocumentV4,
+  pieceChars = PIECE_CHARS,
+): Generator<string> {
+  let piece: string[] = [];
+  let size = 0;
+  for (const part of documentParts(doc)) {
+    const text = typeof part === 'string' ? part : instanceObjectText(part);
+    piece.push(text);
+    size += text.length;
+    if (size >= pieceChars) {
+      yield piece.join('');
+      piece = [];
+      size = 0;
+    }
+  }
+  if (piece.length > 0) yield piece.join('');
 }
 
 /**

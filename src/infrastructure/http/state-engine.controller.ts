@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Body, Controller, Get, HttpCode, Inject, Param, Post, Req, Res } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import { Access, stateInPath } from './access';
@@ -153,9 +154,10 @@ export class StateEngineController {
       version: slice.version,
       serial: slice.serial,
       instances: slice.instances.length,
-      bytes: Buffer.byteLength(slice.document),
+      bytes: slice.document.reduce((n, piece) => n + Buffer.byteLength(piece), 0),
     });
-    res.end(`${text.slice(0, -1)},"slice":${meta.slice(0, -1)},"document":${slice.document}}}`);
+    res.write(`${text.slice(0, -1)},"slice":${meta.slice(0, -1)},"document":`);
+    await endInTurns(res, slice.document, '}}');
   }
 
   @Post('states/*name/slice')
@@ -177,8 +179,8 @@ export class StateEngineController {
       .setHeader('Content-Type', 'application/json')
       .setHeader(STATE_VERSION_HEADER, String(slice.version))
       .setHeader('X-Kilolock-State-Serial', String(slice.serial))
-      .setHeader('X-Kilolock-Slice-Instances', String(slice.instances.length))
-      .end(slice.document);
+      .setHeader('X-Kilolock-Slice-Instances', String(slice.instances.length));
+    await endInTurns(res, slice.document);
   }
 
   /** A state-engine write: an apply run on lane `state-engine`, its reservations all or nothing. */
@@ -252,6 +254,20 @@ export class StateEngineController {
   private async caughtUp(): Promise<void> {
     await awaitReadModels(this.sync, await this.events.lastPosition(), () => 'read');
   }
+}
+
+/**
+ * Writes `pieces`, one per turn of the event loop, then ends with `last`:
+ * the text of a 20,000-instance slice encoded in one write held kld's
+ * thread ~40 ms. A client gone meanwhile is written no more.
+ */
+async function endInTurns(res: Response, pieces: readonly string[], last = ''): Promise<void> {
+  for (const piece of pieces) {
+    if (res.destroyed) return;
+    res.write(piece);
+    await nextTurn();
+  }
+  res.end(last);
 }
 
 function notFound(name: string): DomainError {

@@ -1,6 +1,7 @@
 import type { LRUCache } from 'lru-cache';
 import { boundedCache, DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import type { WrittenChunks } from '../../application/state/written-chunks';
+import { textInTurns } from '../../application/in-turns';
 import { DomainError } from '../../domain/shared/domain-error';
 import {
   buildDocument,
@@ -10,7 +11,7 @@ import {
   JsonValue,
   OutputV4,
   ResourceMode,
-  stateDocumentText,
+  stateDocumentTextPieces,
 } from '../../domain/terraform';
 import { descriptorOf } from './resource-descriptor-row';
 import { md5InSlices } from './md5-in-slices';
@@ -310,7 +311,7 @@ export class StateDocumentReadModel {
       },
       rows.map((r) => ({ resource: descriptorOf(r), instance: r.instance })),
     );
-    return stateDocumentText(doc);
+    return textInTurns(stateDocumentTextPieces(doc));
   }
 }
 

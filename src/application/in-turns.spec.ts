@@ -1,0 +1,50 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { mapInTurns, textInTurns } from './in-turns';
+
+describe('in turns of the event loop', () => {
+  it('is the pieces joined, and lets other work run between them', async () => {
+    let turns = 0;
+    let writing = true;
+    const ticker = (async () => {
+      while (writing) {
+        await nextTurn();
+        turns += 1;
+      }
+    })();
+    const seen: number[] = [];
+    function* pieces() {
+      for (const piece of ['{"a":', '1', ',"b":', '[]', '}']) {
+        seen.push(turns);
+        yield piece;
+      }
+    }
+    const text = await textInTurns(pieces());
+    writing = false;
+    await ticker;
+    expect(text).toBe('{"a":1,"b":[]}');
+    // Each piece was asked for in a later turn than the one before it.
+    expect(seen).toEqual([0, 1, 2, 3, 4]);
+  });
+
+  it('maps items in order, a thousand per turn, other work running between', async () => {
+    let turns = 0;
+    let mapping = true;
+    const ticker = (async () => {
+      while (mapping) {
+        await nextTurn();
+        turns += 1;
+      }
+    })();
+    const items = Array.from({ length: 2_500 }, (_, i) => i);
+    const seenAt: number[] = [];
+    const doubled = await mapInTurns(items, (i) => {
+      seenAt.push(turns);
+      return i * 2;
+    });
+    mapping = false;
+    await ticker;
+    expect(doubled).toEqual(items.map((i) => i * 2));
+    expect(new Set(seenAt)).toEqual(new Set([0, 1, 2]));
+    expect(await mapInTurns([], (i: number) => i)).toEqual([]);
+  });
+});
