@@ -1,0 +1,132 @@
+import * as grpc from '@grpc/grpc-js';
+import * as net from 'node:net';
+import { bootstrapToken } from '../support/auth';
+import { bearer, grpcEventsClient } from '../support/event-clients';
+import { KldProcess, startKld } from '../support/kld-process';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { jsonCall } from '../support/json-call';
+
+/**
+ * Hostile sweep 5: kld stopped while callers hold it every way they can,
+ * the provider schema cache, the state engine's and refresh runs' inputs,
+ * gRPC streams by the thousand. Each attack is made with a real token of
+ * the weakest scope that reaches the route; kld answers it, stores nothing
+ * it should not, and serves the others on.
+ */
+
+jest.setTimeout(180_000);
+
+const doc = (serial: number, lineage: string, pad = 0) => ({
+  version: 4,
+  terraform_version: '1.11.4',
+  serial,
+  lineage,
+  outputs: pad ? { pad: { value: 'x'.repeat(pad), type: 'string' } } : {},
+  resources: [],
+  check_results: null,
+});
+
+/** A raw HTTP request whose answer is never read (the socket paused): what a stuck client does. */
+function neverRead(url: string, head: string, body = ''): net.Socket {
+  const u = new URL(url);
+  const socket = net.connect(Number(u.port), '127.0.0.1');
+  socket.on('error', () => undefined);
+  socket.pause();
+  socket.write(`${head.replace('{host}', u.host)}\r\n\r\n${body}`);
+  return socket;
+}
+
+/** A raw HTTP request, its body sent by the caller; `answer` is all kld sent until it closed. */
+function rawCall(url: string, head: string): { socket: net.Socket; answer: Promise<string> } {
+  const u = new URL(url);
+  const socket = net.connect(Number(u.port), '127.0.0.1');
+  socket.write(`${head.replace('{host}', u.host)}\r\n\r\n`);
+  let text = '';
+  const answer = new Promise<string>((resolve) => {
+    socket.on('data', (d: Buffer) => (text += d.toString()));
+    socket.on('close', () => resolve(text));
+    socket.on('error', () => undefined);
+  });
+  return { socket, answer };
+}
+
+describe('kld stopped while callers hold it', () => {
+  let t: TestDatabase;
+  let kld: KldProcess;
+  let admin: string;
+
+  beforeAll(async () => {
+    t = await createTestDatabase('kl_http_abuse5_stop');
+    admin = bootstrapToken(t.url, 'root', ['admin', 'write:*', 'query', 'events']).secret;
+  });
+
+  afterAll(async () => {
+    await kld?.stop();
+    await t?.drop();
+  });
+
+  it('exits promptly with status 0, and what it answered as stored is stored', async () => {
+    kld = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
+    const call = (method: string, path: string, body?: unknown) =>
+      jsonCall(kld.url, admin, method, path, body);
+    // A state big enough that an export of it fills the socket's buffers.
+    for (let serial = 1; serial <= 4; serial++) {
+      const r = await call('POST', '/v1/states/held/big', doc(serial, 'held', 4 << 20));
+      expect(r.status).toBe(200);
+    }
+    expect((await call('POST', '/v1/states/held/small', doc(1, 'small'))).status).toBe(200);
+    const lock = { ID: 'held-lock', Operation: 'OperationTypeApply', Who: 'ci' };
+    expect((await call('LOCK', '/v1/states/held/small', lock)).status).toBe(200);
+
+    const auth = `Authorization: Bearer ${admin}`;
+    const held: net.Socket[] = [
+      neverRead(kld.url, `GET /v1/events?from=start HTTP/1.1\r\nHost: {host}\r\n${auth}`),
+      neverRead(kld.url, `GET /v1/archives/held/big HTTP/1.1\r\nHost: {host}\r\n${auth}`),
+      // An upload that stops mid-body.
+      neverRead(
+        kld.url,
+        `POST /v1/states/held/upload HTTP/1.1\r\nHost: {host}\r\n${auth}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: 1000000`,
+        '{"version":4,',
+      ),
+    ];
+    const grpcClient = grpcEventsClient(kld.grpc);
+    const stream = grpcClient.Subscribe({ origin: 'ORIGIN_START' }, bearer(admin));
+    stream.on('error', () => undefined);
+    stream.pause();
+    const longQuery = call('POST', '/v1/query', {
+      sql: 'SELECT pg_sleep(120)',
+      timeout_ms: 300_000,
+    });
+    await new Promise((r) => setTimeout(r, 1500));
+
+    // A commit whose body is still coming when the stop begins: it is read to
+    // its end, stored and answered 200 (never a 500).
+    const body = JSON.stringify(doc(2, 'small'));
+    const commit = rawCall(
+      kld.url,
+      `POST /v1/states/held/small?ID=held-lock HTTP/1.1\r\nHost: {host}\r\n${auth}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close`,
+    );
+    commit.socket.write(body.slice(0, 20));
+    await new Promise((r) => setTimeout(r, 300));
+    const stopped = kld.stop();
+    await new Promise((r) => setTimeout(r, 500));
+    commit.socket.write(body.slice(20));
+    const [{ code }, queried] = await Promise.all([stopped, longQuery]);
+    for (const s of held) s.destroy();
+    grpcClient.close();
+    expect(code).toBe(0);
+    expect(kld.output()).toContain('"msg":"stopped"');
+    expect(kld.output()).not.toContain('shutdown took too long');
+    expect(await commit.answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(queried.status).toBe(503);
+    expect(queried.body.error.code).toBe('SERVER.UNAVAILABLE');
+
+    kld = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
+    expect((await call('GET', '/v1/states/held/small')).body.serial).toBe(2);
+    const locked = await call('LOCK', '/v1/states/held/small', { ...lock, ID: 'other' });
+    expect(locked.status).toBe(423);
+    expect((await call('GET', '/v1/states/held/big')).body.serial).toBe(4);
+  });
+});
