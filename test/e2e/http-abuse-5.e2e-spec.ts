@@ -130,3 +130,88 @@ describe('kld stopped while callers hold it', () => {
     expect((await call('GET', '/v1/states/held/big')).body.serial).toBe(4);
   });
 });
+
+describe('hostile callers of a running kld', () => {
+  let t: TestDatabase;
+  let kld: KldProcess;
+  let admin: string;
+  let teamA: string;
+  let teamB: string;
+
+  const call = (token: string, method: string, path: string, body?: unknown) =>
+    jsonCall(kld.url, token, method, path, body);
+
+  beforeAll(async () => {
+    t = await createTestDatabase('kl_http_abuse5');
+    admin = bootstrapToken(t.url, 'root', ['admin', 'write:*', 'query', 'events']).secret;
+    kld = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
+    const token = async (name: string, scopes: string[]) => {
+      const r = await call(admin, 'POST', '/v1/admin/tokens', { name, scopes });
+      expect(r.status).toBe(201);
+      return r.body.token as string;
+    };
+    teamA = await token('team-a', ['write:team-a/*', 'events']);
+    teamB = await token('team-b', ['write:team-b/*', 'events']);
+    for (const name of ['team-a/net', 'team-b/app']) {
+      expect((await call(admin, 'POST', `/v1/states/${name}`, doc(1, name))).status).toBe(200);
+    }
+  });
+
+  afterAll(async () => {
+    await kld?.stop();
+    await t?.drop();
+  });
+
+  describe('the provider schema cache', () => {
+    const block = (names: string[]) => ({
+      block: {
+        attributes: names.map((name) => ({ name, type: '"string"', optional: true })),
+        blockTypes: [],
+      },
+    });
+    const schema = (attribute: string) => ({
+      protocolVersion: 5,
+      provider: block(['region']),
+      resourceSchemas: { example_thing: block([attribute]) },
+      dataSourceSchemas: {},
+    });
+    const key = { source: 'example/poisoned', version: '1.0.0' };
+    const get = (token: string) =>
+      call(token, 'GET', `/v1/provider-schemas?source=${key.source}&version=${key.version}`);
+
+    it("a write token's first schema of a version serves it alone, never another state's refresh", async () => {
+      const wrong = schema('wrong');
+      expect(
+        (await call(teamA, 'PUT', '/v1/provider-schemas', { ...key, schema: wrong })).status,
+      ).toBe(200);
+      // team-a reads what it stored; nobody else is given it.
+      expect(await get(teamA)).toEqual({ status: 200, body: { schema: wrong } });
+      for (const token of [teamB, admin]) {
+        const other = await get(token);
+        expect(other.status).toBe(404);
+        expect(other.body.error.code).toBe('PROVIDER_SCHEMA.NOT_FOUND');
+      }
+      // team-b stores the provider's own; it serves team-b, and team-a keeps its own.
+      const right = schema('name');
+      expect(
+        (await call(teamB, 'PUT', '/v1/provider-schemas', { ...key, schema: right })).status,
+      ).toBe(200);
+      expect((await get(teamB)).body.schema).toEqual(right);
+      expect((await get(teamA)).body.schema).toEqual(wrong);
+      // Another try of team-a's is refused as before: its first stays.
+      const again = await call(teamA, 'PUT', '/v1/provider-schemas', { ...key, schema: right });
+      expect(again.status).toBe(409);
+      expect(again.body.error.code).toBe('PROVIDER_SCHEMA.CONFLICT');
+    });
+
+    it("an admin's schema (or kld's own) serves everyone, before any token's own", async () => {
+      const right = schema('name');
+      expect(
+        (await call(admin, 'PUT', '/v1/provider-schemas', { ...key, schema: right })).status,
+      ).toBe(200);
+      for (const token of [admin, teamA, teamB]) {
+        expect(await get(token)).toEqual({ status: 200, body: { schema: right } });
+      }
+    });
+  });
+});
