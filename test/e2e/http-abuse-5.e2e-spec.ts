@@ -214,4 +214,55 @@ describe('hostile callers of a running kld', () => {
       }
     });
   });
+
+  describe('gRPC streams by the dozen', () => {
+    /** A Subscribe from the log's end: resolves with the stream once kld sent its first message. */
+    const subscribe = (client: ReturnType<typeof grpcEventsClient>, token: string) =>
+      new Promise<grpc.ClientReadableStream<Record<string, unknown>>>((resolve, reject) => {
+        const stream = client.Subscribe({ origin: 'ORIGIN_END' }, bearer(token));
+        stream.once('data', () => resolve(stream));
+        stream.once('error', reject);
+      });
+
+    it("counts a caller's gRPC streams with its SSE subscriptions: one past the bound is refused, others are served", async () => {
+      const client = grpcEventsClient(kld.grpc);
+      const other = grpcEventsClient(kld.grpc);
+      const held: grpc.ClientReadableStream<Record<string, unknown>>[] = [];
+      try {
+        // KL_CALLER_SUBSCRIPTIONS' default, all on one connection.
+        for (let i = 0; i < 8; i++) held.push(await subscribe(client, teamA));
+        for (const s of held) s.on('error', () => undefined);
+        const refused = await subscribe(client, teamA).catch((e: grpc.ServiceError) => e);
+        expect((refused as grpc.ServiceError).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+        expect((refused as grpc.ServiceError).details).toMatch(
+          /^REQUEST\.TOO_MANY: token "team-a" already has 8 event subscriptions in flight.*KL_CALLER_SUBSCRIPTIONS/,
+        );
+        // The same count over SSE.
+        const sse = await fetch(`${kld.url}/v1/events?from=end`, {
+          headers: { Authorization: `Bearer ${teamA}` },
+        });
+        expect(sse.status).toBe(429);
+        expect(((await sse.json()) as { error: { code: string } }).error.code).toBe(
+          'REQUEST.TOO_MANY',
+        );
+        // Another caller is served, and so is team-a once one of its streams ends.
+        const theirs = await subscribe(other, teamB);
+        theirs.on('error', () => undefined);
+        theirs.cancel();
+        held.pop()!.cancel();
+        let again: grpc.ClientReadableStream<Record<string, unknown>> | null = null;
+        for (let i = 0; i < 50 && again === null; i++) {
+          again = await subscribe(client, teamA).catch(() => null);
+          if (again === null) await new Promise((r) => setTimeout(r, 100));
+        }
+        expect(again).not.toBeNull();
+        again!.on('error', () => undefined);
+        held.push(again!);
+      } finally {
+        for (const s of held) s.cancel();
+        client.close();
+        other.close();
+      }
+    });
+  });
 });
