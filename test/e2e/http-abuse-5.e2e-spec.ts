@@ -36,6 +36,17 @@ function neverRead(url: string, head: string, body = ''): net.Socket {
   return socket;
 }
 
+type ErrorBody = { error?: { code?: string; message?: string } } | null;
+
+/** An answer's JSON, null when it is not JSON. */
+function errorBody(text: string): ErrorBody {
+  try {
+    return JSON.parse(text) as ErrorBody;
+  } catch {
+    return null;
+  }
+}
+
 /** A raw HTTP request, its body sent by the caller; `answer` is all kld sent until it closed. */
 function rawCall(url: string, head: string): { socket: net.Socket; answer: Promise<string> } {
   const u = new URL(url);
@@ -263,6 +274,240 @@ describe('hostile callers of a running kld', () => {
         client.close();
         other.close();
       }
+    });
+  });
+
+  describe('state-engine and refresh inputs', () => {
+    const instances = (n: number) =>
+      Array.from({ length: n }, (_, i) => ({
+        index_key: i,
+        schema_version: 0,
+        attributes: { id: `id-${i}` },
+        sensitive_attributes: [],
+      }));
+    const engineDoc = (serial: number) => ({
+      ...doc(serial, 'engine'),
+      resources: [
+        {
+          mode: 'managed',
+          type: 'terraform_data',
+          name: 'web',
+          provider: 'provider["terraform.io/builtin/terraform"]',
+          instances: instances(3),
+        },
+      ],
+    });
+    const state = 'team-a/engine';
+
+    beforeAll(async () => {
+      expect((await call(admin, 'POST', `/v1/states/${state}`, engineDoc(1))).status).toBe(200);
+    });
+
+    /** Sends raw text (not JSON.stringify'd) when `body` is a string. */
+    const send = async (token: string, method: string, path: string, body: unknown) => {
+      const r = await fetch(`${kld.url}${path}`, {
+        method,
+        headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+        body: typeof body === 'string' ? body : JSON.stringify(body),
+      });
+      const text = await r.text();
+      return { status: r.status, body: errorBody(text), text };
+    };
+
+    /** The state's version and serial, and team-b served meanwhile. */
+    const unchanged = async () => {
+      const r = await call(teamA, 'GET', `/v1/states/${state}`);
+      expect([r.status, r.body.serial]).toEqual([200, 1]);
+      expect((await call(teamB, 'GET', '/v1/states/team-b/app')).status).toBe(200);
+    };
+
+    it('scope and slice: a malformed request is a 400 naming what is wrong, nothing else', async () => {
+      const deep = (n: number) => '['.repeat(n) + ']'.repeat(n);
+      const bodies: [unknown, RegExp][] = [
+        [{ addresses: 'terraform_data.web[0]' }, /addresses must be an array/],
+        [{ addresses: [1, null] }, /addresses\[0\] must be a string/],
+        [`{"addresses": ${deep(5000)}}`, /nests deeper than 1000 levels/],
+        [`{"selectors": [${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}]}`, /nests deeper/],
+        [{ addresses: ['terraform_data.web[0]', 'a\ud800b'] }, /unpaired UTF-16 surrogate/],
+        [{ addresses: ['terraform_data.web\u0000'] }, /NUL character/],
+        [{ module_prefixes: ['module.' + '*'.repeat(10000)] }, /longer than 800 bytes/],
+        [{ selectors: [{ type: 5 }] }, /selectors\[0\]\.type must be a string/],
+        [{ addresses: [], bogus: 1 }, /bogus is not a known member/],
+        [[1, 2], /must be a JSON object/],
+        ['null', /must be a JSON object/],
+        ['{addresses', /is not valid JSON/],
+      ];
+      for (const route of ['scope', 'slice']) {
+        for (const [body, why] of bodies) {
+          const r = await send(teamA, 'POST', `/v1/engine/states/${state}/${route}`, body);
+          expect([route, r.status, r.body?.error?.code]).toEqual([route, 400, 'REQUEST.INVALID']);
+          expect(r.body!.error!.message).toMatch(why);
+        }
+      }
+      for (const version of [0, -1, 1.5, 1e30, '1']) {
+        const r = await send(teamA, 'POST', `/v1/engine/states/${state}/slice`, {
+          addresses: ['terraform_data.web[0]'],
+          version,
+        });
+        expect([r.status, r.body?.error?.code]).toEqual([400, 'REQUEST.INVALID']);
+      }
+      await unchanged();
+    });
+
+    it('a slice asking 100,000 addresses of a 3-instance state holds the 3', async () => {
+      const addresses = Array.from({ length: 100_000 }, (_, i) => `terraform_data.web[${i}]`);
+      const r = await fetch(`${kld.url}/v1/engine/states/${state}/slice`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${teamA}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ addresses }),
+      });
+      expect(r.status).toBe(200);
+      expect(r.headers.get('x-kilolock-slice-instances')).toBe('3');
+      await r.arrayBuffer();
+      await unchanged();
+    });
+
+    const refreshResult = (i: number | string, outcome = 'unchanged', extra: object = {}) => ({
+      address: typeof i === 'number' ? `terraform_data.web[${i}]` : i,
+      provider: 'provider["terraform.io/builtin/terraform"]',
+      outcome,
+      before_hash: 'b',
+      after_hash: outcome === 'drifted' ? 'c' : 'b',
+      changed_paths: outcome === 'drifted' ? ['id'] : [],
+      ...extra,
+    });
+    const eventsOf = async (stream: string) => {
+      const r = await call(admin, 'POST', '/v1/query', {
+        sql: 'SELECT count(*)::int AS n FROM event_log WHERE stream = $1',
+        params: [stream],
+      });
+      expect(r.status).toBe(200);
+      return r.body.rows[0][0] as number;
+    };
+
+    it('refresh results: a batch naming one instance 100,000 times records its last result once', async () => {
+      const started = await call(teamA, 'POST', '/v1/refresh-runs', { state, dry_run: true });
+      expect(started.status).toBe(201);
+      const run = started.body.run_id as string;
+      const flipping = Array.from({ length: 100_000 }, (_, i) =>
+        refreshResult(0, i % 2 === 0 ? 'unchanged' : 'drifted'),
+      );
+      const r = await call(teamA, 'POST', `/v1/refresh-runs/${run}/results`, { results: flipping });
+      expect(r.status).toBe(200);
+      expect(await eventsOf(`refresh-${run}`)).toBe(2); // RefreshStarted, one ResourceRefreshed
+      expect((await call(teamA, 'GET', `/v1/refresh-runs/${run}`)).body).toMatchObject({
+        checked: 1,
+        changed: 1,
+      });
+      expect(
+        (await call(teamA, 'POST', `/v1/refresh-runs/${run}/finish`, { status: 'cancelled' }))
+          .status,
+      ).toBe(200);
+      await unchanged();
+    });
+
+    it('refresh and apply runs: results and heartbeats out of order or of another run are refused, nothing stored', async () => {
+      const started = await call(teamA, 'POST', '/v1/refresh-runs', { state, dry_run: true });
+      const run = started.body.run_id as string;
+      const results = `/v1/refresh-runs/${run}/results`;
+      const apply = `/v1/api/states/${state}/apply-runs`;
+      const applied = await call(teamA, 'POST', apply, {
+        base_version: 1,
+        write: ['terraform_data.web[0]'],
+      });
+      expect(applied.status).toBe(201);
+      const id = applied.body.run_id as string;
+      const refusals: [string, string, string, unknown, number, string][] = [
+        [
+          teamA,
+          'POST',
+          results,
+          { results: [refreshResult('terraform_data.nope[7]')] },
+          400,
+          'REFRESH.INVALID',
+        ],
+        [
+          teamA,
+          'POST',
+          results,
+          { results: [refreshResult('terraform_data.web["' + 'x'.repeat(1 << 20) + '"]')] },
+          400,
+          'REQUEST.INVALID',
+        ],
+        [teamA, 'POST', results, { results: [refreshResult(1, 'weird')] }, 400, 'REQUEST.INVALID'],
+        [
+          teamA,
+          'POST',
+          results,
+          { results: [refreshResult(1, 'unchanged', { before_hash: 5 })] },
+          400,
+          'REQUEST.INVALID',
+        ],
+        [teamA, 'POST', results, { results: 'x' }, 400, 'REQUEST.INVALID'],
+        [teamB, 'POST', results, { results: [refreshResult(0)] }, 403, 'AUTH.FORBIDDEN'],
+        [
+          teamA,
+          'POST',
+          '/v1/refresh-runs/not-a-run/results',
+          { results: [refreshResult(0)] },
+          404,
+          'REFRESH.NOT_FOUND',
+        ],
+        [
+          teamA,
+          'POST',
+          `/v1/refresh-runs/${run}/finish`,
+          { status: 'done' },
+          400,
+          'REQUEST.INVALID',
+        ],
+        [teamA, 'POST', `${apply}/not-a-run/heartbeat`, {}, 400, 'REQUEST.INVALID'],
+        [teamA, 'POST', `${apply}/${id}/heartbeat`, { lease_seconds: -1 }, 400, 'APPLY.INVALID'],
+        [teamA, 'POST', `${apply}/${id}/heartbeat`, { lease_seconds: '5' }, 400, 'REQUEST.INVALID'],
+        [teamA, 'POST', `${apply}/${id}/heartbeat`, '[]', 400, 'REQUEST.INVALID'],
+        [teamA, 'POST', `${apply}/${id}/finish`, { status: 'committed' }, 400, 'REQUEST.INVALID'],
+        [teamB, 'POST', `${apply}/${id}/heartbeat`, {}, 403, 'AUTH.FORBIDDEN'],
+      ];
+      const before = [await eventsOf(`refresh-${run}`), await eventsOf(`apply-${id}`)];
+      for (const [token, method, path, body, status, code] of refusals) {
+        const r = await send(token, method, path, body);
+        expect([path.slice(0, 60), r.status, r.body?.error?.code]).toEqual([
+          path.slice(0, 60),
+          status,
+          code,
+        ]);
+      }
+      expect([await eventsOf(`refresh-${run}`), await eventsOf(`apply-${id}`)]).toEqual(before);
+      // Once finished, every later call is a 409 and changes nothing.
+      expect(
+        (await call(teamA, 'POST', `/v1/refresh-runs/${run}/finish`, { status: 'cancelled' }))
+          .status,
+      ).toBe(200);
+      expect(
+        (await call(teamA, 'POST', `${apply}/${id}/finish`, { status: 'failed' })).status,
+      ).toBe(200);
+      const ended = [await eventsOf(`refresh-${run}`), await eventsOf(`apply-${id}`)];
+      const late: [string, unknown, string][] = [
+        [results, { results: [refreshResult(1)] }, 'REFRESH.FINISHED'],
+        [`/v1/refresh-runs/${run}/finish`, { status: 'failed' }, 'REFRESH.FINISHED'],
+        [`${apply}/${id}/heartbeat`, {}, 'APPLY.FINISHED'],
+        [
+          `${apply}/${id}/commit`,
+          { base_version: 1, terraform_version: '1.11.4', deletes: ['terraform_data.web[0]'] },
+          'APPLY.FINISHED',
+        ],
+        [`${apply}/${id}/finish`, { status: 'aborted' }, 'APPLY.FINISHED'],
+      ];
+      for (const [path, body, code] of late) {
+        const r = await send(teamA, 'POST', path, body);
+        expect([path.slice(-40), r.status, r.body?.error?.code]).toEqual([
+          path.slice(-40),
+          409,
+          code,
+        ]);
+      }
+      expect([await eventsOf(`refresh-${run}`), await eventsOf(`apply-${id}`)]).toEqual(ended);
+      await unchanged();
     });
   });
 });
