@@ -1,4 +1,3 @@
-import * as fs from 'node:fs';
 import { readConfigText } from './config-text';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument } from 'yaml';
 import { redactUrls } from '../logging/redact';
