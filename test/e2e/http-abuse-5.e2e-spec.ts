@@ -215,6 +215,24 @@ describe('hostile callers of a running kld', () => {
       expect(again.body.error.code).toBe('PROVIDER_SCHEMA.CONFLICT');
     });
 
+    it("checks a provider config against trusted schemas only, never a token's own", async () => {
+      const source = 'example/checked';
+      // team-a's schema says the provider takes no `region`.
+      const narrow = { ...schema('name'), provider: block(['only_this']) };
+      const put = await call(teamA, 'PUT', '/v1/provider-schemas', {
+        source,
+        version: '1.0.0',
+        schema: narrow,
+      });
+      expect(put.status).toBe(200);
+      const configured = await call(admin, 'PUT', '/v1/provider-configs', {
+        state: 'team-b/app',
+        source,
+        config: { region: 'eu-west-1' },
+      });
+      expect(configured.status).toBe(200);
+    });
+
     it("an admin's schema (or kld's own) serves everyone, before any token's own", async () => {
       const right = schema('name');
       expect(
