@@ -1,7 +1,6 @@
 import { Module } from '@nestjs/common';
 import { APP_GUARD, Reflector } from '@nestjs/core';
 import { AUTHENTICATOR, type Authenticator } from '../infrastructure/auth/authenticator';
-import { CONFIG, type Config } from '../infrastructure/config/config';
 import { AuthGuard } from '../infrastructure/http/auth.guard';
 import { CallerBoundGuard, CallerBounds } from '../infrastructure/http/caller-bounds';
 import { TokensController } from '../infrastructure/http/tokens.controller';
@@ -28,9 +27,9 @@ import { TokensModule } from './tokens.module';
     // Global guards run in the order they are provided: this one after the AuthGuard.
     {
       provide: APP_GUARD,
-      useFactory: (reflector: Reflector, config: Config) =>
-        new CallerBoundGuard(reflector, new CallerBounds(config.callerLimits, config.totalLimits)),
-      inject: [Reflector, CONFIG],
+      useFactory: (reflector: Reflector, bounds: CallerBounds) =>
+        new CallerBoundGuard(reflector, bounds),
+      inject: [Reflector, CallerBounds],
     },
   ],
 })

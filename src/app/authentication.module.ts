@@ -4,12 +4,14 @@ import { AUTHENTICATOR, Authenticator } from '../infrastructure/auth/authenticat
 import { TokenReadModel } from '../infrastructure/auth/token-read-model';
 import { CONFIG, type Config } from '../infrastructure/config/config';
 import { LOGGER, type Logger } from '../infrastructure/logging/logger';
+import { CallerBounds } from '../infrastructure/http/caller-bounds';
 import { TokensModule } from './tokens.module';
 
 /**
  * Who a caller is, for every transport: the HTTP guard (AuthModule) and the
- * gRPC event service (EventsModule) authenticate with the same Authenticator;
- * null when authentication is off.
+ * gRPC event service (EventsModule) authenticate with the same Authenticator
+ * (null when authentication is off), and count heavy calls against the
+ * same per-caller bounds.
  */
 @Module({
   imports: [TokensModule],
@@ -20,7 +22,13 @@ import { TokensModule } from './tokens.module';
         config.auth.enabled ? new Authenticator(tokens, logger, () => clock.now()) : null,
       inject: [CONFIG, TokenReadModel, LOGGER, CLOCK],
     },
+    // One count per process, whichever transport a heavy call comes by.
+    {
+      provide: CallerBounds,
+      useFactory: (config: Config) => new CallerBounds(config.callerLimits, config.totalLimits),
+      inject: [CONFIG],
+    },
   ],
-  exports: [AUTHENTICATOR],
+  exports: [AUTHENTICATOR, CallerBounds],
 })
 export class AuthenticationModule {}

@@ -13,6 +13,7 @@ import { AUTHENTICATOR, type Authenticator } from '../infrastructure/auth/authen
 import { CONFIG, type Config } from '../infrastructure/config/config';
 import { EventsGrpcServer, GrpcTls } from '../infrastructure/grpc/events-grpc.server';
 import { EventsController } from '../infrastructure/http/events.controller';
+import { CallerBounds } from '../infrastructure/http/caller-bounds';
 import { FeedSubscribers, subscriberLag } from '../infrastructure/metrics/feed-subscribers';
 import { METRICS, PrometheusMetrics } from '../infrastructure/metrics/prometheus-metrics';
 import { DATABASE, Database } from '../infrastructure/postgres/database';
@@ -134,14 +135,16 @@ function grpcTls(config: Config): GrpcTls | null {
         logger: Logger,
         authenticator: Authenticator | null,
         config: Config,
+        bounds: CallerBounds,
       ) =>
         new EventsGrpcServer(
           subscribers.meter(feed, 'grpc'),
           logger,
           authenticator,
           grpcTls(config),
+          bounds,
         ),
-      inject: [FEED, FeedSubscribers, LOGGER, AUTHENTICATOR, CONFIG],
+      inject: [FEED, FeedSubscribers, LOGGER, AUTHENTICATOR, CONFIG, CallerBounds],
     },
     EventsGrpcLifecycle,
   ],

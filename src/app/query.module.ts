@@ -1,4 +1,9 @@
-import { Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import {
+  Module,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+  OnModuleDestroy,
+} from '@nestjs/common';
 import { QueryController } from '../infrastructure/http/query.controller';
 import { StatesApiController } from '../infrastructure/http/states-api.controller';
 import { LOGGER, type Logger } from '../infrastructure/logging/logger';
@@ -8,11 +13,18 @@ import { SqlQueryService } from '../infrastructure/query/sql-query.service';
 import { ResourceReadModel } from '../infrastructure/read-models/resource-read-model';
 import { StateModule } from './state.module';
 
-/** Nest owns the reader pool's lifetime: password set at start, pool closed at shutdown. */
-class SqlQueryLifecycle implements OnApplicationBootstrap, OnApplicationShutdown {
+/**
+ * Nest owns the reader pool's lifetime: password set at start, statements
+ * cancelled as shutdown begins (before the HTTP server waits for their
+ * answers), pool closed at its end.
+ */
+class SqlQueryLifecycle implements OnApplicationBootstrap, OnModuleDestroy, OnApplicationShutdown {
   constructor(private readonly service: SqlQueryService) {}
   onApplicationBootstrap(): Promise<void> {
     return this.service.start();
+  }
+  onModuleDestroy(): Promise<void> {
+    return this.service.stopRunning();
   }
   onApplicationShutdown(): Promise<void> {
     return this.service.close();

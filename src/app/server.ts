@@ -40,8 +40,14 @@ import { KilolockModule, MaintenanceModule, Runtime } from './kilolock.module';
 
 /** Longer than a load balancer's idle timeout (60 s is the common default). */
 const KEEP_ALIVE_MS = 65_000;
-/** How long requests in flight get to finish when kld stops. */
-const SHUTDOWN_GRACE_MS = 10_000;
+/**
+ * How long requests in flight get to finish when kld stops; then their
+ * connections are closed. Well inside kld's own deadline (9 s, kld.ts) and
+ * a supervisor's (docker stop and systemd kill after 10 s by default): a
+ * commit needs far less, and what never ends by itself (a stream nobody
+ * reads, a body that stopped coming) would otherwise hold the stop to it.
+ */
+const SHUTDOWN_GRACE_MS = 5_000;
 
 export interface KldServer {
   app: NestExpressApplication;

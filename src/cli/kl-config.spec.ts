@@ -1,4 +1,8 @@
-import { backendAddress, resolveKlConfig, withoutCredentials } from './kl-config';
+import { Command } from 'commander';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { backendAddress, loadKlConfig, resolveKlConfig, withoutCredentials } from './kl-config';
 
 const BACKEND = {
   'backend.tf': `# the state
@@ -145,5 +149,37 @@ describe('withoutCredentials', () => {
     for (const url of ['http://127.0.0.1:8080', 'https://kld/v1/states/a@b', 'https://kld?x=a@b']) {
       expect(withoutCredentials(url)).toBe(url);
     }
+  });
+});
+
+describe('loadKlConfig: a .kl.toml that is not a small file', () => {
+  let dir: string;
+  beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-toml-'))));
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const load = () => loadKlConfig(new Command(), dir);
+
+  it('is refused in one line naming it, never passed over or read whole', () => {
+    const toml = path.join(dir, '.kl.toml');
+    fs.symlinkSync('.kl.toml', toml); // a link to itself
+    expect(load).toThrow(/^\.kl\.toml: a loop of symbolic links$/);
+    fs.rmSync(toml);
+    fs.symlinkSync('elsewhere.toml', toml);
+    expect(load).toThrow(/^\.kl\.toml: a symbolic link to no file$/);
+    fs.rmSync(toml);
+    fs.mkdirSync(toml);
+    expect(load).toThrow(/^\.kl\.toml: a directory, not a file$/);
+    fs.rmdirSync(toml);
+    fs.writeFileSync(toml, '');
+    fs.truncateSync(toml, 600 * 2 ** 20);
+    expect(load).toThrow(/^\.kl\.toml: larger than 1048576 bytes/);
+    fs.writeFileSync(
+      toml,
+      `protocol = "http"\nstate_url = [${'['.repeat(5000)}${']'.repeat(5000)}]\n`,
+    );
+    expect(load).toThrow(/^\.kl\.toml: not valid TOML/);
+  });
+
+  it('is absent when nothing is there', () => {
+    expect(load().stateUrl.source).toBe('unset');
   });
 });

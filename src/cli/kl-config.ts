@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parse as parseToml } from 'smol-toml';
+import { readConfigText, somethingAt } from '../infrastructure/config/config-text';
 import { Protocol, PROTOCOLS } from '../application/apply/state-lanes';
 import { redactUrls } from '../infrastructure/logging/redact';
 import { KlError } from './cli-error';
@@ -194,15 +195,23 @@ export function resolveKlConfig(inputs: KlConfigInputs): KlConfig {
   };
 }
 
+function tomlText(file: string): string {
+  try {
+    return readConfigText(file);
+  } catch (err) {
+    fail(`.kl.toml: ${(err as Error).message}`);
+  }
+}
+
 /** Reads the inputs from the command line, the environment and the working directory. */
 export function loadKlConfig(command: Command, cwd = process.cwd()): KlConfig {
   const opts = command.optsWithGlobals<{ stateUrl?: string; protocol?: string; token?: string }>();
   // --token defaults to KL_TOKEN: only a token given on the command line is a flag.
   const tokenFromCli = command.getOptionValueSourceWithGlobals('token') === 'cli';
   const tomlPath = path.join(cwd, '.kl.toml');
-  const toml = fs.existsSync(tomlPath)
-    ? { text: fs.readFileSync(tomlPath, 'utf8'), path: '.kl.toml' }
-    : undefined;
+  // A link to nowhere, a loop of links, a directory are mistakes to name,
+  // not an absent file to pass over: kl would go on with other settings.
+  const toml = somethingAt(tomlPath) ? { text: tomlText(tomlPath), path: '.kl.toml' } : undefined;
   const terraformFiles = () => {
     const files: Record<string, string> = {};
     for (const name of fs.readdirSync(cwd)) {

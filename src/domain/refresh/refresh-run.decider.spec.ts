@@ -104,6 +104,20 @@ describe('RefreshRun decider', () => {
     });
   });
 
+  it("records an address's last result of a batch only, however often the batch names it", () => {
+    const flipping = Array.from({ length: 1000 }, (_, i) =>
+      result('a', i % 2 === 0 ? 'drifted' : 'unchanged'),
+    );
+    const events = given(started())
+      .when(recordCmd(result('b', 'gone'), ...flipping, result('b', 'failed')))
+      .events();
+    expect(events).toEqual([...refreshed(result('a', 'unchanged'), result('b', 'failed'))]);
+    // Its last result the run holds already: nothing.
+    given(started(), refreshed(result('a', 'unchanged')))
+      .when(recordCmd(...flipping))
+      .then([]);
+  });
+
   it('counts distinct instances: checked, changed (drifted or gone) and failed', () => {
     const { state } = given(
       started(),

@@ -62,12 +62,18 @@ const sameResult = (a: RecordedOutcome, b: RecordedOutcome): boolean =>
 function record(command: RecordRefreshResults, run: RefreshRun): RefreshEvent[] {
   const { runId, results } = command.data;
   const active = requireRunning(run, runId);
-  const latest = new Map<string, RecordedOutcome>();
-  const events: ResourceRefreshed[] = [];
+  // Of one batch, only an address's last result: the ones before it would be
+  // replaced at once (a batch alternating two outcomes of one instance
+  // 100,000 times wrote 100,000 events).
+  const last = new Map<string, (typeof results)[number]>();
   for (const r of results) {
-    const known = latest.get(r.address) ?? active.results.get(r.address);
+    last.delete(r.address);
+    last.set(r.address, r);
+  }
+  const events: ResourceRefreshed[] = [];
+  for (const r of last.values()) {
+    const known = active.results.get(r.address);
     if (known && sameResult(known, r)) continue;
-    latest.set(r.address, r);
     events.push({
       type: 'ResourceRefreshed',
       data: {

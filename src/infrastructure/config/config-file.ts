@@ -1,4 +1,4 @@
-import * as fs from 'node:fs';
+import { readConfigText } from './config-text';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument } from 'yaml';
 import { redactUrls } from '../logging/redact';
 import { ConfigError } from './config';
@@ -65,11 +65,9 @@ export interface EffectiveEnvironment {
 export function readConfigFile(file: string): Partial<Record<ConfigVariable, string>> {
   let text: string;
   try {
-    text = fs.readFileSync(file, 'utf8');
+    text = readConfigText(file);
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'not readable' : code;
-    throw new ConfigError(`--config ${file}: ${why ?? (err as Error).message}`);
+    throw new ConfigError(`--config ${file}: ${(err as Error).message}`);
   }
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });

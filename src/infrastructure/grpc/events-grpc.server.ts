@@ -10,6 +10,7 @@ import { formatCursor, parseCursor } from '../../domain/shared/log-cursor';
 import { type Authenticator, OPEN, subjectText } from '../auth/authenticator';
 import { SubscriberRecheck } from '../auth/subscriber-recheck';
 import { AUTH_FORBIDDEN, AUTH_UNAUTHENTICATED, requirePrincipalScope } from '../http/access';
+import { acquireHeavy, boundCaller, type CallerBounds } from '../http/caller-bounds';
 import type { Logger } from '../logging/logger';
 import { encodeBatches, encodeEvent } from './event-message-encoding';
 import { protoDir } from '../provider/plugin-protos';
@@ -25,6 +26,13 @@ type SubscribeRequest = StartFields & { checkpoint_interval_ms?: number };
 type ReadRequest = StartFields & { limit?: number };
 
 const MIN_CHECKPOINT_MS = 100;
+/**
+ * Calls open at once on one connection (HTTP/2 SETTINGS; a client queues
+ * the rest). grpc-js sets none: 2,000 streams on one connection cost 34 MB.
+ * A consumer needs a few, and one caller gets at most KL_CALLER_SUBSCRIPTIONS
+ * anyway; room is left for a proxy that carries several callers' streams.
+ */
+export const MAX_STREAMS_PER_CONNECTION = 100;
 /** Most events a batch may hold (max_batch). */
 export const MAX_BATCH = 1000;
 /**
@@ -87,6 +95,8 @@ export class EventsGrpcServer {
     /** null: authentication is off, every call may read everything. */
     private readonly authenticator: Authenticator | null = null,
     private readonly tls: GrpcTls | null = null,
+    /** The per-caller bounds HTTP counts with: a stream is one of its caller's subscriptions. */
+    private readonly bounds: CallerBounds | null = null,
     /**
      * A connection with no call for this long is closed (GOAWAY; a client
      * reconnects when it next calls). grpc-js keeps one forever by default,
@@ -98,7 +108,10 @@ export class EventsGrpcServer {
 
   /** Listens on host:port (port 0: any free one); returns the address bound. */
   async listen(host: string, port: number): Promise<string> {
-    const server = new grpc.Server({ 'grpc.max_connection_idle_ms': this.idleMs });
+    const server = new grpc.Server({
+      'grpc.max_connection_idle_ms': this.idleMs,
+      'grpc.max_concurrent_streams': MAX_STREAMS_PER_CONNECTION,
+    });
     server.addService(eventsServiceDefinition(), {
       Subscribe: (call: grpc.ServerWritableStream<SubscribeRequest, unknown>) =>
         void this.serve(call, (r) => subscribeRequest(r)),
@@ -151,6 +164,7 @@ export class EventsGrpcServer {
     this.calls.add(abort);
     call.on('cancelled', () => abort.abort());
     call.on('close', () => abort.abort());
+    let release: (() => void) | null = null;
     try {
       const authenticator = this.authenticator;
       const authenticate = () =>
@@ -167,6 +181,10 @@ export class EventsGrpcServer {
         'events',
         `kilolock.v1.Events/${call.getPath().split('/').pop()}`,
       );
+      if (this.bounds) {
+        const caller = boundCaller(principal, peerAddress(call.getPeer()), () => 'anonymous');
+        release = acquireHeavy(this.bounds, 'subscription', caller);
+      }
       const request = call.request;
       const filter = EventFilter.compile(
         {
@@ -193,6 +211,7 @@ export class EventsGrpcServer {
       if (abort.signal.aborted) return;
       call.emit('error', this.status(err));
     } finally {
+      release?.();
       this.calls.delete(abort);
     }
   }
@@ -203,6 +222,9 @@ export class EventsGrpcServer {
     }
     if (err instanceof DomainError && err.code === AUTH_FORBIDDEN) {
       return { code: grpc.status.PERMISSION_DENIED, details: `${err.code}: ${err.message}` };
+    }
+    if (err instanceof DomainError && err.code === 'REQUEST.TOO_MANY') {
+      return { code: grpc.status.RESOURCE_EXHAUSTED, details: `${err.code}: ${err.message}` };
     }
     if (err instanceof DomainError) {
       const invalid = err.code.startsWith('EVENTS.') || err.code === 'REQUEST.INVALID';
@@ -271,6 +293,11 @@ function messages(item: FeedItem): (Buffer | Record<string, unknown>)[] {
 
 function invalid(message: string): DomainError {
   return new DomainError('REQUEST.INVALID', message);
+}
+
+/** A peer's address without its port (`1.2.3.4:5678`, `[::1]:5678`). */
+function peerAddress(peer: string): string {
+  return peer.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
 }
 
 /** The `authorization` metadata, as HTTP's Authorization header (given once). */

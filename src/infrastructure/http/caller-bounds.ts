@@ -2,7 +2,7 @@ import { CanActivate, ExecutionContext, SetMetadata } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import type { Request, Response } from 'express';
 import { DomainError } from '../../domain/shared/domain-error';
-import type { AuthedRequest } from './access';
+import type { AuthedRequest, Principal } from './access';
 import { callerOf } from './caller';
 import {
   CALLER_LIMIT_VARIABLES,
@@ -94,24 +94,7 @@ export class CallerBoundGuard implements CanActivate {
     const req = http.getRequest<BoundedRequest>();
     // A request passed on to another route is guarded again: it holds one slot.
     if (req.heavyKinds?.has(kind)) return true;
-    const { key, name } = callerKey(req);
-    const release = this.bounds.tryAcquire(kind, key);
-    if (release === 'caller') {
-      const limit = this.bounds.limits[kind];
-      const variable = CALLER_LIMIT_VARIABLES[kind];
-      throw new DomainError(
-        'REQUEST.TOO_MANY',
-        `${name} already has ${limit} ${WHAT[kind]} in flight, the most one caller may have at once (${variable}=${limit}); retry when one ends, or ask the operator to raise ${variable}`,
-      );
-    }
-    if (release === 'total') {
-      const limit = this.bounds.totalLimits[kind];
-      const variable = TOTAL_LIMIT_VARIABLES[kind];
-      throw new DomainError(
-        'REQUEST.TOO_MANY',
-        `this kld already has ${limit} ${WHAT[kind]} in flight from all callers, the most it serves at once (${variable}=${limit}); retry when one ends, or ask the operator to raise ${variable}`,
-      );
-    }
+    const release = acquireHeavy(this.bounds, kind, callerKey(req));
     (req.heavyKinds ??= new Set()).add(kind);
     const res = http.getResponse<Response>();
     // 'close' comes once the answer was sent or the client went away, whichever is first;
@@ -123,18 +106,63 @@ export class CallerBoundGuard implements CanActivate {
 }
 
 /**
- * Who a bound counts against: the token with authentication on. With it
- * off, nothing is proven, so the actor the client names and its address
- * (docs/security.md says what that leaves open).
+ * One of `caller`'s slots of `kind`, released by the function answered (call
+ * it once); past the caller's or all callers' bound a 429 REQUEST.TOO_MANY
+ * naming the bound and its variable. Every transport's heavy calls take
+ * their slots here (HTTP routes through the guard, gRPC subscriptions).
  */
-function callerKey(req: Request): { key: string; name: string } {
-  const principal = (req as AuthedRequest).principal;
+export function acquireHeavy(
+  bounds: CallerBounds,
+  kind: HeavyKind,
+  caller: BoundCaller,
+): () => void {
+  const release = bounds.tryAcquire(kind, caller.key);
+  if (release === 'caller') {
+    const limit = bounds.limits[kind];
+    const variable = CALLER_LIMIT_VARIABLES[kind];
+    throw new DomainError(
+      'REQUEST.TOO_MANY',
+      `${caller.name} already has ${limit} ${WHAT[kind]} in flight, the most one caller may have at once (${variable}=${limit}); retry when one ends, or ask the operator to raise ${variable}`,
+    );
+  }
+  if (release === 'total') {
+    const limit = bounds.totalLimits[kind];
+    const variable = TOTAL_LIMIT_VARIABLES[kind];
+    throw new DomainError(
+      'REQUEST.TOO_MANY',
+      `this kld already has ${limit} ${WHAT[kind]} in flight from all callers, the most it serves at once (${variable}=${limit}); retry when one ends, or ask the operator to raise ${variable}`,
+    );
+  }
+  return release;
+}
+
+/** Who a bound counts against, and how a refusal names it. */
+export interface BoundCaller {
+  key: string;
+  name: string;
+}
+
+/**
+ * The token with authentication on. With it off, nothing is proven, so the
+ * actor the client names and its address (docs/security.md says what that
+ * leaves open).
+ */
+export function boundCaller(
+  principal: Principal | undefined,
+  address: string,
+  actor: () => string,
+): BoundCaller {
   if (principal?.name != null) {
     return { key: `token ${principal.name}`, name: `token "${principal.name}"` };
   }
-  const address = req.socket.remoteAddress ?? 'unknown';
-  const actor = safeActor(req);
-  return { key: `open ${address} ${actor}`, name: `caller "${actor}" from ${address}` };
+  const who = actor();
+  return { key: `open ${address} ${who}`, name: `caller "${who}" from ${address}` };
+}
+
+function callerKey(req: Request): BoundCaller {
+  return boundCaller((req as AuthedRequest).principal, req.socket.remoteAddress ?? 'unknown', () =>
+    safeActor(req),
+  );
 }
 
 function safeActor(req: Request): string {

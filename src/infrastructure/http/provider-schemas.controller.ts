@@ -1,17 +1,19 @@
-import { Body, Controller, Get, HttpCode, Put, Query, Res } from '@nestjs/common';
-import type { Response } from 'express';
+import { Body, Controller, Get, HttpCode, Put, Query, Req, Res } from '@nestjs/common';
+import type { Request, Response } from 'express';
 import { DomainError } from '../../domain/shared/domain-error';
 import { isJsonObject, JsonObject } from '../../domain/terraform';
-import { PostgresProviderSchemaCache } from '../provider/postgres-provider-schema-cache';
+import { PostgresProviderSchemaCache, TRUSTED } from '../provider/postgres-provider-schema-cache';
 import { normaliseProviderSource } from '../provider/provider-address';
 import { ProviderSchemaKeyDto, PutProviderSchemaDto } from './dto/provider-schema.dto';
 import { JsonBody } from './json-body';
-import { Access } from './access';
+import { Access, principalOf } from './access';
 
 /**
  * The shared provider schema cache. A plain cache, not events: a schema of a
  * released version never changes, and losing the table only costs GetSchema
- * calls.
+ * calls. What an admin stores (and kld itself) serves everyone; what another
+ * token stores serves that token alone, so a token with write on one state
+ * cannot be the first to give every other state's refresh a wrong schema.
  */
 @Controller('v1/provider-schemas')
 export class ProviderSchemasController {
@@ -19,9 +21,13 @@ export class ProviderSchemasController {
 
   @Get()
   @Access.anyState('read')
-  async get(@Query() query: ProviderSchemaKeyDto, @Res() res: Response): Promise<void> {
+  async get(
+    @Query() query: ProviderSchemaKeyDto,
+    @Req() req: Request,
+    @Res() res: Response,
+  ): Promise<void> {
     const key = keyOf(query);
-    const text = await this.cache.getText(key.source, key.version);
+    const text = await this.cache.getText(key.source, key.version, writerOf(req));
     if (text === null) {
       throw new DomainError(
         'PROVIDER_SCHEMA.NOT_FOUND',
@@ -36,17 +42,27 @@ export class ProviderSchemasController {
   @Access.anyState('write')
   @HttpCode(200)
   @JsonBody({ what: 'provider schema', limit: 'maxStateBytes' })
-  async put(@Body() body: PutProviderSchemaDto): Promise<{ source: string; version: string }> {
+  async put(
+    @Body() body: PutProviderSchemaDto,
+    @Req() req: Request,
+  ): Promise<{ source: string; version: string }> {
     const key = keyOf(body);
     const problem = schemaShapeProblem(body.schema as unknown as JsonObject);
     if (problem !== null) {
       throw new DomainError('REQUEST.INVALID', `schema must be a provider schema: ${problem}`);
     }
-    const outcome = await this.cache.putText(key.source, key.version, JSON.stringify(body.schema));
+    const writer = writerOf(req);
+    const outcome = await this.cache.putText(
+      key.source,
+      key.version,
+      JSON.stringify(body.schema),
+      writer,
+    );
     if (outcome === 'different') {
       throw new DomainError(
         'PROVIDER_SCHEMA.CONFLICT',
-        `another schema for ${key.source} ${key.version} is cached already and is kept: a ` +
+        `another schema for ${key.source} ${key.version} is cached already` +
+          `${writer === TRUSTED ? '' : ` by token "${writer}"`} and is kept: a ` +
           'released provider version has one schema (an operator removes a wrong entry: ' +
           'docs/sql.md, provider_schemas)',
       );
@@ -78,6 +94,12 @@ function schemaShapeProblem(schema: JsonObject): string | null {
     }
   }
   return null;
+}
+
+/** Whose cache entries a request writes and reads besides the trusted ones. */
+function writerOf(req: Request): string {
+  const p = principalOf(req);
+  return p.name === null || p.grants.has('admin') ? TRUSTED : p.name;
 }
 
 function keyOf(key: ProviderSchemaKeyDto): { source: string; version: string } {

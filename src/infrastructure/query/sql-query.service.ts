@@ -51,6 +51,9 @@ export class SqlQueryService {
 
   /** Reader connections' backend pids, which key their rows in kl_query_grants. */
   private readonly pids = new WeakMap<PoolClient, number>();
+  /** Backends running a caller's statement now: cancelled when kld stops. */
+  private readonly running = new Set<number>();
+  private stopping = false;
 
   constructor(
     private readonly owner: Database,
@@ -68,12 +71,23 @@ export class SqlQueryService {
     );
   }
 
+  /**
+   * As kld stops: a statement may run for minutes (`timeout_ms`), and the
+   * reader pool's end waits for it, so shutdown would wait too. Each one is
+   * cancelled and answered 503; the caller runs it again elsewhere or later.
+   */
+  async stopRunning(): Promise<void> {
+    this.stopping = true;
+    await Promise.all([...this.running].map((pid) => this.cancel(pid).catch(() => undefined)));
+  }
+
   async close(): Promise<void> {
     await this.pool?.end();
     this.pool = null;
   }
 
   async run(query: SqlQuery, scope: QueryScope): Promise<SqlQueryResult> {
+    if (this.stopping) throw stoppingError();
     const client = await this.connect();
     let reusable = true;
     let pid: number | null = null;
@@ -81,6 +95,8 @@ export class SqlQueryService {
     let locks: AdvisoryLockWatch | null = null;
     try {
       pid = await this.grant(client, scope);
+      this.running.add(pid);
+      if (this.stopping) throw stoppingError();
       await client.query('BEGIN READ ONLY');
       await client.query(`SET LOCAL statement_timeout = ${Math.floor(query.timeoutMs)}`);
       budget = replyBudget(client, QUERY_LIMITS.maxReplyBytes);
@@ -124,6 +140,7 @@ export class SqlQueryService {
         throw budget.exceeded;
       }
       await client.query('ROLLBACK').catch(() => (reusable = false));
+      if (this.stopping && isPgServerError(err) && err.code === '57014') throw stoppingError();
       if (isPgServerError(err)) throw queryError(err, query.timeoutMs);
       if (err instanceof DomainError) throw err;
       reusable = false;
@@ -133,7 +150,10 @@ export class SqlQueryService {
       // (advisory locks, LISTENs, prepared statements, settings).
       if (reusable) await client.query('DISCARD ALL').catch(() => (reusable = false));
       client.release(!reusable);
-      if (pid !== null) await this.revoke(pid);
+      if (pid !== null) {
+        this.running.delete(pid);
+        await this.revoke(pid);
+      }
     }
   }
 
@@ -305,4 +325,11 @@ function shifted(err: PgServerError): PgServerError {
   if (!err.position) return err;
   const position = Number(err.position) - CURSOR_PREFIX.length;
   return Object.assign(err, { position: position > 0 ? String(position) : undefined });
+}
+
+function stoppingError(): DomainError {
+  return new DomainError(
+    'SERVER.UNAVAILABLE',
+    'kld is stopping: the query was not run to its end; send it again (another replica, or this one once restarted)',
+  );
 }
