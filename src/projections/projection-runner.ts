@@ -53,6 +53,18 @@ const PASS_OVER = 100_000;
  * loop's batches of a backlog do not refresh them one after another.
  */
 const ANALYZE_AFTER = 1000;
+/**
+ * The sample those statistics are taken from (`default_statistics_target`,
+ * 300 rows per unit, for this ANALYZE only): a tenth of PostgreSQL's
+ * default. At the default, the ANALYZE after a first commit of 20,000
+ * instances sorted every row's every column (jsonb included) and took one of
+ * the two cores for 0.9-1.7 s while other callers' commands ran; at 10, 0.13-0.18 s
+ * (docs/performance-history.md, wave 21). The planner needs row counts, null
+ * fractions and distinct counts, which 3,000 rows give; autovacuum takes
+ * fuller statistics later, at its own pace, once the tables have changed
+ * enough.
+ */
+const BULK_STATISTICS_TARGET = 10;
 // A writer waiting for its own events takes bigger bites: a first commit of
 // a big state is tens of thousands of events, and every batch is a
 // transaction of its own that re-reads the checkpoint.
@@ -669,8 +681,15 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       return;
     }
     this.analyzing.add(projector.name);
+    const tables = projector.tables.join(', ');
     this.db
-      .query(`VACUUM (ANALYZE) ${projector.tables.join(', ')}`)
+      .query(`VACUUM ${tables}`)
+      .then(() =>
+        this.db.transaction(
+          (tx) => tx.query(`ANALYZE ${tables}`),
+          `SET LOCAL default_statistics_target = ${BULK_STATISTICS_TARGET}`,
+        ),
+      )
       .catch((err: unknown) =>
         this.logger.warn({ err, projector: projector.name }, 'VACUUM (ANALYZE) failed'),
       )
