@@ -60,3 +60,64 @@ describe('EventFeed catching up', () => {
     expect(items.at(-1)).toEqual({ kind: 'caught-up', position: events.at(-1)!.position });
   });
 });
+
+describe('EventFeed catching up beside other callers', () => {
+  /** The log's pages, each read noted with its size and whether the others were busy then. */
+  function recording(events: LoggedEvent[], busy: () => boolean) {
+    const reads: { limit: number; busy: boolean }[] = [];
+    const inner = catchUpOf(events);
+    return {
+      reads,
+      store: {
+        readLog: (from: LogPosition, limit: number) => {
+          reads.push({ limit, busy: busy() });
+          return inner.readLog(from, limit);
+        },
+      } as Pick<EventStore, 'readLog'>,
+    };
+  }
+
+  async function deliveredBy(feed: EventFeed): Promise<string[]> {
+    const items: FeedItem[] = [];
+    const feedItems = await feed.open(
+      { from: 'start', filter: EventFilter.compile(), follow: false },
+      new AbortController().signal,
+    );
+    for await (const item of feedItems) items.push(item);
+    expect(items.at(-1)?.kind).toBe('caught-up');
+    return items.flatMap((i) => (i.kind === 'event' ? [i.event.eventId] : []));
+  }
+
+  it('reads a small page while others are busy and waits for them before the next', async () => {
+    const events = log();
+    let busy = true;
+    const { reads, store } = recording(events, () => busy);
+    setTimeout(() => (busy = false), 50);
+    const feed = new EventFeed(refusingStore, {
+      catchUp: store,
+      pageSize: 1000,
+      othersBusy: () => busy,
+      giveWayMs: 10_000,
+    });
+
+    expect(await deliveredBy(feed)).toEqual(events.map((e) => e.eventId));
+    expect(reads[0]).toEqual({ limit: 100, busy: true });
+    // Every later page waited until the others were done, and was whole again.
+    expect(reads.slice(1)).toEqual(reads.slice(1).map(() => ({ limit: 1000, busy: false })));
+  });
+
+  it('still finishes when the others never stop, at a page per wait', async () => {
+    const events = log();
+    const { reads, store } = recording(events, () => true);
+    const feed = new EventFeed(refusingStore, {
+      catchUp: store,
+      pageSize: 1000,
+      othersBusy: () => true,
+      giveWayMs: 5,
+    });
+
+    expect(await deliveredBy(feed)).toEqual(events.map((e) => e.eventId));
+    expect(reads.every((r) => r.limit === 100)).toBe(true);
+    expect(reads.length).toBe(Math.ceil(EVENTS / 100) + 1);
+  });
+});
