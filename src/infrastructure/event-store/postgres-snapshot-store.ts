@@ -10,6 +10,12 @@ export interface SnapshotPacing {
 
 /** How often a waiting snapshot looks whether the others are done. */
 const QUIET_POLL_MS = 10;
+/**
+ * How long nothing else must have been in flight: one request's statements
+ * come with gaps between them (its decision, the next round trip), and a
+ * snapshot started in such a gap would share the cores with the rest of it.
+ */
+const QUIET_FOR_MS = 50;
 
 export class PostgresSnapshotStore implements SnapshotStore {
   constructor(
@@ -49,8 +55,12 @@ export class PostgresSnapshotStore implements SnapshotStore {
   private async quietMoment(): Promise<void> {
     if (this.pacing === null) return;
     const until = Date.now() + (this.pacing.maxWaitMs ?? 2000);
-    while (this.pacing.othersBusy() && Date.now() < until) {
+    let quietSince = this.pacing.othersBusy() ? null : Date.now();
+    while (Date.now() < until) {
+      if (quietSince !== null && Date.now() - quietSince >= QUIET_FOR_MS) return;
       await new Promise((r) => setTimeout(r, QUIET_POLL_MS));
+      if (this.pacing.othersBusy()) quietSince = null;
+      else quietSince ??= Date.now();
     }
   }
 }
