@@ -98,18 +98,16 @@ function grpcTls(config: Config): GrpcTls | null {
     { provide: FeedSubscribers, useFactory: () => new FeedSubscribers() },
     {
       provide: FEED,
-      useFactory: (store: EventStore, bulk: EventStore, logger: Logger, db: Database) =>
+      useFactory: (store: EventStore, bulk: EventStore, logger: Logger) =>
         new EventFeed(store, {
           catchUp: bulk,
-          // The commands' pool: terraform's LOCK, POST and UNLOCK wait on it for their read models.
-          othersBusy: () => db.busy(),
           onFallBehind: (position) =>
             logger.debug(
               { position: position.globalPosition.toString() },
               'a live event consumer fell behind; it reads the log until it catches up',
             ),
         }),
-      inject: [EVENT_STORE, BULK_EVENT_STORE, LOGGER, DATABASE],
+      inject: [EVENT_STORE, BULK_EVENT_STORE, LOGGER],
     },
     // What the SSE controller reads: the one feed, its subscriptions counted as `sse`.
     {

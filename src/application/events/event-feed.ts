@@ -52,18 +52,6 @@ export interface EventFeedOptions {
    * the live tail keeps the store the feed was made with.
    */
   catchUp?: Pick<EventStore, 'readLog'>;
-  /**
-   * True while other callers' statements are in flight (kld's commands): a
-   * consumer catching up then reads smaller pages and gives way between them
-   * for a moment, so a terraform LOCK is not held behind several consumers'
-   * pages of work. Same events either way; a consumer is slowed at most
-   * `giveWayMs` a page, never stopped.
-   */
-  othersBusy?: () => boolean;
-  /** Events per page while others are busy (default 100). */
-  busyPageSize?: number;
-  /** Longest a consumer waits between two pages for others to finish (default 50 ms). */
-  giveWayMs?: number;
 }
 
 export const DEFAULT_CHECKPOINT_MS = 5000;
@@ -72,8 +60,6 @@ const STREAM_STATES_KEPT = 10_000;
 export const DEFAULT_LIVE_BUFFER_BYTES = 64 * 1024 * 1024;
 /** What an event holds beside its data (ids, metadata, position), roughly. */
 const EVENT_OVERHEAD_BYTES = 512;
-/** How often a consumer giving way looks whether the others are done. */
-const GIVE_WAY_POLL_MS = 5;
 
 /**
  * The event log, delivered to any number of consumers (gRPC, SSE) from any
@@ -108,28 +94,6 @@ export class EventFeed {
     this.liveBufferBytes = options.liveBufferBytes ?? DEFAULT_LIVE_BUFFER_BYTES;
     this.tail = new LiveTail(store);
     this.catchUp = options.catchUp ?? store;
-  }
-
-  /** Events to read in the next page: fewer while other callers' work is in flight. */
-  private nextPageSize(): number {
-    return this.options.othersBusy?.()
-      ? Math.min(this.pageSize, this.options.busyPageSize ?? 100)
-      : this.pageSize;
-  }
-
-  /**
-   * Between two pages: a turn of the event loop for kld's other requests
-   * (a consumer whose socket drains at once never waits otherwise), then,
-   * while other callers' statements are in flight, a short wait for them.
-   */
-  private async giveWay(signal: AbortSignal): Promise<void> {
-    await nextTurn();
-    const busy = this.options.othersBusy;
-    if (!busy) return;
-    const until = Date.now() + (this.options.giveWayMs ?? 50);
-    while (busy() && Date.now() < until && !signal.aborted) {
-      await new Promise((r) => setTimeout(r, GIVE_WAY_POLL_MS));
-    }
   }
 
   /**
@@ -242,15 +206,16 @@ export class EventFeed {
     try {
       while (!signal.aborted) {
         if (live === null) {
-          const size = this.nextPageSize();
-          const page = await this.catchUp.readLog(position, size);
+          const page = await this.catchUp.readLog(position, this.pageSize);
           if (!(yield* take(page))) return;
-          if (page.length === size) {
+          if (page.length === this.pageSize) {
             if (checkpointDue()) {
               told();
               yield { kind: 'checkpoint', position };
             }
-            await this.giveWay(signal);
+            // A consumer whose socket drains at once never waits otherwise:
+            // kld's other requests get a turn between two pages.
+            await nextTurn();
             continue;
           }
           // At the head, as of that read.
