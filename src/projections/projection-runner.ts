@@ -681,15 +681,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       return;
     }
     this.analyzing.add(projector.name);
-    const tables = projector.tables.join(', ');
-    this.db
-      .query(`VACUUM ${tables}`)
-      .then(() =>
-        this.db.transaction(
-          (tx) => tx.query(`ANALYZE ${tables}`),
-          `SET LOCAL default_statistics_target = ${BULK_STATISTICS_TARGET}`,
-        ),
-      )
+    this.refreshStatistics(projector.tables.join(', '))
       .catch((err: unknown) =>
         this.logger.warn({ err, projector: projector.name }, 'VACUUM (ANALYZE) failed'),
       )
@@ -697,6 +689,29 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         this.analyzing.delete(projector.name);
         if (this.analyzeAgain.delete(projector.name)) this.analyzeSoon(projector);
       });
+  }
+
+  /**
+   * VACUUM, then ANALYZE from BULK_STATISTICS_TARGET's sample, on a session
+   * of their own: outside a transaction block, so each table is analyzed in
+   * a short transaction of its own and none holds back the log's horizon
+   * (readers see an event once every older transaction has ended).
+   */
+  private async refreshStatistics(tables: string): Promise<void> {
+    await this.db.query(`VACUUM ${tables}`);
+    const session = await this.db.pool.connect();
+    let failed: Error | undefined;
+    try {
+      await session.query(`SET default_statistics_target = ${BULK_STATISTICS_TARGET}`);
+      await session.query(`ANALYZE ${tables}`);
+      await session.query('RESET default_statistics_target');
+    } catch (err) {
+      failed = err as Error;
+      throw err;
+    } finally {
+      // A session whose setting may not have been reset is not given back to the pool.
+      session.release(failed);
+    }
   }
 
   /**
