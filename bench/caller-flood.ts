@@ -6,6 +6,8 @@ import * as path from 'node:path';
 import pino from 'pino';
 import { openBenchDatabase } from './support/bench-database';
 import { startKld } from './support/kld-process';
+import { ActivitySampler } from './support/pg-activity';
+import { sql } from './support/refresh-processes';
 import { SyntheticState } from './support/state-generator';
 import { distribution, formatMs } from './support/stats';
 
@@ -23,12 +25,23 @@ import { distribution, formatMs } from './support/stats';
  *   KL_BENCH_CYCLES=5               terraform cycles measured under each flood
  *   KL_BENCH_KLD_ENV='KL_X=1 …'     extra variables for kld
  *   KL_BENCH_FLOODS=queries,exports  only the floods whose names start so
+ *   KL_BENCH_WHY=1                  where the slowest request of each flood waited (wave 21):
+ *                                   pg_stat_activity every 20 ms in its window (waits, idle
+ *                                   transactions), PostgreSQL's log of statements slower than
+ *                                   KL_BENCH_PG_LOG_MS (default 50) and of lock waits, and the
+ *                                   slowest /healthz beside the cycles (kld's event loop)
  */
 
 const SIZE = intEnv('KL_BENCH_SIZE', 20_000);
 const CYCLES = intEnv('KL_BENCH_CYCLES', 5);
 const OP_TIMEOUT_MS = 30_000;
 const FLOODER = 'flooder';
+const WHY = process.env.KL_BENCH_WHY === '1';
+const PG_LOG_MS = intEnv('KL_BENCH_PG_LOG_MS', 50);
+/** PostgreSQL's log lines (slow statements, lock waits) with when they came (KL_BENCH_WHY). */
+const pgLog: { at: number; line: string }[] = [];
+/** The slowest request of the last cycles: which, and when (performance.now()). */
+let slowest = { op: '', from: 0, to: 0 };
 
 function intEnv(name: string, fallback: number): number {
   const v = process.env[name];
@@ -161,7 +174,9 @@ async function cycles(url: string, small: SyntheticState): Promise<Record<string
       }).catch(() => null);
       await r?.arrayBuffer();
       if (r === null || r.status >= 300) throw new Error(`${op}: ${r?.status ?? 'timeout'}`);
-      times[op]!.push(performance.now() - t0);
+      const t1 = performance.now();
+      times[op]!.push(t1 - t0);
+      if (t1 - t0 > slowest.to - slowest.from) slowest = { op, from: t0, to: t1 };
     };
     await step('GET', 'GET', '/v1/states/small');
     await step('LOCK', 'LOCK', '/v1/states/small', info);
@@ -182,10 +197,63 @@ function report(label: string, times: Record<string, number[]>): void {
   console.log(`  ${label.padEnd(58)} ${cells.join(' | ')}`);
 }
 
+/** /healthz one after another until `stop.done`: the slowest answer (kld's event loop). */
+async function healthLoop(url: string, stop: { done: boolean }): Promise<number> {
+  let max = 0;
+  while (!stop.done) {
+    const t0 = performance.now();
+    await (await fetch(`${url}/healthz`)).arrayBuffer();
+    max = Math.max(max, performance.now() - t0);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return max;
+}
+
+/** The cycles under a flood; with KL_BENCH_WHY, what their slowest request waited for. */
+async function measured(url: string, small: SyntheticState, sampler: ActivitySampler | null) {
+  slowest = { op: '', from: 0, to: 0 };
+  const stop = { done: false };
+  const health = sampler ? healthLoop(url, stop) : Promise.resolve(0);
+  try {
+    return await cycles(url, small);
+  } finally {
+    stop.done = true;
+    const healthMax = await health;
+    if (sampler) {
+      const { op, from, to } = slowest;
+      console.log(
+        `    slowest: ${op} ${formatMs(to - from)} ms; slowest /healthz ${formatMs(healthMax)} ms`,
+      );
+      for (const l of sampler.summary(from, to).split('\n')) console.log(`      ${l}`);
+      for (const l of pgLog.filter((x) => x.at >= from - 50 && x.at <= to + 50)) {
+        console.log(`      pg +${Math.round(l.at - from)} ms: ${l.line.slice(0, 160)}`);
+      }
+    }
+  }
+}
+
 async function main(): Promise<void> {
-  const logger = pino({ level: 'warn' });
+  const logger = WHY
+    ? pino(
+        { level: 'debug' },
+        {
+          write(msg: string) {
+            const o = JSON.parse(msg) as { postgres?: string; level: number };
+            if (o.postgres && /duration:|lock/.test(o.postgres)) {
+              pgLog.push({ at: performance.now(), line: o.postgres });
+            } else if (!o.postgres && o.level >= 40) process.stderr.write(msg);
+          },
+        },
+      )
+    : pino({ level: 'warn' });
   const children = new Set<ChildProcess>();
   const db = await openBenchDatabase(logger);
+  if (WHY && !process.env.KL_BENCH_DATABASE_URL) {
+    await sql(db.url, `ALTER SYSTEM SET log_min_duration_statement = ${PG_LOG_MS}`);
+    await sql(db.url, 'ALTER SYSTEM SET log_lock_waits = on');
+    await sql(db.url, 'SELECT pg_reload_conf()');
+  }
+  const sampler = WHY ? await ActivitySampler.start(db.url) : null;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-bench-flood-'));
   const extra = Object.fromEntries(
     (process.env.KL_BENCH_KLD_ENV ?? '')
@@ -218,7 +286,7 @@ async function main(): Promise<void> {
       await new Promise((r) => setTimeout(r, 200));
     }
     console.log(`kld ${kld.url}, big state ${SIZE} instances; ${CYCLES} terraform cycles each`);
-    report('no flood', await cycles(kld.url, small));
+    report('no flood', await measured(kld.url, small, sampler));
     const floods = [
       queries(50, 8),
       archiveExports(20, true, 0),
@@ -234,7 +302,7 @@ async function main(): Promise<void> {
       await new Promise((r) => setTimeout(r, 1000));
       let label = flood.name;
       try {
-        report(label, await cycles(kld.url, small));
+        report(label, await measured(kld.url, small, sampler));
       } catch (err) {
         label += ` — ${(err as Error).message}`;
         console.log(`  ${label}`);
@@ -242,6 +310,7 @@ async function main(): Promise<void> {
       console.log(`    flood answered: ${statusCounts(await running)}`);
     }
   } finally {
+    await sampler?.stop();
     await kld.stop();
     await db.close();
     fs.rmSync(dataDir, { recursive: true, force: true });

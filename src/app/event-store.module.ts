@@ -79,8 +79,9 @@ export function bulkDatabase(url: string, options: Partial<PoolConfig> = {}): Da
     },
     {
       provide: SNAPSHOT_STORE,
-      useFactory: (db: Database) => new PostgresSnapshotStore(db),
-      inject: [EVENTS_DATABASE],
+      useFactory: (db: Database, commands: Database) =>
+        new PostgresSnapshotStore(db, { othersBusy: () => db.busy() || commands.busy() }),
+      inject: [EVENTS_DATABASE, DATABASE],
     },
   ],
   exports: [EVENT_STORE, BULK_EVENT_STORE, SNAPSHOT_STORE],

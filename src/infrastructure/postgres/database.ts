@@ -103,6 +103,11 @@ export class Database {
     }
   }
 
+  /** A statement of this pool is running, or waiting for a connection. */
+  busy(): boolean {
+    return this.pool.totalCount > this.pool.idleCount || this.pool.waitingCount > 0;
+  }
+
   async close(): Promise<void> {
     await this.pool.end();
   }
