@@ -8,6 +8,8 @@ export interface KldProcess {
   /** `127.0.0.1:port` when started with gRPC, else null. */
   grpc: string | null;
   child: ChildProcess;
+  /** Date.now() when it was spawned (V8's `--trace-gc` times count from about then). */
+  spawnedAt: number;
   /** SIGTERM, then SIGKILL after 10 s; resolves once it exited. */
   stop(): Promise<void>;
 }
@@ -22,6 +24,8 @@ export interface KldOptions {
   grpc?: boolean;
   /** Every child is added here until it exits, for the bench's last-resort SIGKILL. */
   children: Set<ChildProcess>;
+  /** Each line kld writes to stdout (e.g. `--trace-gc`'s, through KL_BENCH_KLD_NODE_ARGS). */
+  onStdoutLine?: (line: string) => void;
 }
 
 /**
@@ -34,6 +38,7 @@ export async function startKld(options: KldOptions): Promise<KldProcess> {
   const grpc = options.grpc ? `127.0.0.1:${await freePort()}` : null;
   fs.mkdirSync(options.dataDir, { recursive: true });
   const nodeArgs = (process.env.KL_BENCH_KLD_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const spawnedAt = Date.now();
   const child = spawn(
     process.execPath,
     [...nodeArgs, options.kld, 'serve', '--listen', `127.0.0.1:${port}`],
@@ -54,6 +59,15 @@ export async function startKld(options: KldOptions): Promise<KldProcess> {
   let tail = '';
   const keep = (c: Buffer) => (tail = (tail + c.toString()).slice(-4000));
   child.stdout!.on('data', keep);
+  const onLine = options.onStdoutLine;
+  if (onLine) {
+    let partial = '';
+    child.stdout!.on('data', (c: Buffer) => {
+      const lines = (partial + c.toString()).split('\n');
+      partial = lines.pop()!;
+      for (const line of lines) onLine(line);
+    });
+  }
   child.stderr!.on('data', keep);
   const stop = () =>
     new Promise<void>((resolve) => {
@@ -74,7 +88,7 @@ export async function startKld(options: KldOptions): Promise<KldProcess> {
     await stop();
     throw err;
   }
-  return { pid: child.pid!, url, grpc, child, stop };
+  return { pid: child.pid!, url, grpc, child, spawnedAt, stop };
 }
 
 /** Until /readyz answers 200 (read models caught up), 60 s at most. */
