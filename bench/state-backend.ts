@@ -141,16 +141,16 @@ async function main(): Promise<void> {
     );
 
     // --- kld, a separate process on its own database ---------------------------
-    let gcTrace: GcTrace | undefined;
+    // V8 times --trace-gc's lines from about the spawn, a few ms from now.
+    const gcTrace = new GcTrace(Date.now());
     const kld = await startKld({
-      onStdoutLine: (line) => gcTrace?.line(line),
+      onStdoutLine: (line) => gcTrace.line(line),
       kld: KLD,
       databaseUrl: bench.url,
       dataDir: path.join(tmp, 'kld'),
       children,
     });
     undo.push({ label: 'kld', run: () => kld.stop() });
-    gcTrace = new GcTrace(kld.spawnedAt);
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     undo.push({ label: 'agent', run: () => agent.destroy() });
     console.log(`kld:   pid ${kld.pid}, ${kld.url}`);

@@ -8,8 +8,6 @@ export interface KldProcess {
   /** `127.0.0.1:port` when started with gRPC, else null. */
   grpc: string | null;
   child: ChildProcess;
-  /** Date.now() when it was spawned (V8's `--trace-gc` times count from about then). */
-  spawnedAt: number;
   /** SIGTERM, then SIGKILL after 10 s; resolves once it exited. */
   stop(): Promise<void>;
 }
@@ -38,7 +36,6 @@ export async function startKld(options: KldOptions): Promise<KldProcess> {
   const grpc = options.grpc ? `127.0.0.1:${await freePort()}` : null;
   fs.mkdirSync(options.dataDir, { recursive: true });
   const nodeArgs = (process.env.KL_BENCH_KLD_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const spawnedAt = Date.now();
   const child = spawn(
     process.execPath,
     [...nodeArgs, options.kld, 'serve', '--listen', `127.0.0.1:${port}`],
@@ -88,7 +85,7 @@ export async function startKld(options: KldOptions): Promise<KldProcess> {
     await stop();
     throw err;
   }
-  return { pid: child.pid!, url, grpc, child, spawnedAt, stop };
+  return { pid: child.pid!, url, grpc, child, stop };
 }
 
 /** Until /readyz answers 200 (read models caught up), 60 s at most. */
