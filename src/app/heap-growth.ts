@@ -2,18 +2,17 @@ import { constants, PerformanceObserver } from 'node:perf_hooks';
 import * as v8 from 'node:v8';
 
 /**
- * The garbage kld's heap may gather past its live objects before V8's next
- * full collection. V8 picks the growth itself from its speeds, from about
- * 1.1x to 4x the live heap: at 20,000 instances (70-100 MB live) it let 30-90
- * MB of garbage gather, so a full collection (100-300 ms of CPU, mostly
- * marking the live heap) came every 10-35 delta commits and made their
- * slowest 1 % (docs/performance-history.md, "The delta POST's slowest 1 %
- * (wave 21)"); a big state's first commit, GET or projection rebuild got the
- * 4x, and at 100,000 instances 350-420 MB of live objects grew to 1.0-1.5 GB
- * of heap, mostly garbage ("kld's memory at 100,000 instances (wave 9)").
- * Not a limit: the heap still grows as far as live objects need. Half this
- * headroom cost 20 % more CPU per delta commit at 100,000 instances (a full
- * collection every few commits).
+ * The most garbage a big kld heap may gather past its live objects before
+ * V8's next full collection. V8 picks the growth itself, up to 4x the live
+ * heap on a machine with more than 2 GB for it: cheap while the heap is
+ * small (at 20,000 instances 70-100 MB live, at 100,000 about 240 MB between
+ * delta commits), but a big state's first commit, GET or projection rebuild
+ * allocates fast enough to get the most, and at 100,000 instances 350-420 MB
+ * of live objects grew to 1.0-1.5 GB of heap, mostly garbage, before a full
+ * collection (docs/performance-history.md, "kld's memory at 100,000 instances (wave
+ * 9)"). Not a limit: the heap still grows as far as live objects need. Half
+ * this headroom bounded the peak further but cost 20 % more CPU per delta
+ * commit at 100,000 instances (a full collection every few commits).
  */
 export const HEAP_HEADROOM_BYTES = 256 * 2 ** 20;
 
@@ -24,11 +23,11 @@ const FLAG = '--heap-growing-percent';
 
 /**
  * V8's `--heap-growing-percent` after a full collection kept `liveBytes`:
- * the growth that lets the heap gather `headroom` of garbage (0, V8's own
- * choice, before anything was measured).
+ * 0 (V8 decides) while the live heap is within `headroom`, else the growth
+ * that lets it gather at most `headroom` of garbage.
  */
 export function growingPercent(liveBytes: number, headroom = HEAP_HEADROOM_BYTES): number {
-  if (liveBytes <= 0) return 0;
+  if (liveBytes <= headroom) return 0;
   return Math.max(MIN_PERCENT, Math.floor((100 * headroom) / liveBytes));
 }
 
@@ -40,10 +39,10 @@ export function growthChosen(execArgv: readonly string[], nodeOptions = ''): boo
 }
 
 /**
- * Lets kld's heap gather HEAP_HEADROOM_BYTES of garbage past its live
- * objects: after each full collection, sets the growth V8 uses for the next
- * one from what this one kept (`growingPercent`). Does nothing when the
- * operator chose a factor. Returns what stops it.
+ * Keeps kld's heap within HEAP_HEADROOM_BYTES of its live objects: after each
+ * full collection, sets the growth V8 uses for the next one from what this
+ * one kept (`growingPercent`). Does nothing when the operator chose a factor.
+ * Returns what stops it.
  */
 export function boundHeapGrowth(
   execArgv: readonly string[] = process.execArgv,
