@@ -38,7 +38,8 @@ import { terraformEnv } from './support/terraform-env';
  *   The delta phase's slowest versions are listed with what overlapped them: the
  *   embedded server's autovacuum, autoanalyze and checkpoints (always logged),
  *   KL_BENCH_PG_LOG_MS=N (its statements slower than N ms too),
- *   KL_BENCH_KLD_NODE_ARGS=--trace-gc (kld's collections); KL_BENCH_TAIL_N=10 (how many).
+ *   KL_BENCH_KLD_NODE_ARGS=--trace-gc (kld's collections); KL_BENCH_TAIL_N=10 (how many);
+ *   KL_BENCH_KLD_STDOUT=FILE (kld's stdout kept there, e.g. with --trace-incremental-marking).
  */
 
 // Targets from the issue.
@@ -63,6 +64,7 @@ const IDLE_MS = 3000;
 const TF_REPS = intEnv('KL_BENCH_TF_REPS', 3);
 const SKIP_TERRAFORM = process.env.KL_BENCH_SKIP_TERRAFORM === '1';
 const TAIL_N = intEnv('KL_BENCH_TAIL_N', 10);
+const KLD_STDOUT = process.env.KL_BENCH_KLD_STDOUT;
 const PG_LOG_MS = process.env.KL_BENCH_PG_LOG_MS ? Number(process.env.KL_BENCH_PG_LOG_MS) : null;
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -144,7 +146,10 @@ async function main(): Promise<void> {
     // V8 times --trace-gc's lines from about the spawn, a few ms from now.
     const gcTrace = new GcTrace(Date.now());
     const kld = await startKld({
-      onStdoutLine: (line) => gcTrace.line(line),
+      onStdoutLine: (line) => {
+        gcTrace.line(line);
+        if (KLD_STDOUT) fs.appendFileSync(KLD_STDOUT, `${Date.now()} ${line}\n`);
+      },
       kld: KLD,
       databaseUrl: bench.url,
       dataDir: path.join(tmp, 'kld'),
