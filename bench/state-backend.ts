@@ -15,7 +15,14 @@ import { postmasterOf, processCpuMs, processTreeCpuMs } from './support/process-
 import { SyntheticState } from './support/state-generator';
 import { startStaticServer as startStaticPeer } from './support/static-server';
 import { distribution, formatInt, formatMs, verdict } from './support/stats';
-import { GcTrace, logForTail, PostgresLog, tailReport, TimedRequest } from './support/delta-tail';
+import {
+  GcTrace,
+  logForTail,
+  PostgresLog,
+  processStartedAt,
+  tailReport,
+  TimedRequest,
+} from './support/delta-tail';
 import { terraformEnv } from './support/terraform-env';
 
 /**
@@ -143,8 +150,7 @@ async function main(): Promise<void> {
     );
 
     // --- kld, a separate process on its own database ---------------------------
-    // V8 times --trace-gc's lines from about the spawn, a few ms from now.
-    const gcTrace = new GcTrace(Date.now());
+    const gcTrace = new GcTrace();
     const kld = await startKld({
       onStdoutLine: (line) => {
         gcTrace.line(line);
@@ -156,6 +162,7 @@ async function main(): Promise<void> {
       children,
     });
     undo.push({ label: 'kld', run: () => kld.stop() });
+    gcTrace.origin = processStartedAt(kld.pid);
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     undo.push({ label: 'agent', run: () => agent.destroy() });
     console.log(`kld:   pid ${kld.pid}, ${kld.url}`);

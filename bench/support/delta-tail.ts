@@ -1,3 +1,4 @@
+import * as fs from 'node:fs';
 import { Client } from 'pg';
 
 /**
@@ -105,26 +106,51 @@ export async function logForTail(serverUrl: string, slowMs: number | null): Prom
 const GC_LINE =
   /^\[\d+:0x[0-9a-f]+\]\s+(\d+) ms: ([A-Za-z-]+(?: \(reduce\))?) .*? MB, ([\d.]+) \/ [\d.]+ ms/;
 
+/** When a process started (Date.now() ms), from /proc: to 10 ms, and the boot time to 10 ms. */
+export function processStartedAt(pid: number): number {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Field 22, starttime, in clock ticks (USER_HZ, 100) after boot.
+  const ticks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+  const uptimeS = Number(fs.readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
+  return Date.now() - uptimeS * 1000 + ticks * 10;
+}
+
 /**
  * kld's `--trace-gc` lines as happenings. V8 times them from the isolate's
- * start, taken here as the spawn (node starts in some tens of ms, so a pause
- * may be placed that much early). Scavenges are kept only from 5 ms.
+ * start, taken as the process's (`origin`), so a pause may be placed early by
+ * node's own start-up. Scavenges are kept only from 5 ms.
  */
 export class GcTrace {
-  readonly happenings: Happening[] = [];
-  /** The full collections' own lines (heap before and after, V8's reason). */
-  readonly majors: { at: number; line: string }[] = [];
-  constructor(private readonly spawnedAt: number) {}
+  private readonly seen: { at: number; pause: number; kind: string; line: string }[] = [];
+  /** Date.now() of V8's time 0; set once kld runs (its lines before are kept meanwhile). */
+  origin = 0;
 
   line(text: string): void {
     const m = GC_LINE.exec(text);
     if (!m) return;
     const pause = Number(m[3]);
     if (m[2] === 'Scavenge' && pause < 5) return;
-    const end = this.spawnedAt + Number(m[1]) + pause;
-    if (m[2].startsWith('Mark'))
-      this.majors.push({ at: end, line: text.replace(/^\[[^\]]*\]\s+/, '') });
-    this.happenings.push({ start: end - pause, end, label: `${m[2]} ${pause.toFixed(0)} ms` });
+    this.seen.push({
+      at: Number(m[1]),
+      pause,
+      kind: m[2],
+      line: text.replace(/^\[[^\]]*\]\s+/, ''),
+    });
+  }
+
+  get happenings(): Happening[] {
+    return this.seen.map((g) => ({
+      start: this.origin + g.at,
+      end: this.origin + g.at + g.pause,
+      label: `${g.kind} ${g.pause.toFixed(0)} ms`,
+    }));
+  }
+
+  /** The full collections' own lines (heap before and after, V8's reason). */
+  get majors(): { at: number; line: string }[] {
+    return this.seen
+      .filter((g) => g.kind.startsWith('Mark'))
+      .map((g) => ({ at: this.origin + g.at + g.pause, line: g.line }));
   }
 }
 
