@@ -15,6 +15,14 @@ import { postmasterOf, processCpuMs, processTreeCpuMs } from './support/process-
 import { SyntheticState } from './support/state-generator';
 import { startStaticServer as startStaticPeer } from './support/static-server';
 import { distribution, formatInt, formatMs, verdict } from './support/stats';
+import {
+  GcTrace,
+  logForTail,
+  PostgresLog,
+  processStartedAt,
+  tailReport,
+  TimedRequest,
+} from './support/delta-tail';
 import { terraformEnv } from './support/terraform-env';
 
 /**
@@ -34,6 +42,11 @@ import { terraformEnv } from './support/terraform-env';
  *   KL_BENCH_DELTA_VERSIONS=N KL_BENCH_SKIP_TERRAFORM=1 (the deltas prepare it).
  *   KL_BENCH_KLD=path/to/kld.js (another build of kld, e.g. an older checkout's dist)
  *   KL_BENCH_KLD_NODE_ARGS="--cpu-prof --cpu-prof-dir=DIR" (node options for kld)
+ *   The delta phase's slowest versions are listed with what overlapped them: the
+ *   embedded server's autovacuum, autoanalyze and checkpoints (always logged),
+ *   KL_BENCH_PG_LOG_MS=N (its statements slower than N ms too),
+ *   KL_BENCH_KLD_NODE_ARGS=--trace-gc (kld's collections); KL_BENCH_TAIL_N=10 (how many);
+ *   KL_BENCH_KLD_STDOUT=FILE (kld's stdout kept there, e.g. with --trace-incremental-marking).
  */
 
 // Targets from the issue.
@@ -57,6 +70,9 @@ const GET_WARMUP = intEnv('KL_BENCH_GET_WARMUP', 3);
 const IDLE_MS = 3000;
 const TF_REPS = intEnv('KL_BENCH_TF_REPS', 3);
 const SKIP_TERRAFORM = process.env.KL_BENCH_SKIP_TERRAFORM === '1';
+const TAIL_N = intEnv('KL_BENCH_TAIL_N', 10);
+const KLD_STDOUT = process.env.KL_BENCH_KLD_STDOUT;
+const PG_LOG_MS = process.env.KL_BENCH_PG_LOG_MS ? Number(process.env.KL_BENCH_PG_LOG_MS) : null;
 
 const ROOT = path.resolve(__dirname, '../..');
 const KLD = process.env.KL_BENCH_KLD ?? path.join(ROOT, 'dist/src/kld.js');
@@ -90,7 +106,10 @@ interface Row {
 }
 
 async function main(): Promise<void> {
-  const logger = pino({ level: process.env.KL_LOG_LEVEL ?? 'warn' }, pino.destination(2));
+  // At debug level for the embedded server's log lines (the tail report's); the
+  // bench's own lines still reach stderr from KL_LOG_LEVEL up.
+  const pgLog = new PostgresLog(pino.levels.values[process.env.KL_LOG_LEVEL ?? 'warn'] ?? 40);
+  const logger = pino({ level: 'debug' }, pgLog);
   const onSignal = (signal: NodeJS.Signals) => {
     interrupted = true;
     process.stderr.write(`\n${signal}: cleaning up\n`);
@@ -111,6 +130,8 @@ async function main(): Promise<void> {
     // The embedded server's postmaster (its origin names the data directory); none for an external one.
     const dataDir = /data in (.+)$/.exec(bench.origin)?.[1];
     const postgresPid = dataDir ? postmasterOf(dataDir) : null;
+    // Only on the embedded server: a given one is not the bench's to reconfigure.
+    if (postgresPid !== null) await logForTail(serverUrl, PG_LOG_MS);
     await printHeader(bench);
 
     // --- the synthetic state -------------------------------------------------
@@ -129,13 +150,19 @@ async function main(): Promise<void> {
     );
 
     // --- kld, a separate process on its own database ---------------------------
+    const gcTrace = new GcTrace();
     const kld = await startKld({
+      onStdoutLine: (line) => {
+        gcTrace.line(line);
+        if (KLD_STDOUT) fs.appendFileSync(KLD_STDOUT, `${Date.now()} ${line}\n`);
+      },
       kld: KLD,
       databaseUrl: bench.url,
       dataDir: path.join(tmp, 'kld'),
       children,
     });
     undo.push({ label: 'kld', run: () => kld.stop() });
+    gcTrace.origin = processStartedAt(kld.pid);
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     undo.push({ label: 'agent', run: () => agent.destroy() });
     console.log(`kld:   pid ${kld.pid}, ${kld.url}`);
@@ -175,6 +202,7 @@ async function main(): Promise<void> {
     // kld's CPU over each POST (10 ms ticks): its spikes, unlike wall clock, are the
     // build's own, not the machine's load.
     const kldPerDelta: number[] = [];
+    const timed: TimedRequest[] = [];
     const deltaCpu = cpuMeter(kld.pid, postgresPid);
     const deltaStart = performance.now();
     let lastBody = firstBody;
@@ -183,10 +211,24 @@ async function main(): Promise<void> {
       for (let c = 0; c <= v % DELTA_CHANGED; c++) state.changeOne((v * DELTA_CHANGED + c) * 7919);
       lastBody = Buffer.from(state.text());
       const kldBefore = processCpuMs(kld.pid);
+      const pgBefore = postgresPid === null ? NaN : processTreeCpuMs(postgresPid);
+      const start = Date.now();
       const r = await request(agent, 'POST', deltaUrl, lastBody);
+      const end = Date.now();
       if (r.status !== 200) throw new Error(`delta POST v${v}: ${r.status} ${r.body.toString()}`);
       delta.push(r.ms);
       kldPerDelta.push(processCpuMs(kld.pid) - kldBefore);
+      const pgCpuMs = postgresPid === null ? NaN : processTreeCpuMs(postgresPid) - pgBefore;
+      const changed = (v % DELTA_CHANGED) + 1;
+      timed.push({
+        index: v,
+        changed,
+        start,
+        end,
+        ms: r.ms,
+        kldCpuMs: kldPerDelta.at(-1)!,
+        pgCpuMs,
+      });
     }
     const cpuTotal = deltaCpu();
     const d = distribution(delta);
@@ -215,6 +257,20 @@ async function main(): Promise<void> {
       `  kld CPU per delta POST: p50 ${formatMs(k.p50)}  p90 ${formatMs(k.p90)}  ` +
         `p99 ${formatMs(k.p99)}  max ${formatMs(k.max)} ms`,
     );
+    console.log(
+      `  the ${Math.min(TAIL_N, timed.length)} slowest, with what overlapped them ` +
+        `(PostgreSQL's log${gcTrace.happenings.length ? ", kld's --trace-gc" : ''}):`,
+    );
+    for (const line of tailReport(timed, [...pgLog.happenings, ...gcTrace.happenings], TAIL_N)) {
+      console.log(line);
+    }
+    const majors = gcTrace.majors.filter(
+      (m) => m.at >= timed[0].start && m.at <= timed.at(-1)!.end,
+    );
+    if (majors.length) {
+      console.log(`  kld's full collections in the phase (${majors.length}):`);
+      for (const m of majors) console.log(`    ${m.line.slice(0, 400)}`);
+    }
     rows.push({
       measurement: `delta POST p50 (${delta.length} versions)`,
       ours: `${formatMs(d.p50)} ms`,

@@ -22,6 +22,8 @@ export interface KldOptions {
   grpc?: boolean;
   /** Every child is added here until it exits, for the bench's last-resort SIGKILL. */
   children: Set<ChildProcess>;
+  /** Each line kld writes to stdout (e.g. `--trace-gc`'s, through KL_BENCH_KLD_NODE_ARGS). */
+  onStdoutLine?: (line: string) => void;
 }
 
 /**
@@ -54,6 +56,15 @@ export async function startKld(options: KldOptions): Promise<KldProcess> {
   let tail = '';
   const keep = (c: Buffer) => (tail = (tail + c.toString()).slice(-4000));
   child.stdout!.on('data', keep);
+  const onLine = options.onStdoutLine;
+  if (onLine) {
+    let partial = '';
+    child.stdout!.on('data', (c: Buffer) => {
+      const lines = (partial + c.toString()).split('\n');
+      partial = lines.pop()!;
+      for (const line of lines) onLine(line);
+    });
+  }
   child.stderr!.on('data', keep);
   const stop = () =>
     new Promise<void>((resolve) => {
