@@ -193,7 +193,7 @@ describe('apply runs racing on two kld processes', () => {
     // Both replicas agree nothing is held now.
     for (const kld of [a, b]) {
       const listed = await call(kld, 'GET', `/v1/api/states/${name}/reservations`);
-      expect(listed).toEqual({ status: 200, json: { state: name, reservations: [] } });
+      expect(listed).toEqual({ status: 200, json: { state: name, reservations: [], runs: [] } });
     }
   });
 

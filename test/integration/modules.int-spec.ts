@@ -99,7 +99,7 @@ describe('kld modules', () => {
         .send(DOCUMENT)
         .expect(200);
       const held = await request(http).get(`/v1/api/states/${name}/reservations`).expect(200);
-      expect(held.body).toEqual({ state: name, reservations: [] });
+      expect(held.body).toEqual({ state: name, reservations: [], runs: [] });
       const history = await request(http).get(`/v1/api/states/${name}/history`).expect(200);
       expect(history.body).toMatchObject({ state: name });
       const runs = await request(http).get(`/v1/api/apply-runs?state=${name}`).expect(200);
