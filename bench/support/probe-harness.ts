@@ -42,7 +42,11 @@ export async function runProbe(
   /** Runs before any kld starts (to set what they inherit). */
   beforeStart?: (tmp: string) => void,
 ): Promise<void> {
-  const logger = pino({ level: 'warn' }, pino.destination(2));
+  // At debug, PostgreSQL's own log lines (its statements, when it logs them) come too.
+  const logger = pino(
+    { level: process.env.KL_PROBE_PG_LOG === '1' ? 'debug' : 'warn' },
+    pino.destination(2),
+  );
   const builds = process.argv.slice(2).map((arg) => {
     const [label, kld] = arg.split('=');
     return { label, kld };

@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { Client } from 'pg';
 import { sendBytes } from './http-send';
 import type { KldProcess } from './kld-process';
 import { DatabaseCpuMeter, processCpuMs } from './process-cpu';
@@ -20,7 +21,9 @@ import { lockInfoBody, runProbe } from './probe-harness';
  * statements kld sent (one line per round trip). Then, with
  * KL_PROBE_PUSHES=N, N real `terraform state push` runs per build and to the
  * `pg` backend, taking turns; for the first, what terraform sent, on which
- * connections, and how many statements kld sent for each request.
+ * connections, and how many statements kld sent for each request; each
+ * push's CPU of terraform and of PostgreSQL. KL_PROBE_PG_LOG=1 prints the
+ * statements of the `pg` backend's sessions with their durations.
  *
  *   node dist/bench/support/push-exchange-probe.js base=/path/a/dist/src/kld.js new=dist/src/kld.js
  *   KL_PROBE_INSTANCES=1000 KL_PROBE_ROUNDS=40 KL_PROBE_CHANGED=3 KL_PROBE_PUSHES=0
@@ -99,13 +102,30 @@ function summary(xs: number[]): string {
 }
 
 /** Real pushes of the next serial, builds and `pg` taking turns; the first through a proxy. */
-async function pushes(tmp: string, pgUrl: string, builds: Build[], sql: string): Promise<void> {
+async function pushes(
+  tmp: string,
+  pgUrl: string,
+  builds: Build[],
+  sql: string,
+  postmaster: number | null,
+): Promise<void> {
+  if (process.env.KL_PROBE_PG_LOG === '1') {
+    // terraform's `pg` backend opens a session per run: each then logs its
+    // statements with their durations (the harness prints PostgreSQL's log).
+    const c = new Client({ connectionString: pgUrl });
+    await c.connect();
+    await c.query('ALTER DATABASE postgres SET log_min_duration_statement = 0');
+    // Not the state's text: 600 KB a line would slow the push it measures.
+    await c.query('ALTER DATABASE postgres SET log_parameter_max_length = 0');
+    await c.end();
+  }
   const times = await pushNextSerials({
     tmp,
     pgUrl,
     builds,
     instances: INSTANCES,
     pushes: PUSHES,
+    postmaster,
     around: async (t, i) => {
       const build = builds.find((b) => b.label === t.label);
       if (!build) return async () => {};
@@ -130,9 +150,12 @@ async function pushes(tmp: string, pgUrl: string, builds: Build[], sql: string):
   });
   console.log(`state push of the next serial, ${PUSHES} each, taking turns: min / median`);
   for (const [label, xs] of times) {
+    const mean = (f: (x: (typeof xs)[number]) => number) =>
+      formatMs(xs.reduce((s, x) => s + f(x), 0) / xs.length);
     console.log(
       `  ${label.padEnd(6)} wall ${summary(xs.map((x) => x.ms))} ms` +
-        (label === 'pg' ? '' : `, kld CPU ${summary(xs.map((x) => x.cpu))} ms`),
+        (label === 'pg' ? '' : `, kld CPU ${summary(xs.map((x) => x.cpu))} ms`) +
+        `; mean CPU terraform ${mean((x) => x.terraform)} ms, PostgreSQL ${mean((x) => x.postgres)} ms`,
     );
   }
 }
@@ -165,7 +188,7 @@ async function main(): Promise<void> {
       }
       try {
         await measure(running, agent, sqlOut);
-        if (PUSHES > 0) await pushes(tmp, pg.url, running, sqlOut);
+        if (PUSHES > 0) await pushes(tmp, pg.url, running, sqlOut, postmaster);
       } finally {
         for (const b of running) b.meter?.stop();
       }

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { KldProcess } from './kld-process';
-import { processCpuMs } from './process-cpu';
+import { processCpuMs, processTreeCpuMs, reapedChildrenCpuMs } from './process-cpu';
 import { SyntheticState } from './state-generator';
 import { terraformEnv } from './terraform-env';
 
@@ -97,10 +97,15 @@ async function preparePushTargets(options: {
   return { env, targets, state, file };
 }
 
-/** One timed push: its wall time and its kld's CPU (0 for `pg`). */
+/**
+ * One timed push: its wall time, its kld's CPU (0 for `pg`), terraform's own
+ * CPU (10 ms ticks) and, with a postmaster, PostgreSQL's (every backend).
+ */
 export interface PushTime {
   ms: number;
   cpu: number;
+  terraform: number;
+  postgres: number;
 }
 
 /**
@@ -119,6 +124,8 @@ export async function pushNextSerials(options: {
   pushes: number;
   around?: (target: PushTarget, round: number) => Promise<() => Promise<void>>;
   log?: (target: PushTarget) => string;
+  /** The PostgreSQL serving kld and `pg`, for its CPU per push. */
+  postmaster?: number | null;
 }): Promise<Map<string, PushTime[]>> {
   const { env, targets, state, file } = await preparePushTargets(options);
   const times = new Map<string, PushTime[]>(targets.map((t) => [t.label, []]));
@@ -128,9 +135,16 @@ export async function pushNextSerials(options: {
     fs.writeFileSync(file, state.text());
     for (const t of targets) {
       const after = options.around ? await options.around(t, i) : null;
+      const pm = options.postmaster ?? 0;
       const before = t.pid ? processCpuMs(t.pid) : 0;
+      const [tf0, pg0] = [reapedChildrenCpuMs(), pm ? processTreeCpuMs(pm) : 0];
       const ms = await runTerraform(t.dir, env, ['state', 'push', file], options.log?.(t));
-      times.get(t.label)!.push({ ms, cpu: t.pid ? processCpuMs(t.pid) - before : 0 });
+      times.get(t.label)!.push({
+        ms,
+        cpu: t.pid ? processCpuMs(t.pid) - before : 0,
+        terraform: reapedChildrenCpuMs() - tf0,
+        postgres: pm ? processTreeCpuMs(pm) - pg0 : 0,
+      });
       if (after) await after();
     }
   }

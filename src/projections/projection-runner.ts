@@ -1169,6 +1169,20 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     const opening =
       `SELECT pg_advisory_xact_lock(${LOCK_NAMESPACE}, hashtext(n)) FROM unnest(${names}) AS n; ` +
       `${checkpointsQuery(names)}${this.togetherSettings}`;
+    // The held appends after the checkpoints this process last committed,
+    // asked while the BEGIN block runs: their confirmation (a statement on
+    // another connection) then costs no round trip of its own on the
+    // command's path. A confirmed answer stays true (nothing can commit
+    // before a committed event later), so it serves when the checkpoint read
+    // under the locks is the one known; otherwise, or when it found nothing,
+    // the read is asked again from the checkpoint read.
+    const early = sorted.map((p) => {
+      const at = this.known.get(p.name);
+      if (at === undefined) return null;
+      const answer = this.events.readAppended(at, TOGETHER_UP_TO, p.handles);
+      answer.catch(() => undefined);
+      return { at, answer };
+    });
     try {
       const done = await this.db.transaction(async (tx, opened) => {
         const read = opened[1].rows as (CheckpointRow & { name: string })[];
@@ -1179,9 +1193,14 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
           ),
         );
         const batches = await Promise.all(
-          sorted.map((p, i) =>
-            this.events.readAppended(from[i].position, TOGETHER_UP_TO, p.handles),
-          ),
+          sorted.map(async (p, i) => {
+            const asked = early[i];
+            const known =
+              asked !== null && comparePositions(asked.at, from[i].position) === 0
+                ? await asked.answer.catch(() => null)
+                : null;
+            return known ?? this.events.readAppended(from[i].position, TOGETHER_UP_TO, p.handles);
+          }),
         );
         if (batches.some((b) => b === null)) return null;
         const applied = new Map<Projector, { handled: number; at: LogPosition }>();

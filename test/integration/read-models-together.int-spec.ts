@@ -169,6 +169,33 @@ describe('the read models a command feeds, caught up together', () => {
     ]);
   });
 
+  it('asks for the held append while the transaction opens, not after its BEGIN', async () => {
+    const runner = await caughtUpRunner([spy('spy-early-a'), spy('spy-early-b')]);
+    // A first command's read models are caught up one by one; the next one's together.
+    await runner.waitForPosition((await lock('early-warm', 'L-5-warm'))!, types);
+    const order: string[] = [];
+    const readAppended = h.events.readAppended.bind(h.events);
+    const transaction = h.db.transaction.bind(h.db);
+    const read = jest
+      .spyOn(h.events, 'readAppended')
+      .mockImplementation((...args) => (order.push('read'), readAppended(...args)));
+    const open = jest
+      .spyOn(h.db, 'transaction')
+      .mockImplementation((...args) => (order.push('transaction'), transaction(...args)));
+    try {
+      const position = await lock('early', 'L-5');
+      await runner.waitForPosition(position!, types);
+    } finally {
+      read.mockRestore();
+      open.mockRestore();
+    }
+    expect(await locks()).toContain('L-5');
+    // The appends are read before the transaction is opened, and not again in it.
+    const opened = order.indexOf('transaction');
+    expect(opened).toBeGreaterThan(0);
+    expect(order.slice(opened + 1)).toEqual([]);
+  });
+
   it('waits for the WAL flush of their commit only while the read models are logged', async () => {
     // Unlogged read models are emptied by a crash and rebuilt from the log,
     // so a commit a crash takes away is rebuilt with them; logged ones
