@@ -9,7 +9,7 @@ import { ActivitySampler } from './support/pg-activity';
 import { processCpuMs } from './support/process-cpu';
 import { Kld, killAll, sql, startKld } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
-import { SyntheticState } from './support/state-generator';
+import { SMALL_STATE, SyntheticState } from './support/state-generator';
 import { formatInt, formatMs } from './support/stats';
 
 /**
@@ -57,14 +57,6 @@ interface Figure {
 const pgLog: { at: number; line: string }[] = [];
 
 const json = (v: unknown) => Buffer.from(JSON.stringify(v));
-const smallDoc = {
-  version: 4,
-  terraform_version: '1.11.4',
-  serial: 1,
-  lineage: 'bench-small',
-  outputs: {},
-  resources: [],
-};
 
 /** /healthz one after another until `stop`: the slowest answer. */
 async function healthLoop(kld: Kld, stop: { done: boolean }): Promise<number> {
@@ -195,7 +187,7 @@ async function main(): Promise<void> {
       undo.push(() => kld.stop());
       const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
       undo.push(() => agent.destroy());
-      const small = await send(agent, 'POST', `${kld.url}/v1/states/${SMALL}`, json(smallDoc));
+      const small = await send(agent, 'POST', `${kld.url}/v1/states/${SMALL}`, json(SMALL_STATE));
       if (small.status !== 200) throw new Error(`POST ${SMALL}: ${small.status} ${small.body}`);
       const own = await ActivitySampler.start(db.url);
       undo.push(() => own.stop());

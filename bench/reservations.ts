@@ -17,7 +17,7 @@ import {
 import { openBenchDatabase } from './support/bench-database';
 import { send } from './support/http-send';
 import { processCpuMs } from './support/process-cpu';
-import { SyntheticState } from './support/state-generator';
+import { SMALL_STATE, SyntheticState } from './support/state-generator';
 import { Kld, killAll, startKld } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
 import { formatInt, formatMs } from './support/stats';
@@ -320,7 +320,7 @@ async function endToEnd(): Promise<void> {
       const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
       undo.push(() => agent.destroy());
       klds.push({ label, kld, agent });
-      const small = await send(agent, 'POST', `${kld.url}/v1/states/${SMALL}`, json(smallDoc));
+      const small = await send(agent, 'POST', `${kld.url}/v1/states/${SMALL}`, json(SMALL_STATE));
       if (small.status !== 200) throw new Error(`POST ${SMALL}: ${small.status} ${small.body}`);
     }
     // The builds take turns, the first one first in odd rounds only.
@@ -451,14 +451,6 @@ async function endToEnd(): Promise<void> {
 
 /** The small state the GETs read: another state than the big one just written. */
 const SMALL = 'bench/small-other';
-const smallDoc = {
-  version: 4,
-  terraform_version: '1.11.4',
-  serial: 1,
-  lineage: 'bench-small',
-  outputs: {},
-  resources: [],
-};
 const GET_WINDOW_MS = 500;
 
 interface GetFigure {
@@ -536,7 +528,7 @@ async function heartbeatBeside(
   round: number,
 ): Promise<HeartbeatFigure> {
   const name = `bench/heartbeat-${round}`;
-  const posted = await send(agent, 'POST', `${kld.url}/v1/states/${name}`, json(smallDoc));
+  const posted = await send(agent, 'POST', `${kld.url}/v1/states/${name}`, json(SMALL_STATE));
   if (posted.status !== 200) throw new Error(`POST state: ${posted.status} ${posted.body}`);
   const call = async (route: string, body: unknown, want: number) => {
     const cpu0 = processCpuMs(kld.pid);

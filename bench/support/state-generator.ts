@@ -19,6 +19,16 @@ import type {
  * than serialising the whole document again: the bench's client work stays
  * small next to what it measures.
  */
+/** A state with no resources: the small OTHER state benches write beside a big one. */
+export const SMALL_STATE = {
+  version: 4,
+  terraform_version: '1.11.4',
+  serial: 1,
+  lineage: 'bench-small',
+  outputs: {},
+  resources: [],
+};
+
 export interface StateGeneratorOptions {
   /** Instances in total, leader and sink included (at least 3). */
   instances: number;

@@ -1,4 +1,5 @@
 import type { LRUCache } from 'lru-cache';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { CommandContext, DomainEvent, LogPosition, metadataFor } from '../domain/shared/event';
 import { currentSchemaVersion } from '../domain/shared/upcasting';
 import { Decider } from '../domain/shared/decider';
@@ -13,6 +14,7 @@ import type {
   StreamRevision,
 } from './ports/event-store.port';
 import type { SnapshotStore } from './ports/snapshot-store.port';
+import { textInTurns } from './in-turns';
 import { boundedCache, DEFAULT_CACHE_BUDGETS } from './bounded-cache';
 
 export interface AggregateOptions<S> {
@@ -372,14 +374,9 @@ export class AggregateStore<C, S, E extends DomainEvent> {
       (function* () {
         yield JSON.stringify(toSnapshot(state));
       })();
-    const iterator = text[Symbol.iterator]();
-    const pieces: string[] = [];
-    for (;;) {
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      const piece = iterator.next();
-      if (piece.done) return pieces.join('');
-      pieces.push(piece.value);
-    }
+    // Not in the turn that answered the commit either.
+    await nextTurn();
+    return textInTurns(text);
   }
 
   /** Resolves once the snapshots being written now are written (or failed): before shutdown. */

@@ -1,7 +1,7 @@
 import { bootstrapToken } from '../support/auth';
 import { KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { jsonCall, type JsonAnswer } from '../support/json-call';
+import { createToken, jsonCall, type JsonAnswer } from '../support/json-call';
 
 /**
  * A hostile caller of kld's run and state-engine APIs with authentication
@@ -62,11 +62,7 @@ beforeAll(async () => {
   t = await createTestDatabase('kl_http_abuse3');
   admin = bootstrapToken(t.url, 'root', ['admin', 'write:*']).secret;
   kld = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
-  const token = async (name: string, scopes: string[]) => {
-    const r = await call(admin, 'POST', '/v1/admin/tokens', { name, scopes });
-    expect(r.status).toBe(201);
-    return r.body.token as string;
-  };
+  const token = (name: string, scopes: string[]) => createToken(kld.url, admin, name, scopes);
   teamWriter = await token('team-writer', ['write:team/*']);
   otherWriter = await token('other-writer', ['write:other/*']);
   for (const name of ['team/a', 'other/b']) {

@@ -4,7 +4,7 @@ import * as net from 'node:net';
 import { bootstrapToken } from '../support/auth';
 import { KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { jsonCall, type JsonAnswer } from '../support/json-call';
+import { createToken, jsonCall, type JsonAnswer } from '../support/json-call';
 
 /**
  * A hostile caller of kld, with and without a token: bodies declared huge
@@ -42,11 +42,7 @@ beforeAll(async () => {
   t = await createTestDatabase('kl_http_abuse4');
   admin = bootstrapToken(t.url, 'root', ['admin', 'write:*', 'query', 'metrics', 'events']).secret;
   kld = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
-  const token = async (name: string, scopes: string[]) => {
-    const r = await call(admin, 'POST', '/v1/admin/tokens', { name, scopes });
-    expect(r.status).toBe(201);
-    return r.body.token as string;
-  };
+  const token = (name: string, scopes: string[]) => createToken(kld.url, admin, name, scopes);
   teamA = await token('team-a', ['write:team-a/*', 'query']);
   teamB = await token('team-b', ['write:team-b/*', 'query']);
   for (const name of ['team-a/net', 'team-b/secret']) {

@@ -4,7 +4,7 @@ import { bootstrapToken } from '../support/auth';
 import { bearer, grpcEventsClient } from '../support/event-clients';
 import { KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { jsonCall } from '../support/json-call';
+import { createToken, jsonCall } from '../support/json-call';
 
 /**
  * Hostile sweep 5: kld stopped while callers hold it every way they can,
@@ -156,11 +156,7 @@ describe('hostile callers of a running kld', () => {
     t = await createTestDatabase('kl_http_abuse5');
     admin = bootstrapToken(t.url, 'root', ['admin', 'write:*', 'query', 'events']).secret;
     kld = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
-    const token = async (name: string, scopes: string[]) => {
-      const r = await call(admin, 'POST', '/v1/admin/tokens', { name, scopes });
-      expect(r.status).toBe(201);
-      return r.body.token as string;
-    };
+    const token = (name: string, scopes: string[]) => createToken(kld.url, admin, name, scopes);
     teamA = await token('team-a', ['write:team-a/*', 'events']);
     teamB = await token('team-b', ['write:team-b/*', 'events']);
     for (const name of ['team-a/net', 'team-b/app']) {

@@ -20,3 +20,15 @@ export async function jsonCall(
   const text = await r.text();
   return { status: r.status, body: text === '' ? null : JSON.parse(text) };
 }
+
+/** A new token of `scopes`, made by `admin` through kld's API: its secret. */
+export async function createToken(
+  baseUrl: string,
+  admin: string,
+  name: string,
+  scopes: string[],
+): Promise<string> {
+  const r = await jsonCall(baseUrl, admin, 'POST', '/v1/admin/tokens', { name, scopes });
+  if (r.status !== 201) throw new Error(`token ${name}: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.token as string;
+}
