@@ -4,12 +4,12 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import pino from 'pino';
 import { openBenchDatabase, openBenchServer } from './support/bench-database';
-import { send } from './support/http-send';
+import { postSyntheticState, send } from './support/http-send';
 import { ActivitySampler } from './support/pg-activity';
 import { processCpuMs } from './support/process-cpu';
 import { Kld, killAll, sql, startKld } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
-import { SMALL_STATE, SyntheticState } from './support/state-generator';
+import { SMALL_STATE } from './support/state-generator';
 import { formatInt, formatMs } from './support/stats';
 
 /**
@@ -97,9 +97,7 @@ async function roundOn(
   allSampler: ActivitySampler,
 ): Promise<Figure> {
   const name = `bench/big-${n}`;
-  const text = Buffer.from(new SyntheticState({ instances: BIG_STATE, seed: n }).text());
-  const posted = await send(agent, 'POST', `${kld.url}/v1/states/${name}`, text);
-  if (posted.status !== 200) throw new Error(`POST ${name}: ${posted.status} ${posted.body}`);
+  const posted = await postSyntheticState(agent, kld.url, name, BIG_STATE, n);
   const from = allSampler.now();
   const stop = { done: false };
   const health = healthLoop(kld, stop);

@@ -15,9 +15,9 @@ import {
   pairwiseUncovered,
 } from '../test/support/pairwise-holders';
 import { openBenchDatabase } from './support/bench-database';
-import { send } from './support/http-send';
+import { postSyntheticState, send } from './support/http-send';
 import { processCpuMs } from './support/process-cpu';
-import { SMALL_STATE, SyntheticState } from './support/state-generator';
+import { SMALL_STATE } from './support/state-generator';
 import { Kld, killAll, startKld } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
 import { formatInt, formatMs } from './support/stats';
@@ -475,9 +475,7 @@ async function getsAfterBigPost(
   round: number,
 ): Promise<GetFigure> {
   const name = `bench/big-get-${round}`;
-  const text = Buffer.from(new SyntheticState({ instances: BIG_STATE, seed: 100 + round }).text());
-  const posted = await send(agent, 'POST', `${kld.url}/v1/states/${name}`, text);
-  if (posted.status !== 200) throw new Error(`POST ${name}: ${posted.status} ${posted.body}`);
+  const posted = await postSyntheticState(agent, kld.url, name, BIG_STATE, 100 + round);
   const until = performance.now() + GET_WINDOW_MS;
   const probe = async (on: http.Agent, route: string) => {
     const times: number[] = [];
@@ -582,9 +580,7 @@ async function smallStartOnBigState(
   round: number,
 ): Promise<StartFigure> {
   const name = `bench/big-${round}`;
-  const text = Buffer.from(new SyntheticState({ instances: BIG_STATE, seed: round }).text());
-  const posted = await send(agent, 'POST', `${kld.url}/v1/states/${name}`, text);
-  if (posted.status !== 200) throw new Error(`POST ${name}: ${posted.status} ${posted.body}`);
+  const posted = await postSyntheticState(agent, kld.url, name, BIG_STATE, round);
   const write = ['terraform_data.x[1]', 'terraform_data.x[2]'];
   const call = async (route: string, body: unknown, want: number) => {
     const r = await send(agent, 'POST', `${kld.url}${route}`, json(body));

@@ -1,4 +1,5 @@
 import * as http from 'node:http';
+import { SyntheticState } from './state-generator';
 
 /** One HTTP request on a kept-alive agent: its status, its body's bytes, its round trip. */
 export function sendBytes(
@@ -38,4 +39,18 @@ export async function send(
 ): Promise<{ status: number; body: string; ms: number }> {
   const r = await sendBytes(agent, method, url, body);
   return { ...r, body: r.body.toString('utf8') };
+}
+
+/** POST of a synthetic state of `instances` (SyntheticState, `seed`) as `name`: its answer; throws unless 200. */
+export async function postSyntheticState(
+  agent: http.Agent,
+  baseUrl: string,
+  name: string,
+  instances: number,
+  seed: number,
+): Promise<{ status: number; body: string; ms: number }> {
+  const text = Buffer.from(new SyntheticState({ instances, seed }).text());
+  const posted = await send(agent, 'POST', `${baseUrl}/v1/states/${name}`, text);
+  if (posted.status !== 200) throw new Error(`POST ${name}: ${posted.status} ${posted.body}`);
+  return posted;
 }
