@@ -306,8 +306,9 @@ async function main(): Promise<void> {
         if (k && CHECK) {
           // A reader right after the push: does it see every instance, and how long does it wait?
           const t0 = performance.now();
-          const r = await fetch(`${k.kld.url}/v1/states/force-${round}/resources`);
+          const r = await fetch(`${k.kld.url}/v1/api/states/force-${round}/resources`);
           const body = (await r.json()) as unknown;
+          if (r.status !== 200) console.log(`    ${JSON.stringify(body).slice(0, 300)}`);
           const n = Array.isArray(body)
             ? body.length
             : ((body as { resources?: unknown[] }).resources?.length ?? -1);
