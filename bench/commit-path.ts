@@ -32,6 +32,8 @@ import { formatInt } from './support/stats';
  *
  *   npm run build && node dist/bench/commit-path.js
  *   KL_BENCH_INSTANCES=20000 KL_BENCH_DELTA_VERSIONS=30 KL_BENCH_CHANGED=1
+ *
+ * Then the same steps for a first commit with nothing reused (firstCommitFloor).
  */
 const INSTANCES = Number(process.env.KL_BENCH_INSTANCES ?? 20_000);
 const VERSIONS = Number(process.env.KL_BENCH_DELTA_VERSIONS ?? 30);
@@ -128,6 +130,59 @@ async function main(): Promise<void> {
     `  ${'total'.padEnd(45)} min ${minSum.toFixed(1).padStart(7)}  median ${medSum.toFixed(1).padStart(7)}`,
   );
   snapshotCost([...current]);
+  firstCommitFloor(state);
+}
+
+/**
+ * kld's CPU for a first commit before the database, with nothing reused:
+ * what even a POST that answered once its log is written would spend
+ * (issue 14's `state push -force`, wave 22). Fresh memos each round; the
+ * events' text is JSON of each LifecycleOpened's data, as the log stores it.
+ */
+function firstCommitFloor(state: SyntheticState): void {
+  const body = Buffer.from(state.text());
+  const steps: Record<string, number[]> = {};
+  const t = (name: string, run: () => void) => (steps[name] ??= []).push(cpuMs(run));
+  for (let round = 0; round < 5; round++) {
+    t('(reference) JSON.parse of the body', () => JSON.parse(body.toString('utf8')));
+    t('sha256 of the body', () => createHash('sha256').update(body).digest('hex'));
+    let doc = null as unknown as ReturnType<DocumentTextMemo['parse']>;
+    t('decode + parse + validate', () => (doc = new DocumentTextMemo().parse('s', body, decode)));
+    let flat = null as unknown as ReturnType<typeof flattenInstances>;
+    t('flatten + canonical hashes', () => {
+      const memo = new InstanceHashMemo().open('s');
+      flat = flattenInstances(doc, memo.hash, memo.known);
+    });
+    let opened: FlatInstance[] = [];
+    t('decider diff (all opened)', () => {
+      opened = diffInstances(LayeredMap.of<string, string>(), flat).opened;
+    });
+    t("the events' JSON text", () => {
+      for (const i of opened) {
+        JSON.stringify({
+          stateId: 's',
+          version: 1,
+          serial: 1,
+          address: i.address,
+          hash: i.hash,
+          resource: i.resource,
+          instance: i.instance,
+        });
+      }
+    });
+  }
+  console.log(
+    `\nfirst commit, nothing reused (${(body.length / 2 ** 20).toFixed(1)} MiB), CPU ms, 5 rounds`,
+  );
+  let min = 0;
+  for (const [name, ms] of Object.entries(steps)) {
+    const sorted = [...ms].sort((a, b) => a - b);
+    if (!name.startsWith('(')) min += sorted[0];
+    console.log(
+      `  ${name.padEnd(45)} min ${sorted[0].toFixed(1).padStart(7)}  median ${sorted[2].toFixed(1).padStart(7)}`,
+    );
+  }
+  console.log(`  ${'sum of the minima'.padEnd(45)} min ${min.toFixed(1).padStart(7)}`);
 }
 
 /**

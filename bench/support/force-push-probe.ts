@@ -74,6 +74,8 @@ interface Push {
   served: number;
   post: number;
   stages: Map<string, Stage>;
+  /** Each request's server time, in order. */
+  requests?: string;
 }
 
 const children = new Set<ChildProcess>();
@@ -121,15 +123,23 @@ function kindOf(texts: string[]): string {
 }
 
 /** The big POST's stages from its lines (times from its arrival). */
-function stagesOf(lines: Line[]): { post: number; served: number; stages: Map<string, Stage> } {
+function stagesOf(lines: Line[]): {
+  post: number;
+  served: number;
+  stages: Map<string, Stage>;
+  requests: string;
+} {
   const reqs = lines.filter((l): l is Extract<Line, { k: 'req' }> => l.k === 'req');
   const big = reqs.find((r) => r.method === 'POST' && r.size >= 1 << 20 && r.at === 'arrive');
   if (!big) throw new Error('no big POST recorded');
   const at = (n: number, what: string) => reqs.find((r) => r.n === n && r.at === what)!;
   let served = 0;
-  for (const r of reqs.filter((x) => x.at === 'arrive')) {
+  const each: string[] = [];
+  // terraform's requests only (not the probe's own read after the push).
+  for (const r of reqs.filter((x) => x.at === 'arrive' && x.url.startsWith('/v1/states/'))) {
     const answer = at(r.n, 'answer');
     if (answer) served += answer.t - r.t;
+    each.push(`${r.method} ${answer ? formatMs(answer.t - r.t) : '?'}`);
   }
   const arrive = big;
   const body = at(big.n, 'body');
@@ -193,7 +203,7 @@ function stagesOf(lines: Line[]): { post: number; served: number; stages: Map<st
       (s, x) => s + (x.sql[x.sql.length - 1].end.pg - x.sql[0].start.pg || 0),
       0,
     );
-    stages.set(`sql: ${kind} (${list.length} tx)`, {
+    stages.set(`sql: ${kind}`, {
       from: first - arrive.t,
       to: end - arrive.t,
       kld: NaN,
@@ -209,7 +219,7 @@ function stagesOf(lines: Line[]): { post: number; served: number; stages: Map<st
       );
     }
   }
-  return { post: answer.t - arrive.t, served, stages };
+  return { post: answer.t - arrive.t, served, stages, requests: each.join(', ') };
 }
 
 function stateText(): string {
@@ -327,7 +337,7 @@ async function main(): Promise<void> {
             `${formatMs(push.terraform)} ms, PostgreSQL CPU ${formatMs(push.postgres)} ms` +
             (k
               ? `, kld CPU ${formatMs(push.kld)} ms; kld served ${formatMs(push.served)} ms ` +
-                `(POST ${formatMs(push.post)}), the rest ${formatMs(wall - push.served)} ms`
+                `(${push.requests}), the rest ${formatMs(wall - push.served)} ms`
               : ''),
         );
       }
