@@ -19,6 +19,7 @@ import { utf8Text } from '../src/infrastructure/http/read-body';
 
 const decode = (body: Buffer) => utf8Text(body, 'STATE.INVALID', 'state');
 import { fromSnapshot, toSnapshot } from '../src/domain/state/state.snapshot';
+import { generateBigState } from './support/big-state-generator';
 import { SyntheticState } from './support/state-generator';
 import { formatInt } from './support/stats';
 
@@ -33,7 +34,8 @@ import { formatInt } from './support/stats';
  *   npm run build && node dist/bench/commit-path.js
  *   KL_BENCH_INSTANCES=20000 KL_BENCH_DELTA_VERSIONS=30 KL_BENCH_CHANGED=1
  *
- * Then the same steps for a first commit with nothing reused (firstCommitFloor).
+ * Then the same steps for a first commit with nothing reused (firstCommitFloor),
+ * of the same state or, with KL_BENCH_STATE=big, of the ladder's big-state example.
  */
 const INSTANCES = Number(process.env.KL_BENCH_INSTANCES ?? 20_000);
 const VERSIONS = Number(process.env.KL_BENCH_DELTA_VERSIONS ?? 30);
@@ -130,7 +132,11 @@ async function main(): Promise<void> {
     `  ${'total'.padEnd(45)} min ${minSum.toFixed(1).padStart(7)}  median ${medSum.toFixed(1).padStart(7)}`,
   );
   snapshotCost([...current]);
-  firstCommitFloor(state);
+  firstCommitFloor(
+    process.env.KL_BENCH_STATE === 'big'
+      ? generateBigState({ size: Math.round((INSTANCES - 8) / 2) }).text
+      : state.text(),
+  );
 }
 
 /**
@@ -139,8 +145,8 @@ async function main(): Promise<void> {
  * (issue 14's `state push -force`, wave 22). Fresh memos each round; the
  * events' text is JSON of each LifecycleOpened's data, as the log stores it.
  */
-function firstCommitFloor(state: SyntheticState): void {
-  const body = Buffer.from(state.text());
+function firstCommitFloor(text: string): void {
+  const body = Buffer.from(text);
   const steps: Record<string, number[]> = {};
   const t = (name: string, run: () => void) => (steps[name] ??= []).push(cpuMs(run));
   for (let round = 0; round < 5; round++) {

@@ -1,5 +1,6 @@
 import * as fs from 'node:fs';
 import * as http from 'node:http';
+import { createRequire } from 'node:module';
 import * as path from 'node:path';
 import { Client } from 'pg';
 
@@ -122,9 +123,10 @@ const emit = http.Server.prototype.emit as (...args: unknown[]) => boolean;
 
 // The command handed to the bus (the body parsed) and the decider's decide,
 // from the build's own modules (this file runs before kld's entry point).
-const dist = path.dirname(process.argv[1] ?? '');
+const entry = path.resolve(process.argv[1] ?? '');
+const load = createRequire(entry);
 try {
-  const cqrs = require(require.resolve('@nestjs/cqrs', { paths: [dist] })) as {
+  const cqrs = load('@nestjs/cqrs') as {
     CommandBus: { prototype: { execute: (...a: unknown[]) => unknown } };
   };
   const execute = cqrs.CommandBus.prototype.execute;
@@ -133,7 +135,7 @@ try {
     if (recording()) record({ k: 'mark', at: `bus ${name}`, ...now() });
     return execute.apply(this, a);
   };
-  const spec = require(path.join(dist, 'application/state/state-aggregate.js')) as {
+  const spec = load('./application/state/state-aggregate.js') as {
     STATE: { decider: { decide: (c: { type: string }, s: unknown) => unknown } };
   };
   const decider = spec.STATE.decider;
