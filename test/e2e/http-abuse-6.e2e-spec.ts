@@ -1,4 +1,6 @@
+import * as net from 'node:net';
 import { bootstrapToken } from '../support/auth';
+import { bearer, collectGrpc, grpcEventsClient } from '../support/event-clients';
 import { KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { createToken, jsonCall } from '../support/json-call';
@@ -48,7 +50,7 @@ describe('hostile sweep 6', () => {
 
   beforeAll(async () => {
     t = await createTestDatabase('kl_http_abuse6');
-    admin = bootstrapToken(t.url, 'root', ['admin', 'write:*', 'query']).secret;
+    admin = bootstrapToken(t.url, 'root', ['admin', 'write:*', 'query', 'events']).secret;
     kld = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
     writer = await createToken(kld.url, admin, 'team-a-ci', ['write:team-a/*']);
     reader = await createToken(kld.url, admin, 'team-a-viewer', ['read:team-a/*']);
@@ -191,5 +193,112 @@ describe('hostile sweep 6', () => {
       expect(finished.status).toBe(200);
       await unchanged();
     });
+  });
+
+  it('gRPC connections count with HTTP against the open files: a flood leaves kld ready, committing and streaming', async () => {
+    const low = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' }, 30_000, {
+      openFiles: 512,
+    });
+    const grpcPort = Number(low.grpc!.split(':').pop());
+    // An honest subscriber, connected before the flood.
+    const client = grpcEventsClient(low.grpc!);
+    const sockets: net.Socket[] = [];
+    try {
+      const first = collectGrpc(client.Read({ origin: 'ORIGIN_START' }, bearer(admin)));
+      await first.done;
+      expect(first.messages.length).toBeGreaterThan(0);
+      // Connections that never send a byte, more than kld may open files.
+      await Promise.all(
+        Array.from(
+          { length: 600 },
+          () =>
+            new Promise<void>((resolve) => {
+              const s = net.connect(grpcPort, '127.0.0.1', () => resolve());
+              s.on('error', () => resolve());
+              s.on('close', () => resolve());
+              sockets.push(s);
+            }),
+        ),
+      );
+      // One more, once kld closed it (refused, or past its files) kld took the flood's before.
+      await new Promise<void>((resolve) => {
+        const probe = net.connect(grpcPort, '127.0.0.1');
+        probe.on('error', () => undefined);
+        probe.on('close', () => resolve());
+      });
+      const ready = await jsonCall(low.url, reader, 'GET', '/readyz');
+      expect(ready).toMatchObject({ status: 200, body: { status: 'ready' } });
+      const posted = await jsonCall(low.url, other, 'POST', '/v1/states/team-b/grpc', doc(1, 3));
+      expect(posted.status).toBe(200);
+      // The subscriber's connection is still served.
+      const again = collectGrpc(client.Read({ origin: 'ORIGIN_START' }, bearer(admin)));
+      await again.done;
+      expect(again.messages.length).toBeGreaterThan(first.messages.length);
+    } finally {
+      for (const s of sockets) s.destroy();
+      client.close();
+      await low.stop();
+    }
+  });
+
+  it('a slice written in turns: clients gone mid-slice leave kld serving, a stop during a paused one is prompt', async () => {
+    const own = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
+    const big = doc(1, 5000);
+    for (const instance of big.resources[0].instances) {
+      (instance.attributes as Record<string, string>).pad = 'p'.repeat(2000);
+    }
+    const name = 'team-a/sliced';
+    expect((await jsonCall(own.url, admin, 'POST', `/v1/states/${name}`, big)).status).toBe(200);
+    const body = JSON.stringify({ selectors: [{ type: 'terraform_data' }] });
+    const port = Number(new URL(own.url).port);
+    /** A slice request whose first bytes of answer have come; the socket then paused. */
+    const sliceStarted = () =>
+      new Promise<net.Socket>((resolve, reject) => {
+        const socket = net.connect(port, '127.0.0.1');
+        socket.on('error', () => undefined);
+        socket.once('data', () => {
+          socket.pause();
+          resolve(socket);
+        });
+        socket.once('close', () => reject(new Error('kld closed the slice before answering')));
+        socket.write(
+          `POST /v1/engine/states/${name}/slice HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
+            `Authorization: Bearer ${reader}\r\nContent-Type: application/json\r\n` +
+            `Content-Length: ${body.length}\r\n\r\n${body}`,
+        );
+      });
+    const mark = own.output().length;
+    try {
+      // Gone after the first bytes, one after another and many at once.
+      for (let i = 0; i < 10; i++) (await sliceStarted()).destroy();
+      const many = await Promise.all(Array.from({ length: 4 }, sliceStarted));
+      for (const socket of many) socket.destroy();
+      const whole = await fetch(`${own.url}/v1/engine/states/${name}/slice`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${reader}`, 'Content-Type': 'application/json' },
+        body,
+      });
+      expect(whole.status).toBe(200);
+      expect(whole.headers.get('x-kilolock-slice-instances')).toBe('5000');
+      expect((JSON.parse(await whole.text()) as typeof big).resources[0].instances).toHaveLength(
+        5000,
+      );
+      const logged = own
+        .output()
+        .slice(mark)
+        .split('\n')
+        .filter((line) => /"level":(50|60)|Unhandled|ERR_STREAM/.test(line));
+      expect(logged).toEqual([]);
+
+      // A stop while a slice's reader has stopped reading.
+      const paused = await sliceStarted();
+      const { code } = await own.stop();
+      paused.destroy();
+      expect(code).toBe(0);
+      expect(own.output()).toContain('"msg":"stopped"');
+      expect(own.output()).not.toContain('shutdown took too long');
+    } finally {
+      await own.stop();
+    }
   });
 });
