@@ -54,7 +54,10 @@ export interface ApplyRun extends ApplyRunFields {
   info: JsonObject;
 }
 
-/** The globs a run reserved in one mode: how many, and the first few as granted. */
+/** How many globs of each mode a listed run names (the rest are counted). */
+export const LISTED_GLOBS = 3;
+
+/** The globs a run reserved in one mode: how many, and the first LISTED_GLOBS as granted. */
 export interface GlobCount {
   count: number;
   first: string[];
