@@ -302,4 +302,72 @@ describe('hostile sweep 6', () => {
       await own.stop();
     }
   });
+
+  it("the provider schema cache: a revoked token's schema serves nobody, its name is never another's", async () => {
+    const schema = (description: string) => ({
+      protocolVersion: 5,
+      provider: { block: { attributes: [], blockTypes: [], description } },
+      resourceSchemas: {},
+      dataSourceSchemas: {},
+    });
+    const key = 'source=registry.terraform.io/acme/cloud&version=1.0.0';
+    const put = (token: string, description: string) =>
+      call(token, 'PUT', '/v1/provider-schemas', {
+        source: 'registry.terraform.io/acme/cloud',
+        version: '1.0.0',
+        schema: schema(description),
+      });
+    const gone = await createToken(kld.url, admin, 'schema-writer', ['write:team-a/*']);
+    expect((await put(gone, 'wrong')).status).toBe(200);
+    expect((await call(gone, 'GET', `/v1/provider-schemas?${key}`)).status).toBe(200);
+    expect((await call(admin, 'DELETE', '/v1/admin/tokens/schema-writer')).status).toBe(200);
+    expect((await call(gone, 'GET', `/v1/provider-schemas?${key}`)).status).toBe(401);
+    // Nobody else reads it, and the name cannot come back to claim it.
+    for (const token of [writer, reader, admin]) {
+      const r = await call(token, 'GET', `/v1/provider-schemas?${key}`);
+      expect([r.status, r.body.error.code]).toEqual([404, 'PROVIDER_SCHEMA.NOT_FOUND']);
+    }
+    const again = await call(admin, 'POST', '/v1/admin/tokens', {
+      name: 'schema-writer',
+      scopes: ['write:team-a/*'],
+    });
+    expect(again.status).toBe(409);
+    // A trusted schema stored after is everyone's.
+    expect((await put(admin, 'right')).status).toBe(200);
+    const read = await call(writer, 'GET', `/v1/provider-schemas?${key}`);
+    expect(read.body.schema.provider.block.description).toBe('right');
+  });
+
+  it('a stop while a big commit is being stored: answered as stored, or not stored at all', async () => {
+    const own = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
+    const body = JSON.stringify({ ...doc(1, 20_000), lineage: 'stopped' });
+    const port = Number(new URL(own.url).port);
+    const socket = net.connect(port, '127.0.0.1');
+    let answer = '';
+    const closed = new Promise<void>((resolve) => {
+      socket.on('data', (d: Buffer) => (answer += d.toString()));
+      socket.on('close', () => resolve());
+      socket.on('error', () => undefined);
+    });
+    socket.write(
+      `POST /v1/states/team-a/stopped HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
+        `Authorization: Bearer ${writer}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`,
+    );
+    await new Promise<void>((resolve) => socket.write(body, () => resolve()));
+    const { code } = await own.stop();
+    await closed;
+    expect(code).toBe(0);
+    expect(answer).not.toMatch(/^HTTP\/1\.1 5/);
+    const after = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
+    try {
+      const r = await jsonCall(after.url, reader, 'GET', '/v1/states/team-a/stopped');
+      if (answer.startsWith('HTTP/1.1 200 ')) expect(r.status).toBe(200);
+      // Whole or nothing.
+      if (r.status === 200) expect(r.body.resources[0].instances).toHaveLength(20_000);
+      else expect(r.status).toBe(404);
+    } finally {
+      await after.stop();
+    }
+  });
 });
