@@ -11,6 +11,7 @@ import { EVENT_FEED, EventFeed } from '../application/events/event-feed';
 import { BULK_EVENT_STORE, EVENT_STORE, EventStore } from '../application/ports/event-store.port';
 import { AUTHENTICATOR, type Authenticator } from '../infrastructure/auth/authenticator';
 import { CONFIG, type Config } from '../infrastructure/config/config';
+import { ConnectionBudget } from '../infrastructure/http/connection-bound';
 import { EventsGrpcServer, GrpcTls } from '../infrastructure/grpc/events-grpc.server';
 import { EventsController } from '../infrastructure/http/events.controller';
 import { CallerBounds } from '../infrastructure/http/caller-bounds';
@@ -136,6 +137,7 @@ function grpcTls(config: Config): GrpcTls | null {
         authenticator: Authenticator | null,
         config: Config,
         bounds: CallerBounds,
+        budget: ConnectionBudget,
       ) =>
         new EventsGrpcServer(
           subscribers.meter(feed, 'grpc'),
@@ -143,9 +145,21 @@ function grpcTls(config: Config): GrpcTls | null {
           authenticator,
           grpcTls(config),
           bounds,
+          undefined,
+          budget,
         ),
-      inject: [FEED, FeedSubscribers, LOGGER, AUTHENTICATOR, CONFIG, CallerBounds],
+      inject: [
+        FEED,
+        FeedSubscribers,
+        LOGGER,
+        AUTHENTICATOR,
+        CONFIG,
+        CallerBounds,
+        ConnectionBudget,
+      ],
     },
+    // The HTTP server counts against it too (server.ts).
+    { provide: ConnectionBudget, useFactory: () => new ConnectionBudget() },
     EventsGrpcLifecycle,
   ],
 })

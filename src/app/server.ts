@@ -8,7 +8,7 @@ import { TokenReadModel } from '../infrastructure/auth/token-read-model';
 import { Notifier } from '../infrastructure/postgres/notifier';
 import { answerClientErrors, refuseNulInUrl } from '../infrastructure/http/client-errors';
 import { securityHeaders } from '../infrastructure/http/security-headers';
-import { boundConnections } from '../infrastructure/http/connection-bound';
+import { ConnectionBudget } from '../infrastructure/http/connection-bound';
 import {
   drainableConnections,
   DrainableConnections,
@@ -120,7 +120,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     app.useGlobalPipes(requestValidationPipe());
     answerClientErrors(app.getHttpServer());
     connections = drainableConnections(app.getHttpServer(), KEEP_ALIVE_MS);
-    boundConnections(app.getHttpServer());
+    connectionBudgetOf(app).watchHttp(app.getHttpServer());
     serveOpenApi(app);
     await app.listen(config.listen.port, config.listen.host);
   } catch (err) {
@@ -245,6 +245,15 @@ export async function openMaintenance(
     { logger: new NestLogger(runtime.logger), abortOnError: false },
   );
   return { runner: context.get(ProjectionRunner), close: () => context.close() };
+}
+
+/** The connections both listeners share; HTTP's alone when the EventsModule is not served. */
+function connectionBudgetOf(app: NestExpressApplication): ConnectionBudget {
+  try {
+    return app.get(ConnectionBudget, { strict: false });
+  } catch {
+    return new ConnectionBudget();
+  }
 }
 
 /** Where the gRPC event service listens, if it is served (the EventsModule may not be). */

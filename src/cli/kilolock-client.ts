@@ -213,9 +213,15 @@ export class KilolockClient {
   /** Apply runs, newest first: of one state, or of every state. */
   async runs(state?: string): Promise<ApplyRunSummary[]> {
     const query = state === undefined ? '' : `?state=${encodeURIComponent(state)}`;
-    const runs = await this.list<ApplyRunSummary>('GET', `/v1/api/apply-runs${query}`, 'runs');
-    // Read in every row: a run without its list is another kld's answer.
-    for (const run of runs) listIn(run, 'reservations', '/v1/api/apply-runs');
+    const path = `/v1/api/apply-runs${query}`;
+    const runs = await this.list<ApplyRunSummary>('GET', path, 'runs');
+    // Read in every row: a run without its globs is another kld's answer.
+    const globs: Fields = { count: 'number', first: 'strings' };
+    runs.forEach((run, i) => {
+      checkFields(run, { write: 'object', read: 'object' }, `GET ${path}`, `runs[${i}]`);
+      checkFields(run.write, globs, `GET ${path}`, `runs[${i}].write`);
+      checkFields(run.read, globs, `GET ${path}`, `runs[${i}].read`);
+    });
     return runs;
   }
 

@@ -286,8 +286,11 @@ describe('answers that are not what kl asked for', () => {
     }
     server.answer = json(200, { columns: [{ name: 'a' }], rows: [[1]], truncated: false });
     expect((await kl(['query', 'SELECT 1', '--format', 'csv'])).stdout).toBe('a\r\n1\r\n');
-    server.answer = json(200, { runs: [{ run_id: 'r', reservations: null }] });
-    oneLine(await kl(['runs']), 1, /has no list of objects "reservations"/);
+    server.answer = json(200, { runs: [{ run_id: 'r', write: null }] });
+    oneLine(await kl(['runs']), 1, /GET \/v1\/api\/apply-runs: runs\[0\]\.write is not an object/);
+    const globs = { count: 1, first: ['a'] };
+    server.answer = json(200, { runs: [{ run_id: 'r', write: globs, read: { count: 1 } }] });
+    oneLine(await kl(['runs']), 1, /runs\[0\]\.read\.first is not a list of strings/);
   });
 
   const document = { version: 4, terraform_version: '1.11.4', serial: 1, lineage: 'l' };

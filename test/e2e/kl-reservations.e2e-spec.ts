@@ -169,7 +169,9 @@ describe('kl and apply runs', () => {
       actor: 'alice@laptop',
       status: 'running',
       write: ['module.web.*'],
+      writes: 1,
       read: ['aws_vpc.main'],
+      reads: 1,
       finished_at: null,
     });
 

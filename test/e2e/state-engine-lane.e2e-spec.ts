@@ -166,20 +166,23 @@ async function history(name: string) {
   return (r.json as { versions: { version: number; source: string; actor: string }[] }).versions;
 }
 
+/** The state's runs, newest first, each whole (its info) from the run's own route. */
 async function runs(name: string) {
   const r = await request('GET', `${kld.url}/v1/api/apply-runs?state=${name}`);
-  return (
-    r.json as {
-      runs: {
+  const listed = (r.json as { runs: { run_id: string }[] }).runs;
+  return Promise.all(
+    listed.map(async ({ run_id }) => {
+      const run = await request('GET', `${kld.url}/v1/api/apply-runs/${run_id}`);
+      return run.json as {
         run_id: string;
         lane: string;
         status: string;
         actor: string;
         committed_version: number | null;
         info: Record<string, unknown>;
-      }[];
-    }
-  ).runs;
+      };
+    }),
+  );
 }
 
 /** pull == the trunk, and plan is a no-op. */

@@ -260,12 +260,14 @@ describe('native state operations with terraform', () => {
     expect(engine).toHaveLength(4);
     expect(engine.every((v) => v.actor === 'operator@ops')).toBe(true);
     // Each as its own state-engine run, recorded with what it did.
-    const runs = (await request('GET', `/v1/api/apply-runs?state=${name}`)).json as {
-      runs: { lane: string; status: string; info: { state_engine_operation: string } }[];
+    const listed = (await request('GET', `/v1/api/apply-runs?state=${name}`)).json as {
+      runs: { run_id: string }[];
     };
-    expect(
-      runs.runs.map((r) => [r.lane, r.status, r.info.state_engine_operation]).reverse(),
-    ).toEqual([
+    const runs: { lane: string; status: string; info: { state_engine_operation: string } }[] = [];
+    for (const { run_id } of listed.runs) {
+      runs.push((await request('GET', `/v1/api/apply-runs/${run_id}`)).json as (typeof runs)[0]);
+    }
+    expect(runs.map((r) => [r.lane, r.status, r.info.state_engine_operation]).reverse()).toEqual([
       ['state-engine', 'committed', 'state mv'],
       ['state-engine', 'committed', 'state mv'],
       ['state-engine', 'committed', 'state rm'],

@@ -1,7 +1,11 @@
 import { Command } from 'commander';
 import { contextOf } from './context';
 
-/** `kl runs [state]`: kl apply runs, newest first, with what they reserved and committed. */
+/**
+ * `kl runs [state]`: kl apply runs, newest first, with what they reserved
+ * (the first globs of each mode and how many) and committed; `kl` reads a
+ * run's whole sets from its own route.
+ */
 export function registerRunsCommand(program: Command): void {
   program
     .command('runs')
@@ -18,7 +22,9 @@ export function registerRunsCommand(program: Command): void {
           'status',
           'lane',
           'write',
+          'writes',
           'read',
+          'reads',
           'started_at',
           'finished_at',
           'changes',
@@ -33,8 +39,10 @@ export function registerRunsCommand(program: Command): void {
           r.actor,
           r.status,
           r.lane,
-          r.reservations.filter((g) => g.mode === 'write').map((g) => g.glob),
-          r.reservations.filter((g) => g.mode === 'read').map((g) => g.glob),
+          r.write.first,
+          r.write.count,
+          r.read.first,
+          r.read.count,
           r.started_at,
           r.finished_at,
           r.counters === null

@@ -10,3 +10,4 @@ export * from './refresh-run.model';
 export * from './refresh-run.snapshot';
 export * from './refresh-stream';
 export * from './refresh.errors';
+export * from './result-bounds';

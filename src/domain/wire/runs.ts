@@ -27,18 +27,14 @@ export interface HeldReservations {
   runs: { run_id: string; state: string; info: JsonObject }[];
 }
 
-/** An `apply_runs` row as the REST API returns it. */
-export interface ApplyRunSummary {
+/** The fields of an apply run that a listing and the run's own route share. */
+interface ApplyRunFields {
   run_id: string;
   state: string;
   actor: string;
   status: string;
   lane: string;
   base_version: number;
-  write_set: string[];
-  read_set: string[];
-  reservations: { id: string; glob: string; mode: string }[];
-  info: JsonObject;
   started_at: string;
   finished_at: string | null;
   finished_by: string | null;
@@ -48,6 +44,33 @@ export interface ApplyRunSummary {
   error_summary: string | null;
   /** Where the state document terraform left is served, when the run kept one. */
   output_state: string | null;
+}
+
+/** An `apply_runs` row, whole, as a run's own route answers it. */
+export interface ApplyRun extends ApplyRunFields {
+  write_set: string[];
+  read_set: string[];
+  reservations: { id: string; glob: string; mode: string }[];
+  info: JsonObject;
+}
+
+/** How many globs of each mode a listed run names (the rest are counted). */
+export const LISTED_GLOBS = 3;
+
+/** The globs a run reserved in one mode: how many, and the first LISTED_GLOBS as granted. */
+export interface GlobCount {
+  count: number;
+  first: string[];
+}
+
+/**
+ * An apply run as a listing gives it: its sets and info are left to the run's
+ * own route (a run of 5,000 addresses is about 700 KB whole), and its error
+ * summary is its first line, cut.
+ */
+export interface ApplyRunSummary extends ApplyRunFields {
+  write: GlobCount;
+  read: GlobCount;
 }
 
 /** A `refresh_runs` row as the REST API returns it. */

@@ -1,5 +1,6 @@
 import { X509Certificate } from 'node:crypto';
 import { once } from 'node:events';
+import * as net from 'node:net';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -11,6 +12,7 @@ import { type Authenticator, OPEN, subjectText } from '../auth/authenticator';
 import { SubscriberRecheck } from '../auth/subscriber-recheck';
 import { AUTH_FORBIDDEN, AUTH_UNAUTHENTICATED, requirePrincipalScope } from '../http/access';
 import { acquireHeavy, boundCaller, type CallerBounds } from '../http/caller-bounds';
+import { ConnectionBudget } from '../http/connection-bound';
 import type { Logger } from '../logging/logger';
 import { encodeBatches, encodeEvent } from './event-message-encoding';
 import { protoDir } from '../provider/plugin-protos';
@@ -87,6 +89,7 @@ export interface GrpcTls {
  */
 export class EventsGrpcServer {
   private server: grpc.Server | null = null;
+  private listener: net.Server | null = null;
   private readonly calls = new Set<AbortController>();
 
   constructor(
@@ -104,6 +107,8 @@ export class EventsGrpcServer {
      * up without bound. As long as kld's HTTP keep-alive.
      */
     private readonly idleMs = 65_000,
+    /** The connections kld holds, HTTP's and these together. */
+    private readonly budget = new ConnectionBudget(),
   ) {}
 
   /** Listens on host:port (port 0: any free one); returns the address bound. */
@@ -118,14 +123,25 @@ export class EventsGrpcServer {
       Read: (call: grpc.ServerWritableStream<ReadRequest, unknown>) =>
         void this.serve(call, (r) => readRequest(r)),
     });
+    // kld accepts the connections itself, to count them (grpc-js cannot),
+    // and hands each it holds to grpc-js, which speaks TLS and HTTP/2 on it.
+    const injector = server.createConnectionInjector(this.credentials());
+    const listener = net.createServer((socket) => {
+      if (!this.budget.admitGrpc(socket)) {
+        socket.destroy();
+        return;
+      }
+      injector.injectConnection(socket);
+    });
     const bindHost = host.includes(':') ? `[${host}]` : host;
-    const bound = await new Promise<number>((resolve, reject) =>
-      server.bindAsync(`${bindHost}:${port}`, this.credentials(), (err, p) =>
-        err ? reject(err) : resolve(p),
-      ),
-    );
+    listener.listen(port, host);
+    await Promise.race([
+      once(listener, 'listening'),
+      once(listener, 'error').then(([err]) => Promise.reject(err as Error)),
+    ]);
     this.server = server;
-    return `${bindHost}:${bound}`;
+    this.listener = listener;
+    return `${bindHost}:${(listener.address() as net.AddressInfo).port}`;
   }
 
   private credentials(): grpc.ServerCredentials {
@@ -143,6 +159,8 @@ export class EventsGrpcServer {
     for (const c of this.calls) c.abort();
     const server = this.server;
     this.server = null;
+    this.listener?.close();
+    this.listener = null;
     if (!server) return;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => {

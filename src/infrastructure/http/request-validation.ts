@@ -110,7 +110,8 @@ function verbatimAware<T>(cls: new () => T, plain: unknown, options?: object): T
   return instance as T;
 }
 
-function rule(
+/** A member checked by `validate` (null: fine, else what is wrong, after the member's name). */
+export function rule(
   name: string,
   validate: (value: unknown) => string | null,
   options?: ValidationOptions,

@@ -1,4 +1,5 @@
 import { ApplyEventType } from '../../domain/apply';
+import { LISTED_GLOBS } from '../../domain/wire/runs';
 import type { RecordedEvent } from '../../domain/shared/event';
 import { stringifyJson } from '../../domain/terraform/lossless-json';
 import type { Queryable } from '../../infrastructure/postgres/database';
@@ -25,10 +26,16 @@ export class ApplyRunsProjector implements Projector {
       const actor = textParam(recorded.metadata.actor);
       if (event.type === 'ApplyStarted') {
         const d = event.data;
+        // The listing's summary, kept here so a listing never reads the reservations.
+        const globs = (mode: string) =>
+          d.reservations.filter((r) => r.mode === mode).map((r) => textParam(r.glob));
+        const write = globs('write');
+        const read = globs('read');
         await tx.query(
           `INSERT INTO apply_runs (run_id, state_id, state_name, actor, status, lane,
-             base_version, write_set, read_set, reservations, info, started_at)
-           VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8, $9, $10, $11)
+             base_version, write_set, read_set, reservations, info, started_at,
+             write_globs, read_globs, first_write_globs, first_read_globs)
+           VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
            ON CONFLICT (run_id) DO NOTHING`,
           [
             textParam(d.runId),
@@ -42,6 +49,10 @@ export class ApplyRunsProjector implements Projector {
             jsonbText(d.reservations),
             jsonbText(d.info),
             at,
+            write.length,
+            read.length,
+            write.slice(0, LISTED_GLOBS),
+            read.slice(0, LISTED_GLOBS),
           ],
         );
       } else {

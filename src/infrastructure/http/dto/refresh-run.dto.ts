@@ -14,13 +14,15 @@ import {
   ValidateNested,
 } from 'class-validator';
 import {
+  changedPathsProblem,
+  MAX_RESULT_ERROR_CHARS,
   REFRESH_OUTCOMES,
   REFRESH_RUN_STATUSES,
   RefreshOutcome,
   RefreshRunStatus,
 } from '../../../domain/refresh';
 import type { JsonValue } from '../../../domain/terraform';
-import { IsStateName, IsStorableText, QueryInteger, Verbatim } from '../request-validation';
+import { IsStateName, IsStorableText, QueryInteger, rule, Verbatim } from '../request-validation';
 
 /** `POST /v1/refresh-runs`: start a run (`kl refresh`). */
 export class StartRefreshRunDto {
@@ -62,14 +64,20 @@ export class RefreshResultDto {
   @IsStorableText()
   after_hash!: string | null;
 
-  // Kept exactly (NUL-safe where projected).
+  // Kept exactly (NUL-safe where projected); bounded where no provider goes (result-bounds.ts).
   @IsOptional()
   @IsArray()
   @IsString({ each: true })
+  @rule('changedPathsBounded', (v) =>
+    Array.isArray(v) && v.every((p) => typeof p === 'string') ? changedPathsProblem(v) : null,
+  )
   changed_paths?: string[];
 
   @IsOptional()
   @IsString()
+  @MaxLength(MAX_RESULT_ERROR_CHARS, {
+    message: `$property is longer than ${MAX_RESULT_ERROR_CHARS} characters`,
+  })
   error?: string;
 }
 
