@@ -65,11 +65,12 @@ class HeldReservations {
   readonly byRun = new Map<string, Reservation[]>();
   /** The map's size when this was built (see above). */
   readonly size: number;
-  private writeIndex: GlobIndex<Reservation> | null = null;
-  private readIndex: GlobIndex<Reservation> | null = null;
-  private readonly runWrites = new Map<string, GlobIndex<true>>();
 
-  constructor(reservations: Map<string, Reservation>) {
+  constructor(
+    reservations: Map<string, Reservation>,
+    /** The glob indexes: a renewed map keeps its predecessor's (sameGlobs). */
+    readonly indexes: GlobIndexes = new GlobIndexes(),
+  ) {
     this.size = reservations.size;
     for (const r of reservations.values()) {
       const list = this.byRun.get(r.runId);
@@ -78,13 +79,35 @@ class HeldReservations {
     }
   }
 
-  /** Every run's reservations of one mode. */
-  index(mode: ReservationMode): GlobIndex<Reservation> {
+  /** Every run's reservations of one mode, by id. */
+  index(mode: ReservationMode): GlobIndex<string> {
+    return this.indexes.all(this.byRun, mode);
+  }
+
+  /** One run's write reservations: what its commits may change. */
+  writesOf(runId: string): GlobIndex<true> {
+    return this.indexes.writesOf(runId, this.byRun.get(runId) ?? []);
+  }
+}
+
+/**
+ * The glob indexes of one set of reservations, built when first asked.
+ * They hold reservation ids, not reservation objects: a renewal gives every
+ * reservation of a run a new object (its new lease) in a new map, but the
+ * ids, globs and modes stay, and so do these (sameGlobs), where an index of
+ * objects was built again by the next check (about 50 ms at 10,000 globs).
+ */
+class GlobIndexes {
+  private writeIndex: GlobIndex<string> | null = null;
+  private readIndex: GlobIndex<string> | null = null;
+  private readonly runWrites = new Map<string, GlobIndex<true>>();
+
+  all(byRun: ReadonlyMap<string, readonly Reservation[]>, mode: ReservationMode) {
     if (this.writeIndex === null || this.readIndex === null) {
-      const writes = new GlobIndex<Reservation>();
-      const reads = new GlobIndex<Reservation>();
-      for (const list of this.byRun.values()) {
-        for (const r of list) (r.mode === 'write' ? writes : reads).add(globOf(r), r);
+      const writes = new GlobIndex<string>();
+      const reads = new GlobIndex<string>();
+      for (const list of byRun.values()) {
+        for (const r of list) (r.mode === 'write' ? writes : reads).add(globOf(r), r.id);
       }
       this.writeIndex = writes;
       this.readIndex = reads;
@@ -92,14 +115,11 @@ class HeldReservations {
     return mode === 'write' ? this.writeIndex : this.readIndex;
   }
 
-  /** One run's write reservations: what its commits may change. */
-  writesOf(runId: string): GlobIndex<true> {
+  writesOf(runId: string, reservations: readonly Reservation[]): GlobIndex<true> {
     let index = this.runWrites.get(runId);
     if (index === undefined) {
       index = new GlobIndex<true>();
-      for (const r of this.byRun.get(runId) ?? []) {
-        if (r.mode === 'write') index.add(globOf(r), true);
-      }
+      for (const r of reservations) if (r.mode === 'write') index.add(globOf(r), true);
       this.runWrites.set(runId, index);
     }
     return index;
@@ -107,6 +127,22 @@ class HeldReservations {
 }
 
 const heldByMap = new WeakMap<Map<string, Reservation>, HeldReservations>();
+
+/**
+ * `next` holds the reservations `previous` holds, under the same ids, with
+ * the same globs and modes (evolve's renewal: only the leases change): it
+ * keeps `previous`'s glob indexes instead of building them again.
+ */
+export function sameGlobs(
+  next: Map<string, Reservation>,
+  previous: Map<string, Reservation>,
+): void {
+  const before = heldByMap.get(previous);
+  if (before === undefined || before.size !== previous.size || next.size !== previous.size) {
+    return;
+  }
+  heldByMap.set(next, new HeldReservations(next, before.indexes));
+}
 
 /**
  * Reservations' globs, parsed once per run: kept by the run's info object,
@@ -281,12 +317,15 @@ function withRuns(
   asker: Asker,
   now: string,
   live: Holder[],
-  hits: Set<Reservation>,
+  hits: Set<string>,
 ): Conflicts {
   const expired = new Map<string, readonly Reservation[]>();
   if (hits.size === 0) return { live, expired };
   const hitRuns = new Set<string>();
-  for (const r of hits) if (r.runId !== asker.runId) hitRuns.add(r.runId);
+  for (const id of hits) {
+    const runId = state.reservations.get(id)!.runId;
+    if (runId !== asker.runId) hitRuns.add(runId);
+  }
   for (const [runId, reservations] of held(state).byRun) {
     if (!hitRuns.has(runId)) continue;
     if (isExpired(reservations[0], now)) expired.set(runId, reservations);
@@ -294,7 +333,7 @@ function withRuns(
       // One LockInfo per run, shared by its holders: built per holder, a run of
       // n globs cost n² (and ran kld out of memory at 20,000).
       const lockInfo = runLockInfo(reservations);
-      for (const r of reservations) if (hits.has(r)) live.push(reservationHolder(r, lockInfo));
+      for (const r of reservations) if (hits.has(r.id)) live.push(reservationHolder(r, lockInfo));
     }
   }
   return { live, expired };

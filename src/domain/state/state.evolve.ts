@@ -9,6 +9,7 @@ import { LayeredMap } from '../shared/layered-map';
 import { rememberingLast } from '../shared/remembering-last';
 import { ResourceDescriptor } from '../terraform/state-instances';
 import { JsonObject } from '../terraform/json-value';
+import { sameGlobs } from './holders';
 import { ReservationAcquired, StateEvent } from './state.events';
 import { ActiveState, Reservation, ResourceEntry, StateAggregate } from './state.model';
 
@@ -216,12 +217,15 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
     case 'ReservationRenewed': {
       if (state.status !== 'active') return state;
       const { reservationIds, expiresAt } = event.data;
-      return withReservations(state, (rs) => {
+      const renewed = withReservations(state, (rs) => {
         for (const id of reservationIds) {
           const r = rs.get(id);
           if (r) rs.set(id, { ...r, expiresAt });
         }
       });
+      // Only leases changed: the glob indexes of the reservations stay true.
+      sameGlobs(renewed.reservations, state.reservations);
+      return renewed;
     }
     case 'QuotaExceeded':
       // A record for people: it decides nothing.
