@@ -5,10 +5,12 @@ import { DomainError } from '../../domain/shared/domain-error';
 import {
   ActiveState,
   APPLY_ALREADY_STARTED,
+  readGlobsAhead,
   reservationsOf,
   StateAggregate,
 } from '../../domain/state';
 import { DeciderService } from '../decider.service';
+import { rangesInTurns } from '../in-turns';
 import { withQuota } from '../quota/quota-commands';
 import { STATE } from '../state/state-aggregate';
 import { APPLY_RUN } from './apply-run-aggregate';
@@ -69,6 +71,11 @@ export class StartApplyRunHandler implements ICommandHandler<StartApplyRunComman
     }
     const metadata = this.deciders.context(c.caller);
     const reservationIds = c.reservations.map(() => this.deciders.newId());
+    // Most of deciding a run of many globs is reading them: done here, a
+    // piece per turn, so the decision (one turn, on the stream) looks them up.
+    await rangesInTurns(c.reservations.length, (from, to) =>
+      readGlobsAhead(c.reservations, from, to),
+    );
     const { state } = await withQuota(this.deciders, c.name, (quota, readFrom) =>
       this.deciders.execute(
         STATE,

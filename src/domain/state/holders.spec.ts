@@ -18,7 +18,7 @@ import { Asker, conflictsWith, coveringHolders, uncovered } from './holders';
 import { changedSince } from './reserve';
 import { evolve } from './state.evolve';
 import { StateEvent } from './state.events';
-import { ActiveState, HeldLock, initialState, Reservation } from './state.model';
+import { ActiveState, HeldLock, initialState, Reservation, StateAggregate } from './state.model';
 
 /** Globs parsed, counted (the module as it is otherwise). */
 const mockParsed = { count: 0 };
@@ -302,7 +302,7 @@ describe('holders, by index', () => {
             ];
           }
         }
-        state = events.reduce((s, e) => evolve(s, e), state) as ActiveState;
+        state = events.reduce<StateAggregate>((s, e) => evolve(s, e), state) as ActiveState;
         const asker = randomAsker(r, state);
         const wanted = Array.from({ length: 1 + Math.floor(r() * 4) }, () => ({
           glob: parseAddressGlob(randomGlob(r)),
