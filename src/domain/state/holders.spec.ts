@@ -14,7 +14,7 @@ import {
 import { GlobIndex } from '../reservations/glob-index';
 import { LayeredMap } from '../shared/layered-map';
 import { parseInstanceAddress } from '../terraform/instance-address';
-import { Asker, conflictsWith, coveringHolders, uncovered } from './holders';
+import { Asker, conflictsWith, coveringHolders, indexInPieces, uncovered } from './holders';
 import { changedSince } from './reserve';
 import { evolve } from './state.evolve';
 import { StateEvent } from './state.events';
@@ -381,6 +381,41 @@ describe('holders, by index', () => {
         ['module.m7.aws_x.a', '2026-12-01T14:00:00.000Z'],
       ]);
       expect(indexed).not.toHaveBeenCalled();
+    } finally {
+      indexed.mockRestore();
+    }
+  });
+
+  it('builds the glob indexes in pieces ahead of a check, which then indexes nothing', () => {
+    const indexed = jest.spyOn(GlobIndex.prototype, 'add');
+    try {
+      for (let seed = 1; seed <= 100; seed++) {
+        const r = rng(seed + 5 * SEEDS);
+        const state = randomState(r);
+        const wanted = Array.from({ length: 1 + Math.floor(r() * 4) }, () => ({
+          glob: parseAddressGlob(randomGlob(r)),
+          mode: pick(r, MODES),
+        }));
+        const asker = randomAsker(r, state);
+        const expected = pairwiseConflicts(state, wanted, asker, NOW);
+        const pieces = [...indexInPieces(state, 3)];
+        expect(pieces).toHaveLength(Math.floor(state.reservations.size / 3));
+        indexed.mockClear();
+        expect({ seed, ...conflictsWith(state, wanted, asker, NOW) }).toEqual({
+          seed,
+          ...expected,
+        });
+        expect(indexed).not.toHaveBeenCalled();
+      }
+      // A check while the pieces are under way builds its own, and the pieces change nothing.
+      const state = randomState(rng(7));
+      const wanted = [{ glob: parseAddressGlob('*'), mode: 'write' as const }];
+      const pieces = indexInPieces(state, 1)[Symbol.iterator]();
+      pieces.next();
+      const during = conflictsWith(state, wanted, {}, NOW);
+      while (!pieces.next().done);
+      expect(conflictsWith(state, wanted, {}, NOW)).toEqual(during);
+      expect(during).toEqual(pairwiseConflicts(state, wanted, {}, NOW));
     } finally {
       indexed.mockRestore();
     }

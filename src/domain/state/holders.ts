@@ -103,16 +103,28 @@ class GlobIndexes {
   private readonly runWrites = new Map<string, GlobIndex<true>>();
 
   all(byRun: ReadonlyMap<string, readonly Reservation[]>, mode: ReservationMode) {
-    if (this.writeIndex === null || this.readIndex === null) {
-      const writes = new GlobIndex<string>();
-      const reads = new GlobIndex<string>();
-      for (const list of byRun.values()) {
-        for (const r of list) (r.mode === 'write' ? writes : reads).add(globOf(r), r.id);
+    // Never pauses: one step builds them whole.
+    if (this.writeIndex === null || this.readIndex === null) this.build(byRun, Infinity).next();
+    return mode === 'write' ? this.writeIndex! : this.readIndex!;
+  }
+
+  /** Builds both indexes, pausing after every `per` reservations; kept once complete. */
+  *build(byRun: ReadonlyMap<string, readonly Reservation[]>, per: number): Generator<void> {
+    if (this.writeIndex !== null && this.readIndex !== null) return;
+    const writes = new GlobIndex<string>();
+    const reads = new GlobIndex<string>();
+    let added = 0;
+    for (const list of byRun.values()) {
+      for (const r of list) {
+        (r.mode === 'write' ? writes : reads).add(globOf(r), r.id);
+        if (++added % per === 0) yield;
       }
+    }
+    // Built meanwhile by a check that could not wait: that one stands.
+    if (this.writeIndex === null || this.readIndex === null) {
       this.writeIndex = writes;
       this.readIndex = reads;
     }
-    return mode === 'write' ? this.writeIndex : this.readIndex;
   }
 
   writesOf(runId: string, reservations: readonly Reservation[]): GlobIndex<true> {
@@ -174,6 +186,19 @@ function held(state: ActiveState): HeldReservations {
     heldByMap.set(state.reservations, h);
   }
   return h;
+}
+
+/**
+ * The state's glob indexes built `per` reservations a piece, for the
+ * application to run a piece per turn of the event loop before a decision
+ * on this state: the decision, one turn, then finds them built (a run of
+ * 10,000 globs just started costs about as much to index as to decide).
+ * Nothing else changes: a decision on another state than this one builds
+ * its own as before.
+ */
+export function indexInPieces(state: ActiveState, per: number): Iterable<void> {
+  const h = held(state);
+  return h.indexes.build(h.byRun, per);
 }
 
 /** The run's reservations, in the order they were acquired. */
