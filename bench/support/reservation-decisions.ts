@@ -93,7 +93,9 @@ function round(domain: Domain, n: number, tag: string): Map<Step, number> {
   out.set('start: globs read ahead (longest piece)', readAhead(start));
   const [startMs, events] = time(() => domain.decide(start, empty));
   out.set('start: decision', startMs);
-  const [evolveMs, held] = time(() => events.reduce<StateAggregate>((s, e) => domain.evolve(s, e), empty));
+  const [evolveMs, held] = time(() =>
+    events.reduce<StateAggregate>((s, e) => domain.evolve(s, e), empty),
+  );
   out.set('start: evolve', evolveMs);
 
   const again = acquire(`b-${tag}`, globs(`a${tag}`, n));
