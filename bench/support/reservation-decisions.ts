@@ -11,8 +11,9 @@ import { distribution, formatInt, formatMs } from './stats';
  * every holder named), the first run's heartbeat, and a 2-glob run's start
  * right after it. In process, this build's domain and (KL_BENCH_DOMAIN_BEFORE
  * =<another worktree>, its dist/src) another's, taking turns round by round.
- * A build with readGlobsAhead reads a start's globs a thousand per turn
- * first, as its kld does: the decision is timed apart from those pieces.
+ * A build with readGlobsAhead and indexInPieces reads a start's globs and
+ * indexes the state's reservations a thousand per turn first, as its kld
+ * does: the decision is timed apart from those pieces.
  */
 
 interface Domain {
@@ -20,6 +21,7 @@ interface Domain {
   evolve(state: StateAggregate, event: StateEvent): StateAggregate;
   initialState(): StateAggregate;
   readGlobsAhead?(requests: readonly { glob: string }[], from: number, to: number): boolean;
+  indexInPieces?(state: ActiveState, per: number): Iterable<void>;
 }
 
 async function domainAt(root: string): Promise<Domain> {
@@ -28,7 +30,8 @@ async function domainAt(root: string): Promise<Domain> {
   const evolve = (await import(at('state.evolve'))) as Pick<Domain, 'evolve'>;
   const model = (await import(at('state.model'))) as Pick<Domain, 'initialState'>;
   const reserve = (await import(at('reserve'))) as Pick<Domain, 'readGlobsAhead'>;
-  return { ...decider, ...evolve, ...model, ...reserve };
+  const holders = (await import(at('holders'))) as Pick<Domain, 'indexInPieces'>;
+  return { ...decider, ...evolve, ...model, ...reserve, ...holders };
 }
 
 const NOW = '2026-12-02T12:00:00.000Z';
@@ -37,6 +40,7 @@ const PIECE = 1000;
 
 type Step =
   | 'start: globs read ahead (longest piece)'
+  | '409: globs read, holders indexed ahead (longest piece)'
   | 'start: decision'
   | 'start: evolve'
   | '409: decision'
@@ -99,7 +103,14 @@ function round(domain: Domain, n: number, tag: string): Map<Step, number> {
   out.set('start: evolve', evolveMs);
 
   const again = acquire(`b-${tag}`, globs(`a${tag}`, n));
-  readAhead(again);
+  let longest = readAhead(again);
+  const pieces = domain.indexInPieces?.(held as ActiveState, PIECE)[Symbol.iterator]();
+  for (let done = pieces === undefined; !done;) {
+    const [ms, step] = time(() => pieces!.next());
+    done = step.done === true;
+    longest = Math.max(longest, ms);
+  }
+  out.set('409: globs read, holders indexed ahead (longest piece)', longest);
   const [refusedMs] = time(() => {
     try {
       domain.decide(again, held);
