@@ -140,20 +140,35 @@ class GlobIndexes {
 
 const heldByMap = new WeakMap<Map<string, Reservation>, HeldReservations>();
 
+/** Indexes a renewed map took over (sameGlobs), with the size the map had then. */
+const carriedByMap = new WeakMap<
+  Map<string, Reservation>,
+  { indexes: GlobIndexes; size: number }
+>();
+
 /**
  * `next` holds the reservations `previous` holds, under the same ids, with
  * the same globs and modes (evolve's renewal: only the leases change): it
- * keeps `previous`'s glob indexes instead of building them again.
+ * keeps `previous`'s glob indexes instead of building them again. Only
+ * noted here: the heartbeat does no more than before, the next check
+ * groups the runs' new objects.
  */
 export function sameGlobs(
   next: Map<string, Reservation>,
   previous: Map<string, Reservation>,
 ): void {
+  if (next.size !== previous.size) return;
   const before = heldByMap.get(previous);
-  if (before === undefined || before.size !== previous.size || next.size !== previous.size) {
-    return;
-  }
-  heldByMap.set(next, new HeldReservations(next, before.indexes));
+  const indexes =
+    before !== undefined && before.size === previous.size
+      ? before.indexes
+      : carriedIndexes(previous);
+  if (indexes !== undefined) carriedByMap.set(next, { indexes, size: next.size });
+}
+
+function carriedIndexes(reservations: Map<string, Reservation>): GlobIndexes | undefined {
+  const carried = carriedByMap.get(reservations);
+  return carried?.size === reservations.size ? carried.indexes : undefined;
 }
 
 /**
@@ -182,7 +197,8 @@ function globOf(r: Reservation): AddressGlob {
 function held(state: ActiveState): HeldReservations {
   let h = heldByMap.get(state.reservations);
   if (h === undefined || h.size !== state.reservations.size) {
-    h = new HeldReservations(state.reservations);
+    const carried = h === undefined ? carriedIndexes(state.reservations) : undefined;
+    h = new HeldReservations(state.reservations, carried);
     heldByMap.set(state.reservations, h);
   }
   return h;
