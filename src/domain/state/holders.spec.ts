@@ -302,7 +302,31 @@ describe('holders, by index', () => {
             ];
           }
         }
+        const before = state;
         state = events.reduce<StateAggregate>((s, e) => evolve(s, e), state) as ActiveState;
+        if (r() < 0.3) {
+          // Another history from the same state (a decision retried on the tail), checked too.
+          const other = evolve(before, {
+            type: 'ReservationAcquired',
+            data: {
+              stateId: 's',
+              reservationId: `other-${step}`,
+              runId: `other-${step}`,
+              glob: normalizeAddressGlob(randomGlob(r)),
+              mode: pick(r, MODES),
+              holder: 'bob',
+              info: {},
+              acquiredAt: PAST,
+              expiresAt: LATER,
+            },
+          }) as ActiveState;
+          const wanted = [{ glob: parseAddressGlob(randomGlob(r)), mode: pick(r, MODES) }];
+          expect({ seed, step, ...conflictsWith(other, wanted, {}, NOW) }).toEqual({
+            seed,
+            step,
+            ...pairwiseConflicts(other, wanted, {}, NOW),
+          });
+        }
         const asker = randomAsker(r, state);
         const wanted = Array.from({ length: 1 + Math.floor(r() * 4) }, () => ({
           glob: parseAddressGlob(randomGlob(r)),
@@ -416,6 +440,60 @@ describe('holders, by index', () => {
       while (!pieces.next().done);
       expect(conflictsWith(state, wanted, {}, NOW)).toEqual(during);
       expect(during).toEqual(pairwiseConflicts(state, wanted, {}, NOW));
+    } finally {
+      indexed.mockRestore();
+    }
+  });
+
+  it('indexes only what is new after a run starts or ends beside another', () => {
+    const created = evolve(initialState(), {
+      type: 'StateCreated',
+      data: { stateId: 's', name: 'prod' },
+    });
+    const run = (runId: string, count: number): StateEvent[] =>
+      Array.from({ length: count }, (_, i) => ({
+        type: 'ReservationAcquired',
+        data: {
+          stateId: 's',
+          reservationId: `${runId}-${i}`,
+          runId,
+          glob: `module.${runId}${i}.aws_x.a`,
+          mode: 'write',
+          holder: 'alice',
+          ...(i === 0 ? { info: {} } : {}),
+          acquiredAt: PAST,
+          expiresAt: LATER,
+        },
+      }));
+    const fold = (state: StateAggregate, events: StateEvent[]) =>
+      events.reduce((s, e) => evolve(s, e), state) as ActiveState;
+    const wanted = [{ glob: parseAddressGlob('module.a7.aws_x.a'), mode: 'write' as const }];
+    const indexed = jest.spyOn(GlobIndex.prototype, 'add');
+    try {
+      const a = fold(created, run('a', 40));
+      expect(conflictsWith(a, wanted, {}, NOW).live).toHaveLength(1);
+      expect(indexed).toHaveBeenCalledTimes(40);
+      indexed.mockClear();
+      const ab = fold(a, run('b', 3));
+      expect(conflictsWith(ab, wanted, {}, NOW).live).toHaveLength(1);
+      expect(indexed).toHaveBeenCalledTimes(3);
+      indexed.mockClear();
+      // Run a released: its reservations are in no answer, and nothing is indexed.
+      const b = fold(ab, [
+        {
+          type: 'ReservationReleased',
+          data: {
+            stateId: 's',
+            runId: 'a',
+            reservationIds: Array.from({ length: 40 }, (_, i) => `a-${i}`),
+            reason: 'committed',
+          },
+        },
+      ]);
+      expect(conflictsWith(b, wanted, {}, NOW).live).toEqual([]);
+      const all = [{ glob: parseAddressGlob('*'), mode: 'write' as const }];
+      expect(conflictsWith(b, all, {}, NOW).live.map((h) => h.runId)).toEqual(['b', 'b', 'b']);
+      expect(indexed).not.toHaveBeenCalled();
     } finally {
       indexed.mockRestore();
     }

@@ -9,7 +9,7 @@ import { LayeredMap } from '../shared/layered-map';
 import { rememberingLast } from '../shared/remembering-last';
 import { ResourceDescriptor } from '../terraform/state-instances';
 import { JsonObject } from '../terraform/json-value';
-import { sameGlobs } from './holders';
+import { derivedFrom } from './holders';
 import { ReservationAcquired, StateEvent } from './state.events';
 import { ActiveState, Reservation, ResourceEntry, StateAggregate } from './state.model';
 
@@ -69,6 +69,8 @@ function withReservations(
 ): ActiveState {
   const reservations = new Map(state.reservations);
   change(reservations);
+  // The glob indexes of the reservations before are brought up to date, not built again.
+  derivedFrom(reservations, state.reservations);
   return { ...state, reservations };
 }
 
@@ -217,15 +219,12 @@ export function evolve(state: StateAggregate, event: StateEvent): StateAggregate
     case 'ReservationRenewed': {
       if (state.status !== 'active') return state;
       const { reservationIds, expiresAt } = event.data;
-      const renewed = withReservations(state, (rs) => {
+      return withReservations(state, (rs) => {
         for (const id of reservationIds) {
           const r = rs.get(id);
           if (r) rs.set(id, { ...r, expiresAt });
         }
       });
-      // Only leases changed: the glob indexes of the reservations stay true.
-      sameGlobs(renewed.reservations, state.reservations);
-      return renewed;
     }
     case 'QuotaExceeded':
       // A record for people: it decides nothing.
