@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import pino from 'pino';
 import { parseAddressGlob, ReservationMode } from '../src/domain/reservations/address-glob';
 import { conflictsWith, coveringHolders, uncovered } from '../src/domain/state/holders';
+import { readGlobsAhead } from '../src/domain/state/reserve';
 import { decide } from '../src/domain/state/state.decider';
 import { evolve } from '../src/domain/state/state.evolve';
 import { ActiveState, initialState, Reservation } from '../src/domain/state/state.model';
@@ -20,6 +21,7 @@ import { processCpuMs } from './support/process-cpu';
 import { SMALL_STATE } from './support/state-generator';
 import { Kld, killAll, startKld } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
+import { reservationDecisions } from './support/reservation-decisions';
 import { formatInt, formatMs } from './support/stats';
 
 /**
@@ -56,6 +58,11 @@ import { formatInt, formatMs } from './support/stats';
  *   KL_BENCH_SIZES=1000,10000,20000   KL_BENCH_E2E_SIZE=10000   KL_BENCH_E2E=0 (skip kld)
  *   KL_BENCH_BIG_STATE=20000   KL_BENCH_BIG_ROUNDS=3   (0 in KL_BENCH_SIZES, KL_BENCH_E2E_SIZE
  *   or KL_BENCH_BIG_ROUNDS skips that part)
+ *
+ * Wave 22: each decision of a run of N globs (its start, a 409 naming its
+ * holders, its heartbeat, a 2-glob start after it) timed in process, for
+ * this build's domain and KL_BENCH_DOMAIN_BEFORE=<another worktree>'s
+ * (bench/support/reservation-decisions).
  */
 
 const SIZES = (process.env.KL_BENCH_SIZES ?? '1000,10000,20000').split(',').map(Number);
@@ -665,6 +672,11 @@ async function main(): Promise<void> {
   if (SIZES.length > 0 && SIZES[0] > 0) {
     console.log(`\nIn process (decider only), sizes ${SIZES.map(formatInt).join(' / ')}`);
     inProcess();
+    await reservationDecisions(
+      SIZES,
+      { decide, evolve, initialState, readGlobsAhead },
+      process.env.KL_BENCH_DOMAIN_BEFORE,
+    );
   }
   if (process.env.KL_BENCH_E2E === '0') return;
   console.log(`\nThrough kld: POST …/apply-runs of ${formatInt(E2E_SIZE)} globs beside another`);

@@ -154,18 +154,31 @@ export class AggregateStore<C, S, E extends DomainEvent> {
     // the tail. An answer without an append (nothing to do, or a refusal)
     // has no such check: it is given only on the tail just read.
     let fromCache = this.cache.get(streamId);
+    // What the warm state decided when that was no append: when the tail adds
+    // nothing, the state is the same and so is the decision (a 409 naming
+    // 10,000 holders is not decided twice).
+    let onWarm: { state: S; refusal: unknown } | { state: S; events: E[] } | undefined;
     for (let attempt = 1; ; attempt++) {
       const cached = fromCache;
       fromCache = undefined;
       const loaded = cached ?? (await this.load(streamId));
       let events: E[];
-      try {
-        events = this.decider.decide(command, loaded.state);
-      } catch (err) {
-        if (cached !== undefined) continue;
-        throw err;
+      if (onWarm !== undefined && onWarm.state === loaded.state) {
+        if ('refusal' in onWarm) throw onWarm.refusal;
+        events = onWarm.events;
+      } else {
+        try {
+          events = this.decider.decide(command, loaded.state);
+        } catch (err) {
+          if (cached === undefined) throw err;
+          onWarm = { state: cached.state, refusal: err };
+          continue;
+        }
       }
-      if (events.length === 0 && cached !== undefined) continue;
+      if (events.length === 0 && cached !== undefined) {
+        onWarm = { state: cached.state, events };
+        continue;
+      }
       if (events.length === 0) {
         return {
           events,

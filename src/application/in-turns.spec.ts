@@ -1,5 +1,5 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { mapInTurns, textInTurns } from './in-turns';
+import { mapInTurns, rangesInTurns, textInTurns } from './in-turns';
 
 describe('in turns of the event loop', () => {
   it('is the pieces joined, and lets other work run between them', async () => {
@@ -46,5 +46,34 @@ describe('in turns of the event loop', () => {
     expect(doubled).toEqual(items.map((i) => i * 2));
     expect(new Set(seenAt)).toEqual(new Set([0, 1, 2]));
     expect(await mapInTurns([], (i: number) => i)).toEqual([]);
+  });
+
+  it('runs over ranges of a thousand, a range per turn, until told to stop', async () => {
+    let turns = 0;
+    let running = true;
+    const ticker = (async () => {
+      while (running) {
+        await nextTurn();
+        turns += 1;
+      }
+    })();
+    const ranges: [number, number, number][] = [];
+    await rangesInTurns(2_500, (from, to) => {
+      ranges.push([from, to, turns]);
+      return true;
+    });
+    const stopped: number[] = [];
+    await rangesInTurns(3_500, (from) => {
+      stopped.push(from);
+      return from < 1_000;
+    });
+    running = false;
+    await ticker;
+    expect(ranges).toEqual([
+      [0, 1_000, 0],
+      [1_000, 2_000, 1],
+      [2_000, 2_500, 2],
+    ]);
+    expect(stopped).toEqual([0, 1_000]);
   });
 });

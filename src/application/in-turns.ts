@@ -31,3 +31,20 @@ export async function mapInTurns<T, U>(items: readonly T[], f: (item: T) => U): 
   }
   return (await piecesInTurns(mapped())).flat();
 }
+
+/**
+ * `f` over `[0, length)` in ranges of ITEMS_PER_TURN, a range per turn
+ * (piecesInTurns), until it answers false.
+ */
+export async function rangesInTurns(
+  length: number,
+  f: (from: number, to: number) => boolean,
+): Promise<void> {
+  function* ranges(): Generator<void> {
+    for (let at = 0; at < length; at += ITEMS_PER_TURN) {
+      if (!f(at, Math.min(length, at + ITEMS_PER_TURN))) return;
+      yield;
+    }
+  }
+  await piecesInTurns(ranges());
+}

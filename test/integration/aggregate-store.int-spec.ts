@@ -184,6 +184,33 @@ describe('AggregateStore on PostgreSQL', () => {
     });
   });
 
+  it('refuses on a warm stream with one decision when its tail adds nothing', async () => {
+    const stream = `counter-${randomUUID()}`;
+    let decided = 0;
+    const counting: typeof counter = {
+      ...counter,
+      decide: (c, s) => {
+        decided++;
+        return counter.decide(c, s);
+      },
+    };
+    const a = new AggregateStore(spy, new PostgresSnapshotStore(t.db), counting, counterOptions);
+    await a.handle(stream, { n: 5, limit: 10 }, ctx());
+    decided = 0;
+    reads.length = 0;
+    await expect(a.handle(stream, { n: 6, limit: 10 }, ctx())).rejects.toMatchObject({
+      code: 'REQUEST.INVALID',
+    });
+    // Refused on the tail just read (nothing), without deciding a second time.
+    expect(reads.filter((x) => x.stream === stream).map((x) => x.from)).toEqual([1n]);
+    expect(decided).toBe(1);
+    // When the tail brings something, the command is decided again on it.
+    await store().handle(stream, { n: -5, limit: 10 }, ctx());
+    decided = 0;
+    expect((await a.handle(stream, { n: 6, limit: 10 }, ctx())).state.total).toBe(6);
+    expect(decided).toBe(2);
+  });
+
   it('decides again on the tail when another writer got ahead of its warm stream', async () => {
     const stream = `counter-${randomUUID()}`;
     const a = store();

@@ -157,6 +157,28 @@ describe("resource_reservations: a run's info once per run", () => {
     }
   });
 
+  it('shows every row of a run of 2,500 globs, its info once, and rebuilds them the same', async () => {
+    await h.commit('big', testDocument(1, [{ name: 'a', input: 'a' }]));
+    const globs = Array.from({ length: 2500 }, (_, i) => `module.m${i % 7}.terraform_data.x[${i}]`);
+    const run = await a.start('big', {
+      reservations: globs.map((glob) => ({ glob, mode: 'write' as const })),
+      writeSet: globs,
+      info,
+    });
+    const listed = await h.db.query<{ address_glob: string }>(
+      `SELECT address_glob FROM resource_reservations
+        WHERE state_name = 'big' AND kind = 'apply' AND run_id = $1`,
+      [run.runId],
+    );
+    expect(listed.map((r) => r.address_glob).sort()).toEqual([...globs].sort());
+    expect(await stored('big')).toEqual([{ run_id: run.runId, info }]);
+    const live = await snapshotTables(h.db, READ_MODEL_TABLES);
+    await h.runner.rebuild();
+    expect(await snapshotTables(h.db, READ_MODEL_TABLES)).toEqual(live);
+    await a.finish('big', run.runId, 'failed');
+    expect(await rows('big')).toEqual([]);
+  });
+
   it('moves the rows of a database migrated before (info on each) to the info once', async () => {
     const t = await createEmptyDatabase();
     try {

@@ -5,10 +5,14 @@ import { DomainError } from '../../domain/shared/domain-error';
 import {
   ActiveState,
   APPLY_ALREADY_STARTED,
+  indexInPieces,
+  readGlobsAhead,
   reservationsOf,
   StateAggregate,
+  stateStreamId,
 } from '../../domain/state';
 import { DeciderService } from '../decider.service';
+import { piecesInTurns, rangesInTurns } from '../in-turns';
 import { withQuota } from '../quota/quota-commands';
 import { STATE } from '../state/state-aggregate';
 import { APPLY_RUN } from './apply-run-aggregate';
@@ -22,6 +26,9 @@ import {
   StartedApplyRun,
 } from './apply-run-commands';
 import { APPLY_RUN_LOOKUP, ApplyRunLookup } from './apply-run-read.port';
+
+/** Reservations indexed per turn of the event loop before a run's start is decided. */
+const GLOBS_PER_TURN = 1000;
 
 function runOf(deciders: DeciderService, runId: string): Promise<ApplyRun> {
   return deciders.state(APPLY_RUN, applyStreamId(runId));
@@ -69,6 +76,16 @@ export class StartApplyRunHandler implements ICommandHandler<StartApplyRunComman
     }
     const metadata = this.deciders.context(c.caller);
     const reservationIds = c.reservations.map(() => this.deciders.newId());
+    // Most of deciding a run of many globs is reading them: done here, a
+    // piece per turn, so the decision (one turn, on the stream) looks them up.
+    await rangesInTurns(c.reservations.length, (from, to) =>
+      readGlobsAhead(c.reservations, from, to),
+    );
+    // And so is indexing what others hold, after a run of many globs started.
+    const warm = this.deciders.warmState(STATE, stateStreamId(c.name));
+    if (warm?.state.status === 'active') {
+      await piecesInTurns(indexInPieces(warm.state, GLOBS_PER_TURN));
+    }
     const { state } = await withQuota(this.deciders, c.name, (quota, readFrom) =>
       this.deciders.execute(
         STATE,

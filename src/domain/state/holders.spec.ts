@@ -11,12 +11,14 @@ import {
   parseAddressGlob,
   ReservationMode,
 } from '../reservations/address-glob';
+import { GlobIndex } from '../reservations/glob-index';
 import { LayeredMap } from '../shared/layered-map';
 import { parseInstanceAddress } from '../terraform/instance-address';
-import { Asker, conflictsWith, coveringHolders, uncovered } from './holders';
+import { Asker, conflictsWith, coveringHolders, indexInPieces, uncovered } from './holders';
 import { changedSince } from './reserve';
 import { evolve } from './state.evolve';
-import { ActiveState, HeldLock, initialState, Reservation } from './state.model';
+import { StateEvent } from './state.events';
+import { ActiveState, HeldLock, initialState, Reservation, StateAggregate } from './state.model';
 
 /** Globs parsed, counted (the module as it is otherwise). */
 const mockParsed = { count: 0 };
@@ -232,5 +234,268 @@ describe('holders, by index', () => {
     const after = conflictsWith(renewed, wanted, { runId: 'run-b' }, NOW);
     expect(after.live.map((h) => [h.glob, h.expiresAt])).toEqual([['module.m7.aws_x.a', LATER]]);
     expect(mockParsed.count - parsed).toBe(globs.length);
+  });
+  /**
+   * A random history of runs starting, renewing (a lease that ran out, or a
+   * live one), releasing and being reclaimed, folded by evolve: after each
+   * event, the checks on the state (its indexes kept warm from state to
+   * state, across renewals) answer as the pairwise matrix on the same state.
+   */
+  it('answers as the pairwise matrix along random histories of runs and their heartbeats', () => {
+    let checks = 0;
+    let renewals = 0;
+    let named = 0;
+    for (let seed = 1; seed <= 60; seed++) {
+      const r = rng(seed + 4 * SEEDS);
+      let state = evolve(initialState(), {
+        type: 'StateCreated',
+        data: { stateId: 's', name: 'prod' },
+      }) as ActiveState;
+      let runs = 0;
+      for (let step = 0; step < 25; step++) {
+        const held = [...new Set([...state.reservations.values()].map((x) => x.runId))];
+        const x = r();
+        let events: StateEvent[];
+        if (held.length === 0 || x < 0.35) {
+          const runId = `run-${runs++}`;
+          const asked = new Set<string>();
+          events = [];
+          for (let i = 0; i < 1 + Math.floor(r() * 12); i++) {
+            const glob = normalizeAddressGlob(randomGlob(r));
+            const mode = pick(r, MODES);
+            if (asked.has(`${mode} ${glob}`)) continue;
+            asked.add(`${mode} ${glob}`);
+            events.push({
+              type: 'ReservationAcquired',
+              data: {
+                stateId: 's',
+                reservationId: `${runId}-r${i}`,
+                runId,
+                glob,
+                mode,
+                holder: 'alice',
+                ...(events.length === 0 ? { info: {} } : {}),
+                acquiredAt: PAST,
+                expiresAt: r() < 0.3 ? PAST : LATER,
+              },
+            });
+          }
+        } else {
+          const runId = pick(r, held);
+          const reservationIds = [...state.reservations.values()]
+            .filter((h) => h.runId === runId)
+            .map((h) => h.id);
+          if (x < 0.8) {
+            renewals++;
+            events = [
+              {
+                type: 'ReservationRenewed',
+                data: { stateId: 's', runId, reservationIds, expiresAt: r() < 0.3 ? PAST : LATER },
+              },
+            ];
+          } else {
+            events = [
+              {
+                type: 'ReservationReleased',
+                data: { stateId: 's', runId, reservationIds, reason: 'committed' },
+              },
+            ];
+          }
+        }
+        const before = state;
+        state = events.reduce<StateAggregate>((s, e) => evolve(s, e), state) as ActiveState;
+        if (r() < 0.3) {
+          // Another history from the same state (a decision retried on the tail), checked too.
+          const other = evolve(before, {
+            type: 'ReservationAcquired',
+            data: {
+              stateId: 's',
+              reservationId: `other-${step}`,
+              runId: `other-${step}`,
+              glob: normalizeAddressGlob(randomGlob(r)),
+              mode: pick(r, MODES),
+              holder: 'bob',
+              info: {},
+              acquiredAt: PAST,
+              expiresAt: LATER,
+            },
+          }) as ActiveState;
+          const wanted = [{ glob: parseAddressGlob(randomGlob(r)), mode: pick(r, MODES) }];
+          expect({ seed, step, ...conflictsWith(other, wanted, {}, NOW) }).toEqual({
+            seed,
+            step,
+            ...pairwiseConflicts(other, wanted, {}, NOW),
+          });
+        }
+        const asker = randomAsker(r, state);
+        const wanted = Array.from({ length: 1 + Math.floor(r() * 4) }, () => ({
+          glob: parseAddressGlob(randomGlob(r)),
+          mode: pick(r, MODES),
+        }));
+        const addresses = Array.from({ length: 1 + Math.floor(r() * 4) }, () => {
+          const text = randomAddress(r);
+          return { text, parsed: parseInstanceAddress(text) };
+        });
+        const runId = `run-${Math.floor(r() * runs)}`;
+        const expected = pairwiseConflicts(state, wanted, asker, NOW);
+        expect({ seed, step, ...conflictsWith(state, wanted, asker, NOW) }).toEqual({
+          seed,
+          step,
+          ...expected,
+        });
+        expect({ seed, step, ...coveringHolders(state, addresses, asker, NOW) }).toEqual({
+          seed,
+          step,
+          ...pairwiseCovering(state, addresses, asker, NOW),
+        });
+        expect({ seed, step, outside: uncovered(state, runId, addresses) }).toEqual({
+          seed,
+          step,
+          outside: pairwiseUncovered(state, runId, addresses),
+        });
+        checks++;
+        named += expected.live.length + expected.expired.size;
+      }
+    }
+    expect([checks, renewals > 300, named > checks / 2]).toEqual([1500, true, true]);
+  });
+
+  it("keeps a run's glob index across its heartbeat: the next check indexes nothing", () => {
+    const created = evolve(initialState(), {
+      type: 'StateCreated',
+      data: { stateId: 's', name: 'prod' },
+    });
+    const globs = Array.from({ length: 50 }, (_, i) => `module.m${i}.aws_x.a`);
+    const held = globs.reduce(
+      (state, glob, i) =>
+        evolve(state, {
+          type: 'ReservationAcquired',
+          data: {
+            stateId: 's',
+            reservationId: `a${i}`,
+            runId: 'run-a',
+            glob,
+            mode: 'write',
+            holder: 'alice',
+            ...(i === 0 ? { info: {} } : {}),
+            acquiredAt: PAST,
+            expiresAt: LATER,
+          },
+        }),
+      created,
+    ) as ActiveState;
+    const wanted = [{ glob: parseAddressGlob('module.m7.aws_x.a[1]'), mode: 'write' as const }];
+    const indexed = jest.spyOn(GlobIndex.prototype, 'add');
+    try {
+      expect(conflictsWith(held, wanted, { runId: 'run-b' }, NOW).live).toHaveLength(1);
+      expect(indexed).toHaveBeenCalledTimes(globs.length);
+      indexed.mockClear();
+      const renewed = evolve(held, {
+        type: 'ReservationRenewed',
+        data: {
+          stateId: 's',
+          runId: 'run-a',
+          reservationIds: globs.map((_, i) => `a${i}`),
+          expiresAt: '2026-12-01T14:00:00.000Z',
+        },
+      }) as ActiveState;
+      const after = conflictsWith(renewed, wanted, { runId: 'run-b' }, NOW).live;
+      // The holder shows the new lease; the index was not built again.
+      expect(after.map((h) => [h.glob, h.expiresAt])).toEqual([
+        ['module.m7.aws_x.a', '2026-12-01T14:00:00.000Z'],
+      ]);
+      expect(indexed).not.toHaveBeenCalled();
+    } finally {
+      indexed.mockRestore();
+    }
+  });
+
+  it('builds the glob indexes in pieces ahead of a check, which then indexes nothing', () => {
+    const indexed = jest.spyOn(GlobIndex.prototype, 'add');
+    try {
+      for (let seed = 1; seed <= 100; seed++) {
+        const r = rng(seed + 5 * SEEDS);
+        const state = randomState(r);
+        const wanted = Array.from({ length: 1 + Math.floor(r() * 4) }, () => ({
+          glob: parseAddressGlob(randomGlob(r)),
+          mode: pick(r, MODES),
+        }));
+        const asker = randomAsker(r, state);
+        const expected = pairwiseConflicts(state, wanted, asker, NOW);
+        const pieces = [...indexInPieces(state, 3)];
+        expect(pieces).toHaveLength(Math.floor(state.reservations.size / 3));
+        indexed.mockClear();
+        expect({ seed, ...conflictsWith(state, wanted, asker, NOW) }).toEqual({
+          seed,
+          ...expected,
+        });
+        expect(indexed).not.toHaveBeenCalled();
+      }
+      // A check while the pieces are under way builds its own, and the pieces change nothing.
+      const state = randomState(rng(7));
+      const wanted = [{ glob: parseAddressGlob('*'), mode: 'write' as const }];
+      const pieces = indexInPieces(state, 1)[Symbol.iterator]();
+      pieces.next();
+      const during = conflictsWith(state, wanted, {}, NOW);
+      while (!pieces.next().done);
+      expect(conflictsWith(state, wanted, {}, NOW)).toEqual(during);
+      expect(during).toEqual(pairwiseConflicts(state, wanted, {}, NOW));
+    } finally {
+      indexed.mockRestore();
+    }
+  });
+
+  it('indexes only what is new after a run starts or ends beside another', () => {
+    const created = evolve(initialState(), {
+      type: 'StateCreated',
+      data: { stateId: 's', name: 'prod' },
+    });
+    const run = (runId: string, count: number): StateEvent[] =>
+      Array.from({ length: count }, (_, i) => ({
+        type: 'ReservationAcquired',
+        data: {
+          stateId: 's',
+          reservationId: `${runId}-${i}`,
+          runId,
+          glob: `module.${runId}${i}.aws_x.a`,
+          mode: 'write',
+          holder: 'alice',
+          ...(i === 0 ? { info: {} } : {}),
+          acquiredAt: PAST,
+          expiresAt: LATER,
+        },
+      }));
+    const fold = (state: StateAggregate, events: StateEvent[]) =>
+      events.reduce((s, e) => evolve(s, e), state) as ActiveState;
+    const wanted = [{ glob: parseAddressGlob('module.a7.aws_x.a'), mode: 'write' as const }];
+    const indexed = jest.spyOn(GlobIndex.prototype, 'add');
+    try {
+      const a = fold(created, run('a', 40));
+      expect(conflictsWith(a, wanted, {}, NOW).live).toHaveLength(1);
+      expect(indexed).toHaveBeenCalledTimes(40);
+      indexed.mockClear();
+      const ab = fold(a, run('b', 3));
+      expect(conflictsWith(ab, wanted, {}, NOW).live).toHaveLength(1);
+      expect(indexed).toHaveBeenCalledTimes(3);
+      indexed.mockClear();
+      // Run a released: its reservations are in no answer, and nothing is indexed.
+      const b = fold(ab, [
+        {
+          type: 'ReservationReleased',
+          data: {
+            stateId: 's',
+            runId: 'a',
+            reservationIds: Array.from({ length: 40 }, (_, i) => `a-${i}`),
+            reason: 'committed',
+          },
+        },
+      ]);
+      expect(conflictsWith(b, wanted, {}, NOW).live).toEqual([]);
+      const all = [{ glob: parseAddressGlob('*'), mode: 'write' as const }];
+      expect(conflictsWith(b, all, {}, NOW).live.map((h) => h.runId)).toEqual(['b', 'b', 'b']);
+      expect(indexed).not.toHaveBeenCalled();
+    } finally {
+      indexed.mockRestore();
+    }
   });
 });

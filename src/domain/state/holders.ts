@@ -55,21 +55,21 @@ export function leaseEnd(now: string, seconds: number): string {
  * in a map a state holds; at most it adds the later reservations of a run's
  * append in place to the map the run's first one made (as lifecycle events
  * fill their commit's maps). So a map of the same size holds what it held
- * when this was built. The aggregate stays warm between commands, so a
- * run's commits, terraform's locks and retries on unchanged reservations
- * reuse it; after a change it is built again once, in proportion to what
- * is held. A WeakMap frees it with the state.
+ * when this was built. A WeakMap frees it with the state.
  */
 class HeldReservations {
   /** Reservations by run, runs in the order they acquired, each run's in acquisition order. */
   readonly byRun = new Map<string, Reservation[]>();
   /** The map's size when this was built (see above). */
   readonly size: number;
-  private writeIndex: GlobIndex<Reservation> | null = null;
-  private readIndex: GlobIndex<Reservation> | null = null;
-  private readonly runWrites = new Map<string, GlobIndex<true>>();
+  /** The indexes once they hold every reservation of the map. */
+  current: GlobIndexes | null = null;
 
-  constructor(reservations: Map<string, Reservation>) {
+  constructor(
+    private readonly reservations: Map<string, Reservation>,
+    /** The indexes of the map this one was made from (derivedFrom), to bring up to date. */
+    readonly shared: GlobIndexes | undefined,
+  ) {
     this.size = reservations.size;
     for (const r of reservations.values()) {
       const list = this.byRun.get(r.runId);
@@ -78,35 +78,124 @@ class HeldReservations {
     }
   }
 
-  /** Every run's reservations of one mode. */
-  index(mode: ReservationMode): GlobIndex<Reservation> {
-    if (this.writeIndex === null || this.readIndex === null) {
-      const writes = new GlobIndex<Reservation>();
-      const reads = new GlobIndex<Reservation>();
-      for (const list of this.byRun.values()) {
-        for (const r of list) (r.mode === 'write' ? writes : reads).add(globOf(r), r);
-      }
-      this.writeIndex = writes;
-      this.readIndex = reads;
-    }
-    return mode === 'write' ? this.writeIndex : this.readIndex;
+  /** Every run's reservations of one mode, by id; ids of other maps among them (see GlobIndexes). */
+  index(mode: ReservationMode): GlobIndex<string> {
+    // Never pauses: one step brings them up to date.
+    if (this.current === null) this.updating(Infinity).next();
+    return mode === 'write' ? this.current!.writes : this.current!.reads;
   }
 
   /** One run's write reservations: what its commits may change. */
   writesOf(runId: string): GlobIndex<true> {
-    let index = this.runWrites.get(runId);
-    if (index === undefined) {
-      index = new GlobIndex<true>();
-      for (const r of this.byRun.get(runId) ?? []) {
-        if (r.mode === 'write') index.add(globOf(r), true);
-      }
-      this.runWrites.set(runId, index);
+    if (this.current === null) this.updating(Infinity).next();
+    return this.current!.writesOf(runId, this.byRun.get(runId) ?? []);
+  }
+
+  /**
+   * Brings the indexes this map was made from up to date with it, pausing
+   * after every `per` reservations added: after a run started beside
+   * 10,000 reservations, only its own are added. Indexes that hold more
+   * than twice as many others as this map holds, or that indexed one of
+   * its ids as another glob (only a damaged history reuses one), are left
+   * for new ones.
+   */
+  *updating(per: number): Generator<void> {
+    if (this.current !== null) return;
+    let target =
+      this.shared !== undefined && this.shared.size <= 2 * this.size + STALE_SLACK
+        ? this.shared
+        : new GlobIndexes();
+    if (!(yield* target.update(this.reservations.values(), per))) {
+      target = new GlobIndexes();
+      yield* target.update(this.reservations.values(), per);
     }
+    // Brought up to date meanwhile by a check that could not wait: that one stands.
+    this.current ??= target;
+  }
+}
+
+/** Reservations of other maps an index may hold beyond twice a map's own. */
+const STALE_SLACK = 1000;
+
+/**
+ * Glob indexes shared along a state's history: each map made from another
+ * (derivedFrom) adds to its predecessor's indexes the reservations that are
+ * new to them, instead of indexing all it holds again (a run of 10,000
+ * globs indexed cost 30–60 ms, again after every heartbeat, start and
+ * release beside it). They hold ids, and every id they ever held with its
+ * glob and mode, which never change: so they answer for every map that
+ * brought them up to date, once the ids a map does not hold are left out
+ * of an answer (withRuns).
+ */
+class GlobIndexes {
+  readonly writes = new GlobIndex<string>();
+  readonly reads = new GlobIndex<string>();
+  /** Every id indexed, as what it was indexed. */
+  private readonly indexed = new Map<string, Pick<Reservation, 'glob' | 'mode'>>();
+  private readonly runWrites = new Map<
+    string,
+    { index: GlobIndex<true>; ids: readonly string[] }
+  >();
+
+  get size(): number {
+    return this.indexed.size;
+  }
+
+  /** Adds the reservations not indexed yet; false at an id indexed as another glob or mode. */
+  *update(reservations: Iterable<Reservation>, per: number): Generator<void, boolean> {
+    let added = 0;
+    for (const r of reservations) {
+      const known = this.indexed.get(r.id);
+      if (known !== undefined) {
+        if (known.glob !== r.glob || known.mode !== r.mode) return false;
+        continue;
+      }
+      this.indexed.set(r.id, { glob: r.glob, mode: r.mode });
+      (r.mode === 'write' ? this.writes : this.reads).add(globOf(r), r.id);
+      if (++added % per === 0) yield;
+    }
+    return true;
+  }
+
+  writesOf(runId: string, reservations: readonly Reservation[]): GlobIndex<true> {
+    const kept = this.runWrites.get(runId);
+    if (
+      kept !== undefined &&
+      kept.ids.length === reservations.length &&
+      reservations.every((r, i) => kept.ids[i] === r.id)
+    ) {
+      return kept.index;
+    }
+    const index = new GlobIndex<true>();
+    for (const r of reservations) if (r.mode === 'write') index.add(globOf(r), true);
+    this.runWrites.set(runId, { index, ids: reservations.map((r) => r.id) });
     return index;
   }
 }
 
 const heldByMap = new WeakMap<Map<string, Reservation>, HeldReservations>();
+
+/** The indexes a map was made from, noted by derivedFrom until a check brings them up to date. */
+const derivedByMap = new WeakMap<Map<string, Reservation>, GlobIndexes>();
+
+function indexesOf(reservations: Map<string, Reservation>): GlobIndexes | undefined {
+  const h = heldByMap.get(reservations);
+  return h?.current ?? h?.shared ?? derivedByMap.get(reservations);
+}
+
+/**
+ * `next` was made from `previous` (evolve: a run's reservations added, its
+ * leases renewed, its reservations released): its checks bring
+ * `previous`'s glob indexes up to date instead of building new ones. Only
+ * noted here; the event's evolve does no more than before.
+ */
+export function derivedFrom(
+  next: Map<string, Reservation>,
+  previous: Map<string, Reservation>,
+): void {
+  const indexes = indexesOf(previous);
+  if (indexes !== undefined) derivedByMap.set(next, indexes);
+}
 
 /**
  * Reservations' globs, parsed once per run: kept by the run's info object,
@@ -134,10 +223,21 @@ function globOf(r: Reservation): AddressGlob {
 function held(state: ActiveState): HeldReservations {
   let h = heldByMap.get(state.reservations);
   if (h === undefined || h.size !== state.reservations.size) {
-    h = new HeldReservations(state.reservations);
+    h = new HeldReservations(state.reservations, indexesOf(state.reservations));
     heldByMap.set(state.reservations, h);
   }
   return h;
+}
+
+/**
+ * The state's glob indexes brought up to date `per` reservations a piece,
+ * for the application to run a piece per turn of the event loop before a
+ * decision on this state: the decision, one turn, then finds them ready (a
+ * state loaded cold indexes all it holds). Nothing else changes: a check
+ * on the state that comes first brings them up to date itself, as always.
+ */
+export function indexInPieces(state: ActiveState, per: number): Iterable<void> {
+  return held(state).updating(per);
 }
 
 /** The run's reservations, in the order they were acquired. */
@@ -281,12 +381,16 @@ function withRuns(
   asker: Asker,
   now: string,
   live: Holder[],
-  hits: Set<Reservation>,
+  hits: Set<string>,
 ): Conflicts {
   const expired = new Map<string, readonly Reservation[]>();
   if (hits.size === 0) return { live, expired };
   const hitRuns = new Set<string>();
-  for (const r of hits) if (r.runId !== asker.runId) hitRuns.add(r.runId);
+  for (const id of hits) {
+    // The indexes may hold reservations of other maps along the state's history.
+    const runId = state.reservations.get(id)?.runId;
+    if (runId !== undefined && runId !== asker.runId) hitRuns.add(runId);
+  }
   for (const [runId, reservations] of held(state).byRun) {
     if (!hitRuns.has(runId)) continue;
     if (isExpired(reservations[0], now)) expired.set(runId, reservations);
@@ -294,7 +398,7 @@ function withRuns(
       // One LockInfo per run, shared by its holders: built per holder, a run of
       // n globs cost n² (and ran kld out of memory at 20,000).
       const lockInfo = runLockInfo(reservations);
-      for (const r of reservations) if (hits.has(r)) live.push(reservationHolder(r, lockInfo));
+      for (const r of reservations) if (hits.has(r.id)) live.push(reservationHolder(r, lockInfo));
     }
   }
   return { live, expired };

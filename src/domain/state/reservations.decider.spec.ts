@@ -1,4 +1,5 @@
 import { deciderSpec } from '../../../test/support/decider-spec';
+import { randomGlob, rng } from '../../../test/support/random-globs';
 import { DomainError } from '../shared/domain-error';
 import { CommandContext } from '../shared/event';
 import { buildDocument, documentMeta } from '../terraform/build-document';
@@ -12,6 +13,7 @@ import {
   DeltaUpsert,
   StateCommand,
 } from './state.commands';
+import { readGlobsAhead } from './reserve';
 import { decide, stateDecider } from './state.decider';
 import { evolve } from './state.evolve';
 import { ReservationAcquired, StateEvent } from './state.events';
@@ -30,6 +32,21 @@ const ctx = (actor = 'alice', seconds = 0): CommandContext => ({
 });
 
 const { given, eventsOf } = deciderSpec(stateDecider);
+
+/** Globs parsed, counted (the module as it is otherwise). */
+const mockParsed = { count: 0 };
+jest.mock('../reservations/address-glob', () => {
+  const actual = jest.requireActual<typeof import('../reservations/address-glob')>(
+    '../reservations/address-glob',
+  );
+  return {
+    ...actual,
+    parseAddressGlob: (text: string) => {
+      mockParsed.count++;
+      return actual.parseAddressGlob(text);
+    },
+  };
+});
 
 function instance(input: string, key?: number | string): InstanceObjectV4 {
   return {
@@ -1120,5 +1137,66 @@ describe("State decider: a run's info, once", () => {
     expect(loaded).toEqual(state);
     const infos = [...loaded.reservations.values()].map((r) => r.info);
     expect(infos.every((i) => i === infos[0])).toBe(true);
+  });
+});
+
+describe('State decider: globs read ahead of AcquireReservations', () => {
+  /** What deciding answers: the events, or the refusal's code and message. */
+  function outcome(history: Parameters<typeof eventsOf>[0], command: AcquireReservations) {
+    try {
+      return { events: eventsOf(history, command) };
+    } catch (err) {
+      if (!(err instanceof DomainError)) throw err;
+      return { code: err.code, message: err.message };
+    }
+  }
+
+  it('decides what it decides without them, however much was read', () => {
+    const held = acquired('run-held', [
+      ['module.a.*', 'write'],
+      ['aws_x.m[1]', 'read'],
+    ]);
+    let refused = 0;
+    for (let seed = 1; seed <= 200; seed++) {
+      const r = rng(seed);
+      const wants: Want[] = Array.from({ length: 1 + Math.floor(r() * 10) }, () => [
+        // Some texts are not globs; some are in another spelling, some asked twice.
+        r() < 0.05 ? 'module.' : r() < 0.1 ? 'module.a.*' : randomGlob(r),
+        r() < 0.5 ? 'read' : 'write',
+      ]);
+      const history = [created, v1, ...(r() < 0.5 ? held : [])];
+      const command = () =>
+        acquire('run-new', wants, { writeSet: wants.map(([g]) => g), leaseSeconds: 600 });
+      const expected = outcome(history, command());
+      const ahead = command();
+      const upTo = Math.floor(r() * (wants.length + 1));
+      readGlobsAhead(ahead.data.requests, 0, upTo);
+      expect({ seed, ...outcome(history, ahead) }).toEqual({ seed, ...expected });
+      if ('code' in expected) refused++;
+    }
+    expect(refused).toBeGreaterThan(20);
+  });
+
+  it('reads no glob in the decision when all were read ahead', () => {
+    const wants: Want[] = Array.from({ length: 20 }, (_, i) => [
+      `module.m${i}.aws_x.a[0]`,
+      'write',
+    ]);
+    const command = acquire('run-new', wants);
+    expect(readGlobsAhead(command.data.requests, 0, 20)).toBe(true);
+    const parsed = mockParsed.count;
+    expect(eventsOf([created, v1], command)).toEqual(acquired('run-new', wants));
+    expect(mockParsed.count - parsed).toBe(0);
+  });
+
+  it('stops at a text that is not a glob, which the decision then refuses in its order', () => {
+    const command = acquire('run-new', [
+      ['aws_x.m', 'write'],
+      ['not a glob', 'write'],
+    ]);
+    expect(readGlobsAhead(command.data.requests, 0, 2)).toBe(false);
+    given(created, v1).when(command).thenFails('RESERVATION.GLOB_INVALID');
+    // The state's own refusals come first, as without reading ahead.
+    given().when(command).thenFails('STATE.NOT_FOUND');
   });
 });

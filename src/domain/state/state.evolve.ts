@@ -9,6 +9,7 @@ import { LayeredMap } from '../shared/layered-map';
 import { rememberingLast } from '../shared/remembering-last';
 import { ResourceDescriptor } from '../terraform/state-instances';
 import { JsonObject } from '../terraform/json-value';
+import { derivedFrom } from './holders';
 import { ReservationAcquired, StateEvent } from './state.events';
 import { ActiveState, Reservation, ResourceEntry, StateAggregate } from './state.model';
 
@@ -68,6 +69,8 @@ function withReservations(
 ): ActiveState {
   const reservations = new Map(state.reservations);
   change(reservations);
+  // The glob indexes of the reservations before are brought up to date, not built again.
+  derivedFrom(reservations, state.reservations);
   return { ...state, reservations };
 }
 

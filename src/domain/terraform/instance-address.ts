@@ -26,8 +26,10 @@ export const ADDRESS_INVALID = 'ADDRESS.INVALID';
 // The wording terraform's UI uses for deposed objects, so logs and our
 // addresses read the same.
 const DEPOSED_SUFFIX = /^(.*) \(deposed object ([^()]+)\)$/s;
-// HCL identifiers (hclsyntax.ValidIdentifier).
-const IDENTIFIER = /^[\p{ID_Start}_][\p{ID_Continue}-]*/u;
+// HCL identifiers (hclsyntax.ValidIdentifier). Sticky: matched where the
+// cursor is, without a copy of the rest of the text per step.
+const IDENTIFIER = /[\p{ID_Start}_][\p{ID_Continue}-]*/uy;
+const COUNT_KEY = /(0|[1-9][0-9]*)\]/y;
 
 export function formatIndexKey(key: IndexKey): string {
   return typeof key === 'number' ? `[${key}]` : `[${quoteHclString(key)}]`;
@@ -101,7 +103,8 @@ class Cursor {
   }
 
   identifier(): string | null {
-    const m = IDENTIFIER.exec(this.text.slice(this.pos));
+    IDENTIFIER.lastIndex = this.pos;
+    const m = IDENTIFIER.exec(this.text);
     if (!m) return null;
     this.pos += m[0].length;
     return m[0];
@@ -111,7 +114,8 @@ class Cursor {
   indexKey(): IndexKey | undefined | null {
     if (!this.take('[')) return undefined;
     let key: IndexKey;
-    const digits = /^(0|[1-9][0-9]*)\]/.exec(this.text.slice(this.pos));
+    COUNT_KEY.lastIndex = this.pos;
+    const digits = COUNT_KEY.exec(this.text);
     if (digits) {
       key = Number(digits[1]);
       if (!Number.isSafeInteger(key)) return null;
@@ -160,7 +164,8 @@ export function parseInstanceAddress(address: string): InstanceAddress {
   const what = 'instance address';
   let body = address;
   let deposed: string | undefined;
-  const dep = DEPOSED_SUFFIX.exec(address);
+  // Most addresses are not deposed objects: the suffix's pattern scans the whole text.
+  const dep = address.endsWith(')') ? DEPOSED_SUFFIX.exec(address) : null;
   if (dep) {
     body = dep[1];
     deposed = dep[2];
