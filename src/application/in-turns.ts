@@ -31,3 +31,34 @@ export async function mapInTurns<T, U>(items: readonly T[], f: (item: T) => U): 
   }
   return (await piecesInTurns(mapped())).flat();
 }
+
+/**
+ * Turns of the event loop shared by many callers' work (subscribers of the
+ * event log catching up at once): one piece of all of theirs per turn, first
+ * come first served, so whatever else kld has to do waits behind one piece,
+ * not one from each. Callers waiting for a turn are woken, never poll: the
+ * loop sleeps when nobody has work.
+ */
+export class SharedTurns {
+  private taken = false;
+  private readonly waiting: (() => void)[] = [];
+
+  /** Resolves when the caller's next piece may run: at once when this turn has none yet. */
+  take(): Promise<void> {
+    if (this.taken) return new Promise((resolve) => this.waiting.push(resolve));
+    this.taken = true;
+    setImmediate(this.pass);
+    return Promise.resolve();
+  }
+
+  /** The next turn goes to the longest waiting, if any. */
+  private readonly pass = (): void => {
+    const next = this.waiting.shift();
+    if (next === undefined) {
+      this.taken = false;
+      return;
+    }
+    next();
+    setImmediate(this.pass);
+  };
+}
