@@ -62,8 +62,8 @@ export const DEFAULT_LIVE_BUFFER_BYTES = 64 * 1024 * 1024;
 /**
  * Events (or bytes of their data, when they come as text) a consumer takes
  * in before kld's other work gets a turn (take, in EventFeed.run): a slice
- * is looked at and framed in about a millisecond, where a page of 1,000 held
- * the loop for 10-50 ms.
+ * is looked at and framed (SSE frames 100 events a write) in about a
+ * millisecond, where a page of 1,000 held the loop for 10-50 ms.
  */
 const EVENTS_PER_TURN = 100;
 const BYTES_PER_TURN = 256 * 1024;
@@ -200,9 +200,11 @@ export class EventFeed {
      * by the consumer in one go, it held kld's loop for tens of ms, and a few
      * subscribers catching up kept it busy without a break, while commands'
      * statements waited for their answers to be read (docs/performance-history.md,
-     * wave 22). So the events go out in slices (EVENTS_PER_TURN, BYTES_PER_TURN),
-     * each flushed, and all the feed's consumers together take one slice per
-     * turn of the loop (SharedTurns): the rest of kld waits behind one.
+     * wave 22). So the events are taken in slices (EVENTS_PER_TURN,
+     * BYTES_PER_TURN), and all the feed's consumers together take one slice
+     * per turn of the loop (SharedTurns): the rest of kld waits behind one.
+     * Batches are still what the events at hand make (a page's 1,000 at 300
+     * go out as 300, 300, 300 and 100), framed in the slice that fills them.
      */
     const turns = this.turns;
     async function* take(events: readonly LoggedEvent[]): AsyncGenerator<FeedItem, boolean> {
@@ -218,7 +220,6 @@ export class EventFeed {
         if (sent >= limit) return false;
         sliceBytes += event.dataJson?.length ?? 0;
         if (++slice >= EVENTS_PER_TURN || sliceBytes >= BYTES_PER_TURN) {
-          yield* flush();
           slice = 0;
           sliceBytes = 0;
         }
