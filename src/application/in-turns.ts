@@ -34,24 +34,33 @@ export async function mapInTurns<T, U>(items: readonly T[], f: (item: T) => U): 
 
 /**
  * Turns of the event loop shared by many callers' work (subscribers of the
- * event log catching up at once): one piece of all of theirs per turn, first
- * come first served, so whatever else kld has to do waits behind one piece,
- * not one from each. Callers waiting for a turn are woken, never poll: the
- * loop sleeps when nobody has work.
+ * event log catching up at once): one piece of all of theirs per turn, so
+ * whatever else kld has to do waits behind one piece, not one from each.
+ * A caller going on with work it has begun (the rest of a page) goes before
+ * those starting theirs, so pieces of one job follow each other and few jobs
+ * are held half done (each a page of the log in memory). Callers waiting
+ * for a turn are woken, never poll: the loop sleeps when nobody has work.
  */
 export class SharedTurns {
   private taken = false;
   private readonly waiting: (() => void)[] = [];
 
-  /** Resolves when the caller's next piece may run: at once when this turn has none yet. */
-  take(): Promise<void> {
-    if (this.taken) return new Promise((resolve) => this.waiting.push(resolve));
+  /**
+   * Resolves when the caller's next piece may run: at once when this turn
+   * has none yet. `goingOn`: the piece continues the caller's job.
+   */
+  take(goingOn = false): Promise<void> {
+    if (this.taken) {
+      return new Promise((resolve) =>
+        goingOn ? this.waiting.unshift(resolve) : this.waiting.push(resolve),
+      );
+    }
     this.taken = true;
     setImmediate(this.pass);
     return Promise.resolve();
   }
 
-  /** The next turn goes to the longest waiting, if any. */
+  /** The next turn goes to the first in line, if any. */
   private readonly pass = (): void => {
     const next = this.waiting.shift();
     if (next === undefined) {

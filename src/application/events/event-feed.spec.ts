@@ -120,4 +120,29 @@ describe('EventFeed catching up', () => {
     expect(turnsOfSlices).toHaveLength(40);
     expect(new Set(turnsOfSlices).size).toBe(turnsOfSlices.length);
   });
+
+  it('takes the rest of a page before another subscriber’s next page: few pages are held half read', async () => {
+    const events = log().slice(0, 2000);
+    const feed = new EventFeed(refusingStore, { catchUp: catchUpOf(events), pageSize: 1000 });
+    // Which subscriber each slice (batches of 100) went to, in the order they went.
+    const order: number[] = [];
+    await Promise.all(
+      [0, 1, 2].map(async (n) => {
+        const items = await feed.open(
+          { from: 'start', filter: EventFilter.compile(), follow: false, batch: 100 },
+          new AbortController().signal,
+        );
+        for await (const item of items) if (item.kind === 'events') order.push(n);
+      }),
+    );
+
+    expect(order).toHaveLength(60);
+    // Runs of one subscriber's slices: each a whole page of 10.
+    const runs: number[] = [];
+    for (const [i, n] of order.entries()) {
+      if (i === 0 || order[i - 1] !== n) runs.push(1);
+      else runs[runs.length - 1]++;
+    }
+    expect(runs.every((r) => r % 10 === 0)).toBe(true);
+  });
 });

@@ -203,17 +203,22 @@ export class EventFeed {
      * wave 22). So the events are taken in slices (EVENTS_PER_TURN,
      * BYTES_PER_TURN), and all the feed's consumers together take one slice
      * per turn of the loop (SharedTurns): the rest of kld waits behind one.
-     * Batches are still what the events at hand make (a page's 1,000 at 300
+     * The rest of a page goes before other consumers' new pages: pages are
+     * taken one after another, not all held half read at once. Batches are still what the events at hand make (a page's 1,000 at 300
      * go out as 300, 300, 300 and 100), framed in the slice that fills them.
      */
     const turns = this.turns;
     async function* take(events: readonly LoggedEvent[]): AsyncGenerator<FeedItem, boolean> {
       let slice = 0;
       let sliceBytes = 0;
+      let begun = false;
       for (const event of events) {
         // Already delivered from the log while joining the live tail.
         if (comparePositions(event.position, position) <= 0) continue;
-        if (slice === 0) await turns.take();
+        if (slice === 0) {
+          await turns.take(begun);
+          begun = true;
+        }
         if (signal.aborted) return false;
         await consider(event);
         if (pending.length >= batch || sent >= limit) yield* flush();
