@@ -44,6 +44,32 @@ export async function mapInTurns<T, U>(items: readonly T[], f: (item: T) => U): 
 export class SharedTurns {
   private taken = false;
   private readonly waiting: (() => void)[] = [];
+  /** Callers fetching work (room) who are not in line yet. */
+  private fetching = 0;
+  private readonly roomWaiters: (() => void)[] = [];
+
+  /**
+   * Waits until fewer than `most` callers are fetching work or waiting in
+   * line with it, then counts the caller as fetching until it calls the
+   * function returned (when its work is at hand, just before it asks for
+   * turns). So work fetched ahead (pages of the log read, each in memory)
+   * stays bounded however many callers there are; a caller whose work is
+   * held up elsewhere (a consumer not reading) is neither, and holds no one
+   * back.
+   */
+  async room(most: number): Promise<() => void> {
+    while (this.fetching + this.waiting.length >= most) {
+      await new Promise<void>((resolve) => this.roomWaiters.push(resolve));
+    }
+    this.fetching++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.fetching--;
+      this.roomWaiters.shift()?.();
+    };
+  }
 
   /**
    * Resolves when the caller's next piece may run: at once when this turn
@@ -63,6 +89,8 @@ export class SharedTurns {
   /** The next turn goes to the first in line, if any. */
   private readonly pass = (): void => {
     const next = this.waiting.shift();
+    // One fewer in line: room for a caller to fetch more.
+    this.roomWaiters.shift()?.();
     if (next === undefined) {
       this.taken = false;
       return;

@@ -67,6 +67,12 @@ export const DEFAULT_LIVE_BUFFER_BYTES = 64 * 1024 * 1024;
  */
 const EVENTS_PER_TURN = 100;
 const BYTES_PER_TURN = 256 * 1024;
+/**
+ * Pages of consumers catching up that may be read or waiting for their
+ * turns at once (SharedTurns.room): twice the bulk pool's connections. 256
+ * readers of 12 KiB events each held a page of 12 MB waiting in line.
+ */
+const PAGES_AHEAD = 4;
 /** What an event holds beside its data (ids, metadata, position), roughly. */
 const EVENT_OVERHEAD_BYTES = 512;
 
@@ -242,7 +248,14 @@ export class EventFeed {
     try {
       while (!signal.aborted) {
         if (live === null) {
-          const page = await this.catchUp.readLog(position, this.pageSize);
+          // Pages read ahead wait in memory for their turns: a few at a time.
+          const read = await this.turns.room(PAGES_AHEAD);
+          let page: LoggedEvent[];
+          try {
+            page = await this.catchUp.readLog(position, this.pageSize);
+          } finally {
+            read();
+          }
           if (!(yield* take(page))) return;
           if (page.length === this.pageSize) {
             if (checkpointDue()) {
