@@ -7,6 +7,7 @@ import pino from 'pino';
 import { openBenchDatabase } from './support/bench-database';
 import { startKld } from './support/kld-process';
 import { ActivitySampler } from './support/pg-activity';
+import { poolTraceArgs, summarizePoolTrace, takePoolTrace } from './support/pool-trace';
 import { sql } from './support/refresh-processes';
 import { SyntheticState } from './support/state-generator';
 import { distribution, formatMs } from './support/stats';
@@ -29,7 +30,10 @@ import { distribution, formatMs } from './support/stats';
  *                                   pg_stat_activity every 20 ms in its window (waits, idle
  *                                   transactions), PostgreSQL's log of statements slower than
  *                                   KL_BENCH_PG_LOG_MS (default 50) and of lock waits, and the
- *                                   slowest /healthz beside the cycles (kld's event loop)
+ *                                   slowest /healthz beside the cycles (kld's event loop);
+ *                                   and from inside kld (pool-trace-preload, wave 22) each
+ *                                   pool's connection waits and statements, the projector
+ *                                   transactions in the window phase by phase, kld's loop delays
  */
 
 const SIZE = intEnv('KL_BENCH_SIZE', 20_000);
@@ -115,8 +119,11 @@ function archiveExports(n: number, read: boolean, holdMs: number): Flood {
 function subscriptions(n: number, holdMs: number): Flood {
   return {
     name: `${n} event subscriptions from the start (held ${holdMs / 1000} s)`,
-    start: (url) =>
-      settle(
+    start: async (url) => {
+      const t0 = performance.now();
+      // When each admitted subscription was told it had caught up (ms from the flood's start).
+      const caughtUp: number[] = [];
+      const statuses = await settle(
         Array.from(
           { length: n },
           () =>
@@ -125,7 +132,15 @@ function subscriptions(n: number, holdMs: number): Flood {
                 `${url}/v1/events?follow=true`,
                 { headers: asFlooder },
                 (res) => {
-                  res.resume();
+                  let tail: string | null = '';
+                  res.on('data', (chunk: Buffer) => {
+                    if (tail === null) return;
+                    const text = tail + chunk.toString('latin1');
+                    if (text.includes('event: caught-up')) {
+                      caughtUp.push(performance.now() - t0);
+                      tail = null;
+                    } else tail = text.slice(-20);
+                  });
                   setTimeout(() => {
                     req.destroy();
                     resolve(String(res.statusCode));
@@ -135,7 +150,14 @@ function subscriptions(n: number, holdMs: number): Flood {
               req.on('error', reject);
             }),
         ),
-      ),
+      );
+      const d = distribution(caughtUp);
+      console.log(
+        `    ${caughtUp.length} subscriptions caught up after p50 ${formatMs(d.p50)} ` +
+          `max ${formatMs(d.max)} ms`,
+      );
+      return statuses;
+    },
   };
 }
 
@@ -209,8 +231,18 @@ async function healthLoop(url: string, stop: { done: boolean }): Promise<number>
   return max;
 }
 
+/** Where pool-trace-preload writes (KL_BENCH_WHY). */
+const POOL_OUT = path.join(os.tmpdir(), `kl-bench-pool-${process.pid}`);
+
 /** The cycles under a flood; with KL_BENCH_WHY, what their slowest request waited for. */
-async function measured(url: string, small: SyntheticState, sampler: ActivitySampler | null) {
+async function measured(
+  url: string,
+  small: SyntheticState,
+  sampler: ActivitySampler | null,
+  kldPid: number,
+) {
+  // What kld recorded before these cycles is not theirs.
+  if (sampler) await takePoolTrace(kldPid, POOL_OUT);
   slowest = { op: '', from: 0, to: 0 };
   const stop = { done: false };
   const health = sampler ? healthLoop(url, stop) : Promise.resolve(0);
@@ -227,6 +259,11 @@ async function measured(url: string, small: SyntheticState, sampler: ActivitySam
       for (const l of sampler.summary(from, to).split('\n')) console.log(`      ${l}`);
       for (const l of pgLog.filter((x) => x.at >= from - 50 && x.at <= to + 50)) {
         console.log(`      pg +${Math.round(l.at - from)} ms: ${l.line.slice(0, 160)}`);
+      }
+      const trace = await takePoolTrace(kldPid, POOL_OUT);
+      const epoch = performance.timeOrigin;
+      for (const l of summarizePoolTrace(trace, epoch + from, epoch + to).split('\n')) {
+        console.log(`      kld ${l}`);
       }
     }
   }
@@ -262,6 +299,13 @@ async function main(): Promise<void> {
       .map((kv) => kv.split('=') as [string, string]),
   );
   Object.assign(process.env, extra);
+  if (WHY) {
+    const trace = poolTraceArgs(POOL_OUT);
+    process.env.KL_BENCH_KLD_NODE_ARGS = [process.env.KL_BENCH_KLD_NODE_ARGS, trace.nodeArgs]
+      .filter(Boolean)
+      .join(' ');
+    Object.assign(process.env, trace.env);
+  }
   const kld = await startKld({
     kld: path.resolve(process.env.KL_BENCH_KLD ?? path.join(__dirname, '../src/kld.js')),
     databaseUrl: db.url,
@@ -286,7 +330,7 @@ async function main(): Promise<void> {
       await new Promise((r) => setTimeout(r, 200));
     }
     console.log(`kld ${kld.url}, big state ${SIZE} instances; ${CYCLES} terraform cycles each`);
-    report('no flood', await measured(kld.url, small, sampler));
+    report('no flood', await measured(kld.url, small, sampler, kld.pid));
     const floods = [
       queries(50, 8),
       archiveExports(20, true, 0),
@@ -302,7 +346,7 @@ async function main(): Promise<void> {
       await new Promise((r) => setTimeout(r, 1000));
       let label = flood.name;
       try {
-        report(label, await measured(kld.url, small, sampler));
+        report(label, await measured(kld.url, small, sampler, kld.pid));
       } catch (err) {
         label += ` — ${(err as Error).message}`;
         console.log(`  ${label}`);

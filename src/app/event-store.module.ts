@@ -18,7 +18,8 @@ import { takingTurns } from '../infrastructure/postgres/turn-taking-pool';
  * connection those reads need.
  */
 const EVENTS_DATABASE = Symbol('EventsDatabase');
-const BULK_DATABASE = Symbol('BulkDatabase');
+/** The bulk readers' Database (bulkDatabase): exported for tests that hold its connections. */
+export const BULK_DATABASE = Symbol('BulkDatabase');
 
 /**
  * Connections of the bulk readers' pool (BULK_EVENT_STORE). Each reader

@@ -1,5 +1,5 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { mapInTurns, rangesInTurns, textInTurns } from './in-turns';
+import { mapInTurns, rangesInTurns, SharedTurns, textInTurns } from './in-turns';
 
 describe('in turns of the event loop', () => {
   it('is the pieces joined, and lets other work run between them', async () => {
@@ -75,5 +75,43 @@ describe('in turns of the event loop', () => {
       [2_000, 2_500, 2],
     ]);
     expect(stopped).toEqual([0, 1_000]);
+  });
+
+  it('shares turns: one piece of all callers per turn, a caller going on first, the rest in line', async () => {
+    const turns = new SharedTurns();
+    let turn = 0;
+    let running = true;
+    const ticker = (async () => {
+      while (running) {
+        await nextTurn();
+        turn += 1;
+      }
+    })();
+    const ran: string[] = [];
+    // Three jobs of three pieces each, asked for at once.
+    await Promise.all(
+      ['a', 'b', 'c'].map(async (job) => {
+        for (let piece = 0; piece < 3; piece++) {
+          await turns.take(piece > 0);
+          ran.push(`${job}${piece}@${turn}`);
+        }
+      }),
+    );
+    running = false;
+    await ticker;
+    const at = ran.map((r) => Number(r.split('@')[1]));
+    // Never two pieces in one turn, and each job's pieces one after another.
+    expect(new Set(at).size).toBe(ran.length);
+    expect(ran.map((r) => r.split('@')[0])).toEqual([
+      'a0',
+      'a1',
+      'a2',
+      'b0',
+      'b1',
+      'b2',
+      'c0',
+      'c1',
+      'c2',
+    ]);
   });
 });

@@ -48,3 +48,71 @@ export async function rangesInTurns(
   }
   await piecesInTurns(ranges());
 }
+
+/**
+ * Turns of the event loop shared by many callers' work (subscribers of the
+ * event log catching up at once): one piece of all of theirs per turn, so
+ * whatever else kld has to do waits behind one piece, not one from each.
+ * A caller going on with work it has begun (the rest of a page) goes before
+ * those starting theirs, so pieces of one job follow each other and few jobs
+ * are held half done (each a page of the log in memory). Callers waiting
+ * for a turn are woken, never poll: the loop sleeps when nobody has work.
+ */
+export class SharedTurns {
+  private taken = false;
+  private readonly waiting: (() => void)[] = [];
+  /** Callers fetching work (room) who are not in line yet. */
+  private fetching = 0;
+  private readonly roomWaiters: (() => void)[] = [];
+
+  /**
+   * Waits until fewer than `most` callers are fetching work or waiting in
+   * line with it, then counts the caller as fetching until it calls the
+   * function returned (when its work is at hand, just before it asks for
+   * turns). So work fetched ahead (pages of the log read, each in memory)
+   * stays bounded however many callers there are; a caller whose work is
+   * held up elsewhere (a consumer not reading) is neither, and holds no one
+   * back.
+   */
+  async room(most: number): Promise<() => void> {
+    while (this.fetching + this.waiting.length >= most) {
+      await new Promise<void>((resolve) => this.roomWaiters.push(resolve));
+    }
+    this.fetching++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.fetching--;
+      this.roomWaiters.shift()?.();
+    };
+  }
+
+  /**
+   * Resolves when the caller's next piece may run: at once when this turn
+   * has none yet. `goingOn`: the piece continues the caller's job.
+   */
+  take(goingOn = false): Promise<void> {
+    if (this.taken) {
+      return new Promise((resolve) =>
+        goingOn ? this.waiting.unshift(resolve) : this.waiting.push(resolve),
+      );
+    }
+    this.taken = true;
+    setImmediate(this.pass);
+    return Promise.resolve();
+  }
+
+  /** The next turn goes to the first in line, if any. */
+  private readonly pass = (): void => {
+    const next = this.waiting.shift();
+    // One fewer in line: room for a caller to fetch more.
+    this.roomWaiters.shift()?.();
+    if (next === undefined) {
+      this.taken = false;
+      return;
+    }
+    next();
+    setImmediate(this.pass);
+  };
+}

@@ -3,6 +3,7 @@ import { stateNameOf, stateOfStreamId } from '../../domain/events/event-catalogu
 import { DomainError } from '../../domain/shared/domain-error';
 import { comparePositions, LOG_START, LoggedEvent, LogPosition } from '../../domain/shared/event';
 import { EVENTS_INVALID_POSITION, formatCursor } from '../../domain/shared/log-cursor';
+import { SharedTurns } from '../in-turns';
 import type { EventStore } from '../ports/event-store.port';
 import { EventFilter } from './event-filter';
 
@@ -58,6 +59,20 @@ export const DEFAULT_CHECKPOINT_MS = 5000;
 const STREAM_STATES_KEPT = 10_000;
 /** Far above what honest consumers fall behind by; reading the log instead costs them only pace. */
 export const DEFAULT_LIVE_BUFFER_BYTES = 64 * 1024 * 1024;
+/**
+ * Events (or bytes of their data, when they come as text) a consumer takes
+ * in before kld's other work gets a turn (take, in EventFeed.run): a slice
+ * is looked at and framed (SSE frames 100 events a write) in about a
+ * millisecond, where a page of 1,000 held the loop for 10-50 ms.
+ */
+const EVENTS_PER_TURN = 100;
+const BYTES_PER_TURN = 256 * 1024;
+/**
+ * Pages of consumers catching up that may be read or waiting for their
+ * turns at once (SharedTurns.room): twice the bulk pool's connections. 256
+ * readers of 12 KiB events each held a page of 12 MB waiting in line.
+ */
+const PAGES_AHEAD = 4;
 /** What an event holds beside its data (ids, metadata, position), roughly. */
 const EVENT_OVERHEAD_BYTES = 512;
 
@@ -81,6 +96,8 @@ export class EventFeed {
   private readonly tail: LiveTail;
   private readonly catchUp: Pick<EventStore, 'readLog'>;
   private readonly streamStates = new Map<string, string | null>();
+  /** Shared by every consumer's slices (take, in run). */
+  private readonly turns = new SharedTurns();
   private fellBehind = 0;
   private maxBuffered = 0;
   private maxBufferedBytes = 0;
@@ -183,15 +200,40 @@ export class EventFeed {
       if (batch === 1) for (const event of events) yield { kind: 'event', event };
       else yield { kind: 'events', events };
     }
-    /** Takes in events at hand; false once the limit is reached (everything flushed). */
+    /**
+     * Takes in events at hand; false once the limit is reached (everything
+     * flushed). A page is a thousand events: looked at, framed and written
+     * by the consumer in one go, it held kld's loop for tens of ms, and a few
+     * subscribers catching up kept it busy without a break, while commands'
+     * statements waited for their answers to be read (docs/performance-history.md,
+     * wave 22). So the events are taken in slices (EVENTS_PER_TURN,
+     * BYTES_PER_TURN), and all the feed's consumers together take one slice
+     * per turn of the loop (SharedTurns): the rest of kld waits behind one.
+     * The rest of a page goes before other consumers' new pages: pages are
+     * taken one after another, not all held half read at once. Batches are still what the events at hand make (a page's 1,000 at 300
+     * go out as 300, 300, 300 and 100), framed in the slice that fills them.
+     */
+    const turns = this.turns;
     async function* take(events: readonly LoggedEvent[]): AsyncGenerator<FeedItem, boolean> {
+      let slice = 0;
+      let sliceBytes = 0;
+      let begun = false;
       for (const event of events) {
-        if (signal.aborted) return false;
         // Already delivered from the log while joining the live tail.
         if (comparePositions(event.position, position) <= 0) continue;
+        if (slice === 0) {
+          await turns.take(begun);
+          begun = true;
+        }
+        if (signal.aborted) return false;
         await consider(event);
         if (pending.length >= batch || sent >= limit) yield* flush();
         if (sent >= limit) return false;
+        sliceBytes += event.dataJson?.length ?? 0;
+        if (++slice >= EVENTS_PER_TURN || sliceBytes >= BYTES_PER_TURN) {
+          slice = 0;
+          sliceBytes = 0;
+        }
       }
       yield* flush();
       return true;
@@ -206,7 +248,14 @@ export class EventFeed {
     try {
       while (!signal.aborted) {
         if (live === null) {
-          const page = await this.catchUp.readLog(position, this.pageSize);
+          // Pages read ahead wait in memory for their turns: a few at a time.
+          const read = await this.turns.room(PAGES_AHEAD);
+          let page: LoggedEvent[];
+          try {
+            page = await this.catchUp.readLog(position, this.pageSize);
+          } finally {
+            read();
+          }
           if (!(yield* take(page))) return;
           if (page.length === this.pageSize) {
             if (checkpointDue()) {

@@ -15,8 +15,12 @@ import { EventsQueryDto } from './dto/events.dto';
 import { Heavy } from './caller-bounds';
 
 const HEARTBEAT_S = 15;
-/** Events the feed hands over at once: their frames go out in one write. */
-const FRAMES_PER_WRITE = 500;
+/**
+ * Events the feed hands over at once: their frames go out in one write. As
+ * many as the feed's slice (EVENTS_PER_TURN in event-feed.ts): framed in the
+ * slice's turn of kld's loop, not five slices' worth in one.
+ */
+const FRAMES_PER_WRITE = 100;
 
 /**
  * `GET /v1/events`: the event log as Server-Sent Events, for consumers
