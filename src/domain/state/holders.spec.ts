@@ -45,6 +45,34 @@ const PAST = '2026-12-01T11:00:00.000Z';
 const LATER = '2026-12-01T13:00:00.000Z';
 const MODES: ReservationMode[] = ['read', 'write'];
 
+/** A state where run-a holds a write on 50 globs, one per module, until `expiresAt`. */
+function runOfFifty(expiresAt: string): { globs: string[]; held: ActiveState } {
+  const created = evolve(initialState(), {
+    type: 'StateCreated',
+    data: { stateId: 's', name: 'prod' },
+  });
+  const globs = Array.from({ length: 50 }, (_, i) => `module.m${i}.aws_x.a`);
+  const held = globs.reduce(
+    (state, glob, i) =>
+      evolve(state, {
+        type: 'ReservationAcquired',
+        data: {
+          stateId: 's',
+          reservationId: `a${i}`,
+          runId: 'run-a',
+          glob,
+          mode: 'write',
+          holder: 'alice',
+          ...(i === 0 ? { info: { plan: 'p' } } : {}),
+          acquiredAt: PAST,
+          expiresAt,
+        },
+      }),
+    created,
+  ) as ActiveState;
+  return { globs, held };
+}
+
 function randomState(r: () => number): ActiveState {
   const created = evolve(initialState(), {
     type: 'StateCreated',
@@ -192,29 +220,7 @@ describe('holders, by index', () => {
   });
 
   it("parses a run's globs once, a heartbeat's new lease included", () => {
-    const created = evolve(initialState(), {
-      type: 'StateCreated',
-      data: { stateId: 's', name: 'prod' },
-    });
-    const globs = Array.from({ length: 50 }, (_, i) => `module.m${i}.aws_x.a`);
-    const held = globs.reduce(
-      (state, glob, i) =>
-        evolve(state, {
-          type: 'ReservationAcquired',
-          data: {
-            stateId: 's',
-            reservationId: `a${i}`,
-            runId: 'run-a',
-            glob,
-            mode: 'write',
-            holder: 'alice',
-            ...(i === 0 ? { info: { plan: 'p' } } : {}),
-            acquiredAt: PAST,
-            expiresAt: PAST,
-          },
-        }),
-      created,
-    ) as ActiveState;
+    const { globs, held } = runOfFifty(PAST);
     const wanted = [{ glob: parseAddressGlob('module.m7.aws_x.a[1]'), mode: 'read' as const }];
     const parsed = mockParsed.count;
     // The lease ran out: the run is reclaimed, not in the way.
@@ -361,29 +367,7 @@ describe('holders, by index', () => {
   });
 
   it("keeps a run's glob index across its heartbeat: the next check indexes nothing", () => {
-    const created = evolve(initialState(), {
-      type: 'StateCreated',
-      data: { stateId: 's', name: 'prod' },
-    });
-    const globs = Array.from({ length: 50 }, (_, i) => `module.m${i}.aws_x.a`);
-    const held = globs.reduce(
-      (state, glob, i) =>
-        evolve(state, {
-          type: 'ReservationAcquired',
-          data: {
-            stateId: 's',
-            reservationId: `a${i}`,
-            runId: 'run-a',
-            glob,
-            mode: 'write',
-            holder: 'alice',
-            ...(i === 0 ? { info: {} } : {}),
-            acquiredAt: PAST,
-            expiresAt: LATER,
-          },
-        }),
-      created,
-    ) as ActiveState;
+    const { globs, held } = runOfFifty(LATER);
     const wanted = [{ glob: parseAddressGlob('module.m7.aws_x.a[1]'), mode: 'write' as const }];
     const indexed = jest.spyOn(GlobIndex.prototype, 'add');
     try {
