@@ -489,6 +489,14 @@ describe('hostile sweep 7', () => {
       'null',
     ];
     const text = () => (chance(0.8) ? pick(TEXTS) : `t${int(1000)}`);
+    /** A path segment: a lone surrogate goes as the bytes UTF-8 has no place for. */
+    const segment = (t: string) => {
+      try {
+        return encodeURIComponent(t);
+      } catch {
+        return '%ED%A0%80';
+      }
+    };
     function value(depth = 0): unknown {
       switch (int(depth > 3 ? 5 : 8)) {
         case 0:
@@ -586,7 +594,7 @@ describe('hostile sweep 7', () => {
       body?: unknown;
     }
     function request(runs: { refresh: string; apply: string }): Request_ {
-      const fuzzState = pick(['team-a/fuzz', 'team-a/app', `team-a/${encodeURIComponent(text())}`]);
+      const fuzzState = pick(['team-a/fuzz', 'team-a/app', `team-a/${segment(text())}`]);
       switch (int(9)) {
         case 0:
         case 1:
@@ -622,7 +630,7 @@ describe('hostile sweep 7', () => {
           return {
             token: writer,
             method: 'POST',
-            path: `/v1/api/states/${fuzzState}/apply-runs/${pick([runs.apply, encodeURIComponent(text())])}/${pick(['heartbeat', 'finish', 'abort', 'commit'])}`,
+            path: `/v1/api/states/${fuzzState}/apply-runs/${pick([runs.apply, segment(text())])}/${pick(['heartbeat', 'finish', 'abort', 'commit'])}`,
             body: mutated({ status: 'failed', error_summary: 'e', lease_seconds: 30 }),
           };
         case 5:
@@ -636,7 +644,7 @@ describe('hostile sweep 7', () => {
           return {
             token: writer,
             method: 'POST',
-            path: `/v1/refresh-runs/${pick([runs.refresh, encodeURIComponent(text())])}/results`,
+            path: `/v1/refresh-runs/${pick([runs.refresh, segment(text())])}/results`,
             body: mutated({
               results: [
                 mutated({
