@@ -51,6 +51,21 @@ describe('writeInTurns', () => {
     expect(out.writableEnded).toBe(false);
   });
 
+  it('waits for a reader that is slow, not silent', async () => {
+    const received: string[] = [];
+    const out = new Writable({
+      highWaterMark: 16 * 1024,
+      decodeStrings: false,
+      write(chunk: string, _encoding, done) {
+        received.push(chunk);
+        setTimeout(done, 30);
+      },
+    });
+    await writeInTurns(out, pieces.slice(0, 4), '', 50);
+    expect(out.destroyed).toBe(false);
+    expect(received.join('')).toBe(pieces.slice(0, 4).join(''));
+  });
+
   it('stops writing to a reader that went away', async () => {
     const { out, received } = reader(1);
     const written = writeInTurns(out, pieces);

@@ -11,9 +11,10 @@ export const SILENT_READER_MS = 65_000;
  * Writes `pieces`, one per turn of the event loop, then ends with `last`.
  * Turns: the text of a 20,000-instance slice encoded in one write held kld's
  * thread ~40 ms. Each piece waits for the one before to leave kld's buffer:
- * written regardless, a reader that stopped reading held the whole answer in
- * kld's memory. A reader that takes nothing for `silentMs` is cut off, and
- * one gone meanwhile is written no more.
+ * written regardless, the answer sat in the socket's buffer, and the request
+ * held it, until a reader that stopped reading went or kld stopped. A reader
+ * that takes nothing for `silentMs` is cut off, and one gone meanwhile is
+ * written no more.
  */
 export async function writeInTurns(
   res: Writable,
@@ -35,18 +36,27 @@ export async function writeInTurns(
   if (!res.destroyed) res.end(last);
 }
 
-/** True once `res` drains; false if it closes first or stays full for `silentMs`. */
+/**
+ * True once `res` drains; false if it closes first, or if its reader took
+ * nothing of what is buffered for `silentMs` (one that reads slowly is
+ * waited for, however long the piece takes).
+ */
 function drained(res: Writable, silentMs: number): Promise<boolean> {
   return new Promise((resolve) => {
+    let buffered = res.writableLength;
     const done = (ok: boolean) => {
-      clearTimeout(timer);
+      clearInterval(timer);
       res.off('drain', onDrain);
       res.off('close', onClose);
       resolve(ok);
     };
     const onDrain = () => done(true);
     const onClose = () => done(false);
-    const timer = setTimeout(() => done(false), silentMs);
+    const timer = setInterval(() => {
+      const now = res.writableLength;
+      if (now >= buffered) done(false);
+      buffered = now;
+    }, silentMs);
     res.once('drain', onDrain);
     res.once('close', onClose);
   });
