@@ -44,6 +44,7 @@ export async function writeInTurns(
 function drained(res: Writable, silentMs: number): Promise<boolean> {
   return new Promise((resolve) => {
     let buffered = res.writableLength;
+    let tookAt = Date.now();
     const done = (ok: boolean) => {
       clearInterval(timer);
       res.off('drain', onDrain);
@@ -52,11 +53,15 @@ function drained(res: Writable, silentMs: number): Promise<boolean> {
     };
     const onDrain = () => done(true);
     const onClose = () => done(false);
-    const timer = setInterval(() => {
-      const now = res.writableLength;
-      if (now >= buffered) done(false);
-      buffered = now;
-    }, silentMs);
+    const timer = setInterval(
+      () => {
+        const now = res.writableLength;
+        if (now < buffered) tookAt = Date.now();
+        else if (Date.now() - tookAt >= silentMs) done(false);
+        buffered = now;
+      },
+      Math.min(silentMs, 1000),
+    );
     res.once('drain', onDrain);
     res.once('close', onClose);
   });
