@@ -211,7 +211,7 @@ describe('hostile sweep 7', () => {
     const name = 'team-a/refreshed';
     // 5,000 instances: a finish that ends within the 5 s grace. At 20,000, on a loaded machine,
     // it outlasted the grace and was cut, and the rest of the stop took kld past its 9 s
-    // deadline once in 8 runs (docs/security.md); whole or nothing held there too.
+    // deadline in 2 runs of 11 (docs/security.md); whole or nothing held there too.
     const own = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
     expect(
       (await jsonCall(own.url, writer, 'POST', `/v1/states/${name}`, doc(1, 5_000, 'r'))).status,
