@@ -105,11 +105,11 @@ describe('delivering stored data text', () => {
     expect(dataJson(text[2])).toContain('"tiny":1e-400');
 
     // A batch, and a batch split by size: the same bytes protobufjs writes.
-    const [batch] = encodeBatches(text, 1 << 20);
+    const [batch] = encodeBatches(text, 1 << 20).messages;
     expect(
       batch.equals(protobufjsMessage({ batch: { events: parsed.map(referenceMessage) } })),
     ).toBe(true);
-    const split = encodeBatches(text, 200);
+    const split = encodeBatches(text, 200).messages;
     expect(split.length).toBeGreaterThan(1);
     const decoded = split.flatMap(
       (b) => (EventMessage.toObject(EventMessage.decode(b), DECODE) as Batch).batch.events,

@@ -40,6 +40,7 @@ type EventsClient = grpc.Client & {
 export function grpcEventsClient(
   address: string,
   credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
+  options: grpc.ChannelOptions = {},
 ): EventsClient {
   const dir = path.join(ROOT, 'proto');
   const definition = protoLoader.loadSync(path.join(dir, 'kilolock/v1/events.proto'), {
@@ -53,7 +54,7 @@ export function grpcEventsClient(
   const v1 = (grpc.loadPackageDefinition(definition).kilolock as grpc.GrpcObject)
     .v1 as grpc.GrpcObject;
   const Events = v1.Events as grpc.ServiceClientConstructor;
-  return new Events(address, credentials) as unknown as EventsClient;
+  return new Events(address, credentials, options) as unknown as EventsClient;
 }
 
 export function flatten(message: Record<string, unknown>): GrpcMessage {

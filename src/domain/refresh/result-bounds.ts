@@ -8,6 +8,7 @@
 export const MAX_CHANGED_PATHS = 100_000;
 export const MAX_CHANGED_PATH_CHARS = 4_096;
 export const MAX_CHANGED_PATHS_CHARS = 16 * 1024 * 1024;
+/** A result's `error`, and a run's `error_summary` when it finishes. */
 export const MAX_RESULT_ERROR_CHARS = 64 * 1024;
 
 /** Why a result's changed paths are past the bounds, or null. */

@@ -14,17 +14,35 @@ export function encodeEvent(event: LoggedEvent): Buffer {
   return encode([eventFields(event)], false);
 }
 
+/** An event whose message would be larger than a client takes: nothing of it was encoded. */
+export interface OversizedEvent {
+  event: LoggedEvent;
+  /** The bytes of the smallest message that holds it. */
+  bytes: number;
+}
+
 /**
  * `events` as batch messages, in order: a batch ends before the event that
  * would take its JSON (data and metadata, in characters) past `maxJsonChars`,
- * and holds at least one event.
+ * and holds at least one event. An event that needs a message of more than
+ * `maxMessageBytes` ends the batches before it: the messages are those of
+ * the events before it, and `oversized` names it.
  */
-export function encodeBatches(events: readonly LoggedEvent[], maxJsonChars: number): Buffer[] {
+export function encodeBatches(
+  events: readonly LoggedEvent[],
+  maxJsonChars: number,
+  maxMessageBytes = Infinity,
+): { messages: Buffer[]; oversized: OversizedEvent | null } {
   const out: Buffer[] = [];
   let batch: EventFields[] = [];
   let chars = 0;
   for (const event of events) {
     const f = eventFields(event);
+    const alone = batchSize([f]);
+    if (alone > maxMessageBytes) {
+      if (batch.length > 0) out.push(encode(batch, true));
+      return { messages: out, oversized: { event, bytes: alone } };
+    }
     const size = f.strings[DATA]!.length + f.strings[METADATA]!.length;
     if (batch.length > 0 && chars + size > maxJsonChars) {
       out.push(encode(batch, true));
@@ -35,7 +53,14 @@ export function encodeBatches(events: readonly LoggedEvent[], maxJsonChars: numb
     chars += size;
   }
   if (batch.length > 0) out.push(encode(batch, true));
-  return out;
+  return { messages: out, oversized: null };
+}
+
+/** The bytes of the batch message holding `fields`. */
+function batchSize(fields: readonly EventFields[]): number {
+  let size = 0;
+  for (const f of fields) size += 1 + varintSize(f.size) + f.size;
+  return 1 + varintSize(size) + size;
 }
 
 function encode(fields: readonly EventFields[], batch: boolean): Buffer {

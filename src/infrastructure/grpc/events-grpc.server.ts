@@ -14,7 +14,7 @@ import { AUTH_FORBIDDEN, AUTH_UNAUTHENTICATED, requirePrincipalScope } from '../
 import { acquireHeavy, boundCaller, type CallerBounds } from '../http/caller-bounds';
 import { ConnectionBudget } from '../http/connection-bound';
 import type { Logger } from '../logging/logger';
-import { encodeBatches, encodeEvent } from './event-message-encoding';
+import { encodeBatches, encodeEvent, type OversizedEvent } from './event-message-encoding';
 import { protoDir } from '../provider/plugin-protos';
 
 interface StartFields {
@@ -23,6 +23,7 @@ interface StartFields {
   origin?: 'ORIGIN_UNSPECIFIED' | 'ORIGIN_START' | 'ORIGIN_END';
   filter?: { states?: string[]; stream_prefixes?: string[]; types?: string[] } | null;
   max_batch?: number;
+  max_message_bytes?: number;
 }
 type SubscribeRequest = StartFields & { checkpoint_interval_ms?: number };
 type ReadRequest = StartFields & { limit?: number };
@@ -43,6 +44,16 @@ export const MAX_BATCH = 1000;
  * on a received message.
  */
 const BATCH_JSON_CHARS = 1 << 20;
+/**
+ * The most bytes a message may take when a call does not say
+ * (max_message_bytes 0): a gRPC client's default receive limit. A client
+ * given a bigger message fails the call itself (RESOURCE_EXHAUSTED) and
+ * could never get past that event: kld says so instead, naming the event.
+ */
+export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+/** The trailing metadata key that names the event a call could not send. */
+export const OVERSIZED_POSITION_KEY = 'kl-oversized-position';
+const EVENTS_TOO_LARGE = 'EVENTS.TOO_LARGE';
 
 /** The service definition of kilolock.v1.Events, loaded once. */
 export function eventsServiceDefinition(): grpc.ServiceDefinition {
@@ -204,6 +215,7 @@ export class EventsGrpcServer {
         release = acquireHeavy(this.bounds, 'subscription', caller);
       }
       const request = call.request;
+      const maxBytes = maxMessageBytesOf(request);
       const filter = EventFilter.compile(
         {
           states: request.filter?.states,
@@ -215,7 +227,8 @@ export class EventsGrpcServer {
       const feed = await this.feed.open({ ...parse(request), filter }, abort.signal);
       for await (const item of feed) {
         await recheck?.beforeSend();
-        for (const m of messages(item)) {
+        const { out, oversized } = messages(item, maxBytes);
+        for (const m of out) {
           if (abort.signal.aborted) break;
           if (!call.write(m)) {
             // Flow control: wait for the client to take more (or to leave).
@@ -223,6 +236,10 @@ export class EventsGrpcServer {
           }
         }
         if (abort.signal.aborted) break;
+        if (oversized !== null) {
+          call.emit('error', tooLarge(oversized, maxBytes));
+          return;
+        }
       }
       if (!abort.signal.aborted) call.end();
     } catch (err) {
@@ -295,18 +312,63 @@ function readRequest(request: ReadRequest): Omit<FeedRequest, 'filter'> {
   };
 }
 
-/** The EventMessages of one feed item: a batch splits where its JSON grows too big. */
-function messages(item: FeedItem): (Buffer | Record<string, unknown>)[] {
+/**
+ * The EventMessages of one feed item: a batch splits where its JSON grows
+ * too big. An event whose message would be over `maxBytes` is not sent: the
+ * messages are those before it, and `oversized` names it.
+ */
+function messages(
+  item: FeedItem,
+  maxBytes: number,
+): { out: (Buffer | Record<string, unknown>)[]; oversized: OversizedEvent | null } {
   switch (item.kind) {
-    case 'event':
-      return [encodeEvent(item.event)];
-    case 'events':
-      return encodeBatches(item.events, BATCH_JSON_CHARS);
+    case 'event': {
+      const message = encodeEvent(item.event);
+      return message.length > maxBytes
+        ? { out: [], oversized: { event: item.event, bytes: message.length } }
+        : { out: [message], oversized: null };
+    }
+    case 'events': {
+      const { messages: out, oversized } = encodeBatches(item.events, BATCH_JSON_CHARS, maxBytes);
+      return { out, oversized };
+    }
     case 'caught-up':
-      return [{ caught_up: { position: formatCursor(item.position) } }];
+      return { out: [{ caught_up: { position: formatCursor(item.position) } }], oversized: null };
     case 'checkpoint':
-      return [{ checkpoint: { position: formatCursor(item.position) } }];
+      return { out: [{ checkpoint: { position: formatCursor(item.position) } }], oversized: null };
   }
+}
+
+function maxMessageBytesOf(request: StartFields): number {
+  const n = request.max_message_bytes ?? 0;
+  if (n === 0) return DEFAULT_MAX_MESSAGE_BYTES;
+  if (n < DEFAULT_MAX_MESSAGE_BYTES) {
+    throw invalid(
+      `max_message_bytes is at least ${DEFAULT_MAX_MESSAGE_BYTES} (0 for that default): a batch takes up to about 3 MiB`,
+    );
+  }
+  return n;
+}
+
+/**
+ * The end of a call at an event too big for its client: every event before
+ * it was sent; the status names it, so the client can raise its limit or
+ * resume from it (which passes over it).
+ */
+function tooLarge({ event, bytes }: OversizedEvent, maxBytes: number): Partial<grpc.StatusObject> {
+  const position = formatCursor(event.position);
+  const metadata = new grpc.Metadata();
+  metadata.set(OVERSIZED_POSITION_KEY, position);
+  return {
+    code: grpc.status.FAILED_PRECONDITION,
+    details:
+      `${EVENTS_TOO_LARGE}: the event at position ${position} (${event.type} of ${event.streamId}) ` +
+      `needs a message of ${bytes} bytes, more than this call's max_message_bytes (${maxBytes}; ` +
+      `0 is gRPC's default receive limit, ${DEFAULT_MAX_MESSAGE_BYTES}): raise the client's ` +
+      `grpc.max_receive_message_length and max_message_bytes to get it, or resume from ` +
+      `${position} to pass over it`,
+    metadata,
+  };
 }
 
 function invalid(message: string): DomainError {

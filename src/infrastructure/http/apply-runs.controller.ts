@@ -38,6 +38,7 @@ import { readBody } from './read-body';
 import { stateNameFrom } from './state-name';
 import { Access, authorize, principalOf, readablePatterns, stateInPath } from './access';
 import { Heavy } from './caller-bounds';
+import { ApplyRunsQueryDto } from './dto/apply-runs.dto';
 
 type Req_ = Request & { id?: string };
 
@@ -230,19 +231,10 @@ export class ApplyRunsController {
 
   @Get('apply-runs')
   @Access.anyState('read')
-  async list(
-    @Query('state') stateParam: unknown,
-    @Query('limit') limitParam: unknown,
-    @Req() req: Req_,
-  ) {
-    const state =
-      stateParam === undefined || stateParam === '' ? undefined : stateNameFrom(String(stateParam));
-    const limit = limitParam === undefined ? 100 : Number(limitParam);
-    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10_000) {
-      throw new DomainError('REQUEST.INVALID', 'limit must be an integer from 1 to 10000');
-    }
+  async list(@Query() query: ApplyRunsQueryDto, @Req() req: Req_) {
+    const { state } = query;
     if (state !== undefined) authorize(req, 'read', state);
-    return { runs: await this.runs.runs(state, limit, readablePatterns(req)) };
+    return { runs: await this.runs.runs(state, query.limit ?? 100, readablePatterns(req)) };
   }
 
   @Get('apply-runs/:runId')

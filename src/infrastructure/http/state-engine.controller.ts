@@ -1,4 +1,3 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Body, Controller, Get, HttpCode, Inject, Param, Post, Req, Res } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import { Access, stateInPath } from './access';
@@ -40,6 +39,7 @@ import { JsonBody } from './json-body';
 import { readBody } from './read-body';
 import { stateNameFrom } from './state-name';
 import { Heavy } from './caller-bounds';
+import { writeInTurns } from './write-in-turns';
 
 /** The protocol this kld speaks on the state-engine lane; a client checks it before relying on it. */
 export const STATE_ENGINE_PROTOCOL = 1;
@@ -157,7 +157,7 @@ export class StateEngineController {
       bytes: slice.document.reduce((n, piece) => n + Buffer.byteLength(piece), 0),
     });
     res.write(`${text.slice(0, -1)},"slice":${meta.slice(0, -1)},"document":`);
-    await endInTurns(res, slice.document, '}}');
+    await writeInTurns(res, slice.document, '}}');
   }
 
   @Post('states/*name/slice')
@@ -180,7 +180,7 @@ export class StateEngineController {
       .setHeader(STATE_VERSION_HEADER, String(slice.version))
       .setHeader('X-Kilolock-State-Serial', String(slice.serial))
       .setHeader('X-Kilolock-Slice-Instances', String(slice.instances.length));
-    await endInTurns(res, slice.document);
+    await writeInTurns(res, slice.document);
   }
 
   /** A state-engine write: an apply run on lane `state-engine`, its reservations all or nothing. */
@@ -254,20 +254,6 @@ export class StateEngineController {
   private async caughtUp(): Promise<void> {
     await awaitReadModels(this.sync, await this.events.lastPosition(), () => 'read');
   }
-}
-
-/**
- * Writes `pieces`, one per turn of the event loop, then ends with `last`:
- * the text of a 20,000-instance slice encoded in one write held kld's
- * thread ~40 ms. A client gone meanwhile is written no more.
- */
-async function endInTurns(res: Response, pieces: readonly string[], last = ''): Promise<void> {
-  for (const piece of pieces) {
-    if (res.destroyed) return;
-    res.write(piece);
-    await nextTurn();
-  }
-  res.end(last);
 }
 
 function notFound(name: string): DomainError {

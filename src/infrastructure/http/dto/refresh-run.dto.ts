@@ -95,6 +95,9 @@ export class FinishRefreshRunDto {
 
   @IsOptional()
   @IsString()
+  @MaxLength(MAX_RESULT_ERROR_CHARS, {
+    message: `$property is longer than ${MAX_RESULT_ERROR_CHARS} characters`,
+  })
   error_summary?: string | null;
 
   /** The refreshed state document, checked as terraform's POST checks one. */

@@ -1,0 +1,68 @@
+import type { Writable } from 'node:stream';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+
+/**
+ * How long a reader may take nothing before its answer is cut off: as long
+ * as kld keeps an idle connection (its keep-alive and gRPC idle bound).
+ */
+export const SILENT_READER_MS = 65_000;
+
+/**
+ * Writes `pieces`, one per turn of the event loop, then ends with `last`.
+ * Turns: the text of a 20,000-instance slice encoded in one write held kld's
+ * thread ~40 ms. Each piece waits for the one before to leave kld's buffer:
+ * written regardless, the answer sat in the socket's buffer, and the request
+ * held it, until a reader that stopped reading went or kld stopped. A reader
+ * that takes nothing for `silentMs` is cut off, and one gone meanwhile is
+ * written no more.
+ */
+export async function writeInTurns(
+  res: Writable,
+  pieces: readonly string[],
+  last = '',
+  silentMs = SILENT_READER_MS,
+): Promise<void> {
+  for (const piece of pieces) {
+    if (res.destroyed) return;
+    if (!res.write(piece)) {
+      if (!(await drained(res, silentMs))) {
+        res.destroy();
+        return;
+      }
+    } else {
+      await nextTurn();
+    }
+  }
+  if (!res.destroyed) res.end(last);
+}
+
+/**
+ * True once `res` drains; false if it closes first, or if its reader took
+ * nothing of what is buffered for `silentMs` (one that reads slowly is
+ * waited for, however long the piece takes).
+ */
+function drained(res: Writable, silentMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    let buffered = res.writableLength;
+    let tookAt = Date.now();
+    const done = (ok: boolean) => {
+      clearInterval(timer);
+      res.off('drain', onDrain);
+      res.off('close', onClose);
+      resolve(ok);
+    };
+    const onDrain = () => done(true);
+    const onClose = () => done(false);
+    const timer = setInterval(
+      () => {
+        const now = res.writableLength;
+        if (now < buffered) tookAt = Date.now();
+        else if (Date.now() - tookAt >= silentMs) done(false);
+        buffered = now;
+      },
+      Math.min(silentMs, 1000),
+    );
+    res.once('drain', onDrain);
+    res.once('close', onClose);
+  });
+}
