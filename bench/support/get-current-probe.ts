@@ -20,7 +20,8 @@ import { distribution, formatMs } from './stats';
  * round each server's p50 and CPU per GET (ms, the scheduler's ns clock),
  * then over all rounds min / p50 / p90, the time to the response head, the
  * CPU per GET and, for kld, its PostgreSQL backends' CPU per GET (the third
- * process a GET wakes), and each p50 over the static server's. The client only counts the bytes,
+ * process a GET wakes), and each p50 over the static server's; then, per round, each server's p50
+ * and CPU over the first build's in the same round (median and quartiles). The client only counts the bytes,
  * so the figures are the servers' own (the ladder's client decodes them too).
  *
  *   node dist/bench/support/get-current-probe.js A=/path/a/dist/src/kld.js B=/path/b/…
@@ -42,6 +43,8 @@ interface Server {
   ms: number[];
   head: number[];
   cpuMs: number;
+  /** Each round's p50 and CPU per GET (ms), for the paired ratios. */
+  rounds: { p50: number; cpu: number }[];
   /** kld's database (its backends' CPU is counted), or null for a static server. */
   database: string | null;
   pgMs: number;
@@ -102,6 +105,7 @@ void runProbe('get-current', async ({ tmp, klds, postmaster }) => {
     ms: [],
     head: [],
     cpuMs: 0,
+    rounds: [],
   });
   for (const k of klds) {
     let token: string | undefined;
@@ -151,6 +155,7 @@ void runProbe('get-current', async ({ tmp, klds, postmaster }) => {
         for (const [pid, ns] of backends()) s.pgMs += (ns - (pg0.get(pid) ?? ns)) / 1e6;
         s.cpuMs += cpu;
         s.ms.push(...ms);
+        s.rounds.push({ p50: distribution(ms).p50, cpu: cpu / REPS });
         line.push(`${s.label} ${formatMs(distribution(ms).p50)} (${formatMs(cpu / REPS)})`);
       }
       console.log(`round ${round + 1}, load ${os.loadavg()[0].toFixed(1)}: ${line.join(' | ')}`);
@@ -163,6 +168,23 @@ void runProbe('get-current', async ({ tmp, klds, postmaster }) => {
           `head p50 ${formatMs(distribution(s.head).p50)} ms, CPU ${formatMs(s.cpuMs / s.ms.length)} ms per GET` +
           (s.database === null ? ', ' : ` (PostgreSQL ${formatMs(s.pgMs / s.ms.length)}), `) +
           `p50 ${(d.p50 / staticP50).toFixed(2)}× static`,
+      );
+    }
+    // Each round's figures over the first build's in the same round: the
+    // machine's drift between rounds (other processes' load) cancels out,
+    // so many short rounds (KL_PROBE_ROUNDS=200 KL_PROBE_REPS=50) resolve
+    // a difference of a few percent that the totals above do not.
+    const first = servers[0];
+    const quartiles = (v: number[]) => {
+      const q = [...v].sort((a, b) => a - b);
+      const at = (f: number) => q[Math.min(q.length - 1, Math.floor(f * q.length))];
+      return `${at(0.5).toFixed(3)} (${at(0.25).toFixed(2)}–${at(0.75).toFixed(2)})`;
+    };
+    for (const s of servers.slice(1)) {
+      const ratio = (key: 'p50' | 'cpu') => s.rounds.map((r, i) => r[key] / first.rounds[i][key]);
+      console.log(
+        `${s.label.padEnd(8)} over ${first.label}, per round, median (quartiles): ` +
+          `p50 ${quartiles(ratio('p50'))}, CPU ${quartiles(ratio('cpu'))}`,
       );
     }
   } finally {

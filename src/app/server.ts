@@ -1,12 +1,21 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
+import type { Express } from 'express';
 import { Client } from 'pg';
 import * as fs from 'node:fs';
 import { Config, ConfigError, isLoopback } from '../infrastructure/config/config';
 import { TokenReadModel } from '../infrastructure/auth/token-read-model';
 import { Notifier } from '../infrastructure/postgres/notifier';
 import { answerClientErrors, refuseNulInUrl } from '../infrastructure/http/client-errors';
+import { accessRuleOf } from '../infrastructure/http/access';
+import {
+  CURRENT_DOCUMENT_PATH,
+  CurrentDocumentRoute,
+} from '../infrastructure/http/current-document-route';
+import { TerraformBackendController } from '../infrastructure/http/terraform-backend.controller';
+import { StateDocumentReadModel } from '../infrastructure/read-models/state-document-read-model';
+import { AUTHENTICATOR, type Authenticator } from '../infrastructure/auth/authenticator';
 import { securityHeaders } from '../infrastructure/http/security-headers';
 import { ConnectionBudget } from '../infrastructure/http/connection-bound';
 import {
@@ -37,6 +46,20 @@ import {
 import { ProjectionRunner } from '../projections/projection-runner';
 import { EventsGrpcLifecycle } from './events.module';
 import { KilolockModule, MaintenanceModule, Runtime } from './kilolock.module';
+
+/**
+ * Terraform's GET of the current document as an Express route, ahead of
+ * Nest's routes (registered when the app listens): current-document-route.ts.
+ */
+function serveCurrentDocuments(app: NestExpressApplication, errors: ErrorFilter): void {
+  const route = new CurrentDocumentRoute(
+    app.get(StateDocumentReadModel),
+    app.get<Authenticator | null>(AUTHENTICATOR),
+    errors,
+    accessRuleOf(TerraformBackendController.prototype.get),
+  );
+  (app.getHttpAdapter().getInstance() as Express).get(CURRENT_DOCUMENT_PATH, route.handle);
+}
 
 /** Longer than a load balancer's idle timeout (60 s is the common default). */
 const KEEP_ALIVE_MS = 65_000;
@@ -116,7 +139,9 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     app.use(securityHeaders);
     app.use(crossSiteGuard(config.allowedOrigins));
     app.use(refuseNulInUrl);
-    app.useGlobalFilters(new ErrorFilter(logger));
+    const errors = new ErrorFilter(logger);
+    app.useGlobalFilters(errors);
+    serveCurrentDocuments(app, errors);
     app.useGlobalPipes(requestValidationPipe());
     answerClientErrors(app.getHttpServer());
     connections = drainableConnections(app.getHttpServer(), KEEP_ALIVE_MS);

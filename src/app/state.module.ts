@@ -1,11 +1,10 @@
-import { MiddlewareConsumer, Module, NestModule, RequestMethod } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { DocumentTextMemo } from '../application/state/document-text-memo';
 import { InstanceHashMemo } from '../application/state/instance-hash-memo';
 import { ServedInstanceBytes } from '../application/state/served-instance-bytes';
 import { WrittenChunks } from '../application/state/written-chunks';
 import { STATE_COMMAND_HANDLERS } from '../application/state/state-command.handlers';
 import { CONFIG, type Config } from '../infrastructure/config/config';
-import { CurrentHeadPrefetch } from '../infrastructure/http/current-head-prefetch';
 import { TerraformBackendController } from '../infrastructure/http/terraform-backend.controller';
 import { DATABASE, Database } from '../infrastructure/postgres/database';
 import { StateCatalogReadModel } from '../infrastructure/read-models/state-catalog-read-model';
@@ -54,10 +53,4 @@ import { StateProjectionsModule } from './state-projections.module';
   ],
   exports: [StateDocumentReadModel, StateCatalogReadModel],
 })
-export class StateModule implements NestModule {
-  configure(consumer: MiddlewareConsumer): void {
-    consumer
-      .apply(CurrentHeadPrefetch)
-      .forRoutes({ path: 'v1/states/*name', method: RequestMethod.GET });
-  }
-}
+export class StateModule {}

@@ -32,6 +32,13 @@ export type AccessRule =
 
 export const ACCESS_RULE = 'kilolock:access';
 
+/** The rule a handler declares with `@Access` (the guard reads the same); throws when it declares none. */
+export function accessRuleOf(handler: (...args: never[]) => unknown): AccessRule {
+  const rule = Reflect.getMetadata(ACCESS_RULE, handler) as AccessRule | undefined;
+  if (rule === undefined) throw new Error(`${handler.name} declares no access rule (@Access)`);
+  return rule;
+}
+
 export const Access = {
   public: () => SetMetadata(ACCESS_RULE, { kind: 'public' } satisfies AccessRule),
   admin: () => SetMetadata(ACCESS_RULE, { kind: 'scope', scope: 'admin' } satisfies AccessRule),

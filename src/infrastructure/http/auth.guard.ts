@@ -38,27 +38,41 @@ export class AuthGuard implements CanActivate {
         `${context.getClass().name}.${context.getHandler().name} declares no access rule (@Access)`,
       );
     }
-    if (rule.kind === 'public') return true;
-    const req = context.switchToHttp().getRequest<AuthedRequest>();
-    // A request passed on to another route (POST <name>/refresh) is checked again, not re-authenticated.
-    req.principal ??= this.authenticator ? await this.authenticator.authenticate(req) : OPEN;
-    switch (rule.kind) {
-      case 'scope':
-        requireScope(req, rule.scope, `${req.method} ${req.path}`);
-        return true;
-      case 'state':
-        authorize(req, rule.access, rule.stateOf(req));
-        return true;
-      case 'anyState': {
-        const p = principalOf(req);
-        if (!p.grants.canAny(rule.access)) {
-          throw new DomainError(
-            AUTH_FORBIDDEN,
-            `token "${p.name}" may not ${rule.access} any state (its scopes: ${scopeList(p)})`,
-          );
-        }
-        return true;
+    await admit(this.authenticator, context.switchToHttp().getRequest<AuthedRequest>(), rule);
+    return true;
+  }
+}
+
+/**
+ * A request against its route's access rule: authenticated (once: a request
+ * passed on to another route, POST <name>/refresh, is checked again, not
+ * re-authenticated), then refused (401, 403) unless the token allows it.
+ * The AuthGuard's check, and the current document's route's
+ * (current-document-route.ts), which runs before Nest's pipeline.
+ */
+export async function admit(
+  authenticator: Authenticator | null,
+  req: AuthedRequest,
+  rule: AccessRule,
+): Promise<void> {
+  if (rule.kind === 'public') return;
+  req.principal ??= authenticator ? await authenticator.authenticate(req) : OPEN;
+  switch (rule.kind) {
+    case 'scope':
+      requireScope(req, rule.scope, `${req.method} ${req.path}`);
+      return;
+    case 'state':
+      authorize(req, rule.access, rule.stateOf(req));
+      return;
+    case 'anyState': {
+      const p = principalOf(req);
+      if (!p.grants.canAny(rule.access)) {
+        throw new DomainError(
+          AUTH_FORBIDDEN,
+          `token "${p.name}" may not ${rule.access} any state (its scopes: ${scopeList(p)})`,
+        );
       }
+      return;
     }
   }
 }

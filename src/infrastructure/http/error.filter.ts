@@ -40,8 +40,11 @@ export class ErrorFilter implements ExceptionFilter {
 
   catch(err: unknown, host: ArgumentsHost): void {
     const ctx = host.switchToHttp();
-    const res = ctx.getResponse<Response>();
-    const req = ctx.getRequest<Request & { id?: string }>();
+    this.reply(err, ctx.getRequest<Request & { id?: string }>(), ctx.getResponse<Response>());
+  }
+
+  /** The answer to `err`; also for a route served before Nest's pipeline (current-document-route.ts). */
+  reply(err: unknown, req: (Request & { id?: string }) | undefined, res: Response): void {
     if (res.headersSent) return;
     if (err instanceof DomainError) {
       const status = statusFor(err.code);

@@ -37,8 +37,7 @@ import { StateCatalogReadModel } from '../read-models/state-catalog-read-model';
 import { StateDocumentReadModel } from '../read-models/state-document-read-model';
 import { Access, requireScope } from './access';
 import { callerOf } from './caller';
-import { prefetchedHead } from './current-head-prefetch';
-import { STATE_VERSION_HEADER } from './headers';
+import { sendDocument } from './current-document-route';
 import { parseJson, readBody } from './read-body';
 import { receiveStateDocument } from './receive-state-document';
 import { MAX_VERSION } from './request-validation';
@@ -97,6 +96,8 @@ export class TerraformBackendController {
    * terraform serial N, or with `?version=N` our version N. The version
    * served is in `X-Kilolock-State-Version`. Terraform reads any 404 as "no
    * state yet" and ignores its body, so a 404 carries our JSON error too.
+   * A current document that exists is served before this handler, by
+   * CurrentDocumentRoute under this rule; the rest comes here.
    */
   @ApiOperation({ summary: 'The current document, or one version of it' })
   @ApiQuery({ name: 'version', required: false, description: 'our version N (1, 2, 3…)' })
@@ -115,7 +116,6 @@ export class TerraformBackendController {
   async get(
     @Param('name') param: string[],
     @Query() query: Record<string, unknown>,
-    @Req() req: Request,
     @Res() res: Response,
   ): Promise<void> {
     const name = stateNameFrom(param);
@@ -129,20 +129,9 @@ export class TerraformBackendController {
         ? await this.documents.version(name, { serial })
         : version !== null
           ? await this.documents.version(name, { version })
-          : await this.documents.currentBody(name, prefetchedHead(req, name));
+          : await this.documents.currentBody(name);
     if (served === null) throw await this.missing(name, serial, version);
-    res
-      .status(200)
-      .setHeader('Content-Type', 'application/json')
-      .setHeader('Content-Length', served.size)
-      .setHeader('Content-MD5', served.md5)
-      .setHeader(STATE_VERSION_HEADER, String(served.version));
-    // The document as its chunks, not joined: no copy of a big state per GET;
-    // corked, so the socket takes them in one vectored write, not one per chunk.
-    res.cork();
-    for (const part of served.parts) res.write(part);
-    res.uncork();
-    res.end();
+    sendDocument(res, served);
   }
 
   /** Why there is nothing to serve: no such state, or no such version of it. */
