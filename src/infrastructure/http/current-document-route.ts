@@ -18,7 +18,7 @@ export const CURRENT_DOCUMENT_PATH = '/v1/states/*name';
  * `GET /v1/states/<name>` of the current document, terraform's read before
  * every plan and push, answered as an Express route ahead of Nest's: Nest's
  * pipeline for the same answer (its middleware, two guards, pipes, the
- * handler's promise chain) cost about a third of kld's CPU per GET of a
+ * handler's promise chain) cost about a tenth of kld's CPU per GET of a
  * small state (docs/performance-history.md, "kld's fixed cost per small
  * request (wave 23)"). What the pipeline did for this request is done here
  * with the same code: the route's own access rule (the controller's
