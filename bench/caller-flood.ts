@@ -217,6 +217,8 @@ function report(label: string, times: Record<string, number[]>): void {
     return `${op} p50 ${formatMs(d.p50)} max ${formatMs(d.max)}`;
   });
   console.log(`  ${label.padEnd(58)} ${cells.join(' | ')}`);
+  // Every request's ms, to pool rounds (p90 across runs).
+  if (process.env.KL_BENCH_RAW === '1') console.log(`    raw ${JSON.stringify({ label, times })}`);
 }
 
 /** /healthz one after another until `stop.done`: the slowest answer (kld's event loop). */
