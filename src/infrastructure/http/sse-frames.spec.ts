@@ -47,4 +47,17 @@ describe('SSE frames', () => {
     expect(new Set(written).size).toBe(1);
     expect(framed).toBe(3);
   });
+
+  it('frames a batch of other events anew, even when it begins with the same one', () => {
+    const [a, b, c] = [event(1), event(2), event(3)];
+    const ab = text(sseFrame({ kind: 'events', events: [a, b] }));
+
+    expect(text(sseFrame({ kind: 'events', events: [a, c] }))).toBe(
+      text(sseFrame({ kind: 'event', event: a })) + text(sseFrame({ kind: 'event', event: c })),
+    );
+    expect(text(sseFrame({ kind: 'events', events: [a] }))).toBe(
+      text(sseFrame({ kind: 'event', event: a })),
+    );
+    expect(ab).toContain('"eventId":"e-2"');
+  });
 });

@@ -3,21 +3,33 @@ import type { LoggedEvent } from '../../domain/shared/event';
 import { formatCursor } from '../../domain/shared/log-cursor';
 import { eventJson } from '../events/event-json';
 
-/**
- * Frames of events still held by someone, as the bytes written: subscribers
- * catching up from the same place get the same event objects (the feed
- * reads each page once for them all), and live subscribers the same ones
- * from the tail, so each event is framed and encoded once between them.
- */
-const frames = new WeakMap<LoggedEvent, Buffer>();
+function eventFrame(event: LoggedEvent): string {
+  const position = formatCursor(event.position);
+  return `id: ${position}\ndata: ${eventJson(event, position)}\n\n`;
+}
 
-function eventFrame(event: LoggedEvent): Buffer {
-  let bytes = frames.get(event);
-  if (bytes === undefined) {
-    const position = formatCursor(event.position);
-    bytes = Buffer.from(`id: ${position}\ndata: ${eventJson(event, position)}\n\n`);
-    frames.set(event, bytes);
+/**
+ * The bytes written for a batch of events, kept while its first event is
+ * held by someone: subscribers catching up from the same place get the same
+ * event objects (the feed reads each page once for them all) in the same
+ * batches, so each batch is framed and encoded once between them. One
+ * buffer per batch: one per event cost more than the framing it saved for a
+ * lone subscriber.
+ */
+const batches = new WeakMap<LoggedEvent, { events: readonly LoggedEvent[]; bytes: Buffer }>();
+
+function batchFrame(events: readonly LoggedEvent[]): Buffer {
+  const [first] = events;
+  const known = first === undefined ? undefined : batches.get(first);
+  if (
+    known !== undefined &&
+    known.events.length === events.length &&
+    known.events.every((e, i) => e === events[i])
+  ) {
+    return known.bytes;
   }
+  const bytes = Buffer.from(events.map(eventFrame).join(''));
+  if (first !== undefined) batches.set(first, { events, bytes });
   return bytes;
 }
 
@@ -27,7 +39,7 @@ export function sseFrame(item: FeedItem): Buffer | string {
     case 'event':
       return eventFrame(item.event);
     case 'events':
-      return Buffer.concat(item.events.map(eventFrame));
+      return batchFrame(item.events);
     case 'caught-up':
     case 'checkpoint': {
       const position = formatCursor(item.position);
