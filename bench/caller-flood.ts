@@ -26,6 +26,7 @@ import { distribution, formatMs } from './support/stats';
  *   KL_BENCH_CYCLES=5               terraform cycles measured under each flood
  *   KL_BENCH_KLD_ENV='KL_X=1 …'     extra variables for kld
  *   KL_BENCH_FLOODS=queries,exports  only the floods whose names start so
+ *   KL_BENCH_RAW=1                  also every request's ms (JSON), to pool several runs
  *   KL_BENCH_WHY=1                  where the slowest request of each flood waited (wave 21):
  *                                   pg_stat_activity every 20 ms in its window (waits, idle
  *                                   transactions), PostgreSQL's log of statements slower than
@@ -217,6 +218,8 @@ function report(label: string, times: Record<string, number[]>): void {
     return `${op} p50 ${formatMs(d.p50)} max ${formatMs(d.max)}`;
   });
   console.log(`  ${label.padEnd(58)} ${cells.join(' | ')}`);
+  // Every request's ms, to pool rounds (p90 across runs).
+  if (process.env.KL_BENCH_RAW === '1') console.log(`    raw ${JSON.stringify({ label, times })}`);
 }
 
 /** /healthz one after another until `stop.done`: the slowest answer (kld's event loop). */

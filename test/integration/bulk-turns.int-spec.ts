@@ -58,17 +58,20 @@ describe('bulk readers waiting for their turn', () => {
   it('three readers on one connection with a 200 ms connect timeout, each held far longer: all deliver everything, none errors', async () => {
     // kld's bulk pool in small: one connection, a connect timeout shorter than a reader's page.
     const bulk = bulkDatabase(t.url, { max: 1, connectionTimeoutMillis: 200 });
-    const feed = new EventFeed(store, {
-      catchUp: new PostgresEventStore(bulk, notifier, undefined, 0),
-      pageSize: 10,
-    });
+    const bulkStore = new PostgresEventStore(bulk, notifier, undefined, 0);
+    // A feed each: one feed reads a page once for all its readers at the same
+    // place (SharedPages), and these must each ask the pool.
+    const feeds = Array.from(
+      { length: 3 },
+      () => new EventFeed(store, { catchUp: bulkStore, pageSize: 10 }),
+    );
     const admin = new Client({ connectionString: t.url });
     await admin.connect();
     try {
       // Every page read waits behind this lock while it is held: the reader
       // with the connection keeps it, the others wait for their turn.
       await admin.query('BEGIN; LOCK TABLE kl_events IN ACCESS EXCLUSIVE MODE');
-      const readers = Array.from({ length: 3 }, async () => {
+      const readers = feeds.map(async (feed) => {
         const items = await feed.open(
           { from: 'start', filter: EventFilter.compile(), follow: false },
           new AbortController().signal,
@@ -88,7 +91,7 @@ describe('bulk readers waiting for their turn', () => {
       expect(delivered).toEqual([0, 1, 2].map(() => ({ status: 'fulfilled', value: all })));
     } finally {
       await admin.end();
-      await feed.close();
+      for (const feed of feeds) await feed.close();
       await bulk.close();
     }
   });

@@ -121,6 +121,37 @@ describe('EventFeed catching up', () => {
     expect(new Set(turnsOfSlices).size).toBe(turnsOfSlices.length);
   });
 
+  it('reads each page of the log once for subscribers catching up from the same place together', async () => {
+    const events = log().slice(0, 2000);
+    const reads: string[] = [];
+    const store = catchUpOf(events);
+    const feed = new EventFeed(refusingStore, {
+      pageSize: 500,
+      catchUp: {
+        readLog: (from, limit) => {
+          reads.push(String(from.globalPosition));
+          return store.readLog(from, limit);
+        },
+      },
+    });
+    const read = await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        const items = await feed.open(
+          { from: 'start', filter: EventFilter.compile(), follow: false, batch: 100 },
+          new AbortController().signal,
+        );
+        const ids: string[] = [];
+        for await (const item of items)
+          if (item.kind === 'events') ids.push(...item.events.map((e) => e.eventId));
+        return ids;
+      }),
+    );
+
+    for (const ids of read) expect(ids).toEqual(events.map((e) => e.eventId));
+    // Four full pages, one read of each; the head (an empty page) as each reader got there.
+    expect(reads.filter((from) => from !== '2000')).toEqual(['0', '500', '1000', '1500']);
+  });
+
   it('takes the rest of a page before another subscriber’s next page: few pages are held half read', async () => {
     const events = log().slice(0, 2000);
     const feed = new EventFeed(refusingStore, { catchUp: catchUpOf(events), pageSize: 1000 });

@@ -6,6 +6,7 @@ import { EVENTS_INVALID_POSITION, formatCursor } from '../../domain/shared/log-c
 import { SharedTurns } from '../in-turns';
 import type { EventStore } from '../ports/event-store.port';
 import { EventFilter } from './event-filter';
+import { SharedPages } from './shared-pages';
 
 export const EVENT_FEED = Symbol('EventFeed');
 
@@ -73,6 +74,13 @@ const BYTES_PER_TURN = 256 * 1024;
  * readers of 12 KiB events each held a page of 12 MB waiting in line.
  */
 const PAGES_AHEAD = 4;
+/**
+ * Full pages kept for consumers reading the same place of the log
+ * (SharedPages): subscribers started together read each page once between
+ * them, where each read and parsed its own.
+ */
+const PAGES_KEPT = 4;
+const PAGE_BYTES_KEPT = 32 * 1024 * 1024;
 /** What an event holds beside its data (ids, metadata, position), roughly. */
 const EVENT_OVERHEAD_BYTES = 512;
 
@@ -94,7 +102,7 @@ export class EventFeed {
   private readonly liveBuffer: number;
   private readonly liveBufferBytes: number;
   private readonly tail: LiveTail;
-  private readonly catchUp: Pick<EventStore, 'readLog'>;
+  private readonly catchUp: SharedPages;
   private readonly streamStates = new Map<string, string | null>();
   /** Shared by every consumer's slices (take, in run). */
   private readonly turns = new SharedTurns();
@@ -110,7 +118,7 @@ export class EventFeed {
     this.liveBuffer = options.liveBuffer ?? 10_000;
     this.liveBufferBytes = options.liveBufferBytes ?? DEFAULT_LIVE_BUFFER_BYTES;
     this.tail = new LiveTail(store);
-    this.catchUp = options.catchUp ?? store;
+    this.catchUp = new SharedPages(options.catchUp ?? store, PAGES_KEPT, PAGE_BYTES_KEPT);
   }
 
   /**

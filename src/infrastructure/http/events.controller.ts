@@ -1,18 +1,17 @@
 import { once } from 'node:events';
 import { Controller, Get, Inject, OnModuleDestroy, Query, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { EVENT_FEED, EventFeed, FeedItem } from '../../application/events/event-feed';
+import { EVENT_FEED, EventFeed } from '../../application/events/event-feed';
 import { eventAccess, EventFilter } from '../../application/events/event-filter';
-import type { LoggedEvent } from '../../domain/shared/event';
-import { formatCursor, parseCursor } from '../../domain/shared/log-cursor';
+import { parseCursor } from '../../domain/shared/log-cursor';
 import { AUTHENTICATOR, type Authenticator } from '../auth/authenticator';
 import { SubscriberRecheck } from '../auth/subscriber-recheck';
-import { eventJson } from '../events/event-json';
 import { LOGGER, type Logger } from '../logging/logger';
 import { DomainError } from '../../domain/shared/domain-error';
 import { Access, AUTH_UNAUTHENTICATED, principalOf } from './access';
 import { EventsQueryDto } from './dto/events.dto';
 import { Heavy } from './caller-bounds';
+import { sseFrame } from './sse-frames';
 
 const HEARTBEAT_S = 15;
 /**
@@ -102,7 +101,7 @@ export class EventsController implements OnModuleDestroy {
         for await (const item of items) {
           if (abort.signal.aborted) break;
           await recheck?.beforeSend();
-          if (!res.write(frame(item))) {
+          if (!res.write(sseFrame(item))) {
             await once(res, 'drain', { signal: abort.signal }).catch(() => undefined);
           }
         }
@@ -123,25 +122,6 @@ export class EventsController implements OnModuleDestroy {
       res.end();
     } finally {
       this.shutdown.signal.removeEventListener('abort', stop);
-    }
-  }
-}
-
-function eventFrame(event: LoggedEvent): string {
-  const position = formatCursor(event.position);
-  return `id: ${position}\ndata: ${eventJson(event, position)}\n\n`;
-}
-
-function frame(item: FeedItem): string {
-  switch (item.kind) {
-    case 'event':
-      return eventFrame(item.event);
-    case 'events':
-      return item.events.map(eventFrame).join('');
-    case 'caught-up':
-    case 'checkpoint': {
-      const position = formatCursor(item.position);
-      return `id: ${position}\nevent: ${item.kind}\ndata: ${JSON.stringify({ position })}\n\n`;
     }
   }
 }
