@@ -8,74 +8,18 @@ import { documentParts } from './state-document-text';
 export interface InstanceSpan {
   start: number;
   end: number;
-  /** The position in the previous document of the object of the same bytes, when they were found there. */
+  /** The previous document's object of the same bytes, when the bytes were found there. */
+  reuse?: InstanceObjectV4;
+  /** That object's position in the previous document. */
   from?: number;
   /** The position of the last instance of the same `instances` array. */
   last?: number;
 }
 
-/** Cells per span in `SpanTable`: start, end, from, last. */
-const CELLS = 4;
-
-/**
- * The spans of a document's instances, four numbers each in one array: a
- * state's table lives from one commit to the next, so it outlives young
- * collections, and as one object per instance it was some 2 MB of old
- * generation at 20k instances for every commit's full collection to mark and
- * then free (docs/performance-history.md, "The delta POST's full collections:
- * where V8's allowance goes (wave 23)").
- */
-export class SpanTable {
-  private readonly cells: number[] = [];
-
-  get length(): number {
-    return this.cells.length / CELLS;
-  }
-
-  start(k: number): number {
-    return this.cells[k * CELLS];
-  }
-
-  end(k: number): number {
-    return this.cells[k * CELLS + 1];
-  }
-
-  /** The previous document's position of the same bytes, or -1. */
-  from(k: number): number {
-    return this.cells[k * CELLS + 2];
-  }
-
-  /** The position of the last instance of the same `instances` array, or -1 before it is known. */
-  last(k: number): number {
-    return this.cells[k * CELLS + 3];
-  }
-
-  push(start: number, end: number, from = -1): void {
-    this.cells.push(start, end, from, -1);
-  }
-
-  /** The spans `first` to `last` are one `instances` array. */
-  endArray(first: number, last: number): void {
-    for (let k = first; k <= last; k++) this.cells[k * CELLS + 3] = last;
-  }
-
-  /** Each span as an object (for tests and diagnostics). */
-  list(): InstanceSpan[] {
-    const spans: InstanceSpan[] = [];
-    for (let k = 0; k < this.length; k++) {
-      const span: InstanceSpan = { start: this.start(k), end: this.end(k) };
-      if (this.from(k) >= 0) span.from = this.from(k);
-      if (this.last(k) >= 0) span.last = this.last(k);
-      spans.push(span);
-    }
-    return spans;
-  }
-}
-
 /** A document's bytes as received, and its instance objects in document order with their spans. */
 export interface InstanceBytes {
   body: Buffer;
-  spans: SpanTable;
+  spans: readonly InstanceSpan[];
   objects: readonly InstanceObjectV4[];
   /** The instances' addresses, once a reusing parse checked them (for the next one). */
   addresses: AddressBook | null;
@@ -99,12 +43,7 @@ function utf8OrNull(bytes: Uint8Array): string | null {
   }
 }
 
-const NONE: InstanceBytes = {
-  body: Buffer.alloc(0),
-  spans: new SpanTable(),
-  objects: [],
-  addresses: null,
-};
+const NONE: InstanceBytes = { body: Buffer.alloc(0), spans: [], objects: [], addresses: null };
 
 // An instance object is at depth 4: document, resources, a resource, instances.
 const INSTANCE_DEPTH = 4;
@@ -140,7 +79,7 @@ export function parseStateBodyReusing(
   const spans = instanceSpans(body, previous);
   if (spans !== null) {
     try {
-      const reused = assemble(body, spans, previous);
+      const reused = assemble(body, spans, previous.addresses);
       if (reused !== null) return reused;
     } catch {
       // refused the way parseStateDocument words it, below
@@ -151,15 +90,14 @@ export function parseStateBodyReusing(
 }
 
 /** `body` with each span replaced by its ordinal, as text; null if a byte is not UTF-8. */
-function skeletonText(body: Buffer, spans: SpanTable): string | null {
+function skeletonText(body: Buffer, spans: readonly InstanceSpan[]): string | null {
   let size = body.length;
-  for (let k = 0; k < spans.length; k++) size += digits(k) - (spans.end(k) - spans.start(k));
+  for (let k = 0; k < spans.length; k++) size += digits(k) - (spans[k].end - spans[k].start);
   const skeleton = Buffer.allocUnsafe(size);
   let at = 0;
   let from = 0;
   for (let k = 0; k < spans.length; k++) {
-    const start = spans.start(k);
-    const end = spans.end(k);
+    const { start, end } = spans[k];
     // The text between two instances is a few bytes: a loop beats a native copy call.
     if (start - from <= 32) for (let b = from; b < start; b++) skeleton[at++] = body[b];
     else at += body.copy(skeleton, at, from, start);
@@ -229,7 +167,7 @@ function laidOutAsServed(
   objects: readonly InstanceObjectV4[],
   served: (instance: InstanceObjectV4) => Buffer,
 ): InstanceBytes | null {
-  const spans = new SpanTable();
+  const spans: InstanceSpan[] = [];
   let at = 0;
   for (const part of documentParts(document)) {
     if (typeof part === 'string') {
@@ -247,14 +185,14 @@ function laidOutAsServed(
     const bytes = served(part);
     const end = at + bytes.length;
     if (end > body.length || body.compare(bytes, 0, bytes.length, at, end) !== 0) return null;
-    spans.push(at, end);
+    spans.push({ start: at, end });
     at = end;
   }
   if (at !== body.length || spans.length !== objects.length) return null;
   let k = 0;
   for (const r of document.resources) {
-    spans.endArray(k, k + r.instances.length - 1);
-    k += r.instances.length;
+    const last = k + r.instances.length - 1;
+    for (let i = 0; i < r.instances.length; i++) spans[k++].last = last;
   }
   return { body, spans, objects, addresses: null };
 }
@@ -295,19 +233,22 @@ function holdsOrdinals(skeleton: unknown, count: number): boolean {
   return k === count;
 }
 
-function assemble(body: Buffer, spans: SpanTable, previous: InstanceBytes): ReusingParse | null {
+function assemble(
+  body: Buffer,
+  spans: InstanceSpan[],
+  book: AddressBook | null,
+): ReusingParse | null {
   const text = skeletonText(body, spans);
   if (text === null) return null;
   const skeleton = parseJsonLossless(text);
 
   const objects: (InstanceObjectV4 | null)[] = [];
-  for (let k = 0; k < spans.length; k++) {
-    const from = spans.from(k);
-    if (from >= 0) {
-      objects.push(previous.objects[from]);
+  for (const span of spans) {
+    if (span.reuse !== undefined) {
+      objects.push(span.reuse);
       continue;
     }
-    const text = utf8OrNull(body.subarray(spans.start(k), spans.end(k)));
+    const text = utf8OrNull(body.subarray(span.start, span.end));
     if (text === null) return null;
     const value = parseJsonLossless(text);
     if (nestsDeeperThan(value, MAX_JSON_DEPTH - INSTANCE_DEPTH)) return null;
@@ -321,11 +262,8 @@ function assemble(body: Buffer, spans: SpanTable, previous: InstanceBytes): Reus
     for (let j = 0; j < slots.length; j++) slots[j] = objects[k++];
   }
   const from = new Int32Array(spans.length);
-  for (let k = 0; k < spans.length; k++) from[k] = spans.from(k);
-  const { document, book: addresses } = validateReusingDocument(skeleton, {
-    from,
-    book: previous.addresses,
-  });
+  for (let k = 0; k < spans.length; k++) from[k] = spans[k].from ?? -1;
+  const { document, book: addresses } = validateReusingDocument(skeleton, { from, book });
   return {
     document,
     instances: { body, spans, objects: objects as InstanceObjectV4[], addresses },
@@ -363,7 +301,7 @@ const MAX_RUN = 256;
  * instance removed) is compared, not scanned: a memcmp instead of a walk
  * through its strings and brackets.
  */
-export function instanceSpans(body: Buffer, previous: InstanceBytes = NONE): SpanTable | null {
+export function instanceSpans(body: Buffer, previous: InstanceBytes = NONE): InstanceSpan[] | null {
   try {
     return new SpanScanner(body, previous).document();
   } catch (e) {
@@ -374,7 +312,7 @@ export function instanceSpans(body: Buffer, previous: InstanceBytes = NONE): Spa
 
 class SpanScanner {
   private at = 0;
-  private readonly spans = new SpanTable();
+  private readonly spans: InstanceSpan[] = [];
   /** The previous document's instance expected next. */
   private next = 0;
 
@@ -383,7 +321,7 @@ class SpanScanner {
     private readonly previous: InstanceBytes,
   ) {}
 
-  document(): SpanTable {
+  document(): InstanceSpan[] {
     this.members((name) => {
       if (name.equals(RESOURCES)) this.elements(() => this.resource());
       else this.skipValue();
@@ -401,10 +339,15 @@ class SpanScanner {
         const start = this.at;
         if (this.run(start)) return;
         const from = this.known(start);
-        if (from < 0) this.skipValue();
-        this.spans.push(start, this.at, from);
+        if (from < 0) {
+          this.skipValue();
+          this.spans.push({ start, end: this.at });
+        } else {
+          this.spans.push({ start, end: this.at, reuse: this.previous.objects[from], from });
+        }
       });
-      this.spans.endArray(first, this.spans.length - 1);
+      const last = this.spans.length - 1;
+      for (let k = first; k <= last; k++) this.spans[k].last = last;
     });
   }
 
@@ -420,19 +363,20 @@ class SpanScanner {
    * the same offset. False (nothing moved) when no run of two or more matches.
    */
   private run(start: number): boolean {
-    const { body: before, spans } = this.previous;
+    const { body: before, spans, objects } = this.previous;
     const j = this.next;
     if (j >= spans.length) return false;
-    const last = spans.last(j);
-    if (last < 0) return false;
+    const last = spans[j].last;
+    if (last === undefined) return false;
     for (let count = Math.min(this.stride, last - j + 1); count >= MIN_RUN; count >>= 1) {
-      const from = spans.start(j);
-      const to = spans.end(j + count - 1);
+      const from = spans[j].start;
+      const to = spans[j + count - 1].end;
       const end = start + (to - from);
       if (end <= this.body.length && this.body.compare(before, from, to, start, end) === 0) {
         const shift = start - from;
         for (let k = j; k < j + count; k++) {
-          this.spans.push(spans.start(k) + shift, spans.end(k) + shift, k);
+          const { start: a, end: b } = spans[k];
+          this.spans.push({ start: a + shift, end: b + shift, reuse: objects[k], from: k });
         }
         this.next = j + count;
         this.at = end;
@@ -448,8 +392,7 @@ class SpanScanner {
   private known(start: number): number {
     const { body: before, spans } = this.previous;
     for (let j = this.next; j < this.next + 2 && j < spans.length; j++) {
-      const from = spans.start(j);
-      const to = spans.end(j);
+      const { start: from, end: to } = spans[j];
       const end = start + (to - from);
       if (end <= this.body.length && this.body.compare(before, from, to, start, end) === 0) {
         this.next = j + 1;
