@@ -4,7 +4,7 @@ import { bootstrapToken } from '../support/auth';
 import { bearer, grpcEventsClient } from '../support/event-clients';
 import { KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { createToken, jsonCall } from '../support/json-call';
+import { createToken, eventCount, jsonCall } from '../support/json-call';
 
 /**
  * Hostile sweep 5: kld stopped while callers hold it every way they can,
@@ -390,14 +390,7 @@ describe('hostile callers of a running kld', () => {
       changed_paths: outcome === 'drifted' ? ['id'] : [],
       ...extra,
     });
-    const eventsOf = async (stream: string) => {
-      const r = await call(admin, 'POST', '/v1/query', {
-        sql: 'SELECT count(*)::int AS n FROM event_log WHERE stream = $1',
-        params: [stream],
-      });
-      expect(r.status).toBe(200);
-      return r.body.rows[0][0] as number;
-    };
+    const eventsOf = (stream: string) => eventCount(kld.url, admin, stream);
 
     it('refresh results: a batch naming one instance 100,000 times records its last result once', async () => {
       const started = await call(teamA, 'POST', '/v1/refresh-runs', { state, dry_run: true });

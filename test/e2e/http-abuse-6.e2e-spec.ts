@@ -1,9 +1,9 @@
 import * as net from 'node:net';
-import { bootstrapToken } from '../support/auth';
 import { bearer, collectGrpc, grpcEventsClient } from '../support/event-clients';
+import { hostileTeams, HostileTeams, TEAM_A_STATE } from '../support/hostile-teams';
 import { KldProcess, startKld } from '../support/kld-process';
-import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { createToken, jsonCall } from '../support/json-call';
+import type { TestDatabase } from '../support/test-database';
+import { createToken, eventCount, jsonCall } from '../support/json-call';
 
 /**
  * Hostile sweep 6: the apply-runs listing against a history of big runs, a
@@ -40,39 +40,27 @@ const doc = (serial: number, instances: number) => ({
 });
 
 describe('hostile sweep 6', () => {
+  let teams: HostileTeams;
   let t: TestDatabase;
   let kld: KldProcess;
   let admin: string;
   let writer: string;
   let reader: string;
   let other: string;
-  const state = 'team-a/app';
+  const state = TEAM_A_STATE;
 
   beforeAll(async () => {
-    t = await createTestDatabase('kl_http_abuse6');
-    admin = bootstrapToken(t.url, 'root', ['admin', 'write:*', 'query', 'events']).secret;
-    kld = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
-    writer = await createToken(kld.url, admin, 'team-a-ci', ['write:team-a/*']);
-    reader = await createToken(kld.url, admin, 'team-a-viewer', ['read:team-a/*']);
-    other = await createToken(kld.url, admin, 'team-b-ci', ['write:team-b/*']);
-    expect((await call(admin, 'POST', `/v1/states/${state}`, doc(1, 2000))).status).toBe(200);
-    expect((await call(admin, 'POST', '/v1/states/team-b/app', doc(1, 3))).status).toBe(200);
+    teams = await hostileTeams('kl_http_abuse6', doc(1, 2000), doc(1, 3));
+    ({ t, kld, admin, writer, reader, other } = teams);
   });
 
   afterAll(async () => {
-    await kld?.stop();
-    await t?.drop();
+    await teams?.stop();
   });
 
   const call = (token: string, method: string, path: string, body?: unknown) =>
-    jsonCall(kld.url, token, method, path, body);
-
-  /** The state still at serial 1, and another team served meanwhile. */
-  const unchanged = async () => {
-    const r = await call(reader, 'GET', `/v1/states/${state}`);
-    expect([r.status, r.body.serial]).toEqual([200, 1]);
-    expect((await call(other, 'GET', '/v1/states/team-b/app')).status).toBe(200);
-  };
+    teams.call(token, method, path, body);
+  const unchanged = () => teams.unchanged();
 
   it('the apply-runs listing gives each run a summary: a history of big runs stays small', async () => {
     // What `kl state rm` of 2,000 addresses records: each address a glob, a line of info.
@@ -140,14 +128,7 @@ describe('hostile sweep 6', () => {
       changed_paths: ['id'],
       ...extra,
     });
-    const eventsOf = async (run: string) => {
-      const r = await call(admin, 'POST', '/v1/query', {
-        sql: 'SELECT count(*)::int AS n FROM event_log WHERE stream = $1',
-        params: [`refresh-${run}`],
-      });
-      expect(r.status).toBe(200);
-      return r.body.rows[0][0] as number;
-    };
+    const eventsOf = (run: string) => eventCount(kld.url, admin, `refresh-${run}`);
 
     it('with changed paths or an error no provider sends is a 400 naming it, nothing stored', async () => {
       const started = await call(writer, 'POST', '/v1/refresh-runs', { state, dry_run: true });

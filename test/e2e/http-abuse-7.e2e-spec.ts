@@ -1,10 +1,10 @@
 import * as grpc from '@grpc/grpc-js';
 import * as net from 'node:net';
-import { bootstrapToken } from '../support/auth';
 import { bearer, collectGrpc, grpcEventsClient } from '../support/event-clients';
+import { hostileTeams, HostileTeams, TEAM_A_STATE } from '../support/hostile-teams';
 import { KldProcess, startKld } from '../support/kld-process';
-import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { createToken, jsonCall } from '../support/json-call';
+import type { TestDatabase } from '../support/test-database';
+import { createToken, eventCount, jsonCall } from '../support/json-call';
 
 /**
  * Hostile sweep 7: a refresh finish's free text, an event too big for a gRPC
@@ -45,50 +45,30 @@ const doc = (serial: number, instances: number, lineage = 'abuse7', pad = 0) => 
 });
 
 describe('hostile sweep 7', () => {
+  let teams: HostileTeams;
   let t: TestDatabase;
   let kld: KldProcess;
   let admin: string;
   let writer: string;
   let reader: string;
-  let other: string;
   let watcher: string;
-  const state = 'team-a/app';
+  const state = TEAM_A_STATE;
 
   beforeAll(async () => {
-    t = await createTestDatabase('kl_http_abuse7');
-    admin = bootstrapToken(t.url, 'root', ['admin', 'write:*', 'query', 'events']).secret;
-    kld = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
-    writer = await createToken(kld.url, admin, 'team-a-ci', ['write:team-a/*']);
-    reader = await createToken(kld.url, admin, 'team-a-viewer', ['read:team-a/*']);
-    other = await createToken(kld.url, admin, 'team-b-ci', ['write:team-b/*']);
+    teams = await hostileTeams('kl_http_abuse7', doc(1, 20), doc(1, 3));
+    ({ t, kld, admin, writer, reader } = teams);
     watcher = await createToken(kld.url, admin, 'team-a-watcher', ['read:team-a/*', 'events']);
-    expect((await call(admin, 'POST', `/v1/states/${state}`, doc(1, 20))).status).toBe(200);
-    expect((await call(admin, 'POST', '/v1/states/team-b/app', doc(1, 3))).status).toBe(200);
   });
 
   afterAll(async () => {
-    await kld?.stop();
-    await t?.drop();
+    await teams?.stop();
   });
 
   const call = (token: string, method: string, path: string, body?: unknown) =>
-    jsonCall(kld.url, token, method, path, body);
+    teams.call(token, method, path, body);
+  const unchanged = () => teams.unchanged();
 
-  /** The state still at serial 1, and another team served meanwhile. */
-  const unchanged = async () => {
-    const r = await call(reader, 'GET', `/v1/states/${state}`);
-    expect([r.status, r.body.serial]).toEqual([200, 1]);
-    expect((await call(other, 'GET', '/v1/states/team-b/app')).status).toBe(200);
-  };
-
-  const eventsOf = async (stream: string) => {
-    const r = await call(admin, 'POST', '/v1/query', {
-      sql: 'SELECT count(*)::int AS n FROM event_log WHERE stream = $1',
-      params: [stream],
-    });
-    expect(r.status).toBe(200);
-    return r.body.rows[0][0] as number;
-  };
+  const eventsOf = (stream: string) => eventCount(kld.url, admin, stream);
 
   it("a refresh finish's error_summary is bounded as a result's error: past it a 400, nothing stored", async () => {
     const started = await call(writer, 'POST', '/v1/refresh-runs', { state, dry_run: true });

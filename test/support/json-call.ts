@@ -32,3 +32,13 @@ export async function createToken(
   if (r.status !== 201) throw new Error(`token ${name}: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body.token as string;
 }
+
+/** How many events the log holds on `stream`, counted by `admin` through kld's query API. */
+export async function eventCount(baseUrl: string, admin: string, stream: string): Promise<number> {
+  const r = await jsonCall(baseUrl, admin, 'POST', '/v1/query', {
+    sql: 'SELECT count(*)::int AS n FROM event_log WHERE stream = $1',
+    params: [stream],
+  });
+  if (r.status !== 200) throw new Error(`event count of ${stream}: ${r.status}`);
+  return r.body.rows[0][0] as number;
+}
