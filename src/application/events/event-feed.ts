@@ -6,6 +6,7 @@ import { EVENTS_INVALID_POSITION, formatCursor } from '../../domain/shared/log-c
 import { SharedTurns } from '../in-turns';
 import type { EventStore } from '../ports/event-store.port';
 import { EventFilter } from './event-filter';
+import { eventBytes } from './event-size';
 import { SharedPages } from './shared-pages';
 
 export const EVENT_FEED = Symbol('EventFeed');
@@ -81,8 +82,6 @@ const PAGES_AHEAD = 4;
  */
 const PAGES_KEPT = 4;
 const PAGE_BYTES_KEPT = 32 * 1024 * 1024;
-/** What an event holds beside its data (ids, metadata, position), roughly. */
-const EVENT_OVERHEAD_BYTES = 512;
 
 /**
  * The event log, delivered to any number of consumers (gRPC, SSE) from any
@@ -358,19 +357,6 @@ interface SizedEvent {
   bytes: number;
 }
 
-/** Measured once per event, whatever the number of subscribers that buffer it. */
-function sizeOf(event: LoggedEvent): number {
-  let data = event.dataJson?.length;
-  if (data === undefined) {
-    try {
-      data = JSON.stringify(event.data)?.length ?? 0;
-    } catch {
-      data = 0;
-    }
-  }
-  return data + EVENT_OVERHEAD_BYTES;
-}
-
 /** One live consumer's buffer of events the tail handed over. */
 class LiveSubscriber {
   private queue: SizedEvent[] = [];
@@ -512,7 +498,8 @@ class LiveTail {
         for await (const event of this.store.subscribe(from, abort.signal)) {
           if (abort.signal.aborted) break;
           this.position = event.position;
-          const sized = { event, bytes: sizeOf(event) };
+          // Measured once per event, whatever the number of subscribers that buffer it.
+          const sized = { event, bytes: eventBytes(event) };
           for (const s of [...this.subscribers]) {
             if (!s.push(sized)) this.subscribers.delete(s);
           }

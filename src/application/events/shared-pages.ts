@@ -1,8 +1,6 @@
 import { LoggedEvent, LogPosition } from '../../domain/shared/event';
 import type { EventStore } from '../ports/event-store.port';
-
-/** What an event holds beside its data (ids, metadata, position), roughly. */
-const EVENT_OVERHEAD_BYTES = 512;
+import { eventBytes } from './event-size';
 
 /**
  * Pages of the log read once for every consumer catching up at the same
@@ -56,7 +54,7 @@ export class SharedPages {
 
   private keep(key: string, page: LoggedEvent[]): void {
     let bytes = 0;
-    for (const event of page) bytes += (event.dataJson?.length ?? 0) + EVENT_OVERHEAD_BYTES;
+    for (const event of page) bytes += eventBytes(event);
     if (bytes > this.bytesKept) return;
     this.kept.set(key, { page, bytes });
     this.keptBytes += bytes;
