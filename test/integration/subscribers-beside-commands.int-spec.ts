@@ -44,6 +44,14 @@ describe('subscribers catching up beside commands', () => {
     await t.drop();
   });
 
+  const horizonAtHead = async () =>
+    (
+      await t.db.query<{ at: boolean }>(
+        `SELECT NOT EXISTS (SELECT 1 FROM kl_events
+            WHERE transaction_id >= pg_snapshot_xmin(pg_current_snapshot())) AS at`,
+      )
+    )[0]!.at;
+
   it('a LOCK, a POST and an UNLOCK answer while every subscriber’s page read waits; then the subscribers get everything', async () => {
     const bulk = server.app.get<Database>(BULK_DATABASE);
     const feed = server.app.get<EventFeed>(EVENT_FEED);
@@ -95,6 +103,12 @@ describe('subscribers catching up beside commands', () => {
       // All that while, not one subscriber read a page.
       expect(delivered.every((d) => d.length === 0)).toBe(true);
       expect(bulk.pool.waitingCount).toBeGreaterThan(0);
+      // Readers see the log up to the oldest transaction still open (a
+      // projector's, say): wait until that horizon has passed the UNLOCK's
+      // event, so the head the subscribers catch up to is the whole log.
+      for (let i = 0; i < 400 && !(await horizonAtHead()); i++) {
+        await new Promise((r) => setTimeout(r, 25));
+      }
     } finally {
       for (const c of held) c.release();
     }
