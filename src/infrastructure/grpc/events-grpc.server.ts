@@ -15,7 +15,12 @@ import { acquireHeavy, boundCaller, type CallerBounds } from '../http/caller-bou
 import { ConnectionBudget } from '../http/connection-bound';
 import type { Logger } from '../logging/logger';
 import type { OversizedEvent } from './event-message-encoding';
-import { DEFAULT_MAX_MESSAGE_BYTES, feedMessages } from './feed-messages';
+import {
+  type CallMessages,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  feedBatch,
+  feedMessages,
+} from './feed-messages';
 import { protoDir } from '../provider/plugin-protos';
 
 interface StartFields {
@@ -203,7 +208,10 @@ export class EventsGrpcServer {
         release = acquireHeavy(this.bounds, 'subscription', caller);
       }
       const request = call.request;
-      const maxBytes = maxMessageBytesOf(request);
+      const take: CallMessages = {
+        maxBatch: batchOf(request),
+        maxBytes: maxMessageBytesOf(request),
+      };
       const filter = EventFilter.compile(
         {
           states: request.filter?.states,
@@ -212,10 +220,13 @@ export class EventsGrpcServer {
         },
         eventAccess(principal.grants),
       );
-      const feed = await this.feed.open({ ...parse(request), filter }, abort.signal);
+      const feed = await this.feed.open(
+        { ...parse(request), filter, batch: feedBatch(take) },
+        abort.signal,
+      );
       for await (const item of feed) {
         await recheck?.beforeSend();
-        const { out, oversized } = feedMessages(item, maxBytes);
+        const { out, oversized } = feedMessages(item, take);
         for (const m of out) {
           if (abort.signal.aborted) break;
           if (!call.write(m)) {
@@ -225,7 +236,7 @@ export class EventsGrpcServer {
         }
         if (abort.signal.aborted) break;
         if (oversized !== null) {
-          call.emit('error', tooLarge(oversized, maxBytes));
+          call.emit('error', tooLarge(oversized, take.maxBytes));
           return;
         }
       }
@@ -286,7 +297,6 @@ function subscribeRequest(request: SubscribeRequest): Omit<FeedRequest, 'filter'
   return {
     from: startOf(request),
     follow: true,
-    batch: batchOf(request),
     ...(ms ? { checkpointEveryMs: ms } : {}),
   };
 }
@@ -295,7 +305,6 @@ function readRequest(request: ReadRequest): Omit<FeedRequest, 'filter'> {
   return {
     from: startOf(request),
     follow: false,
-    batch: batchOf(request),
     ...(request.limit ? { limit: request.limit } : {}),
   };
 }

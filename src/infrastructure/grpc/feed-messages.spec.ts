@@ -1,7 +1,7 @@
 import type { LoggedEvent } from '../../domain/shared/event';
 import { formatCursor } from '../../domain/shared/log-cursor';
 import { encodeBatches, encodeEvent } from './event-message-encoding';
-import { DEFAULT_MAX_MESSAGE_BYTES, feedMessages } from './feed-messages';
+import { DEFAULT_MAX_MESSAGE_BYTES, feedBatch, feedMessages } from './feed-messages';
 
 function event(n: number, data: unknown = { n, note: 'ünïcode' }): LoggedEvent {
   return {
@@ -32,38 +32,44 @@ function counted(events: LoggedEvent[]): { events: LoggedEvent[]; encoded: () =>
   };
 }
 
-const bytes = (out: readonly unknown[]) => out.map((m) => (m as Buffer).toString('hex'));
+const hex = (out: readonly unknown[]) => out.map((m) => (m as Buffer).toString('hex'));
 const MiB = 1024 * 1024;
+const single = { maxBatch: 1, maxBytes: DEFAULT_MAX_MESSAGE_BYTES };
+const batched = { maxBatch: 1000, maxBytes: DEFAULT_MAX_MESSAGE_BYTES };
 
 describe('feedMessages', () => {
-  it('sends an event, and a batch, as their encoded messages', () => {
+  it('sends each event as its own message, or a batch as batch messages, as the call asked', () => {
     const [a, b] = [event(1), event(2)];
 
-    expect(feedMessages({ kind: 'event', event: a }, DEFAULT_MAX_MESSAGE_BYTES)).toEqual({
+    expect(feedMessages({ kind: 'events', events: [a, b] }, single)).toEqual({
+      out: [encodeEvent(a), encodeEvent(b)],
+      oversized: null,
+    });
+    expect(feedMessages({ kind: 'event', event: a }, single)).toEqual({
       out: [encodeEvent(a)],
       oversized: null,
     });
-    expect(feedMessages({ kind: 'events', events: [a, b] }, DEFAULT_MAX_MESSAGE_BYTES)).toEqual({
+    expect(feedMessages({ kind: 'events', events: [a, b] }, batched)).toEqual({
       out: encodeBatches([a, b], 1 << 20).messages,
       oversized: null,
     });
   });
 
+  it('has the feed hand a call of one event a message the events at hand together', () => {
+    expect(feedBatch(single)).toBeGreaterThan(1);
+    expect(feedBatch(batched)).toBe(1000);
+    expect(feedBatch({ maxBatch: 7, maxBytes: DEFAULT_MAX_MESSAGE_BYTES })).toBe(7);
+  });
+
   it('encodes a page handed to eight subscribers once, batched or one event a message', () => {
     const page = counted(Array.from({ length: 5 }, (_, i) => event(i + 1)));
-    const batched = Array.from({ length: 8 }, () =>
-      bytes(
-        feedMessages({ kind: 'events', events: [...page.events] }, DEFAULT_MAX_MESSAGE_BYTES).out,
-      ),
-    );
-    const single = Array.from({ length: 8 }, () =>
-      page.events.flatMap((e) =>
-        bytes(feedMessages({ kind: 'event', event: e }, DEFAULT_MAX_MESSAGE_BYTES).out),
-      ),
-    );
+    const sent = (call: typeof single) =>
+      Array.from({ length: 8 }, () =>
+        hex(feedMessages({ kind: 'events', events: [...page.events] }, call).out).join(),
+      );
 
-    expect(new Set(batched.map((m) => m.join())).size).toBe(1);
-    expect(new Set(single.map((m) => m.join())).size).toBe(1);
+    expect(new Set(sent(batched)).size).toBe(1);
+    expect(new Set(sent(single)).size).toBe(1);
     // Once for the batch, once for the events one by one: not 8 times each.
     expect(page.encoded()).toBe(10);
   });
@@ -71,36 +77,43 @@ describe('feedMessages', () => {
   it('stops each call at an event over its own limit, whichever call came first', () => {
     const big = event(2, { pad: 'x'.repeat(6 * MiB) });
     const events = [event(1), big, event(3)];
-    const before = encodeBatches([events[0]], 1 << 20).messages;
 
-    const wide = feedMessages({ kind: 'events', events }, 16 * MiB);
-    const narrow = feedMessages({ kind: 'events', events }, DEFAULT_MAX_MESSAGE_BYTES);
-    const wideAgain = feedMessages({ kind: 'events', events }, 16 * MiB);
-    const middle = feedMessages({ kind: 'events', events }, 5 * MiB);
+    for (const maxBatch of [1000, 1]) {
+      const messages = (maxBytes: number) =>
+        feedMessages({ kind: 'events', events }, { maxBatch, maxBytes });
+      const all =
+        maxBatch === 1 ? events.map(encodeEvent) : encodeBatches(events, 1 << 20).messages;
+      // The smallest message that holds it: alone, or alone in a batch.
+      const bigBytes = (
+        maxBatch === 1 ? [encodeEvent(big)] : encodeBatches([big], 1 << 20).messages
+      )[0].length;
+      const before =
+        maxBatch === 1 ? [encodeEvent(events[0])] : encodeBatches([events[0]], 1 << 20).messages;
 
-    expect(bytes(wide.out)).toEqual(bytes(encodeBatches(events, 1 << 20).messages));
-    expect(wide.oversized).toBeNull();
-    expect(bytes(wideAgain.out)).toEqual(bytes(wide.out));
-    for (const call of [narrow, middle]) {
-      expect(bytes(call.out)).toEqual(bytes(before));
-      expect(call.oversized?.event).toBe(big);
-      expect(call.oversized?.bytes).toBeGreaterThan(6 * MiB);
+      const wide = messages(16 * MiB);
+      const narrow = messages(DEFAULT_MAX_MESSAGE_BYTES);
+      const wideAgain = messages(16 * MiB);
+      const middle = messages(5 * MiB);
+
+      for (const call of [wide, wideAgain]) {
+        expect(hex(call.out)).toEqual(hex(all));
+        expect(call.oversized).toBeNull();
+      }
+      for (const call of [narrow, middle]) {
+        expect(hex(call.out)).toEqual(hex(before));
+        expect(call.oversized?.event === big).toBe(true);
+        expect(call.oversized?.bytes).toBe(bigBytes);
+      }
     }
-
-    const alone = feedMessages({ kind: 'event', event: big }, DEFAULT_MAX_MESSAGE_BYTES);
-    expect(alone).toEqual({ out: [], oversized: { event: big, bytes: encodeEvent(big).length } });
-    expect(bytes(feedMessages({ kind: 'event', event: big }, 16 * MiB).out)).toEqual(
-      bytes([encodeEvent(big)]),
-    );
   });
 
   it('sends markers as their messages', () => {
     const { position } = event(7);
 
-    expect(feedMessages({ kind: 'caught-up', position }, DEFAULT_MAX_MESSAGE_BYTES).out).toEqual([
+    expect(feedMessages({ kind: 'caught-up', position }, batched).out).toEqual([
       { caught_up: { position: formatCursor(position) } },
     ]);
-    expect(feedMessages({ kind: 'checkpoint', position }, DEFAULT_MAX_MESSAGE_BYTES).out).toEqual([
+    expect(feedMessages({ kind: 'checkpoint', position }, single).out).toEqual([
       { checkpoint: { position: formatCursor(position) } },
     ]);
   });

@@ -18,49 +18,63 @@ export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
  * on a received message.
  */
 const BATCH_JSON_CHARS = 1 << 20;
+/**
+ * A call that takes one event a message (max_batch 0 or 1) is still handed
+ * the events at hand by the feed in groups of up to this many, as SSE is,
+ * and writes each event as its own message: one feed item, and one kept
+ * encoding, per group rather than per event.
+ */
+const EVENTS_PER_GROUP = 100;
+
+/** How a call takes its events. */
+export interface CallMessages {
+  /** max_batch, 1 for one event a message. */
+  maxBatch: number;
+  /** max_message_bytes, or its default. */
+  maxBytes: number;
+}
+
+/** The batch to ask the feed for. */
+export function feedBatch({ maxBatch }: CallMessages): number {
+  return maxBatch === 1 ? EVENTS_PER_GROUP : maxBatch;
+}
 
 /**
- * Messages are encoded once for every subscriber handed the same events
- * (the feed hands subscribers catching up together, and live ones, the same
- * event objects): an event's message kept while the event is held, a
- * batch's (keptPerBatch) while its first event is. A batch's are encoded
- * for the smallest limit a call may have: every call takes them, up to an
- * event bigger than that, which a call with a bigger limit has encoded for
- * itself.
+ * Messages are encoded once for every call handed the same events (the
+ * feed hands subscribers catching up together, and live ones, the same
+ * event objects in the same batches), and kept while the batch's first
+ * event is held (keptPerBatch). Batch messages are encoded for the smallest
+ * limit a call may have: every call takes them, up to an event bigger than
+ * that, which a call with a bigger limit has encoded for itself.
  */
-const eventMessages = new WeakMap<LoggedEvent, Buffer>();
+const eventMessages = keptPerBatch((events) => events.map(encodeEvent));
 const batchMessages = keptPerBatch((events) =>
   encodeBatches(events, BATCH_JSON_CHARS, DEFAULT_MAX_MESSAGE_BYTES),
 );
 
 /**
- * The EventMessages of one feed item for a call that takes messages of up
- * to `maxBytes`: a batch splits where its JSON grows too big. An event whose
- * message would be over `maxBytes` is not sent: the messages are those
- * before it, and `oversized` names it. Events and batches come encoded;
- * markers as objects (protobufjs encodes them).
+ * The EventMessages of one feed item for a call: a batch splits where its
+ * JSON grows too big. An event whose message would be over the call's
+ * `maxBytes` is not sent: the messages are those before it, and `oversized`
+ * names it. Events and batches come encoded; markers as objects (protobufjs
+ * encodes them).
  */
 export function feedMessages(
   item: FeedItem,
-  maxBytes: number,
+  call: CallMessages,
 ): { out: readonly (Buffer | Record<string, unknown>)[]; oversized: OversizedEvent | null } {
   switch (item.kind) {
-    case 'event': {
-      let message = eventMessages.get(item.event);
-      if (message === undefined) {
-        message = encodeEvent(item.event);
-        eventMessages.set(item.event, message);
-      }
-      return message.length > maxBytes
-        ? { out: [], oversized: { event: item.event, bytes: message.length } }
-        : { out: [message], oversized: null };
-    }
+    case 'event':
+      return oneEach([item.event], [encodeEvent(item.event)], call.maxBytes);
     case 'events': {
+      if (call.maxBatch === 1) {
+        return oneEach(item.events, eventMessages(item.events), call.maxBytes);
+      }
       const kept = batchMessages(item.events);
       const { messages: out, oversized } =
-        kept.oversized === null || kept.oversized.bytes > maxBytes
+        kept.oversized === null || kept.oversized.bytes > call.maxBytes
           ? kept
-          : encodeBatches(item.events, BATCH_JSON_CHARS, maxBytes);
+          : encodeBatches(item.events, BATCH_JSON_CHARS, call.maxBytes);
       return { out, oversized };
     }
     case 'caught-up':
@@ -68,4 +82,18 @@ export function feedMessages(
     case 'checkpoint':
       return { out: [{ checkpoint: { position: formatCursor(item.position) } }], oversized: null };
   }
+}
+
+function oneEach(
+  events: readonly LoggedEvent[],
+  messages: readonly Buffer[],
+  maxBytes: number,
+): { out: readonly Buffer[]; oversized: OversizedEvent | null } {
+  const over = messages.findIndex((m) => m.length > maxBytes);
+  return over === -1
+    ? { out: messages, oversized: null }
+    : {
+        out: messages.slice(0, over),
+        oversized: { event: events[over], bytes: messages[over].length },
+      };
 }
