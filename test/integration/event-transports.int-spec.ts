@@ -356,6 +356,26 @@ describe('event subscriptions over gRPC and SSE', () => {
     );
   });
 
+  it('subscribers reading together, sharing pages and messages, each get the whole log once, in order', async () => {
+    const log = await listed();
+    const half = Math.floor(log.length / 2);
+    const middle = log[half].split(' ')[0];
+    // Eight in all: the most one caller may have at once.
+    const readers = [0, 0, 1, 100, 1000, 1000].map((max_batch) =>
+      collectGrpc(rpc.Read({ origin: 'ORIGIN_START', max_batch })),
+    );
+    const resumed = [0, 1000].map((max_batch) =>
+      collectGrpc(rpc.Read({ from: middle, max_batch })),
+    );
+    await Promise.all([...readers, ...resumed].map((r) => r.done));
+
+    for (const r of readers) expect(lines(r.messages)).toEqual(log);
+    for (const r of resumed) expect(lines(r.messages)).toEqual(log.slice(half + 1));
+    // One event a message, message for message the same, markers included.
+    for (const r of readers.slice(1, 3)) expect(r.messages).toEqual(readers[0].messages);
+    expect(readers[0].messages.every((m) => m.kind !== 'batch')).toBe(true);
+  });
+
   it('batched subscriptions keep filters, the caught-up marker and checkpoints, then batch live events', async () => {
     const filtered = collectGrpc(
       rpc.Subscribe({

@@ -4,7 +4,7 @@ import * as net from 'node:net';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { EventFeed, FeedItem, FeedRequest } from '../../application/events/event-feed';
+import { EventFeed, FeedRequest } from '../../application/events/event-feed';
 import { eventAccess, EventFilter } from '../../application/events/event-filter';
 import { DomainError } from '../../domain/shared/domain-error';
 import { formatCursor, parseCursor } from '../../domain/shared/log-cursor';
@@ -14,7 +14,13 @@ import { AUTH_FORBIDDEN, AUTH_UNAUTHENTICATED, requirePrincipalScope } from '../
 import { acquireHeavy, boundCaller, type CallerBounds } from '../http/caller-bounds';
 import { ConnectionBudget } from '../http/connection-bound';
 import type { Logger } from '../logging/logger';
-import { encodeBatches, encodeEvent, type OversizedEvent } from './event-message-encoding';
+import type { OversizedEvent } from './event-message-encoding';
+import {
+  type CallMessages,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  feedBatch,
+  feedMessages,
+} from './feed-messages';
 import { protoDir } from '../provider/plugin-protos';
 
 interface StartFields {
@@ -38,19 +44,6 @@ const MIN_CHECKPOINT_MS = 100;
 export const MAX_STREAMS_PER_CONNECTION = 100;
 /** Most events a batch may hold (max_batch). */
 export const MAX_BATCH = 1000;
-/**
- * Most JSON text (data and metadata, in characters) a batch holds: at 3
- * bytes a character at worst, well inside a client's default 4 MiB limit
- * on a received message.
- */
-const BATCH_JSON_CHARS = 1 << 20;
-/**
- * The most bytes a message may take when a call does not say
- * (max_message_bytes 0): a gRPC client's default receive limit. A client
- * given a bigger message fails the call itself (RESOURCE_EXHAUSTED) and
- * could never get past that event: kld says so instead, naming the event.
- */
-export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /** The trailing metadata key that names the event a call could not send. */
 export const OVERSIZED_POSITION_KEY = 'kl-oversized-position';
 const EVENTS_TOO_LARGE = 'EVENTS.TOO_LARGE';
@@ -69,8 +62,8 @@ export function eventsServiceDefinition(): grpc.ServiceDefinition {
   const pkg = grpc.loadPackageDefinition(definition).kilolock as grpc.GrpcObject;
   const v1 = pkg.v1 as grpc.GrpcObject;
   const service = (v1.Events as grpc.ServiceClientConstructor).service;
-  // Events and batches go out already encoded (encodeEventMessage); markers
-  // as objects, through protobufjs.
+  // Events and batches go out already encoded (feedMessages); markers as
+  // objects, through protobufjs.
   const passEncoded = (method: grpc.MethodDefinition<unknown, unknown>) => ({
     ...method,
     responseSerialize: (value: unknown) =>
@@ -215,7 +208,10 @@ export class EventsGrpcServer {
         release = acquireHeavy(this.bounds, 'subscription', caller);
       }
       const request = call.request;
-      const maxBytes = maxMessageBytesOf(request);
+      const take: CallMessages = {
+        maxBatch: batchOf(request),
+        maxBytes: maxMessageBytesOf(request),
+      };
       const filter = EventFilter.compile(
         {
           states: request.filter?.states,
@@ -224,10 +220,13 @@ export class EventsGrpcServer {
         },
         eventAccess(principal.grants),
       );
-      const feed = await this.feed.open({ ...parse(request), filter }, abort.signal);
+      const feed = await this.feed.open(
+        { ...parse(request), filter, batch: feedBatch(take) },
+        abort.signal,
+      );
       for await (const item of feed) {
         await recheck?.beforeSend();
-        const { out, oversized } = messages(item, maxBytes);
+        const { out, oversized } = feedMessages(item, take);
         for (const m of out) {
           if (abort.signal.aborted) break;
           if (!call.write(m)) {
@@ -237,7 +236,7 @@ export class EventsGrpcServer {
         }
         if (abort.signal.aborted) break;
         if (oversized !== null) {
-          call.emit('error', tooLarge(oversized, maxBytes));
+          call.emit('error', tooLarge(oversized, take.maxBytes));
           return;
         }
       }
@@ -298,7 +297,6 @@ function subscribeRequest(request: SubscribeRequest): Omit<FeedRequest, 'filter'
   return {
     from: startOf(request),
     follow: true,
-    batch: batchOf(request),
     ...(ms ? { checkpointEveryMs: ms } : {}),
   };
 }
@@ -307,36 +305,8 @@ function readRequest(request: ReadRequest): Omit<FeedRequest, 'filter'> {
   return {
     from: startOf(request),
     follow: false,
-    batch: batchOf(request),
     ...(request.limit ? { limit: request.limit } : {}),
   };
-}
-
-/**
- * The EventMessages of one feed item: a batch splits where its JSON grows
- * too big. An event whose message would be over `maxBytes` is not sent: the
- * messages are those before it, and `oversized` names it.
- */
-function messages(
-  item: FeedItem,
-  maxBytes: number,
-): { out: (Buffer | Record<string, unknown>)[]; oversized: OversizedEvent | null } {
-  switch (item.kind) {
-    case 'event': {
-      const message = encodeEvent(item.event);
-      return message.length > maxBytes
-        ? { out: [], oversized: { event: item.event, bytes: message.length } }
-        : { out: [message], oversized: null };
-    }
-    case 'events': {
-      const { messages: out, oversized } = encodeBatches(item.events, BATCH_JSON_CHARS, maxBytes);
-      return { out, oversized };
-    }
-    case 'caught-up':
-      return { out: [{ caught_up: { position: formatCursor(item.position) } }], oversized: null };
-    case 'checkpoint':
-      return { out: [{ checkpoint: { position: formatCursor(item.position) } }], oversized: null };
-  }
 }
 
 function maxMessageBytesOf(request: StartFields): number {

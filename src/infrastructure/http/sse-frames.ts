@@ -2,6 +2,7 @@ import type { FeedItem } from '../../application/events/event-feed';
 import type { LoggedEvent } from '../../domain/shared/event';
 import { formatCursor } from '../../domain/shared/log-cursor';
 import { eventJson } from '../events/event-json';
+import { keptPerBatch } from '../events/kept-per-batch';
 
 function eventFrame(event: LoggedEvent): string {
   const position = formatCursor(event.position);
@@ -9,29 +10,11 @@ function eventFrame(event: LoggedEvent): string {
 }
 
 /**
- * The bytes written for a batch of events, kept while its first event is
- * held by someone: subscribers catching up from the same place get the same
- * event objects (the feed reads each page once for them all) in the same
- * batches, so each batch is framed and encoded once between them. One
- * buffer per batch: one per event cost more than the framing it saved for a
- * lone subscriber.
+ * A batch's frames, as one buffer, framed once for every subscriber handed
+ * it (keptPerBatch). One buffer per batch: one per event cost more than the
+ * framing it saved for a lone subscriber.
  */
-const batches = new WeakMap<LoggedEvent, { events: readonly LoggedEvent[]; bytes: Buffer }>();
-
-function batchFrame(events: readonly LoggedEvent[]): Buffer {
-  const [first] = events;
-  const known = first === undefined ? undefined : batches.get(first);
-  if (
-    known !== undefined &&
-    known.events.length === events.length &&
-    known.events.every((e, i) => e === events[i])
-  ) {
-    return known.bytes;
-  }
-  const bytes = Buffer.from(events.map(eventFrame).join(''));
-  if (first !== undefined) batches.set(first, { events, bytes });
-  return bytes;
-}
+const batchFrame = keptPerBatch((events) => Buffer.from(events.map(eventFrame).join('')));
 
 /** What `GET /v1/events` writes for a feed item. */
 export function sseFrame(item: FeedItem): Buffer | string {
