@@ -14,10 +14,11 @@ import {
   JsonObject,
   JsonValue,
   OutputV4,
+  ResourceDescriptor,
   ResourceMode,
-  stateDocumentTextPieces,
 } from '../../domain/terraform';
-import { mapInTurns, piecesInTurns } from '../../application/in-turns';
+import { mapInTurns } from '../../application/in-turns';
+import { SLICE_PAGING, SliceRowKey, SlicePaging, sliceText } from './slice-text';
 import { descriptorOf } from './resource-descriptor-row';
 import type { Database, Queryable } from '../postgres/database';
 
@@ -44,14 +45,15 @@ export interface Slice {
   /** The version the slice was read at (the current one unless asked otherwise). */
   version: number;
   serial: number;
-  /** Instance addresses in the slice. */
-  instances: string[];
+  /** How many instances the slice holds. */
+  instanceCount: number;
   /**
    * A terraform state document (version 4) holding only the slice, and
-   * every output: its text in pieces (joined, the document), to be written a
-   * piece per turn of the event loop.
+   * every output: its text in pieces, each page of instances read from
+   * PostgreSQL as the piece before is taken (slice-text.ts). Each call reads
+   * it again, the same text.
    */
-  document: string[];
+  text(): AsyncGenerator<string>;
 }
 
 interface HeadRow {
@@ -67,7 +69,7 @@ interface HeadRow {
 
 interface SliceRow {
   address: string;
-  resource_address: string;
+  create_version: number;
   module_path: string;
   mode: ResourceMode;
   type: string;
@@ -75,7 +77,7 @@ interface SliceRow {
   provider: string;
   each_mode: 'list' | 'map' | null;
   resource_extra: JsonObject | null;
-  instance: InstanceObjectV4;
+  stored: number;
 }
 
 interface VersionRow {
@@ -240,7 +242,10 @@ class CandidateMatcher {
  * cost follows the slice. Each answer is read in one snapshot.
  */
 export class StateEngineReadModel {
-  constructor(private readonly db: Database) {}
+  constructor(
+    private readonly db: Database,
+    private readonly paging: SlicePaging = SLICE_PAGING,
+  ) {}
 
   async head(name: string, q: Queryable = this.db.pool): Promise<EngineStateHead | null> {
     const { rows } = await q.query<HeadRow>(
@@ -425,8 +430,8 @@ export class StateEngineReadModel {
     const { rows } = await q.query<SliceRow>(
       prefiltered(
         candidates,
-        `r.address, r.resource_address, r.module_path, r.mode, r.type, r.name, r.provider,
-         r.each_mode, r.resource_extra, r.instance`,
+        `r.address, r.create_version, r.module_path, r.mode, r.type, r.name, r.provider,
+         r.each_mode, r.resource_extra, pg_column_size(r.instance) AS stored`,
         'r.state_id = $1 AND r.create_version <= $2 AND (r.delete_version IS NULL OR r.delete_version > $2)',
         params,
       ),
@@ -436,12 +441,24 @@ export class StateEngineReadModel {
     // One lifecycle of an address spans a version: a repeated address is the same row.
     // Matched in turns: the 20,000 addresses of a big slice, parsed at once, held kld's thread.
     const unique = [...new Map(rows.map((r) => [r.address, r])).values()];
-    const covered = await mapInTurns(
-      unique,
-      (r) => matcher.matches(parsedAddress(r.address)).length > 0,
-    );
-    const picked = unique.filter((_, n) => covered[n]);
-    const doc = buildDocument(
+    const covered = await mapInTurns(unique, (r) => {
+      const parsed = parsedAddress(r.address);
+      return matcher.matches(parsed).length > 0 ? parsed : null;
+    });
+    // Each instance stands in by what orders it, its object read only when written.
+    const keys = new Map<InstanceObjectV4, SliceRowKey>();
+    const placed: { resource: ResourceDescriptor; instance: InstanceObjectV4 }[] = [];
+    unique.forEach((r, n) => {
+      const at = covered[n];
+      if (at === null) return;
+      const stub = {
+        ...(at.key === undefined ? {} : { index_key: at.key }),
+        ...(at.deposed === undefined ? {} : { deposed: at.deposed }),
+      } as InstanceObjectV4;
+      keys.set(stub, { address: r.address, createVersion: r.create_version, stored: r.stored });
+      placed.push({ resource: descriptorOf(r), instance: stub });
+    });
+    const skeleton = buildDocument(
       {
         terraformVersion: v.terraform_version,
         serial: Number(v.serial),
@@ -450,15 +467,16 @@ export class StateEngineReadModel {
         checkResults: v.check_results,
         extra: v.extra ?? {},
       },
-      picked.map((r) => ({ resource: descriptorOf(r), instance: r.instance })),
+      placed,
     );
+    const pool = this.db.pool;
+    const paging = this.paging;
     return {
       head,
       version: v.version,
       serial: Number(v.serial),
-      instances: picked.map((r) => r.address).sort(),
-      // In pieces: the text of 20,000 instances written at once held kld's thread ~230 ms.
-      document: await piecesInTurns(stateDocumentTextPieces(doc)),
+      instanceCount: keys.size,
+      text: () => sliceText(pool, head.stateId, skeleton, keys, paging),
     };
   }
 
