@@ -16,6 +16,7 @@ import {
   OutputV4,
   ResourceDescriptor,
   ResourceMode,
+  StateDocumentV4,
 } from '../../domain/terraform';
 import { mapInTurns } from '../../application/in-turns';
 import { SLICE_PAGING, SliceRowKey, SlicePaging, sliceText } from './slice-text';
@@ -236,6 +237,44 @@ class CandidateMatcher {
 }
 
 /**
+ * The slice's document with a stand-in for each instance object, which
+ * orders it as the object does (its key, its deposed key), and the row each
+ * stands for: the objects are read a page at a time as the text is written
+ * (slice-text.ts). Made apart from the rows read, so that the text, kept
+ * until its reader has it, holds only these.
+ */
+function skeletonOf(
+  v: VersionRow,
+  rows: readonly SliceRow[],
+  covered: readonly (InstanceAddress | null)[],
+): { skeleton: StateDocumentV4; keys: Map<InstanceObjectV4, SliceRowKey> } {
+  const keys = new Map<InstanceObjectV4, SliceRowKey>();
+  const placed: { resource: ResourceDescriptor; instance: InstanceObjectV4 }[] = [];
+  rows.forEach((r, n) => {
+    const at = covered[n];
+    if (at === null) return;
+    const stub = {
+      ...(at.key === undefined ? {} : { index_key: at.key }),
+      ...(at.deposed === undefined ? {} : { deposed: at.deposed }),
+    } as InstanceObjectV4;
+    keys.set(stub, { address: r.address, createVersion: r.create_version, stored: r.stored });
+    placed.push({ resource: descriptorOf(r), instance: stub });
+  });
+  const skeleton = buildDocument(
+    {
+      terraformVersion: v.terraform_version,
+      serial: Number(v.serial),
+      lineage: v.lineage,
+      outputs: v.outputs,
+      checkResults: v.check_results,
+      extra: v.extra ?? {},
+    },
+    placed,
+  );
+  return { skeleton, keys };
+}
+
+/**
  * What the state-engine lane reads (ADR 0029): state metadata, scope
  * expansion and slices, from the read models (resources, their lifecycles,
  * the resource-level dependency edges), never by parsing the trunk, so the
@@ -445,30 +484,7 @@ export class StateEngineReadModel {
       const parsed = parsedAddress(r.address);
       return matcher.matches(parsed).length > 0 ? parsed : null;
     });
-    // Each instance stands in by what orders it, its object read only when written.
-    const keys = new Map<InstanceObjectV4, SliceRowKey>();
-    const placed: { resource: ResourceDescriptor; instance: InstanceObjectV4 }[] = [];
-    unique.forEach((r, n) => {
-      const at = covered[n];
-      if (at === null) return;
-      const stub = {
-        ...(at.key === undefined ? {} : { index_key: at.key }),
-        ...(at.deposed === undefined ? {} : { deposed: at.deposed }),
-      } as InstanceObjectV4;
-      keys.set(stub, { address: r.address, createVersion: r.create_version, stored: r.stored });
-      placed.push({ resource: descriptorOf(r), instance: stub });
-    });
-    const skeleton = buildDocument(
-      {
-        terraformVersion: v.terraform_version,
-        serial: Number(v.serial),
-        lineage: v.lineage,
-        outputs: v.outputs,
-        checkResults: v.check_results,
-        extra: v.extra ?? {},
-      },
-      placed,
-    );
+    const { skeleton, keys } = skeletonOf(v, unique, covered);
     const pool = this.db.pool;
     const paging = this.paging;
     return {
