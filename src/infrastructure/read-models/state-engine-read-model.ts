@@ -19,12 +19,21 @@ import {
   StateDocumentV4,
 } from '../../domain/terraform';
 import { mapInTurns } from '../../application/in-turns';
+import { Turnstile } from '../../application/turnstile';
 import { SLICE_PAGING, SliceRowKey, SlicePaging, sliceText } from './slice-text';
 import { descriptorOf } from './resource-descriptor-row';
 import type { Database, Queryable } from '../postgres/database';
 
 /** Up to this many whole-resource candidates are looked up each in a branch of its own. */
 export const SEPARATE_RESOURCE_LOOKUPS = 200;
+
+/**
+ * How many slices read their rows at once. A slice's rows (without their
+ * objects, read later a page at a time) are the keys of up to the whole
+ * state: ten 20,000-instance slices reading theirs at once made kld's heap
+ * grow by all ten at the same moment.
+ */
+const SLICE_READS_AT_ONCE = 2;
 
 /** How many dependency levels a scope expansion follows at most. */
 const MAX_WALK_DEPTH = 64;
@@ -281,6 +290,8 @@ function skeletonOf(
  * cost follows the slice. Each answer is read in one snapshot.
  */
 export class StateEngineReadModel {
+  private readonly sliceReads = new Turnstile(SLICE_READS_AT_ONCE);
+
   constructor(
     private readonly db: Database,
     private readonly paging: SlicePaging = SLICE_PAGING,
@@ -330,13 +341,15 @@ export class StateEngineReadModel {
     name: string,
     candidates: Candidate[],
   ): Promise<ScopeAnswer & { head: EngineStateHead; slice: Slice | null }> {
-    return this.snapshot(async (q) => {
-      const answer = await this.expandIn(q, name, candidates);
-      const slice = answer.provably_safe
-        ? await this.sliceIn(q, answer.head, candidates, answer.head.version)
-        : null;
-      return { ...answer, slice };
-    });
+    return this.sliceReads.through(() =>
+      this.snapshot(async (q) => {
+        const answer = await this.expandIn(q, name, candidates);
+        const slice = answer.provably_safe
+          ? await this.sliceIn(q, answer.head, candidates, answer.head.version)
+          : null;
+        return { ...answer, slice };
+      }),
+    );
   }
 
   private async expandIn(
@@ -444,8 +457,10 @@ export class StateEngineReadModel {
    * carrying the trunk's lineage and that version's serial.
    */
   async slice(name: string, candidates: Candidate[], version?: number): Promise<Slice> {
-    return this.snapshot(async (q) =>
-      this.sliceIn(q, await this.requireHead(name, q), candidates, version),
+    return this.sliceReads.through(() =>
+      this.snapshot(async (q) =>
+        this.sliceIn(q, await this.requireHead(name, q), candidates, version),
+      ),
     );
   }
 
