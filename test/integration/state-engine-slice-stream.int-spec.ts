@@ -378,4 +378,31 @@ describe('state-engine slices read in pages', () => {
     expect(whole).not.toBe(await wholeSlice(t.db, name, candidates, 2));
     expect(whole).not.toContain('v2-');
   }, 60_000);
+
+  it('lets two slices at most read their rows at once, the others in turn', async () => {
+    const name = 'team/many';
+    await commit(name, randomState(4, 1, 'many'));
+    let open = 0;
+    let most = 0;
+    const counted = {
+      pool: t.db.pool,
+      transaction: <T>(fn: (client: unknown) => Promise<T>) =>
+        t.db.transaction(async (client) => {
+          most = Math.max(most, ++open);
+          try {
+            return await fn(client);
+          } finally {
+            open -= 1;
+          }
+        }),
+    } as unknown as Database;
+    const engine = new StateEngineReadModel(counted);
+    const candidates = [selectorCandidate({ type: 'terraform_data' })];
+    const expected = await wholeSlice(t.db, name, candidates, 1);
+    const texts = await Promise.all(
+      Array.from({ length: 6 }, async () => joined((await engine.slice(name, candidates)).text())),
+    );
+    expect(texts).toEqual(Array.from({ length: 6 }, () => expected));
+    expect(most).toBe(2);
+  }, 60_000);
 });

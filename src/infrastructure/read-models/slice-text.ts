@@ -25,15 +25,17 @@ export interface SlicePaging {
 }
 
 /**
- * Pages of 256 instances or 256 KiB stored, pieces of 256 KiB: kld holds two
- * pages of objects (one written, the next read) and a piece or two of text
- * per slice, not the slice (a 20,000-instance slice built whole held ~60 MB
- * while it was written).
+ * Pages of 1,024 instances or 1 MiB stored, pieces of 1 MiB: kld holds two
+ * pages (one written, the next read) and a piece or two of text per slice,
+ * not the slice (a 20,000-instance slice built whole held ~60 MB while it was
+ * written). Pages of 256 held a third less at 1 and 4 slices at once, the
+ * same at 10, and took one slice alone 2.4× as long (80 round trips against
+ * 20: docs/performance-history.md, wave 24).
  */
 export const SLICE_PAGING: SlicePaging = {
-  rows: 256,
-  bytes: 256 * 1024,
-  pieceChars: 256 * 1024,
+  rows: 1024,
+  bytes: 1024 * 1024,
+  pieceChars: 1024 * 1024,
 };
 
 /**
@@ -93,7 +95,7 @@ export async function* sliceText(
 
 interface NextPage {
   first: InstanceObjectV4;
-  /** Where in the parts the page's last instance is behind. */
+  /** The index in the parts just past the page's last instance. */
   end: number;
   page: Promise<Map<InstanceObjectV4, string>>;
 }
