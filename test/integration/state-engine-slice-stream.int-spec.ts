@@ -144,7 +144,10 @@ function candidateSets(text: string, seed: number): { body: object; candidates: 
   const types = [...new Set(doc.resources.map((x) => x.type))];
   const addresses = doc.resources
     .filter(() => r.int(2) === 0)
-    .map((x) => `${x.module ? `${x.module}.` : ''}${x.mode === 'data' ? 'data.' : ''}${x.type}.${x.name}`);
+    .map(
+      (x) =>
+        `${x.module ? `${x.module}.` : ''}${x.mode === 'data' ? 'data.' : ''}${x.type}.${x.name}`,
+    );
   const keyed = doc.resources.find((x) => x.instances[0]?.index_key !== undefined && !x.module);
   if (keyed) {
     addresses.push(`${keyed.type}.${keyed.name}[${JSON.stringify(keyed.instances[0].index_key)}]`);
