@@ -149,15 +149,19 @@ export class StateEngineController {
       return;
     }
     // The slice's document is the same text /slice streams, set in as it is (exact numbers).
-    res.setHeader('X-Kilolock-Slice-Instances', String(slice.instances.length));
+    // Its length goes before it: one reading of its pages counts it, another writes it, so
+    // kld holds a page of it at a time, not the document (slice-text.ts).
+    res.setHeader('X-Kilolock-Slice-Instances', String(slice.instanceCount));
+    let bytes = 0;
+    for await (const piece of slice.text()) bytes += Buffer.byteLength(piece);
     const meta = JSON.stringify({
       version: slice.version,
       serial: slice.serial,
-      instances: slice.instances.length,
-      bytes: slice.document.reduce((n, piece) => n + Buffer.byteLength(piece), 0),
+      instances: slice.instanceCount,
+      bytes,
     });
     res.write(`${text.slice(0, -1)},"slice":${meta.slice(0, -1)},"document":`);
-    await writeInTurns(res, slice.document, '}}');
+    await writeInTurns(res, slice.text(), '}}');
   }
 
   @Post('states/*name/slice')
@@ -179,8 +183,8 @@ export class StateEngineController {
       .setHeader('Content-Type', 'application/json')
       .setHeader(STATE_VERSION_HEADER, String(slice.version))
       .setHeader('X-Kilolock-State-Serial', String(slice.serial))
-      .setHeader('X-Kilolock-Slice-Instances', String(slice.instances.length));
-    await writeInTurns(res, slice.document);
+      .setHeader('X-Kilolock-Slice-Instances', String(slice.instanceCount));
+    await writeInTurns(res, slice.text());
   }
 
   /** A state-engine write: an apply run on lane `state-engine`, its reservations all or nothing. */

@@ -74,4 +74,45 @@ describe('writeInTurns', () => {
     await written;
     expect(received.length).toBeLessThanOrEqual(2);
   });
+
+  it('asks for a piece made on demand only once the one before has left', async () => {
+    const { out, received, resume } = reader(2);
+    let made = 0;
+    async function* onDemand() {
+      for (const piece of pieces) {
+        made += 1;
+        yield piece;
+      }
+    }
+    const written = writeInTurns(out, onDemand());
+    for (let i = 0; i < 200; i++) await nextTurn();
+    // A slice's pages are read as its reader takes them, not all before.
+    expect(made).toBeLessThanOrEqual(received.length + 1);
+    resume();
+    await written;
+    expect(received.join('')).toBe(pieces.join(''));
+  });
+
+  it('cuts the answer off when its pieces fail after some were written', async () => {
+    const { out, received } = reader(Infinity);
+    async function* failing() {
+      yield '{"a":';
+      throw new Error('the page could not be read');
+    }
+    await expect(writeInTurns(out, failing(), '}')).rejects.toThrow('could not be read');
+    expect(received.join('')).toBe('{"a":');
+    expect(out.destroyed).toBe(true);
+    expect(out.writableEnded).toBe(false);
+  });
+
+  it('leaves an HTTP answer with nothing out yet for its error to be sent', async () => {
+    const { out } = reader(Infinity);
+    Object.assign(out, { headersSent: false });
+    async function* failing(): AsyncGenerator<string> {
+      yield* [];
+      throw new Error('the first page could not be read');
+    }
+    await expect(writeInTurns(out, failing())).rejects.toThrow('could not be read');
+    expect(out.destroyed).toBe(false);
+  });
 });

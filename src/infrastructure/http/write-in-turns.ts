@@ -8,7 +8,9 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 export const SILENT_READER_MS = 65_000;
 
 /**
- * Writes `pieces`, one per turn of the event loop, then ends with `last`.
+ * Writes `pieces`, one per turn of the event loop, then ends with `last`;
+ * pieces made as they are asked for (a slice's pages) are asked for once
+ * the one before has left kld's buffer.
  * Turns: the text of a 20,000-instance slice encoded in one write held kld's
  * thread ~40 ms. Each piece waits for the one before to leave kld's buffer:
  * written regardless, the answer sat in the socket's buffer, and the request
@@ -18,11 +20,27 @@ export const SILENT_READER_MS = 65_000;
  */
 export async function writeInTurns(
   res: Writable,
-  pieces: readonly string[],
+  pieces: Iterable<string> | AsyncIterable<string>,
   last = '',
   silentMs = SILENT_READER_MS,
 ): Promise<void> {
-  for (const piece of pieces) {
+  try {
+    await writeAll(res, pieces, silentMs);
+  } catch (err) {
+    // Part of the answer may be out: cut it off, so that no reader takes it for whole.
+    // Nothing out yet (an HTTP answer's headers unsent): the error is the answer.
+    if ((res as { headersSent?: boolean }).headersSent !== false) res.destroy();
+    throw err;
+  }
+  if (!res.destroyed) res.end(last);
+}
+
+async function writeAll(
+  res: Writable,
+  pieces: Iterable<string> | AsyncIterable<string>,
+  silentMs: number,
+): Promise<void> {
+  for await (const piece of pieces) {
     if (res.destroyed) return;
     if (!res.write(piece)) {
       if (!(await drained(res, silentMs))) {
@@ -33,7 +51,6 @@ export async function writeInTurns(
       await nextTurn();
     }
   }
-  if (!res.destroyed) res.end(last);
 }
 
 /**

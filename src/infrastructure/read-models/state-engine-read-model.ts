@@ -14,15 +14,26 @@ import {
   JsonObject,
   JsonValue,
   OutputV4,
+  ResourceDescriptor,
   ResourceMode,
-  stateDocumentTextPieces,
+  StateDocumentV4,
 } from '../../domain/terraform';
-import { mapInTurns, piecesInTurns } from '../../application/in-turns';
+import { mapInTurns } from '../../application/in-turns';
+import { Turnstile } from '../../application/turnstile';
+import { SLICE_PAGING, SliceRowKey, SlicePaging, sliceText } from './slice-text';
 import { descriptorOf } from './resource-descriptor-row';
 import type { Database, Queryable } from '../postgres/database';
 
 /** Up to this many whole-resource candidates are looked up each in a branch of its own. */
 export const SEPARATE_RESOURCE_LOOKUPS = 200;
+
+/**
+ * How many slices read their rows at once. A slice's rows (without their
+ * objects, read later a page at a time) are the keys of up to the whole
+ * state: ten 20,000-instance slices reading theirs at once made kld's heap
+ * grow by all ten at the same moment.
+ */
+const SLICE_READS_AT_ONCE = 2;
 
 /** How many dependency levels a scope expansion follows at most. */
 const MAX_WALK_DEPTH = 64;
@@ -44,14 +55,15 @@ export interface Slice {
   /** The version the slice was read at (the current one unless asked otherwise). */
   version: number;
   serial: number;
-  /** Instance addresses in the slice. */
-  instances: string[];
+  /** How many instances the slice holds. */
+  instanceCount: number;
   /**
    * A terraform state document (version 4) holding only the slice, and
-   * every output: its text in pieces (joined, the document), to be written a
-   * piece per turn of the event loop.
+   * every output: its text in pieces, each page of instances read from
+   * PostgreSQL as the piece before is taken (slice-text.ts). Each call reads
+   * it again, the same text.
    */
-  document: string[];
+  text(): AsyncGenerator<string>;
 }
 
 interface HeadRow {
@@ -67,7 +79,7 @@ interface HeadRow {
 
 interface SliceRow {
   address: string;
-  resource_address: string;
+  create_version: number;
   module_path: string;
   mode: ResourceMode;
   type: string;
@@ -75,7 +87,7 @@ interface SliceRow {
   provider: string;
   each_mode: 'list' | 'map' | null;
   resource_extra: JsonObject | null;
-  instance: InstanceObjectV4;
+  stored: number;
 }
 
 interface VersionRow {
@@ -234,13 +246,56 @@ class CandidateMatcher {
 }
 
 /**
+ * The slice's document with a stand-in for each instance object, which
+ * orders it as the object does (its key, its deposed key), and the row each
+ * stands for: the objects are read a page at a time as the text is written
+ * (slice-text.ts). Made apart from the rows read, so that the text, kept
+ * until its reader has it, holds only these.
+ */
+function skeletonOf(
+  v: VersionRow,
+  rows: readonly SliceRow[],
+  covered: readonly (InstanceAddress | null)[],
+): { skeleton: StateDocumentV4; keys: Map<InstanceObjectV4, SliceRowKey> } {
+  const keys = new Map<InstanceObjectV4, SliceRowKey>();
+  const placed: { resource: ResourceDescriptor; instance: InstanceObjectV4 }[] = [];
+  rows.forEach((r, n) => {
+    const at = covered[n];
+    if (at === null) return;
+    const stub = {
+      ...(at.key === undefined ? {} : { index_key: at.key }),
+      ...(at.deposed === undefined ? {} : { deposed: at.deposed }),
+    } as InstanceObjectV4;
+    keys.set(stub, { address: r.address, createVersion: r.create_version, stored: r.stored });
+    placed.push({ resource: descriptorOf(r), instance: stub });
+  });
+  const skeleton = buildDocument(
+    {
+      terraformVersion: v.terraform_version,
+      serial: Number(v.serial),
+      lineage: v.lineage,
+      outputs: v.outputs,
+      checkResults: v.check_results,
+      extra: v.extra ?? {},
+    },
+    placed,
+  );
+  return { skeleton, keys };
+}
+
+/**
  * What the state-engine lane reads (ADR 0029): state metadata, scope
  * expansion and slices, from the read models (resources, their lifecycles,
  * the resource-level dependency edges), never by parsing the trunk, so the
  * cost follows the slice. Each answer is read in one snapshot.
  */
 export class StateEngineReadModel {
-  constructor(private readonly db: Database) {}
+  private readonly sliceReads = new Turnstile(SLICE_READS_AT_ONCE);
+
+  constructor(
+    private readonly db: Database,
+    private readonly paging: SlicePaging = SLICE_PAGING,
+  ) {}
 
   async head(name: string, q: Queryable = this.db.pool): Promise<EngineStateHead | null> {
     const { rows } = await q.query<HeadRow>(
@@ -286,13 +341,15 @@ export class StateEngineReadModel {
     name: string,
     candidates: Candidate[],
   ): Promise<ScopeAnswer & { head: EngineStateHead; slice: Slice | null }> {
-    return this.snapshot(async (q) => {
-      const answer = await this.expandIn(q, name, candidates);
-      const slice = answer.provably_safe
-        ? await this.sliceIn(q, answer.head, candidates, answer.head.version)
-        : null;
-      return { ...answer, slice };
-    });
+    return this.sliceReads.through(() =>
+      this.snapshot(async (q) => {
+        const answer = await this.expandIn(q, name, candidates);
+        const slice = answer.provably_safe
+          ? await this.sliceIn(q, answer.head, candidates, answer.head.version)
+          : null;
+        return { ...answer, slice };
+      }),
+    );
   }
 
   private async expandIn(
@@ -400,8 +457,10 @@ export class StateEngineReadModel {
    * carrying the trunk's lineage and that version's serial.
    */
   async slice(name: string, candidates: Candidate[], version?: number): Promise<Slice> {
-    return this.snapshot(async (q) =>
-      this.sliceIn(q, await this.requireHead(name, q), candidates, version),
+    return this.sliceReads.through(() =>
+      this.snapshot(async (q) =>
+        this.sliceIn(q, await this.requireHead(name, q), candidates, version),
+      ),
     );
   }
 
@@ -425,8 +484,8 @@ export class StateEngineReadModel {
     const { rows } = await q.query<SliceRow>(
       prefiltered(
         candidates,
-        `r.address, r.resource_address, r.module_path, r.mode, r.type, r.name, r.provider,
-         r.each_mode, r.resource_extra, r.instance`,
+        `r.address, r.create_version, r.module_path, r.mode, r.type, r.name, r.provider,
+         r.each_mode, r.resource_extra, pg_column_size(r.instance) AS stored`,
         'r.state_id = $1 AND r.create_version <= $2 AND (r.delete_version IS NULL OR r.delete_version > $2)',
         params,
       ),
@@ -436,29 +495,19 @@ export class StateEngineReadModel {
     // One lifecycle of an address spans a version: a repeated address is the same row.
     // Matched in turns: the 20,000 addresses of a big slice, parsed at once, held kld's thread.
     const unique = [...new Map(rows.map((r) => [r.address, r])).values()];
-    const covered = await mapInTurns(
-      unique,
-      (r) => matcher.matches(parsedAddress(r.address)).length > 0,
-    );
-    const picked = unique.filter((_, n) => covered[n]);
-    const doc = buildDocument(
-      {
-        terraformVersion: v.terraform_version,
-        serial: Number(v.serial),
-        lineage: v.lineage,
-        outputs: v.outputs,
-        checkResults: v.check_results,
-        extra: v.extra ?? {},
-      },
-      picked.map((r) => ({ resource: descriptorOf(r), instance: r.instance })),
-    );
+    const covered = await mapInTurns(unique, (r) => {
+      const parsed = parsedAddress(r.address);
+      return matcher.matches(parsed).length > 0 ? parsed : null;
+    });
+    const { skeleton, keys } = skeletonOf(v, unique, covered);
+    const pool = this.db.pool;
+    const paging = this.paging;
     return {
       head,
       version: v.version,
       serial: Number(v.serial),
-      instances: picked.map((r) => r.address).sort(),
-      // In pieces: the text of 20,000 instances written at once held kld's thread ~230 ms.
-      document: await piecesInTurns(stateDocumentTextPieces(doc)),
+      instanceCount: keys.size,
+      text: () => sliceText(pool, head.stateId, skeleton, keys, paging),
     };
   }
 
