@@ -1,5 +1,5 @@
 import { setMaxListeners } from 'node:events';
-import { escapeLiteral, Pool, PoolClient, QueryResult } from 'pg';
+import { escapeLiteral, Pool, PoolClient, QueryConfig, QueryResult } from 'pg';
 import { comparePositions, LogPosition, RecordedEvent } from '../domain/shared/event';
 import { DomainError } from '../domain/shared/domain-error';
 import type { AppendInFlight, EventStore } from '../application/ports/event-store.port';
@@ -10,6 +10,7 @@ import {
   ProjectionHaltedError,
 } from '../application/ports/projection-admin.port';
 import { Notifier } from '../infrastructure/postgres/notifier';
+import { inlineParameters } from '../infrastructure/postgres/inline-parameters';
 import { prepared } from '../infrastructure/postgres/prepared-statement';
 import type { Logger } from '../infrastructure/logging/logger';
 import { Database, type Queryable } from '../infrastructure/postgres/database';
@@ -1150,9 +1151,9 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * checkpoints with the `BEGIN`, each one's events from the appends this
    * process holds, applied side by side on the one connection (their
    * statements sent one after the other, inTurn, while kld prepares the next
-   * projector's), and every checkpoint moved in one statement: one commit
-   * where each projector's own batch makes one, and three statements less
-   * for each projector past the first. Only for events held in memory: when
+   * projector's), and every checkpoint moved in one statement sent with the
+   * COMMIT: one commit where each projector's own batch makes one, and
+   * three statements less for each projector past the first. Only for events held in memory: when
    * one projector's next events are not (another process appended
    * between), nothing is written. Anything failing rolls the whole back (no
    * projector's rows are kept), and the caller goes on projector by
@@ -1184,7 +1185,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       return { at, answer };
     });
     try {
-      const done = await this.db.transaction(async (tx, opened) => {
+      const apply = async (tx: PoolClient, opened: QueryResult[]) => {
         const read = opened[1].rows as (CheckpointRow & { name: string })[];
         const from = sorted.map((p) =>
           checkpointOf(
@@ -1219,12 +1220,15 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         // may send a statement after the transaction is over.
         const failed = (await Promise.allSettled(applying)).find((r) => r.status === 'rejected');
         if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
-        if (applied.size > 0) await moveTogether(tx, sorted, from, applied);
-        return applied;
-      }, opening);
+        return { applied, moves: movesOf(sorted, from, applied) };
+      };
+      // The checkpoints' move goes with the COMMIT: one round trip less.
+      const done = await this.db.transaction(apply, opening, (applying) =>
+        applying === null || applying.moves.length === 0 ? null : moveTogether(applying.moves),
+      );
       if (done === null) return null;
-      for (const [p, { at }] of done) this.known.set(p.name, at);
-      return new Map([...done].map(([p, { handled }]) => [p, handled]));
+      for (const [p, { at }] of done.applied) this.known.set(p.name, at);
+      return new Map([...done.applied].map(([p, { handled }]) => [p, handled]));
     } catch {
       return null;
     }
@@ -1541,65 +1545,149 @@ function lockStatement(name: string): string {
 }
 
 /**
- * `tx` shared by projectors applying side by side (together): each statement
- * is sent once the one before it has answered, in the order they were asked
- * for (node-postgres warns of, and will refuse, a query sent while another
- * runs). A COPY (a stream, not a statement) is refused: together's batches
- * are below every projector's threshold for one, and a refusal only sends
- * the projectors their own batches.
+ * `tx` shared by projectors applying side by side (together): statements
+ * go in the order they were asked for, each once the ones before it have
+ * answered (node-postgres warns of, and will refuse, a query sent while
+ * another runs). Those asked while the connection was busy, or in the same
+ * turn of the event loop, go out together, one query of several statements
+ * with their parameters written in (inlineParameters): one round trip for
+ * what each projector's next statement is, not one per projector (a small
+ * command's read models, at the speed of the wire). PostgreSQL runs them
+ * one after the other, each with its own snapshot, as it would have; one
+ * that fails leaves the rest unrun, and each of them is refused with its
+ * error (the transaction is lost anyway). A statement that cannot be
+ * written so goes alone, as asked. A COPY (a stream, not a statement) is
+ * refused: together's batches are below every projector's threshold for
+ * one, and a refusal only sends the projectors their own batches.
  */
 function inTurn(tx: PoolClient): Queryable {
-  let last: Promise<unknown> = Promise.resolve();
+  interface Asked {
+    args: unknown[];
+    inline: string | null;
+    resolve: (result: unknown) => void;
+    reject: (err: unknown) => void;
+  }
+  const run = tx.query as (...a: unknown[]) => Promise<unknown>;
+  const waiting: Asked[] = [];
+  let sending = false;
+  const send = (): void => {
+    if (sending || waiting.length === 0) return;
+    sending = true;
+    let n = 0;
+    while (n < waiting.length && waiting[n].inline !== null) n++;
+    const batch = waiting.splice(0, Math.max(n, 1));
+    const answered = (settle: () => void) => {
+      settle();
+      sending = false;
+      setImmediate(send);
+    };
+    const sent =
+      batch.length === 1
+        ? run.apply(tx, batch[0].args).then((r) => [r])
+        : run.call(tx, batch.map((a) => a.inline).join(';\n'));
+    sent.then(
+      (results) =>
+        answered(() => {
+          const each = results as unknown[];
+          if (!Array.isArray(each) || each.length !== batch.length) {
+            const err = new Error(
+              `${batch.length} statements sent, ${String(each?.length)} answers`,
+            );
+            for (const a of batch) a.reject(err);
+          } else batch.forEach((a, i) => a.resolve(each[i]));
+        }),
+      (err: unknown) => answered(() => batch.forEach((a) => a.reject(err))),
+    );
+  };
   const query = (...args: unknown[]): Promise<unknown> => {
     if (typeof (args[0] as { submit?: unknown } | null)?.submit === 'function') {
       throw new Error('no COPY in a transaction several projectors share');
     }
-    const sent = last.then(() => (tx.query as (...a: unknown[]) => Promise<unknown>)(...args));
-    last = sent.catch(() => undefined);
-    return sent;
+    return new Promise((resolve, reject) => {
+      waiting.push({ args, inline: inlineOf(args), resolve, reject });
+      // Once the projectors started in this turn have asked for their first.
+      queueMicrotask(send);
+    });
   };
   return { query } as unknown as Queryable;
 }
 
+/** A statement asked of inTurn as text to send with others, or null when it must go alone. */
+function inlineOf(args: unknown[]): string | null {
+  const [first, second] = args;
+  if (typeof first === 'string') {
+    if (args.length > 2 || (second !== undefined && !Array.isArray(second))) return null;
+    return inlineParameters(first, (second as unknown[] | undefined) ?? [], INLINE_UP_TO);
+  }
+  if (args.length !== 1 || typeof first !== 'object' || first === null) return null;
+  // A named statement is the same statement; any other option (rowMode, types…) goes alone.
+  const { text, values } = first as QueryConfig;
+  const options = Object.keys(first).filter((k) => !['text', 'values', 'name'].includes(k));
+  if (options.length > 0 || typeof text !== 'string') return null;
+  return inlineParameters(text, (values as unknown[] | undefined) ?? [], INLINE_UP_TO);
+}
+
 /**
- * Moves the checkpoints of the projectors `applied` holds (together), each
- * compare-and-set from where `from` read it, in one statement, announced at
- * commit; throws when one was not where it was read.
+ * The most bytes of parameters a statement of inTurn's may have written in:
+ * a big one (a document's raw chunks) costs more to quote and for
+ * PostgreSQL to read back as a literal than the round trip it would save.
  */
-async function moveTogether(
-  tx: PoolClient,
+const INLINE_UP_TO = 16 * 1024;
+
+interface CheckpointMove {
+  name: string;
+  from: LogPosition;
+  to: LogPosition;
+}
+
+/** The checkpoint moves of the projectors `applied` holds (together), each from where `from` read it. */
+function movesOf(
   projectors: readonly Projector[],
   from: readonly Checkpoint[],
   applied: ReadonlyMap<Projector, { at: LogPosition }>,
-): Promise<void> {
-  const moves = projectors.flatMap((p, i) => {
+): CheckpointMove[] {
+  return projectors.flatMap((p, i) => {
     const a = applied.get(p);
     return a === undefined ? [] : [{ name: p.name, to: a.at, from: from[i].position }];
   });
-  const { rowCount } = await tx.query(
-    prepared(
-      `WITH moved AS (
-         UPDATE kl_checkpoints c
-            SET transaction_id = v.tx::xid8, global_position = v.gp, updated_at = now()
-           FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[])
-                AS v (name, tx, gp, from_tx, from_gp)
-          WHERE c.projection = v.name AND c.transaction_id = v.from_tx::xid8
-            AND c.global_position = v.from_gp
-         RETURNING c.projection
-       )
-       SELECT pg_notify($6, projection) FROM moved`,
-      [
-        moves.map((m) => m.name),
-        moves.map((m) => m.to.transactionId.toString()),
-        moves.map((m) => m.to.globalPosition.toString()),
-        moves.map((m) => m.from.transactionId.toString()),
-        moves.map((m) => m.from.globalPosition.toString()),
-        CHECKPOINTS_CHANNEL,
-      ],
-    ),
-  );
-  if (rowCount !== moves.length) throw new Error('a checkpoint moved under us');
 }
+
+/**
+ * The statement that moves the checkpoints of `moves`, each compare-and-set
+ * from where it was read, announced at commit, and fails when one was not
+ * there. Without parameters, so that it goes with the COMMIT (one round trip
+ * less for every command's read models): a block, for the failure, which
+ * then leaves the COMMIT unrun (Database.transaction's `closing`).
+ */
+function moveTogether(moves: readonly CheckpointMove[]): string {
+  const values = moves
+    .map(
+      (m) =>
+        `(${escapeLiteral(m.name)}, ${xid8(m.to)}, ${m.to.globalPosition}::bigint, ` +
+        `${xid8(m.from)}, ${m.from.globalPosition}::bigint)`,
+    )
+    .join(', ');
+  return `DO ${BLOCK_QUOTE} DECLARE moved text[]; BEGIN
+    WITH m AS (
+      UPDATE kl_checkpoints c
+         SET transaction_id = v.tx, global_position = v.gp, updated_at = now()
+        FROM (VALUES ${values}) AS v (name, tx, gp, from_tx, from_gp)
+       WHERE c.projection = v.name AND c.transaction_id = v.from_tx
+         AND c.global_position = v.from_gp
+      RETURNING c.projection
+    )
+    SELECT array_agg(projection) INTO moved FROM m;
+    IF coalesce(cardinality(moved), 0) <> ${moves.length} THEN
+      RAISE EXCEPTION 'a checkpoint moved under us';
+    END IF;
+    PERFORM pg_notify(${escapeLiteral(CHECKPOINTS_CHANNEL)}, n) FROM unnest(moved) AS n;
+  END ${BLOCK_QUOTE}`;
+}
+
+/** The quote of moveTogether's block: no projector's name holds it (they are ours, and escaped). */
+const BLOCK_QUOTE = '$kl_move$';
+
+const xid8 = (p: LogPosition) => `'${p.transactionId}'::xid8`;
 
 /**
  * Moves a projector's checkpoint from `from` to `to`, compare-and-set, and
