@@ -1151,9 +1151,9 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * checkpoints with the `BEGIN`, each one's events from the appends this
    * process holds, applied side by side on the one connection (their
    * statements sent one after the other, inTurn, while kld prepares the next
-   * projector's), and every checkpoint moved in one statement sent with the
-   * COMMIT: one commit where each projector's own batch makes one, and
-   * three statements less for each projector past the first. Only for events held in memory: when
+   * projector's), and every checkpoint moved in one statement: one commit
+   * where each projector's own batch makes one, and three statements less
+   * for each projector past the first. Only for events held in memory: when
    * one projector's next events are not (another process appended
    * between), nothing is written. Anything failing rolls the whole back (no
    * projector's rows are kept), and the caller goes on projector by
@@ -1185,7 +1185,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       return { at, answer };
     });
     try {
-      const apply = async (tx: PoolClient, opened: QueryResult[]) => {
+      const done = await this.db.transaction(async (tx, opened) => {
         const read = opened[1].rows as (CheckpointRow & { name: string })[];
         const from = sorted.map((p) =>
           checkpointOf(
@@ -1220,15 +1220,12 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         // may send a statement after the transaction is over.
         const failed = (await Promise.allSettled(applying)).find((r) => r.status === 'rejected');
         if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
-        return { applied, moves: movesOf(sorted, from, applied) };
-      };
-      // The checkpoints' move goes with the COMMIT: one round trip less.
-      const done = await this.db.transaction(apply, opening, (applying) =>
-        applying === null || applying.moves.length === 0 ? null : moveTogether(applying.moves),
-      );
+        if (applied.size > 0) await moveTogether(tx, sorted, from, applied);
+        return applied;
+      }, opening);
       if (done === null) return null;
-      for (const [p, { at }] of done.applied) this.known.set(p.name, at);
-      return new Map([...done.applied].map(([p, { handled }]) => [p, handled]));
+      for (const [p, { at }] of done) this.known.set(p.name, at);
+      return new Map([...done].map(([p, { handled }]) => [p, handled]));
     } catch {
       return null;
     }
@@ -1634,60 +1631,45 @@ function inlineOf(args: unknown[]): string | null {
  */
 const INLINE_UP_TO = 16 * 1024;
 
-interface CheckpointMove {
-  name: string;
-  from: LogPosition;
-  to: LogPosition;
-}
-
-/** The checkpoint moves of the projectors `applied` holds (together), each from where `from` read it. */
-function movesOf(
+/**
+ * Moves the checkpoints of the projectors `applied` holds (together), each
+ * compare-and-set from where `from` read it, in one statement, announced at
+ * commit; throws when one was not where it was read.
+ */
+async function moveTogether(
+  tx: PoolClient,
   projectors: readonly Projector[],
   from: readonly Checkpoint[],
   applied: ReadonlyMap<Projector, { at: LogPosition }>,
-): CheckpointMove[] {
-  return projectors.flatMap((p, i) => {
+): Promise<void> {
+  const moves = projectors.flatMap((p, i) => {
     const a = applied.get(p);
     return a === undefined ? [] : [{ name: p.name, to: a.at, from: from[i].position }];
   });
+  const { rowCount } = await tx.query(
+    prepared(
+      `WITH moved AS (
+         UPDATE kl_checkpoints c
+            SET transaction_id = v.tx::xid8, global_position = v.gp, updated_at = now()
+           FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[])
+                AS v (name, tx, gp, from_tx, from_gp)
+          WHERE c.projection = v.name AND c.transaction_id = v.from_tx::xid8
+            AND c.global_position = v.from_gp
+         RETURNING c.projection
+       )
+       SELECT pg_notify($6, projection) FROM moved`,
+      [
+        moves.map((m) => m.name),
+        moves.map((m) => m.to.transactionId.toString()),
+        moves.map((m) => m.to.globalPosition.toString()),
+        moves.map((m) => m.from.transactionId.toString()),
+        moves.map((m) => m.from.globalPosition.toString()),
+        CHECKPOINTS_CHANNEL,
+      ],
+    ),
+  );
+  if (rowCount !== moves.length) throw new Error('a checkpoint moved under us');
 }
-
-/**
- * The statement that moves the checkpoints of `moves`, each compare-and-set
- * from where it was read, announced at commit, and fails when one was not
- * there. Without parameters, so that it goes with the COMMIT (one round trip
- * less for every command's read models): a block, for the failure, which
- * then leaves the COMMIT unrun (Database.transaction's `closing`).
- */
-function moveTogether(moves: readonly CheckpointMove[]): string {
-  const values = moves
-    .map(
-      (m) =>
-        `(${escapeLiteral(m.name)}, ${xid8(m.to)}, ${m.to.globalPosition}::bigint, ` +
-        `${xid8(m.from)}, ${m.from.globalPosition}::bigint)`,
-    )
-    .join(', ');
-  return `DO ${BLOCK_QUOTE} DECLARE moved text[]; BEGIN
-    WITH m AS (
-      UPDATE kl_checkpoints c
-         SET transaction_id = v.tx, global_position = v.gp, updated_at = now()
-        FROM (VALUES ${values}) AS v (name, tx, gp, from_tx, from_gp)
-       WHERE c.projection = v.name AND c.transaction_id = v.from_tx
-         AND c.global_position = v.from_gp
-      RETURNING c.projection
-    )
-    SELECT array_agg(projection) INTO moved FROM m;
-    IF coalesce(cardinality(moved), 0) <> ${moves.length} THEN
-      RAISE EXCEPTION 'a checkpoint moved under us';
-    END IF;
-    PERFORM pg_notify(${escapeLiteral(CHECKPOINTS_CHANNEL)}, n) FROM unnest(moved) AS n;
-  END ${BLOCK_QUOTE}`;
-}
-
-/** The quote of moveTogether's block: no projector's name holds it (they are ours, and escaped). */
-const BLOCK_QUOTE = '$kl_move$';
-
-const xid8 = (p: LogPosition) => `'${p.transactionId}'::xid8`;
 
 /**
  * Moves a projector's checkpoint from `from` to `to`, compare-and-set, and

@@ -81,15 +81,11 @@ export class Database {
    * Runs `fn` in a transaction. `opening`: statements without parameters
    * (literals escaped by the caller) sent together with the BEGIN, one round
    * trip instead of two; each still runs with its own snapshot. `fn` gets
-   * their results (the BEGIN's left out), in order. `closing`: statements
-   * without parameters for `fn`'s result, sent together with the COMMIT;
-   * one that fails leaves the COMMIT unrun (PostgreSQL runs none of a
-   * query's statements after a failed one) and the transaction rolls back.
+   * their results (the BEGIN's left out), in order.
    */
   async transaction<T>(
     fn: (client: PoolClient, opened: QueryResult[]) => Promise<T>,
     opening?: string,
-    closing?: (result: T) => string | null,
   ): Promise<T> {
     const client = await this.pool.connect();
     try {
@@ -97,8 +93,7 @@ export class Database {
         QueryResult | QueryResult[];
       // Several statements answer with one result each.
       const result = await fn(client, Array.isArray(begun) ? begun.slice(1) : []);
-      const last = closing?.(result) ?? null;
-      await client.query(last === null ? 'COMMIT' : `${last}; COMMIT`);
+      await client.query('COMMIT');
       return result;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
