@@ -1,5 +1,5 @@
 import { setMaxListeners } from 'node:events';
-import { escapeLiteral, Pool, PoolClient, QueryConfig, QueryResult } from 'pg';
+import { escapeLiteral, Pool, PoolClient, QueryResult } from 'pg';
 import { comparePositions, LogPosition, RecordedEvent } from '../domain/shared/event';
 import { DomainError } from '../domain/shared/domain-error';
 import type { AppendInFlight, EventStore } from '../application/ports/event-store.port';
@@ -10,7 +10,6 @@ import {
   ProjectionHaltedError,
 } from '../application/ports/projection-admin.port';
 import { Notifier } from '../infrastructure/postgres/notifier';
-import { inlineParameters } from '../infrastructure/postgres/inline-parameters';
 import { prepared } from '../infrastructure/postgres/prepared-statement';
 import type { Logger } from '../infrastructure/logging/logger';
 import { Database, type Queryable } from '../infrastructure/postgres/database';
@@ -1542,94 +1541,25 @@ function lockStatement(name: string): string {
 }
 
 /**
- * `tx` shared by projectors applying side by side (together): statements
- * go in the order they were asked for, each once the ones before it have
- * answered (node-postgres warns of, and will refuse, a query sent while
- * another runs). Those asked while the connection was busy, or in the same
- * turn of the event loop, go out together, one query of several statements
- * with their parameters written in (inlineParameters): one round trip for
- * what each projector's next statement is, not one per projector (a small
- * command's read models, at the speed of the wire). PostgreSQL runs them
- * one after the other, each with its own snapshot, as it would have; one
- * that fails leaves the rest unrun, and each of them is refused with its
- * error (the transaction is lost anyway). A statement that cannot be
- * written so goes alone, as asked. A COPY (a stream, not a statement) is
- * refused: together's batches are below every projector's threshold for
- * one, and a refusal only sends the projectors their own batches.
+ * `tx` shared by projectors applying side by side (together): each statement
+ * is sent once the one before it has answered, in the order they were asked
+ * for (node-postgres warns of, and will refuse, a query sent while another
+ * runs). A COPY (a stream, not a statement) is refused: together's batches
+ * are below every projector's threshold for one, and a refusal only sends
+ * the projectors their own batches.
  */
 function inTurn(tx: PoolClient): Queryable {
-  interface Asked {
-    args: unknown[];
-    inline: string | null;
-    resolve: (result: unknown) => void;
-    reject: (err: unknown) => void;
-  }
-  const run = tx.query as (...a: unknown[]) => Promise<unknown>;
-  const waiting: Asked[] = [];
-  let sending = false;
-  const send = (): void => {
-    if (sending || waiting.length === 0) return;
-    sending = true;
-    let n = 0;
-    while (n < waiting.length && waiting[n].inline !== null) n++;
-    const batch = waiting.splice(0, Math.max(n, 1));
-    const answered = (settle: () => void) => {
-      settle();
-      sending = false;
-      setImmediate(send);
-    };
-    const sent =
-      batch.length === 1
-        ? run.apply(tx, batch[0].args).then((r) => [r])
-        : run.call(tx, batch.map((a) => a.inline).join(';\n'));
-    sent.then(
-      (results) =>
-        answered(() => {
-          const each = results as unknown[];
-          if (!Array.isArray(each) || each.length !== batch.length) {
-            const err = new Error(
-              `${batch.length} statements sent, ${String(each?.length)} answers`,
-            );
-            for (const a of batch) a.reject(err);
-          } else batch.forEach((a, i) => a.resolve(each[i]));
-        }),
-      (err: unknown) => answered(() => batch.forEach((a) => a.reject(err))),
-    );
-  };
+  let last: Promise<unknown> = Promise.resolve();
   const query = (...args: unknown[]): Promise<unknown> => {
     if (typeof (args[0] as { submit?: unknown } | null)?.submit === 'function') {
       throw new Error('no COPY in a transaction several projectors share');
     }
-    return new Promise((resolve, reject) => {
-      waiting.push({ args, inline: inlineOf(args), resolve, reject });
-      // Once the projectors started in this turn have asked for their first.
-      queueMicrotask(send);
-    });
+    const sent = last.then(() => (tx.query as (...a: unknown[]) => Promise<unknown>)(...args));
+    last = sent.catch(() => undefined);
+    return sent;
   };
   return { query } as unknown as Queryable;
 }
-
-/** A statement asked of inTurn as text to send with others, or null when it must go alone. */
-function inlineOf(args: unknown[]): string | null {
-  const [first, second] = args;
-  if (typeof first === 'string') {
-    if (args.length > 2 || (second !== undefined && !Array.isArray(second))) return null;
-    return inlineParameters(first, (second as unknown[] | undefined) ?? [], INLINE_UP_TO);
-  }
-  if (args.length !== 1 || typeof first !== 'object' || first === null) return null;
-  // A named statement is the same statement; any other option (rowMode, types…) goes alone.
-  const { text, values } = first as QueryConfig;
-  const options = Object.keys(first).filter((k) => !['text', 'values', 'name'].includes(k));
-  if (options.length > 0 || typeof text !== 'string') return null;
-  return inlineParameters(text, (values as unknown[] | undefined) ?? [], INLINE_UP_TO);
-}
-
-/**
- * The most bytes of parameters a statement of inTurn's may have written in:
- * a big one (a document's raw chunks) costs more to quote and for
- * PostgreSQL to read back as a literal than the round trip it would save.
- */
-const INLINE_UP_TO = 16 * 1024;
 
 /**
  * Moves the checkpoints of the projectors `applied` holds (together), each
