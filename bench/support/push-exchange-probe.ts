@@ -158,6 +158,18 @@ async function pushes(
         `; mean CPU terraform ${mean((x) => x.terraform)} ms, PostgreSQL ${mean((x) => x.postgres)} ms`,
     );
   }
+  // The machine drifts over a run: each push over the `pg` push of its own round.
+  const pg = times.get('pg');
+  if (pg === undefined) return;
+  for (const [label, xs] of times) {
+    if (label === 'pg') continue;
+    const ratios = xs.map((x, i) => x.ms / pg[i].ms).sort((a, b) => a - b);
+    const at = (q: number) => ratios[Math.floor(q * (ratios.length - 1))].toFixed(3);
+    console.log(
+      `  ${label.padEnd(6)} over pg, per round: median ${at(0.5)} (quartiles ${at(0.25)}–${at(0.75)}), ` +
+        `${ratios.filter((r) => r <= 1).length} of ${ratios.length} at or under 1`,
+    );
+  }
 }
 
 async function main(): Promise<void> {
@@ -225,7 +237,10 @@ async function measure(running: Build[], agent: http.Agent, sqlOut: string): Pro
     kld: processCpuMs(b.kld.pid),
     pg: b.meter?.totalMs() ?? 0,
   }));
-  for (let n = 4; n < ROUNDS + 4; n++) for (const b of running) await round(b, agent, n, null);
+  // The order alternates by round: a round's first place is not the same as its last.
+  for (let n = 4; n < ROUNDS + 4; n++) {
+    for (const b of n % 2 === 0 ? running : [...running].reverse()) await round(b, agent, n, null);
+  }
   for (const [i, b] of running.entries()) {
     whole[i] = {
       kld: processCpuMs(b.kld.pid) - whole[i].kld,
