@@ -17,7 +17,10 @@ interface Answer {
 }
 
 /** Runs the filter on `err` as if thrown by a route; returns the answer and the log lines. */
-function answerTo(err: unknown): { answer: Answer; logged: Record<string, unknown>[] } {
+function answerTo(
+  err: unknown,
+  headersSent = false,
+): { answer: Answer; logged: Record<string, unknown>[] } {
   const logged: Record<string, unknown>[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
@@ -27,7 +30,7 @@ function answerTo(err: unknown): { answer: Answer; logged: Record<string, unknow
   });
   const answer = { headers: {} } as Answer;
   const res = {
-    headersSent: false,
+    headersSent,
     setHeader: (name: string, value: string) => (answer.headers[name] = value),
     status(code: number) {
       answer.status = code;
@@ -119,6 +122,22 @@ describe('ErrorFilter', () => {
     expect(answer.status).toBe(500);
     expect(answer.body.error.code).toBe('SERVER.ERROR');
     expect(logged).toHaveLength(1);
+  });
+
+  it('logs why an answer already begun was cut off, and answers nothing more', () => {
+    const failed = answerTo(new TypeError('page read failed'), true);
+    expect(failed.answer.status).toBeUndefined();
+    expect(failed.logged).toHaveLength(1);
+    expect(failed.logged[0]).toMatchObject({
+      level: 50,
+      requestId: 'req-42',
+      msg: 'answer cut off after it began',
+    });
+    const refused = answerTo(new DomainError('STATE.NOT_FOUND', 'state gone meanwhile'), true);
+    expect(refused.answer.status).toBeUndefined();
+    expect(refused.logged).toMatchObject([
+      { level: 40, msg: 'answer cut off after it began', err: { message: 'state gone meanwhile' } },
+    ]);
   });
 
   it("answers Nest's own 404 (no such route) as REQUEST.NOT_FOUND", () => {

@@ -45,7 +45,18 @@ export class ErrorFilter implements ExceptionFilter {
 
   /** The answer to `err`; also for a route served before Nest's pipeline (current-document-route.ts). */
   reply(err: unknown, req: (Request & { id?: string }) | undefined, res: Response): void {
-    if (res.headersSent) return;
+    if (res.headersSent) {
+      // Part of the answer is out and was cut off (writeInTurns): the caller sees only a broken
+      // answer, so the reason is said here. A refusal, or a database gone, is no bug.
+      const expected = err instanceof DomainError || isDatabaseUnavailable(err);
+      const message = String((err as { message?: unknown } | null)?.message ?? err);
+      if (expected) {
+        this.logger.warn({ err: { message }, requestId: req?.id }, 'answer cut off after it began');
+      } else {
+        this.logger.error({ err, requestId: req?.id }, 'answer cut off after it began');
+      }
+      return;
+    }
     if (err instanceof DomainError) {
       const status = statusFor(err.code);
       if (status !== null && status !== 500) {
