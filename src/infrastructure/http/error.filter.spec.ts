@@ -29,12 +29,17 @@ function answerTo(err: unknown): { answer: Answer; logged: Record<string, unknow
   const res = {
     headersSent: false,
     setHeader: (name: string, value: string) => (answer.headers[name] = value),
+    getHeader: (name: string) => answer.headers[name],
     status(code: number) {
       answer.status = code;
       return this;
     },
     json(body: Answer['body']) {
       answer.body = body;
+      return this;
+    },
+    send(text: string) {
+      answer.body = JSON.parse(text) as Answer['body'];
       return this;
     },
   };

@@ -18,20 +18,19 @@ export const SILENT_READER_MS = 65_000;
  */
 export async function writeInTurns(
   res: Writable,
-  pieces: readonly string[],
+  pieces: Iterable<string>,
   last = '',
   silentMs = SILENT_READER_MS,
 ): Promise<void> {
   for (const piece of pieces) {
     if (res.destroyed) return;
-    if (!res.write(piece)) {
-      if (!(await drained(res, silentMs))) {
-        res.destroy();
-        return;
-      }
-    } else {
-      await nextTurn();
+    if (!res.write(piece) && !(await drained(res, silentMs))) {
+      res.destroy();
+      return;
     }
+    // A turn after a drained piece too: a socket whose reader keeps up drains in
+    // the same turn (on the next tick), and a 50 MB answer went out in one turn.
+    await nextTurn();
   }
   if (!res.destroyed) res.end(last);
 }
