@@ -169,8 +169,9 @@ describe('ErrorFilter', () => {
     );
     const ended = new Promise((resolve) => res.once('finish', resolve));
     try {
-      new ErrorFilter(createLogger('info', 'json', new Writable({ write: (_c, _e, done) => done() })))
-        .reply(err, { id: 'req-1' } as never, res as never);
+      new ErrorFilter(
+        createLogger('info', 'json', new Writable({ write: (_c, _e, done) => done() })),
+      ).reply(err, { id: 'req-1' } as never, res as never);
       await ended;
     } finally {
       clearInterval(turning);

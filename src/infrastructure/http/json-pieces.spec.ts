@@ -51,7 +51,9 @@ describe('jsonPieces', () => {
   });
 
   it('writes numbers a double cannot hold as they came', () => {
-    const value = parseJsonExact('{"rows":[[12345678901234567890,1.5],[-1e400]],"n":98765432109876543210}');
+    const value = parseJsonExact(
+      '{"rows":[[12345678901234567890,1.5],[-1e400]],"n":98765432109876543210}',
+    );
     expect([...jsonPieces(value, { pieceChars: 3 })].join('')).toBe(
       '{"rows":[[12345678901234567890,1.5],[-1e400]],"n":98765432109876543210}',
     );

@@ -14,10 +14,7 @@ describe('redactUrls', () => {
       '/v1/api/states?token=kl_abcdefgh-ijklmnopqrstuvwxyz_ABCDEFGHIJKLMNO&x=1',
       '/v1/api/states?token=kl_abcdefgh***&x=1',
     ],
-    [
-      'Bearer kl_ABCDEFGHijklmnopqrstuvwxyz0123456789-_abcde.',
-      'Bearer kl_ABCDEFGH***.',
-    ],
+    ['Bearer kl_ABCDEFGHijklmnopqrstuvwxyz0123456789-_abcde.', 'Bearer kl_ABCDEFGH***.'],
   ])('masks the password in %s', (text, masked) => {
     expect(redactUrls(text)).toBe(masked);
   });
@@ -28,10 +25,7 @@ describe('redactUrls', () => {
     'user@host: 12:30',
     'kl_query',
     'kl_abcdefgh',
-  ])(
-    'leaves %s as it is',
-    (text) => expect(redactUrls(text)).toBe(text),
-  );
+  ])('leaves %s as it is', (text) => expect(redactUrls(text)).toBe(text));
 
   it('masks every string inside a value', () => {
     expect(redactDeep({ a: ['x://u:p@h'], b: { c: 'y://u:q@h', n: 1 } })).toEqual({
