@@ -6,15 +6,6 @@ import { writeInTurns } from './write-in-turns';
 export const JSON_PIECE_CHARS = 256 * 1024;
 
 /**
- * `value`'s JSON (stringifyJson's text, exactly) in pieces of about
- * `pieceChars`, each made only when asked for, so that a caller taking one per
- * turn of the event loop never encodes the whole answer in one. Arrays and
- * plain objects are walked; an array's elements, and anything else, are
- * encoded whole, so a piece runs past `pieceChars` by one element at most.
- * Why: a query answer of 100,000 rows (~50 MB) encoded and sent by res.json
- * held kld's thread ~250 ms, a 409 naming 10,000 holders ~50 ms.
- */
-/**
  * Answers `body` as JSON (the status and headers already set): in one write
  * when it fits one piece, else a piece per turn (writeInTurns: a reader that
  * stops taking it is cut off, and it is made no further than read). A big
@@ -41,6 +32,15 @@ function* andThen(first: string, rest: Iterator<string>): Generator<string, void
   for (let next = rest.next(); next.done !== true; next = rest.next()) yield next.value;
 }
 
+/**
+ * `value`'s JSON (exactly stringifyJson's text, or JSON.stringify's without `lossless`) in pieces of about
+ * `pieceChars`, each made only when asked for, so that a caller taking one per
+ * turn of the event loop never encodes the whole answer in one. Arrays and
+ * plain objects are walked; an array's elements, and anything else, are
+ * encoded whole, so a piece runs past `pieceChars` by one element at most.
+ * Why: a query answer of 100,000 rows (~50 MB) encoded and sent by res.json
+ * held kld's thread ~350 ms, a 409 naming 10,000 holders ~50 ms.
+ */
 export function* jsonPieces(
   value: unknown,
   { lossless = true, pieceChars = JSON_PIECE_CHARS } = {},
