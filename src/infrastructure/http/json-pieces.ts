@@ -33,9 +33,10 @@ function* andThen(first: string, rest: Iterator<string>): Generator<string, void
 }
 
 /**
- * `value`'s JSON (exactly stringifyJson's text, or JSON.stringify's without `lossless`) in pieces of about
- * `pieceChars`, each made only when asked for, so that a caller taking one per
- * turn of the event loop never encodes the whole answer in one. Arrays and
+ * `value`'s JSON (exactly stringifyJson's text, or JSON.stringify's without
+ * `lossless`) in pieces of about `pieceChars`, each made only when asked for,
+ * so that a caller taking one per turn of the event loop never encodes the
+ * whole answer in one. Arrays and
  * plain objects are walked; an array's elements, and anything else, are
  * encoded whole, so a piece runs past `pieceChars` by one element at most.
  * Why: a query answer of 100,000 rows (~50 MB) encoded and sent by res.json
