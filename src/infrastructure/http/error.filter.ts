@@ -5,6 +5,7 @@ import type { ErrorCode } from '../../domain/shared/error-codes';
 import type { Logger } from '../logging/logger';
 import { isDatabaseUnavailable } from '../postgres/database-unavailable';
 import { statusFor } from './error-status';
+import { sendJson } from './json-pieces';
 
 /**
  * `details`: members a route adds to the error for clients to act on (the
@@ -66,7 +67,8 @@ export class ErrorFilter implements ExceptionFilter {
         if (status === 401) {
           res.setHeader('WWW-Authenticate', 'Basic realm="kilolock", charset="UTF-8"');
         }
-        res.status(status).json(errorBody(err.code, err.message, detailsOf(err)));
+        // Details can be long (a 409 naming 10,000 holders): written a piece per turn.
+        sendJson(res.status(status), errorBody(err.code, err.message, detailsOf(err)), false);
         return;
       }
       // A code no answer may carry, or the server's own fault: as unexpected as a bug.

@@ -1,7 +1,7 @@
 import { StreamableFile } from '@nestjs/common';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import type { Response } from 'express';
-import { stringifyJson } from '../../domain/terraform/lossless-json';
+import { sendJson } from './json-pieces';
 
 /**
  * Writes every JSON answer a handler returns with stringifyJson. Read models
@@ -14,6 +14,7 @@ import { stringifyJson } from '../../domain/terraform/lossless-json';
  * interceptor: an interceptor puts every request of every route through
  * rxjs, the GET of a state document included, which returns nothing
  * (docs/performance-history.md, "GET current at 1,000 instances (wave 17)").
+ * A big answer (a query's rows, a long listing) is written a piece per turn.
  */
 export class LosslessJsonExpressAdapter extends ExpressAdapter {
   override reply(response: Response, body: unknown, statusCode?: number): unknown {
@@ -26,9 +27,8 @@ export class LosslessJsonExpressAdapter extends ExpressAdapter {
     ) {
       return super.reply(response, body, statusCode);
     }
-    if (!response.getHeader('Content-Type')) {
-      response.setHeader('Content-Type', 'application/json; charset=utf-8');
-    }
-    return super.reply(response, stringifyJson(body), statusCode);
+    if (statusCode !== undefined) response.status(statusCode);
+    sendJson(response, body, true);
+    return undefined;
   }
 }

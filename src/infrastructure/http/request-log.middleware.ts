@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '../logging/logger';
+import { redactUrls } from '../logging/redact';
 
 /**
  * Gives every request an id (honouring X-Request-Id) and logs one line when
@@ -22,7 +23,8 @@ export function requestLog(logger: Logger) {
         {
           requestId: id,
           method: req.method,
-          path: req.originalUrl,
+          // A client may put a token (or a password) in the URL: never written to the log.
+          path: redactUrls(req.originalUrl),
           status: res.statusCode,
           ms: Number(process.hrtime.bigint() - started) / 1e6,
         },

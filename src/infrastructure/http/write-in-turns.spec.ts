@@ -44,6 +44,36 @@ describe('writeInTurns', () => {
     expect(received.join('')).toBe(pieces.join(''));
   });
 
+  it('gives the event loop a turn between pieces that drain at once', async () => {
+    // An HTTP answer's socket the kernel takes each piece from: corked until the next
+    // tick, so write answers false, and 'drain' comes on that tick, in the same turn.
+    const written: number[] = [];
+    let turns = 0;
+    const out = new Writable({
+      highWaterMark: 16 * 1024,
+      decodeStrings: false,
+      write(_chunk: string, _encoding, done) {
+        written.push(turns);
+        process.nextTick(done);
+      },
+    });
+    const counting = setInterval(() => turns++, 0);
+    const ticking = (async () => {
+      for (let i = 0; i < 30; i++) {
+        await nextTurn();
+        turns++;
+      }
+    })();
+    try {
+      await writeInTurns(out, pieces.slice(0, 10));
+    } finally {
+      clearInterval(counting);
+      await ticking;
+    }
+    // Each piece in a turn of its own: others' callbacks (a timer, an immediate) ran in between.
+    expect(new Set(written).size).toBe(written.length);
+  });
+
   it('cuts off a reader that takes nothing for the silent bound', async () => {
     const { out } = reader(0);
     await writeInTurns(out, pieces, '', 50);

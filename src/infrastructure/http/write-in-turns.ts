@@ -42,14 +42,13 @@ async function writeAll(
 ): Promise<void> {
   for await (const piece of pieces) {
     if (res.destroyed) return;
-    if (!res.write(piece)) {
-      if (!(await drained(res, silentMs))) {
-        res.destroy();
-        return;
-      }
-    } else {
-      await nextTurn();
+    if (!res.write(piece) && !(await drained(res, silentMs))) {
+      res.destroy();
+      return;
     }
+    // A turn after a drained piece too: a socket whose reader keeps up drains in
+    // the same turn (on the next tick), and a 50 MB answer went out in one turn.
+    await nextTurn();
   }
 }
 

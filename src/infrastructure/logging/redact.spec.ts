@@ -10,14 +10,22 @@ describe('redactUrls', () => {
     ['mysql://u:pa/ss@word@h/db', 'mysql://u:***@h/db'],
     ['postgres://h/db?user=u&password=S3cret&x=1', 'postgres://h/db?user=u&password=***&x=1'],
     ['host=h password=S3cret dbname=x', 'host=h password=*** dbname=x'],
+    [
+      '/v1/api/states?token=kl_abcdefgh-ijklmnopqrstuvwxyz_ABCDEFGHIJKLMNO&x=1',
+      '/v1/api/states?token=kl_abcdefgh***&x=1',
+    ],
+    ['Bearer kl_ABCDEFGHijklmnopqrstuvwxyz0123456789-_abcde.', 'Bearer kl_ABCDEFGH***.'],
   ])('masks the password in %s', (text, masked) => {
     expect(redactUrls(text)).toBe(masked);
   });
 
-  it.each(['postgres://kl@db/kl', 'http://127.0.0.1:8080/v1/states/a', 'user@host: 12:30'])(
-    'leaves %s as it is',
-    (text) => expect(redactUrls(text)).toBe(text),
-  );
+  it.each([
+    'postgres://kl@db/kl',
+    'http://127.0.0.1:8080/v1/states/a',
+    'user@host: 12:30',
+    'kl_query',
+    'kl_abcdefgh',
+  ])('leaves %s as it is', (text) => expect(redactUrls(text)).toBe(text));
 
   it('masks every string inside a value', () => {
     expect(redactDeep({ a: ['x://u:p@h'], b: { c: 'y://u:q@h', n: 1 } })).toEqual({

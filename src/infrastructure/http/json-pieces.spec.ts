@@ -1,0 +1,78 @@
+import { parseJsonExact, stringifyJson } from '../../domain/terraform/lossless-json';
+import { jsonPieces } from './json-pieces';
+
+/** A value of JSON's shapes, with what JSON.stringify leaves out or writes as null. */
+function randomValue(next: () => number, depth: number): unknown {
+  const pick = Math.floor(next() * (depth > 3 ? 5 : 8));
+  switch (pick) {
+    case 0:
+      return 'x'.repeat(Math.floor(next() * 40)) + '"\\\u0001é';
+    case 1:
+      return Math.floor(next() * 1e6) - 5e5;
+    case 2:
+      return next() < 0.5 ? null : next() < 0.5;
+    case 3:
+      return next() < 0.5 ? undefined : new Date(Math.floor(next() * 1e12));
+    case 4:
+      return () => 1;
+    case 5:
+    case 6:
+      return Array.from({ length: Math.floor(next() * 30) }, () => randomValue(next, depth + 1));
+    default:
+      return Object.fromEntries(
+        Array.from({ length: Math.floor(next() * 8) }, (_, i) => [
+          `k${i}"\n`,
+          randomValue(next, depth + 1),
+        ]),
+      );
+  }
+}
+
+function seeded(seed: number) {
+  let s = seed;
+  return () => {
+    s = (s * 1103515245 + 12345) % 2 ** 31;
+    return s / 2 ** 31;
+  };
+}
+
+describe('jsonPieces', () => {
+  it('joins to the exact text of stringifyJson and of JSON.stringify, pieces of any size', () => {
+    for (let seed = 1; seed <= 300; seed++) {
+      const next = seeded(seed);
+      const value = { top: randomValue(next, 0), rows: randomValue(next, 1) };
+      for (const pieceChars of [1, 7, 64, 1 << 20]) {
+        expect([...jsonPieces(value, { pieceChars })].join('')).toBe(stringifyJson(value));
+        expect([...jsonPieces(value, { pieceChars, lossless: false })].join('')).toBe(
+          JSON.stringify(value),
+        );
+      }
+    }
+  });
+
+  it('writes numbers a double cannot hold as they came', () => {
+    const value = parseJsonExact(
+      '{"rows":[[12345678901234567890,1.5],[-1e400]],"n":98765432109876543210}',
+    );
+    expect([...jsonPieces(value, { pieceChars: 3 })].join('')).toBe(
+      '{"rows":[[12345678901234567890,1.5],[-1e400]],"n":98765432109876543210}',
+    );
+  });
+
+  it('makes a piece of about its size at a time, each only when asked for', () => {
+    const rows = Array.from({ length: 10_000 }, (_, i) => [i, 'x'.repeat(90)]);
+    let encoded = 0;
+    const counted = rows.map((row) => ({ toJSON: () => (encoded++, row) }));
+    const pieces = jsonPieces({ columns: ['n', 'pad'], rows: counted }, { pieceChars: 10_000 });
+    const first = pieces.next();
+    expect(first.done).toBe(false);
+    expect(encoded).toBeLessThan(200);
+    const rest = [...pieces];
+    expect(encoded).toBe(10_000);
+    for (const piece of [first.value as string, ...rest.slice(0, -1)]) {
+      expect(piece.length).toBeGreaterThanOrEqual(10_000);
+      expect(piece.length).toBeLessThan(10_200);
+    }
+    expect(JSON.parse([first.value, ...rest].join(''))).toEqual({ columns: ['n', 'pad'], rows });
+  });
+});

@@ -1,0 +1,132 @@
+import * as net from 'node:net';
+import { hostileTeams, HostileTeams, TEAM_A_STATE } from '../support/hostile-teams';
+import { createToken } from '../support/json-call';
+
+/**
+ * Hostile sweep 8: what one request makes kld write, and to whom. A big JSON
+ * answer (a query's rows) is written a piece per turn, and a reader that
+ * stops taking it is cut off instead of holding it for good; a token a
+ * client puts in a URL never reaches the log.
+ */
+
+jest.setTimeout(240_000);
+
+const PROVIDER = 'provider["terraform.io/builtin/terraform"]';
+
+const doc = (serial: number, instances: number) => ({
+  version: 4,
+  terraform_version: '1.11.4',
+  serial,
+  lineage: 'abuse8',
+  outputs: {},
+  resources: [
+    {
+      mode: 'managed',
+      type: 'terraform_data',
+      name: 'x',
+      provider: PROVIDER,
+      instances: Array.from({ length: instances }, (_, i) => ({
+        index_key: i,
+        schema_version: 0,
+        attributes: { id: `id-${i}` },
+        sensitive_attributes: [],
+      })),
+    },
+  ],
+  check_results: null,
+});
+
+describe('hostile sweep 8', () => {
+  let teams: HostileTeams;
+
+  beforeAll(async () => {
+    teams = await hostileTeams('kl_http_abuse8', doc(1, 20), doc(1, 3));
+  });
+
+  afterAll(async () => {
+    await teams?.stop();
+  });
+
+  it('a query answer of 50 MB whose reader stops is cut off, kld serving meanwhile and after', async () => {
+    const { kld, reader, call } = teams;
+    const analyst = await createToken(kld.url, teams.admin, 'team-a-analyst', [
+      'read:team-a/*',
+      'query',
+    ]);
+    const rows = 100_000;
+    const body = JSON.stringify({
+      sql: `SELECT g, repeat('x', 500) AS pad FROM generate_series(1, ${rows}) g`,
+      max_rows: rows,
+    });
+    const port = Number(new URL(kld.url).port);
+    const socket = net.connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    const chunks: Buffer[] = [];
+    await new Promise<void>((resolve, reject) => {
+      socket.once('data', (chunk: Buffer) => {
+        chunks.push(chunk);
+        // The reader stops here.
+        socket.pause();
+        resolve();
+      });
+      socket.once('close', () => reject(new Error('kld closed the query before answering')));
+      socket.write(
+        `POST /v1/query HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${analyst}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+    });
+    expect(chunks[0].toString('latin1')).toMatch(/^HTTP\/1\.1 200 /);
+    // Meanwhile the others are served.
+    await teams.unchanged();
+    // Past kld's silent-reader bound (65 s from the last byte taken), the reader
+    // reads again: what kld had let go of before is all that comes, then the end.
+    await new Promise((resolve) => setTimeout(resolve, 70_000));
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.resume();
+    const ended = await Promise.race([
+      closed.then(() => true),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 60_000)),
+    ]);
+    socket.destroy();
+    expect(ended).toBe(true);
+    // Cut off: the chunked answer never got its last chunk. Before, kld held all
+    // of it for this reader and wrote it out whole once the reader came back.
+    const text = Buffer.concat(chunks).toString('latin1');
+    expect(text.endsWith('\r\n0\r\n\r\n')).toBe(false);
+    expect(text.length).toBeLessThan(40 * 1024 * 1024);
+    // A reader that takes it gets all of it, whole.
+    const whole = await call(analyst, 'POST', '/v1/query', JSON.parse(body));
+    expect(whole.status).toBe(200);
+    expect((whole.body.rows as unknown[]).length).toBe(rows);
+    expect(whole.body.truncated).toBe(false);
+    expect((await call(reader, 'GET', `/v1/states/${TEAM_A_STATE}`)).status).toBe(200);
+  });
+
+  it('a token a client puts in a URL is masked in the log after its prefix', async () => {
+    const { kld, reader } = teams;
+    const mark = kld.output().length;
+    const urls = [
+      `/v1/api/states?token=${reader}`,
+      `/v1/states/${TEAM_A_STATE}?access_token=${reader}`,
+      `/v1/nothing/${reader}`,
+    ];
+    for (const url of urls) {
+      const r = await fetch(`${kld.url}${url}`, { headers: { Authorization: `Bearer ${reader}` } });
+      await r.arrayBuffer();
+      expect(r.status).toBeLessThan(500);
+    }
+    // Without a valid token in the header, refused: still not logged.
+    const refused = await fetch(`${kld.url}/v1/api/states?token=${reader}`);
+    await refused.arrayBuffer();
+    expect(refused.status).toBe(401);
+    let logged = '';
+    for (let i = 0; i < 50 && (logged.match(/"msg":"request"/g) ?? []).length < 4; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      logged = kld.output().slice(mark);
+    }
+    expect((logged.match(/"msg":"request"/g) ?? []).length).toBeGreaterThanOrEqual(4);
+    expect(logged).not.toContain(reader);
+    expect(logged).toContain(`${reader.slice(0, 11)}***`);
+  });
+});
