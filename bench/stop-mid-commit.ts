@@ -35,6 +35,12 @@ const DELAYS = (process.env.KL_BENCH_DELAYS_MS ?? '0').split(',').map(Number);
  * projector's statement then waits in PostgreSQL for as long as the stop lasts.
  */
 const HOLD_TABLE = process.env.KL_BENCH_HOLD_TABLE;
+/**
+ * KL_BENCH_DURING=rebuild: the state is committed at both serials first, and
+ * SIGTERM comes while a rebuild of the read models (POST
+ * /v1/admin/projections/rebuild) replays that log instead.
+ */
+const DURING_REBUILD = process.env.KL_BENCH_DURING === 'rebuild';
 const STATE = 'bench/stopped';
 const ACTOR = { 'X-Kilolock-Actor': 'bench' };
 
@@ -73,10 +79,10 @@ async function call(url: string, method: string, route: string, body?: unknown) 
   return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
 }
 
-/** Sends the finish on a socket of its own; resolves once its last byte is written. */
-async function sendFinish(
+/** Sends a POST on a socket of its own; resolves once its last byte is written. */
+async function sendPost(
   url: string,
-  run: string,
+  route: string,
   body: string,
 ): Promise<{ answer: () => string; closed: Promise<void> }> {
   const socket = net.connect(Number(new URL(url).port), '127.0.0.1');
@@ -87,7 +93,7 @@ async function sendFinish(
     socket.on('error', () => undefined);
   });
   socket.write(
-    `POST /v1/refresh-runs/${run}/finish HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
+    `POST ${route} HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
       `X-Kilolock-Actor: bench\r\nContent-Type: application/json\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`,
   );
@@ -146,17 +152,30 @@ async function once(label: string, entry: string, delay: number): Promise<Outcom
     });
     const first = await call(kld.url, 'POST', `/v1/states/${STATE}`, stateDocument(1, ''));
     if (first.status !== 200) throw new Error(`${label}: first commit answered ${first.status}`);
-    const started = await call(kld.url, 'POST', '/v1/refresh-runs', { state: STATE });
-    if (started.status !== 201) throw new Error(`${label}: refresh start ${started.status}`);
-    const run = started.body.run_id as string;
-    const body = JSON.stringify({ status: 'succeeded', document: stateDocument(2, '-refreshed') });
+    const refreshed = stateDocument(2, '-refreshed');
+    let run: string | null = null;
+    if (DURING_REBUILD) {
+      const second = await call(kld.url, 'POST', `/v1/states/${STATE}`, refreshed);
+      if (second.status !== 200) throw new Error(`${label}: second commit ${second.status}`);
+    } else {
+      const started = await call(kld.url, 'POST', '/v1/refresh-runs', { state: STATE });
+      if (started.status !== 201) throw new Error(`${label}: refresh start ${started.status}`);
+      run = started.body.run_id as string;
+    }
     sampler = await ActivitySampler.start(db.url, 50);
     if (HOLD_TABLE !== undefined) {
       holder = new Client({ connectionString: db.url });
       await holder.connect();
       await holder.query(`BEGIN; LOCK TABLE ${HOLD_TABLE} IN SHARE MODE`);
     }
-    const finish = await sendFinish(kld.url, run, body);
+    const finish =
+      run === null
+        ? await sendPost(kld.url, '/v1/admin/projections/rebuild', '')
+        : await sendPost(
+            kld.url,
+            `/v1/refresh-runs/${run}/finish`,
+            JSON.stringify({ status: 'succeeded', document: refreshed }),
+          );
     await new Promise((r) => setTimeout(r, delay));
     const child = kld.child;
     const stopFrom = sampler.now();
@@ -182,7 +201,10 @@ async function once(label: string, entry: string, delay: number): Promise<Outcom
     const kinds = new Set(instances.map((i) => i.attributes.id.endsWith('-refreshed')));
     const serial = doc.body.serial as number;
     const whole = instances.length === SIZE && kinds.size === 1 && kinds.has(serial === 2);
-    const runNow = await call(kld.url, 'GET', `/v1/refresh-runs/${run}`);
+    const runNow =
+      run === null
+        ? { body: { status: '-' } }
+        : await call(kld.url, 'GET', `/v1/refresh-runs/${run}`);
     return {
       stopMs,
       code,
@@ -213,7 +235,8 @@ async function main(): Promise<void> {
       .map((l) => l.toFixed(1))
       .join(' ');
   console.log(
-    `refresh finish of ${SIZE} changed instances, SIGTERM ${DELAYS.join('/')} ms after its ` +
+    `${DURING_REBUILD ? 'rebuild after two commits' : 'refresh finish'} of ${SIZE} changed ` +
+      `instances, SIGTERM ${DELAYS.join('/')} ms after its ` +
       `last byte${HOLD_TABLE ? `, ${HOLD_TABLE} held locked` : ''}, ${ROUNDS} rounds; load ${load()}`,
   );
   const stops = new Map<string, number[]>(builds.map(([label]) => [label, []]));

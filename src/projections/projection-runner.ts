@@ -24,6 +24,7 @@ import {
 import { LogHeadWatch } from './log-head-watch';
 import { Projector } from './projector';
 import { RebuildRunningError } from './rebuild-running.error';
+import { RebuildStoppedError } from './rebuild-stopped.error';
 import {
   createShadowTables,
   dropShadowTables,
@@ -1407,7 +1408,11 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * that swap. One rebuild at a time (RebuildRunningError otherwise).
    */
   rebuild(): Promise<{ projector: string; events: number }[]> {
-    return this.track(this.rebuildAlone());
+    return this.track(
+      this.rebuildAlone().catch((err: unknown) => {
+        throw this.abort.signal.aborted ? new RebuildStoppedError(err) : err;
+      }),
+    );
   }
 
   /** rebuild, under the session lock that keeps it the only one. */
