@@ -24,6 +24,8 @@ export interface KldOptions {
   children: Set<ChildProcess>;
   /** Each line kld writes to stdout (e.g. `--trace-gc`'s, through KL_BENCH_KLD_NODE_ARGS). */
   onStdoutLine?: (line: string) => void;
+  /** KL_LOG_LEVEL (default warn). */
+  logLevel?: string;
 }
 
 /**
@@ -44,7 +46,7 @@ export async function startKld(options: KldOptions): Promise<KldProcess> {
         ...process.env,
         KL_DATABASE_URL: options.databaseUrl,
         KL_DATA_DIR: options.dataDir,
-        KL_LOG_LEVEL: 'warn',
+        KL_LOG_LEVEL: options.logLevel ?? 'warn',
         KL_LOG_FORMAT: 'json',
         KL_GRPC_LISTEN: grpc ?? 'off',
       },

@@ -54,9 +54,12 @@ import { ProjectionsModule } from './projections.module';
 export class DeciderModule implements BeforeApplicationShutdown {
   constructor(@Inject(DeciderService) private readonly decider: DeciderService) {}
 
-  // Snapshots are written after their command answered: let the last ones
-  // finish before the event store's pool closes.
+  // Snapshots are written after their command answered: let those being
+  // written finish before the event store's pool closes. One whose command
+  // waits for its read models is not waited for: only the projection's stop,
+  // which comes after this, ends that wait (a stop that waited for it
+  // overran its deadline).
   beforeApplicationShutdown(): Promise<void> {
-    return this.decider.snapshotsWritten();
+    return this.decider.stopSnapshots();
   }
 }

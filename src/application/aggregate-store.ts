@@ -100,6 +100,10 @@ export class AggregateStore<C, S, E extends DomainEvent> {
   private readonly queues = new Map<string, Promise<unknown>>();
   /** Snapshots being written, by stream: at most one per stream. */
   private readonly snapshotting = new Map<string, Promise<void>>();
+  /** Those past their command's answer: what snapshotsWritten waits for. */
+  private readonly writing = new Set<Promise<void>>();
+  /** stopSnapshots was called: a snapshot whose command answers later is not written. */
+  private stopping = false;
 
   constructor(
     private readonly events: EventStore,
@@ -357,18 +361,28 @@ export class AggregateStore<C, S, E extends DomainEvent> {
     if (since < every || this.snapshotting.has(streamId)) return;
     const { state } = loaded;
     const revision = loaded.revision!;
+    const write = () =>
+      this.snapshotText(state)
+        .then((json) =>
+          this.snapshots.save(streamId, { revision, schema: this.options.snapshotSchema, json }),
+        )
+        .then(() => {
+          // Later commands copied the old snapshot revision into their entries.
+          for (const entry of [loaded, this.cache.peek(streamId)]) {
+            if (entry && (entry.snapshotRevision ?? -1n) < revision)
+              entry.snapshotRevision = revision;
+          }
+        });
     const task = answered
       .catch(() => undefined)
-      .then(() => this.snapshotText(state))
-      .then((json) =>
-        this.snapshots.save(streamId, { revision, schema: this.options.snapshotSchema, json }),
-      )
       .then(() => {
-        // Later commands copied the old snapshot revision into their entries.
-        for (const entry of [loaded, this.cache.peek(streamId)]) {
-          if (entry && (entry.snapshotRevision ?? -1n) < revision)
-            entry.snapshotRevision = revision;
-        }
+        // Stopping: a command still waiting for its read models when kld began
+        // to stop answers only once the stop has cut their catch-up short,
+        // which comes after kld waits for the snapshots (stopSnapshots).
+        if (this.stopping) return;
+        const writing = write();
+        this.writing.add(writing);
+        return writing.finally(() => this.writing.delete(writing));
       })
       .catch((err: unknown) => this.options.snapshotFailed?.(streamId, err))
       .finally(() => this.snapshotting.delete(streamId));
@@ -392,8 +406,19 @@ export class AggregateStore<C, S, E extends DomainEvent> {
     return textInTurns(text);
   }
 
-  /** Resolves once the snapshots being written now are written (or failed): before shutdown. */
+  /** Resolves once the snapshots due now are written (or failed). */
   async snapshotsWritten(): Promise<void> {
     while (this.snapshotting.size > 0) await Promise.all([...this.snapshotting.values()]);
+  }
+
+  /**
+   * As kld stops, before the database closes: resolves once the snapshots
+   * being written are. One whose command has not answered yet is not
+   * written: that command may be waiting for read models only the stop
+   * cuts short, later (a snapshot not written is only a slower load).
+   */
+  async stopSnapshots(): Promise<void> {
+    this.stopping = true;
+    while (this.writing.size > 0) await Promise.allSettled([...this.writing]);
   }
 }

@@ -144,6 +144,11 @@ export class DeciderService {
     await Promise.all([...this.stores.values()].map((s) => s.snapshotsWritten()));
   }
 
+  /** As kld stops: see AggregateStore.stopSnapshots. */
+  async stopSnapshots(): Promise<void> {
+    await Promise.all([...this.stores.values()].map((s) => s.stopSnapshots()));
+  }
+
   /** The aggregate's current state, deciding nothing. */
   state<C extends { metadata: CommandContext }, S, E extends DomainEvent>(
     spec: AggregateSpec<C, S, E>,

@@ -13,10 +13,18 @@ import { Notifier } from '../infrastructure/postgres/notifier';
 import { prepared } from '../infrastructure/postgres/prepared-statement';
 import type { Logger } from '../infrastructure/logging/logger';
 import { Database, type Queryable } from '../infrastructure/postgres/database';
-import { ReadModelsRebuildingError } from '../infrastructure/postgres/unlogged-read-models';
+import {
+  SessionsStoppedError,
+  StoppableSessions,
+} from '../infrastructure/postgres/stoppable-sessions';
+import {
+  ownConnection,
+  ReadModelsRebuildingError,
+} from '../infrastructure/postgres/unlogged-read-models';
 import { LogHeadWatch } from './log-head-watch';
 import { Projector } from './projector';
 import { RebuildRunningError } from './rebuild-running.error';
+import { RebuildStoppedError } from './rebuild-stopped.error';
 import {
   createShadowTables,
   dropShadowTables,
@@ -206,7 +214,14 @@ export interface ProjectionRunnerProps {
  */
 export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   private readonly abort = new AbortController();
+  /**
+   * The connections of every batch, rebuild and statistics refresh: the stop
+   * cancels what they run, and their transactions roll back.
+   */
+  private readonly sessions: StoppableSessions;
   private loops: Promise<void>[] = [];
+  /** Work besides the loops the stop waits for: writers' catch-ups, statistics, a rebuild. */
+  private readonly working = new Set<Promise<unknown>>();
   private readonly kicks = new Set<() => void>();
   private readonly analyzing = new Set<string>();
   private readonly analyzeAgain = new Set<string>();
@@ -257,6 +272,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     this.recheckMs = props.recheckMs ?? RECHECK_MS;
     this.writerStartMs = props.writerStartMs ?? WRITER_START_MS;
     this.togetherSettings = props.unloggedReadModels ? `; ${READ_MODELS_COMMIT}` : '';
+    this.sessions = new StoppableSessions(() => ownConnection(this.db.url));
     this.headWatch = new LogHeadWatch(
       () => this.events.headPosition(),
       (ms, signal, since) => this.events.waitForAppend(ms, signal, since),
@@ -294,11 +310,51 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     this.loops = this.projectors.map((p) => this.loop(p));
   }
 
+  /**
+   * Ends the projection at once: batches under way (a writer's catch-up of a
+   * big commit, a loop's, an early one, a rebuild's, a statistics refresh)
+   * are cancelled and roll back, each projector's rows with its checkpoint,
+   * so the next start applies those events again. A stopping kld then waits
+   * for a round trip, not for the projection of a big commit, which
+   * outlasted its deadline (docs/operations.md).
+   */
   async stop(): Promise<void> {
     this.unwatch();
     this.abort.abort();
     this.kick();
-    await Promise.allSettled([...this.loops, ...[...this.early.values()].map((e) => e.done)]);
+    const cut = await this.sessions.stop();
+    if (cut > 0) {
+      this.logger.info(
+        { sessions: cut },
+        'projection work cut short by the stop; the next start applies those events again',
+      );
+    }
+    await Promise.allSettled([
+      ...this.loops,
+      ...[...this.early.values()].map((e) => e.done),
+      ...this.working,
+    ]);
+  }
+
+  /** Keeps `work` among what the stop waits for until it settles. */
+  private track<T>(work: Promise<T>): Promise<T> {
+    this.working.add(work);
+    const untrack = () => this.working.delete(work);
+    work.then(untrack, untrack);
+    return work;
+  }
+
+  /** A transaction of projection work: the stop cancels it (see stop). */
+  private transaction<T>(
+    fn: (tx: PoolClient, opened: QueryResult[]) => Promise<T>,
+    opening?: string,
+  ): Promise<T> {
+    return this.db.transaction(fn, opening, this.sessions);
+  }
+
+  /** A batch failed for a passing reason, or because the runner stops: no event is to blame. */
+  private cutShort(err: unknown): boolean {
+    return this.abort.signal.aborted || isPassing(err);
   }
 
   /** Wake the loops now instead of at their next poll (or recheck). */
@@ -492,7 +548,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     } catch (err) {
       // Still failing (or the database is away): stay halted, and quiet
       // unless it is now another event.
-      if (!isPassing(err)) await this.halt(projector, err).catch(() => undefined);
+      if (!this.cutShort(err)) await this.halt(projector, err).catch(() => undefined);
       return;
     }
     this.halts.delete(projector.name);
@@ -517,7 +573,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     try {
       return await this.attempt(projector, limit, bulk, loop);
     } catch (err) {
-      if (isPassing(err)) throw err;
+      if (this.cutShort(err)) throw err;
       return this.isolate(projector, limit);
     }
   }
@@ -546,7 +602,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
               .readAppended(guess, heldLimit, projector.handles)
               .catch((): null => null),
           };
-    const { consumed, handled, at } = await this.db.transaction<{
+    const { consumed, handled, at } = await this.transaction<{
       consumed: number;
       handled: number;
       at?: LogPosition;
@@ -674,17 +730,20 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * off the request path.
    */
   private analyzeSoon(projector: Projector): void {
-    if (projector.tables.length === 0) return;
+    if (projector.tables.length === 0 || this.abort.signal.aborted) return;
     // One at a time per projector; batches landing meanwhile get one more pass.
     if (this.analyzing.has(projector.name)) {
       this.analyzeAgain.add(projector.name);
       return;
     }
     this.analyzing.add(projector.name);
-    this.refreshStatistics(projector.tables.join(', '))
-      .catch((err: unknown) =>
-        this.logger.warn({ err, projector: projector.name }, 'VACUUM (ANALYZE) failed'),
-      )
+    void this.track(this.refreshStatistics(projector.tables.join(', ')))
+      .catch((err: unknown) => {
+        // Cut short by the stop: the next big batch (or autovacuum) takes them.
+        if (!this.abort.signal.aborted) {
+          this.logger.warn({ err, projector: projector.name }, 'VACUUM (ANALYZE) failed');
+        }
+      })
       .finally(() => {
         this.analyzing.delete(projector.name);
         if (this.analyzeAgain.delete(projector.name)) this.analyzeSoon(projector);
@@ -698,19 +757,31 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * (readers see an event once every older transaction has ended).
    */
   private async refreshStatistics(tables: string): Promise<void> {
-    await this.db.query(`VACUUM ${tables}`);
-    const session = await this.db.pool.connect();
+    await this.stoppable(
+      `VACUUM ${tables}`,
+      `SET default_statistics_target = ${BULK_STATISTICS_TARGET}`,
+      `ANALYZE ${tables}`,
+      'RESET default_statistics_target',
+    );
+  }
+
+  /**
+   * `statements` (without parameters), one after the other, outside a
+   * transaction block, on a connection the stop cancels; one that failed,
+   * its settings perhaps not reset, is not given back to the pool.
+   */
+  private async stoppable(...statements: string[]): Promise<void> {
+    const client = await this.db.pool.connect();
     let failed: Error | undefined;
     try {
-      await session.query(`SET default_statistics_target = ${BULK_STATISTICS_TARGET}`);
-      await session.query(`ANALYZE ${tables}`);
-      await session.query('RESET default_statistics_target');
+      const session = this.sessions.enter(client);
+      for (const sql of statements) await session.query(sql);
     } catch (err) {
       failed = err as Error;
       throw err;
     } finally {
-      // A session whose setting may not have been reset is not given back to the pool.
-      session.release(failed);
+      await this.sessions.leave(client);
+      client.release(failed);
     }
   }
 
@@ -915,7 +986,14 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     append: AppendInFlight,
     handled: RecordedEvent[],
   ): Promise<number | null> {
-    const client = await this.db.pool.connect();
+    const pooled = await this.db.pool.connect();
+    let client: PoolClient;
+    try {
+      client = this.sessions.enter(pooled);
+    } catch (err) {
+      pooled.release();
+      throw err;
+    }
     let committed = false;
     let broken = false;
     let over = false;
@@ -961,8 +1039,9 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       this.known.set(projector.name, to);
       return handled.length;
     } finally {
-      if (!committed) await client.query('ROLLBACK').catch(() => (broken = true));
-      client.release(broken);
+      await this.sessions.leave(pooled);
+      if (!committed) await pooled.query('ROLLBACK').catch(() => (broken = true));
+      pooled.release(broken);
     }
   }
 
@@ -1028,7 +1107,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     }
     this.writerStarts(position);
     try {
-      await this.catchUp(position, needed, types !== undefined, timeoutMs);
+      await this.track(this.catchUp(position, needed, types !== undefined, timeoutMs));
     } finally {
       this.writerDone(position);
       for (const p of needed) {
@@ -1051,6 +1130,8 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     let known: { behind: Projector[]; halted: ProjectionHalt[] } | null =
       ownEvents && needed.length > 0 ? { behind: [...needed], halted: [] } : null;
     for (;;) {
+      // Stopping: the events are stored, and the next start projects them.
+      if (this.abort.signal.aborted) throw new SessionsStoppedError();
       const first = known ?? (await this.short(position, needed));
       known = null;
       if (first === null) return;
@@ -1184,7 +1265,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       return { at, answer };
     });
     try {
-      const done = await this.db.transaction(async (tx, opened) => {
+      const done = await this.transaction(async (tx, opened) => {
         const read = opened[1].rows as (CheckpointRow & { name: string })[];
         const from = sorted.map((p) =>
           checkpointOf(
@@ -1326,7 +1407,16 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * the live tables had is missing from the new ones. Readers wait only for
    * that swap. One rebuild at a time (RebuildRunningError otherwise).
    */
-  async rebuild(): Promise<{ projector: string; events: number }[]> {
+  rebuild(): Promise<{ projector: string; events: number }[]> {
+    return this.track(
+      this.rebuildAlone().catch((err: unknown) => {
+        throw this.abort.signal.aborted ? new RebuildStoppedError(err) : err;
+      }),
+    );
+  }
+
+  /** rebuild, under the session lock that keeps it the only one. */
+  private async rebuildAlone(): Promise<{ projector: string; events: number }[]> {
     const session = await this.db.pool.connect();
     let broken = false;
     try {
@@ -1362,7 +1452,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       await replay(projector);
       this.logger.info({ projector: projector.name }, 'projection replayed beside the live one');
     }
-    if (tables.length) await this.db.query(`VACUUM (ANALYZE) ${shadowNames(tables)}`);
+    if (tables.length) await this.stoppable(`VACUUM (ANALYZE) ${shadowNames(tables)}`);
     // What was committed while the others replayed, so that the swap itself
     // (which holds up the live projection) only has the last moment to do.
     for (const projector of this.projectors) await replay(projector);
@@ -1388,7 +1478,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   /** Applies the log to `projector`'s copies, one transaction per batch, until it is caught up. */
   private async replayBeside(projector: Projector, live: string): Promise<number> {
     const batch = (limit: number) =>
-      this.db.transaction(async (tx) => {
+      this.transaction(async (tx) => {
         await useShadowTables(tx, live);
         return this.batchIn(tx, projector, limit, shadowLock(projector));
       });
@@ -1400,7 +1490,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       try {
         ({ consumed, handled } = await batch(CATCH_UP_BATCH));
       } catch (err) {
-        if (isPassing(err)) throw err;
+        if (this.cutShort(err)) throw err;
         // Name the event, which is what the operator needs to skip it.
         consumed = await narrowDown(
           async (size) => (await batch(size)).consumed,
@@ -1413,7 +1503,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       // The copies start empty, like a fresh database: once they hold rows,
       // the planner must know it (see analyzeSoon).
       if (!analyzed && handled >= ANALYZE_AFTER && projector.tables.length) {
-        await this.db.query(`ANALYZE ${shadowNames(projector.tables)}`);
+        await this.stoppable(`ANALYZE ${shadowNames(projector.tables)}`);
         analyzed = true;
       }
     }
@@ -1438,7 +1528,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     const deadline = Date.now() + SWAP_PATIENCE_MS;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.db.transaction(async (tx) => {
+        return await this.transaction(async (tx) => {
           // Live batches (and writers waiting for their events) pause here.
           for (const p of this.projectors) {
             await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [
@@ -1469,7 +1559,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       } catch (err) {
         // lock_not_available (lock_timeout), or chosen to break a deadlock
         const busy = ['55P03', '40P01'].includes((err as { code?: string }).code ?? '');
-        if (!busy || Date.now() > deadline) throw err;
+        if (!busy || Date.now() > deadline || this.abort.signal.aborted) throw err;
         const pause = Math.min(5000, 250 * 2 ** attempt) * (0.5 + Math.random() / 2);
         this.logger.info({ attempt, pauseMs: Math.round(pause) }, 'read models busy; swap later');
         await new Promise((r) => setTimeout(r, pause));
@@ -1770,6 +1860,8 @@ async function narrowDown(
 function isPassing(err: unknown): boolean {
   // read models a crash emptied: refused until the rebuild has swapped them in
   if (err instanceof ReadModelsRebuildingError) return true;
+  // a statement not sent because kld stops: the next start applies the batch
+  if (err instanceof SessionsStoppedError) return true;
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return PASSING_SQLSTATE.test(code);
   if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return true;

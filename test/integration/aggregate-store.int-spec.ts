@@ -145,6 +145,52 @@ describe('AggregateStore on PostgreSQL', () => {
     expect(await snapshots.load(stream)).toMatchObject({ revision: 13n, state: { total: 14 } });
   });
 
+  it('as kld stops, waits for the snapshots being written, not for one whose command has not answered', async () => {
+    const [a, b] = [`counter-${randomUUID()}`, `counter-${randomUUID()}`];
+    const saved: string[] = [];
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const store = new AggregateStore(
+      spy,
+      {
+        load: () => Promise.resolve(null),
+        save: async (id, snap) => {
+          saved.push(`${id}@${snap.revision}`);
+          await gate;
+        },
+      },
+      counter,
+      { ...counterOptions, snapshotEvery: 2 },
+    );
+    const turns = async (check: () => boolean) => {
+      for (let i = 0; i < 1000 && !check(); i++) await new Promise((r) => setImmediate(r));
+    };
+    // a's second command makes a snapshot due; it answered, and its save hangs.
+    await store.handle(a, { n: 1, limit: 1000 }, ctx());
+    await store.handle(a, { n: 1, limit: 1000 }, ctx());
+    await turns(() => saved.length > 0);
+    expect(saved).toEqual([`${a}@1`]);
+    // b's makes one due too, but the command waits for its read models,
+    // which only the stop's next step would end: it has not answered.
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    await store.handle(b, { n: 1, limit: 1000 }, ctx());
+    await store.handle(b, { n: 1, limit: 1000 }, ctx(), {
+      queueSeconds: 0,
+      conflicts: 0,
+      answered,
+    });
+    let stopped = false;
+    const stopping = store.stopSnapshots().then(() => (stopped = true));
+    await turns(() => stopped);
+    expect(stopped).toBe(false); // a's save is still under way
+    open();
+    await stopping;
+    answer();
+    await store.snapshotsWritten();
+    expect(saved).toEqual([`${a}@1`]); // b's was never started
+  });
+
   it('spaces snapshots by what the state says its snapshot is worth', async () => {
     const stream = `counter-${randomUUID()}`;
     const saved: bigint[] = [];

@@ -3,6 +3,7 @@ import { parseJsonExact } from '../../domain/terraform/lossless-json';
 import { connectionOptions } from './connection-options';
 import { survivingConnectionLoss } from './pool-errors';
 import { prepared } from './prepared-statement';
+import type { StoppableSessions } from './stoppable-sessions';
 import type { ReadModelGuard } from './unlogged-read-models';
 
 /** DI token of the process's Database (the owner's pool). */
@@ -81,25 +82,35 @@ export class Database {
    * Runs `fn` in a transaction. `opening`: statements without parameters
    * (literals escaped by the caller) sent together with the BEGIN, one round
    * trip instead of two; each still runs with its own snapshot. `fn` gets
-   * their results (the BEGIN's left out), in order.
+   * their results (the BEGIN's left out), in order. With `sessions`, a stop
+   * of theirs cuts `fn`'s statements short and the transaction rolls back.
    */
   async transaction<T>(
     fn: (client: PoolClient, opened: QueryResult[]) => Promise<T>,
     opening?: string,
+    sessions?: StoppableSessions,
   ): Promise<T> {
     const client = await this.pool.connect();
+    // A connection whose ROLLBACK failed may still be in the transaction: not for the next caller.
+    let broken = false;
     try {
-      const begun = (await client.query(opening === undefined ? 'BEGIN' : `BEGIN; ${opening}`)) as
-        QueryResult | QueryResult[];
-      // Several statements answer with one result each.
-      const result = await fn(client, Array.isArray(begun) ? begun.slice(1) : []);
-      await client.query('COMMIT');
-      return result;
+      const session = sessions ? sessions.enter(client) : client;
+      try {
+        const begun = (await session.query(
+          opening === undefined ? 'BEGIN' : `BEGIN; ${opening}`,
+        )) as QueryResult | QueryResult[];
+        // Several statements answer with one result each.
+        const result = await fn(session, Array.isArray(begun) ? begun.slice(1) : []);
+        await client.query('COMMIT');
+        return result;
+      } finally {
+        await sessions?.leave(client);
+      }
     } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
+      await client.query('ROLLBACK').catch(() => (broken = true));
       throw err;
     } finally {
-      client.release();
+      client.release(broken);
     }
   }
 

@@ -493,6 +493,7 @@ export async function recoverReadModels(options: {
       guard.restored();
       return;
     } catch (err) {
+      if (stopped()) return; // cut short by the stop: the next start rebuilds
       const pause = Math.min(30_000, 500 * 2 ** Math.min(attempt, 6));
       logger.warn({ err, attempt, pauseMs: pause }, 'read models not rebuilt yet; trying again');
       await new Promise((r) => setTimeout(r, pause));
