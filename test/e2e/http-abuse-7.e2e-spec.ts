@@ -189,9 +189,8 @@ describe('hostile sweep 7', () => {
 
   it('a stop while a refresh commits a big document: whole or not at all, and within its bound', async () => {
     const name = 'team-a/refreshed';
-    // 5,000 instances: a finish that ends within the 5 s grace. At 20,000, on a loaded machine,
-    // it outlasted the grace and was cut, and the rest of the stop took kld past its 9 s
-    // deadline in 2 runs of 11 (docs/security.md); whole or nothing held there too.
+    // 5,000 instances: a finish that ends within the 5 s grace. One whose projection outlasts
+    // the grace is cut short by the stop: stop-mid-projection.e2e-spec.ts.
     const own = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
     expect(
       (await jsonCall(own.url, writer, 'POST', `/v1/states/${name}`, doc(1, 5_000, 'r'))).status,
