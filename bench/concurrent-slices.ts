@@ -7,6 +7,7 @@ import pino from 'pino';
 import { BenchDatabase, openBenchDatabase } from './support/bench-database';
 import { KldProcess, startKld } from './support/kld-process';
 import { distribution, formatMs } from './support/stats';
+import { oneResourceState } from './support/one-resource-state';
 
 /**
  * kld's memory while many callers read big state-engine slices at once: a
@@ -45,28 +46,15 @@ function resetPeak(pid: number): void {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function stateDocument(): string {
-  return JSON.stringify({
-    version: 4,
-    terraform_version: '1.11.4',
-    serial: 1,
-    lineage: 'concurrent-slices',
-    outputs: { note: { value: 'ünïcødé', type: 'string' } },
-    resources: [
-      {
-        mode: 'managed',
-        type: 'terraform_data',
-        name: 'x',
-        provider: 'provider["terraform.io/builtin/terraform"]',
-        instances: Array.from({ length: SIZE }, (_, i) => ({
-          index_key: i,
-          schema_version: 0,
-          attributes: { id: `id-${i}`, pad: String(i % 10).repeat(PAD) },
-          sensitive_attributes: [],
-        })),
-      },
-    ],
-    check_results: null,
-  });
+  return JSON.stringify(
+    oneResourceState({
+      serial: 1,
+      count: SIZE,
+      lineage: 'concurrent-slices',
+      attributes: (i) => ({ id: `id-${i}`, pad: String(i % 10).repeat(PAD) }),
+      outputs: { note: { value: 'ünïcødé', type: 'string' } },
+    }),
+  );
 }
 
 interface Read {

@@ -7,6 +7,7 @@ import pino from 'pino';
 import { openBenchDatabase } from './support/bench-database';
 import { KldProcess, startKld } from './support/kld-process';
 import { distribution } from './support/stats';
+import { oneResourceState } from './support/one-resource-state';
 
 /**
  * What state-engine slice readers that stop reading make kld hold: a state
@@ -38,28 +39,10 @@ function rssOf(pid: number): number {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function stateDocument(): string {
-  return JSON.stringify({
-    version: 4,
-    terraform_version: '1.11.4',
-    serial: 1,
-    lineage: 'silent-slices',
-    outputs: {},
-    resources: [
-      {
-        mode: 'managed',
-        type: 'terraform_data',
-        name: 'x',
-        provider: 'provider["terraform.io/builtin/terraform"]',
-        instances: Array.from({ length: SIZE }, (_, i) => ({
-          index_key: i,
-          schema_version: 0,
-          attributes: { id: `id-${i}`, pad: String(i % 10).repeat(PAD) },
-          sensitive_attributes: [],
-        })),
-      },
-    ],
-    check_results: null,
-  });
+  const attributes = (i: number) => ({ id: `id-${i}`, pad: String(i % 10).repeat(PAD) });
+  return JSON.stringify(
+    oneResourceState({ serial: 1, count: SIZE, lineage: 'silent-slices', attributes }),
+  );
 }
 
 /** A slice request of the whole state whose first bytes came; the socket then stops reading. */

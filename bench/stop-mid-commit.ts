@@ -9,6 +9,7 @@ import { openBenchDatabase } from './support/bench-database';
 import { KldProcess, startKld } from './support/kld-process';
 import { ActivitySampler } from './support/pg-activity';
 import { distribution } from './support/stats';
+import { oneResourceState } from './support/one-resource-state';
 
 /**
  * How long kld takes to stop when SIGTERM comes while a refresh run's finish
@@ -45,28 +46,8 @@ const STATE = 'bench/stopped';
 const ACTOR = { 'X-Kilolock-Actor': 'bench' };
 
 function stateDocument(serial: number, suffix: string): unknown {
-  return {
-    version: 4,
-    terraform_version: '1.11.4',
-    serial,
-    lineage: 'stop-mid-commit',
-    outputs: {},
-    resources: [
-      {
-        mode: 'managed',
-        type: 'terraform_data',
-        name: 'x',
-        provider: 'provider["terraform.io/builtin/terraform"]',
-        instances: Array.from({ length: SIZE }, (_, i) => ({
-          index_key: i,
-          schema_version: 0,
-          attributes: { id: `id-${i}${suffix}` },
-          sensitive_attributes: [],
-        })),
-      },
-    ],
-    check_results: null,
-  };
+  const attributes = (i: number) => ({ id: `id-${i}${suffix}` });
+  return oneResourceState({ serial, count: SIZE, lineage: 'stop-mid-commit', attributes });
 }
 
 async function call(url: string, method: string, route: string, body?: unknown) {

@@ -6,6 +6,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { launchChromium } from '../support/browser';
 import { KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { oneResourceState } from '../../bench/support/one-resource-state';
 
 // page.evaluate callbacks run in the browser and read its document (this file compiles without the DOM lib).
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -952,28 +953,16 @@ describe('States paged by kld', () => {
   const names = (body: { states: { name: string }[] }) => body.states.map((s) => s.name);
 
   function doc(i: number, instances: number, serial = 1): string {
-    return JSON.stringify({
-      version: 4,
-      terraform_version: '1.11.4',
-      serial,
-      lineage: `ui-many-${i}`,
-      outputs: {},
-      resources: [
-        {
-          mode: 'managed',
-          type: 'terraform_data',
-          name: 'n',
-          provider: 'provider["terraform.io/builtin/terraform"]',
-          instances: Array.from({ length: instances }, (_, k) => ({
-            index_key: k,
-            schema_version: 0,
-            attributes: { id: `${i}-${k}` },
-            sensitive_attributes: [],
-          })),
-        },
-      ],
-      check_results: null,
-    });
+    const attributes = (k: number) => ({ id: `${i}-${k}` });
+    return JSON.stringify(
+      oneResourceState({
+        serial,
+        count: instances,
+        lineage: `ui-many-${i}`,
+        name: 'n',
+        attributes,
+      }),
+    );
   }
 
   async function write(name: string, body: string): Promise<void> {

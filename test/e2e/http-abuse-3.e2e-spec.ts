@@ -2,6 +2,7 @@ import { bootstrapToken } from '../support/auth';
 import { KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { createToken, jsonCall, type JsonAnswer } from '../support/json-call';
+import { oneResourceState } from '../../bench/support/one-resource-state';
 
 /**
  * A hostile caller of kld's run and state-engine APIs with authentication
@@ -25,28 +26,7 @@ const call = (token: string, method: string, path: string, body?: unknown) =>
 const refusal = (a: JsonAnswer) => ({ status: a.status, code: a.body?.error?.code });
 
 function doc(n: number, name = 'web') {
-  return {
-    version: 4,
-    terraform_version: '1.11.4',
-    serial: 1,
-    lineage: 'abuse-3',
-    outputs: {},
-    resources: [
-      {
-        mode: 'managed',
-        type: 'terraform_data',
-        name,
-        provider: 'provider["terraform.io/builtin/terraform"]',
-        instances: Array.from({ length: n }, (_, i) => ({
-          index_key: i,
-          schema_version: 0,
-          attributes: { id: `id-${i}` },
-          sensitive_attributes: [],
-        })),
-      },
-    ],
-    check_results: null,
-  };
+  return oneResourceState({ serial: 1, count: n, lineage: 'abuse-3', name });
 }
 
 const result = (address: string, outcome = 'drifted') => ({

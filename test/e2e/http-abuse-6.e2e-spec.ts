@@ -4,6 +4,7 @@ import { hostileTeams, HostileTeams, TEAM_A_STATE } from '../support/hostile-tea
 import { KldProcess, startKld } from '../support/kld-process';
 import type { TestDatabase } from '../support/test-database';
 import { createToken, eventCount, jsonCall } from '../support/json-call';
+import { oneResourceState } from '../../bench/support/one-resource-state';
 
 /**
  * Hostile sweep 6: the apply-runs listing against a history of big runs, a
@@ -16,28 +17,8 @@ jest.setTimeout(180_000);
 
 const PROVIDER = 'provider["terraform.io/builtin/terraform"]';
 
-const doc = (serial: number, instances: number) => ({
-  version: 4,
-  terraform_version: '1.11.4',
-  serial,
-  lineage: 'abuse6',
-  outputs: {},
-  resources: [
-    {
-      mode: 'managed',
-      type: 'terraform_data',
-      name: 'x',
-      provider: PROVIDER,
-      instances: Array.from({ length: instances }, (_, i) => ({
-        index_key: i,
-        schema_version: 0,
-        attributes: { id: `id-${i}` },
-        sensitive_attributes: [],
-      })),
-    },
-  ],
-  check_results: null,
-});
+const doc = (serial: number, count: number) =>
+  oneResourceState({ serial, count, lineage: 'abuse6' });
 
 describe('hostile sweep 6', () => {
   let teams: HostileTeams;

@@ -5,6 +5,7 @@ import { hostileTeams, HostileTeams, TEAM_A_STATE } from '../support/hostile-tea
 import { KldProcess, startKld } from '../support/kld-process';
 import type { TestDatabase } from '../support/test-database';
 import { createToken, eventCount, jsonCall } from '../support/json-call';
+import { oneResourceState } from '../../bench/support/one-resource-state';
 
 /**
  * Hostile sweep 7: a refresh finish's free text, an event too big for a gRPC
@@ -21,28 +22,13 @@ jest.setTimeout(240_000);
 const PROVIDER = 'provider["terraform.io/builtin/terraform"]';
 const MiB = 1024 * 1024;
 
-const doc = (serial: number, instances: number, lineage = 'abuse7', pad = 0) => ({
-  version: 4,
-  terraform_version: '1.11.4',
-  serial,
-  lineage,
-  outputs: {},
-  resources: [
-    {
-      mode: 'managed',
-      type: 'terraform_data',
-      name: 'x',
-      provider: PROVIDER,
-      instances: Array.from({ length: instances }, (_, i) => ({
-        index_key: i,
-        schema_version: 0,
-        attributes: { id: `id-${i}`, ...(pad > 0 ? { pad: 'p'.repeat(pad) } : {}) },
-        sensitive_attributes: [],
-      })),
-    },
-  ],
-  check_results: null,
-});
+const doc = (serial: number, count: number, lineage = 'abuse7', pad = 0) =>
+  oneResourceState({
+    serial,
+    count,
+    lineage,
+    attributes: (i) => ({ id: `id-${i}`, ...(pad > 0 ? { pad: 'p'.repeat(pad) } : {}) }),
+  });
 
 describe('hostile sweep 7', () => {
   let teams: HostileTeams;

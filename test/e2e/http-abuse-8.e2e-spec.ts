@@ -1,6 +1,7 @@
 import * as net from 'node:net';
 import { hostileTeams, HostileTeams, TEAM_A_STATE } from '../support/hostile-teams';
 import { createToken } from '../support/json-call';
+import { oneResourceState } from '../../bench/support/one-resource-state';
 
 /**
  * Hostile sweep 8: what one request makes kld write, and to whom. A big JSON
@@ -11,30 +12,8 @@ import { createToken } from '../support/json-call';
 
 jest.setTimeout(240_000);
 
-const PROVIDER = 'provider["terraform.io/builtin/terraform"]';
-
-const doc = (serial: number, instances: number) => ({
-  version: 4,
-  terraform_version: '1.11.4',
-  serial,
-  lineage: 'abuse8',
-  outputs: {},
-  resources: [
-    {
-      mode: 'managed',
-      type: 'terraform_data',
-      name: 'x',
-      provider: PROVIDER,
-      instances: Array.from({ length: instances }, (_, i) => ({
-        index_key: i,
-        schema_version: 0,
-        attributes: { id: `id-${i}` },
-        sensitive_attributes: [],
-      })),
-    },
-  ],
-  check_results: null,
-});
+const doc = (serial: number, count: number) =>
+  oneResourceState({ serial, count, lineage: 'abuse8' });
 
 describe('hostile sweep 8', () => {
   let teams: HostileTeams;

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { oneResourceState } from '../../bench/support/one-resource-state';
 
 /**
  * POST /v1/query against a real kld: user SQL runs as kl_reader, so every
@@ -35,28 +36,13 @@ async function query(body: Record<string, unknown>): Promise<QueryAnswer> {
 }
 
 function doc(serial: number, count: number): Record<string, unknown> {
-  return {
-    version: 4,
-    terraform_version: '1.11.4',
-    serial,
-    lineage: 'sandbox-lineage',
-    outputs: {},
-    resources: [
-      {
-        mode: 'managed',
-        type: 'terraform_data',
-        name: 'x',
-        provider: 'provider["terraform.io/builtin/terraform"]',
-        instances: Array.from({ length: count }, (_, i) => ({
-          index_key: i,
-          schema_version: 0,
-          attributes: { id: `id-${i}`, input: null, output: null, triggers_replace: null },
-          sensitive_attributes: [],
-        })),
-      },
-    ],
-    check_results: null,
-  };
+  const attributes = (i: number) => ({
+    id: `id-${i}`,
+    input: null,
+    output: null,
+    triggers_replace: null,
+  });
+  return oneResourceState({ serial, count, lineage: 'sandbox-lineage', attributes });
 }
 
 /** Row counts of everything a hostile query might try to change, as the owner sees them. */

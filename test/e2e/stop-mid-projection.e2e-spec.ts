@@ -3,6 +3,7 @@ import { Client } from 'pg';
 import { startKld } from '../support/kld-process';
 import { READ_MODEL_TABLES, snapshotTables } from '../support/state-harness';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { oneResourceState } from '../../bench/support/one-resource-state';
 
 /**
  * kld stopped while its projectors apply a big commit: a refresh run's
@@ -20,28 +21,13 @@ const SIZE = 20_000;
 const STATE = 'team/refreshed';
 const TABLES = [...READ_MODEL_TABLES, 'refresh_runs', 'refresh_results'];
 
-const doc = (serial: number, suffix: string) => ({
-  version: 4,
-  terraform_version: '1.11.4',
-  serial,
-  lineage: 'stop-mid-projection',
-  outputs: {},
-  resources: [
-    {
-      mode: 'managed',
-      type: 'terraform_data',
-      name: 'x',
-      provider: 'provider["terraform.io/builtin/terraform"]',
-      instances: Array.from({ length: SIZE }, (_, i) => ({
-        index_key: i,
-        schema_version: 0,
-        attributes: { id: `id-${i}${suffix}` },
-        sensitive_attributes: [],
-      })),
-    },
-  ],
-  check_results: null,
-});
+const doc = (serial: number, suffix: string) =>
+  oneResourceState({
+    serial,
+    count: SIZE,
+    lineage: 'stop-mid-projection',
+    attributes: (i) => ({ id: `id-${i}${suffix}` }),
+  });
 
 async function call(url: string, method: string, path: string, body?: unknown) {
   const r = await fetch(`${url}${path}`, {

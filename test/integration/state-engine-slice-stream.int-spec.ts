@@ -22,6 +22,7 @@ import type { Database } from '../../src/infrastructure/postgres/database';
 import { descriptorOf } from '../../src/infrastructure/read-models/resource-descriptor-row';
 import { StateEngineReadModel } from '../../src/infrastructure/read-models/state-engine-read-model';
 import { createTestDatabase, quietLogger, TestDatabase } from '../support/test-database';
+import { oneResourceState } from '../../bench/support/one-resource-state';
 
 /** A small deterministic generator: the same states every run. */
 function random(seed: number) {
@@ -319,28 +320,15 @@ describe('state-engine slices read in pages', () => {
 
   it('reads a page at a time as the reader takes it, of one version while commits land', async () => {
     const name = 'team/moving';
-    const v1 = JSON.stringify({
-      version: 4,
-      terraform_version: '1.11.4',
-      serial: 1,
-      lineage: 'moving',
-      outputs: { o: { value: 'one', type: 'string' } },
-      resources: [
-        {
-          mode: 'managed',
-          type: 'terraform_data',
-          name: 'x',
-          provider: 'provider["terraform.io/builtin/terraform"]',
-          instances: Array.from({ length: 40 }, (_, i) => ({
-            index_key: i,
-            schema_version: 0,
-            attributes: { id: `v1-${i}` },
-            sensitive_attributes: [],
-          })),
-        },
-      ],
-      check_results: null,
-    });
+    const v1 = JSON.stringify(
+      oneResourceState({
+        serial: 1,
+        count: 40,
+        lineage: 'moving',
+        attributes: (i) => ({ id: `v1-${i}` }),
+        outputs: { o: { value: 'one', type: 'string' } },
+      }),
+    );
     await commit(name, v1);
     let pageReads = 0;
     const counted = {

@@ -8,12 +8,11 @@ import {
   contentMd5,
   InstanceObjectV4,
   JsonObject,
-  JsonValue,
-  OutputV4,
   ResourceMode,
   stateDocumentTextPieces,
 } from '../../domain/terraform';
 import { descriptorOf } from './resource-descriptor-row';
+import { DocumentMetaColumns, documentMetaOf } from './document-meta-row';
 import { md5InSlices } from './md5-in-slices';
 import type { Database } from '../postgres/database';
 import { readChunks, readRawStateParts } from '../postgres/raw-state-chunks';
@@ -70,16 +69,10 @@ interface Making {
   entry: Promise<ServedEntry | null>;
 }
 
-interface VersionRow {
+interface VersionRow extends DocumentMetaColumns {
   state_id: string;
   version: number;
-  serial: string;
-  lineage: string;
-  terraform_version: string;
   instance_count: number;
-  outputs: Record<string, OutputV4>;
-  check_results: JsonValue | null;
-  extra: JsonObject | null;
 }
 
 interface InstanceRow {
@@ -301,14 +294,7 @@ export class StateDocumentReadModel {
       );
     }
     const doc = buildDocument(
-      {
-        terraformVersion: v.terraform_version,
-        serial: Number(v.serial),
-        lineage: v.lineage,
-        outputs: v.outputs,
-        checkResults: v.check_results,
-        extra: v.extra ?? {},
-      },
+      documentMetaOf(v),
       rows.map((r) => ({ resource: descriptorOf(r), instance: r.instance })),
     );
     return textInTurns(stateDocumentTextPieces(doc));

@@ -12,8 +12,6 @@ import {
   buildDocument,
   InstanceObjectV4,
   JsonObject,
-  JsonValue,
-  OutputV4,
   ResourceDescriptor,
   ResourceMode,
   StateDocumentV4,
@@ -22,6 +20,7 @@ import { mapInTurns } from '../../application/in-turns';
 import { Turnstile } from '../../application/turnstile';
 import { SLICE_PAGING, SliceRowKey, SlicePaging, sliceText } from './slice-text';
 import { descriptorOf } from './resource-descriptor-row';
+import { DocumentMetaColumns, documentMetaOf } from './document-meta-row';
 import type { Database, Queryable } from '../postgres/database';
 
 /** Up to this many whole-resource candidates are looked up each in a branch of its own. */
@@ -90,14 +89,8 @@ interface SliceRow {
   stored: number;
 }
 
-interface VersionRow {
+interface VersionRow extends DocumentMetaColumns {
   version: number;
-  serial: string;
-  lineage: string;
-  terraform_version: string;
-  outputs: Record<string, OutputV4>;
-  check_results: JsonValue | null;
-  extra: JsonObject | null;
 }
 
 /**
@@ -269,17 +262,7 @@ function skeletonOf(
     keys.set(stub, { address: r.address, createVersion: r.create_version, stored: r.stored });
     placed.push({ resource: descriptorOf(r), instance: stub });
   });
-  const skeleton = buildDocument(
-    {
-      terraformVersion: v.terraform_version,
-      serial: Number(v.serial),
-      lineage: v.lineage,
-      outputs: v.outputs,
-      checkResults: v.check_results,
-      extra: v.extra ?? {},
-    },
-    placed,
-  );
+  const skeleton = buildDocument(documentMetaOf(v), placed);
   return { skeleton, keys };
 }
 
