@@ -1,6 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Client } from 'pg';
@@ -10,6 +9,7 @@ import { KldProcess, startKld } from './support/kld-process';
 import { ActivitySampler } from './support/pg-activity';
 import { distribution } from './support/stats';
 import { oneResourceState } from './support/one-resource-state';
+import { socketPost } from './support/socket-post';
 
 /**
  * How long kld takes to stop when SIGTERM comes while a refresh run's finish
@@ -58,28 +58,6 @@ async function call(url: string, method: string, route: string, body?: unknown) 
   });
   const text = await res.text();
   return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
-}
-
-/** Sends a POST on a socket of its own; resolves once its last byte is written. */
-async function sendPost(
-  url: string,
-  route: string,
-  body: string,
-): Promise<{ answer: () => string; closed: Promise<void> }> {
-  const socket = net.connect(Number(new URL(url).port), '127.0.0.1');
-  let answer = '';
-  const closed = new Promise<void>((resolve) => {
-    socket.on('data', (d: Buffer) => (answer += d.toString()));
-    socket.on('close', () => resolve());
-    socket.on('error', () => undefined);
-  });
-  socket.write(
-    `POST ${route} HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
-      `X-Kilolock-Actor: bench\r\nContent-Type: application/json\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`,
-  );
-  await new Promise<void>((resolve) => socket.write(body, () => resolve()));
-  return { answer: () => answer, closed };
 }
 
 interface Outcome {
@@ -151,10 +129,11 @@ async function once(label: string, entry: string, delay: number): Promise<Outcom
     }
     const finish =
       run === null
-        ? await sendPost(kld.url, '/v1/admin/projections/rebuild', '')
-        : await sendPost(
+        ? await socketPost(kld.url, '/v1/admin/projections/rebuild', ACTOR, '')
+        : await socketPost(
             kld.url,
             `/v1/refresh-runs/${run}/finish`,
+            ACTOR,
             JSON.stringify({ status: 'succeeded', document: refreshed }),
           );
     await new Promise((r) => setTimeout(r, delay));

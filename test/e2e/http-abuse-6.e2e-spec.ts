@@ -5,6 +5,7 @@ import { KldProcess, startKld } from '../support/kld-process';
 import type { TestDatabase } from '../support/test-database';
 import { createToken, eventCount, jsonCall } from '../support/json-call';
 import { oneResourceState } from '../../bench/support/one-resource-state';
+import { socketPost } from '../../bench/support/socket-post';
 
 /**
  * Hostile sweep 6: the apply-runs listing against a history of big runs, a
@@ -303,28 +304,20 @@ describe('hostile sweep 6', () => {
   it('a stop while a big commit is being stored: answered as stored, or not stored at all', async () => {
     const own = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
     const body = JSON.stringify({ ...doc(1, 20_000), lineage: 'stopped' });
-    const port = Number(new URL(own.url).port);
-    const socket = net.connect(port, '127.0.0.1');
-    let answer = '';
-    const closed = new Promise<void>((resolve) => {
-      socket.on('data', (d: Buffer) => (answer += d.toString()));
-      socket.on('close', () => resolve());
-      socket.on('error', () => undefined);
-    });
-    socket.write(
-      `POST /v1/states/team-a/stopped HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
-        `Authorization: Bearer ${writer}\r\nContent-Type: application/json\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`,
+    const { answer, closed } = await socketPost(
+      own.url,
+      '/v1/states/team-a/stopped',
+      { Authorization: `Bearer ${writer}` },
+      body,
     );
-    await new Promise<void>((resolve) => socket.write(body, () => resolve()));
     const { code } = await own.stop();
     await closed;
     expect(code).toBe(0);
-    expect(answer).not.toMatch(/^HTTP\/1\.1 5/);
+    expect(answer()).not.toMatch(/^HTTP\/1\.1 5/);
     const after = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
     try {
       const r = await jsonCall(after.url, reader, 'GET', '/v1/states/team-a/stopped');
-      if (answer.startsWith('HTTP/1.1 200 ')) expect(r.status).toBe(200);
+      if (answer().startsWith('HTTP/1.1 200 ')) expect(r.status).toBe(200);
       // Whole or nothing.
       if (r.status === 200) expect(r.body.resources[0].instances).toHaveLength(20_000);
       else expect(r.status).toBe(404);

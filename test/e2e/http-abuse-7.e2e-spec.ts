@@ -6,6 +6,7 @@ import { KldProcess, startKld } from '../support/kld-process';
 import type { TestDatabase } from '../support/test-database';
 import { createToken, eventCount, jsonCall } from '../support/json-call';
 import { oneResourceState } from '../../bench/support/one-resource-state';
+import { socketPost } from '../../bench/support/socket-post';
 
 /**
  * Hostile sweep 7: a refresh finish's free text, an event too big for a gRPC
@@ -189,25 +190,17 @@ describe('hostile sweep 7', () => {
       (instance.attributes as Record<string, string>).id += '-refreshed';
     }
     const body = JSON.stringify({ status: 'succeeded', document: refreshed });
-    const port = Number(new URL(own.url).port);
-    const socket = net.connect(port, '127.0.0.1');
-    let answer = '';
-    const closed = new Promise<void>((resolve) => {
-      socket.on('data', (d: Buffer) => (answer += d.toString()));
-      socket.on('close', () => resolve());
-      socket.on('error', () => undefined);
-    });
-    socket.write(
-      `POST /v1/refresh-runs/${run}/finish HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
-        `Authorization: Bearer ${writer}\r\nContent-Type: application/json\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`,
+    const { answer, closed } = await socketPost(
+      own.url,
+      `/v1/refresh-runs/${run}/finish`,
+      { Authorization: `Bearer ${writer}` },
+      body,
     );
-    await new Promise<void>((resolve) => socket.write(body, () => resolve()));
     const { code } = await own.stop();
     await closed;
     expect(code).toBe(0);
     expect(own.output()).not.toContain('shutdown took too long');
-    expect(answer).not.toMatch(/^HTTP\/1\.1 5/);
+    expect(answer()).not.toMatch(/^HTTP\/1\.1 5/);
 
     const r = await call(reader, 'GET', `/v1/states/${name}`);
     expect(r.status).toBe(200);
@@ -220,7 +213,7 @@ describe('hostile sweep 7', () => {
     );
     expect([...ids]).toEqual([r.body.serial === 2]);
     const runNow = await call(reader, 'GET', `/v1/refresh-runs/${run}`);
-    if (answer.startsWith('HTTP/1.1 200 ')) {
+    if (answer().startsWith('HTTP/1.1 200 ')) {
       expect([r.body.serial, runNow.body.status]).toEqual([2, 'succeeded']);
     }
     if (runNow.body.status === 'running') {

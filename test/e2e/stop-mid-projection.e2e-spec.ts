@@ -1,9 +1,9 @@
-import * as net from 'node:net';
 import { Client } from 'pg';
 import { startKld } from '../support/kld-process';
 import { READ_MODEL_TABLES, snapshotTables } from '../support/state-harness';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { oneResourceState } from '../../bench/support/one-resource-state';
+import { socketPost } from '../../bench/support/socket-post';
 
 /**
  * kld stopped while its projectors apply a big commit: a refresh run's
@@ -73,14 +73,7 @@ describe('a stop while the projectors apply a big commit', () => {
       await holder.query('BEGIN; LOCK TABLE resources IN SHARE MODE');
       held = true;
       const body = JSON.stringify({ status: 'succeeded', document: doc(2, '-refreshed') });
-      const socket = net.connect(Number(new URL(kld.url).port), '127.0.0.1');
-      socket.on('error', () => undefined);
-      const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
-      socket.write(
-        `POST /v1/refresh-runs/${run}/finish HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
-          `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-          `Connection: close\r\n\r\n${body}`,
-      );
+      const { closed } = await socketPost(kld.url, `/v1/refresh-runs/${run}/finish`, {}, body);
       // The commit is in the log, and the lifecycles' batch waits for the table.
       await until('the refresh committed', async () => {
         const { rows } = await t.db.pool.query<{ n: number }>(
