@@ -7,6 +7,7 @@ import type { TestDatabase } from '../support/test-database';
 import { createToken, eventCount, jsonCall } from '../support/json-call';
 import { oneResourceState } from '../../bench/support/one-resource-state';
 import { socketPost } from '../../bench/support/socket-post';
+import { seededRandom } from '../support/seeded-random';
 
 /**
  * Hostile sweep 7: a refresh finish's free text, an event too big for a gRPC
@@ -411,20 +412,7 @@ describe('hostile sweep 7', () => {
     const SEED = Number(process.env.KL_FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31));
     const REQUESTS = Number(process.env.KL_FUZZ_REQUESTS ?? 300);
 
-    /** mulberry32: small, seeded, and enough to vary inputs. */
-    function generator(seed: number): () => number {
-      let a = seed >>> 0;
-      return () => {
-        a = (a + 0x6d2b79f5) >>> 0;
-        let x = Math.imul(a ^ (a >>> 15), a | 1);
-        x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-        return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-      };
-    }
-    const rand = generator(SEED);
-    const int = (n: number) => Math.floor(rand() * n);
-    const pick = <T>(items: readonly T[]): T => items[int(items.length)];
-    const chance = (p: number) => rand() < p;
+    const { int, pick, chance } = seededRandom(SEED);
 
     const TEXTS = [
       '',

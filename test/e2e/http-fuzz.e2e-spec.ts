@@ -5,6 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { KL, KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { seededRandom } from '../support/seeded-random';
 
 /**
  * Random requests against the write surface of a real kld: NUL characters,
@@ -41,20 +42,7 @@ afterAll(async () => {
 
 // --- a seeded PRNG and what it draws ---------------------------------------
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = Math.imul(a ^ (a >>> 15), a | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const rand = mulberry32(SEED);
-const chance = (p: number) => rand() < p;
-const int = (n: number) => Math.floor(rand() * n);
-const pick = <T>(items: readonly T[]): T => items[int(items.length)];
+const { chance, int, pick } = seededRandom(SEED);
 
 // Raw JSON text spliced in where a value would go: JSON.stringify cannot write these.
 const RAW = '\u0001raw:';

@@ -15,18 +15,9 @@ import {
   TestInstance,
   testDocument,
 } from '../support/state-harness';
+import { seededRandom } from '../support/seeded-random';
 
 /** A small deterministic generator (mulberry32), so a failure replays the same workload. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 interface Model {
   serial: number;
   instances: Map<string, TestInstance>;
@@ -52,8 +43,7 @@ describe('rebuilding the read models from the log', () => {
   });
 
   it('yields exactly the rows the live projections wrote', async () => {
-    const rnd = random(42);
-    const pick = <T>(items: readonly T[]): T => items[Math.floor(rnd() * items.length)];
+    const { next: rnd, pick } = seededRandom(42);
     const models = new Map<string, Model>();
     const fresh = (): Model => ({ serial: 0, instances: new Map(), outputs: {}, last: null });
     let counter = 0;

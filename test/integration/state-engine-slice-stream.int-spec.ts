@@ -11,33 +11,26 @@ import {
 import {
   buildDocument,
   InstanceObjectV4,
-  JsonObject,
-  OutputV4,
   ResourceMode,
   stateDocumentText,
   StateDocumentV4,
 } from '../../src/domain/terraform';
 import { loadConfig } from '../../src/infrastructure/config/config';
 import type { Database } from '../../src/infrastructure/postgres/database';
-import { descriptorOf } from '../../src/infrastructure/read-models/resource-descriptor-row';
+import {
+  DescriptorColumns,
+  descriptorOf,
+} from '../../src/infrastructure/read-models/resource-descriptor-row';
+import {
+  DocumentMetaColumns,
+  documentMetaOf,
+} from '../../src/infrastructure/read-models/document-meta-row';
 import { StateEngineReadModel } from '../../src/infrastructure/read-models/state-engine-read-model';
 import { createTestDatabase, quietLogger, TestDatabase } from '../support/test-database';
 import { oneResourceState } from '../../bench/support/one-resource-state';
+import { seededRandom } from '../support/seeded-random';
 
 /** A small deterministic generator: the same states every run. */
-function random(seed: number) {
-  let a = seed;
-  const next = () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const int = (n: number) => Math.floor(next() * n);
-  const pick = <T>(items: readonly T[]): T => items[int(items.length)];
-  return { next, int, pick };
-}
-
 const BIG_NUMBER = '123456789012345678901234567890.000000000000000000001';
 const KEYS = ['a', 'ключ', 'emoji 🙂', 'quote"and\\backslash', 'tab\tnew\nline', 'z'];
 const MODULES = ['', '', 'module.net', 'module.app[0]', 'module.app["ü"].module.inner'];
@@ -50,7 +43,7 @@ const TEXTS = ['plain', 'ünïcødé ☃', '日本語', '\u0000\u001f control', 
  * outputs, numbers a double cannot hold. Its text, for the big numbers.
  */
 function randomState(seed: number, serial: number, lineage: string): string {
-  const r = random(seed);
+  const r = seededRandom(seed);
   const value = (depth: number): unknown => {
     switch (r.int(depth > 2 ? 4 : 7)) {
       case 0:
@@ -141,7 +134,7 @@ function randomState(seed: number, serial: number, lineage: string): string {
 /** The candidate sets asked of a state: every type, modules, some addresses, and none. */
 function candidateSets(text: string, seed: number): { body: object; candidates: Candidate[] }[] {
   const doc = JSON.parse(text) as StateDocumentV4;
-  const r = random(seed);
+  const r = seededRandom(seed);
   const types = [...new Set(doc.resources.map((x) => x.type))];
   const addresses = doc.resources
     .filter(() => r.int(2) === 0)
@@ -170,15 +163,8 @@ function candidateSets(text: string, seed: number): { body: object; candidates: 
   ];
 }
 
-interface RowWithInstance {
+interface RowWithInstance extends DescriptorColumns {
   address: string;
-  module_path: string;
-  mode: ResourceMode;
-  type: string;
-  name: string;
-  provider: string;
-  each_mode: 'list' | 'map' | null;
-  resource_extra: JsonObject | null;
   instance: InstanceObjectV4;
 }
 
@@ -197,14 +183,7 @@ async function wholeSlice(
     'SELECT state_id FROM states WHERE name = $1',
     [name],
   );
-  const [v] = await db.query<{
-    serial: string;
-    lineage: string;
-    terraform_version: string;
-    outputs: Record<string, OutputV4>;
-    check_results: null;
-    extra: JsonObject | null;
-  }>(
+  const [v] = await db.query<DocumentMetaColumns>(
     `SELECT serial, lineage, terraform_version, outputs, check_results, extra
        FROM state_versions WHERE state_id = $1 AND version = $2`,
     [state.state_id, version],
@@ -221,14 +200,7 @@ async function wholeSlice(
   );
   return stateDocumentText(
     buildDocument(
-      {
-        terraformVersion: v.terraform_version,
-        serial: Number(v.serial),
-        lineage: v.lineage,
-        outputs: v.outputs,
-        checkResults: v.check_results,
-        extra: v.extra ?? {},
-      },
+      documentMetaOf(v),
       picked.map((row) => ({ resource: descriptorOf(row), instance: row.instance })),
     ),
   );

@@ -7,18 +7,9 @@ import {
   TestInstance,
   testDocument,
 } from '../../../test/support/state-harness';
+import { seededRandom } from '../../../test/support/seeded-random';
 
 /** mulberry32: a failure replays the same workload. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const EDGE_TABLES = ['resource_edges', 'resource_edge_sources'];
 const NAMES = ['hub', 'web', 'db', 'queue', 'cache', 'worker'];
 const MODULES = [undefined, 'module.net', 'module.app["blue"]'];
@@ -94,8 +85,7 @@ describe('resource_edges (dependency edges between resource addresses)', () => {
   };
 
   it('stays exact over random deltas, a projection rebuild and the migration backfill', async () => {
-    const rnd = random(23);
-    const pick = <T>(items: readonly T[]): T => items[Math.floor(rnd() * items.length)];
+    const { next: rnd, pick } = seededRandom(23);
     const model = new Map<string, TestInstance>();
     let counter = 0;
     const id = (i: TestInstance) => JSON.stringify([i.module ?? '', i.name, i.key ?? null]);
