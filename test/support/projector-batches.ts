@@ -26,15 +26,26 @@ export async function tableRows(db: Database, tables: readonly string[]): Promis
   return out;
 }
 
-/** The log's events of the types `projector` handles, with their data. */
+/**
+ * The log's events of the types `projector` handles, with their data: the
+ * whole log as it stands. readAll stops short of a commit while an older
+ * transaction is open (an aggregate snapshot written in the background),
+ * so this waits, bounded, until it reaches the log's head.
+ */
 export async function handledEvents(
   h: StateHarness,
   projector: Projector,
 ): Promise<RecordedEvent[]> {
   const handles = projector.handles;
-  return (await h.events.readAll(LOG_START, 100_000, handles)).filter((e) =>
-    handles.includes(e.type),
-  );
+  const head = await h.events.headPosition();
+  for (let attempt = 0; ; attempt += 1) {
+    const events = await h.events.readAll(LOG_START, 100_000, handles);
+    const last = events.at(-1)?.position.globalPosition;
+    if (last === head?.globalPosition) return events.filter((e) => handles.includes(e.type));
+    if (attempt === 200)
+      throw new Error(`the log's horizon stayed at ${last}, head ${head?.globalPosition}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
 }
 
 /** The projector's tables after `apply` ran, in one transaction, against empty copies of them. */
