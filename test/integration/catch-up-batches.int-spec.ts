@@ -1,3 +1,4 @@
+import { wholeLog } from '../support/whole-log';
 import type { RecordedEvent } from '../../src/domain/shared/event';
 import { StateEventType } from '../../src/domain/state';
 import { Notifier } from '../../src/infrastructure/postgres/notifier';
@@ -169,11 +170,7 @@ describe('a writer catching up a big commit', () => {
     );
     // The log shows the commits once no older transaction is open (its horizon).
     const isClose = (e: RecordedEvent) => e.type === StateEventType.LifecycleClosed;
-    let log = await h.events.readAll(start, 10_000);
-    for (let i = 0; i < 100 && !log.some(isClose); i++) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      log = await h.events.readAll(start, 10_000);
-    }
+    const log = await wholeLog(h.events, () => h.events.readAll(start, 10_000));
     const closedAt = log.findIndex(isClose);
     expect(closedAt).toBeGreaterThan(3_000);
     // One transaction up to the event it handles (in batches of 500, seven).

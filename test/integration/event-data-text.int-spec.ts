@@ -1,3 +1,4 @@
+import { wholeLog } from '../support/whole-log';
 import { randomUUID } from 'node:crypto';
 import * as path from 'node:path';
 import * as protobuf from 'protobufjs';
@@ -78,8 +79,12 @@ describe('delivering stored data text', () => {
     );
     const ids = [...written.map((e) => e.eventId), ...bySql];
 
-    const parsed = (await store.readAll(LOG_START, 1000)).filter((e) => e.streamId.endsWith(run));
-    const text = (await store.readLog(LOG_START, 1000)).filter((e) => e.streamId.endsWith(run));
+    const parsed = (await wholeLog(store, () => store.readAll(LOG_START, 1000))).filter((e) =>
+      e.streamId.endsWith(run),
+    );
+    const text = (await wholeLog(store, () => store.readLog(LOG_START, 1000))).filter((e) =>
+      e.streamId.endsWith(run),
+    );
     expect(text.map((e) => e.eventId)).toEqual(ids);
     expect(parsed.map((e) => e.eventId)).toEqual(ids);
 
@@ -132,7 +137,9 @@ describe('delivering stored data text', () => {
     await store.appendToStream(`copy-${run}`, [event('Tick', { n: 1 })], {
       expectedRevision: 'no_stream',
     });
-    const [e] = (await store.readLog(LOG_START, 1000)).filter((x) => x.streamId.endsWith(run));
+    const [e] = (await wholeLog(store, () => store.readLog(LOG_START, 1000))).filter((x) =>
+      x.streamId.endsWith(run),
+    );
     expect(e.dataJson).toBe('{"n":1}');
     const copy: LoggedEvent = { ...e, data: { n: 2 } };
     expect(copy.dataJson).toBeUndefined();
@@ -143,7 +150,9 @@ describe('delivering stored data text', () => {
     const store = new PostgresEventStore(env.t.db, env.notifier, upcasters);
     const run = randomUUID();
     await store.appendToStream(`feed-${run}`, mix(run), { expectedRevision: 'no_stream' });
-    const parsed = (await store.readAll(LOG_START, 1000)).filter((e) => e.streamId.endsWith(run));
+    const parsed = (await wholeLog(store, () => store.readAll(LOG_START, 1000))).filter((e) =>
+      e.streamId.endsWith(run),
+    );
     const feed = new EventFeed(store);
     const abort = new AbortController();
     const giveUp = setTimeout(() => abort.abort(), 30_000);

@@ -1,3 +1,4 @@
+import { wholeLog } from '../support/whole-log';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import pino from 'pino';
@@ -180,7 +181,9 @@ describe('events no read model could hold, written by older versions', () => {
         'no projector named nope',
       );
       await runner.skip('state-resource-lifecycles', BigInt(poisonPosition), 'name too long');
-      const head = (await h.events.readAll(LOG_START, 100_000)).at(-1)!.position;
+      const head = (await wholeLog(h.events, () => h.events.readAll(LOG_START, 100_000))).at(
+        -1,
+      )!.position;
       await runner.waitForPosition(head);
       expect(runner.halted()).toEqual([]);
       expect(log.lines.filter((l) => l.msg === 'projection will skip an event')).toEqual([
@@ -231,7 +234,8 @@ describe('events no read model could hold, written by older versions', () => {
         // Logged once, however often it was retried.
         expect(log.lines.filter((l) => l.msg.includes('retrying'))).toHaveLength(1);
         flaky.failure = null;
-        await runner.waitForPosition((await h.events.readAll(LOG_START, 100_000)).at(-1)!.position);
+        const whole = await wholeLog(h.events, () => h.events.readAll(LOG_START, 100_000));
+        await runner.waitForPosition(whole.at(-1)!.position);
       } finally {
         await runner.stop();
       }

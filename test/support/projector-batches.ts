@@ -8,6 +8,7 @@ import {
   useShadowTables,
 } from '../../src/projections/shadow-tables';
 import type { StateHarness } from './state-harness';
+import { wholeLog } from './whole-log';
 
 /**
  * For specs that apply one projector's batches by hand: the same events one
@@ -26,26 +27,14 @@ export async function tableRows(db: Database, tables: readonly string[]): Promis
   return out;
 }
 
-/**
- * The log's events of the types `projector` handles, with their data: the
- * whole log as it stands. readAll stops short of a commit while an older
- * transaction is open (an aggregate snapshot written in the background),
- * so this waits, bounded, until it reaches the log's head.
- */
+/** The log's events of the types `projector` handles, with their data: the whole log as it stands. */
 export async function handledEvents(
   h: StateHarness,
   projector: Projector,
 ): Promise<RecordedEvent[]> {
   const handles = projector.handles;
-  const head = await h.events.headPosition();
-  for (let attempt = 0; ; attempt += 1) {
-    const events = await h.events.readAll(LOG_START, 100_000, handles);
-    const last = events.at(-1)?.position.globalPosition;
-    if (last === head?.globalPosition) return events.filter((e) => handles.includes(e.type));
-    if (attempt === 200)
-      throw new Error(`the log's horizon stayed at ${last}, head ${head?.globalPosition}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
+  const log = await wholeLog(h.events, () => h.events.readAll(LOG_START, 100_000, handles));
+  return log.filter((e) => handles.includes(e.type));
 }
 
 /** The projector's tables after `apply` ran, in one transaction, against empty copies of them. */

@@ -1,3 +1,4 @@
+import { wholeLog } from '../../../test/support/whole-log';
 import { snapshotTables, StateHarness, testDocument } from '../../../test/support/state-harness';
 import { DeciderService } from '../../application/decider.service';
 import { PROVIDER_CONFIGS, REFRESH_RUN } from '../../application/refresh/refresh-aggregates';
@@ -285,7 +286,7 @@ describe('Refresh read models (projected from the real write path)', () => {
 
   it('changes nothing when a batch is applied again, and a rebuild yields the same rows', async () => {
     const projectors = refreshProjectors();
-    const log = await h.events.readAll(LOG_START, 100_000);
+    const log = await wholeLog(h.events, () => h.events.readAll(LOG_START, 100_000));
     const before = await snapshotTables(h.db, REFRESH_TABLES);
     for (const projector of projectors) {
       const handled = log.filter((e) => projector.handles.includes(e.type));

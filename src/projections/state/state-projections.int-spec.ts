@@ -1,3 +1,4 @@
+import { wholeLog } from '../../../test/support/whole-log';
 import { createHash, randomUUID } from 'node:crypto';
 import {
   lockInfo,
@@ -446,7 +447,7 @@ describe('State read models (projected from the real write path)', () => {
       metadata: h.context(),
     });
     await h.lock('pushed', 'kept-plan', 'zed', 'OperationTypePlan');
-    const log = await h.events.readAll(LOG_START, 100_000);
+    const log = await wholeLog(h.events, () => h.events.readAll(LOG_START, 100_000));
     // The State aggregate's read models (apply runs are test/integration/apply-runs').
     const ofState = h.projectors.filter((p) =>
       p.handles.some((t) => STATE_EVENT_TYPES.includes(t)),
