@@ -32,6 +32,7 @@ import { terraformEnv } from './support/terraform-env';
  *   KL_BENCH_SIZES=1000,10000,20000,100000   instances (approximately: 2 × size + 8)
  *   KL_BENCH_DELTAS=10  KL_BENCH_GET_REPS=5  KL_BENCH_SKIP_TERRAFORM=1
  *   KL_BENCH_PUSH_REPS=5   pushes of the next serial per backend (median)
+ *   KL_BENCH_QUERY_REPS=15 KL_BENCH_JQ_REPS=3   each seed query's runs (p50), jq's (median)
  *   KL_BENCH_DATABASE_URL=postgres://…  (else one embedded PostgreSQL for the run)
  *   KL_BENCH_KLD=path/to/kld.js         another build of kld (e.g. an older checkout's dist)
  */
@@ -44,6 +45,11 @@ const DELTAS = Number(process.env.KL_BENCH_DELTAS ?? 10);
 const GET_REPS = Number(process.env.KL_BENCH_GET_REPS ?? 5);
 const SKIP_TERRAFORM = process.env.KL_BENCH_SKIP_TERRAFORM === '1';
 const PUSH_REPS = Math.max(1, Number(process.env.KL_BENCH_PUSH_REPS ?? 5));
+// Three runs of a 20 ms query gave a p50 that moved by a third between runs
+// of one hour (docs/performance-history.md, "The seed queries' round trip
+// (wave 25)"): the p50 of fifteen, with the first three's beside it.
+const QUERY_REPS = Math.max(3, Number(process.env.KL_BENCH_QUERY_REPS ?? 15));
+const JQ_REPS = Math.max(1, Number(process.env.KL_BENCH_JQ_REPS ?? 3));
 const ROOT = path.resolve(__dirname, '../..');
 const KLD = process.env.KL_BENCH_KLD ?? path.join(ROOT, 'dist/src/kld.js');
 
@@ -164,7 +170,7 @@ async function rung(
 
     for (const q of QUERIES) {
       const ours: number[] = [];
-      for (let i = 0; i < 3; i++) {
+      for (let i = 0; i < QUERY_REPS; i++) {
         const r = await send(
           agent,
           'POST',
@@ -175,8 +181,13 @@ async function rung(
           throw new Error(`query ${q.key}: ${r.status} ${r.body.slice(0, 200)}`);
         ours.push(r.ms);
       }
-      const jq = await timedJq(q.jq, file);
-      cells[q.key] = `${formatMs(distribution(ours).p50)} ms (jq ${jq})`;
+      const jq: number[] = [];
+      for (let i = 0; i < JQ_REPS; i++) jq.push(await timedJq(q.jq, file));
+      const p50 = distribution(ours).p50;
+      const jqMs = distribution(jq).p50;
+      cells[q.key] =
+        `${formatMs(p50)} ms (first 3: ${formatMs(distribution(ours.slice(0, 3)).p50)}) ` +
+        `(jq ${formatMs(jqMs)} ms: ${(jqMs / p50).toFixed(1)}×)`;
     }
     peaks.end('queries');
 
@@ -251,11 +262,12 @@ async function send(agent: http.Agent, method: string, url: string, body?: Buffe
   return r;
 }
 
-function timedJq(filter: string, file: string): Promise<string> {
+/** One `jq` run over the file, wall clock (ms); NaN if it failed. */
+function timedJq(filter: string, file: string): Promise<number> {
   return new Promise((resolve) => {
     const startedAt = performance.now();
     execFile('jq', ['-c', filter, file], { maxBuffer: 1 << 30 }, (err) =>
-      resolve(err ? 'failed' : `${formatMs(performance.now() - startedAt)} ms`),
+      resolve(err ? NaN : performance.now() - startedAt),
     );
   });
 }

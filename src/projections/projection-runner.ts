@@ -737,7 +737,8 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       return;
     }
     this.analyzing.add(projector.name);
-    void this.track(this.refreshStatistics(projector.tables.join(', ')))
+    const tables = [...projector.tables, ...(projector.analyzeWith ?? [])];
+    void this.track(this.refreshStatistics(tables.join(', ')))
       .catch((err: unknown) => {
         // Cut short by the stop: the next big batch (or autovacuum) takes them.
         if (!this.abort.signal.aborted) {

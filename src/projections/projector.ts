@@ -33,6 +33,12 @@ export interface Projector {
   readonly handles: readonly string[];
   /** Tables this projector owns: a rebuild fills copies of them and swaps those in. */
   readonly tables: readonly string[];
+  /**
+   * Tables of other projectors that queries over this one's join (a
+   * resource's state), whose statistics are refreshed with this one's after
+   * a big batch: the planner's estimate of the join is only as good as both.
+   */
+  readonly analyzeWith?: readonly string[];
   apply(events: RecordedEvent[], tx: Queryable): Promise<void>;
   /**
    * Whether these events of its types, of an append still being written,

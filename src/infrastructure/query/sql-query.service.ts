@@ -37,6 +37,8 @@ export interface QueryScope {
 export const EVERYTHING: QueryScope = { patterns: ['%'], allStreams: true };
 
 const CURSOR_PREFIX = 'DECLARE kl_query NO SCROLL CURSOR FOR ';
+/** PostgreSQL's FirstNormalObjectId: oids below it are the server's own (initdb's). */
+const FIRST_NORMAL_OID = 16384;
 
 /**
  * Runs user SQL as `kl_reader` on a pool of its own that logs in as that
@@ -51,6 +53,8 @@ export class SqlQueryService {
 
   /** Reader connections' backend pids, which key their rows in kl_query_grants. */
   private readonly pids = new WeakMap<PoolClient, number>();
+  /** format_type of the built-in types results had, by oid (columnTypes). */
+  private readonly builtinTypes = new Map<number, string>();
   /** Backends running a caller's statement now: cancelled when kld stops. */
   private readonly running = new Set<number>();
   private stopping = false;
@@ -86,6 +90,13 @@ export class SqlQueryService {
     this.pool = null;
   }
 
+  /**
+   * Round trips are most of a small query's time (docs/performance-history.md,
+   * "The seed queries' round trip (wave 25)"), so what does not depend on
+   * another step goes together: the grant (on the owner's connection) with
+   * the transaction's opening (on the reader's), and at the end the revoke
+   * with the session's reset.
+   */
   async run(query: SqlQuery, scope: QueryScope): Promise<SqlQueryResult> {
     if (this.stopping) throw stoppingError();
     const client = await this.connect();
@@ -94,11 +105,18 @@ export class SqlQueryService {
     let budget: ReturnType<typeof replyBudget> | null = null;
     let locks: AdvisoryLockWatch | null = null;
     try {
-      pid = await this.grant(client, scope);
+      pid = await this.backendPid(client);
       this.running.add(pid);
+      // The grant must be written before the user's statement takes its
+      // snapshot (the DECLARE, after both are done), not before BEGIN.
+      await settled([
+        this.grant(pid, scope),
+        client.query(
+          `BEGIN READ ONLY; SET LOCAL statement_timeout = ${Math.floor(query.timeoutMs)}; ` +
+            'SAVEPOINT kl_query',
+        ),
+      ]);
       if (this.stopping) throw stoppingError();
-      await client.query('BEGIN READ ONLY');
-      await client.query(`SET LOCAL statement_timeout = ${Math.floor(query.timeoutMs)}`);
       budget = replyBudget(client, QUERY_LIMITS.maxReplyBytes);
       locks = watchAdvisoryLocks(
         pid,
@@ -147,33 +165,39 @@ export class SqlQueryService {
       throw err;
     } finally {
       // DISCARD ALL drops whatever the statement left on the session
-      // (advisory locks, LISTENs, prepared statements, settings).
-      if (reusable) await client.query('DISCARD ALL').catch(() => (reusable = false));
+      // (advisory locks, LISTENs, prepared statements, settings). The revoke
+      // ends before the connection goes back to the pool: a query taking it
+      // next writes its own grant, which a late revoke would delete.
+      await Promise.all([
+        reusable ? client.query('DISCARD ALL').catch(() => (reusable = false)) : Promise.resolve(),
+        pid !== null ? this.revoke(pid) : Promise.resolve(),
+      ]);
       client.release(!reusable);
-      if (pid !== null) {
-        this.running.delete(pid);
-        await this.revoke(pid);
-      }
+      if (pid !== null) this.running.delete(pid);
     }
   }
 
-  /**
-   * Writes, as the owner, what this reader connection may see
-   * (migrations/013_auth.sql): the views of kl_query filter by its pid.
-   */
-  private async grant(client: PoolClient, scope: QueryScope): Promise<number> {
+  /** The reader connection's backend pid, which keys its row in kl_query_grants. */
+  private async backendPid(client: PoolClient): Promise<number> {
     let pid = this.pids.get(client);
     if (pid === undefined) {
       const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
       pid = rows[0].pid;
       this.pids.set(client, pid);
     }
+    return pid;
+  }
+
+  /**
+   * Writes, as the owner, what the reader backend `pid` may see
+   * (migrations/013_auth.sql): the views of kl_query filter by its pid.
+   */
+  private async grant(pid: number, scope: QueryScope): Promise<void> {
     await this.owner.query(
       `INSERT INTO kl_query_grants (pid, patterns, all_streams) VALUES ($1, $2, $3)
        ON CONFLICT (pid) DO UPDATE SET patterns = EXCLUDED.patterns, all_streams = EXCLUDED.all_streams`,
       [pid, scope.patterns, scope.allStreams],
     );
-    return pid;
   }
 
   /** Whether the reader backend `pid` holds, or waits for, an advisory lock. */
@@ -220,7 +244,7 @@ export class SqlQueryService {
    * as sent, so the user sees PostgreSQL's own verdict on it.
    */
   private async execute(client: PoolClient, query: SqlQuery): Promise<QueryArrayResult> {
-    await client.query('SAVEPOINT kl_query');
+    // the savepoint kl_query was set as the transaction began (run)
     try {
       await client.query(extended({ text: CURSOR_PREFIX + query.sql, values: query.params }));
     } catch (err) {
@@ -235,23 +259,33 @@ export class SqlQueryService {
     });
   }
 
+  /**
+   * Each column's type as PostgreSQL spells it (`format_type`). A built-in
+   * type's oid and name never change, so those are asked once per service;
+   * other types (a domain or enum dropped and made again) every time.
+   */
   private async columnTypes(
     client: PoolClient,
     result: QueryArrayResult,
   ): Promise<{ name: string; type: string }[]> {
     const fields = result.fields ?? [];
-    const oids = [...new Set(fields.map((f) => f.dataTypeID))];
+    const unknown = [...new Set(fields.map((f) => f.dataTypeID))].filter(
+      (oid) => !this.builtinTypes.has(oid),
+    );
     const names = new Map<number, string>();
-    if (oids.length > 0) {
+    if (unknown.length > 0) {
       const { rows } = await client.query<{ oid: number; name: string }>(
         'SELECT oid::int AS oid, format_type(oid, NULL) AS name FROM pg_type WHERE oid = ANY($1::oid[])',
-        [oids],
+        [unknown],
       );
-      for (const r of rows) names.set(r.oid, r.name);
+      for (const r of rows) {
+        names.set(r.oid, r.name);
+        if (r.oid < FIRST_NORMAL_OID) this.builtinTypes.set(r.oid, r.name);
+      }
     }
     return fields.map((f) => ({
       name: f.name,
-      type: names.get(f.dataTypeID) ?? String(f.dataTypeID),
+      type: this.builtinTypes.get(f.dataTypeID) ?? names.get(f.dataTypeID) ?? String(f.dataTypeID),
     }));
   }
 
@@ -325,6 +359,17 @@ function shifted(err: PgServerError): PgServerError {
   if (!err.position) return err;
   const position = Number(err.position) - CURSOR_PREFIX.length;
   return Object.assign(err, { position: position > 0 ? String(position) : undefined });
+}
+
+/**
+ * Waits for every one of `steps`, then fails with the first failure: none is
+ * left running unseen (a grant still in flight when the revoke is sent could
+ * land after it and stay behind).
+ */
+async function settled(steps: Promise<unknown>[]): Promise<void> {
+  const outcomes = await Promise.allSettled(steps);
+  const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+  if (failed) throw failed.reason;
 }
 
 function stoppingError(): DomainError {

@@ -157,6 +157,16 @@ export class ResourceLifecyclesProjector implements Projector {
     StateEventType.LifecycleClosed,
   ];
   readonly tables = ['resources', 'outputs'];
+  /**
+   * `current_resources` joins `states`. A new database's `states` has never
+   * been analyzed (it changes a row per commit: autovacuum takes it after
+   * about 50), and the planner then takes it for hundreds of rows, so that a
+   * state's 20,000 live resources look like 45: the inventories sorted them
+   * all for a GroupAggregate and checked the reader's grant on every row,
+   * and the blast radius compared every reached resource with every row
+   * (docs/performance-history.md, "The seed queries' round trip (wave 25)").
+   */
+  readonly analyzeWith = ['states'];
 
   private readonly addresses = new ResourceAddresses();
 

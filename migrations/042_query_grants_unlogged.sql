@@ -1,0 +1,12 @@
+-- The query grants (migration 013) without WAL. kld writes a reader
+-- backend's row just before each POST /v1/query and deletes it just after,
+-- as the owner, each in a transaction of its own; logged, each of the two
+-- commits waited for its WAL to reach the disk, one to two milliseconds of
+-- a query whose round trip is about twenty at 20,000 instances
+-- (docs/performance-history.md, "The seed queries' round trip (wave 25)").
+-- A row means something only while its backend lives, and the only thing
+-- that empties an unlogged table is a crash of the server, which ends every
+-- backend: a grant never outlives what it was for. The reader's sessions
+-- run on the server kld writes to, so a standby's copy (an unlogged table
+-- has none) is never read.
+ALTER TABLE kl_query_grants SET UNLOGGED;
