@@ -106,7 +106,12 @@ export class CallerBoundGuard implements CanActivate {
  * the guard takes for a `@Heavy` route, and a route heavy only with some
  * parameters takes itself.
  */
-export function holdHeavy(bounds: CallerBounds, kind: HeavyKind, req: Request, res: Response): void {
+export function holdHeavy(
+  bounds: CallerBounds,
+  kind: HeavyKind,
+  req: Request,
+  res: Response,
+): void {
   const release = acquireHeavy(bounds, kind, callerKey(req));
   // 'close' comes once the answer was sent or the client went away, whichever is first;
   // a client gone while the AuthGuard looked its token up has had its 'close' already.
