@@ -124,7 +124,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     serving = await ServingLock.hold(databaseUrl, logger);
     app = await NestFactory.create<NestExpressApplication>(
       KilolockModule.forRuntime({ config, logger, db, notifier }),
-      new LosslessJsonExpressAdapter(),
+      new LosslessJsonExpressAdapter(logger),
       {
         logger: new NestLogger(logger),
         bodyParser: false,

@@ -9,6 +9,7 @@ import { TerraformBackendController } from '../infrastructure/http/terraform-bac
 import { DATABASE, Database } from '../infrastructure/postgres/database';
 import { StateCatalogReadModel } from '../infrastructure/read-models/state-catalog-read-model';
 import { StateDocumentReadModel } from '../infrastructure/read-models/state-document-read-model';
+import { AuthenticationModule } from './authentication.module';
 import { DeciderModule } from './decider.module';
 import { StateProjectionsModule } from './state-projections.module';
 
@@ -18,7 +19,7 @@ import { StateProjectionsModule } from './state-projections.module';
  * models other slices read states through.
  */
 @Module({
-  imports: [DeciderModule, StateProjectionsModule],
+  imports: [DeciderModule, StateProjectionsModule, AuthenticationModule],
   controllers: [TerraformBackendController],
   providers: [
     ...STATE_COMMAND_HANDLERS,

@@ -263,9 +263,6 @@ describe('scopes', () => {
       ['DELETE', `/v1/provider-configs?state=${other}&source=hashicorp/aws`],
       ['POST', '/v1/refresh-runs', { state: other, dry_run: true }],
       ['GET', `/v1/refresh-runs?state=${other}`],
-      ['GET', `/v1/refresh-runs/${runId}`],
-      ['POST', `/v1/refresh-runs/${runId}/results`, { results: [] }],
-      ['POST', `/v1/refresh-runs/${runId}/finish`, { status: 'failed' }],
       ['POST', `/v1/api/states/${other}/apply-runs`, {}],
       ['GET', `/v1/api/states/${other}/reservations`],
       ['GET', `/v1/api/states/${other}/apply-runs/${runId}`],
@@ -296,6 +293,21 @@ describe('scopes', () => {
         route: `${method} ${path}`,
         status: 403,
         code: 'AUTH.FORBIDDEN',
+      });
+    }
+    // A run asked for by its id alone is, to a token that may not read its state, no run:
+    // the id tells it neither the state nor that the run exists.
+    const byId: [string, string, unknown?][] = [
+      ['GET', `/v1/refresh-runs/${runId}`],
+      ['POST', `/v1/refresh-runs/${runId}/results`, { results: [] }],
+      ['POST', `/v1/refresh-runs/${runId}/finish`, { status: 'failed' }],
+    ];
+    for (const [method, path, body] of byId) {
+      const r = await call(a, method, path, { token: teamA.secret, body });
+      expect({ route: `${method} ${path}`, status: r.status, error: r.json().error }).toEqual({
+        route: `${method} ${path}`,
+        status: 404,
+        error: { code: 'REFRESH.NOT_FOUND', message: `refresh run ${runId} does not exist` },
       });
     }
     // Nothing changed: the state is still at version 1 and unlocked.

@@ -111,9 +111,10 @@ describe('apply runs of another state', () => {
       status: 404,
       code: 'APPLY.NOT_FOUND',
     });
+    // By its id alone: to a token that may not read its state, no such run.
     expect(refusal(await call(otherWriter, 'POST', `/v1/api/apply-runs/${id}/abort`))).toEqual({
-      status: 403,
-      code: 'AUTH.FORBIDDEN',
+      status: 404,
+      code: 'APPLY.NOT_FOUND',
     });
     expect((await call(teamWriter, 'GET', own)).body).toMatchObject({ status: 'running' });
     // Any writer of the run's state may end it: the operator's escape hatch.

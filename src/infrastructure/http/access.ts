@@ -73,6 +73,22 @@ export function authorize(req: Request, access: StateAccess, state: string): voi
   }
 }
 
+/**
+ * For what a caller names by its own id (a run), not by its state: a token
+ * that may not read the state is refused as if the id named nothing
+ * (`notFound`), so an id it came by tells it neither the state's name nor
+ * that the run exists; one that may read but not `access` it gets the 403.
+ */
+export function authorizeFoundById(
+  req: Request,
+  access: StateAccess,
+  state: string,
+  notFound: () => DomainError,
+): void {
+  if (!principalOf(req).grants.can('read', state)) throw notFound();
+  authorize(req, access, state);
+}
+
 /** Refuses (403) unless the request's token has `scope`; `what` says what needed it. */
 export function requireScope(req: Request, scope: PlainScope, what: string) {
   requirePrincipalScope(principalOf(req), scope, what);

@@ -1,8 +1,11 @@
-import { Body, Controller, HttpCode, Inject, Post } from '@nestjs/common';
+import { Body, Controller, HttpCode, Inject, Post, Req } from '@nestjs/common';
+import type { Request } from 'express';
+import { DomainError } from '../../domain/shared/domain-error';
 import { PROJECTION_ADMIN, ProjectionAdmin } from '../../application/ports/projection-admin.port';
 import { SkipEventDto } from './dto/admin.dto';
 import { JsonBody } from './json-body';
 import { Access } from './access';
+import { refuseQuery } from './request-validation';
 
 @Controller('v1/admin')
 @Access.admin()
@@ -12,7 +15,20 @@ export class AdminController {
   /** Replays the event log into fresh read models and swaps them in (ProjectionAdmin.rebuild). */
   @Post('projections/rebuild')
   @HttpCode(200)
-  async rebuild(): Promise<{ projectors: { projector: string; events: number }[] }> {
+  @JsonBody({ what: 'rebuild request', limit: 64 * 1024, emptyIsObject: true })
+  async rebuild(
+    @Body() body: Record<string, unknown>,
+    @Req() req: Request,
+  ): Promise<{ projectors: { projector: string; events: number }[] }> {
+    // It rebuilds every read model: a body or parameter meant to narrow it (one projector)
+    // would otherwise be passed over and the whole log replayed.
+    refuseQuery(req, 'a rebuild', 'it rebuilds every read model');
+    if (Object.keys(body).length > 0) {
+      throw new DomainError(
+        'REQUEST.INVALID',
+        'a rebuild takes no body (or {}): it rebuilds every read model',
+      );
+    }
     // An event a projector cannot apply is PROJECTIONS.CANNOT_APPLY: the operator's to skip.
     return { projectors: await this.runner.rebuild() };
   }

@@ -22,6 +22,7 @@ function requestFrom(scopes: string[]): Request {
 
 describe('ApplyRunsController abort by run id', () => {
   it('refuses a token of another state even while the read models have not seen the run, and writes nothing', async () => {
+    // As if the run did not exist, naming no state: the id tells that token nothing.
     const writes: unknown[] = [];
     const deciders = {
       // The run's own stream: it runs on prod.
@@ -49,6 +50,13 @@ describe('ApplyRunsController abort by run id', () => {
     const runId = '6f1f7a52-3c1e-4a53-9a56-0d8c8f1e2a11';
     await expect(
       controller.abortAnywhere(runId, requestFrom(['write:dev/*'])),
+    ).rejects.toMatchObject({
+      code: 'APPLY.NOT_FOUND',
+      message: `apply run ${runId} does not exist`,
+    });
+    // A token that may read the run's state learns nothing new from a 403.
+    await expect(
+      controller.abortAnywhere(runId, requestFrom(['read:prod', 'write:dev/*'])),
     ).rejects.toMatchObject({ code: 'AUTH.FORBIDDEN' });
     expect(writes).toEqual([]);
   });

@@ -10,7 +10,7 @@ import {
   StartApplyRunCommand,
 } from '../../application/apply-runs/apply-run-commands';
 import { CLOCK, type Clock } from '../../application/ports/clock.port';
-import { APPLY_NOT_FOUND } from '../../domain/apply';
+import { APPLY_NOT_FOUND, applyNotFound } from '../../domain/apply';
 import { DomainError } from '../../domain/shared/domain-error';
 import {
   APPLY_STALE,
@@ -36,7 +36,14 @@ import { callerOf } from './caller';
 import { withDetails } from './error.filter';
 import { readBody } from './read-body';
 import { stateNameFrom } from './state-name';
-import { Access, authorize, principalOf, readablePatterns, stateInPath } from './access';
+import {
+  Access,
+  authorize,
+  authorizeFoundById,
+  principalOf,
+  readablePatterns,
+  stateInPath,
+} from './access';
 import { Heavy } from './caller-bounds';
 import { ApplyRunsQueryDto } from './dto/apply-runs.dto';
 
@@ -185,7 +192,9 @@ export class ApplyRunsController {
   @HttpCode(200)
   async abortAnywhere(@Param('runId') id: string, @Req() req: Req_) {
     // The state is known only once the run is found; the handler asks before it writes.
-    return this.doAbort(null, id, req, (state) => authorize(req, 'write', state));
+    return this.doAbort(null, id, req, (state) =>
+      authorizeFoundById(req, 'write', state, () => applyNotFound(runIdFrom(id))),
+    );
   }
 
   private async doAbort(
@@ -242,8 +251,8 @@ export class ApplyRunsController {
   async runAnywhere(@Param('runId') id: string, @Req() req: Req_) {
     const runId = runIdFrom(id);
     const run = await this.runs.run(runId);
-    if (run === null) throw new DomainError(APPLY_NOT_FOUND, `apply run ${runId} does not exist`);
-    authorize(req, 'read', run.state);
+    if (run === null) throw applyNotFound(runId);
+    authorizeFoundById(req, 'read', run.state, () => applyNotFound(runId));
     return run;
   }
 

@@ -14,7 +14,7 @@ import {
 
 const WHAT: Record<HeavyKind, string> = {
   query: 'queries (POST /v1/query)',
-  export: 'archive exports',
+  export: 'exports (archives and past versions of a state)',
   subscription: 'event subscriptions',
   engine: 'state-engine requests',
   run: 'run starts and uploads',
@@ -94,15 +94,29 @@ export class CallerBoundGuard implements CanActivate {
     const req = http.getRequest<BoundedRequest>();
     // A request passed on to another route is guarded again: it holds one slot.
     if (req.heavyKinds?.has(kind)) return true;
-    const release = acquireHeavy(this.bounds, kind, callerKey(req));
+    holdHeavy(this.bounds, kind, req, http.getResponse<Response>());
     (req.heavyKinds ??= new Set()).add(kind);
-    const res = http.getResponse<Response>();
-    // 'close' comes once the answer was sent or the client went away, whichever is first;
-    // a client gone while the AuthGuard looked its token up has had its 'close' already.
-    res.once('close', release);
-    if (res.closed) release();
     return true;
   }
+}
+
+/**
+ * One of the request's caller's slots of `kind`, held until its response
+ * ends or its client goes away (429 past the bound, see acquireHeavy): what
+ * the guard takes for a `@Heavy` route, and a route heavy only with some
+ * parameters takes itself.
+ */
+export function holdHeavy(
+  bounds: CallerBounds,
+  kind: HeavyKind,
+  req: Request,
+  res: Response,
+): void {
+  const release = acquireHeavy(bounds, kind, callerKey(req));
+  // 'close' comes once the answer was sent or the client went away, whichever is first;
+  // a client gone while the AuthGuard looked its token up has had its 'close' already.
+  res.once('close', release);
+  if (res.closed) release();
 }
 
 /**

@@ -10,6 +10,7 @@ import { admit } from './auth.guard';
 import type { ErrorFilter } from './error.filter';
 import { STATE_VERSION_HEADER } from './headers';
 import { stateNameFrom } from './state-name';
+import { writeInTurns } from './write-in-turns';
 
 /** Express's path of the backend's document routes, as Nest registers `v1/states/*name`. */
 export const CURRENT_DOCUMENT_PATH = '/v1/states/*name';
@@ -67,24 +68,57 @@ export class CurrentDocumentRoute {
     await admit(this.authenticator, req as AuthedRequest, this.rule);
     const served = await this.documents.currentBody(name, head);
     if (served === null) return false;
-    sendDocument(res, served);
+    await sendDocument(res, served);
     return true;
   }
 }
 
-/** A served document as the answer: its bytes, their length and MD5, and which version it is. */
-export function sendDocument(res: Response, served: ServedVersion): void {
+/**
+ * Up to this size a document is written in one go (the socket takes most of
+ * it at once); above it, a piece of about this size per turn.
+ */
+export const DOCUMENT_PIECE_BYTES = 1024 * 1024;
+
+/**
+ * A served document as the answer: its bytes, their length and MD5, and which
+ * version it is. A big one is written as its reader takes it (writeInTurns):
+ * a reader that takes nothing for 65 s is cut off. Written whole, it stayed
+ * in kld for as long as a reader that stopped reading kept its connection,
+ * and a past version is built for each request: ten such readers of a 40 MB
+ * version held 460 MB of kld's memory until they went.
+ */
+export async function sendDocument(res: Response, served: ServedVersion): Promise<void> {
   res.statusCode = 200;
   res.setHeader('Content-Type', 'application/json');
   res.setHeader('Content-Length', served.size);
   res.setHeader('Content-MD5', served.md5);
   res.setHeader(STATE_VERSION_HEADER, String(served.version));
+  if (served.size > DOCUMENT_PIECE_BYTES) {
+    await writeInTurns(res, documentPieces(served.parts));
+    return;
+  }
   // The document as its chunks, not joined: no copy of a big state per GET;
   // corked, so the socket takes them in one vectored write, not one per chunk.
   res.cork();
   for (const part of served.parts) res.write(part);
   res.uncork();
   res.end();
+}
+
+/** `parts` in pieces of about DOCUMENT_PIECE_BYTES: small parts joined, a big one as it is. */
+function* documentPieces(parts: readonly Buffer[]): Generator<Buffer, void, undefined> {
+  let group: Buffer[] = [];
+  let size = 0;
+  for (const part of parts) {
+    group.push(part);
+    size += part.length;
+    if (size >= DOCUMENT_PIECE_BYTES) {
+      yield group.length === 1 ? group[0] : Buffer.concat(group, size);
+      group = [];
+      size = 0;
+    }
+  }
+  if (group.length > 0) yield Buffer.concat(group, size);
 }
 
 /** The state whose current document the request asks for; null for anything else (the controller answers it). */

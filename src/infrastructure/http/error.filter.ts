@@ -4,6 +4,7 @@ import { DomainError } from '../../domain/shared/domain-error';
 import type { ErrorCode } from '../../domain/shared/error-codes';
 import type { Logger } from '../logging/logger';
 import { isDatabaseUnavailable } from '../postgres/database-unavailable';
+import { logAnswerCutOff } from './answer-cut-off';
 import { statusFor } from './error-status';
 import { sendJson } from './json-pieces';
 
@@ -47,15 +48,8 @@ export class ErrorFilter implements ExceptionFilter {
   /** The answer to `err`; also for a route served before Nest's pipeline (current-document-route.ts). */
   reply(err: unknown, req: (Request & { id?: string }) | undefined, res: Response): void {
     if (res.headersSent) {
-      // Part of the answer is out and was cut off (writeInTurns): the caller sees only a broken
-      // answer, so the reason is said here. A refusal, or a database gone, is no bug.
-      const expected = err instanceof DomainError || isDatabaseUnavailable(err);
-      const message = String((err as { message?: unknown } | null)?.message ?? err);
-      if (expected) {
-        this.logger.warn({ err: { message }, requestId: req?.id }, 'answer cut off after it began');
-      } else {
-        this.logger.error({ err, requestId: req?.id }, 'answer cut off after it began');
-      }
+      // Part of the answer is out and was cut off (writeInTurns).
+      logAnswerCutOff(this.logger, err, req?.id);
       return;
     }
     if (err instanceof DomainError) {
@@ -68,7 +62,12 @@ export class ErrorFilter implements ExceptionFilter {
           res.setHeader('WWW-Authenticate', 'Basic realm="kilolock", charset="UTF-8"');
         }
         // Details can be long (a 409 naming 10,000 holders): written a piece per turn.
-        sendJson(res.status(status), errorBody(err.code, err.message, detailsOf(err)), false);
+        sendJson(
+          res.status(status),
+          errorBody(err.code, err.message, detailsOf(err)),
+          false,
+          this.logger,
+        );
         return;
       }
       // A code no answer may carry, or the server's own fault: as unexpected as a bug.

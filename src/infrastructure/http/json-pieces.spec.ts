@@ -1,5 +1,10 @@
+import express from 'express';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
 import { parseJsonExact, stringifyJson } from '../../domain/terraform/lossless-json';
-import { jsonPieces } from './json-pieces';
+import { createLogger } from '../logging/logger';
+import { JSON_PIECE_CHARS, jsonPieces, sendJson } from './json-pieces';
 
 /** A value of JSON's shapes, with what JSON.stringify leaves out or writes as null. */
 function randomValue(next: () => number, depth: number): unknown {
@@ -74,5 +79,62 @@ describe('jsonPieces', () => {
       expect(piece.length).toBeLessThan(10_200);
     }
     expect(JSON.parse([first.value, ...rest].join(''))).toEqual({ columns: ['n', 'pad'], rows });
+  });
+});
+
+describe('sendJson', () => {
+  let server: Server;
+  let base: string;
+  const logged: Record<string, unknown>[] = [];
+
+  beforeAll(async () => {
+    const logger = createLogger(
+      'info',
+      'json',
+      new Writable({
+        write(chunk: Buffer, _enc, done) {
+          logged.push(JSON.parse(chunk.toString('utf8')) as Record<string, unknown>);
+          done();
+        },
+      }),
+    );
+    const rows = Array.from({ length: 20 }, (_, i) => [i, 'x'.repeat(JSON_PIECE_CHARS / 4)]);
+    const app = express();
+    app.use((req: express.Request & { id?: string }, _res, next) => {
+      req.id = 'req-7';
+      next();
+    });
+    // Its 13th row cannot be encoded: the first pieces are out by then.
+    app.get('/rows', (_req, res) => {
+      const failing = {
+        toJSON: () => {
+          throw new TypeError('row 12 cannot be encoded');
+        },
+      };
+      sendJson(res, { rows: [...rows.slice(0, 12), failing, ...rows.slice(12)] }, true, logger);
+    });
+    server = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('cuts off an answer whose encoding fails after its first piece, and logs why', async () => {
+    const res = await fetch(`${base}/rows`);
+    expect(res.status).toBe(200);
+    // The reader never takes a part for the whole answer.
+    await expect(res.text()).rejects.toThrow();
+    for (let i = 0; i < 100 && logged.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toMatchObject({
+      level: 50,
+      requestId: 'req-7',
+      msg: 'answer cut off after it began',
+      err: { message: 'row 12 cannot be encoded' },
+    });
   });
 });

@@ -1,5 +1,7 @@
-import type { Response } from 'express';
+import type { Request, Response } from 'express';
 import { unmarkNumbers } from '../../domain/terraform/lossless-json';
+import type { Logger } from '../logging/logger';
+import { logAnswerCutOff } from './answer-cut-off';
 import { writeInTurns } from './write-in-turns';
 
 /** About what one piece holds: a few milliseconds of encoding and writing. */
@@ -11,8 +13,10 @@ export const JSON_PIECE_CHARS = 256 * 1024;
  * stops taking it is cut off, and it is made no further than read). A big
  * answer goes without Content-Length and ETag: both need the whole text first.
  * `lossless`: stringifyJson's text (marked numbers bare), else JSON.stringify's.
+ * A value that fails to encode before the first byte throws (the caller's
+ * error answer); after it, the answer is cut off and `logger` says why.
  */
-export function sendJson(res: Response, body: unknown, lossless: boolean): void {
+export function sendJson(res: Response, body: unknown, lossless: boolean, logger: Logger): void {
   const pieces = jsonPieces(body, { lossless });
   const first = pieces.next();
   const text = first.done ? '' : first.value;
@@ -24,7 +28,10 @@ export function sendJson(res: Response, body: unknown, lossless: boolean): void 
     res.send(text);
     return;
   }
-  writeInTurns(res, andThen(text, pieces)).catch(() => res.destroy());
+  writeInTurns(res, andThen(text, pieces)).catch((err: unknown) => {
+    res.destroy();
+    logAnswerCutOff(logger, err, (res.req as (Request & { id?: string }) | undefined)?.id);
+  });
 }
 
 function* andThen(first: string, rest: Iterator<string>): Generator<string, void, undefined> {

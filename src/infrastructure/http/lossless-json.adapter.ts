@@ -1,6 +1,7 @@
 import { StreamableFile } from '@nestjs/common';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import type { Response } from 'express';
+import type { Logger } from '../logging/logger';
 import { sendJson } from './json-pieces';
 
 /**
@@ -17,6 +18,11 @@ import { sendJson } from './json-pieces';
  * A big answer (a query's rows, a long listing) is written a piece per turn.
  */
 export class LosslessJsonExpressAdapter extends ExpressAdapter {
+  /** `logger`: says why a big answer was cut off after it began (sendJson). */
+  constructor(private readonly cutOffLog: Logger) {
+    super();
+  }
+
   override reply(response: Response, body: unknown, statusCode?: number): unknown {
     if (
       body === null ||
@@ -28,7 +34,7 @@ export class LosslessJsonExpressAdapter extends ExpressAdapter {
       return super.reply(response, body, statusCode);
     }
     if (statusCode !== undefined) response.status(statusCode);
-    sendJson(response, body, true);
+    sendJson(response, body, true, this.cutOffLog);
     return undefined;
   }
 }

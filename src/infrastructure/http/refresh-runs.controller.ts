@@ -11,7 +11,7 @@ import { STATE_NOT_FOUND } from '../../domain/state';
 import { DomainError } from '../../domain/shared/domain-error';
 import type { RefreshRunSummary } from '../../domain/wire/runs';
 import { RefreshReadModel } from '../read-models/refresh-read-model';
-import { Access, authorize, readablePatterns } from './access';
+import { Access, authorize, authorizeFoundById, readablePatterns } from './access';
 import { callerOf } from './caller';
 import {
   FinishRefreshRunDto,
@@ -109,15 +109,17 @@ export class RefreshRunsController {
     return this.authorizeRun(req, runId, 'read');
   }
 
-  /** The run, if the token may `access` its state (403 if not). */
+  /** The run, if the token may `access` its state (404 if it may not read it, 403 if not write). */
   private async authorizeRun(
     req: Req_,
     runId: string,
     access: 'read' | 'write',
   ): Promise<RefreshRunSummary> {
+    const notFound = () =>
+      new DomainError(REFRESH_NOT_FOUND, `refresh run ${runId} does not exist`);
     const run = await this.runs.run(runId);
-    if (!run) throw new DomainError(REFRESH_NOT_FOUND, `refresh run ${runId} does not exist`);
-    authorize(req, access, run.state_name);
+    if (!run) throw notFound();
+    authorizeFoundById(req, access, run.state_name, notFound);
     return run;
   }
 

@@ -37,6 +37,7 @@ import { StateCatalogReadModel } from '../read-models/state-catalog-read-model';
 import { StateDocumentReadModel } from '../read-models/state-document-read-model';
 import { Access, requireScope } from './access';
 import { callerOf } from './caller';
+import { CallerBounds, holdHeavy } from './caller-bounds';
 import { sendDocument } from './current-document-route';
 import { parseJson, readBody } from './read-body';
 import { receiveStateDocument } from './receive-state-document';
@@ -89,6 +90,7 @@ export class TerraformBackendController {
     private readonly catalog: StateCatalogReadModel,
     @Inject(CONFIG) private readonly config: Config,
     private readonly texts: DocumentTextMemo,
+    private readonly bounds: CallerBounds,
   ) {}
 
   /**
@@ -116,6 +118,7 @@ export class TerraformBackendController {
   async get(
     @Param('name') param: string[],
     @Query() query: Record<string, unknown>,
+    @Req() req: Req_,
     @Res() res: Response,
   ): Promise<void> {
     const name = stateNameFrom(param);
@@ -124,6 +127,9 @@ export class TerraformBackendController {
     if (serial !== null && version !== null) {
       throw new DomainError('REQUEST.INVALID', 'give serial or version, not both');
     }
+    // A past version is built for its request, as big as the state was: counted as an
+    // export against its caller (terraform never asks for one; its GET is never refused).
+    if (serial !== null || version !== null) holdHeavy(this.bounds, 'export', req, res);
     const served =
       serial !== null
         ? await this.documents.version(name, { serial })
@@ -131,7 +137,7 @@ export class TerraformBackendController {
           ? await this.documents.version(name, { version })
           : await this.documents.currentBody(name);
     if (served === null) throw await this.missing(name, serial, version);
-    sendDocument(res, served);
+    await sendDocument(res, served);
   }
 
   /** Why there is nothing to serve: no such state, or no such version of it. */

@@ -20,7 +20,7 @@ export const SILENT_READER_MS = 65_000;
  */
 export async function writeInTurns(
   res: Writable,
-  pieces: Iterable<string> | AsyncIterable<string>,
+  pieces: Iterable<string | Uint8Array> | AsyncIterable<string | Uint8Array>,
   last = '',
   silentMs = SILENT_READER_MS,
 ): Promise<void> {
@@ -37,7 +37,7 @@ export async function writeInTurns(
 
 async function writeAll(
   res: Writable,
-  pieces: Iterable<string> | AsyncIterable<string>,
+  pieces: Iterable<string | Uint8Array> | AsyncIterable<string | Uint8Array>,
   silentMs: number,
 ): Promise<void> {
   for await (const piece of pieces) {
