@@ -37,7 +37,7 @@ function configuration(flags: { listen?: string } = {}): Config {
 async function serve(opts: { listen?: string }): Promise<void> {
   boundHeapGrowth();
   const config = configuration(opts);
-  const logger = loggerFor(config);
+  const logger = loggerFor(config, 'stdout');
   const server = await startServer(config, logger);
   let stoppingSince: number | null = null;
   const stop = (signal: string) => {
@@ -316,8 +316,9 @@ function commandPath(command: Command): string {
   return names.join(' ');
 }
 
-function loggerFor(config: Config): Logger {
-  return createLogger(config.logLevel, config.logFormat);
+/** The server logs to stdout; the other commands to stderr, their stdout being their answer. */
+function loggerFor(config: Config, to: 'stdout' | 'stderr' = 'stderr'): Logger {
+  return createLogger(config.logLevel, config.logFormat, to);
 }
 
 main(process.argv).catch((err: unknown) => {

@@ -20,6 +20,7 @@ let admin: string;
 // kept-alive connections to an idle server may be closed under it.
 let again: ReturnType<typeof bootstrapToken>;
 let bad: ReturnType<typeof bootstrapToken>;
+let logged: ReturnType<typeof bootstrapToken>;
 
 interface Answer {
   status: number;
@@ -103,6 +104,10 @@ beforeAll(async () => {
   admin = boot.secret;
   again = bootstrapToken(t.url, 'root', ['admin']);
   bad = bootstrapToken(t.url, 'other', ['superuser']);
+  logged = bootstrapToken(t.url, 'logged', ['query'], [], {
+    KL_LOG_LEVEL: 'debug',
+    KL_LOG_FORMAT: 'json',
+  });
   [a, b] = await Promise.all([
     startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' }),
     startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' }),
@@ -117,6 +122,13 @@ afterAll(async () => {
 describe('bootstrap', () => {
   it('kld token create prints only the secret on stdout: kl_ and 256 bits', () => {
     expect(admin).toMatch(/^kl_[A-Za-z0-9_-]{43}$/);
+  });
+
+  it('logs to stderr, so `TOKEN=$(kld token create …)` holds the secret alone at any log level', () => {
+    expect(logged.code).toBe(0);
+    expect(logged.stdout).toMatch(/^kl_[A-Za-z0-9_-]{43}\n$/);
+    // it did log, as JSON lines on stderr
+    expect(logged.stderr).toMatch(/^\{"level":20,.*"msg":"Starting Nest application..."\}$/m);
   });
 
   it('refuses a second token of the same name, and a bad scope, with one line and exit 2', () => {

@@ -8,13 +8,14 @@ export function bootstrapToken(
   name: string,
   scopes: string[],
   extra: string[] = [],
-): { code: number | null; secret: string; stderr: string } {
+  env: NodeJS.ProcessEnv = { KL_LOG_LEVEL: 'warn' },
+): { code: number | null; secret: string; stdout: string; stderr: string } {
   const r = spawnSync(
     process.execPath,
     [KLD, 'token', 'create', '--name', name, ...scopes.flatMap((s) => ['--scope', s]), ...extra],
     {
       encoding: 'utf8',
-      env: { ...process.env, KL_DATABASE_URL: databaseUrl, KL_LOG_LEVEL: 'warn' },
+      env: { ...process.env, KL_DATABASE_URL: databaseUrl, ...env },
       timeout: 60_000,
     },
   );
@@ -26,7 +27,7 @@ export function bootstrapToken(
       `kld token create: status ${r.status}, signal ${r.signal}, ${r.error?.message ?? 'no spawn error'}\n${r.stderr}`,
     );
   }
-  return { code: r.status, secret: r.stdout.trim(), stderr: r.stderr };
+  return { code: r.status, secret: r.stdout.trim(), stdout: r.stdout, stderr: r.stderr };
 }
 
 /**

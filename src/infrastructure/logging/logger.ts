@@ -8,18 +8,21 @@ export const LOGGER = Symbol('Logger');
 
 /**
  * The one logger: structured JSON lines in production, human-readable when
- * stdout is a terminal (KL_LOG_FORMAT overrides). Errors are serialised with
- * any URL password masked: a pg or URL error can carry a connection string
- * (in its message or, like Node's ERR_INVALID_URL, in an `input` property).
+ * its output is a terminal (KL_LOG_FORMAT overrides). Errors are serialised
+ * with any URL password masked: a pg or URL error can carry a connection
+ * string (in its message or, like Node's ERR_INVALID_URL, in an `input`
+ * property). The server logs to stdout; a command whose stdout is its
+ * answer (`kld token create` prints a secret there) logs to stderr.
  */
 export function createLogger(
   level: string = 'info',
   format: 'auto' | 'json' | 'pretty' = 'auto',
-  destination?: pino.DestinationStream,
+  destination: pino.DestinationStream | 'stdout' | 'stderr' = 'stdout',
 ): Logger {
+  const fd = destination === 'stderr' ? 2 : 1;
+  const terminal = (fd === 2 ? process.stderr : process.stdout).isTTY === true;
   const pretty =
-    destination === undefined &&
-    (format === 'pretty' || (format === 'auto' && process.stdout.isTTY === true));
+    typeof destination === 'string' && (format === 'pretty' || (format === 'auto' && terminal));
   const options: pino.LoggerOptions = {
     level,
     base: { service: 'kld' },
@@ -37,8 +40,9 @@ export function createLogger(
       },
     },
     ...(pretty
-      ? { transport: { target: 'pino-pretty', options: { colorize: true, destination: 1 } } }
+      ? { transport: { target: 'pino-pretty', options: { colorize: true, destination: fd } } }
       : {}),
   };
-  return destination ? pino(options, destination) : pino(options);
+  if (pretty) return pino(options);
+  return pino(options, typeof destination === 'string' ? pino.destination(fd) : destination);
 }
