@@ -75,12 +75,15 @@ export function withSeed<T>(seed: number, run: () => T): T {
     if (error instanceof Error) {
       const line = `seed ${seed} (KL_FUZZ_SEED=${seed} replays it)`;
       if (!error.message.startsWith('seed ')) {
-        const message = error.message;
+        // V8 writes the stack out when first read, with the message of that moment: read it
+        // first. Jest prints the stack.
+        const { message, stack } = error;
         error.message = `${line}: ${message}`;
-        // Jest prints the stack, written with the message as it was.
-        if (error.stack?.includes(message))
-          error.stack = error.stack.replace(message, error.message);
-        else if (error.stack) error.stack = `${line}\n${error.stack}`;
+        if (stack !== undefined) {
+          error.stack = stack.includes(message)
+            ? stack.replace(message, error.message)
+            : `${line}\n${stack}`;
+        }
       }
     }
     throw error;
