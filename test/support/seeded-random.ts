@@ -95,3 +95,16 @@ export function withSeed<T>(seed: number, run: () => T): T {
     return named(error);
   }
 }
+
+/**
+ * The seed of a fuzz that draws one sequence for a whole process (its
+ * requests share a server): `KL_FUZZ_SEED`, which must name one seed, else
+ * `fallback`.
+ */
+export function fuzzSeed(fallback: number): number {
+  const seeds = fuzzSeeds([fallback]);
+  if (seeds.length !== 1) {
+    throw new Error(`KL_FUZZ_SEED: this fuzz replays one seed at a time, not ${seeds.length}`);
+  }
+  return seeds[0];
+}
