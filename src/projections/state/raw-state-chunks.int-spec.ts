@@ -48,7 +48,9 @@ describe.each(fuzzSeeds([14]))(
       withSeed(seed, async () => {
         const r = random(seed);
         const instances = new Map<string, TestInstance>();
-        for (let i = 0; i < 600; i++) {
+        // Big enough to be cut in many chunks whatever the seed: a chunk ends after 1 instance in
+        // 64, by the instance's digest, so 1,500 instances make about 23 (4 or fewer: ~1e-6).
+        for (let i = 0; i < 1500; i++) {
           instances.set(`${i}`, { name: `r${i % 17}`, key: i, input: `v0-${i}` });
         }
         let before: string[] = [];
@@ -60,7 +62,7 @@ describe.each(fuzzSeeds([14]))(
           // One to ten instances changed, added or removed; now and then many.
           const edits = r() < 0.1 ? 150 : 1 + Math.floor(r() * 10);
           for (let e = 0; e < edits; e++) {
-            const key = Math.floor(r() * 800);
+            const key = Math.floor(r() * 2000);
             const op = r();
             if (op < 0.2) instances.delete(`${key}`);
             else instances.set(`${key}`, { name: `r${key % 17}`, key, input: `v${version}-${e}` });
@@ -92,8 +94,11 @@ describe.each(fuzzSeeds([14]))(
           const { ids, stored } = await manifest('prop');
           expect(stored).toEqual([...new Set(ids)].sort());
           if (edits <= 10 && version > 1 && version % 5 !== 0 && (version - 1) % 5 !== 0) {
-            // A small delta rewrites a few chunks, not the document.
-            expect(ids.filter((id) => !before.includes(id)).length).toBeLessThanOrEqual(2 * edits);
+            // A small delta rewrites a few chunks, not the document: the first chunk (it holds the
+            // serial) and at most two around each edit (one cut point more or less).
+            expect(ids.filter((id) => !before.includes(id)).length).toBeLessThanOrEqual(
+              1 + 2 * edits,
+            );
             expect(ids.length).toBeGreaterThan(4);
           }
           before = ids;
