@@ -248,6 +248,29 @@ describe('rebuilding the read models from the log', () => {
       const least = ending === 'committed' ? 3 : 1;
       while ((endings.get(ending) ?? 0) < least) await applyRun('alpha', alpha, step++, ending);
     }
+    // The one invalid delta the workload sends, on purpose: an address both written and deleted
+    // is refused and changes nothing; its run is then aborted.
+    const twice = await a.start('alpha', {
+      baseVersion: await currentVersion('alpha'),
+      reservations: [{ glob: 'module.net.*', mode: 'write' }],
+      writeSet: ['module.net.*'],
+    });
+    const version = await currentVersion('alpha');
+    const [named] = flattenInstances(
+      testDocument(0, [{ module: 'module.net', name: 'twice', input: 'x' }]),
+    );
+    await expect(
+      a.commit('alpha', twice.runId, {
+        baseVersion: version,
+        upserts: [{ address: named.address, resource: named.resource, instance: named.instance }],
+        deletes: [named.address],
+        outputs: { set: {}, remove: [] },
+        counters: { add: 1, change: 0, destroy: 1 },
+        checksum: 'twice',
+      }),
+    ).rejects.toMatchObject({ code: 'APPLY.INVALID' });
+    expect(await currentVersion('alpha')).toBe(version);
+    await a.abort('alpha', twice.runId);
     await a.start('alpha', {
       baseVersion: await currentVersion('alpha'),
       reservations: [
