@@ -60,8 +60,11 @@ export function fuzzSeeds(defaults: readonly number[]): number[] {
   if (!given) return [...defaults];
   return given.split(',').flatMap((part) => {
     const range = /^\s*(\d+)\s*-\s*(\d+)\s*$/.exec(part);
-    if (range) return seedRange(Number(range[1]), Number(range[2]) - Number(range[1]) + 1);
-    if (!/^\s*\d+\s*$/.test(part)) throw new Error(`KL_FUZZ_SEED: "${part}" is no seed`);
+    if (range && Number(range[2]) >= Number(range[1])) {
+      return seedRange(Number(range[1]), Number(range[2]) - Number(range[1]) + 1);
+    }
+    if (!/^\s*\d+\s*$/.test(part))
+      throw new Error(`KL_FUZZ_SEED: "${part}" is neither a seed nor a range low-high`);
     return [Number(part)];
   });
 }
