@@ -7,7 +7,7 @@ import type { TestDatabase } from '../support/test-database';
 import { createToken, eventCount, jsonCall } from '../support/json-call';
 import { oneResourceState } from '../../bench/support/one-resource-state';
 import { socketPost } from '../../bench/support/socket-post';
-import { seededRandom } from '../support/seeded-random';
+import { fuzzSeed, seededRandom } from '../support/seeded-random';
 
 /**
  * Hostile sweep 7: a refresh finish's free text, an event too big for a gRPC
@@ -409,7 +409,7 @@ describe('hostile sweep 7', () => {
 
   describe('seeded random requests against the routes no earlier fuzz reached', () => {
     // http-fuzz.e2e-spec.ts covers terraform's routes, imports, provider configs and queries.
-    const SEED = Number(process.env.KL_FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31));
+    const SEED = fuzzSeed(Math.floor(Math.random() * 2 ** 31));
     const REQUESTS = Number(process.env.KL_FUZZ_REQUESTS ?? 300);
 
     const { int, pick, chance } = seededRandom(SEED);

@@ -5,7 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { KL, KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { seededRandom } from '../support/seeded-random';
+import { fuzzSeed, seededRandom } from '../support/seeded-random';
 
 /**
  * Random requests against the write surface of a real kld: NUL characters,
@@ -19,7 +19,7 @@ import { seededRandom } from '../support/seeded-random';
 
 jest.setTimeout(120_000);
 
-const SEED = Number(process.env.KL_FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31));
+const SEED = fuzzSeed(Math.floor(Math.random() * 2 ** 31));
 const REQUESTS = Number(process.env.KL_FUZZ_REQUESTS ?? 400);
 const CONCURRENCY = 4;
 const TERRAFORM = process.env.KL_TEST_TERRAFORM ?? 'terraform';

@@ -15,9 +15,8 @@ import {
   TestInstance,
   testDocument,
 } from '../support/state-harness';
-import { seededRandom } from '../support/seeded-random';
+import { fuzzSeeds, seededRandom, withSeed } from '../support/seeded-random';
 
-/** A small deterministic generator (mulberry32), so a failure replays the same workload. */
 interface Model {
   serial: number;
   instances: Map<string, TestInstance>;
@@ -34,16 +33,22 @@ const idOf = (i: TestInstance) => JSON.stringify([i.module ?? '', i.name, i.key 
 describe('rebuilding the read models from the log', () => {
   let h: StateHarness;
   let a: ApplyHarness;
-  beforeAll(async () => {
+  // A database per seed: the workload's names and the rebuild cover the whole database.
+  beforeEach(async () => {
     h = await StateHarness.create();
     a = new ApplyHarness(h);
   });
-  afterAll(async () => {
+  afterEach(async () => {
     await h.close();
   });
 
-  it('yields exactly the rows the live projections wrote', async () => {
-    const { next: rnd, pick } = seededRandom(42);
+  it.each(fuzzSeeds([42]))('yields exactly the rows the live projections wrote (seed %i)', (seed) =>
+    withSeed(seed, () => workload(seed)),
+  );
+
+  /** A random history of terraform writes, locks, deletes and apply runs, then a rebuild. */
+  async function workload(seed: number): Promise<void> {
+    const { next: rnd, pick } = seededRandom(seed);
     const models = new Map<string, Model>();
     const fresh = (): Model => ({ serial: 0, instances: new Map(), outputs: {}, last: null });
     let counter = 0;
@@ -113,7 +118,14 @@ describe('rebuilding the read models from the log', () => {
      * (changed, removed, added), a failure that keeps terraform's output,
      * or an abort.
      */
-    const applyRun = async (name: string, model: Model, step: number) => {
+    type Ending = 'committed' | 'failed' | 'aborted';
+    const endings = new Map<Ending, number>();
+    const randomEnding = (): Ending => {
+      const roll = rnd();
+      return roll < 0.65 ? 'committed' : roll < 0.85 ? 'failed' : 'aborted';
+    };
+    const applyRun = async (name: string, model: Model, step: number, ending: Ending) => {
+      endings.set(ending, (endings.get(ending) ?? 0) + 1);
       const target = pick(['module.net.*', 'module.app["blue"]', 'terraform_data.web']);
       const run = await a.start(
         name,
@@ -130,24 +142,19 @@ describe('rebuilding the read models from the log', () => {
         pick(['alice', 'bob', 'ci']),
       );
       if (rnd() < 0.3) await a.heartbeat(name, run.runId);
-      const roll = rnd();
-      if (roll < 0.65) {
+      if (ending === 'committed') {
         const glob = parseAddressGlob(target);
         const covered = [...model.instances].filter(([, i]) =>
           globCovers(glob, parseInstanceAddress(addressOf(i))),
         );
         const next = new Map(model.instances);
         const touched = new Set<string>();
-        const deletes: string[] = [];
         for (const [id, i] of covered) {
           const r = rnd();
           if (r < 0.4) {
             next.set(id, { ...i, input: `${i.input}*` });
             touched.add(id);
-          } else if (r < 0.6) {
-            next.delete(id);
-            deletes.push(addressOf(i));
-          }
+          } else if (r < 0.6) next.delete(id);
         }
         if (target !== 'terraform_data.web') {
           const added = newInstance();
@@ -155,6 +162,9 @@ describe('rebuilding the read models from the log', () => {
           next.set(idOf(added), added);
           touched.add(idOf(added));
         }
+        // Removed unless the added instance took its address back: a delta that both writes and
+        // deletes one address is invalid (APPLY.INVALID), and a plan never makes one.
+        const deletes = covered.filter(([id]) => !next.has(id)).map(([, i]) => addressOf(i));
         const outputs =
           rnd() < 0.4
             ? { ...model.outputs, endpoint: { value: `apply-${step}`, type: 'string' } }
@@ -179,7 +189,7 @@ describe('rebuilding the read models from the log', () => {
         model.outputs = outputs;
         model.last = doc;
         model.serial = Math.max(model.serial, serial);
-      } else if (roll < 0.85) {
+      } else if (ending === 'failed') {
         await a.finish(name, run.runId, 'failed', `step ${step} failed`, {
           version: 4,
           serial: 1234567,
@@ -210,7 +220,7 @@ describe('rebuilding the read models from the log', () => {
         await h.delete(name);
         models.set(name, fresh()); // the next use of the name starts a new state
       } else if (roll < 0.6 && model.last) {
-        await applyRun(name, model, step);
+        await applyRun(name, model, step, randomEnding());
       } else if (roll < 0.65 && model.last) {
         // Plans read side by side, and end.
         await h.lock(name, `plan-${step}-a`, 'carol', 'OperationTypePlan');
@@ -223,14 +233,44 @@ describe('rebuilding the read models from the log', () => {
         await commit(name, model, model.serial);
       }
     }
-    // A state left locked, one deleted and one reused for certain; plans
-    // and a run still holding on.
+    // Whatever the seed drew, the history holds for certain: a state left locked; every ending
+    // of a run, three delta commits among them; a run still holding on; plans left holding;
+    // two states deleted, one name reused; a dependency and an output.
     await h.lock('gamma', 'held', 'bob');
-    const alpha = models.get('alpha')!;
+    const alpha = models.get('alpha') ?? fresh();
+    models.set('alpha', alpha);
     if (!alpha.last) {
       alpha.serial += 1;
       await commit('alpha', alpha, alpha.serial);
     }
+    let step = 1000;
+    for (const ending of ['committed', 'failed', 'aborted'] as const) {
+      const least = ending === 'committed' ? 3 : 1;
+      while ((endings.get(ending) ?? 0) < least) await applyRun('alpha', alpha, step++, ending);
+    }
+    // The one invalid delta the workload sends, on purpose: an address both written and deleted
+    // is refused and changes nothing; its run is then aborted.
+    const twice = await a.start('alpha', {
+      baseVersion: await currentVersion('alpha'),
+      reservations: [{ glob: 'module.net.*', mode: 'write' }],
+      writeSet: ['module.net.*'],
+    });
+    const version = await currentVersion('alpha');
+    const [named] = flattenInstances(
+      testDocument(0, [{ module: 'module.net', name: 'twice', input: 'x' }]),
+    );
+    await expect(
+      a.commit('alpha', twice.runId, {
+        baseVersion: version,
+        upserts: [{ address: named.address, resource: named.resource, instance: named.instance }],
+        deletes: [named.address],
+        outputs: { set: {}, remove: [] },
+        counters: { add: 1, change: 0, destroy: 1 },
+        checksum: 'twice',
+      }),
+    ).rejects.toMatchObject({ code: 'APPLY.INVALID' });
+    expect(await currentVersion('alpha')).toBe(version);
+    await a.abort('alpha', twice.runId);
     await a.start('alpha', {
       baseVersion: await currentVersion('alpha'),
       reservations: [
@@ -247,11 +287,19 @@ describe('rebuilding the read models from the log', () => {
     }
     await h.lock('delta', 'plan-left-1', 'erin', 'OperationTypePlan');
     await h.lock('delta', 'plan-left-2', 'frank', 'OperationTypePlan');
-    await commit('beta', models.get('beta')!, 1000);
-    await h.delete('beta');
-    const reused = fresh();
+    for (const gone of ['beta', 'epsilon']) {
+      await commit(gone, models.get(gone) ?? fresh(), 1000);
+      await h.delete(gone);
+      models.set(gone, fresh());
+    }
+    const reused = models.get('beta')!;
     reused.instances.set('x', { name: 'reborn', input: 'again' });
-    models.set('beta', reused);
+    reused.instances.set('y', {
+      name: 'follower',
+      input: 'after',
+      dependsOn: ['terraform_data.reborn'],
+    });
+    reused.outputs = { endpoint: { value: 'reborn', type: 'string' } };
     await commit('beta', reused, 1);
 
     // Bigger than one live batch (500) and one rebuild batch (5000) of events.
@@ -274,10 +322,10 @@ describe('rebuilding the read models from the log', () => {
     const deleted = await h.db.query('SELECT 1 FROM states WHERE deleted_at IS NOT NULL');
     expect(deleted.length).toBeGreaterThanOrEqual(2);
     // The workload did what it is meant to: every ending of a run, and delta commits.
-    const endings = await h.db.query<{ status: string }>(
+    const statuses = await h.db.query<{ status: string }>(
       'SELECT DISTINCT status FROM apply_runs ORDER BY 1',
     );
-    expect(endings.map((r) => r.status)).toEqual(['aborted', 'committed', 'failed', 'running']);
+    expect(statuses.map((r) => r.status)).toEqual(['aborted', 'committed', 'failed', 'running']);
     const deltas = await h.db.query("SELECT 1 FROM state_versions WHERE source = 'apply'");
     expect(deltas.length).toBeGreaterThanOrEqual(3);
 
@@ -294,5 +342,5 @@ describe('rebuilding the read models from the log', () => {
     expect(parseStateDocument((await h.documents.current('big'))!.document)).toEqual(
       inWriterOrder(big.last),
     );
-  });
+  }
 });

@@ -43,3 +43,71 @@ export function seededRandom(seed: number): SeededRandom {
     chance: (p: number) => next() < p,
   };
 }
+
+/** `count` seeds from `first`: the seeds a property test runs by default. */
+export function seedRange(first: number, count: number): number[] {
+  return Array.from({ length: count }, (_, i) => first + i);
+}
+
+/**
+ * The seeds a seeded spec runs: its own, or those `KL_FUZZ_SEED` names instead
+ * (one seed `7`, a list `7,19`, a range `100-131`, or a mix), so a printed
+ * seed replays alone and any run can try others. Every seeded spec takes its
+ * seeds here, so one variable replays or widens them all.
+ */
+export function fuzzSeeds(defaults: readonly number[]): number[] {
+  const given = process.env.KL_FUZZ_SEED?.trim();
+  if (!given) return [...defaults];
+  return given.split(',').flatMap((part) => {
+    const range = /^\s*(\d+)\s*-\s*(\d+)\s*$/.exec(part);
+    if (range && Number(range[2]) >= Number(range[1])) {
+      return seedRange(Number(range[1]), Number(range[2]) - Number(range[1]) + 1);
+    }
+    if (!/^\s*\d+\s*$/.test(part))
+      throw new Error(`KL_FUZZ_SEED: "${part}" is neither a seed nor a range low-high`);
+    return [Number(part)];
+  });
+}
+
+/**
+ * Runs one seed's case; a failure says which seed and how to replay it,
+ * ahead of the assertion's own message.
+ */
+export function withSeed<T>(seed: number, run: () => T): T {
+  const named = (error: unknown): never => {
+    if (error instanceof Error) {
+      const line = `seed ${seed} (KL_FUZZ_SEED=${seed} replays it)`;
+      if (!error.message.startsWith('seed ')) {
+        // V8 writes the stack out when first read, with the message of that moment: read it
+        // first. Jest prints the stack.
+        const { message, stack } = error;
+        error.message = `${line}: ${message}`;
+        if (stack !== undefined) {
+          error.stack = stack.includes(message)
+            ? stack.replace(message, error.message)
+            : `${line}\n${stack}`;
+        }
+      }
+    }
+    throw error;
+  };
+  try {
+    const result = run();
+    return result instanceof Promise ? (result.catch(named) as T) : result;
+  } catch (error) {
+    return named(error);
+  }
+}
+
+/**
+ * The seed of a fuzz that draws one sequence for a whole process (its
+ * requests share a server): `KL_FUZZ_SEED`, which must name one seed, else
+ * `fallback`.
+ */
+export function fuzzSeed(fallback: number): number {
+  const seeds = fuzzSeeds([fallback]);
+  if (seeds.length !== 1) {
+    throw new Error(`KL_FUZZ_SEED: this fuzz replays one seed at a time, not ${seeds.length}`);
+  }
+  return seeds[0];
+}

@@ -1,4 +1,4 @@
-import { random } from '../../../test/support/seeded-random';
+import { fuzzSeeds, random, seedRange, withSeed } from '../../../test/support/seeded-random';
 import { LayeredMap } from './layered-map';
 
 /** Everything a reader of the map can see, in its order. */
@@ -16,40 +16,42 @@ function seen<K, V>(m: ReadonlyMap<K, V>) {
 
 describe('LayeredMap', () => {
   it('reads exactly like a Map copied at each step, order included, over random edits and copies', () => {
-    for (let seed = 1; seed <= 60; seed++) {
-      const r = random(seed);
-      const initial = Array.from(
-        { length: Math.floor(r() * 300) },
-        (_, i) => [`k${i}`, i] as const,
-      );
-      // Pairs of (model, layered), each pair an independent lineage of copies.
-      let model = new Map<string, number>(initial);
-      let layered = LayeredMap.of<string, number>(initial);
-      const older: [Map<string, number>, LayeredMap<string, number>][] = [];
-      for (let step = 0; step < 400; step++) {
-        const key = `k${Math.floor(r() * 360)}`;
-        const roll = r();
-        if (roll < 0.4) {
-          const value = Math.floor(r() * 1000);
-          model.set(key, value);
-          expect(layered.set(key, value)).toBe(layered);
-        } else if (roll < 0.75) {
-          expect(layered.delete(key)).toBe(model.delete(key));
-        } else if (roll < 0.95) {
-          // A copy: later edits to one lineage must not show in the other.
-          older.push([model, layered]);
-          model = new Map(model);
-          layered = layered.copy();
-        } else {
-          const [m, l] = older[Math.floor(r() * older.length)] ?? [model, layered];
-          expect(seen(l)).toEqual(seen(m));
+    for (const seed of fuzzSeeds(seedRange(1, 60))) {
+      withSeed(seed, () => {
+        const r = random(seed);
+        const initial = Array.from(
+          { length: Math.floor(r() * 300) },
+          (_, i) => [`k${i}`, i] as const,
+        );
+        // Pairs of (model, layered), each pair an independent lineage of copies.
+        let model = new Map<string, number>(initial);
+        let layered = LayeredMap.of<string, number>(initial);
+        const older: [Map<string, number>, LayeredMap<string, number>][] = [];
+        for (let step = 0; step < 400; step++) {
+          const key = `k${Math.floor(r() * 360)}`;
+          const roll = r();
+          if (roll < 0.4) {
+            const value = Math.floor(r() * 1000);
+            model.set(key, value);
+            expect(layered.set(key, value)).toBe(layered);
+          } else if (roll < 0.75) {
+            expect(layered.delete(key)).toBe(model.delete(key));
+          } else if (roll < 0.95) {
+            // A copy: later edits to one lineage must not show in the other.
+            older.push([model, layered]);
+            model = new Map(model);
+            layered = layered.copy();
+          } else {
+            const [m, l] = older[Math.floor(r() * older.length)] ?? [model, layered];
+            expect(seen(l)).toEqual(seen(m));
+          }
+          expect(layered.has(key)).toBe(model.has(key));
+          expect(layered.get(key)).toBe(model.get(key));
+          expect(layered.size).toBe(model.size);
         }
-        expect(layered.has(key)).toBe(model.has(key));
-        expect(layered.get(key)).toBe(model.get(key));
-        expect(layered.size).toBe(model.size);
-      }
-      expect(seen(layered)).toEqual(seen(model));
-      for (const [m, l] of older) expect(seen(l)).toEqual(seen(m));
+        expect(seen(layered)).toEqual(seen(model));
+        for (const [m, l] of older) expect(seen(l)).toEqual(seen(m));
+      });
     }
   });
 

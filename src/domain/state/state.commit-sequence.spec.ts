@@ -1,4 +1,4 @@
-import { random } from '../../../test/support/seeded-random';
+import { fuzzSeeds, random, seedRange, withSeed } from '../../../test/support/seeded-random';
 import { CommandContext } from '../shared/event';
 import { parseStateDocument } from '../terraform/parse-state-document';
 import { InstanceObjectV4, StateDocumentV4 } from '../terraform/state-document';
@@ -132,110 +132,112 @@ interface Reference {
 
 describe('the State commit path over random commit sequences', () => {
   it('decides and evolves exactly what the whole computation does', () => {
-    for (let seed = 1; seed <= 25; seed++) {
-      const r = random(seed);
-      const m: Model = { serial: 0, resources: new Map(), outputs: {} };
-      for (const name of ['a', 'b', 'c', 'd']) {
-        const instances = new Map<number, InstanceObjectV4>();
-        const count = Math.floor(r() * 30);
-        for (let k = 0; k < count; k++) instances.set(k, object(r, k, ['a', 'b', 'c', 'd']));
-        m.resources.set(name, { provider: 0, instances });
-      }
-      let state: StateAggregate = initialState();
-      const ref: Reference = { instances: new Map(), changedIn: new Map(), resources: new Map() };
-      const flats = new WeakMap<InstanceObjectV4, FlatInstance>();
-      const known: KnownFlatInstance = (o) => flats.get(o);
-      let previous: StateDocumentV4 | null = null;
-      let reusedTotal = 0;
-      const pending: { state: StateAggregate; json: string; due: number }[] = [];
-      let laterSnapshots = 0;
-      for (let v = 1; v <= 30; v++) {
-        m.serial = v;
-        if (v > 1) edit(r, m);
-        const doc = sharing(parseStateDocument(JSON.stringify(documentOf(m))), previous);
-        const instances = flattenInstances(doc, undefined, known);
-        expect(instances).toEqual(flattenInstances(doc));
-        reusedTotal += instances.filter((i) => flats.get(i.instance) === i).length;
-        for (const i of instances) flats.set(i.instance, i);
+    for (const seed of fuzzSeeds(seedRange(1, 25))) {
+      withSeed(seed, () => {
+        const r = random(seed);
+        const m: Model = { serial: 0, resources: new Map(), outputs: {} };
+        for (const name of ['a', 'b', 'c', 'd']) {
+          const instances = new Map<number, InstanceObjectV4>();
+          const count = Math.floor(r() * 30);
+          for (let k = 0; k < count; k++) instances.set(k, object(r, k, ['a', 'b', 'c', 'd']));
+          m.resources.set(name, { provider: 0, instances });
+        }
+        let state: StateAggregate = initialState();
+        const ref: Reference = { instances: new Map(), changedIn: new Map(), resources: new Map() };
+        const flats = new WeakMap<InstanceObjectV4, FlatInstance>();
+        const known: KnownFlatInstance = (o) => flats.get(o);
+        let previous: StateDocumentV4 | null = null;
+        let reusedTotal = 0;
+        const pending: { state: StateAggregate; json: string; due: number }[] = [];
+        let laterSnapshots = 0;
+        for (let v = 1; v <= 30; v++) {
+          m.serial = v;
+          if (v > 1) edit(r, m);
+          const doc = sharing(parseStateDocument(JSON.stringify(documentOf(m))), previous);
+          const instances = flattenInstances(doc, undefined, known);
+          expect(instances).toEqual(flattenInstances(doc));
+          reusedTotal += instances.filter((i) => flats.get(i.instance) === i).length;
+          for (const i of instances) flats.set(i.instance, i);
 
-        const before = state.status === 'active' ? state.instances : new Map<string, string>();
-        const command: CommitState = {
-          type: 'CommitState',
-          data: {
-            name: 's',
-            newStateId: 'id',
-            document: doc,
-            instances,
-            source: 'http',
-            checksum: `c${v}`,
-          },
-          metadata: ctx,
-        };
-        const events = decide(command, state);
-        const opened = events.flatMap((e) => (e.type === 'LifecycleOpened' ? [e.data] : []));
-        const closed = events.flatMap((e) => (e.type === 'LifecycleClosed' ? [e.data] : []));
-        const expected = fullDiff(before, instances);
-        expect(opened.map((o) => o.address)).toEqual(expected.opened);
-        expect(closed.map((c) => c.address).sort()).toEqual([...expected.closed].sort());
-        for (const c of closed) expect(c.hash).toBe(before.get(c.address));
+          const before = state.status === 'active' ? state.instances : new Map<string, string>();
+          const command: CommitState = {
+            type: 'CommitState',
+            data: {
+              name: 's',
+              newStateId: 'id',
+              document: doc,
+              instances,
+              source: 'http',
+              checksum: `c${v}`,
+            },
+            metadata: ctx,
+          };
+          const events = decide(command, state);
+          const opened = events.flatMap((e) => (e.type === 'LifecycleOpened' ? [e.data] : []));
+          const closed = events.flatMap((e) => (e.type === 'LifecycleClosed' ? [e.data] : []));
+          const expected = fullDiff(before, instances);
+          expect(opened.map((o) => o.address)).toEqual(expected.opened);
+          expect(closed.map((c) => c.address).sort()).toEqual([...expected.closed].sort());
+          for (const c of closed) expect(c.hash).toBe(before.get(c.address));
 
-        // The plain-Map evolve: copy, then apply the commit's lifecycle events.
-        ref.instances = new Map(ref.instances);
-        ref.changedIn = new Map(ref.changedIn);
-        ref.resources = new Map(ref.resources);
-        for (const e of events) {
-          if (e.type === 'LifecycleClosed') {
-            ref.changedIn.set(e.data.address, v);
-            if (ref.instances.delete(e.data.address)) {
-              const at = e.data.address.replace(/\[\d+\]$/, '');
-              const entry = ref.resources.get(at)!;
-              if (entry.instances === 1) ref.resources.delete(at);
-              else ref.resources.set(at, { ...entry, instances: entry.instances - 1 });
-            }
-          } else if (e.type === 'LifecycleOpened') {
-            const { address, hash, resource, instance } = e.data;
-            const replaced = ref.instances.has(address);
-            ref.instances.set(address, hash);
-            ref.changedIn.set(address, v);
-            if (!replaced) {
-              const at = resourceAddressOf(address, instance.index_key, instance.deposed);
-              const entry = ref.resources.get(at);
-              ref.resources.set(at, {
-                fields: resourceFields(resource),
-                instances: (entry?.instances ?? 0) + 1,
-              });
+          // The plain-Map evolve: copy, then apply the commit's lifecycle events.
+          ref.instances = new Map(ref.instances);
+          ref.changedIn = new Map(ref.changedIn);
+          ref.resources = new Map(ref.resources);
+          for (const e of events) {
+            if (e.type === 'LifecycleClosed') {
+              ref.changedIn.set(e.data.address, v);
+              if (ref.instances.delete(e.data.address)) {
+                const at = e.data.address.replace(/\[\d+\]$/, '');
+                const entry = ref.resources.get(at)!;
+                if (entry.instances === 1) ref.resources.delete(at);
+                else ref.resources.set(at, { ...entry, instances: entry.instances - 1 });
+              }
+            } else if (e.type === 'LifecycleOpened') {
+              const { address, hash, resource, instance } = e.data;
+              const replaced = ref.instances.has(address);
+              ref.instances.set(address, hash);
+              ref.changedIn.set(address, v);
+              if (!replaced) {
+                const at = resourceAddressOf(address, instance.index_key, instance.deposed);
+                const entry = ref.resources.get(at);
+                ref.resources.set(at, {
+                  fields: resourceFields(resource),
+                  instances: (entry?.instances ?? 0) + 1,
+                });
+              }
             }
           }
+          const older = state;
+          const olderSeen = older.status === 'active' ? [...older.instances] : [];
+          state = events.reduce(evolve, state);
+          // AggregateStore writes a snapshot after the command answered, while
+          // later commits evolve on: a state's snapshot taken three commits
+          // later must be the one taken at once.
+          if (v % 5 === 0)
+            pending.push({ state, json: JSON.stringify(toSnapshot(state)), due: v + 3 });
+          for (const p of pending.filter((p) => p.due === v)) {
+            expect(JSON.stringify(toSnapshot(p.state))).toBe(p.json);
+            laterSnapshots++;
+          }
+          if (v % 7 === 0) state = fromSnapshot(JSON.parse(JSON.stringify(toSnapshot(state))));
+          const active = state as ActiveState;
+          expect(active.version).toBe(v);
+          expect([...active.instances]).toEqual([...ref.instances]);
+          expect([...active.changedIn]).toEqual([...ref.changedIn]);
+          expect([...active.resources]).toEqual([...ref.resources]);
+          expect(active.instances.size).toBe(instances.length);
+          expect(new Map(active.instances)).toEqual(
+            new Map(instances.map((i) => [i.address, i.hash])),
+          );
+          // The state before the commit did not see it.
+          if (older.status === 'active') expect([...older.instances]).toEqual(olderSeen);
+          previous = doc;
         }
-        const older = state;
-        const olderSeen = older.status === 'active' ? [...older.instances] : [];
-        state = events.reduce(evolve, state);
-        // AggregateStore writes a snapshot after the command answered, while
-        // later commits evolve on: a state's snapshot taken three commits
-        // later must be the one taken at once.
-        if (v % 5 === 0)
-          pending.push({ state, json: JSON.stringify(toSnapshot(state)), due: v + 3 });
-        for (const p of pending.filter((p) => p.due === v)) {
-          expect(JSON.stringify(toSnapshot(p.state))).toBe(p.json);
-          laterSnapshots++;
-        }
-        if (v % 7 === 0) state = fromSnapshot(JSON.parse(JSON.stringify(toSnapshot(state))));
-        const active = state as ActiveState;
-        expect(active.version).toBe(v);
-        expect([...active.instances]).toEqual([...ref.instances]);
-        expect([...active.changedIn]).toEqual([...ref.changedIn]);
-        expect([...active.resources]).toEqual([...ref.resources]);
-        expect(active.instances.size).toBe(instances.length);
-        expect(new Map(active.instances)).toEqual(
-          new Map(instances.map((i) => [i.address, i.hash])),
-        );
-        // The state before the commit did not see it.
-        if (older.status === 'active') expect([...older.instances]).toEqual(olderSeen);
-        previous = doc;
-      }
-      // The sequences really shared objects, so the identity path was taken.
-      expect(reusedTotal).toBeGreaterThan(100);
-      expect(laterSnapshots).toBe(5);
+        // The sequences really shared objects, so the identity path was taken.
+        expect(reusedTotal).toBeGreaterThan(100);
+        expect(laterSnapshots).toBe(5);
+      });
     }
   });
 });

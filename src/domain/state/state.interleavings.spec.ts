@@ -9,6 +9,7 @@ import { StateEvent } from './state.events';
 import { evolve } from './state.evolve';
 import { initialState, StateAggregate } from './state.model';
 import { fromSnapshot, toSnapshot } from './state.snapshot';
+import { fuzzSeeds, seedRange } from '../../../test/support/seeded-random';
 
 /**
  * Many writers on one State, in long random interleavings: terraform locks
@@ -23,15 +24,14 @@ import { fromSnapshot, toSnapshot } from './state.snapshot';
  * state the same when folded from a snapshot plus the tail, or from scratch.
  *
  * A failure prints its seed and the steps taken, each with its outcome;
- * `FIRST_SEED=<seed> SEEDS=1` replays that seed alone (`STEPS=<n>` runs
- * longer histories, `SEEDS=<n>` more of them).
+ * `KL_FUZZ_SEED=<seed>` replays that seed alone, `KL_FUZZ_SEED=1000-1999` runs
+ * others (`STEPS=<n>` longer histories).
  */
 
 const NAME = 'shared';
 const T0 = Date.parse('2026-12-01T09:00:00.000Z');
 const PROVIDER = 'provider["registry.terraform.io/hashicorp/aws"]';
-const SEEDS = Number(process.env.SEEDS ?? 300);
-const FIRST_SEED = Number(process.env.FIRST_SEED ?? 1);
+const SEEDS = fuzzSeeds(seedRange(1, 300));
 const STEPS = Number(process.env.STEPS ?? 60);
 
 type Mode = 'read' | 'write';
@@ -965,13 +965,15 @@ function runSeed(seed: number, hashes: Map<string, string>): void {
     }
   } catch (e) {
     const message = e instanceof Error ? e.message : String(e);
-    throw new Error(`seed ${seed}, step ${steps.length - 1}: ${message}\n${steps.join('\n')}`);
+    throw new Error(
+      `seed ${seed} (KL_FUZZ_SEED=${seed} replays it), step ${steps.length - 1}: ${message}\n${steps.join('\n')}`,
+    );
   }
 }
 
 describe('State: many writers in random interleavings', () => {
-  it(`keeps every holder out of the others' way, and every refusal a no-op (${SEEDS} seeds × ${STEPS} steps)`, () => {
+  it(`keeps every holder out of the others' way, and every refusal a no-op (${SEEDS.length} seeds × ${STEPS} steps)`, () => {
     const hashes = hashTable();
-    for (let seed = FIRST_SEED; seed < FIRST_SEED + SEEDS; seed++) runSeed(seed, hashes);
+    for (const seed of SEEDS) runSeed(seed, hashes);
   });
 });

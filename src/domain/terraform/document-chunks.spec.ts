@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { ChunkNames, documentChunks, instanceDigest, InstanceEncoding } from './document-chunks';
 import { InstanceObjectV4, StateDocumentV4 } from './state-document';
 import { instanceObjectText, stateDocumentBytes } from './state-document-text';
-import { random } from '../../../test/support/seeded-random';
+import { fuzzSeeds, random, seedRange, withSeed } from '../../../test/support/seeded-random';
 
 const encoding: InstanceEncoding = {
   bytes: (o: InstanceObjectV4) => Buffer.from(instanceObjectText(o), 'utf8'),
@@ -51,54 +51,67 @@ const newIds = (before: string[], after: string[]) => after.filter((id) => !befo
 
 describe('document chunks', () => {
   it('are, concatenated in order, exactly the served bytes of the document', () => {
-    for (let seed = 1; seed <= 40; seed++) {
-      const r = random(seed);
-      const doc = document(r, Math.floor(r() * 30), Math.floor(r() * 40));
-      expect(joined(doc).equals(stateDocumentBytes(doc))).toBe(true);
-      for (const c of documentChunks(doc, encoding)) {
-        expect(c.size).toBe(c.parts.reduce((n, p) => n + p.length, 0));
-      }
+    for (const seed of fuzzSeeds(seedRange(1, 40))) {
+      withSeed(seed, () => {
+        const r = random(seed);
+        const doc = document(r, Math.floor(r() * 30), Math.floor(r() * 40));
+        expect(joined(doc).equals(stateDocumentBytes(doc))).toBe(true);
+        for (const c of documentChunks(doc, encoding)) {
+          expect(c.size).toBe(c.parts.reduce((n, p) => n + p.length, 0));
+        }
+      });
     }
   });
 
   it('are cut at content, so the same document always gives the same ids', () => {
-    const a = document(random(7), 20, 100);
-    const b = structuredClone(a);
-    expect(ids(b)).toEqual(ids(a));
-    expect(ids(a).length).toBeGreaterThan(10);
-    expect(new Set(ids(a)).size).toBe(ids(a).length);
+    for (const seed of fuzzSeeds([7])) {
+      withSeed(seed, () => {
+        const a = document(random(seed), 20, 100);
+        const b = structuredClone(a);
+        expect(ids(b)).toEqual(ids(a));
+        expect(ids(a).length).toBeGreaterThan(10);
+        expect(new Set(ids(a)).size).toBe(ids(a).length);
+      });
+    }
   });
 
   it('change in at most two places when one instance changes, is added or is removed', () => {
-    for (let seed = 1; seed <= 8; seed++) {
-      const r = random(seed);
-      const before = document(r, 20, 100);
-      const was = ids(before);
-      const resource = Math.floor(r() * 20);
-      const at = Math.floor(r() * 100);
+    for (const seed of fuzzSeeds(seedRange(1, 8))) {
+      withSeed(seed, () => {
+        const r = random(seed);
+        const before = document(r, 20, 100);
+        const was = ids(before);
+        const resource = Math.floor(r() * 20);
+        const at = Math.floor(r() * 100);
 
-      const changed = structuredClone(before);
-      changed.resources[resource].instances[at].attributes = { id: 'changed' };
-      expect(newIds(was, ids(changed)).length).toBeLessThanOrEqual(2);
+        const changed = structuredClone(before);
+        changed.resources[resource].instances[at].attributes = { id: 'changed' };
+        expect(newIds(was, ids(changed)).length).toBeLessThanOrEqual(2);
 
-      const added = structuredClone(before);
-      added.resources[resource].instances.splice(at, 0, instance(1000 + at, 'new'));
-      expect(newIds(was, ids(added)).length).toBeLessThanOrEqual(2);
+        const added = structuredClone(before);
+        added.resources[resource].instances.splice(at, 0, instance(1000 + at, 'new'));
+        expect(newIds(was, ids(added)).length).toBeLessThanOrEqual(2);
 
-      const removed = structuredClone(before);
-      removed.resources[resource].instances.splice(at, 1);
-      expect(newIds(was, ids(removed)).length).toBeLessThanOrEqual(2);
-      expect(joined(removed).equals(stateDocumentBytes(removed))).toBe(true);
+        const removed = structuredClone(before);
+        removed.resources[resource].instances.splice(at, 1);
+        expect(newIds(was, ids(removed)).length).toBeLessThanOrEqual(2);
+        expect(joined(removed).equals(stateDocumentBytes(removed))).toBe(true);
+      });
     }
   });
 
   it('never holds more than about a MiB, however the boundaries fall', () => {
-    const big = document(random(3), 1, 3000);
-    for (const inst of big.resources[0].instances) inst.attributes = { value: 'x'.repeat(2000) };
-    for (const c of documentChunks(big, encoding)) {
-      expect(c.size).toBeLessThan((1 << 20) + 4096);
+    for (const seed of fuzzSeeds([3])) {
+      withSeed(seed, () => {
+        const big = document(random(seed), 1, 3000);
+        for (const inst of big.resources[0].instances)
+          inst.attributes = { value: 'x'.repeat(2000) };
+        for (const c of documentChunks(big, encoding)) {
+          expect(c.size).toBeLessThan((1 << 20) + 4096);
+        }
+        expect(joined(big).equals(stateDocumentBytes(big))).toBe(true);
+      });
     }
-    expect(joined(big).equals(stateDocumentBytes(big))).toBe(true);
   });
 
   it('names each chunk by the SHA-256 of its framed separators and instance digests, as stored ids always were', () => {
@@ -109,19 +122,23 @@ describe('document chunks', () => {
       b.writeUInt32BE(length, 1);
       return b;
     };
-    const doc = document(random(7), 3, 150);
-    for (const chunk of documentChunks(doc, encoding)) {
-      const hash = createHash('sha256');
-      let at = 0;
-      const bytes = Buffer.concat(chunk.parts);
-      for (const part of chunk.parts) {
-        const instance = instanceAt(doc, part);
-        if (instance === undefined) hash.update(frame(0, part.length)).update(part);
-        else hash.update(frame(1, 32)).update(encoding.digest(instance));
-        at += part.length;
-      }
-      expect(at).toBe(bytes.length);
-      expect(chunk.id).toBe(hash.digest('hex'));
+    for (const seed of fuzzSeeds([7])) {
+      withSeed(seed, () => {
+        const doc = document(random(seed), 3, 150);
+        for (const chunk of documentChunks(doc, encoding)) {
+          const hash = createHash('sha256');
+          let at = 0;
+          const bytes = Buffer.concat(chunk.parts);
+          for (const part of chunk.parts) {
+            const instance = instanceAt(doc, part);
+            if (instance === undefined) hash.update(frame(0, part.length)).update(part);
+            else hash.update(frame(1, 32)).update(encoding.digest(instance));
+            at += part.length;
+          }
+          expect(at).toBe(bytes.length);
+          expect(chunk.id).toBe(hash.digest('hex'));
+        }
+      });
     }
   });
 
@@ -146,29 +163,31 @@ describe('document chunks', () => {
         return cached(o).digest;
       },
     };
-    for (let seed = 1; seed <= 8; seed++) {
-      const r = random(seed);
-      const names = new ChunkNames();
-      let doc = document(r, 10, 100);
-      let reused = 0;
-      for (let v = 0; v < 10; v++) {
-        if (v > 0) doc = edit(r, doc);
-        hashed = 0;
-        const named = documentChunks(doc, counting, names);
-        const digestsNamed = hashed;
-        const full = documentChunks(doc, {
-          bytes: encoding.bytes,
-          digest: (o) => cached(o).digest,
-        });
-        expect(named.map((c) => [c.id, c.size])).toEqual(full.map((c) => [c.id, c.size]));
-        const served = stateDocumentBytes(doc, (o) => cached(o).bytes);
-        expect(Buffer.concat(named.flatMap((c) => c.parts)).equals(served)).toBe(true);
-        // One digest per instance for the cuts, plus those of the chunks hashed again.
-        const instances = doc.resources.reduce((n, x) => n + x.instances.length, 0);
-        if (v > 0) reused += instances * 2 - digestsNamed;
-      }
-      // Names were really reused: most instances were not hashed again.
-      expect(reused).toBeGreaterThan(9 * 1000 * 0.5);
+    for (const seed of fuzzSeeds(seedRange(1, 8))) {
+      withSeed(seed, () => {
+        const r = random(seed);
+        const names = new ChunkNames();
+        let doc = document(r, 10, 100);
+        let reused = 0;
+        for (let v = 0; v < 10; v++) {
+          if (v > 0) doc = edit(r, doc);
+          hashed = 0;
+          const named = documentChunks(doc, counting, names);
+          const digestsNamed = hashed;
+          const full = documentChunks(doc, {
+            bytes: encoding.bytes,
+            digest: (o) => cached(o).digest,
+          });
+          expect(named.map((c) => [c.id, c.size])).toEqual(full.map((c) => [c.id, c.size]));
+          const served = stateDocumentBytes(doc, (o) => cached(o).bytes);
+          expect(Buffer.concat(named.flatMap((c) => c.parts)).equals(served)).toBe(true);
+          // One digest per instance for the cuts, plus those of the chunks hashed again.
+          const instances = doc.resources.reduce((n, x) => n + x.instances.length, 0);
+          if (v > 0) reused += instances * 2 - digestsNamed;
+        }
+        // Names were really reused: most instances were not hashed again.
+        expect(reused).toBeGreaterThan(9 * 1000 * 0.5);
+      });
     }
   });
 });

@@ -10,7 +10,7 @@ import { parseStateDocument } from './parse-state-document';
 import { InstanceObjectV4, StateDocumentV4 } from './state-document';
 import { instanceObjectText, stateDocumentText } from './state-document-text';
 import { flattenInstances } from './state-instances';
-import { random } from '../../../test/support/seeded-random';
+import { fuzzSeeds, random, seedRange, withSeed } from '../../../test/support/seeded-random';
 
 type Rand = () => number;
 const pick = <T>(r: Rand, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)];
@@ -195,129 +195,147 @@ describe('parseStateBodyReusing', () => {
   it('parses every randomly edited document exactly as parseStateDocument does, and hashes the same changed set', () => {
     let reusedSomething = false;
     let checkedByBook = 0;
-    for (let seed = 1; seed <= 150; seed++) {
-      const r = random(seed);
-      let resources = newState(r);
-      let memo: InstanceBytes | undefined;
-      let serial = 1;
-      for (let step = 0; step < 8; step++) {
-        const space = pick(r, ['', '\n', '\n  ']);
-        let body = text(resources, serial, space);
-        if (r() < 0.1) body = body.replace('"instances"', '"inst\\u0061nces"');
-        if (r() < 0.05) body = body.replace('"resources":[', '"resources":[],"resources":[');
-        if (r() < 0.1) {
-          // A decoy only the scan sees: JSON.parse keeps the last of two equal names.
-          const decoy = '{"index_key":0,"schema_version":0,"attributes":{"decoy":1}}';
-          body = body.replace('"instances":[', `"instances":[${decoy}],"inst\\u0061nces":[`);
-        }
-        let bytes: Buffer = Buffer.from(body);
-        if (r() < 0.08) bytes = damage(r, bytes);
-        const full = outcome(() => parseStateDocument(decode(bytes)));
-        const reusing = outcome(() => parseStateBodyReusing(bytes, memo, decode));
-        if ('error' in full) {
-          expect(reusing).toEqual(full);
-        } else {
-          expect('ok' in reusing).toBe(true);
-          const { document, instances } = (
-            reusing as { ok: ReturnType<typeof parseStateBodyReusing> }
-          ).ok;
-          expect(document).toEqual(full.ok);
-          const hashes = (d: Parameters<typeof flattenInstances>[0]) =>
-            flattenInstances(d).map((i) => [i.address, i.hash]);
-          expect(hashes(document)).toEqual(
-            hashes(full.ok as Parameters<typeof flattenInstances>[0]),
-          );
-          for (const res of document.resources) {
-            for (const instance of res.instances) {
-              if (memo?.objects.includes(instance)) reusedSomething = true;
-            }
+    const seeds = fuzzSeeds(seedRange(1, 150));
+    for (const seed of seeds) {
+      withSeed(seed, () => {
+        const r = random(seed);
+        let resources = newState(r);
+        let memo: InstanceBytes | undefined;
+        let serial = 1;
+        for (let step = 0; step < 8; step++) {
+          const space = pick(r, ['', '\n', '\n  ']);
+          let body = text(resources, serial, space);
+          if (r() < 0.1) body = body.replace('"instances"', '"inst\\u0061nces"');
+          if (r() < 0.05) body = body.replace('"resources":[', '"resources":[],"resources":[');
+          if (r() < 0.1) {
+            // A decoy only the scan sees: JSON.parse keeps the last of two equal names.
+            const decoy = '{"index_key":0,"schema_version":0,"attributes":{"decoy":1}}';
+            body = body.replace('"instances":[', `"instances":[${decoy}],"inst\\u0061nces":[`);
           }
-          if (instances.addresses !== null) {
-            // The book handed to the next parse holds exactly this document's addresses.
-            const addresses = flattenInstances(document).map((i) => i.address);
-            expect(instances.addresses.slots.map((s) => s.address)).toEqual(addresses);
-            expect(instances.addresses.slots.map((s) => s.index)).toEqual(
-              addresses.map((_, k) => k),
+          let bytes: Buffer = Buffer.from(body);
+          if (r() < 0.08) bytes = damage(r, bytes);
+          const full = outcome(() => parseStateDocument(decode(bytes)));
+          const reusing = outcome(() => parseStateBodyReusing(bytes, memo, decode));
+          if ('error' in full) {
+            expect(reusing).toEqual(full);
+          } else {
+            expect('ok' in reusing).toBe(true);
+            const { document, instances } = (
+              reusing as { ok: ReturnType<typeof parseStateBodyReusing> }
+            ).ok;
+            expect(document).toEqual(full.ok);
+            const hashes = (d: Parameters<typeof flattenInstances>[0]) =>
+              flattenInstances(d).map((i) => [i.address, i.hash]);
+            expect(hashes(document)).toEqual(
+              hashes(full.ok as Parameters<typeof flattenInstances>[0]),
             );
-            expect([...instances.addresses.byAddress.keys()].sort()).toEqual([...addresses].sort());
+            for (const res of document.resources) {
+              for (const instance of res.instances) {
+                if (memo?.objects.includes(instance)) reusedSomething = true;
+              }
+            }
+            if (instances.addresses !== null) {
+              // The book handed to the next parse holds exactly this document's addresses.
+              const addresses = flattenInstances(document).map((i) => i.address);
+              expect(instances.addresses.slots.map((s) => s.address)).toEqual(addresses);
+              expect(instances.addresses.slots.map((s) => s.index)).toEqual(
+                addresses.map((_, k) => k),
+              );
+              expect([...instances.addresses.byAddress.keys()].sort()).toEqual(
+                [...addresses].sort(),
+              );
+            }
+            // The previous document's book was taken over: its addresses were not formatted again.
+            if (memo?.addresses?.taken === true) checkedByBook++;
+            if (instances.spans.length > 0) memo = instances;
           }
-          // The previous document's book was taken over: its addresses were not formatted again.
-          if (memo?.addresses?.taken === true) checkedByBook++;
-          if (instances.spans.length > 0) memo = instances;
+          resources = edit(r, resources);
+          serial++;
         }
-        resources = edit(r, resources);
-        serial++;
-      }
+      });
     }
     expect(reusedSomething).toBe(true);
-    expect(checkedByBook).toBeGreaterThan(100);
+    expect(checkedByBook).toBeGreaterThan((seeds.length * 2) / 3);
   });
 
   it('compares long runs of unchanged instances at once and still finds exactly what changed', () => {
     // Arrays of hundreds of instances: the scan compares runs of them with one
     // memcmp; edits anywhere in a run (and at its ends) must still be found.
-    for (let seed = 1; seed <= 5; seed++) {
-      const r = random(seed);
-      let resources: Res[] = [0, 1].map((i) => ({
-        name: `big${i}`,
-        provider: 'provider["registry.terraform.io/hashicorp/null"]',
-        instances: Array.from({ length: 300 }, (_, k) => ({
-          key: k,
-          text: instanceText(r, k, true),
-        })),
-      }));
-      let memo: InstanceBytes | undefined;
-      for (let serial = 1; serial <= 10; serial++) {
-        const bytes = Buffer.from(text(resources, serial, '\n  '));
-        const full = outcome(() => parseStateDocument(decode(bytes)));
-        const reusing = outcome(() => parseStateBodyReusing(bytes, memo, decode));
-        if ('error' in full) {
-          expect(reusing).toEqual(full);
-        } else {
-          const { document, instances } = (
-            reusing as { ok: ReturnType<typeof parseStateBodyReusing> }
-          ).ok;
-          expect(document).toEqual(full.ok);
-          const texts = resources.flatMap((res) => res.instances.map((i) => i.text));
-          expect(instances.spans.map((sp) => bytes.toString('utf8', sp.start, sp.end))).toEqual(
-            texts,
-          );
-          if (memo !== undefined) {
-            // An instance is shared exactly when the previous document had its text next.
-            const shared = instances.spans.filter((sp) => sp.reuse !== undefined).length;
-            expect(shared).toBeGreaterThan(texts.length - 30);
-            for (const sp of instances.spans) {
-              if (sp.reuse === undefined) continue;
-              const before = memo.spans[sp.from!];
-              expect(memo.body.subarray(before.start, before.end)).toEqual(
-                bytes.subarray(sp.start, sp.end),
-              );
+    for (const seed of fuzzSeeds(seedRange(1, 5))) {
+      withSeed(seed, () => {
+        const r = random(seed);
+        let resources: Res[] = [0, 1].map((i) => ({
+          name: `big${i}`,
+          provider: 'provider["registry.terraform.io/hashicorp/null"]',
+          instances: Array.from({ length: 300 }, (_, k) => ({
+            key: k,
+            text: instanceText(r, k, true),
+          })),
+        }));
+        let memo: InstanceBytes | undefined;
+        for (let serial = 1; serial <= 10; serial++) {
+          const bytes = Buffer.from(text(resources, serial, '\n  '));
+          const full = outcome(() => parseStateDocument(decode(bytes)));
+          const reusing = outcome(() => parseStateBodyReusing(bytes, memo, decode));
+          if ('error' in full) {
+            expect(reusing).toEqual(full);
+          } else {
+            const { document, instances } = (
+              reusing as { ok: ReturnType<typeof parseStateBodyReusing> }
+            ).ok;
+            expect(document).toEqual(full.ok);
+            const texts = resources.flatMap((res) => res.instances.map((i) => i.text));
+            expect(instances.spans.map((sp) => bytes.toString('utf8', sp.start, sp.end))).toEqual(
+              texts,
+            );
+            if (memo !== undefined) {
+              // An instance is shared exactly when the previous document had its text next.
+              const shared = instances.spans.filter((sp) => sp.reuse !== undefined).length;
+              expect(shared).toBeGreaterThan(texts.length - 30);
+              for (const sp of instances.spans) {
+                if (sp.reuse === undefined) continue;
+                const before = memo.spans[sp.from!];
+                expect(memo.body.subarray(before.start, before.end)).toEqual(
+                  bytes.subarray(sp.start, sp.end),
+                );
+              }
             }
+            memo = instances;
           }
-          memo = instances;
+          for (let e = 0; e < 1 + Math.floor(r() * 6); e++) resources = edit(r, resources);
         }
-        for (let e = 0; e < 1 + Math.floor(r() * 6); e++) resources = edit(r, resources);
-      }
+      });
     }
   });
 
   it('parses only the instances whose text changed, and shares the others with the previous document', () => {
-    const r = random(7);
-    const resources = newState(r);
-    const first = parseStateBodyReusing(Buffer.from(text(resources, 1, '\n')));
-    expect(first.instances.spans.length).toBe(
-      resources.reduce((n, res) => n + res.instances.length, 0),
-    );
-    const changed = edit(random(3), resources);
-    changed[0].instances[0] = {
-      key: 0,
-      text: '{"index_key":0,"schema_version":1,"attributes":{"v":2}}',
-    };
-    const second = parseStateBodyReusing(Buffer.from(text(changed, 2, '\n')), first.instances);
-    const before = new Set(first.document.resources.flatMap((res) => res.instances));
-    const after = second.document.resources.flatMap((res) => res.instances);
-    expect(before.has(after[0])).toBe(false);
-    expect(after.slice(1).every((instance) => before.has(instance))).toBe(true);
+    for (const seed of fuzzSeeds([7])) {
+      withSeed(seed, () => {
+        const r = random(seed);
+        const resources = newState(r);
+        const first = parseStateBodyReusing(Buffer.from(text(resources, 1, '\n')));
+        expect(first.instances.spans.length).toBe(
+          resources.reduce((n, res) => n + res.instances.length, 0),
+        );
+        // One instance, anywhere, gets another text; every other is as it was.
+        const changed = resources.map((res) => ({ ...res, instances: [...res.instances] }));
+        const res = Math.floor(r() * changed.length);
+        const at = Math.floor(r() * changed[res].instances.length);
+        const key = changed[res].instances[at].key;
+        changed[res].instances[at] = {
+          key,
+          text: `{"index_key":${key},"schema_version":1,"attributes":{"v":2}}`,
+        };
+        const second = parseStateBodyReusing(Buffer.from(text(changed, 2, '\n')), first.instances);
+        const before = new Set(first.document.resources.flatMap((x) => x.instances));
+        const shared = second.document.resources.map((x) =>
+          x.instances.map((instance) => before.has(instance)),
+        );
+        expect(shared).toEqual(
+          changed.map((x, i) => x.instances.map((_, k) => !(i === res && k === at))),
+        );
+      });
+    }
   });
 
   it('finds the text of each instance, whatever its strings hold', () => {
@@ -350,61 +368,69 @@ describe('instanceBytesOf', () => {
   const plain = (spans: readonly object[]) => spans.map((span) => ({ ...span }));
 
   it('places the instances of a body written as kld serves it where the scan finds them', () => {
-    for (let seed = 1; seed <= 40; seed++) {
-      // two-space indentation, as terraform writes
-      const body = Buffer.from(
-        stateDocumentText(parseStateDocument(text(newState(random(seed)), seed, ''))),
-      );
-      const doc = parseStateDocument(decode(body));
-      const served = servedBytes();
-      const laidOut = instanceBytesOf(body, doc, served.bytes);
-      expect(served.asked).toEqual(instancesOf(doc)); // compared, not scanned
-      expect(plain(laidOut.spans)).toEqual(plain(instanceSpans(body)!));
-      expect(laidOut.objects).toEqual(instancesOf(doc));
-      laidOut.objects.forEach((o, k) => expect(laidOut.objects[k]).toBe(instancesOf(doc)[k]));
+    for (const seed of fuzzSeeds(seedRange(1, 40))) {
+      withSeed(seed, () => {
+        // two-space indentation, as terraform writes
+        const body = Buffer.from(
+          stateDocumentText(parseStateDocument(text(newState(random(seed)), seed, ''))),
+        );
+        const doc = parseStateDocument(decode(body));
+        const served = servedBytes();
+        const laidOut = instanceBytesOf(body, doc, served.bytes);
+        expect(served.asked).toEqual(instancesOf(doc)); // compared, not scanned
+        expect(plain(laidOut.spans)).toEqual(plain(instanceSpans(body)!));
+        expect(laidOut.objects).toEqual(instancesOf(doc));
+        laidOut.objects.forEach((o, k) => expect(laidOut.objects[k]).toBe(instancesOf(doc)[k]));
+      });
     }
   });
 
   it('scans a body spelled otherwise: compact, other escapes, another indentation', () => {
-    const doc = parseStateDocument(text(newState(random(5)), 1, ''));
-    const served = stateDocumentText(doc);
-    const bodies = [
-      text(newState(random(5)), 1, ''), // compact
-      served.replace('"version"', '"\\u0076ersion"'), // an escape terraform's encoder may write
-      served.replace(/\n {2}/g, '\n\t'), // tabs
-      served.slice(0, -1), // no final newline
-    ];
-    for (const t of bodies) {
-      const body = Buffer.from(t);
-      const found = instanceBytesOf(body, parseStateDocument(t), servedBytes().bytes);
-      expect(plain(found.spans)).toEqual(plain(instanceSpans(body)!));
+    for (const seed of fuzzSeeds([5])) {
+      withSeed(seed, () => {
+        const doc = parseStateDocument(text(newState(random(seed)), 1, ''));
+        const served = stateDocumentText(doc);
+        const bodies = [
+          text(newState(random(seed)), 1, ''), // compact
+          served.replace('"version"', '"\\u0076ersion"'), // an escape terraform's encoder may write
+          served.replace(/\n {2}/g, '\n\t'), // tabs
+          served.slice(0, -1), // no final newline
+        ];
+        for (const t of bodies) {
+          const body = Buffer.from(t);
+          const found = instanceBytesOf(body, parseStateDocument(t), servedBytes().bytes);
+          expect(plain(found.spans)).toEqual(plain(instanceSpans(body)!));
+        }
+      });
     }
   });
 
   it('lets the next body reuse what it places, parsing every edit exactly as parseStateDocument', () => {
-    for (let seed = 1; seed <= 60; seed++) {
-      const r = random(seed);
-      const resources = newState(r);
-      // as kld holds it: the document parsed from the very body (written as served)
-      const first = Buffer.from(stateDocumentText(parseStateDocument(text(resources, 1, ''))));
-      const doc = parseStateDocument(decode(first));
-      const previous = instanceBytesOf(first, doc, servedBytes().bytes);
-      expect(previous.spans).toHaveLength(instancesOf(doc).length);
-      const edited = parseStateDocument(text(resources, 2, ''));
-      // the same document, an instance spelled anew (other whitespace): parsed, not reused
-      const next = Buffer.from(
-        stateDocumentText(edited).replace('"schema_version":', '"schema_version" :'),
-      );
-      const reusing = outcome(() => parseStateBodyReusing(next, previous, decode));
-      const whole = outcome(() => parseStateDocument(decode(next)));
-      expect(reusing).toEqual(
-        'ok' in whole ? { ok: { document: whole.ok, instances: expect.anything() } } : whole,
-      );
-      if (!('ok' in reusing)) continue;
-      const after = instancesOf((reusing.ok as { document: StateDocumentV4 }).document);
-      const before = new Set(instancesOf(doc));
-      // every instance but the first (which the edit respelled) is the object parsed before
-      expect(after.filter((o) => before.has(o))).toHaveLength(after.length - 1);
+    for (const seed of fuzzSeeds(seedRange(1, 60))) {
+      withSeed(seed, () => {
+        const r = random(seed);
+        const resources = newState(r);
+        // as kld holds it: the document parsed from the very body (written as served)
+        const first = Buffer.from(stateDocumentText(parseStateDocument(text(resources, 1, ''))));
+        const doc = parseStateDocument(decode(first));
+        const previous = instanceBytesOf(first, doc, servedBytes().bytes);
+        expect(previous.spans).toHaveLength(instancesOf(doc).length);
+        const edited = parseStateDocument(text(resources, 2, ''));
+        // the same document, an instance spelled anew (other whitespace): parsed, not reused
+        const next = Buffer.from(
+          stateDocumentText(edited).replace('"schema_version":', '"schema_version" :'),
+        );
+        const reusing = outcome(() => parseStateBodyReusing(next, previous, decode));
+        const whole = outcome(() => parseStateDocument(decode(next)));
+        expect(reusing).toEqual(
+          'ok' in whole ? { ok: { document: whole.ok, instances: expect.anything() } } : whole,
+        );
+        if (!('ok' in reusing)) return;
+        const after = instancesOf((reusing.ok as { document: StateDocumentV4 }).document);
+        const before = new Set(instancesOf(doc));
+        // every instance but the first (which the edit respelled) is the object parsed before
+        expect(after.filter((o) => before.has(o))).toHaveLength(after.length - 1);
+      });
     }
   });
 });

@@ -7,6 +7,7 @@ import {
   sameNumber,
   stringifyJson,
 } from './lossless-json';
+import { fuzzSeeds, seedRange, seededRandom, withSeed } from '../../../test/support/seeded-random';
 
 describe('lossless JSON', () => {
   it('keeps numbers a double cannot hold, and writes them back bare', () => {
@@ -76,20 +77,18 @@ describe('lossless JSON', () => {
   it('marks exactly the numbers a double changes, whatever surrounds them', () => {
     const numbers = ['1', '-0', '0.1', '9007199254740993', '1e400', '2.5E-7', '1.0000000000000000'];
     const strings = ['"a:1"', '"[12345678901234567890"', '"e999"', '"\\\\"', '"\\""'];
-    for (let seed = 1; seed <= 200; seed++) {
-      let x = seed;
-      const pick = <T>(xs: readonly T[]): T => {
-        x = (x * 1103515245 + 12345) % 2147483648;
-        return xs[x % xs.length];
-      };
-      const items = Array.from({ length: 6 }, () => pick([...numbers, ...strings]));
-      const text = `{"k":[${items.join(pick([',', ', ', ',\n  ']))}]}`;
-      const parsed = parseJsonLossless(text) as { k: unknown[] };
-      parsed.k.forEach((v, i) => {
-        const item = items[i];
-        if (item.startsWith('"')) expect(v).toBe(JSON.parse(item));
-        else if (sameNumber(item, String(Number(item)))) expect(v).toBe(Number(item));
-        else expect(bigNumberText(v as string)).toBe(item);
+    for (const seed of fuzzSeeds(seedRange(1, 200))) {
+      withSeed(seed, () => {
+        const { pick } = seededRandom(seed);
+        const items = Array.from({ length: 6 }, () => pick([...numbers, ...strings]));
+        const text = `{"k":[${items.join(pick([',', ', ', ',\n  ']))}]}`;
+        const parsed = parseJsonLossless(text) as { k: unknown[] };
+        parsed.k.forEach((v, i) => {
+          const item = items[i];
+          if (item.startsWith('"')) expect(v).toBe(JSON.parse(item));
+          else if (sameNumber(item, String(Number(item)))) expect(v).toBe(Number(item));
+          else expect(bigNumberText(v as string)).toBe(item);
+        });
       });
     }
   });

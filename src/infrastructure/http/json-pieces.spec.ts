@@ -5,6 +5,7 @@ import { Writable } from 'node:stream';
 import { parseJsonExact, stringifyJson } from '../../domain/terraform/lossless-json';
 import { createLogger } from '../logging/logger';
 import { JSON_PIECE_CHARS, jsonPieces, sendJson } from './json-pieces';
+import { fuzzSeeds, seedRange, seededRandom, withSeed } from '../../../test/support/seeded-random';
 
 /** A value of JSON's shapes, with what JSON.stringify leaves out or writes as null. */
 function randomValue(next: () => number, depth: number): unknown {
@@ -33,25 +34,19 @@ function randomValue(next: () => number, depth: number): unknown {
   }
 }
 
-function seeded(seed: number) {
-  let s = seed;
-  return () => {
-    s = (s * 1103515245 + 12345) % 2 ** 31;
-    return s / 2 ** 31;
-  };
-}
-
 describe('jsonPieces', () => {
   it('joins to the exact text of stringifyJson and of JSON.stringify, pieces of any size', () => {
-    for (let seed = 1; seed <= 300; seed++) {
-      const next = seeded(seed);
-      const value = { top: randomValue(next, 0), rows: randomValue(next, 1) };
-      for (const pieceChars of [1, 7, 64, 1 << 20]) {
-        expect([...jsonPieces(value, { pieceChars })].join('')).toBe(stringifyJson(value));
-        expect([...jsonPieces(value, { pieceChars, lossless: false })].join('')).toBe(
-          JSON.stringify(value),
-        );
-      }
+    for (const seed of fuzzSeeds(seedRange(1, 300))) {
+      withSeed(seed, () => {
+        const { next } = seededRandom(seed);
+        const value = { top: randomValue(next, 0), rows: randomValue(next, 1) };
+        for (const pieceChars of [1, 7, 64, 1 << 20]) {
+          expect([...jsonPieces(value, { pieceChars })].join('')).toBe(stringifyJson(value));
+          expect([...jsonPieces(value, { pieceChars, lossless: false })].join('')).toBe(
+            JSON.stringify(value),
+          );
+        }
+      });
     }
   });
 

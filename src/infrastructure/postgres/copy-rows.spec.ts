@@ -1,4 +1,4 @@
-import { random } from '../../../test/support/seeded-random';
+import { fuzzSeeds, random, withSeed } from '../../../test/support/seeded-random';
 import { copyField, copyJsonField } from './copy-rows';
 import { jsonbText } from './jsonb-text';
 
@@ -27,12 +27,16 @@ function awkwardValue(rnd: () => number, depth = 0): unknown {
 
 describe('copyJsonField', () => {
   it('writes JSON text exactly as copyField does, for JSON.stringify and jsonbText output', () => {
-    const rnd = random(2026);
-    for (let i = 0; i < 2000; i++) {
-      const value = awkwardValue(rnd);
-      for (const text of [JSON.stringify(value), jsonbText(value)]) {
-        expect(copyJsonField(text)).toBe(copyField(text));
-      }
+    for (const seed of fuzzSeeds([2026])) {
+      withSeed(seed, () => {
+        const rnd = random(seed);
+        for (let i = 0; i < 2000; i++) {
+          const value = awkwardValue(rnd);
+          for (const text of [JSON.stringify(value), jsonbText(value)]) {
+            expect(copyJsonField(text)).toBe(copyField(text));
+          }
+        }
+      });
     }
   });
 

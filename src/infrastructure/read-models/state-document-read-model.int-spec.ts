@@ -1,7 +1,7 @@
 import { StateHarness } from '../../../test/support/state-harness';
 import { DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { WrittenChunks } from '../../application/state/written-chunks';
-import { random } from '../../../test/support/seeded-random';
+import { fuzzSeeds, random, withSeed } from '../../../test/support/seeded-random';
 import { contentMd5, parseStateDocument } from '../../domain/terraform';
 import type { Database } from '../postgres/database';
 import { StateDocumentReadModel } from './state-document-read-model';
@@ -94,48 +94,53 @@ describe('StateDocumentReadModel: the GET right after a commit', () => {
     await h.close();
   });
 
-  it('serves exactly the committed bytes after each of 40 commits, on every replica, and history unchanged', async () => {
-    const r = random(9);
-    const values = new Map<number, string>();
-    const bigs = new Map<number, string>();
-    for (let k = 0; k < 500; k++) {
-      values.set(k, `${VALUES[k % VALUES.length]} ${k}`);
-      bigs.set(k, BIG[k % BIG.length]);
-    }
-    const replica = new StateDocumentReadModel(h.db);
-    const committed: string[] = [];
-    for (let serial = 1; serial <= 40; serial++) {
-      // A few instances changed, added or removed, now and then many; sometimes the first.
-      const edits = r() < 0.1 ? 120 : 1 + Math.floor(r() * 5);
-      for (let e = 0; e < edits; e++) {
-        const key = serial % 4 === 0 && e === 0 ? 0 : Math.floor(r() * 650);
-        if (r() < 0.2) values.delete(key);
-        else {
-          values.set(key, `${VALUES[Math.floor(r() * VALUES.length)]} v${serial}`);
-          bigs.set(key, BIG[Math.floor(r() * BIG.length)]);
+  it.each(fuzzSeeds([9]))(
+    'serves exactly the committed bytes after each of 40 commits, on every replica, and history unchanged (seed %i)',
+    (seed) =>
+      withSeed(seed, async () => {
+        const r = random(seed);
+        const name = `get-${seed}`;
+        const values = new Map<number, string>();
+        const bigs = new Map<number, string>();
+        for (let k = 0; k < 500; k++) {
+          values.set(k, `${VALUES[k % VALUES.length]} ${k}`);
+          bigs.set(k, BIG[k % BIG.length]);
         }
-      }
-      const text = body(serial, values, bigs);
-      committed.push(text);
-      await h.commit('get', parseStateDocument(text));
+        const replica = new StateDocumentReadModel(h.db);
+        const committed: string[] = [];
+        for (let serial = 1; serial <= 40; serial++) {
+          // A few instances changed, added or removed, now and then many; sometimes the first.
+          const edits = r() < 0.1 ? 120 : 1 + Math.floor(r() * 5);
+          for (let e = 0; e < edits; e++) {
+            const key = serial % 4 === 0 && e === 0 ? 0 : Math.floor(r() * 650);
+            if (r() < 0.2) values.delete(key);
+            else {
+              values.set(key, `${VALUES[Math.floor(r() * VALUES.length)]} v${serial}`);
+              bigs.set(key, BIG[Math.floor(r() * BIG.length)]);
+            }
+          }
+          const text = body(serial, values, bigs);
+          committed.push(text);
+          await h.commit(name, parseStateDocument(text));
 
-      const readers = [h.documents, new StateDocumentReadModel(h.db)];
-      if (serial % 3 === 0) readers.push(replica);
-      for (const reader of readers) {
-        const served = (await reader.currentBody('get'))!;
-        const bytes = Buffer.concat(served.parts);
-        expect(bytes.toString('utf8')).toBe(text);
-        expect(served.size).toBe(bytes.length);
-        expect(served.md5).toBe(contentMd5(bytes));
-        expect(served.version).toBe(serial);
-      }
-    }
-    expect(committed.join('')).toContain('\\u0000');
-    // History: every version by serial, byte for byte as committed.
-    for (const [i, text] of committed.entries()) {
-      expect(await h.documents.atSerial('get', i + 1)).toBe(text);
-    }
-  });
+          const readers = [h.documents, new StateDocumentReadModel(h.db)];
+          if (serial % 3 === 0) readers.push(replica);
+          for (const reader of readers) {
+            const served = (await reader.currentBody(name))!;
+            const bytes = Buffer.concat(served.parts);
+            expect(bytes.toString('utf8')).toBe(text);
+            expect(served.size).toBe(bytes.length);
+            expect(served.md5).toBe(contentMd5(bytes));
+            expect(served.version).toBe(serial);
+          }
+        }
+        expect(committed.join('')).toContain('\\u0000');
+        // History: every version by serial, byte for byte as committed.
+        for (const [i, text] of committed.entries()) {
+          expect(await h.documents.atSerial(name, i + 1)).toBe(text);
+        }
+      }),
+  );
 
   it('serves a whole later version when a commit removes a chunk between reading the manifest and its chunks', async () => {
     const values = new Map<number, string>();
