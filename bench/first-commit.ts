@@ -34,6 +34,8 @@ import { send } from './support/http-send';
  *   KL_BENCH_KLD_BEFORE=path/to/kld.js   a second build taking turns with it
  *   KL_BENCH_KLD_NODE_ARGS="--cpu-prof --cpu-prof-dir=DIR" (node options for kld)
  *   KL_BENCH_REBUILD=0         no projection rebuild
+ *   KL_BENCH_IDLE_MS=0         a pause before each round after the first (kld idle, as between
+ *                              two pushes of an operator: longer than the pool's idle timeout)
  *   KL_BENCH_PG_LOG_MS=100     print the embedded PostgreSQL's statements slower than that
  *   KL_BENCH_PG_STATS=1        with it, each statement's backend CPU too (log_statement_stats)
  *   KL_UNLOGGED_READ_MODELS=on  kld's own setting: its read models without WAL (the bench's
@@ -48,6 +50,7 @@ const BUILDS: [string, string][] = [
 ];
 if (process.env.KL_BENCH_KLD_BEFORE) BUILDS.push(['before', process.env.KL_BENCH_KLD_BEFORE]);
 const REBUILD = process.env.KL_BENCH_REBUILD !== '0';
+const IDLE_MS = Number(process.env.KL_BENCH_IDLE_MS ?? 0);
 
 const undo: (() => Promise<void> | void)[] = [];
 
@@ -151,6 +154,7 @@ async function main(): Promise<void> {
     k.pgAtPost = pg;
   };
   for (let round = 1; round <= ROUNDS; round++) {
+    if (round > 1 && IDLE_MS > 0) await new Promise((r) => setTimeout(r, IDLE_MS));
     for (const k of klds) {
       settle(k);
       const s = await measure(k, 'POST', `${k.kld.url}/v1/states/bench/first-${round}`, body);

@@ -23,9 +23,10 @@ import { Client } from 'pg';
  * Every line carries `t` (ms, performance.now()), `cpu` (kld's CPU, all
  * threads, µs: process.cpuUsage) and `main` (the main thread's CPU, ms in 10
  * ms ticks). On SIGUSR2 the lines since the last signal go to
- * `$KL_PROBE_STAGES_OUT.<pid>`.
+ * `$KL_PROBE_STAGES_OUT.<pid>`. KL_PROBE_BIG_BYTES (default 1 MiB) is the
+ * body size from which a request is big; 0 records every request's statements.
  */
-const BIG = 1 << 20;
+const BIG = Number(process.env.KL_PROBE_BIG_BYTES ?? 1 << 20);
 const AFTER_MS = 5_000;
 let lines: string[] = [];
 // Until when statements are recorded: a big request and 5 s past its answer.

@@ -28,6 +28,9 @@ import { terraformEnv } from './terraform-env';
  *   KL_PROBE_QUIET_MS=6000 (after a kld push: its after-work, recorded too)
  *   KL_PROBE_DETAIL=1 (every statement of each POST)
  *   KL_PROBE_READ_AFTER=1 (GET the state's resources right after each kld push, timed)
+ *   KL_PROBE_BIG_BYTES=1048576 (the POST's size from which it is the one split into stages; below
+ *     1 MiB for a small state; 0: every request's statements are recorded, and with
+ *     KL_PROBE_DETAIL=1 printed from the push's first request, LOCK to UNLOCK)
  *
  * A build's `+KEY=VALUE` suffixes are set in its kld's environment only.
  */
@@ -37,6 +40,7 @@ const INSTANCES = Number(process.env.KL_PROBE_INSTANCES ?? 20_000);
 const QUIET_MS = Number(process.env.KL_PROBE_QUIET_MS ?? 6_000);
 const DETAIL = process.env.KL_PROBE_DETAIL === '1';
 const CHECK = process.env.KL_PROBE_READ_AFTER === '1';
+const BIG = Number(process.env.KL_PROBE_BIG_BYTES ?? 1 << 20);
 
 interface Stamp {
   t: number;
@@ -130,7 +134,9 @@ function stagesOf(lines: Line[]): {
   requests: string;
 } {
   const reqs = lines.filter((l): l is Extract<Line, { k: 'req' }> => l.k === 'req');
-  const big = reqs.find((r) => r.method === 'POST' && r.size >= 1 << 20 && r.at === 'arrive');
+  const big = reqs.find(
+    (r) => r.method === 'POST' && r.size >= Math.max(BIG, 1) && r.at === 'arrive',
+  );
   if (!big) throw new Error('no big POST recorded');
   const at = (n: number, what: string) => reqs.find((r) => r.n === n && r.at === what)!;
   let served = 0;
@@ -212,11 +218,21 @@ function stagesOf(lines: Line[]): {
     });
   }
   if (DETAIL) {
-    for (const s of [...sqls].sort((a, b) => a.start.t - b.start.t)) {
-      console.log(
-        `      c${s.c} ${formatMs(s.start.t - arrive.t)}-${formatMs(s.end.t - arrive.t)} ` +
-          `pg ${s.end.pg - s.start.pg} ${s.text.slice(0, 100)}`,
-      );
+    // With every request recorded (KL_PROBE_BIG_BYTES=0): the whole push, its requests among
+    // its statements, times from the POST's arrival (negative before it).
+    const all = BIG === 0 ? lines : sqls;
+    const events = all
+      .filter((l) => l.k !== 'mark')
+      .map((l) => ({ t: l.k === 'sql' ? l.start.t : (l as Stamp).t, l }))
+      .sort((a, b) => a.t - b.t);
+    for (const { l } of events) {
+      if (l.k === 'sql')
+        console.log(
+          `      c${l.c} ${formatMs(l.start.t - arrive.t)}-${formatMs(l.end.t - arrive.t)} ` +
+            `pg ${l.end.pg - l.start.pg} ${l.text.slice(0, 100)}`,
+        );
+      else if (l.k === 'req')
+        console.log(`    ${formatMs(l.t - arrive.t)} ${l.at} ${l.method} ${l.url} ${l.size}`);
     }
   }
   return { post: answer.t - arrive.t, served, stages, requests: each.join(', ') };

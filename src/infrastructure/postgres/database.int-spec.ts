@@ -60,3 +60,29 @@ describe('Database when its connections are lost', () => {
     }
   });
 });
+
+describe('Database between two commands', () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase();
+  });
+  afterAll(() => t.drop());
+  afterEach(() => jest.useRealTimers());
+
+  it('keeps its session through a pause of a minute: the next command opens no new backend', async () => {
+    // The pool's idle timer on a clock of the test's (the sockets' I/O is real).
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask'] });
+    const db = new Database(t.url);
+    try {
+      const [before] = await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      // A minute on: node-postgres's own default (10 s) has ended the session.
+      jest.advanceTimersByTime(60_000);
+      jest.useRealTimers();
+      const [after] = await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      expect(after.pid).toBe(before.pid);
+      expect(db.pool.totalCount).toBe(1);
+    } finally {
+      await db.close();
+    }
+  });
+});

@@ -14,6 +14,16 @@ export type Queryable = Pick<PoolClient, 'query'>;
 const JSONB = 3802;
 
 /**
+ * How long an idle connection stays open. node-postgres closes them after
+ * 10 s, so the push an operator or a pipeline sends a little later paid a
+ * new backend for each connection its commit uses (PostgreSQL's start of a
+ * session and its catalog caches, SCRAM on both sides, the read-model
+ * guard's check) on the path it waits for; their next command mostly comes
+ * within minutes. The pools' sizes still bound how many there are.
+ */
+export const IDLE_CONNECTION_MS = 5 * 60_000;
+
+/**
  * jsonb numerics are exact, and node-pg's JSON.parse would round those a
  * double cannot hold; parsed exactly they come back marked, as a document
  * parsed losslessly holds them (see lossless-json). json columns are left
@@ -48,6 +58,7 @@ export class Database {
       new Pool({
         ...connectionOptions(url),
         max: 20,
+        idleTimeoutMillis: IDLE_CONNECTION_MS,
         types: exactJsonbTypes,
         ...(guard ? { verify: guard.verify } : {}),
         ...options,
