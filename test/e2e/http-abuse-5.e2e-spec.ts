@@ -451,7 +451,8 @@ describe('hostile callers of a running kld', () => {
           'REQUEST.INVALID',
         ],
         [teamA, 'POST', results, { results: 'x' }, 400, 'REQUEST.INVALID'],
-        [teamB, 'POST', results, { results: [refreshResult(0)] }, 403, 'AUTH.FORBIDDEN'],
+        // another team's run: not found, as a made-up id (its state is not named)
+        [teamB, 'POST', results, { results: [refreshResult(0)] }, 404, 'REFRESH.NOT_FOUND'],
         [
           teamA,
           'POST',
