@@ -704,6 +704,9 @@ describe('server-side refresh with a real provider (kltest)', () => {
   let launchLog: string;
   let withProvider: KldProcess;
   let slow: KldProcess;
+  /** Env values a provider's error repeats: a state_dir whose kltest_bucket is a file, and a file. */
+  let unreadableDir: string;
+  let notADir: string;
 
   /** A kltest_bucket as state stores it and as the provider's "cloud" holds it. */
   const bucket = (i: number, size: number, env: string) => ({
@@ -769,10 +772,17 @@ describe('server-side refresh with a real provider (kltest)', () => {
     for (const b of cloud) {
       writeFileSync(join(objects, 'kltest_bucket', `${b.id}.json`), JSON.stringify(b));
     }
+    unreadableDir = join(root, `secret-${randomUUID()}`);
+    mkdirSync(unreadableDir);
+    writeFileSync(join(unreadableDir, 'kltest_bucket'), '');
+    notADir = join(root, `secret-${randomUUID()}`);
+    writeFileSync(notADir, '');
     const env = {
       KL_DATABASE_URL: t.url,
       KL_PROVIDER_PATH: join(root, 'mirror'),
       KLTEST_DIR: objects,
+      KLTEST_DIR_UNREADABLE: unreadableDir,
+      KLTEST_DIR_FILE: notADir,
       // Set on the server, but not among the names a refresh may read.
       KLTEST_OTHER: objects,
       KL_REFRESH_ENV_ALLOW: 'KLTEST_D*',
@@ -847,6 +857,48 @@ describe('server-side refresh with a real provider (kltest)', () => {
     const r = await api2(withProvider, 'POST', `/v1/states/${allowed}/refresh`);
     expect(r.body).toMatchObject({ status: 'succeeded', checked: 3, to_version: 2 });
     expect(launches(launchLog)).toBe(before + 1);
+  });
+
+  /** What the state's runs left for readers: their events, run rows and result rows. */
+  async function storedRuns(name: string): Promise<string> {
+    const rows = await t.db.query<{ text: string }>(
+      `SELECT e.type || e.data::text || e.metadata::text AS text FROM kl_events e
+         JOIN refresh_runs r ON e.stream_id = 'refresh-' || r.run_id WHERE r.state_name = $1
+       UNION ALL SELECT row_to_json(r)::text FROM refresh_runs r WHERE r.state_name = $1
+       UNION ALL SELECT row_to_json(x)::text FROM refresh_results x
+         JOIN refresh_runs r USING (run_id) WHERE r.state_name = $1`,
+      [name],
+    );
+    return rows.map((r) => r.text).join('\n');
+  }
+
+  it("keeps an env value a provider's error repeats out of the answer, the run's events and rows, and kld's log", async () => {
+    for (const [variable, secret, says] of [
+      [
+        'KLTEST_DIR_UNREADABLE',
+        unreadableDir,
+        'Cannot read the remote object: ***/kltest_bucket/b0.json',
+      ],
+      ['KLTEST_DIR_FILE', notADir, 'Invalid state_dir: *** is a file, not a directory'],
+    ]) {
+      const name = await withBuckets(withProvider, variable);
+      const r = await api2(withProvider, 'POST', `/v1/states/${name}/refresh`);
+      expect(r.body).toMatchObject({ status: 'failed', failed: 3, to_version: null });
+      // The provider's words are kept, the value is not.
+      expect(r.body.failures[0].message).toContain(says);
+      const stored = await storedRuns(name);
+      expect(stored).toContain('ResourceRefreshed');
+      expect(stored).toContain(says);
+      const run = (await api2(withProvider, 'GET', `/v1/refresh-runs/${r.body.run_id}`)).body;
+      for (const text of [
+        JSON.stringify(r.body),
+        JSON.stringify(run),
+        stored,
+        withProvider.output(),
+      ]) {
+        expect(text).not.toContain(secret);
+      }
+    }
   });
 
   it('cancels the run when the client hangs up, committing nothing and releasing the lock', async () => {

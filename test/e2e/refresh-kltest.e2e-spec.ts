@@ -420,6 +420,53 @@ describe('kl refresh with the kltest provider', () => {
     fs.writeFileSync(objectPath('kltest_item', id), JSON.stringify(item(before).attributes));
   });
 
+  it("keeps an env value a provider's error repeats out of its output and out of what it sends kld", async () => {
+    const before = await currentState();
+    // A state_dir whose kltest_item is a file fails each read naming the path; a file as
+    // state_dir fails Configure naming it.
+    const unreadable = path.join(root, 'secret-unreadable-3f9c2a71');
+    fs.mkdirSync(unreadable);
+    fs.writeFileSync(path.join(unreadable, 'kltest_item'), '');
+    fs.writeFileSync(path.join(unreadable, 'kltest_bucket'), '');
+    const notADir = path.join(root, 'secret-file-8d41be06');
+    fs.writeFileSync(notADir, '');
+    for (const [secret, says] of [
+      [unreadable, 'Cannot read the remote object: ***/kltest_'],
+      [notADir, 'Invalid state_dir: *** is a file, not a directory'],
+    ]) {
+      const since = new Date();
+      const r = await kl(['refresh', STATE, '--provider-search-path', mirror], {
+        env: { KLTEST_OBJECTS: secret },
+      });
+      const json = await kl(
+        ['--format', 'json', 'refresh', STATE, '--provider-search-path', mirror],
+        {
+          env: { KLTEST_OBJECTS: secret },
+        },
+      );
+
+      expect([r.code, json.code]).toEqual([1, 1]);
+      expect(r.stdout).toContain(says);
+      const sent = await t.db.query<{ text: string }>(
+        `SELECT e.type || e.data::text AS text FROM kl_events e
+           JOIN refresh_runs r ON e.stream_id = 'refresh-' || r.run_id
+          WHERE r.state_name = $1 AND r.started_at >= $2
+         UNION ALL SELECT row_to_json(r)::text FROM refresh_runs r
+          WHERE r.state_name = $1 AND r.started_at >= $2
+         UNION ALL SELECT row_to_json(x)::text FROM refresh_results x JOIN refresh_runs r USING (run_id)
+          WHERE r.state_name = $1 AND r.started_at >= $2`,
+        [STATE, since],
+      );
+      const stored = sent.map((row) => row.text).join('\n');
+      expect(stored).toContain('ResourceRefreshed');
+      expect(stored).toContain(says);
+      for (const text of [r.stdout, r.stderr, json.stdout, json.stderr, stored, kld.output()]) {
+        expect(text).not.toContain(secret);
+      }
+    }
+    expect((await currentState()).serial).toBe(before.serial);
+  });
+
   it('drops an object deleted out of band and reports it gone', async () => {
     const before = await currentState();
     const bucket = before.resources.find((r) => r.type === 'kltest_bucket')!.instances[0];

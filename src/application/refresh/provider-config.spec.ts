@@ -35,12 +35,9 @@ describe('resolveEnvReferences under a server policy', () => {
 
   it('resolves the names the policy allows', () => {
     expect(
-      resolveEnvReferences(
-        { access_key: { env: 'AWS_ACCESS_KEY_ID' } },
-        env,
-        'provider aws',
+      resolveEnvReferences({ access_key: { env: 'AWS_ACCESS_KEY_ID' } }, env, 'provider aws', {
         policy,
-      ),
+      }),
     ).toEqual({ access_key: 'AKIA' });
   });
 
@@ -54,7 +51,7 @@ describe('resolveEnvReferences under a server policy', () => {
         },
         env,
         'provider aws',
-        policy,
+        { policy },
       );
     } catch (e) {
       error = e;
@@ -69,7 +66,7 @@ describe('resolveEnvReferences under a server policy', () => {
 
   it('refuses an unset name it does not allow as refused, not as missing', () => {
     expect(() =>
-      resolveEnvReferences({ k: { env: 'NOT_SET_ANYWHERE' } }, {}, 'provider aws', policy),
+      resolveEnvReferences({ k: { env: 'NOT_SET_ANYWHERE' } }, {}, 'provider aws', { policy }),
     ).toThrow(expect.objectContaining({ code: 'REFRESH.CONFIG_ENV_REFUSED' }));
   });
 });

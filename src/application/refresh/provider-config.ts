@@ -2,6 +2,7 @@ import { SchemaBlock, SchemaNestedBlock } from '../../domain/cty/schema';
 import { envMemberOf, envReferences } from '../../domain/refresh/env-reference';
 import { isJsonObject, jsonPath, JsonObject, JsonValue } from '../../domain/terraform';
 import { RefreshError } from './refresh-error';
+import type { SecretMask } from './secret-mask';
 
 /**
  * Which variables a refresh may resolve. `kl refresh` resolves any name (the
@@ -11,6 +12,13 @@ import { RefreshError } from './refresh-error';
 export interface EnvPolicy {
   /** null when `name` may be read; else why not and what to do about it. */
   refusal(name: string): string | null;
+}
+
+export interface EnvResolution {
+  /** Which names may be read; any when absent (the operator's own machine). */
+  policy?: EnvPolicy;
+  /** Told every value handed out, so no text leaving the refresh repeats one. */
+  mask?: SecretMask;
 }
 
 /**
@@ -25,7 +33,7 @@ export function resolveEnvReferences(
   config: JsonObject,
   env: Readonly<Record<string, string | undefined>>,
   label: string,
-  policy?: EnvPolicy,
+  { policy, mask }: EnvResolution = {},
 ): JsonObject {
   if (policy) {
     for (const ref of envReferences(config)) {
@@ -52,6 +60,7 @@ export function resolveEnvReferences(
           { variable: ref.name },
         );
       }
+      mask?.add(resolved);
       return resolved;
     }
     const out: JsonObject = {};

@@ -121,6 +121,8 @@ interface ProviderBehaviour {
   /** Called as each read starts, e.g. to crash the process on a given object. */
   onRead?: (provider: FakeProvider, id: string) => void;
   providerBlock?: SchemaBlock;
+  /** A Configure refused with this error (null: accepted). */
+  configureError?: (config: JsonObject) => Error | null;
 }
 
 class FakeProvider implements RefreshProvider {
@@ -172,6 +174,8 @@ class FakeProvider implements RefreshProvider {
 
   async configure(config: JsonObject): Promise<void> {
     this.configured.push(config);
+    const refused = this.behaviour.configureError?.(config);
+    if (refused) throw refused;
   }
 
   async upgradeResourceState(
@@ -777,6 +781,80 @@ describe('RefreshOrchestrator', () => {
       { status: 'failed', errorSummary: expect.stringContaining('KL_DATABASE_URL, which this') },
     ]);
     expect(server.unlocks).toHaveLength(1);
+  });
+
+  it("never gives out a value resolved from the environment that a provider's error repeats", async () => {
+    const secret = 'wJalrXUtnFEMI/K7MDENG+bPxRfi"CY';
+    const behaviours = inSync();
+    behaviours[AWS].providerBlock = {
+      attributes: [
+        { name: 'region', type: 'string', optional: true },
+        { name: 'secret_key', type: 'string', optional: true },
+      ],
+      blockTypes: [],
+    };
+    // The default configuration reads, but b1's read names the key (URL-encoded, as in a
+    // request it sent); the west one is refused at Configure, quoting its config as JSON.
+    behaviours[AWS].remote.set(
+      'b1',
+      new Error(`GET https://s3/?key=${encodeURIComponent(secret)} refused\nkey: ${secret}`),
+    );
+    behaviours[AWS].configureError = (config) =>
+      config.region === 'us-west-2'
+        ? new Error(`invalid config ${JSON.stringify(config)}: key ${secret} expired`)
+        : null;
+    const { server, orchestrator } = setup(standardDocument(), behaviours, {
+      env: { AWS_SECRET_ACCESS_KEY: secret },
+    });
+    server.configs.set(`${AWS}|`, { secret_key: { env: 'AWS_SECRET_ACCESS_KEY' } });
+    server.configs.set(`${AWS}|west`, {
+      region: 'us-west-2',
+      secret_key: { env: 'AWS_SECRET_ACCESS_KEY' },
+    });
+
+    const report = await orchestrator.run('prod', options(), never);
+
+    const given = JSON.stringify({ results: server.results, finished: server.finished, report });
+    for (const form of [secret, encodeURIComponent(secret), JSON.stringify(secret).slice(1, -1)]) {
+      expect(given).not.toContain(form);
+    }
+    expect(report.status).toBe('failed');
+    expect(report.failures).toEqual([
+      { address: 'aws_s3_bucket.logs[0]', message: 'GET https://s3/?key=*** refused' },
+      {
+        address: 'aws_s3_bucket.west',
+        message: `provider ${AWS} (alias west): invalid config {"region":"us-west-2","secret_key":"***"}: key *** expired`,
+      },
+    ]);
+  });
+
+  it('rethrows and records a run failure that repeats an environment value masked', async () => {
+    const secret = 'postgres://kl:hunter2hunter2@db/kl';
+    const behaviours = inSync();
+    behaviours[RANDOM].providerBlock = {
+      attributes: [{ name: 'url', type: 'string', optional: true }],
+      blockTypes: [],
+    };
+    const { server, orchestrator } = setup(standardDocument(), behaviours, {
+      env: { DB_URL: secret },
+    });
+    server.configs.set(`${RANDOM}|`, { url: { env: 'DB_URL' } });
+    server.finishError = new DomainError('REFRESH.INVALID', `cannot commit: ${secret}`, {
+      url: secret,
+    });
+
+    const failure = orchestrator.run('prod', options(), never);
+
+    await expect(failure).rejects.toMatchObject({
+      code: 'REFRESH.INVALID',
+      message: 'cannot commit: ***',
+    });
+    const error = (await failure.catch((e: unknown) => e)) as DomainError;
+    expect(
+      JSON.stringify({ ...error, stack: error.stack, metadata: error.metadata }),
+    ).not.toContain('hunter2');
+    expect(server.finished.at(-1)).toEqual({ status: 'failed', errorSummary: expect.any(String) });
+    expect(JSON.stringify(server.finished)).not.toContain('hunter2');
   });
 
   it('passes the instance private blob to ReadResource and stores what comes back', async () => {

@@ -30,6 +30,7 @@ import { skipped } from './refresh-instance';
 import { refreshedDocument, summarise } from './refresh-outcome';
 import { RefreshOptions, RefreshReport } from './refresh-report';
 import { RunContext } from './refresh-run-context';
+import { SecretMask } from './secret-mask';
 import type { FinishRefreshRun, RefreshServerPort } from './refresh-server.port';
 
 const skipInstanceHash: InstanceHasher = () => '';
@@ -119,6 +120,8 @@ export class RefreshOrchestrator {
     };
 
     const launches = new ProviderLaunches(this.opener, options.providerSearchPaths);
+    // Every value the run resolves from the environment, kept out of every text it gives out.
+    const mask = new SecretMask();
     let locked = false;
     const warnings: string[] = [];
     try {
@@ -127,10 +130,10 @@ export class RefreshOrchestrator {
       // the lock and the parse take. The document is parsed and its providers' configurations
       // resolved meanwhile.
       const prepared = document.then(async (text) => {
-        const early = await this.launchEarly(text, stateName, run, options, signal, launches);
+        const early = await this.launchEarly(text, stateName, run, options, signal, launches, mask);
         // The launches reach their spawn before the parse below holds the thread.
         await new Promise<void>((resolve) => setImmediate(resolve));
-        return this.prepare(text, stateName, run, early);
+        return this.prepare(text, stateName, run, early, mask);
       });
       prepared.catch(() => undefined); // reported once the lock is held; not when it is refused
       const outcome = await this.server.lock(stateName, lock);
@@ -153,13 +156,15 @@ export class RefreshOrchestrator {
         signal,
         startedAt,
         warnings,
+        mask,
       );
     } catch (e) {
       await launches.closeUntaken();
+      const masked = mask.error(e);
       await this.server
-        .finishRun(run.runId, { status: 'failed', errorSummary: oneLine(e) })
+        .finishRun(run.runId, { status: 'failed', errorSummary: oneLine(masked) })
         .catch(() => undefined);
-      throw e;
+      throw masked;
     } finally {
       await launches.closeUntaken();
       if (locked) {
@@ -167,7 +172,7 @@ export class RefreshOrchestrator {
           await this.server.unlock(stateName, lock);
         } catch (e) {
           // The outcome stands; the operator needs to know the lock is still held.
-          warnings.push(`could not release lock ${lock.ID}: ${oneLine(e)}`);
+          warnings.push(`could not release lock ${lock.ID}: ${oneLine(mask.error(e))}`);
         }
       }
     }
@@ -179,6 +184,7 @@ export class RefreshOrchestrator {
     stateName: string,
     run: StartedRun,
     early: Map<string, JsonObject>,
+    mask: SecretMask,
   ): Promise<PreparedRun> {
     const doc = parseStateDocument(text);
     if (doc.serial !== run.fromSerial) {
@@ -197,6 +203,7 @@ export class RefreshOrchestrator {
     const configs = await this.loadConfigs(
       stateName,
       groups.filter((g) => !early.has(g.provider)),
+      mask,
       early,
     );
     return { doc, flat, builtIn, groups, configs };
@@ -216,11 +223,12 @@ export class RefreshOrchestrator {
     options: RefreshOptions,
     signal: AbortSignal,
     launches: ProviderLaunches,
+    mask: SecretMask,
   ): Promise<Map<string, JsonObject>> {
     const census = providerCensus(text);
     if (!census || census.serial !== run.fromSerial) return new Map();
     const plugins = census.counts.filter((c) => !isBuiltInProvider(c.source));
-    const configs = await this.loadConfigs(stateName, plugins);
+    const configs = await this.loadConfigs(stateName, plugins, mask);
     if (!signal.aborted) {
       for (const count of plugins.slice(0, this.concurrency(options))) {
         launches.start(count, this.processes(count.instances, options));
@@ -251,6 +259,7 @@ export class RefreshOrchestrator {
     signal: AbortSignal,
     startedAt: number,
     warnings: string[],
+    mask: SecretMask,
   ): Promise<RefreshReport> {
     const managed = flat.filter((f) => f.resource.mode === 'managed');
     const ctx = new RunContext(this.server, {
@@ -258,6 +267,7 @@ export class RefreshOrchestrator {
       instances: managed,
       batchSize: this.batchSize,
       onProgress: options.onProgress,
+      mask,
     });
 
     const halt = (): void => ctx.stopAll();
@@ -320,10 +330,14 @@ export class RefreshOrchestrator {
     };
   }
 
-  /** Each group's config, resolved; those in `known` (resolved already) are not read again. */
+  /**
+   * Each group's config, resolved; those in `known` (resolved already) are not read again.
+   * `mask` learns every value resolved.
+   */
   private async loadConfigs(
     stateName: string,
     groups: readonly (ProviderConfigRef & { provider: string })[],
+    mask: SecretMask,
     known: ReadonlyMap<string, JsonObject> = new Map(),
   ): Promise<Map<string, JsonObject>> {
     const out = new Map<string, JsonObject>(known);
@@ -331,7 +345,10 @@ export class RefreshOrchestrator {
       const stored = await this.server.getProviderConfig(stateName, g.source, g.alias);
       out.set(
         g.provider,
-        resolveEnvReferences(stored ?? {}, this.host.env, groupLabel(g), this.envPolicy),
+        resolveEnvReferences(stored ?? {}, this.host.env, groupLabel(g), {
+          policy: this.envPolicy,
+          mask,
+        }),
       );
     }
     return out;

@@ -3,6 +3,7 @@ import type { FlatInstance, InstanceObjectV4 } from '../../domain/terraform';
 import type { RefreshServerPort } from './refresh-server.port';
 import type { RefreshProgress } from './refresh-report';
 import type { RefreshProvider } from './provider-opener.port';
+import type { SecretMask } from './secret-mask';
 
 /** What refreshing one instance found. */
 export interface InstanceResult {
@@ -18,6 +19,8 @@ export interface RunContextOptions {
   /** Results are sent to the server in batches of this size. */
   batchSize: number;
   onProgress?: (progress: RefreshProgress) => void;
+  /** The run's environment values: masked in every error before it is kept or sent. */
+  mask: SecretMask;
 }
 
 /**
@@ -31,6 +34,9 @@ export interface RunContextOptions {
  * waits until every instance before it has one, and batches are cut at
  * `batchSize`, so the recorded events are the same for any pool size,
  * parallelism or concurrency. A halt sends what it has, still in order.
+ *
+ * Every outcome passes here, so this is where a provider's error text is
+ * masked (`SecretMask`) before kl's report, kld or anyone reading the run sees it.
  */
 export class RunContext {
   readonly halt = new AbortController();
@@ -61,7 +67,8 @@ export class RunContext {
     return this.halt.signal.aborted;
   }
 
-  record(flat: FlatInstance, outcome: InstanceResult): void {
+  record(flat: FlatInstance, found: InstanceResult): void {
+    const outcome = this.masked(found);
     const at = this.position.get(flat);
     if (at === undefined || this.outcomes.has(flat)) {
       throw new Error(`bug: ${flat.address} is not awaiting an outcome in this run`);
@@ -80,6 +87,12 @@ export class RunContext {
       address: flat.address,
       outcome: outcome.result.outcome,
     });
+  }
+
+  private masked(found: InstanceResult): InstanceResult {
+    const error = found.result.error;
+    if (error === undefined) return found;
+    return { ...found, result: { ...found.result, error: this.options.mask.text(error) } };
   }
 
   /** Stops every open provider: in-flight reads return at once and the processes can then close. */

@@ -1,4 +1,4 @@
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type * as grpc from '@grpc/grpc-js';
 import { CtyObject, CtyType, CtyValue, fromCtyJson, fromMsgpack, toMsgpack } from './cty';
@@ -118,6 +118,10 @@ export class ProviderService {
       ConfigureProvider: (req) => {
         const config = decodeObject(impliedType(PROVIDER_SCHEMA.block), req.config);
         const dir = config?.state_dir;
+        // A refusal repeating the value it was given, as real providers do.
+        if (typeof dir === 'string' && statSync(dir, { throwIfNoEntry: false })?.isFile()) {
+          throw new ProviderError('Invalid state_dir', `${dir} is a file, not a directory`);
+        }
         this.store = new ObjectStore(
           typeof dir === 'string' ? dir : join(process.cwd(), 'kltest-objects'),
         );

@@ -72,8 +72,27 @@ export function applyChange(
 export function readObject(store: ObjectStore, typeName: string, id: CtyValue): CtyObject | null {
   const type = impliedType(resourceSchema(typeName).block);
   if (typeof id !== 'string') return null;
-  const json = store.load(typeName, id);
+  const json = loadObject(store, typeName, id);
   return json === undefined ? null : (fromCtyJson(type, json) as CtyObject);
+}
+
+/**
+ * A remote object, or an error naming where it was looked for: the file
+ * under the configured state_dir, as a cloud SDK names the endpoint (and
+ * whatever credentials its URL holds) it could not reach. Tests rely on it
+ * to see that kilolock keeps such echoes of a config value to itself.
+ */
+function loadObject(store: ObjectStore, typeName: string, id: string): unknown {
+  try {
+    return store.load(typeName, id);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === undefined) throw error;
+    throw new ProviderError(
+      'Cannot read the remote object',
+      `${store.pathOf(typeName, id)}: ${code}`,
+    );
+  }
 }
 
 export function importObject(store: ObjectStore, typeName: string, id: string): CtyObject {
