@@ -389,6 +389,9 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     // a batch, whatever is in flight then (appends one after another never
     // keep it from looking).
     let heldOff = false;
+    // Set while a writer of this process catches the projector up (its
+    // loop standing aside).
+    let stoodAside = false;
     while (!signal.aborted) {
       if (this.halts.has(projector.name)) {
         await this.idle(signal, (wake) =>
@@ -403,6 +406,19 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         // commit into one more transaction (and, for a first commit, a run
         // of opens too short for COPY).
         await this.idle(signal, (wake) => this.events.waitForAppend(250, wake));
+        stoodAside = true;
+        continue;
+      }
+      if (stoodAside) {
+        // The writer took the projector to its events (and past them when
+        // more were held): the loop looks once the log moves past where it
+        // left it, not at once, when a read of the log would find nothing
+        // beside the commit's answer and what its caller sends next.
+        stoodAside = false;
+        const mark = this.events.appendMark();
+        const known = () => this.known.get(projector.name);
+        await this.idle(signal, (wake) => this.headWatch.wait(known, wake, mark));
+        woken = this.events.appendMark() !== mark;
         continue;
       }
       const writers = this.writersOf(projector);
@@ -583,7 +599,12 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
   }
 
   /** runBatch, also saying whether the log may hold more right after the batch (Batch.more). */
-  private async batch(projector: Projector, limit: number, bulk?: Bulk, loop = false): Promise<Batch> {
+  private async batch(
+    projector: Projector,
+    limit: number,
+    bulk?: Bulk,
+    loop = false,
+  ): Promise<Batch> {
     const halt = this.halts.get(projector.name);
     if (halt) throw new ProjectionHaltedError(halt);
     try {
