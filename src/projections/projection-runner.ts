@@ -389,8 +389,8 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     // a batch, whatever is in flight then (appends one after another never
     // keep it from looking).
     let heldOff = false;
-    // Set while a writer of this process catches the projector up (its
-    // loop standing aside).
+    // Set once the loop stood aside for a writer of this process catching
+    // the projector up (catchingUp).
     let stoodAside = false;
     while (!signal.aborted) {
       if (this.halts.has(projector.name)) {
@@ -885,7 +885,8 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * took 40 transactions (lock, checkpoint, notification, commit) to do it.
    * Nothing is applied over the events added, so the batch's work stays
    * what its first `limit` events ask. Says whether more may follow at once
-   * (`more` when nothing was added): a pass that ended with the held events
+   * (`cut`, whether the batch's read was cut by its limit, when nothing is
+   * added): a pass that ended with the held events
    * did not stop for a limit, and the loop then waits for the next append
    * (or the log's head past it) instead of reading the log at once to find
    * nothing there, beside the commit's answer and what its caller sends
