@@ -162,6 +162,17 @@ const WRITER_START_MS = 250;
 /** How many times an early transaction tries for its lock (EARLY_POLL_MS apart) before it lets go. */
 const EARLY_LOCK_TRIES = 20;
 
+/**
+ * What one batch of a projector did: the events it consumed (applied or
+ * passed over), and whether more may follow right after them (`more`: it
+ * stopped at a limit or before an event of its types), so its loop looks
+ * again at once rather than waiting for the next append.
+ */
+interface Batch {
+  consumed: number;
+  more: boolean;
+}
+
 /** The read models lag: what a write answers as SERVER.LAGGING (awaitReadModels). */
 export class ProjectionTimeoutError extends DomainError {
   constructor(position: LogPosition, timeoutMs: number) {
@@ -378,6 +389,9 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     // a batch, whatever is in flight then (appends one after another never
     // keep it from looking).
     let heldOff = false;
+    // Set once the loop stood aside for a writer of this process catching
+    // the projector up (catchingUp).
+    let stoodAside = false;
     while (!signal.aborted) {
       if (this.halts.has(projector.name)) {
         await this.idle(signal, (wake) =>
@@ -392,6 +406,19 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         // commit into one more transaction (and, for a first commit, a run
         // of opens too short for COPY).
         await this.idle(signal, (wake) => this.events.waitForAppend(250, wake));
+        stoodAside = true;
+        continue;
+      }
+      if (stoodAside) {
+        // The writer took the projector to its events (and past them when
+        // more were held): the loop looks once the log moves past where it
+        // left it, not at once, when a read of the log would find nothing
+        // beside the commit's answer and what its caller sends next.
+        stoodAside = false;
+        const mark = this.events.appendMark();
+        const known = () => this.known.get(projector.name);
+        await this.idle(signal, (wake) => this.headWatch.wait(known, wake, mark));
+        woken = this.events.appendMark() !== mark;
         continue;
       }
       const writers = this.writersOf(projector);
@@ -444,9 +471,9 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       }
       woken = false;
       deferred = null;
-      let applied = 0;
+      let more = false;
       try {
-        applied = await this.runBatch(projector, BATCH, undefined, true);
+        ({ more } = await this.batch(projector, BATCH, undefined, true));
         backoff = 0;
         if (this.failing.delete(projector.name)) {
           this.logger.info({ projector: projector.name }, 'projection batches succeed again');
@@ -465,7 +492,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         await this.pause(backoff, signal);
         continue;
       }
-      if (applied < BATCH) {
+      if (!more) {
         const mark = this.events.appendMark();
         const known = () => this.known.get(projector.name);
         await this.idle(signal, (wake) => this.headWatch.wait(known, wake, mark));
@@ -568,13 +595,24 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * the projector up.
    */
   async runBatch(projector: Projector, limit = BATCH, bulk?: Bulk, loop = false): Promise<number> {
+    return (await this.batch(projector, limit, bulk, loop)).consumed;
+  }
+
+  /** runBatch, also saying whether the log may hold more right after the batch (Batch.more). */
+  private async batch(
+    projector: Projector,
+    limit: number,
+    bulk?: Bulk,
+    loop = false,
+  ): Promise<Batch> {
     const halt = this.halts.get(projector.name);
     if (halt) throw new ProjectionHaltedError(halt);
     try {
       return await this.attempt(projector, limit, bulk, loop);
     } catch (err) {
       if (this.cutShort(err)) throw err;
-      return this.isolate(projector, limit);
+      // Applied in smaller batches: whatever is left, the next look finds.
+      return { consumed: await this.isolate(projector, limit), more: true };
     }
   }
 
@@ -583,7 +621,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     limit: number,
     bulk?: Bulk,
     loop = false,
-  ): Promise<number> {
+  ): Promise<Batch> {
     // The lock and the read of the checkpoint go with the BEGIN: two round
     // trips less per batch.
     const standAside = () => loop && this.catchingUp.has(projector.name);
@@ -602,17 +640,15 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
               .readAppended(guess, heldLimit, projector.handles)
               .catch((): null => null),
           };
-    const { consumed, handled, at } = await this.transaction<{
-      consumed: number;
-      handled: number;
-      at?: LogPosition;
-    }>(
+    const { consumed, handled, at, more } = await this.transaction<
+      Batch & { handled: number; at?: LogPosition }
+    >(
       (tx, [, checkpoint]) =>
         // The loop is woken by the append itself, and may take the lock
         // before the writer that appended starts waiting: once it holds the
         // lock, it looks again.
         standAside()
-          ? Promise.resolve({ consumed: 0, handled: 0 })
+          ? Promise.resolve({ consumed: 0, handled: 0, more: false })
           : this.batchIn(
               tx,
               projector,
@@ -627,7 +663,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     if (at !== undefined) this.known.set(projector.name, at);
     if (bulk) bulk.handled += handled;
     else if (handled >= ANALYZE_AFTER) this.analyzeSoon(projector);
-    return consumed;
+    return { consumed, more };
   }
 
   /**
@@ -638,7 +674,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    */
   private isolate(projector: Projector, limit: number): Promise<number> {
     return narrowDown(
-      (size) => this.attempt(projector, size),
+      async (size) => (await this.attempt(projector, size)).consumed,
       limit,
       (err) => this.halt(projector, err),
     );
@@ -813,7 +849,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     /** How many events to take when they are held in memory (HELD_CATCH_UP_BATCH). */
     heldLimit = limit,
     bulk?: Bulk,
-  ): Promise<{ consumed: number; handled: number; at: LogPosition }> {
+  ): Promise<Batch & { handled: number; at: LogPosition }> {
     if (typeof lock === 'string') await tx.query(lockStatement(lock));
     const { position: from, skips } =
       typeof lock === 'string' ? await readCheckpoint(tx, projector.name) : lock;
@@ -822,8 +858,11 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
         ? await early.events
         : await this.events.readAppended(from, heldLimit, projector.handles);
     let events = fromMemory ?? (await this.events.readAll(from, limit, projector.handles));
-    if (events.length === 0) return { consumed: 0, handled: 0, at: from };
-    if (fromMemory) events = await this.passingOver(projector, events);
+    if (events.length === 0) return { consumed: 0, handled: 0, at: from, more: false };
+    // A read of the log is cut by its limit; held events also end where
+    // this process's appends do.
+    let more = events.length >= (fromMemory ? heldLimit : limit);
+    if (fromMemory) ({ events, more } = await this.passingOver(projector, events, more));
     const handled = events.filter(
       (e) => projector.handles.includes(e.type) && !skips.has(e.position.globalPosition),
     );
@@ -835,7 +874,7 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
     if (!(await moveCheckpoint(tx, projector.name, from, to))) {
       throw new Error(`checkpoint of ${projector.name} moved under us`);
     }
-    return { consumed: events.length, handled: handled.length, at: to };
+    return { consumed: events.length, handled: handled.length, at: to, more };
   }
 
   /**
@@ -845,13 +884,20 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
    * other read models only pass over, and in batches of BATCH each of them
    * took 40 transactions (lock, checkpoint, notification, commit) to do it.
    * Nothing is applied over the events added, so the batch's work stays
-   * what its first `limit` events ask.
+   * what its first `limit` events ask. Says whether more may follow at once
+   * (`cut`, whether the batch's read was cut by its limit, when nothing is
+   * added): a pass that ended with the held events
+   * did not stop for a limit, and the loop then waits for the next append
+   * (or the log's head past it) instead of reading the log at once to find
+   * nothing there, beside the commit's answer and what its caller sends
+   * next (docs/performance-history.md, wave 25).
    */
   private async passingOver(
     projector: Projector,
     events: RecordedEvent[],
-  ): Promise<RecordedEvent[]> {
-    if (events.some((e) => projector.handles.includes(e.type))) return events;
+    cut: boolean,
+  ): Promise<{ events: RecordedEvent[]; more: boolean }> {
+    if (events.some((e) => projector.handles.includes(e.type))) return { events, more: cut };
     let passed = events;
     while (passed.length < PASS_OVER) {
       // Without a type filter: the held events themselves, where the filter
@@ -859,16 +905,16 @@ export class ProjectionRunner implements ProjectionAdmin, ReadModelSync {
       // (20,000 copies per loop after a first commit, on kld's main thread
       // while the writer prepares its rows). Those added here are only
       // passed over: none reaches the projector.
-      const more = await this.events.readAppended(
+      const next = await this.events.readAppended(
         passed[passed.length - 1].position,
         PASS_OVER - passed.length,
       );
-      if (more === null || more.length === 0) break;
-      const stop = more.findIndex((e) => projector.handles.includes(e.type));
-      passed = passed.concat(stop < 0 ? more : more.slice(0, stop));
-      if (stop >= 0) break;
+      if (next === null || next.length === 0) return { events: passed, more: false };
+      const stop = next.findIndex((e) => projector.handles.includes(e.type));
+      if (stop >= 0) return { events: passed.concat(next.slice(0, stop)), more: true };
+      passed = passed.concat(next);
     }
-    return passed;
+    return { events: passed, more: true };
   }
 
   /** Keeps `append` among the bulks until its writer's catch-up is over. */

@@ -114,4 +114,82 @@ describe('the tail of a bulk commit', () => {
       await runner.stop();
     }
   });
+
+  it('once past it, each loop waits for the next append rather than reading the log at once', async () => {
+    const applied: number[] = [];
+    const fed: Projector = {
+      name: 'tail-fed-2',
+      handles: ['TailBulked2'],
+      tables: [],
+      apply: () => Promise.resolve(),
+    };
+    const other: Projector = {
+      name: 'tail-other-2',
+      handles: ['TailOther2'],
+      tables: [],
+      apply(events) {
+        applied.push(...events.map((e) => (e.data as { n: number }).n));
+        return Promise.resolve();
+      },
+    };
+    const runner = new ProjectionRunner({
+      events: h.events,
+      db: h.db,
+      notifier: h.notifier,
+      logger: quietLogger,
+    }).register([fed, other]);
+    // Each projector's reads of the log (the types asked are its own).
+    const reads = { fed: [] as LogPosition[], other: [] as LogPosition[] };
+    const readAll = h.events.readAll.bind(h.events);
+    const spy = jest.spyOn(h.events, 'readAll').mockImplementation((from, limit, types) => {
+      if (types?.includes('TailOther2')) reads.other.push(from);
+      if (types?.includes('TailBulked2')) reads.fed.push(from);
+      return readAll(from, limit, types);
+    });
+    runner.start();
+    try {
+      const small = await h.events.appendToStream(
+        'tail-small-2',
+        [event('TailOther2', 0), event('TailBulked2', 0)],
+        { expectedRevision: 'no_stream' },
+      );
+      await runner.waitForPosition(small.position);
+      // More events than a loop's batch, none of them the other projector's.
+      const bulked = Array.from({ length: 1200 }, (_, i) => event('TailBulked2', i + 1));
+      const bulk = (
+        await h.events.appendToStream('tail-bulk-2', bulked, { expectedRevision: 'no_stream' })
+      ).position;
+      await runner.waitForPosition(bulk, ['TailBulked2']);
+      const otherAt = async () => {
+        const rows = await h.db.query<{ tx: string; gp: string }>(
+          `SELECT transaction_id::text AS tx, global_position AS gp FROM kl_checkpoints
+            WHERE projection = 'tail-other-2'`,
+        );
+        return { transactionId: BigInt(rows[0].tx), globalPosition: BigInt(rows[0].gp) };
+      };
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline;) {
+        if (comparePositions(await otherAt(), bulk) >= 0) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(comparePositions(await otherAt(), bulk)).toBe(0);
+      // Time for a loop that looked again at once to have read the log: the
+      // one the writer caught up, and the one that passed over the append.
+      await new Promise((r) => setTimeout(r, 500));
+      const past = (from: LogPosition) => comparePositions(from, bulk) >= 0;
+      expect(reads.fed.filter(past)).toEqual([]);
+      expect(reads.other.filter(past)).toEqual([]);
+      // The next append still wakes it: its event is applied by the loop alone.
+      await h.events.appendToStream('tail-small-2', [event('TailOther2', 1)], {
+        expectedRevision: 1n,
+      });
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline;) {
+        if (applied.includes(1)) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(applied).toEqual([0, 1]);
+    } finally {
+      spy.mockRestore();
+      await runner.stop();
+    }
+  });
 });
