@@ -29,9 +29,9 @@ const LIFETIME_MS = 24 * 3600_000;
 
 /**
  * The certificate is one fixed X.509 v3 layout, so it is written here as DER
- * (RFC 5280) and signed with node:crypto: an X.509 library cost kl about
- * 0.1 s of CPU to load on every refresh (docs/performance-history.md,
- * "Refresh (wave 25)"), ahead of the first provider's spawn.
+ * (RFC 5280) and signed with node:crypto: an X.509 library cost kl 0.15-0.2 s
+ * of CPU to load on every refresh (docs/performance-history.md,
+ * "Refresh: the plugin client certificate (wave 25)"), ahead of the first spawn.
  */
 async function generate(): Promise<ClientCertificate> {
   const { publicKey, privateKey } = await generateEcKeyPair('ec', { namedCurve: 'P-256' });
