@@ -99,14 +99,13 @@ export class RefreshOrchestrator {
       dryRun: options.dryRun,
       actor: options.actor,
     });
-    // The document is asked for beside the run: kl is busy with the warm-up meanwhile, so it
-    // is there when the run is. It is used only once the lock is held, and only if its serial
-    // is the run's (`launchEarly`, `prepare`).
+    // The document is asked for beside the run, so it is there when the run is. It is used
+    // only once the lock is held, and only if its serial is the run's (`launchEarly`, `prepare`).
     const document = this.server.getState(stateName);
     document.catch(() => undefined); // reported once the lock is held, if the run starts at all
-    // The warm-up loads and runs code for most of 0.1 s of CPU: begun at once, it held the
-    // requests above in this process until it was done; a turn of the event loop later, they
-    // are on their way and the server answers them meanwhile.
+    // The warm-up (a key pair and a certificate, 10-15 ms of CPU) begins a turn of the event
+    // loop later, once the requests above are on their way: begun at once, its synchronous
+    // part would hold them in this process.
     setImmediate(() => this.opener.warmUp?.());
     const run = await starting;
     const lock: LockInfo = {
