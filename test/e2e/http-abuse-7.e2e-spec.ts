@@ -7,6 +7,7 @@ import type { TestDatabase } from '../support/test-database';
 import { createToken, eventCount, jsonCall } from '../support/json-call';
 import { oneResourceState } from '../../bench/support/one-resource-state';
 import { socketPost } from '../../bench/support/socket-post';
+import { fuzzInputs } from '../support/fuzz-inputs';
 import { fuzzSeed, seededRandom } from '../support/seeded-random';
 
 /**
@@ -412,7 +413,8 @@ describe('hostile sweep 7', () => {
     const SEED = fuzzSeed(Math.floor(Math.random() * 2 ** 31));
     const REQUESTS = Number(process.env.KL_FUZZ_REQUESTS ?? 300);
 
-    const { int, pick, chance } = seededRandom(SEED);
+    const random = seededRandom(SEED);
+    const { int, pick } = random;
 
     const TEXTS = [
       '',
@@ -434,48 +436,15 @@ describe('hostile sweep 7', () => {
       'true',
       'null',
     ];
-    const text = () => (chance(0.8) ? pick(TEXTS) : `t${int(1000)}`);
-    /** A path segment: a lone surrogate goes as the bytes UTF-8 has no place for. */
-    const segment = (t: string) => {
-      try {
-        return encodeURIComponent(t);
-      } catch {
-        return '%ED%A0%80';
-      }
-    };
-    function value(depth = 0): unknown {
-      switch (int(depth > 3 ? 5 : 8)) {
-        case 0:
-          return text();
-        case 1:
-          return pick([null, true, false, 0, -1, 1.5, 2 ** 31, Number.MAX_SAFE_INTEGER]);
-        case 2:
-          return int(100_000);
-        case 3:
-          return chance(0.1) ? '['.repeat(5000) : text();
-        case 4:
-          return pick(['write', 'read', 'failed', 'succeeded', 'cancelled', 'aborted', 'drifted']);
-        case 5:
-          return Array.from({ length: int(4) }, () => value(depth + 1));
-        default: {
-          const o: Record<string, unknown> = {};
-          for (let i = int(4); i > 0; i--)
-            o[chance(0.3) ? text() : `k${int(5)}`] = value(depth + 1);
-          return o;
-        }
-      }
-    }
-    /** A valid body with members replaced, dropped or added at random. */
-    function mutated(valid: Record<string, unknown>): unknown {
-      if (chance(0.05)) return value();
-      const body: Record<string, unknown> = { ...valid };
-      for (const key of Object.keys(body)) {
-        if (chance(0.3)) body[key] = value();
-        else if (chance(0.1)) delete body[key];
-      }
-      if (chance(0.2)) body[text()] = value();
-      return body;
-    }
+    const { text, segment, mutated } = fuzzInputs(random, TEXTS, [
+      'write',
+      'read',
+      'failed',
+      'succeeded',
+      'cancelled',
+      'aborted',
+      'drifted',
+    ]);
     const QUERY_KEYS = [
       'state',
       'limit',

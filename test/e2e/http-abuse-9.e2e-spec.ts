@@ -2,7 +2,8 @@ import * as net from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { hostileTeams, HostileTeams, TEAM_A_STATE, TEAM_B_STATE } from '../support/hostile-teams';
 import { lockInfo } from '../support/state-harness';
-import { seededRandom } from '../support/seeded-random';
+import { fuzzInputs } from '../support/fuzz-inputs';
+import { fuzzSeed, seededRandom } from '../support/seeded-random';
 import { oneResourceState } from '../../bench/support/one-resource-state';
 
 /**
@@ -247,9 +248,10 @@ describe('hostile sweep 9', () => {
     // Last-Event-ID, quotas, token revocation and listing, projection skips and rebuilds,
     // archive exports, dashboard files, resources by address, force-unlock, server-side
     // refresh, apply-run starts, runs by id, engine commits and finishes, and odd headers.
-    const SEED = Number(process.env.KL_FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31));
+    const SEED = fuzzSeed(Math.floor(Math.random() * 2 ** 31));
     const REQUESTS = Number(process.env.KL_FUZZ_REQUESTS ?? 300);
-    const { int, pick, chance } = seededRandom(SEED);
+    const random = seededRandom(SEED);
+    const { int, pick, chance } = random;
 
     const TEXTS = [
       '',
@@ -277,46 +279,14 @@ describe('hostile sweep 9', () => {
       'StateCreated',
       'state-team-a/app',
     ];
-    const text = () => (chance(0.8) ? pick(TEXTS) : `t${int(1000)}`);
-    const segment = (t: string) => {
-      try {
-        return encodeURIComponent(t);
-      } catch {
-        return '%ED%A0%80';
-      }
-    };
-    function value(depth = 0): unknown {
-      switch (int(depth > 3 ? 5 : 8)) {
-        case 0:
-          return text();
-        case 1:
-          return pick([null, true, false, 0, -1, 1.5, 2 ** 31, Number.MAX_SAFE_INTEGER]);
-        case 2:
-          return int(100_000);
-        case 3:
-          return chance(0.1) ? '['.repeat(5000) : text();
-        case 4:
-          return pick(['admin', 'read:team-a/*', 'write:*', 'query', 'events', 'succeeded']);
-        case 5:
-          return Array.from({ length: int(4) }, () => value(depth + 1));
-        default: {
-          const o: Record<string, unknown> = {};
-          for (let i = int(4); i > 0; i--)
-            o[chance(0.3) ? text() : `k${int(5)}`] = value(depth + 1);
-          return o;
-        }
-      }
-    }
-    function mutated(valid: Record<string, unknown>): unknown {
-      if (chance(0.05)) return value();
-      const body: Record<string, unknown> = { ...valid };
-      for (const key of Object.keys(body)) {
-        if (chance(0.3)) body[key] = value();
-        else if (chance(0.1)) delete body[key];
-      }
-      if (chance(0.2)) body[text()] = value();
-      return body;
-    }
+    const { text, segment, mutated } = fuzzInputs(random, TEXTS, [
+      'admin',
+      'read:team-a/*',
+      'write:*',
+      'query',
+      'events',
+      'succeeded',
+    ]);
     function query(keys: readonly string[]): string {
       const q = new URLSearchParams();
       for (let i = int(4); i > 0; i--) q.append(pick(keys), text());
