@@ -7,7 +7,7 @@ import type { TestDatabase } from '../support/test-database';
 import { createToken, eventCount, jsonCall } from '../support/json-call';
 import { oneResourceState } from '../../bench/support/one-resource-state';
 import { socketPost } from '../../bench/support/socket-post';
-import { fuzzInputs } from '../support/fuzz-inputs';
+import { fuzzAnswer, fuzzInputs } from '../support/fuzz-inputs';
 import { fuzzSeed, seededRandom } from '../support/seeded-random';
 
 /**
@@ -617,18 +617,7 @@ describe('hostile sweep 7', () => {
           body: r.body === undefined ? undefined : JSON.stringify(r.body),
         }).catch((err: Error) => ({ status: 0, text: async () => err.message }));
         const body = await answer.text();
-        const json = (() => {
-          try {
-            return JSON.parse(body) as { error?: { code?: unknown; message?: unknown } };
-          } catch {
-            return null;
-          }
-        })();
-        const refusedClearly =
-          answer.status >= 400 &&
-          answer.status < 500 &&
-          typeof json?.error?.code === 'string' &&
-          typeof json.error.message === 'string';
+        const { refusedClearly } = fuzzAnswer(answer.status, body);
         if (!(answer.status >= 200 && answer.status < 300) && !refusedClearly) {
           failures.push(
             `${r.method} ${r.path.slice(0, 200)} -> ${answer.status} ${body.slice(0, 200)}`,

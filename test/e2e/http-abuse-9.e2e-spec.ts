@@ -2,7 +2,7 @@ import * as net from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { hostileTeams, HostileTeams, TEAM_A_STATE, TEAM_B_STATE } from '../support/hostile-teams';
 import { lockInfo } from '../support/state-harness';
-import { fuzzInputs } from '../support/fuzz-inputs';
+import { fuzzAnswer, fuzzInputs } from '../support/fuzz-inputs';
 import { fuzzSeed, seededRandom } from '../support/seeded-random';
 import { oneResourceState } from '../../bench/support/one-resource-state';
 
@@ -474,18 +474,7 @@ describe('hostile sweep 9', () => {
           continue;
         }
         const body = await answer.text().catch((err: Error) => `(cut: ${err.message})`);
-        const json = (() => {
-          try {
-            return JSON.parse(body) as { error?: { code?: unknown; message?: unknown } };
-          } catch {
-            return null;
-          }
-        })();
-        const refusedClearly =
-          answer.status >= 400 &&
-          answer.status < 500 &&
-          typeof json?.error?.code === 'string' &&
-          typeof json.error.message === 'string';
+        const { json, refusedClearly } = fuzzAnswer(answer.status, body);
         const served =
           answer.status >= 200 &&
           answer.status < 300 &&

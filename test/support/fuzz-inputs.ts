@@ -51,3 +51,24 @@ export function fuzzInputs(r: SeededRandom, texts: readonly string[], words: rea
   }
   return { text, segment, value, mutated };
 }
+
+/** How a fuzzed request was answered: its body as JSON (null when it is not), and whether it is a clear refusal (a 4xx with `{error:{code,message}}`). */
+export function fuzzAnswer(
+  status: number,
+  body: string,
+): { json: unknown; refusedClearly: boolean } {
+  type ErrorBody = { error?: { code?: unknown; message?: unknown } } | null;
+  const json = ((): ErrorBody => {
+    try {
+      return JSON.parse(body) as ErrorBody;
+    } catch {
+      return null;
+    }
+  })();
+  const refusedClearly =
+    status >= 400 &&
+    status < 500 &&
+    typeof json?.error?.code === 'string' &&
+    typeof json.error.message === 'string';
+  return { json, refusedClearly };
+}
