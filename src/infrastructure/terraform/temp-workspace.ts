@@ -592,7 +592,9 @@ class TempWorkspace implements TerraformWorkspace {
     this.early?.show?.pipe.close();
     // Direct calls: kl's directory is small, and removed while kl is finishing its answer,
     // when the asynchronous walk (a thread-pool turn per entry and level, each waiting for
-    // the busy main thread) took longer than that answer and held up kl's exit.
-    fsSync.rmSync(this.base, { recursive: true, force: true });
+    // the busy main thread) took longer than that answer and held up kl's exit. A write kl
+    // started into it may still land while it is walked (a refused plan's state being placed):
+    // the removal then meets a directory no longer empty, and tries again (Node's own retry).
+    fsSync.rmSync(this.base, { recursive: true, force: true, maxRetries: 5, retryDelay: 20 });
   }
 }
