@@ -8,6 +8,12 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 export const SILENT_READER_MS = 65_000;
 
 /**
+ * One piece of an answer: a text, bytes, or several byte ranges written
+ * together (corked: one vectored write, no copy joining them).
+ */
+export type AnswerPiece = string | Uint8Array | readonly Uint8Array[];
+
+/**
  * Writes `pieces`, one per turn of the event loop, then ends with `last`;
  * pieces made as they are asked for (a slice's pages) are asked for once
  * the one before has left kld's buffer.
@@ -20,7 +26,7 @@ export const SILENT_READER_MS = 65_000;
  */
 export async function writeInTurns(
   res: Writable,
-  pieces: Iterable<string | Uint8Array> | AsyncIterable<string | Uint8Array>,
+  pieces: Iterable<AnswerPiece> | AsyncIterable<AnswerPiece>,
   last = '',
   silentMs = SILENT_READER_MS,
 ): Promise<void> {
@@ -37,12 +43,12 @@ export async function writeInTurns(
 
 async function writeAll(
   res: Writable,
-  pieces: Iterable<string | Uint8Array> | AsyncIterable<string | Uint8Array>,
+  pieces: Iterable<AnswerPiece> | AsyncIterable<AnswerPiece>,
   silentMs: number,
 ): Promise<void> {
   for await (const piece of pieces) {
     if (res.destroyed) return;
-    if (!res.write(piece) && !(await drained(res, silentMs))) {
+    if (!write(res, piece) && !(await drained(res, silentMs))) {
       res.destroy();
       return;
     }
@@ -50,6 +56,16 @@ async function writeAll(
     // the same turn (on the next tick), and a 50 MB answer went out in one turn.
     await nextTurn();
   }
+}
+
+/** Writes one piece; false when `res` asks the writer to wait for 'drain'. */
+function write(res: Writable, piece: AnswerPiece): boolean {
+  if (typeof piece === 'string' || piece instanceof Uint8Array) return res.write(piece);
+  res.cork();
+  let room = true;
+  for (const part of piece) room = res.write(part);
+  res.uncork();
+  return room;
 }
 
 /**
