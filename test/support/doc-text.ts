@@ -20,10 +20,10 @@ export function userDocs(): { file: string; text: string }[] {
   }));
 }
 
-/** Every piece of code in a page: each line of a fenced block and each inline `span`. */
+/** Every piece of code in a page: each line of a fenced block (indented in a list too) and each inline `span`. */
 export function codeIn(text: string): string[] {
   const pieces: string[] = [];
-  const prose = text.replace(/^```[^\n]*\n([\s\S]*?)^```$/gm, (_block, body: string) => {
+  const prose = text.replace(/^ *```[^\n]*\n([\s\S]*?)^ *```$/gm, (_block, body: string) => {
     pieces.push(...body.split('\n'));
     return '';
   });
