@@ -1,3 +1,5 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import request from 'supertest';
 import { startServer, KldServer } from '../../src/app/server';
 import { loadConfig } from '../../src/infrastructure/config/config';
@@ -58,6 +60,35 @@ function missingRoutes(routes: { method: string; path: string }[], doc: Doc): st
     .map((r) => `${r.method.toUpperCase()} ${r.path}`);
 }
 
+/**
+ * The routes docs/api.md lists, as `METHOD /path/{}`: the `METHOD /path` of
+ * each table row's first cell (a method alone, as in "`GET`, `PUT`,
+ * `DELETE /v1/x`", shares the next path), without its query and optional parts.
+ */
+function documentedRoutes(apiMd: string): string[] {
+  const routes = new Set<string>();
+  for (const row of apiMd.split('\n').filter((line) => line.startsWith('| `'))) {
+    const firstCell = row.slice(1).split(/(?<!\\)\|/)[0];
+    let pending: string[] = [];
+    for (const [, span] of firstCell.matchAll(/`([^`]+)`/g)) {
+      const m = /^(?:([A-Z]+) )?(\/[^?[\s]*)/.exec(span) ?? /^([A-Z]+)$/.exec(span);
+      if (!m) continue;
+      if (m[2] === undefined) {
+        pending.push(m[1]);
+        continue;
+      }
+      const methods = [...pending, ...(m[1] ? [m[1]] : pending.length === 0 ? ['GET'] : [])];
+      for (const method of methods) routes.add(`${method} ${m[2].replace(/<[^>]+>/g, '{}')}`);
+      pending = [];
+    }
+  }
+  return [...routes].sort();
+}
+
+/** A served route as documentedRoutes writes it. */
+const documentedForm = (r: { method: string; path: string }) =>
+  `${r.method.toUpperCase()} ${r.path.replace(/[:*]\w+/g, '{}')}`;
+
 /** `/openapi.json` and `/docs`, generated from the controllers and the DTOs. */
 describe('the OpenAPI document', () => {
   let t: TestDatabase;
@@ -90,6 +121,29 @@ describe('the OpenAPI document', () => {
       'UNLOCK /v1/states/*name',
       'POST /v1/refresh-runs/:runId/finish',
     ]);
+  });
+
+  it('is the list docs/api.md gives: every route kld serves, and no other', () => {
+    const apiMd = fs.readFileSync(path.join(__dirname, '../../docs/api.md'), 'utf8');
+    // The Swagger UI's own files under /docs/ are its page's, not routes of ours.
+    const served = [
+      ...new Set(
+        servedRoutes(server)
+          .filter((r) => !r.path.startsWith('/docs/'))
+          .map(documentedForm),
+      ),
+    ].sort();
+    // The dashboard's files (`/ui/app.js`, …) are one route.
+    const documented = [
+      ...new Set(
+        documentedRoutes(apiMd).map((r) => r.replace(/^GET \/ui\/[\w.-]+$/, 'GET /ui/{}')),
+      ),
+    ];
+    expect(documented.length).toBeGreaterThan(60);
+    expect({
+      undocumented: served.filter((r) => !documented.includes(r)),
+      notServed: documented.filter((r) => !served.includes(r)),
+    }).toEqual({ undocumented: [], notServed: [] });
   });
 
   it('has the routes of every slice: tokens, events, archives, apply runs, state engine, dashboard', () => {

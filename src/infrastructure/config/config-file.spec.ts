@@ -146,16 +146,6 @@ describe('config file', () => {
       .map((l) => l.split(':')[0]);
     expect(names).toEqual(Object.keys(CONFIG_VARIABLES));
   });
-
-  it('knows exactly the variables the README documents', () => {
-    const readme = fs.readFileSync(path.join(__dirname, '../../../README.md'), 'utf8');
-    const table = readme.slice(readme.indexOf('## Configuration'));
-    // Every name in a row's first cell (`KL_TLS_CERT`, `KL_TLS_KEY` share one).
-    const documented = [...table.matchAll(/^\| ([^|]*)\|/gm)].flatMap((m) =>
-      [...m[1].matchAll(/`(KL_[A-Z_]+)`/g)].map((n) => n[1]),
-    );
-    expect(documented.sort()).toEqual(Object.keys(CONFIG_VARIABLES).sort());
-  });
 });
 
 function messageOf(fn: () => unknown): string {

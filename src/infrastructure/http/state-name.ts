@@ -1,6 +1,8 @@
 import { DomainError } from '../../domain/shared/domain-error';
 
 const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._@+=-]*$/;
+/** Names key indexes with other columns (provider configs: three 512-byte parts in one entry). */
+export const MAX_STATE_NAME_CHARS = 512;
 
 /** `POST /v1/states/<name>/refresh` refreshes <name>, so no state may be named `…/refresh`. */
 export const RESERVED_LAST_SEGMENTS: readonly string[] = ['refresh'];
@@ -41,8 +43,11 @@ export function stateNameFrom(param: string | string[] | undefined): string {
 
 /** Why `name` is not a state name, after the words "invalid state name"; null when it is one. */
 export function stateNameProblem(name: string): string | null {
+  if (name.length > MAX_STATE_NAME_CHARS) {
+    return `"${name.slice(0, 100)}…": longer than ${MAX_STATE_NAME_CHARS} characters`;
+  }
   const segments = name.split('/');
-  if (!name || name.length > 512 || !segments.every((s) => SEGMENT.test(s))) {
+  if (!name || !segments.every((s) => SEGMENT.test(s))) {
     return `"${name.slice(0, 100)}": use segments of letters, digits and . _ @ + = - separated by /`;
   }
   const last = segments[segments.length - 1];
