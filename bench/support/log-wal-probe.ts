@@ -66,7 +66,10 @@ async function main(): Promise<void> {
   const server = await openBenchServer(logger, undo, 'kl-log-wal');
   const walCompression = process.env.KL_PROBE_WAL_COMPRESSION;
   if (walCompression) {
-    await query(server.url, `ALTER SYSTEM SET wal_compression = '${walCompression.replace(/'/g, '')}'`);
+    await query(
+      server.url,
+      `ALTER SYSTEM SET wal_compression = '${walCompression.replace(/'/g, '')}'`,
+    );
     await query(server.url, 'SELECT pg_reload_conf()');
   }
   const builds = process.argv.slice(2).map((a) => a.split('=') as [string, string]);
@@ -147,11 +150,22 @@ async function main(): Promise<void> {
       await new Promise((r) => setTimeout(r, SETTLE_MS));
     }
   }
-  console.log(`\nload now ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (1/5/15 min)`);
+  console.log(
+    `\nload now ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')} (1/5/15 min)`,
+  );
   const med = (xs: number[]) => distribution(xs).p50;
   const range = (xs: number[]) => `${formatMs(Math.min(...xs))}–${formatMs(Math.max(...xs))}`;
   printTable(
-    ['target', 'wall ms, median (range)', 'kld CPU ms', 'postgres CPU ms', 'WAL MiB, median (range)'],
+    [
+      'target',
+      'wall ms, median (range)',
+      'kld CPU ms',
+      'postgres CPU ms',
+      'WAL MiB, median (range)',
+    ],
     targets.map((t) => [
       t.label,
       `${formatMs(med(t.samples.map((s) => s.ms)))} (${range(t.samples.map((s) => s.ms))})`,
@@ -186,12 +200,22 @@ async function main(): Promise<void> {
         WHERE c.oid = 'kl_events'::regclass AND e.stream_id LIKE 'state-bench/first-%'
         GROUP BY reltoastrelid`,
     );
-    console.log(`\n${t.label}: kl_events per event of the POSTs (bytes, averages; heap, toast: the table's)`, rows[0]);
+    console.log(
+      `\n${t.label}: kl_events per event of the POSTs (bytes, averages; heap, toast: the table's)`,
+      rows[0],
+    );
   }
 }
 
-function target(label: string, databaseUrl: string, kld: Kld | null, postmaster: number | null): Target {
-  const meter = postmaster ? new DatabaseCpuMeter(postmaster, new URL(databaseUrl).pathname.slice(1)) : null;
+function target(
+  label: string,
+  databaseUrl: string,
+  kld: Kld | null,
+  postmaster: number | null,
+): Target {
+  const meter = postmaster
+    ? new DatabaseCpuMeter(postmaster, new URL(databaseUrl).pathname.slice(1))
+    : null;
   undo.push(() => meter?.stop());
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   undo.push(() => agent.destroy());
@@ -223,7 +247,10 @@ async function walSplit(
   );
   const byNode = new Map(names.rows.map((r) => [r.filenode, r.name]));
   const dbOid = (
-    await query<{ oid: string }>(databaseUrl, 'SELECT oid::text FROM pg_database WHERE datname = current_database()')
+    await query<{ oid: string }>(
+      databaseUrl,
+      'SELECT oid::text FROM pg_database WHERE datname = current_database()',
+    )
   ).rows[0].oid;
   const { rows } = await query<{
     reldatabase: string | null;
@@ -262,7 +289,10 @@ async function walSplit(
 }
 
 async function insertLsn(url: string): Promise<bigint> {
-  const { rows } = await query<{ at: string }>(url, "SELECT pg_current_wal_insert_lsn() - '0/0' AS at");
+  const { rows } = await query<{ at: string }>(
+    url,
+    "SELECT pg_current_wal_insert_lsn() - '0/0' AS at",
+  );
   return BigInt(rows[0].at);
 }
 

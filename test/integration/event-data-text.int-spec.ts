@@ -200,7 +200,12 @@ describe('stored data text PostgreSQL compressed', () => {
         type: 'LifecycleOpened',
         schemaVersion: 1,
         data: i % 100 === 0 ? instance(i) : { n: i },
-        metadata: { actor: 'ci@example.com', correlationId: randomUUID() },
+        metadata: {
+          actor: 'ci@example.com',
+          correlationId: randomUUID(),
+          causationId: null,
+          occurredAt: '2026-01-01T00:00:00.000Z',
+        },
       }));
       await store.appendToStream(`compressed-${run}`, events, { expectedRevision: 'no_stream' });
       const rows = await env.t.db.query<{ text: string; compression: string | null }>(
