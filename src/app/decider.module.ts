@@ -1,6 +1,6 @@
 import { BeforeApplicationShutdown, Inject, Module } from '@nestjs/common';
 import { DeciderService } from '../application/decider.service';
-import { CLOCK, Clock, IDS, Ids } from '../application/ports/clock.port';
+import { CLOCK, Clock, EVENT_IDS, IDS, Ids } from '../application/ports/clock.port';
 import { EVENT_STORE, EventStore } from '../application/ports/event-store.port';
 import { COMMAND_METRICS, CommandMetrics } from '../application/ports/metrics.port';
 import { READ_MODEL_SYNC, ReadModelSync } from '../application/ports/read-model-sync.port';
@@ -22,6 +22,7 @@ import { ProjectionsModule } from './projections.module';
         sync: ReadModelSync,
         clock: Clock,
         ids: Ids,
+        eventIds: Ids,
         config: Config,
         metrics: CommandMetrics,
         logger: Logger,
@@ -32,6 +33,7 @@ import { ProjectionsModule } from './projections.module';
           sync,
           clock,
           ids,
+          eventIds,
           cache: config.cache,
           metrics,
           snapshotFailed: (aggregate, streamId, err) =>
@@ -43,6 +45,7 @@ import { ProjectionsModule } from './projections.module';
         READ_MODEL_SYNC,
         CLOCK,
         IDS,
+        EVENT_IDS,
         CONFIG,
         COMMAND_METRICS,
         LOGGER,

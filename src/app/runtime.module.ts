@@ -1,6 +1,6 @@
 import { DynamicModule, Global, Module } from '@nestjs/common';
 import { RandomUuids } from '../infrastructure/ids/random-uuids';
-import { CLOCK, IDS } from '../application/ports/clock.port';
+import { CLOCK, EVENT_IDS, IDS } from '../application/ports/clock.port';
 import { CONFIG, type Config } from '../infrastructure/config/config';
 import { NOTIFIER, Notifier } from '../infrastructure/postgres/notifier';
 import { COMMAND_METRICS } from '../application/ports/metrics.port';
@@ -38,6 +38,7 @@ export class RuntimeModule {
       { provide: NOTIFIER, useValue: runtime.notifier },
       { provide: CLOCK, useValue: { now: () => new Date() } },
       { provide: IDS, useValue: new RandomUuids() },
+      { provide: EVENT_IDS, useValue: new RandomUuids({ timeOrdered: true }) },
     ];
     return {
       module: RuntimeModule,

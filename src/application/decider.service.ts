@@ -41,6 +41,8 @@ export interface DeciderServiceProps {
   sync: ReadModelSync;
   clock: Clock;
   ids: Ids;
+  /** The appended events' ids (default: `ids`); time-ordered in kld (RandomUuids). */
+  eventIds?: Ids;
   /** Streams kept warm per aggregate (KL_CACHE_STREAMS, KL_CACHE_REFRESH_RUNS). */
   cache?: Pick<CacheBudgets, 'streams' | 'refreshRuns'>;
   /** Default: none. */
@@ -179,7 +181,7 @@ export class DeciderService {
     let store = this.stores.get(spec) as AggregateStore<C, S, E> | undefined;
     if (!store) {
       store = new AggregateStore(this.props.events, this.props.snapshots, spec.decider, {
-        ids: this.props.ids,
+        ids: this.props.eventIds ?? this.props.ids,
         snapshotSchema: spec.snapshots.schema,
         toSnapshot: spec.snapshots.to,
         toSnapshotText: spec.snapshots.text,

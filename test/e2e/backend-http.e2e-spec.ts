@@ -278,6 +278,26 @@ describe('GET / POST', () => {
     expect(expectJsonError(both, 400)).toBe('REQUEST.INVALID');
   });
 
+  it('gives a commit time-ordered event ids (version 7, the time of the commit)', async () => {
+    // The log's unique index on event ids then grows at its right edge: a big
+    // commit does not write a full-page image of every leaf of a long log.
+    const name = unique('event-ids');
+    const before = Date.now();
+    expect((await post(name, doc(1, randomUUID()))).status).toBe(200);
+    const after = Date.now();
+    const rows = await t.db.query<{ event_id: string }>(
+      'SELECT event_id::text FROM kl_events WHERE stream_id = $1 ORDER BY stream_revision',
+      [`state-${name}`],
+    );
+    expect(rows.length).toBeGreaterThanOrEqual(3); // StateCreated, ApplyCommitted, the lifecycles
+    for (const { event_id: id } of rows) {
+      expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      const millis = parseInt(id.slice(0, 8) + id.slice(9, 13), 16);
+      expect(millis).toBeGreaterThanOrEqual(before);
+      expect(millis).toBeLessThanOrEqual(after);
+    }
+  });
+
   it('sends Content-MD5 of exactly the bytes it serves', async () => {
     const name = unique('md5');
     const d = doc(7, randomUUID(), 'ünïcødé ✓');

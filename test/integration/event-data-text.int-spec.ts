@@ -175,6 +175,56 @@ describe('delivering stored data text', () => {
   });
 });
 
+// A database of its own: its 1,000-event append would push the log past
+// what the tests above read from its start in one page.
+describe('stored data text PostgreSQL compressed', () => {
+  const env = useEventStoreDatabase();
+
+  it('keeps the text of an event PostgreSQL stored compressed, by INSERT and by COPY', async () => {
+    // PostgreSQL compresses (pglz) a `data` value of a row over about 2 KB:
+    // an instance with big attributes. What it gives back must be the text
+    // written, byte for byte (the log's WAL is mostly these rows:
+    // docs/performance-history.md, "The WAL of a big commit (wave 26)").
+    const store = new PostgresEventStore(env.t.db, env.notifier, new Upcasters([]));
+    const instance = (i: number) => ({
+      address: `aws_instance.web[${i}]`,
+      attributes: {
+        user_data: 'echo nul\u0000 tab\t é€😀 "quoted" \\ \u2028 '.repeat(40),
+        tags: Object.fromEntries(Array.from({ length: 40 }, (_, k) => [`k${k}`, `v${k % 3}`])),
+      },
+    });
+    for (const count of [3, 1000]) {
+      const run = randomUUID();
+      const events = Array.from({ length: count }, (_, i) => ({
+        eventId: randomUUID(),
+        type: 'LifecycleOpened',
+        schemaVersion: 1,
+        data: i % 100 === 0 ? instance(i) : { n: i },
+        metadata: {
+          actor: 'ci@example.com',
+          correlationId: randomUUID(),
+          causationId: null,
+          occurredAt: '2026-01-01T00:00:00.000Z',
+        },
+      }));
+      await store.appendToStream(`compressed-${run}`, events, { expectedRevision: 'no_stream' });
+      const rows = await env.t.db.query<{ text: string; compression: string | null }>(
+        `SELECT data::text AS text, pg_column_compression(data) AS compression
+           FROM kl_events WHERE stream_id = $1 ORDER BY stream_revision`,
+        [`compressed-${run}`],
+      );
+      expect(rows.map((r) => r.text)).toEqual(events.map((e) => JSON.stringify(e.data)));
+      const big = rows.filter((_, i) => i % 100 === 0);
+      expect(big.every((r) => r.compression === 'pglz')).toBe(true);
+      expect(big[0].text).toContain('nul\\u0000 tab\\t');
+      const read = (await wholeLog(store, () => store.readLog(LOG_START, 2000))).filter((e) =>
+        e.streamId.endsWith(run),
+      );
+      expect(read.map((e) => dataJson(e))).toEqual(rows.map((r) => r.text));
+    }
+  });
+});
+
 const root = new protobuf.Root().loadSync(
   path.join(__dirname, '../../proto/kilolock/v1/events.proto'),
   { keepCase: true },
