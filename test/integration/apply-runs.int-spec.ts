@@ -259,6 +259,36 @@ describe('apply runs through the read models', () => {
     });
   });
 
+  it('answers a commit sent again on its finished run only if it is that same commit', async () => {
+    const [{ current_version: version }] = await rows(
+      `SELECT current_version FROM states WHERE name = 'prod' AND deleted_at IS NULL`,
+    );
+    const run = await a.start('prod', {
+      baseVersion: version as number,
+      reservations: [{ glob: 'terraform_data.vpc', mode: 'write' }],
+    });
+    const change = (id: string) => ({
+      baseVersion: version as number,
+      upserts: [
+        upsertOf(base(), 'terraform_data.vpc', {
+          schema_version: 0,
+          attributes: { id },
+          sensitive_attributes: [],
+        }),
+      ],
+      checksum: `vpc-${id}`,
+    });
+    const first = await a.commit('prod', run.runId, change('one'));
+    // Another change on the finished run (a second client on the same run id) was never
+    // stored: it is refused, not answered with the first one's version.
+    await expect(a.commit('prod', run.runId, change('two'))).rejects.toMatchObject({
+      code: 'APPLY.FINISHED',
+    });
+    expect(await rows(`SELECT 1 FROM state_versions WHERE checksum = 'vpc-two'`)).toEqual([]);
+    // The same commit again is a retry whose answer was lost: answered as before.
+    expect(await a.commit('prod', run.runId, change('one'))).toEqual(first);
+  });
+
   it('lets an operator abort a dead run, found by its id alone', async () => {
     const run = await a.start('prod', {
       baseVersion: 4,

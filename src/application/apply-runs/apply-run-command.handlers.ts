@@ -166,8 +166,15 @@ export class CommitApplyRunHandler implements ICommandHandler<CommitApplyRunComm
   async execute(c: CommitApplyRunCommand): Promise<{ version: number; serial: number }> {
     const run = onState(await runOf(this.deciders, c.runId), c.runId, c.name);
     if (run.status === 'finished') {
-      // A retry of a commit whose answer was lost: answer it again.
-      if (run.outcome === 'committed' && run.version !== null && run.serial !== null) {
+      // A retry of a commit whose answer was lost: answer it again. Another commit on the
+      // finished run is refused, not answered as if stored (runs finished before the checksum
+      // was recorded cannot tell: they answer again, as they did).
+      if (
+        run.outcome === 'committed' &&
+        run.version !== null &&
+        run.serial !== null &&
+        (run.checksum === null || run.checksum === c.checksum)
+      ) {
         return { version: run.version, serial: run.serial };
       }
       throw ended(run, c.runId);
@@ -212,6 +219,7 @@ export class CommitApplyRunHandler implements ICommandHandler<CommitApplyRunComm
         counters: c.counters,
         errorSummary: null,
         outputState: null,
+        checksum: c.checksum,
       },
       metadata,
     });

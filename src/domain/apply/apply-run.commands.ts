@@ -21,6 +21,7 @@ export type FinishApply = ApplyCommandOf<
     counters: ApplyCounters | null;
     errorSummary: string | null;
     outputState: JsonValue | null;
+    checksum?: string;
   }
 >;
 

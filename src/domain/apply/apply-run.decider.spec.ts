@@ -98,6 +98,23 @@ describe('ApplyRun decider', () => {
       .thenFails('APPLY.FINISHED', { status: 'committed' });
   });
 
+  it('records a commit that an abort or a failure raced: the stored commit is how the run ended', () => {
+    // The abort found the reservations already released by the commit, and was recorded first.
+    const aborted: ApplyEvent = {
+      type: 'ApplyFinished',
+      data: { ...committed.data, status: 'aborted', version: null, serial: null, counters: null },
+    } as ApplyEvent;
+    given(started, aborted).when(finish({})).then([committed]);
+    given(started, { ...aborted, data: { ...aborted.data, status: 'failed' } } as ApplyEvent)
+      .when(finish({}))
+      .then([committed]);
+    // Recorded, it is the run's ending; a late abort changes nothing.
+    given(started, aborted, committed).when(finish({})).then([]);
+    given(started, aborted, committed)
+      .when(finish({ status: 'aborted', version: null, serial: null }))
+      .thenFails('APPLY.FINISHED', { status: 'committed' });
+  });
+
   it('refuses a finish of a run that never started, and a commit without a version', () => {
     given().when(finish({})).thenFails('APPLY.NOT_FOUND');
     given(started)

@@ -40,6 +40,12 @@ function finish(command: FinishApply, run: ApplyRun): ApplyEvent[] {
   }
   if (run.status === 'finished') {
     if (run.outcome === d.status && run.version === d.version) return [];
+    // The commit is stored in the State stream whatever the run's stream says: an abort or a
+    // finish that raced it (and found no reservation left to release) recorded its ending
+    // first. The commit is what happened; it is recorded over that ending.
+    if (d.status === 'committed' && run.outcome !== 'committed') {
+      return [{ type: 'ApplyFinished', data: { ...d, stateId: run.started.stateId } }];
+    }
     throw new DomainError(
       APPLY_FINISHED,
       `apply run ${d.runId} already ended: ${run.outcome}` +
@@ -66,13 +72,21 @@ export function evolveApply(run: ApplyRun, event: ApplyEvent): ApplyRun {
     case 'ApplyStarted':
       return run.status === 'missing' ? { status: 'running', started: event.data } : run;
     case 'ApplyFinished':
-      if (run.status !== 'running') return run;
+      if (run.status === 'missing') return run;
+      // Once finished, only a commit that raced the ending recorded first changes it (finish).
+      if (
+        run.status === 'finished' &&
+        (event.data.status !== 'committed' || run.outcome === 'committed')
+      ) {
+        return run;
+      }
       return {
         status: 'finished',
         started: run.started,
         outcome: event.data.status,
         version: event.data.version,
         serial: event.data.serial,
+        checksum: event.data.checksum ?? null,
       };
     default:
       return assertNever(event);

@@ -71,6 +71,12 @@ export type ApplyFinished = DomainEvent<
     counters: ApplyCounters | null;
     errorSummary: string | null;
     outputState: JsonValue | null;
+    /**
+     * The commit's checksum (status committed): a commit sent again on the
+     * finished run is answered again only if it is that same commit. Absent
+     * in events written before wave 26.
+     */
+    checksum?: string;
   }
 >;
 

@@ -17,6 +17,8 @@ export interface FinishedApplyRun {
   outcome: ApplyStatus;
   version: number | null;
   serial: number | null;
+  /** The commit's checksum; null when not committed, or finished before wave 26 recorded it. */
+  checksum: string | null;
 }
 
 export function initialApplyRun(): ApplyRun {

@@ -27,5 +27,6 @@ export function applyRunFromSnapshot(json: unknown): ApplyRun {
     outcome: json.outcome as ApplyStatus,
     version: typeof json.version === 'number' ? json.version : null,
     serial: typeof json.serial === 'number' ? json.serial : null,
+    checksum: typeof json.checksum === 'string' ? json.checksum : null,
   };
 }

@@ -57,11 +57,13 @@ export class ApplyRunsProjector implements Projector {
         );
       } else {
         const d = event.data;
+        // A commit recorded after an ending that raced it replaces that ending (the decider's finish).
         await tx.query(
           `UPDATE apply_runs SET status = $2, finished_at = $3, finished_by = $4,
                   added = $5, changed = $6, destroyed = $7, committed_version = $8,
                   committed_serial = $9, error_summary = $10, output_state = $11
-            WHERE run_id = $1 AND status = 'running'`,
+            WHERE run_id = $1
+              AND (status = 'running' OR ($2 = 'committed' AND status <> 'committed'))`,
           [
             textParam(d.runId),
             d.status,
