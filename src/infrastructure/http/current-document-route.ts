@@ -121,10 +121,13 @@ function* documentPieces(parts: readonly Buffer[]): Generator<Buffer, void, unde
   if (group.length > 0) yield Buffer.concat(group, size);
 }
 
-/** The state whose current document the request asks for; null for anything else (the controller answers it). */
+/**
+ * The state whose current document the request asks for; null for anything
+ * else (the controller answers it): any query parameter, a past version's
+ * (`?serial`, `?version`) or one the controller refuses (QueryParametersGuard).
+ */
 function currentDocumentName(req: Request): string | null {
-  const { serial, version } = req.query;
-  if (serial !== undefined || version !== undefined) return null;
+  if (Object.keys(req.query as object).length > 0) return null;
   try {
     return stateNameFrom(req.params.name as unknown as string[]);
   } catch {
