@@ -3,7 +3,7 @@ import { APP_GUARD, Reflector } from '@nestjs/core';
 import { AUTHENTICATOR, type Authenticator } from '../infrastructure/auth/authenticator';
 import { AuthGuard } from '../infrastructure/http/auth.guard';
 import { CallerBoundGuard, CallerBounds } from '../infrastructure/http/caller-bounds';
-import { QueryParametersGuard } from '../infrastructure/http/query-parameters';
+import { PassedOverInputGuard } from '../infrastructure/http/passed-over-input';
 import { TokensController } from '../infrastructure/http/tokens.controller';
 import { AuthenticationModule } from './authentication.module';
 import { TokensModule } from './tokens.module';
@@ -28,7 +28,7 @@ import { TokensModule } from './tokens.module';
     // Global guards run in the order they are provided: these after the AuthGuard.
     {
       provide: APP_GUARD,
-      useFactory: (reflector: Reflector) => new QueryParametersGuard(reflector),
+      useFactory: (reflector: Reflector) => new PassedOverInputGuard(reflector),
       inject: [Reflector],
     },
     {

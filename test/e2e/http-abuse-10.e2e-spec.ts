@@ -1,4 +1,9 @@
 import * as net from 'node:net';
+import * as grpc from '@grpc/grpc-js';
+import { bearer, grpcEventsClient } from '../support/event-clients';
+import { fuzzInputs } from '../support/fuzz-inputs';
+import { createToken } from '../support/json-call';
+import { fuzzSeed, seededRandom } from '../support/seeded-random';
 import { hostileTeams, HostileTeams, TEAM_A_STATE, TEAM_B_STATE } from '../support/hostile-teams';
 import { oneResourceState } from '../../bench/support/one-resource-state';
 
@@ -9,7 +14,9 @@ import { oneResourceState } from '../../bench/support/one-resource-state';
  * and HTTP/1.1 framing games (request smuggling's duplicate lengths and
  * transfer codings, absolute-form targets, overlong UTF-8, oversized paths)
  * are answered with a JSON refusal or as the request they are, never
- * mistaken for another.
+ * mistaken for another; seeded random calls of the gRPC event service
+ * (positions of other epochs, deadlines already past, filters and bounds
+ * out of range) end with a status the caller can act on, and hold nothing.
  */
 
 jest.setTimeout(120_000);
@@ -109,6 +116,43 @@ describe('hostile sweep 10', () => {
       expect(named.body.error.message).toBe(
         'GET /v1/states/*name takes only the query parameters serial, version (got "Version")',
       );
+    });
+
+    it('a body sent with a GET or a DELETE is refused too, nothing done', async () => {
+      const { admin, reader, call } = teams;
+      const source = 'hashicorp/aws';
+      for (const alias of [undefined, 'west']) {
+        const put = await call(admin, 'PUT', '/v1/provider-configs', {
+          state: TEAM_A_STATE,
+          source,
+          alias,
+          config: { region: alias ?? 'default' },
+          skip_schema_check: true,
+        });
+        expect(put.status).toBe(200);
+      }
+      const configPath = `/v1/provider-configs?state=${TEAM_A_STATE}&source=${source}`;
+      // Before: the default config removed, the alias in the body passed over.
+      const removal = await call(admin, 'DELETE', configPath, { alias: 'west' });
+      expect([removal.status, removal.body.error.code]).toEqual([400, 'REQUEST.INVALID']);
+      expect(removal.body.error.message).toBe(
+        'DELETE /v1/provider-configs takes no body: give what it takes in its path or query string',
+      );
+      expect((await call(admin, 'GET', configPath)).status).toBe(200);
+      expect(
+        (await call(admin, 'DELETE', `/v1/states/${TEAM_A_STATE}`, { serial: 9 })).status,
+      ).toBe(400);
+      // The current document's own route refuses it as the controller does.
+      const body = '{"version":1}';
+      const read = await exchange(
+        port,
+        `GET /v1/states/${TEAM_A_STATE} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${reader}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+      );
+      expect([statuses(read), errorCodes(read)]).toEqual([[400], ['REQUEST.INVALID']]);
+      await teams.unchanged();
+      expect((await call(admin, 'DELETE', configPath)).status).toBe(200);
+      expect((await call(admin, 'GET', `${configPath}&alias=west`)).status).toBe(200);
     });
 
     it('is refused after the token is checked: without a valid one the answer is 401', async () => {
@@ -228,6 +272,171 @@ describe('hostile sweep 10', () => {
         );
       // A reader's token first, an admin's after: the reader's decides.
       expect(statuses(await twice(teams.reader, teams.admin))).toEqual([403]);
+    });
+  });
+  describe('the gRPC event service, seeded', () => {
+    const SEED = fuzzSeed(Math.floor(Math.random() * 2 ** 31));
+    const CALLS = Number(process.env.KL_FUZZ_REQUESTS ?? 150);
+    // What a caller can act on; INTERNAL, UNKNOWN or UNAVAILABLE would be kld's fault.
+    const ACTIONABLE = new Set([
+      grpc.status.OK,
+      grpc.status.CANCELLED,
+      grpc.status.INVALID_ARGUMENT,
+      grpc.status.FAILED_PRECONDITION,
+      grpc.status.DEADLINE_EXCEEDED,
+      grpc.status.RESOURCE_EXHAUSTED,
+      grpc.status.PERMISSION_DENIED,
+      grpc.status.UNAUTHENTICATED,
+    ]);
+
+    /** One call, cut by the client after its first message or 150 ms; its end status and details. */
+    function call(
+      client: ReturnType<typeof grpcEventsClient>,
+      method: 'Read' | 'Subscribe',
+      request: object,
+      token: string,
+      deadline: Date,
+    ): Promise<{ code: number; details: string }> {
+      return new Promise((resolve) => {
+        // The stub takes call options too (EventsClient's type names the first two only).
+        const start = client[method].bind(client) as unknown as (
+          request: object,
+          metadata: grpc.Metadata,
+          options: grpc.CallOptions,
+        ) => grpc.ClientReadableStream<unknown>;
+        const stream = start(request, bearer(token), { deadline });
+        const timer = setTimeout(() => stream.cancel(), 150);
+        stream.on('data', () => stream.cancel());
+        stream.on('error', (err: grpc.ServiceError) => {
+          clearTimeout(timer);
+          resolve({ code: err.code, details: err.details });
+        });
+        stream.on('status', (status: grpc.StatusObject) => {
+          clearTimeout(timer);
+          resolve({ code: status.code, details: status.details });
+        });
+      });
+    }
+
+    it(`ends ${CALLS} hostile calls with a status a caller can act on, holds none, logs no error (seed ${SEED}, KL_FUZZ_SEED replays it)`, async () => {
+      const { kld, admin, reader } = teams;
+      const events = await createToken(kld.url, admin, 'team-a-feed', ['read:team-a/*', 'events']);
+      const scraper = await createToken(kld.url, admin, 'scraper', ['metrics']);
+      const client = grpcEventsClient(kld.grpc);
+      const first = await new Promise<string>((resolve, reject) => {
+        const stream = client.Read({ origin: 'ORIGIN_START', limit: 1 }, bearer(admin));
+        stream.on('data', (m: { event?: { position: string } }) => {
+          if (m.event) resolve(m.event.position);
+        });
+        stream.on('error', reject);
+      });
+      const [epoch, tail] = first.split('-');
+      const r = seededRandom(SEED);
+      const { int, pick, chance } = r;
+      const { text } = fuzzInputs(
+        r,
+        ['', 'a b', '\u0000', '\ud800', 'é', '*', '**', 'team-a/*', 'x'.repeat(600)],
+        ['team-a/app', 'team-b/app', 'StateCreated', 'ApplyCommitted', 'state-'],
+      );
+      const position = () =>
+        pick([
+          first,
+          `${(parseInt(epoch, 16) + 1 + int(5)).toString(16).padStart(epoch.length, '0')}-${tail}`,
+          `${epoch}-${'f'.repeat(tail.length)}`,
+          `${first}-${first}`,
+          first.toUpperCase(),
+          ` ${first}`,
+          '0',
+          '-1',
+          '18446744073709551616',
+          'x'.repeat(int(2) ? 64 : 100_000),
+          text(),
+        ]);
+      const uint = () => pick([0, 1, int(1000), 2 ** 31, 2 ** 32 - 1]);
+      const list = () => Array.from({ length: pick([0, 1, 3, 101]) }, () => text());
+      const failures: string[] = [];
+      for (let i = 0; i < CALLS; i++) {
+        const method = pick(['Read', 'Subscribe'] as const);
+        const request: Record<string, unknown> = {
+          ...(chance(0.5)
+            ? { from: position() }
+            : chance(0.5)
+              ? { origin: pick(['ORIGIN_START', 'ORIGIN_END', 'ORIGIN_UNSPECIFIED', 7]) }
+              : {}),
+          ...(chance(0.5)
+            ? { filter: { states: list(), stream_prefixes: list(), types: list() } }
+            : {}),
+          ...(chance(0.5) ? { max_batch: uint(), max_message_bytes: uint() } : {}),
+          ...(method === 'Read' ? { limit: uint() } : { checkpoint_interval_ms: uint() }),
+        };
+        const token = pick([admin, events, events, reader, 'kl_' + 'A'.repeat(43), '']);
+        // Now and then a deadline already past (0 included), else a short one.
+        const deadline = chance(0.2)
+          ? pick([new Date(0), new Date(Date.now() - 1)])
+          : new Date(Date.now() + 2000);
+        const end = await call(client, method, request, token, deadline);
+        if (!ACTIONABLE.has(end.code) || /kl_[A-Za-z0-9_-]{20}/.test(end.details)) {
+          failures.push(
+            `${method} ${JSON.stringify(request).slice(0, 300)} -> ${end.code} ${end.details}`,
+          );
+        }
+      }
+      client.close();
+      expect(failures).toEqual([]);
+      // Nothing held: every subscription ended, and a new one is served a commit made after.
+      let open = '';
+      for (let i = 0; i < 50; i++) {
+        const metrics = await fetch(`${kld.url}/metrics`, {
+          headers: { Authorization: `Bearer ${scraper}` },
+        });
+        open = (await metrics.text())
+          .split('\n')
+          .filter((l) => l.startsWith('kilolock_event_subscribers{'))
+          .join('\n');
+        if (!/ [1-9]\d*$/m.test(open)) break;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      expect(open).toMatch(/transport="grpc"} 0/);
+      expect(open).not.toMatch(/ [1-9]\d*$/m);
+      const follower = grpcEventsClient(kld.grpc);
+      const delivered = new Promise<string>((resolve, reject) => {
+        const stream = follower.Subscribe(
+          { origin: 'ORIGIN_END', filter: { states: ['team-a/*'] } },
+          bearer(events),
+        );
+        stream.on('data', (m: { event?: { type: string } }) => {
+          if (m.event) {
+            resolve(m.event.type);
+            stream.cancel();
+          }
+        });
+        stream.on('error', (err: grpc.ServiceError) => {
+          if (err.code !== grpc.status.CANCELLED) reject(err);
+        });
+      });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const lock = await teams.call(teams.writer, 'LOCK', `/v1/states/${TEAM_A_STATE}`, {
+        ID: 'after-fuzz',
+        Operation: 'OperationTypeApply',
+      });
+      expect(lock.status).toBe(200);
+      expect(await delivered).toBe('LockAcquired');
+      follower.close();
+      expect(
+        (
+          await teams.call(teams.writer, 'UNLOCK', `/v1/states/${TEAM_A_STATE}`, {
+            ID: 'after-fuzz',
+          })
+        ).status,
+      ).toBe(200);
+      const logged = kld
+        .output()
+        .split('\n')
+        .filter((line) => /"level":(50|60)|Unhandled|ERR_/.test(line));
+      expect(logged).toEqual([]);
+      for (const token of [teams.admin, teams.writer, teams.reader, teams.other, events]) {
+        expect(kld.output()).not.toContain(token);
+      }
     });
   });
 });

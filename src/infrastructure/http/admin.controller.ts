@@ -19,7 +19,7 @@ export class AdminController {
   ): Promise<{ projectors: { projector: string; events: number }[] }> {
     // It rebuilds every read model: a body meant to narrow it (one projector) would
     // otherwise be passed over and the whole log replayed (a query parameter is refused
-    // for every route that takes none, QueryParametersGuard).
+    // for every route that takes none, PassedOverInputGuard).
     if (Object.keys(body).length > 0) {
       throw new DomainError(
         'REQUEST.INVALID',

@@ -1,6 +1,13 @@
 import 'reflect-metadata';
 import { Reflector } from '@nestjs/core';
-import { MODULE_METADATA, PATH_METADATA } from '@nestjs/common/constants';
+import {
+  METHOD_METADATA,
+  MODULE_METADATA,
+  PATH_METADATA,
+  ROUTE_ARGS_METADATA,
+} from '@nestjs/common/constants';
+import { RequestMethod } from '@nestjs/common';
+import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import { ExecutionContext } from '@nestjs/common';
 import { ApplyModule } from '../../app/apply.module';
 import { ArchiveModule } from '../../app/archive.module';
@@ -18,7 +25,7 @@ import { ArchivesController } from './archives.controller';
 import { TerraformBackendController } from './terraform-backend.controller';
 import { ApplyRunsController } from './apply-runs.controller';
 import { UiController } from './ui.controller';
-import { queryParametersTaken, QueryParametersGuard } from './query-parameters';
+import { queryParametersTaken, PassedOverInputGuard } from './passed-over-input';
 
 type Handler = (...args: never[]) => unknown;
 
@@ -56,8 +63,14 @@ function routes(): { controller: { name: string; prototype: object }; handler: H
   return found;
 }
 
-function contextOf(controller: object, handler: Handler, query: Record<string, unknown>) {
-  const req = { method: 'GET', path: '/x', query, route: { path: '/v1/x/*name' } };
+function contextOf(
+  controller: object,
+  handler: Handler,
+  query: Record<string, unknown>,
+  method = 'GET',
+  headers: Record<string, string> = {},
+) {
+  const req = { method, path: '/x', query, headers, route: { path: '/v1/x/*name' } };
   return {
     getHandler: () => handler,
     getClass: () => controller,
@@ -75,6 +88,21 @@ describe('queryParametersTaken', () => {
       )
       .map(({ controller, handler }) => `${controller.name}.${handler.name}`);
     expect(untyped).toEqual([]);
+  });
+
+  it('finds no GET or DELETE route that takes a body', () => {
+    const takingBodies = routes()
+      .filter(({ handler }) => {
+        const method = Reflect.getMetadata(METHOD_METADATA, handler) as RequestMethod;
+        return method === RequestMethod.GET || method === RequestMethod.DELETE;
+      })
+      .filter(({ controller, handler }) =>
+        Object.keys(
+          (Reflect.getMetadata(ROUTE_ARGS_METADATA, controller, handler.name) ?? {}) as object,
+        ).some((key) => key.split(':')[0] === String(RouteParamtypes.BODY)),
+      )
+      .map(({ controller, handler }) => `${controller.name}.${handler.name}`);
+    expect(takingBodies).toEqual([]);
   });
 
   it('reads what each handler takes from its own decorators', () => {
@@ -95,11 +123,17 @@ describe('queryParametersTaken', () => {
   });
 });
 
-describe('QueryParametersGuard', () => {
-  const guard = new QueryParametersGuard(new Reflector());
-  const refusal = (controller: object, handler: Handler, query: Record<string, unknown>) => {
+describe('PassedOverInputGuard', () => {
+  const guard = new PassedOverInputGuard(new Reflector());
+  const refusal = (
+    controller: object,
+    handler: Handler,
+    query: Record<string, unknown>,
+    method?: string,
+    headers?: Record<string, string>,
+  ) => {
     try {
-      guard.canActivate(contextOf(controller, handler, query));
+      guard.canActivate(contextOf(controller, handler, query, method, headers));
       return null;
     } catch (err) {
       expect(err).toBeInstanceOf(DomainError);
@@ -123,6 +157,20 @@ describe('QueryParametersGuard', () => {
     expect(refusal(ArchivesController, exp, { a: '', b: '', c: '', d: '', e: '' })?.[1]).toContain(
       '(got "a", "b", "c" and 2 more)',
     );
+  });
+
+  it('refuses a body sent with a GET or a DELETE, and takes one of length 0', () => {
+    const exp = ArchivesController.prototype.export;
+    expect(refusal(ArchivesController, exp, {}, 'GET', { 'content-length': '0' })).toBeNull();
+    expect(refusal(ArchivesController, exp, {}, 'DELETE', { 'content-length': '12' })).toEqual([
+      'REQUEST.INVALID',
+      'DELETE /v1/x/*name takes no body: give what it takes in its path or query string',
+    ]);
+    expect(
+      refusal(ArchivesController, exp, {}, 'GET', { 'transfer-encoding': 'chunked' })?.[0],
+    ).toBe('REQUEST.INVALID');
+    // A POST's body is its route's to read.
+    expect(refusal(ArchivesController, exp, {}, 'POST', { 'content-length': '12' })).toBeNull();
   });
 
   it('leaves a DTO to the ValidationPipe, and a public route (a probe, a dashboard file) alone', () => {

@@ -12,7 +12,7 @@ import { ACCESS_RULE, AccessRule } from './access';
  * a whole `@Query()` DTO is the ValidationPipe's to check (it refuses
  * unknown members); otherwise the names of its `@Query('name')` parameters,
  * none when it has none. `untyped`: a whole `@Query()` with no DTO class,
- * which would read any name unchecked (query-parameters.spec.ts keeps
+ * which would read any name unchecked (passed-over-input.spec.ts keeps
  * every controller free of it).
  */
 export type QueryParametersTaken =
@@ -43,20 +43,31 @@ export function queryParametersTaken(controller: object, handler: Handler): Quer
   return { kind: 'names', names: names.sort() };
 }
 
+/** Methods whose routes read no body (passed-over-input.spec.ts keeps it so). */
+const BODILESS = new Set(['GET', 'HEAD', 'DELETE']);
+
+/** The request announces a body (a chunked one, or a length above 0). */
+export function carriesBody(req: Request): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
 /**
- * Refuses (`400 REQUEST.INVALID`) a query parameter the route would pass
- * over: a caller may have meant it to narrow what the route does (before
- * wave 25 a force-unlock's `?lock_id=` released whoever's lock it found;
- * before wave 26 `DELETE /v1/states/<name>?version=3` deleted the whole
- * state and `GET /v1/archives/<name>?since=…` exported all of it). Runs
- * after the AuthGuard, so a caller without a valid token learns nothing
- * from it, and before the CallerBoundGuard, so a refused request takes no
- * turn. Public routes (health probes, the dashboard's files) take whatever
- * a load balancer or a browser adds (cache busters): they do nothing a
- * parameter could narrow.
+ * Refuses (`400 REQUEST.INVALID`) input a route would pass over: a query
+ * parameter it does not take, or a body sent with a `GET` or `DELETE`. A
+ * caller may have meant it to narrow what the route does: before wave 25 a
+ * force-unlock's `?lock_id=` released whoever's lock it found; before wave
+ * 26 `DELETE /v1/states/<name>?version=1` deleted the whole state,
+ * `DELETE /v1/admin/tokens/<name>?dry_run=true` revoked the token, and
+ * `DELETE /v1/provider-configs?state=…` with `{"alias": "west"}` as its body
+ * removed the state's default config. Runs after the AuthGuard, so a caller
+ * without a valid token learns nothing from it, and before the
+ * CallerBoundGuard, so a refused request takes no turn. Public routes
+ * (health probes, the dashboard's files) take whatever a load balancer or a
+ * browser adds (cache busters): they do nothing input could narrow.
  */
 @Injectable()
-export class QueryParametersGuard implements CanActivate {
+export class PassedOverInputGuard implements CanActivate {
   private readonly taken = new WeakMap<Handler, QueryParametersTaken>();
 
   constructor(private readonly reflector: Reflector) {}
@@ -64,12 +75,20 @@ export class QueryParametersGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
     const req = context.switchToHttp().getRequest<Request>();
     const given = Object.keys((req.query ?? {}) as object);
-    if (given.length === 0) return true;
+    const body = BODILESS.has(req.method) && carriesBody(req);
+    if (given.length === 0 && !body) return true;
     const rule = this.reflector.getAllAndOverride<AccessRule | undefined>(ACCESS_RULE, [
       context.getHandler(),
       context.getClass(),
     ]);
     if (rule?.kind === 'public') return true;
+    const route = `${req.method} ${(req.route as { path?: string } | undefined)?.path ?? req.path}`;
+    if (body) {
+      throw new DomainError(
+        'REQUEST.INVALID',
+        `${route} takes no body: give what it takes in its path or query string`,
+      );
+    }
     const handler = context.getHandler() as Handler;
     let taken = this.taken.get(handler);
     if (taken === undefined) {
@@ -83,7 +102,6 @@ export class QueryParametersGuard implements CanActivate {
       .slice(0, 3)
       .map((n) => JSON.stringify(n.slice(0, 100)))
       .join(', ')}${unknown.length > 3 ? ` and ${unknown.length - 3} more` : ''}`;
-    const route = `${req.method} ${(req.route as { path?: string } | undefined)?.path ?? req.path}`;
     throw new DomainError(
       'REQUEST.INVALID',
       taken.names.length === 0
