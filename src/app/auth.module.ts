@@ -3,6 +3,7 @@ import { APP_GUARD, Reflector } from '@nestjs/core';
 import { AUTHENTICATOR, type Authenticator } from '../infrastructure/auth/authenticator';
 import { AuthGuard } from '../infrastructure/http/auth.guard';
 import { CallerBoundGuard, CallerBounds } from '../infrastructure/http/caller-bounds';
+import { PassedOverInputGuard } from '../infrastructure/http/passed-over-input';
 import { TokensController } from '../infrastructure/http/tokens.controller';
 import { AuthenticationModule } from './authentication.module';
 import { TokensModule } from './tokens.module';
@@ -24,7 +25,12 @@ import { TokensModule } from './tokens.module';
         new AuthGuard(reflector, authenticator),
       inject: [Reflector, AUTHENTICATOR],
     },
-    // Global guards run in the order they are provided: this one after the AuthGuard.
+    // Global guards run in the order they are provided: these after the AuthGuard.
+    {
+      provide: APP_GUARD,
+      useFactory: (reflector: Reflector) => new PassedOverInputGuard(reflector),
+      inject: [Reflector],
+    },
     {
       provide: APP_GUARD,
       useFactory: (reflector: Reflector, bounds: CallerBounds) =>

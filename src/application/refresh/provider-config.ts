@@ -78,16 +78,19 @@ export function resolveEnvReferences(
  * expects (list/set blocks as lists of objects — a lone object is accepted
  * for convenience — single blocks as one object or null). An unknown member
  * is refused here, naming it, instead of by the provider's terse count check.
+ * `label` names the provider in a refusal; null when the caller names it
+ * itself (a refresh group prefixes every failure of its own with it).
  */
 export function shapeProviderConfig(
   block: SchemaBlock,
   config: JsonObject,
-  label: string,
+  label: string | null,
 ): JsonObject {
-  return shapeBlock(block, config, label, 'provider config');
+  return shapeBlock(block, config, label === null ? '' : `${label}: `, 'provider config');
 }
 
-function shapeBlock(block: SchemaBlock, value: JsonObject, label: string, at: string): JsonObject {
+/** `prefix`: what a refusal begins with (the provider's label and a colon, or nothing). */
+function shapeBlock(block: SchemaBlock, value: JsonObject, prefix: string, at: string): JsonObject {
   const known = new Set([
     ...block.attributes.map((a) => a.name),
     ...block.blockTypes.map((b) => b.typeName),
@@ -96,7 +99,7 @@ function shapeBlock(block: SchemaBlock, value: JsonObject, label: string, at: st
     if (!known.has(key) && value[key] !== undefined) {
       throw new RefreshError(
         'PROVIDER_CONFIG.INVALID',
-        `${label}: ${at} has no attribute "${key}" in the provider's schema`,
+        `${prefix}${at} has no attribute "${key}" in the provider's schema`,
       );
     }
   }
@@ -106,7 +109,7 @@ function shapeBlock(block: SchemaBlock, value: JsonObject, label: string, at: st
     out[nested.typeName] = shapeNested(
       nested,
       value[nested.typeName] ?? null,
-      label,
+      prefix,
       `${at}.${nested.typeName}`,
     );
   }
@@ -116,14 +119,14 @@ function shapeBlock(block: SchemaBlock, value: JsonObject, label: string, at: st
 function shapeNested(
   nested: SchemaNestedBlock,
   value: JsonValue,
-  label: string,
+  prefix: string,
   at: string,
 ): JsonValue {
   const element = (v: JsonValue, where: string): JsonObject => {
     if (!isJsonObject(v)) {
-      throw new RefreshError('PROVIDER_CONFIG.INVALID', `${label}: ${where} must be an object`);
+      throw new RefreshError('PROVIDER_CONFIG.INVALID', `${prefix}${where} must be an object`);
     }
-    return shapeBlock(nested.block, v, label, where);
+    return shapeBlock(nested.block, v, prefix, where);
   };
   switch (nested.nesting) {
     case 'single':
@@ -139,7 +142,7 @@ function shapeNested(
     case 'map': {
       if (value === null) return {};
       if (!isJsonObject(value)) {
-        throw new RefreshError('PROVIDER_CONFIG.INVALID', `${label}: ${at} must be an object`);
+        throw new RefreshError('PROVIDER_CONFIG.INVALID', `${prefix}${at} must be an object`);
       }
       const out: JsonObject = {};
       for (const [k, v] of Object.entries(value)) {

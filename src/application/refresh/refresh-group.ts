@@ -82,7 +82,8 @@ export async function refreshGroup(
       failGroup(new Error(`${name(index)} ${how}; the group's remaining reads were not made`)),
     );
     try {
-      const shaped = shapeProviderConfig(provider.schema.provider.block, config, label);
+      // Unlabelled: the group's failure names the provider (`${label}: …`, below).
+      const shaped = shapeProviderConfig(provider.schema.provider.block, config, null);
       await untilHalted(provider.configure(shaped), signal);
       const reader = async (): Promise<void> => {
         while (next < group.instances.length && !signal.aborted) {

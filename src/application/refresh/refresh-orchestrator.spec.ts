@@ -923,6 +923,21 @@ describe('RefreshOrchestrator', () => {
     expect(report.status).toBe('failed');
   });
 
+  it('fails the instances of a group whose config the provider does not take, naming the provider once', async () => {
+    const { server, orchestrator } = setup();
+    server.configs.set(`${AWS}|`, { regoin: 'eu-west-1' });
+
+    const report = await orchestrator.run('prod', options(), never);
+
+    const messages = new Set(
+      report.failures.filter((f) => f.address.startsWith('aws_')).map((f) => f.message),
+    );
+    expect([...messages]).toEqual([
+      `provider ${AWS}: provider config has no attribute "regoin" in the provider's schema`,
+    ]);
+    expect(report.status).toBe('failed');
+  });
+
   it('commits nothing on a dry run, even when everything succeeded', async () => {
     const { server, orchestrator } = setup();
 

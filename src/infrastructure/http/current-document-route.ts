@@ -9,6 +9,7 @@ import type { AccessRule, AuthedRequest } from './access';
 import { admit } from './auth.guard';
 import type { ErrorFilter } from './error.filter';
 import { STATE_VERSION_HEADER } from './headers';
+import { carriesBody } from './passed-over-input';
 import { stateNameFrom } from './state-name';
 import { writeInTurns } from './write-in-turns';
 
@@ -127,10 +128,14 @@ function* documentPieces(parts: readonly Buffer[]): Generator<readonly Buffer[],
   if (group.length > 0) yield group;
 }
 
-/** The state whose current document the request asks for; null for anything else (the controller answers it). */
+/**
+ * The state whose current document the request asks for; null for anything
+ * else (the controller answers it): any query parameter, a past version's
+ * (`?serial`, `?version`) or one the controller refuses, and a body, which it
+ * refuses too (PassedOverInputGuard).
+ */
 function currentDocumentName(req: Request): string | null {
-  const { serial, version } = req.query;
-  if (serial !== undefined || version !== undefined) return null;
+  if (Object.keys(req.query as object).length > 0 || carriesBody(req)) return null;
   try {
     return stateNameFrom(req.params.name as unknown as string[]);
   } catch {

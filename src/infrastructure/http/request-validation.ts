@@ -191,18 +191,3 @@ export function QueryBoolean(): PropertyDecorator {
     value === 'true' ? true : value === 'false' ? false : value,
   );
 }
-
-/**
- * Refuses a query string on a route that takes none: a parameter it would
- * pass over may be one the caller meant to narrow the action with (a
- * `?lock_id=` on a force-unlock released whoever's lock it found).
- */
-export function refuseQuery(req: { query: unknown }, what: string, instead: string): void {
-  const names = Object.keys((req.query ?? {}) as object);
-  if (names.length > 0) {
-    throw new DomainError(
-      'REQUEST.INVALID',
-      `${what} takes no query parameters (got ${names.slice(0, 3).join(', ')}); ${instead}`,
-    );
-  }
-}

@@ -15,7 +15,6 @@ import { ForceUnlockDto, ImportQueryDto, StatesApiQueryDto } from './dto/states-
 import { JsonBody } from './json-body';
 import { receiveStateDocument } from './receive-state-document';
 import { stateNameFrom } from './state-name';
-import { refuseQuery } from './request-validation';
 
 /**
  * The JSON API behind `kl`: `<name>/history`, `<name>/diff`,
@@ -112,7 +111,6 @@ export class StatesApiController {
     @Body() body: ForceUnlockDto,
     @Req() req: Request & { id?: string },
   ): Promise<{ state: string; released: string | null }> {
-    refuseQuery(req, 'a force-unlock', 'give the lock to release in the body, {"lock_id": …}');
     const state = stateNameFrom(path);
     requireScope(req, 'admin', `releasing the lock of state ${state} whoever holds it`);
     const { released } = await this.commands.execute(

@@ -117,13 +117,14 @@ export class TerraformBackendController {
   @Access.state('read', backendState)
   async get(
     @Param('name') param: string[],
-    @Query() query: Record<string, unknown>,
+    @Query('serial') serialParam: unknown,
+    @Query('version') versionParam: unknown,
     @Req() req: Req_,
     @Res() res: Response,
   ): Promise<void> {
     const name = stateNameFrom(param);
-    const serial = integerParam(query.serial, 'serial');
-    const version = integerParam(query.version, 'version', MAX_VERSION);
+    const serial = integerParam(serialParam, 'serial');
+    const version = integerParam(versionParam, 'version', MAX_VERSION);
     if (serial !== null && version !== null) {
       throw new DomainError('REQUEST.INVALID', 'give serial or version, not both');
     }
