@@ -150,8 +150,8 @@ describe('GrpcUnaryChannel against a grpc-js server', () => {
   });
 
   it('keeps each call to its own deadline, a short one made after a long one too', async () => {
-    // A server that never answers nor enforces grpc-timeout, so only the client's timer ends a
-    // call; the channel's one deadline timer must be armed for the earliest deadline in flight.
+    // A server that never answers nor enforces grpc-timeout (the stock server above ends a call
+    // at its grpc-timeout itself), so only the client's own deadline ends a call.
     const silent = http2.createServer();
     silent.on('stream', () => undefined);
     const silentSocket = path.join(dir, 'silent.sock');

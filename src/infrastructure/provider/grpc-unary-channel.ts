@@ -51,24 +51,8 @@ export interface ChannelTarget {
 
 const PREFIX_BYTES = 5;
 
-/** A call's deadline, as the channel's one deadline timer sees it. */
-interface Watched {
-  deadline: number;
-  expire(): void;
-}
-
 export class GrpcUnaryChannel {
   private inFlight = 0;
-  /**
-   * The calls in flight, each with its deadline, under one timer armed for the
-   * earliest: a timer of its own per call (a setTimeout and a clearTimeout per
-   * ReadResource) was a visible share of kl's CPU per instance
-   * (docs/performance-history.md, "Refresh (wave 26)"). Every read has the same
-   * timeout, so deadlines mostly come in order and the timer seldom moves.
-   */
-  private readonly watched = new Set<Watched>();
-  private timer: NodeJS.Timeout | undefined;
-  private timerAt = Infinity;
 
   private constructor(
     private readonly session: http2.ClientHttp2Session,
@@ -151,14 +135,10 @@ export class GrpcUnaryChannel {
         details = percentDecode(String(headers['grpc-message'] ?? ''));
       };
       const deadline = performance.now() + timeoutMs;
-      const watch: Watched = {
-        deadline,
-        expire: () => {
-          failure = new GrpcCallError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline exceeded');
-          stream.close(http2.constants.NGHTTP2_CANCEL);
-        },
-      };
-      this.watch(watch);
+      const timer = setTimeout(() => {
+        failure = new GrpcCallError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline exceeded');
+        stream.close(http2.constants.NGHTTP2_CANCEL);
+      }, timeoutMs);
       stream.on('response', (headers) => {
         httpStatus = Number(headers[':status']);
         takeStatus(headers); // a trailers-only answer carries its status here
@@ -178,7 +158,7 @@ export class GrpcUnaryChannel {
       });
       stream.on('error', (e) => (streamError = e));
       stream.on('close', () => {
-        this.watched.delete(watch);
+        clearTimeout(timer);
         this.track(-1);
         if (failure) return reject(failure);
         if (status === undefined) {
@@ -233,39 +213,6 @@ export class GrpcUnaryChannel {
 
   close(): void {
     if (!this.session.destroyed) this.session.destroy();
-  }
-
-  private watch(call: Watched): void {
-    this.watched.add(call);
-    if (call.deadline < this.timerAt) this.armFor(call.deadline);
-  }
-
-  /**
-   * Unreferenced: a call in flight keeps the process alive through the
-   * session (`track`), and a timer left armed after the last call must not.
-   */
-  private armFor(at: number): void {
-    clearTimeout(this.timer);
-    this.timerAt = at;
-    this.timer = setTimeout(() => this.expireDue(), Math.max(1, Math.ceil(at - performance.now())));
-    this.timer.unref();
-  }
-
-  /** Ends every call past its deadline and arms the timer for the next one. */
-  private expireDue(): void {
-    this.timer = undefined;
-    this.timerAt = Infinity;
-    const now = performance.now();
-    let next = Infinity;
-    for (const call of this.watched) {
-      if (call.deadline <= now) {
-        this.watched.delete(call);
-        call.expire();
-      } else if (call.deadline < next) {
-        next = call.deadline;
-      }
-    }
-    if (next !== Infinity) this.armFor(next);
   }
 
   /** Keeps the process alive while a call is in flight, and only then. */

@@ -4,7 +4,6 @@ import * as path from 'node:path';
 // the .proto parser (kl reads the parsed descriptor instead).
 import * as protobuf from 'protobufjs/light';
 import { UnaryMethod } from './grpc-unary-channel';
-import { readResourceWire } from './read-resource-wire';
 
 /**
  * One method as @grpc/proto-loader describes it (a @grpc/grpc-js server
@@ -75,7 +74,7 @@ function serviceMethods(root: protobuf.Root, name: string): ServiceMethods {
   for (const method of root.lookupService(name).methodsArray) {
     const request = method.resolvedRequestType!;
     const response = method.resolvedResponseType!;
-    const generic: PluginMethod = {
+    methods[method.name] = {
       path: `/${name}/${method.name}`,
       requestStream: method.requestStream === true,
       responseStream: method.responseStream === true,
@@ -84,8 +83,6 @@ function serviceMethods(root: protobuf.Root, name: string): ServiceMethods {
       responseSerialize: serializer(response),
       responseDeserialize: deserializer(response),
     };
-    methods[method.name] =
-      method.name === 'ReadResource' ? readResourceWire(generic, request, response) : generic;
   }
   return methods;
 }
