@@ -8,19 +8,45 @@ export function untilHalted<T>(promise: Promise<T>, signal: AbortSignal): Promis
     return Promise.reject(new Halted());
   }
   return new Promise<T>((resolve, reject) => {
+    const waiting = waitersOf(signal);
     const onAbort = (): void => reject(new Halted());
-    signal.addEventListener('abort', onAbort, { once: true });
+    waiting.add(onAbort);
     promise.then(
       (v) => {
-        signal.removeEventListener('abort', onAbort);
+        waiting.delete(onAbort);
         resolve(v);
       },
       (e: unknown) => {
-        signal.removeEventListener('abort', onAbort);
+        waiting.delete(onAbort);
         reject(e);
       },
     );
   });
+}
+
+/**
+ * The calls waiting on each signal, told by one listener: a listener of its own
+ * per read (an EventTarget add and remove each) cost the refresh about 0.1 s of
+ * CPU per 5,000 reads (docs/performance-history.md, "Refresh (wave 25)").
+ */
+const waiters = new WeakMap<AbortSignal, Set<() => void>>();
+
+function waitersOf(signal: AbortSignal): Set<() => void> {
+  let waiting = waiters.get(signal);
+  if (!waiting) {
+    const set = new Set<() => void>();
+    signal.addEventListener(
+      'abort',
+      () => {
+        for (const onAbort of set) onAbort();
+        set.clear();
+      },
+      { once: true },
+    );
+    waiters.set(signal, set);
+    waiting = set;
+  }
+  return waiting;
 }
 
 /** Settles when the promise does or after `ms`, whichever is first; never rejects on the timeout. */

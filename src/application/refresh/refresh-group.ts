@@ -1,4 +1,3 @@
-import { setMaxListeners } from 'node:events';
 import type { JsonObject } from '../../domain/terraform';
 import { Halted, untilHalted, withTimeout } from './async-limits';
 import { oneLine } from './one-line';
@@ -47,8 +46,6 @@ export async function refreshGroup(
   const size = Math.max(1, Math.min(settings.processes, group.instances.length));
   const stopGroup = new AbortController();
   const signal = AbortSignal.any([ctx.halt.signal, stopGroup.signal]);
-  // Every read in flight on every process listens for the stop.
-  setMaxListeners(0, signal);
   const members = new Set<RefreshProvider>();
   const stopped: { reason: unknown } = { reason: undefined };
   const failGroup = (reason: unknown): void => {

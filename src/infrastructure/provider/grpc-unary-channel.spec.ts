@@ -1,5 +1,6 @@
 import { AsyncLocalStorage, AsyncResource } from 'node:async_hooks';
 import * as fs from 'node:fs';
+import * as http2 from 'node:http2';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -145,6 +146,30 @@ describe('GrpcUnaryChannel against a grpc-js server', () => {
       await expect(channel.unary(read, request('x'), 5_000)).resolves.toBeDefined();
     } finally {
       channel.close();
+    }
+  });
+
+  it('keeps each call to its own deadline, a short one made after a long one too', async () => {
+    // A server that never answers nor enforces grpc-timeout (the stock server above ends a call
+    // at its grpc-timeout itself), so only the client's own deadline ends a call.
+    const silent = http2.createServer();
+    silent.on('stream', () => undefined);
+    const silentSocket = path.join(dir, 'silent.sock');
+    await new Promise<void>((resolve) => silent.listen(silentSocket, resolve));
+    const channel = await GrpcUnaryChannel.connect(
+      { network: 'unix', address: silentSocket, tls: null, maxMessageBytes: 1024 },
+      5_000,
+    );
+    try {
+      let longSettled = false;
+      const long = channel.unary(read, request('long'), 20_000).finally(() => (longSettled = true));
+      long.catch(() => undefined);
+      const err = await failure(channel.unary(read, request('short'), 200));
+      expect(err.code).toBe(GrpcStatus.DEADLINE_EXCEEDED);
+      expect(longSettled).toBe(false);
+    } finally {
+      channel.close();
+      await new Promise((resolve) => silent.close(resolve));
     }
   });
 
