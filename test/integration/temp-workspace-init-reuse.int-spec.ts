@@ -16,6 +16,34 @@ import {
 } from '../support/terraform-aws';
 
 /**
+ * A slow writer: while armed, kl's asynchronous writes (fs/promises
+ * writeFile) wait for `gate` before they start, each listed in `pending`
+ * meanwhile; so a test sees which are still under way at a given moment,
+ * whatever the machine's load.
+ */
+const mockSlowWrites: { armed: { gate: Promise<void>; pending: Set<string> } | null } = {
+  armed: null,
+};
+jest.mock('node:fs/promises', () => {
+  const actual = jest.requireActual<typeof import('node:fs/promises')>('node:fs/promises');
+  return {
+    ...actual,
+    writeFile: async (...args: Parameters<typeof actual.writeFile>) => {
+      const held = mockSlowWrites.armed;
+      if (held === null) return actual.writeFile(...args);
+      const file = String(args[0]);
+      held.pending.add(file);
+      try {
+        await held.gate;
+        return await actual.writeFile(...args);
+      } finally {
+        held.pending.delete(file);
+      }
+    },
+  };
+});
+
+/**
  * kl's private terraform directory reuses the user's `terraform init`
  * (lock file, installed providers, module manifest) instead of running its
  * own, and falls back to a fresh init whenever terraform finds the reused
@@ -62,6 +90,7 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
   });
 
   beforeEach(() => fs.rmSync(log, { force: true }));
+  afterEach(() => (mockSlowWrites.armed = null));
 
   const commands = (): string[] =>
     fs.existsSync(log) ? fs.readFileSync(log, 'utf8').trim().split('\n') : [];
@@ -409,6 +438,14 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
           await workspace.init();
           const planning = workspace.plan({ targets: [], refresh: true });
           const pid = await started('plan');
+          // kl's writes are slower than the refusal: one still under way when it is answered
+          // lands while the caller removes the directory (ENOTEMPTY in place of the refusal).
+          const pending = new Set<string>();
+          const answered = planning.then(
+            () => [...pending],
+            () => [...pending],
+          );
+          mockSlowWrites.armed = { gate: answered.then(() => undefined), pending };
           arrive({
             rootFiles: [
               { name: 'main.tf', text: TOP },
@@ -420,6 +457,7 @@ describe('TempWorkspaces: reusing the user terraform init', () => {
             code: 'PLAN.CONFIG_INVALID',
             message: expect.stringContaining('new.tf appeared in the configuration'),
           });
+          expect(await answered).toEqual([]);
           expectGone([pid]);
         });
       });

@@ -83,6 +83,11 @@ export interface TerraformWorkspace {
   readonly initialisations: number;
   /** Module call key (`''`, `web`, `web.inner`) → its directory, as `terraform init` installed them. */
   moduleDirs(): Promise<Map<string, string>>;
+  /**
+   * Removes the directory once everything the workspace started in it has
+   * ended. Never fails: a directory it cannot remove is warned of, so the
+   * caller's own answer (a refusal, a committed apply) stays the answer.
+   */
   dispose(): Promise<void>;
 }
 

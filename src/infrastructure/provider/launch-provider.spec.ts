@@ -110,6 +110,27 @@ describe('launching a provider plugin', () => {
     expect(fs.existsSync(err.metadata.socketDir as string)).toBe(false);
   });
 
+  it('reports why a plugin did not start even when its socket dir cannot be removed', async () => {
+    const actual = fs.promises.rm;
+    const rm = jest
+      .spyOn(fs.promises, 'rm')
+      .mockImplementation((target, options) =>
+        path.basename(String(target)).startsWith('kl-plugin-')
+          ? Promise.reject(Object.assign(new Error('ENOTEMPTY'), { code: 'ENOTEMPTY' }))
+          : actual(target, options),
+      );
+    try {
+      const bin = script('terraform-provider-stuck', 'exec sleep 60');
+      const err = await failure(launchProvider(bin, { handshakeTimeoutMs: 300 }));
+      expect(err.code).toBe('PROVIDER.START_FAILED');
+      expect(err.message).toContain('no handshake line within 300 ms');
+      expect(rm).toHaveBeenCalledWith(err.metadata.socketDir, expect.anything());
+      fs.rmSync(err.metadata.socketDir as string, { recursive: true, force: true });
+    } finally {
+      rm.mockRestore();
+    }
+  });
+
   it('kills a plugin whose handshake is not go-plugin gRPC', async () => {
     const bin = script(
       'terraform-provider-netrpc',

@@ -204,15 +204,13 @@ export async function startPlugin(
         await exited;
         await Promise.race([closed, delay(1000)]);
         live.delete(proc);
-        await fs.promises.rm(socketDir, { recursive: true, force: true });
+        await removeSocketDir(socketDir);
       })();
       return killing;
     },
   };
   live.add(proc);
-  void exited.then(() =>
-    fs.promises.rm(socketDir, { recursive: true, force: true }).catch(() => undefined),
-  );
+  void exited.then(() => removeSocketDir(socketDir));
 
   let handshake: Handshake;
   try {
@@ -232,6 +230,16 @@ export async function startPlugin(
   // go-plugin may keep writing to stdout; it must be drained like stderr.
   child.stdout!.resume();
   return { ...proc, handshake };
+}
+
+/**
+ * Removes a plugin's socket directory once the plugin is gone; never fails:
+ * kill() is awaited on the way to the error the user should see (a plugin
+ * that did not start, or crashed), which a failed removal must not replace.
+ * A directory left is swept by the next process (sweepStaleSocketDirs).
+ */
+function removeSocketDir(dir: string): Promise<void> {
+  return fs.promises.rm(dir, { recursive: true, force: true }).catch(() => undefined);
 }
 
 function delay(ms: number): Promise<void> {

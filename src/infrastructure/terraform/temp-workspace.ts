@@ -17,7 +17,7 @@ import { CliConfigPipe, cliConfigText } from './cli-config-pipe';
 import { CONFIG_INVALID } from './hcl-reader';
 import { makeNamedPipes } from './named-pipes';
 import { StatePipe } from './state-pipe';
-import { runTerraform, terraformEnv, TerraformRun } from './terraform-cli';
+import { runTerraform, terraformEnv, TerraformRun, TerraformRunOptions } from './terraform-cli';
 
 const PLAN_FILE = 'kl.tfplan';
 const SHOW_ARGS = ['-json', '-no-color', PLAN_FILE];
@@ -88,6 +88,9 @@ function commonAncestor(dirs: string[]): string {
  * a plan that fails is run again after a fresh `terraform init`.
  */
 export class TempWorkspaces implements TerraformWorkspaces {
+  /** `warn` hears of a directory kl could not remove (by default, a `kl: warning:` line). */
+  constructor(private readonly warn: (message: string) => void = warnOnStderr) {}
+
   async open(
     configDir: string,
     contents: WorkspaceContents | Promise<WorkspaceContents>,
@@ -140,7 +143,7 @@ export class TempWorkspaces implements TerraformWorkspaces {
         state.catch(() => undefined); // plan()'s to await
         const roots = spec.then((s) => placeRootFiles(base, dir, laid.roots, s));
         roots.catch(() => undefined); // plan()'s to await
-        return new TempWorkspace(base, dir, pluginDir, true, {
+        return new TempWorkspace(base, dir, pluginDir, true, this.warn, {
           pipe: laid.state,
           state,
           roots: { pipes: laid.roots, texts: roots },
@@ -169,10 +172,10 @@ export class TempWorkspaces implements TerraformWorkspaces {
       else fsSync.renameSync(path.join(base, STATE_PIPE), path.join(dir, STATE_FILE));
       const early =
         pipe === null ? null : { pipe, state: stateText, roots: null, show: laid!.show };
-      return new TempWorkspace(base, dir, pluginDir, initialised, early);
+      return new TempWorkspace(base, dir, pluginDir, initialised, this.warn, early);
     } catch (e) {
       await laying.then(closeAll).catch(() => undefined);
-      await fs.rm(base, { recursive: true, force: true });
+      removeDirectory(base, this.warn); // its failure is warned of: e is what the user sees
       throw e;
     }
   }
@@ -189,6 +192,33 @@ export class TempWorkspaces implements TerraformWorkspaces {
       fsSync.symlinkSync(providers, path.join(dir, '.terraform', 'providers'), 'dir');
     }
     return !process.env.TF_PLUGIN_CACHE_DIR && linked ? providers : null;
+  }
+}
+
+function warnOnStderr(message: string): void {
+  process.stderr.write(`kl: warning: ${message}\n`);
+}
+
+/**
+ * Removes kl's directory; a failure is warned of, never thrown: it would
+ * replace the answer the user should see (a refusal, or a plan or apply
+ * that went through), and the directory, which holds the state, is named so
+ * it can be removed by hand. No retry: by the time this runs nothing kl
+ * started writes into it any more (see TempWorkspace.dispose), and Node's
+ * retry would not help anyway, as it tries the last `rmdir` again but never
+ * the entries that landed meanwhile.
+ */
+function removeDirectory(dir: string, warn: (message: string) => void): void {
+  try {
+    // Direct calls: kl's directory is small, and removed while kl is finishing its answer,
+    // when the asynchronous walk (a thread-pool turn per entry and level, each waiting for
+    // the busy main thread) took longer than that answer and held up kl's exit.
+    fsSync.rmSync(dir, { recursive: true, force: true });
+  } catch (e) {
+    const why = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+    warn(
+      `could not remove kl's directory ${dir} (${why}); it holds a copy of the state: remove it`,
+    );
   }
 }
 
@@ -337,12 +367,19 @@ class TempWorkspace implements TerraformWorkspace {
   /** init() found the user's initialisation reusable: the next plan tries it first. */
   private reusing = false;
   initialisations = 0;
+  /**
+   * What the workspace started that may still write into its directory:
+   * terraform's runs and kl's own asynchronous writes. dispose() waits for
+   * them all before it removes the directory.
+   */
+  private readonly busy = new Set<Promise<unknown>>();
 
   constructor(
     private readonly base: string,
     readonly dir: string,
     private readonly pluginDir: string | null,
     private readonly reusable: boolean,
+    private readonly warn: (message: string) => void,
     /** What is still on its way, and the pipes terraform plan reads it from. */
     private early: EarlyContents | null,
   ) {
@@ -355,16 +392,26 @@ class TempWorkspace implements TerraformWorkspace {
 
   private readonly placed: Promise<void> | undefined;
 
+  /** `work`, counted as busy in the directory until it settles. */
+  private tracked<T>(work: Promise<T>): Promise<T> {
+    this.busy.add(work);
+    const done = () => this.busy.delete(work);
+    work.then(done, done);
+    return work;
+  }
+
+  /** A terraform run in the directory, waited for by dispose(). */
+  private terraform(args: string[], options: Omit<TerraformRunOptions, 'cwd'>) {
+    return this.tracked(runTerraform(args, { cwd: this.dir, ...options }));
+  }
+
   private async run(
     command: string,
     args: string[],
     signal?: AbortSignal,
     onLine?: (line: string) => void,
   ): Promise<TerraformRun> {
-    return this.check(
-      command,
-      await runTerraform([command, ...args], { cwd: this.dir, signal, onLine }),
-    );
+    return this.check(command, await this.terraform([command, ...args], { signal, onLine }));
   }
 
   /**
@@ -374,6 +421,12 @@ class TempWorkspace implements TerraformWorkspace {
    * nothing to stop gracefully and is killed. Afterwards the state's pipe is
    * replaced by the state as a file, for whatever runs next in the
    * directory (a plan again, an apply).
+   *
+   * Once terraform is killed nothing more is written into the directory: a
+   * refused plan answers at once and its caller removes the directory, so a
+   * state arriving after the refusal is dropped. (Its copy, written then,
+   * landed in the directory while it was being removed: ENOTEMPTY in place
+   * of the refusal.)
    */
   private async planFed(
     early: EarlyContents,
@@ -399,11 +452,9 @@ class TempWorkspace implements TerraformWorkspace {
     if (signal?.aborted) onAbort();
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      const running = runTerraform(['plan', ...args], {
-        cwd: this.dir,
-        signal,
-        kill: kill.signal,
-      }).finally(() => (exited = true));
+      const running = this.terraform(['plan', ...args], { signal, kill: kill.signal }).finally(
+        () => (exited = true),
+      );
       const roots = early.roots;
       const handing = roots?.texts.then(
         (texts) =>
@@ -413,14 +464,14 @@ class TempWorkspace implements TerraformWorkspace {
         fail,
       );
       const feeding = early.state.then(async (text) => {
+        if (kill.signal.aborted) return null;
         state.fed = true;
         // The file that replaces the pipe is written meanwhile, off the way to terraform show.
-        await Promise.all([early.pipe.feed(text, () => exited), fs.writeFile(next, text)]);
+        const written = fs.writeFile(next, text);
+        await Promise.all([early.pipe.feed(text, () => exited), this.tracked(written)]);
         return text;
       }, fail);
-      // A refusal below returns before these settle, and the caller then
-      // removes the workspace: a write still under way fails there, and that
-      // failure must not surface as an unhandled rejection.
+      // A refusal below returns before these settle (the state may never come): not unhandled.
       feeding.catch(() => undefined);
       handing?.catch(() => undefined);
       const run = await running;
@@ -428,7 +479,12 @@ class TempWorkspace implements TerraformWorkspace {
       if (state.failed) throw state.failed.error;
       // Killed before its state came (the signal): interrupted; the state is not waited for.
       if (kill.signal.aborted) return this.check('plan', run);
-      if ((await feeding) === null) throw state.failed!.error;
+      if ((await feeding) === null) {
+        // The state failed to come, or the signal aborted while kl waited for it (terraform gone).
+        const failed = state.failed as { error: unknown } | undefined;
+        if (failed) throw failed.error;
+        return this.check('plan', { ...run, interrupted: true });
+      }
       await handing;
       fsSync.renameSync(next, file); // on the way to terraform show: no thread-pool turn
       return this.check('plan', run);
@@ -452,8 +508,7 @@ class TempWorkspace implements TerraformWorkspace {
   } {
     const kill = new AbortController();
     let exited = false;
-    const running = runTerraform(['show', ...SHOW_ARGS], {
-      cwd: this.dir,
+    const running = this.terraform(['show', ...SHOW_ARGS], {
       kill: kill.signal,
       env: { TF_CLI_CONFIG_FILE: held.pipe.file },
       niceness: HELD_SHOW_NICENESS,
@@ -544,9 +599,9 @@ class TempWorkspace implements TerraformWorkspace {
   }
 
   async apply(signal?: AbortSignal, onOutput?: (line: string) => void): Promise<ApplyResult> {
-    const run = await runTerraform(
+    const run = await this.terraform(
       ['apply', '-input=false', '-no-color', '-lock=false', '-auto-approve', PLAN_FILE],
-      { cwd: this.dir, signal, onLine: onOutput },
+      { signal, onLine: onOutput },
     );
     if (run.code === 0 && !run.interrupted) return { ok: true, output: run.output };
     return {
@@ -590,11 +645,10 @@ class TempWorkspace implements TerraformWorkspace {
     this.early?.pipe.close();
     for (const p of this.early?.roots?.pipes.values() ?? []) p.close();
     this.early?.show?.pipe.close();
-    // Direct calls: kl's directory is small, and removed while kl is finishing its answer,
-    // when the asynchronous walk (a thread-pool turn per entry and level, each waiting for
-    // the busy main thread) took longer than that answer and held up kl's exit. A write kl
-    // started into it may still land while it is walked (a refused plan's state being placed):
-    // the removal then meets a directory no longer empty, and tries again (Node's own retry).
-    fsSync.rmSync(this.base, { recursive: true, force: true, maxRetries: 5, retryDelay: 20 });
+    // What the workspace started ends first: an entry written while the directory is walked
+    // leaves it not empty, and a terraform still running would lose its files. Whatever
+    // settles may have started more (a run's end lets the next step begin).
+    while (this.busy.size > 0) await Promise.allSettled([...this.busy]);
+    removeDirectory(this.base, this.warn);
   }
 }
