@@ -14,9 +14,10 @@ import { printMachine, printTable } from './support/report';
 import { distribution, formatInt, formatMs } from './support/stats';
 
 /**
- * `kl` start-up, wall clock and CPU time of the whole process, against bare
- * `node -e 0` in the same run (interleaved, so load on the machine hits both
- * alike). `kl states` talks to a stub server in this process answering one
+ * `kl` and `kld` start-up, wall clock and CPU time of the whole process,
+ * against bare `node -e 0` in the same run (interleaved, so load on the
+ * machine hits both alike). `kld --help` and `kld config` (no database) are
+ * kld's command line alone: what an operator's script pays per call. `kl states` talks to a stub server in this process answering one
  * state, so that figure is kl's own cost, not kld's; then, against a real
  * kld holding the big-state example, `kl states` and `kl query` (inventory
  * by type) end to end, against `jq` answering the same question over the
@@ -28,6 +29,7 @@ import { distribution, formatInt, formatMs } from './support/stats';
  *   KL_BENCH_KL=path          another build of kl.js to measure (e.g. an older checkout's dist)
  *   KL_BENCH_KL_BASELINE=path also run every kl command with this kl.js, interleaved
  *                             (before/after in the same run; it talks to the same kld)
+ *   KL_BENCH_KLD_BASELINE=path also run the kld commands with this kld.js, interleaved
  *   KL_BENCH_QUERY_SIZE=10000 var.size of the state `kl query` reads (2 × size + 8
  *                             instances); 0 skips kld, the database and jq
  *   KL_BENCH_DATABASE_URL     a PostgreSQL server for kld (else an embedded one)
@@ -43,6 +45,7 @@ const ROOT = path.resolve(__dirname, '../..');
 const KL = process.env.KL_BENCH_KL ?? path.join(ROOT, 'dist/src/cli/kl.js');
 const BASELINE = process.env.KL_BENCH_KL_BASELINE;
 const KLD = path.join(ROOT, 'dist/src/kld.js');
+const KLD_BASELINE = process.env.KL_BENCH_KLD_BASELINE;
 const BY_TYPE = QUERIES.find((q) => q.key === 'by-type')!;
 
 const ONE_STATE = {
@@ -183,8 +186,26 @@ async function main(): Promise<void> {
       },
       { label: 'kl refresh --help', command: node, args: [KL, 'refresh', '--help'], goal: '' },
       { label: 'kl plan --help', command: node, args: [KL, 'plan', '--help'], goal: '' },
+      {
+        label: 'kld --help',
+        command: node,
+        args: [KLD, '--help'],
+        goal: `≤ ${TARGET_MS} ms wall`,
+        check: (out) => {
+          if (!out.startsWith('Usage: kld')) throw new Error(`kld --help: ${out}`);
+        },
+      },
+      {
+        label: 'kld config',
+        command: node,
+        args: [KLD, 'config'],
+        goal: `≤ ${TARGET_MS} ms wall`,
+        check: (out) => {
+          if (!out.includes('KL_LISTEN')) throw new Error(`kld config: ${out}`);
+        },
+      },
     ];
-    console.log(`kl start-up, ${REPS} runs each, interleaved: ${KL}`);
+    console.log(`kl and kld start-up, ${REPS} runs each, interleaved: ${KL}, ${KLD}`);
     const jq = QUERY_SIZE > 0 ? jqVersion() : null;
     if (QUERY_SIZE > 0) {
       const t0 = performance.now();
@@ -237,15 +258,20 @@ async function main(): Promise<void> {
         });
       }
     }
-    if (BASELINE) {
-      console.log(`baseline: ${BASELINE}`);
+    const baselines = new Map([
+      [KL, BASELINE],
+      [KLD, KLD_BASELINE],
+    ]);
+    for (const [program, baseline] of baselines) {
+      if (!baseline) continue;
+      console.log(`baseline of ${path.basename(program)}: ${baseline}`);
       for (const c of [...cases]) {
-        if (c.args[0] !== KL) continue;
+        if (c.args[0] !== program) continue;
         const at = cases.indexOf(c) + 1;
         cases.splice(at, 0, {
           ...c,
           label: `${c.label} [baseline]`,
-          args: [BASELINE, ...c.args.slice(1)],
+          args: [baseline, ...c.args.slice(1)],
         });
       }
     }

@@ -2,7 +2,6 @@ import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { Express } from 'express';
-import { Client } from 'pg';
 import * as fs from 'node:fs';
 import { Config, ConfigError, isLoopback } from '../infrastructure/config/config';
 import { TokenReadModel } from '../infrastructure/auth/token-read-model';
@@ -33,8 +32,7 @@ import { METRICS, PrometheusMetrics } from '../infrastructure/metrics/prometheus
 import type { Logger } from '../infrastructure/logging/logger';
 import { NestLogger } from '../infrastructure/logging/nest-logger';
 import { Database } from '../infrastructure/postgres/database';
-import { connectionOptions } from '../infrastructure/postgres/connection-options';
-import { defaultDataDir, EmbeddedPostgres } from '../infrastructure/postgres/embedded-postgres';
+import { openDatabase } from '../infrastructure/postgres/open-database';
 import { migrate } from '../infrastructure/postgres/migrator';
 import { ServingLock } from '../infrastructure/postgres/serving-lock';
 import {
@@ -45,7 +43,7 @@ import {
 } from '../infrastructure/postgres/unlogged-read-models';
 import { ProjectionRunner } from '../projections/projection-runner';
 import { EventsGrpcLifecycle } from './events.module';
-import { KilolockModule, MaintenanceModule, Runtime } from './kilolock.module';
+import { KilolockModule } from './kilolock.module';
 
 /**
  * Terraform's GET of the current document as an Express route, ahead of
@@ -80,22 +78,6 @@ export interface KldServer {
   grpcAddress: string | null;
   databaseUrl: string;
   close(): Promise<void>;
-}
-
-/** Embedded PostgreSQL (when no database URL is configured), then migrations. */
-export async function openDatabase(
-  config: Config,
-  logger: Logger,
-): Promise<{ url: string; embedded: EmbeddedPostgres | null }> {
-  if (config.databaseUrl) return { url: config.databaseUrl, embedded: null };
-  const dataDir = config.dataDirExplicit ? config.dataDir : defaultDataDir(config.dataDir, logger);
-  const embedded = await EmbeddedPostgres.start(dataDir, logger);
-  try {
-    return { url: await ensureDatabase(embedded.url, 'kilolock'), embedded };
-  } catch (err) {
-    await embedded.stop();
-    throw err;
-  }
 }
 
 export async function startServer(config: Config, logger: Logger): Promise<KldServer> {
@@ -258,20 +240,6 @@ async function checkAuthentication(config: Config, db: Database, logger: Logger)
   );
 }
 
-/**
- * The projection runner with every read model registered, started on
- * nothing: for maintenance (rebuild, skip) in a process that serves nothing.
- */
-export async function openMaintenance(
-  runtime: Runtime,
-): Promise<{ runner: ProjectionRunner; close(): Promise<void> }> {
-  const context = await NestFactory.createApplicationContext(
-    MaintenanceModule.forRuntime(runtime),
-    { logger: new NestLogger(runtime.logger), abortOnError: false },
-  );
-  return { runner: context.get(ProjectionRunner), close: () => context.close() };
-}
-
 /** The connections both listeners share; HTTP's alone when the EventsModule is not served. */
 function connectionBudgetOf(app: NestExpressApplication): ConnectionBudget {
   try {
@@ -288,19 +256,4 @@ function grpcAddressOf(app: NestExpressApplication): string | null {
   } catch {
     return null;
   }
-}
-
-async function ensureDatabase(serverUrl: string, name: string): Promise<string> {
-  const client = new Client(connectionOptions(serverUrl));
-  client.on('error', () => undefined); // a lost connection fails the next statement instead
-  await client.connect();
-  try {
-    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
-    if (!rowCount) await client.query(`CREATE DATABASE ${client.escapeIdentifier(name)}`);
-  } finally {
-    await client.end();
-  }
-  const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
-  return url.toString();
 }

@@ -11,3 +11,9 @@ export function packageRoot(): string {
   }
   return dir;
 }
+
+/** The version in package.json: kl's and kld's (`kl version`, `kld --version`, /healthz, OpenAPI). */
+export function packageVersion(): string {
+  const file = path.join(packageRoot(), 'package.json');
+  return (JSON.parse(fs.readFileSync(file, 'utf8')) as { version: string }).version;
+}

@@ -2,7 +2,7 @@ import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import request from 'supertest';
 import { KilolockModule, SLICES } from '../../src/app/kilolock.module';
-import { openMaintenance } from '../../src/app/server';
+import { openMaintenance } from '../../src/app/maintenance.module';
 import { loadConfig } from '../../src/infrastructure/config/config';
 import { PostgresEventStore } from '../../src/infrastructure/event-store/postgres-event-store';
 import { Notifier } from '../../src/infrastructure/postgres/notifier';

@@ -1,7 +1,5 @@
 import { Command } from 'commander';
-import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { packageRoot } from '../../infrastructure/package-root';
+import { packageVersion } from '../../infrastructure/package-root';
 import { renderJson } from '../render';
 import { visible } from '../terminal-text';
 import { contextOf } from './context';
@@ -41,9 +39,4 @@ export function registerVersionCommand(program: Command, klVersion = packageVers
       }
       if (failure !== null) throw failure;
     });
-}
-
-function packageVersion(): string {
-  const file = path.join(packageRoot(), 'package.json');
-  return (JSON.parse(fs.readFileSync(file, 'utf8')) as { version: string }).version;
 }

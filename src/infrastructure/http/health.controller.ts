@@ -1,16 +1,12 @@
 import { Controller, Get, Inject, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { PROJECTION_ADMIN, ProjectionAdmin } from '../../application/ports/projection-admin.port';
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { DATABASE, Database } from '../postgres/database';
-import { packageRoot } from '../package-root';
+import { packageVersion } from '../package-root';
 import { migrationsCurrent } from '../postgres/migrator';
 import { Access } from './access';
 
-const { version: KLD_VERSION } = JSON.parse(
-  fs.readFileSync(path.join(packageRoot(), 'package.json'), 'utf8'),
-) as { version: string };
+const KLD_VERSION = packageVersion();
 
 @Controller()
 @Access.public()

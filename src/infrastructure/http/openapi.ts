@@ -8,9 +8,7 @@ import type {
 } from '@nestjs/swagger/dist/interfaces/open-api-spec.interface';
 import { getMetadataStorage } from 'class-validator';
 import { validationMetadatasToSchemas } from 'class-validator-jsonschema';
-import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { packageRoot } from '../package-root';
+import { packageVersion } from '../package-root';
 import { ACCESS_RULE, AccessRule } from './access';
 
 // Where @Type(() => Nested) is recorded: the type of a nested array's items.
@@ -165,12 +163,9 @@ function propertyOptions(
  */
 export function openApiDocument(app: INestApplication): OpenAPIObject {
   describeDtos();
-  const { version } = JSON.parse(
-    fs.readFileSync(path.join(packageRoot(), 'package.json'), 'utf8'),
-  ) as { version: string };
   const config = new DocumentBuilder()
     .setTitle('Kilolock')
-    .setVersion(version)
+    .setVersion(packageVersion())
     .setDescription(
       'Terraform/OpenTofu http backend and the REST API of kld. Refusals are ' +
         '`{"error":{"code","message"}}` (docs/api.md). State names are paths ' +

@@ -1,0 +1,123 @@
+import { execFile } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { KLD } from '../support/kld-process';
+import { createEmptyDatabase, TestDatabase } from '../support/test-database';
+
+/**
+ * What `kld` loads before it answers: operators run its commands in
+ * scripts, and loading the whole server took seconds (docs/performance-history.md,
+ * "kld start-up"). Help, the version, usage errors and `kld config` load
+ * neither Nest nor pg; `kld migrate` loads pg and no Nest; `kld token create`
+ * Nest's injector and no HTTP app.
+ */
+
+let dir: string;
+let t: TestDatabase;
+
+beforeAll(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kld-startup-'));
+  // Written when kld exits: the files it loaded.
+  fs.writeFileSync(
+    path.join(dir, 'record.js'),
+    `process.on('exit', () => require('fs').writeFileSync(process.env.KL_TEST_MODULES, JSON.stringify(Object.keys(require.cache))));`,
+  );
+  t = await createEmptyDatabase('kl_kld_startup');
+});
+
+afterAll(async () => {
+  await t.drop();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+interface Ran {
+  code: number;
+  stdout: string;
+  stderr: string;
+  /** The packages it loaded, by name (`@nestjs/core`, `pg`). */
+  packages: Set<string>;
+}
+
+let runs = 0;
+function kld(args: string[], env: Record<string, string> = {}): Promise<Ran> {
+  const record = path.join(dir, `modules-${++runs}.json`);
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--require', path.join(dir, 'record.js'), KLD, ...args],
+      {
+        env: {
+          ...process.env,
+          KL_DATABASE_URL: t.url,
+          KL_AUTH: 'off',
+          ...env,
+          KL_TEST_MODULES: record,
+        },
+      },
+      (err, stdout, stderr) => {
+        const files = JSON.parse(fs.readFileSync(record, 'utf8')) as string[];
+        const packages = files.flatMap((f) => {
+          const m = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(f);
+          return m ? [m[1]] : [];
+        });
+        const code = err ? Number((err as { code?: number }).code) : 0;
+        resolve({ code, stdout, stderr, packages: new Set(packages) });
+      },
+    );
+  });
+}
+
+const SERVER = ['@nestjs/core', '@nestjs/common', 'pg', 'express', '@grpc/grpc-js', 'pino'];
+const loaded = (r: Ran, names: string[]) => names.filter((n) => r.packages.has(n));
+
+it('answers --help, --version and help of every command without loading the server', async () => {
+  const help = await kld(['--help']);
+  expect(help.code).toBe(0);
+  expect(help.stdout).toMatch(/^Usage: kld /);
+  expect(loaded(help, SERVER)).toEqual([]);
+
+  const version = await kld(['--version']);
+  expect(version.code).toBe(0);
+  const { version: expected } = JSON.parse(
+    fs.readFileSync(path.join(KLD, '../../../package.json'), 'utf8'),
+  ) as { version: string };
+  expect(version.stdout).toBe(`${expected}\n`);
+  expect(loaded(version, SERVER)).toEqual([]);
+
+  for (const command of [['serve'], ['token', 'create'], ['projections', 'skip']]) {
+    const r = await kld([...command, '--help']);
+    expect(r.stdout).toContain(`Usage: kld ${command.join(' ')} `);
+    expect(loaded(r, SERVER)).toEqual([]);
+  }
+});
+
+it('refuses an unknown command or flag in one line, exit 2, without loading the server', async () => {
+  for (const args of [['nope'], ['migrate', '--bad'], ['projections', 'skip', 'p', '0']]) {
+    const r = await kld(args);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(loaded(r, SERVER)).toEqual([]);
+  }
+});
+
+it('prints its configuration without loading Nest or pg', async () => {
+  const r = await kld(['config']);
+  expect(r.code).toBe(0);
+  expect(r.stdout).toMatch(/KL_DATABASE_URL/);
+  expect(loaded(r, ['@nestjs/core', '@nestjs/common', 'pg'])).toEqual([]);
+});
+
+it('migrates with pg and no Nest, and creates a token without the HTTP app', async () => {
+  const migrate = await kld(['migrate']);
+  expect(migrate.code).toBe(0);
+  expect(migrate.packages.has('pg')).toBe(true);
+  expect(loaded(migrate, ['@nestjs/core', '@nestjs/common', 'express'])).toEqual([]);
+
+  const token = await kld(['token', 'create', '--name', 'startup', '--scope', 'admin']);
+  expect(token.code).toBe(0);
+  expect(token.stdout).toMatch(/\S{20,}/);
+  expect(token.stderr).toMatch(/token "startup" created/);
+  expect(token.packages.has('@nestjs/core')).toBe(true);
+  expect(loaded(token, ['@nestjs/platform-express', 'express', '@grpc/grpc-js'])).toEqual([]);
+});
