@@ -2,11 +2,18 @@ import { ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { Client } from 'pg';
 import pino from 'pino';
 import { EmbeddedPostgres } from '../../src/infrastructure/postgres/embedded-postgres';
 import { openBenchDatabase } from './bench-database';
 import { generateBigState } from './big-state-generator';
 import { KldProcess, startKld } from './kld-process';
+import {
+  afterKldStarted,
+  beforeKldStarts,
+  describeDurability,
+  logDurabilityOf,
+} from './log-durability';
 import { postmasterOf, processCpuMs, processTreeCpuMs, reapedChildrenCpuMs } from './process-cpu';
 import { SyntheticState } from './state-generator';
 import { formatMs } from './stats';
@@ -32,7 +39,10 @@ import { terraformEnv } from './terraform-env';
  *     1 MiB for a small state; 0: every request's statements are recorded, and with
  *     KL_PROBE_DETAIL=1 printed from the push's first request, LOCK to UNLOCK)
  *
- * A build's `+KEY=VALUE` suffixes are set in its kld's environment only.
+ * A build's `+KEY=VALUE` suffixes are set in its kld's environment only, but
+ * for KL_PROBE_LOG=unlogged and KL_PROBE_SYNCHRONOUS_COMMIT=off, which set up
+ * its database (bench-only variants, see log-durability.ts). Each push's WAL
+ * (the server's insert position before and after) is printed with it.
  */
 
 const ROUNDS = Number(process.env.KL_PROBE_ROUNDS ?? 3);
@@ -74,6 +84,8 @@ interface Push {
   terraform: number;
   postgres: number;
   kld: number;
+  /** Bytes of WAL the server wrote during the push (every database's). */
+  wal: number;
   /** Server time of every request terraform sent, and of the big POST alone. */
   served: number;
   post: number;
@@ -249,7 +261,7 @@ async function main(): Promise<void> {
   const builds = process.argv.slice(2).map((arg) => {
     const [head, ...envs] = arg.split('+');
     const [label, kld] = head.split('=');
-    return { label, kld, env: Object.fromEntries(envs.map((e) => e.split('='))) };
+    return { label, kld, ...logDurabilityOf(Object.fromEntries(envs.map((e) => e.split('=')))) };
   });
   if (builds.length === 0) throw new Error('give LABEL=path/to/kld.js[+KEY=VALUE…], one or more');
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-force-push-'));
@@ -267,8 +279,9 @@ async function main(): Promise<void> {
     const postmaster = postmasterOf(pgDir) ?? 0;
     for (const b of builds) {
       const { url } = await openBenchDatabase(logger, { migrate: false });
+      await beforeKldStarts(url, b.durability);
       const saved = { ...process.env };
-      Object.assign(process.env, b.env);
+      Object.assign(process.env, b.kldEnv);
       try {
         const kld = await startKld({
           kld: b.kld,
@@ -276,9 +289,10 @@ async function main(): Promise<void> {
           dataDir: path.join(tmp, `kld-${b.label}`),
           children,
         });
+        await afterKldStarted(url, b.durability);
         klds.push({ label: b.label, kld });
       } finally {
-        for (const k of Object.keys(b.env)) {
+        for (const k of Object.keys(b.kldEnv)) {
           if (saved[k] === undefined) delete process.env[k];
           else process.env[k] = saved[k];
         }
@@ -297,6 +311,8 @@ async function main(): Promise<void> {
       `state push -force into an empty state: ${process.env.KL_PROBE_STATE ?? 'big'} state, ` +
         `${(text.length / 2 ** 20).toFixed(1)} MiB, ${ROUNDS} rounds, load ${os.loadavg()[0].toFixed(1)}`,
     );
+    for (const b of builds.filter((x) => describeDurability(x.durability)))
+      console.log(`  ${b.label}: ${describeDurability(b.durability)} (bench-only)`);
     const targets = ['pg', ...klds.map((k) => k.label)];
     const pushes = new Map<string, Push[]>(targets.map((t) => [t, []]));
     for (let round = 0; round < ROUNDS; round++) {
@@ -314,6 +330,7 @@ async function main(): Promise<void> {
         );
         await run(dir, env, ['init', '-input=false', '-no-color']);
         if (k) await linesOf(k.kld, out);
+        const wal0 = await insertLsn(pg.url);
         const [tf0, pg0, kld0] = [
           reapedChildrenCpuMs(),
           processTreeCpuMs(postmaster),
@@ -321,6 +338,7 @@ async function main(): Promise<void> {
         ];
         const wall = await run(dir, env, ['state', 'push', '-force', '-no-color', file]);
         const push: Push = {
+          wal: Number((await insertLsn(pg.url)) - wal0),
           wall,
           terraform: reapedChildrenCpuMs() - tf0,
           postgres: processTreeCpuMs(postmaster) - pg0,
@@ -350,7 +368,8 @@ async function main(): Promise<void> {
         pushes.get(label)!.push(push);
         console.log(
           `  round ${round + 1} ${label.padEnd(8)} wall ${formatMs(wall)} ms, terraform CPU ` +
-            `${formatMs(push.terraform)} ms, PostgreSQL CPU ${formatMs(push.postgres)} ms` +
+            `${formatMs(push.terraform)} ms, PostgreSQL CPU ${formatMs(push.postgres)} ms, ` +
+            `WAL ${mib(push.wal)} MiB` +
             (k
               ? `, kld CPU ${formatMs(push.kld)} ms; kld served ${formatMs(push.served)} ms ` +
                 `(${push.requests}), the rest ${formatMs(wall - push.served)} ms`
@@ -368,6 +387,22 @@ async function main(): Promise<void> {
   }
 }
 
+/** The server's WAL insert position, in bytes. */
+async function insertLsn(serverUrl: string): Promise<bigint> {
+  const client = new Client({ connectionString: serverUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ at: string }>(
+      "SELECT pg_current_wal_insert_lsn() - '0/0' AS at",
+    );
+    return BigInt(rows[0].at);
+  } finally {
+    await client.end();
+  }
+}
+
+const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(2);
+
 const median = (xs: number[]) => {
   const s = xs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
   return s.length === 0 ? NaN : s[Math.floor(s.length / 2)];
@@ -384,6 +419,7 @@ function report(pushes: Map<string, Push[]>): void {
       `  ${label.padEnd(8)} wall ${spread(xs.map((x) => x.wall))} ms` +
         (label === 'pg' ? '' : `, ${spread(ratio)}× pg (same round)`) +
         `; terraform CPU ${spread(xs.map((x) => x.terraform))}, PostgreSQL CPU ${spread(xs.map((x) => x.postgres))}` +
+        `, WAL ${mib(median(xs.map((x) => x.wal)))} MiB` +
         (label === 'pg'
           ? ''
           : `, kld CPU ${spread(xs.map((x) => x.kld))}; kld served ${spread(xs.map((x) => x.served))}, ` +

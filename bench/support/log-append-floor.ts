@@ -19,7 +19,9 @@ import { formatMs } from './stats';
  * row, compressed as PostgreSQL does by default, not compressed, and as
  * text, which PostgreSQL does not parse). Per way the wall time and the backend's CPU (10 ms ticks), min and
  * median. Not kld's event table (no indexes, no metadata): the floor of the
- * rows' JSON input and their WAL.
+ * rows' JSON input and their WAL. The event rows also into an UNLOGGED table
+ * (no WAL) and with `synchronous_commit = off` (no wait for the WAL's flush),
+ * bench-only bounds of what the rows' WAL costs.
  *
  *   npm run build && node dist/bench/support/log-append-floor.js
  *   KL_PROBE_INSTANCES=20000  KL_PROBE_ROUNDS=5
@@ -68,6 +70,8 @@ async function main(): Promise<void> {
     const body = Buffer.from(lines.join('\n') + '\n');
     const times: Record<string, { ms: number; cpu: number }[]> = {
       events: [],
+      'events, UNLOGGED table': [],
+      'events, synchronous_commit off': [],
       document: [],
       'document, not compressed': [],
       'document as text, not compressed': [],
@@ -82,8 +86,9 @@ async function main(): Promise<void> {
         const way = ways[(i + round) % ways.length];
         const table = `floor_${i}_${round}`;
         const type = way.includes('as text') ? 'text' : 'json';
+        const unlogged = way.includes('UNLOGGED') ? 'UNLOGGED' : '';
         await client.query(
-          `CREATE TABLE ${table} (id bigserial PRIMARY KEY, data ${type} NOT NULL)`,
+          `CREATE ${unlogged} TABLE ${table} (id bigserial PRIMARY KEY, data ${type} NOT NULL)`,
         );
         // EXTERNAL: out of line but never compressed.
         if (way.endsWith('not compressed')) {
@@ -92,7 +97,10 @@ async function main(): Promise<void> {
         const t0 = performance.now();
         const c0 = backendMs(pid);
         await client.query('BEGIN');
-        if (way === 'events') {
+        if (way.includes('synchronous_commit off')) {
+          await client.query('SET LOCAL synchronous_commit = off');
+        }
+        if (way.startsWith('events')) {
           await pipeline(
             Readable.from([body]),
             client.query(copyFrom(`COPY ${table} (data) FROM STDIN`)),

@@ -2,11 +2,18 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { deflateSync as zlibDeflate } from 'node:zlib';
 import { Client } from 'pg';
 import pino from 'pino';
 import { openBenchDatabase, openBenchServer } from './bench-database';
 import { generateBigState } from './big-state-generator';
 import { fillLog } from './fill-log';
+import {
+  afterKldStarted,
+  beforeKldStarts,
+  describeDurability,
+  logDurabilityOf,
+} from './log-durability';
 import { send } from './http-send';
 import { DatabaseCpuMeter, processCpuMs } from './process-cpu';
 import { killAll, startKld, type Kld } from './refresh-processes';
@@ -26,13 +33,18 @@ import { distribution, formatInt, formatMs } from './stats';
  * full-page images apart, and the records that name no block (commits and
  * the like). Then the bytes per event of the log's columns.
  *
- *   KL_UNLOGGED_READ_MODELS=on node dist/bench/support/log-wal-probe.js [label=kld.js ...]
+ *   KL_UNLOGGED_READ_MODELS=on node dist/bench/support/log-wal-probe.js [label=kld.js[+KEY=VALUE…] ...]
+ *     a build's suffixes: KL_PROBE_LOG=unlogged, KL_PROBE_SYNCHRONOUS_COMMIT=off (bench-only
+ *     variants of its database, log-durability.ts); the same kld.js may be given under several labels
  *   KL_PROBE_ROUNDS=3        rounds
  *   KL_BENCH_INSTANCES=20000 instances (approximately)
  *   KL_PROBE_SETTLE_MS=8000  pause after each write (kld's work after the answer stays out of the next window)
  *   KL_PROBE_WAL_COMPRESSION=pglz  the server's wal_compression (full-page images), for every target
  *   KL_PROBE_LOG_EVENTS=0    filler events put in each kld's log first (a long-lived log: its
  *                            indexes have pages a commit's random keys land all over)
+ *   KL_PROBE_TOGETHER=0      1: then, on the first kld's first POST, how small each event type's
+ *                            data would be stored together (one text of the concatenation: TOAST's
+ *                            pglz, and zlib in node for comparison, with the CPU each took)
  *   KL_PROBE_CHECKPOINT=0    1: a CHECKPOINT before each write, so every page a write touches
  *                            first costs a full-page image (as in a server's steady state)
  *
@@ -45,6 +57,7 @@ const INSTANCES = Number(process.env.KL_BENCH_INSTANCES ?? 20_000);
 const SETTLE_MS = Number(process.env.KL_PROBE_SETTLE_MS ?? 8_000);
 const LOG_EVENTS = Number(process.env.KL_PROBE_LOG_EVENTS ?? 0);
 const CHECKPOINT = process.env.KL_PROBE_CHECKPOINT === '1';
+const TOGETHER = process.env.KL_PROBE_TOGETHER === '1';
 const ROOT = path.resolve(__dirname, '../../..');
 
 interface Target {
@@ -72,8 +85,20 @@ async function main(): Promise<void> {
     );
     await query(server.url, 'SELECT pg_reload_conf()');
   }
-  const builds = process.argv.slice(2).map((a) => a.split('=') as [string, string]);
-  if (builds.length === 0) builds.push(['this build', path.join(ROOT, 'dist/src/kld.js')]);
+  const builds = process.argv.slice(2).map((a) => {
+    const [head, ...envs] = a.split('+');
+    const [label, kldJs] = head.split('=');
+    const { durability, kldEnv } = logDurabilityOf(
+      Object.fromEntries(envs.map((e) => e.split('=') as [string, string])),
+    );
+    if (Object.keys(kldEnv).length > 0)
+      throw new Error(`${a}: only KL_PROBE_LOG, KL_PROBE_SYNCHRONOUS_COMMIT`);
+    return { label, kldJs, durability };
+  });
+  if (builds.length === 0) {
+    const { durability } = logDurabilityOf({});
+    builds.push({ label: 'this build', kldJs: path.join(ROOT, 'dist/src/kld.js'), durability });
+  }
   const big = generateBigState({ size: Math.max(1, Math.round((INSTANCES - 8) / 2)) });
   const body = Buffer.from(big.text);
   console.log('The WAL of a big first commit: kld builds and the pg backend, taking turns');
@@ -84,10 +109,14 @@ async function main(): Promise<void> {
       `${CHECKPOINT ? ', a CHECKPOINT before each write' : ''}`,
   );
   const targets: Target[] = [];
-  for (const [label, kldJs] of builds) {
+  for (const { label, kldJs, durability } of builds) {
     const db = await openBenchDatabase(logger, { migrate: label === 'this build' });
     undo.push(() => db.close());
+    await beforeKldStarts(db.url, durability);
     const kld = await startKld(kldJs, db.url, path.join(tmp, label.replace(/\W/g, '-')));
+    await afterKldStarted(db.url, durability);
+    if (describeDurability(durability))
+      console.log(`  ${label}: ${describeDurability(durability)} (bench-only)`);
     if (LOG_EVENTS > 0) {
       const filled = await fillLog(db.url, LOG_EVENTS);
       console.log(`  ${label}: ${formatInt(filled.total)} events in the log first`);
@@ -204,6 +233,79 @@ async function main(): Promise<void> {
       `\n${t.label}: kl_events per event of the POSTs (bytes, averages; heap, toast: the table's)`,
       rows[0],
     );
+  }
+  const first = targets.find((x) => x.kld);
+  if (TOGETHER && first) await together(first.databaseUrl, 'state-bench/first-1');
+}
+
+/**
+ * What one commit's events of each type would take stored together: the
+ * concatenation of their data (in log order) as one `text` value, which
+ * PostgreSQL's TOAST compresses (pglz, the embedded server has no lz4), and
+ * zlib levels 1 and 6 in node on the same bytes. The pglz CPU is the
+ * difference between two INSERTs of the value into tables differing only in
+ * STORAGE (EXTENDED compresses, EXTERNAL does not), medians of five each.
+ */
+async function together(databaseUrl: string, stream: string): Promise<void> {
+  const client = new Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    await client.query(
+      `CREATE TEMP TABLE together_pglz (v text);
+       CREATE TEMP TABLE together_plain (v text);
+       ALTER TABLE together_plain ALTER COLUMN v SET STORAGE EXTERNAL`,
+    );
+    const types = await client.query<{ type: string; n: string }>(
+      `SELECT type, count(*)::text AS n FROM kl_events WHERE stream_id = $1
+        GROUP BY type ORDER BY count(*) DESC`,
+      [stream],
+    );
+    const rows: string[][] = [];
+    for (const { type, n } of types.rows) {
+      const { rows: got } = await client.query<{ v: string }>(
+        `SELECT string_agg(data::text, '' ORDER BY global_position) AS v
+           FROM kl_events WHERE stream_id = $1 AND type = $2`,
+        [stream, type],
+      );
+      const text = got[0].v;
+      const bytes = Buffer.byteLength(text);
+      const insertMs = async (table: string) => {
+        const xs: number[] = [];
+        for (let i = 0; i < 5; i++) {
+          await client.query(`TRUNCATE ${table}`);
+          const t0 = performance.now();
+          await client.query(`INSERT INTO ${table} (v) VALUES ($1)`, [text]);
+          xs.push(performance.now() - t0);
+        }
+        return distribution(xs).p50;
+      };
+      const pglzMs = (await insertMs('together_pglz')) - (await insertMs('together_plain'));
+      const stored = await client.query<{ size: string; method: string | null }>(
+        'SELECT pg_column_size(v)::text AS size, pg_column_compression(v) AS method FROM together_pglz',
+      );
+      const zlib = (level: number) => {
+        const c0 = process.cpuUsage();
+        const out = zlibDeflate(Buffer.from(text), { level });
+        const c = process.cpuUsage(c0);
+        return { bytes: out.length, ms: (c.user + c.system) / 1000 };
+      };
+      const [z1, z6] = [zlib(1), zlib(6)];
+      const ratio = (x: number) => (bytes / x).toFixed(1);
+      rows.push([
+        type,
+        formatInt(Number(n)),
+        (bytes / 2 ** 20).toFixed(2),
+        `${(Number(stored.rows[0].size) / 2 ** 20).toFixed(2)} (${ratio(Number(stored.rows[0].size))}×, ${
+          stored.rows[0].method ?? 'none'
+        }), ~${formatMs(pglzMs)} ms`,
+        `${(z1.bytes / 2 ** 20).toFixed(2)} (${ratio(z1.bytes)}×), ${formatMs(z1.ms)} ms`,
+        `${(z6.bytes / 2 ** 20).toFixed(2)} (${ratio(z6.bytes)}×), ${formatMs(z6.ms)} ms`,
+      ]);
+    }
+    console.log(`\n${stream}: each event type's data stored together (MiB)`);
+    printTable(['type', 'events', 'data', 'pglz (TOAST), CPU', 'zlib 1, CPU', 'zlib 6, CPU'], rows);
+  } finally {
+    await client.end();
   }
 }
 
