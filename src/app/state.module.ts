@@ -4,13 +4,16 @@ import { InstanceHashMemo } from '../application/state/instance-hash-memo';
 import { ServedInstanceBytes } from '../application/state/served-instance-bytes';
 import { WrittenChunks } from '../application/state/written-chunks';
 import { STATE_COMMAND_HANDLERS } from '../application/state/state-command.handlers';
+import { READ_MODEL_SYNC, type ReadModelSync } from '../application/ports/read-model-sync.port';
 import { CONFIG, type Config } from '../infrastructure/config/config';
 import { TerraformBackendController } from '../infrastructure/http/terraform-backend.controller';
 import { DATABASE, Database } from '../infrastructure/postgres/database';
 import { StateCatalogReadModel } from '../infrastructure/read-models/state-catalog-read-model';
 import { StateDocumentReadModel } from '../infrastructure/read-models/state-document-read-model';
+import { versionProjections } from '../projections/state';
 import { AuthenticationModule } from './authentication.module';
 import { DeciderModule } from './decider.module';
+import { ProjectionsModule } from './projections.module';
 import { StateProjectionsModule } from './state-projections.module';
 
 /**
@@ -19,7 +22,7 @@ import { StateProjectionsModule } from './state-projections.module';
  * models other slices read states through.
  */
 @Module({
-  imports: [DeciderModule, StateProjectionsModule, AuthenticationModule],
+  imports: [DeciderModule, ProjectionsModule, StateProjectionsModule, AuthenticationModule],
   controllers: [TerraformBackendController],
   providers: [
     ...STATE_COMMAND_HANDLERS,
@@ -42,9 +45,13 @@ import { StateProjectionsModule } from './state-projections.module';
     },
     {
       provide: StateDocumentReadModel,
-      useFactory: (db: Database, config: Config, written: WrittenChunks) =>
-        new StateDocumentReadModel(db, { cacheBytes: config.cache.servedBytes, written }),
-      inject: [DATABASE, CONFIG, WrittenChunks],
+      useFactory: (db: Database, config: Config, written: WrittenChunks, sync: ReadModelSync) =>
+        new StateDocumentReadModel(db, {
+          cacheBytes: config.cache.servedBytes,
+          written,
+          projections: versionProjections(sync),
+        }),
+      inject: [DATABASE, CONFIG, WrittenChunks, READ_MODEL_SYNC],
     },
     {
       provide: StateCatalogReadModel,

@@ -212,7 +212,7 @@ describe('racing callers on two replicas', () => {
       };
       answers.push(answer);
       const what = `caller ${a.caller} ${a.op} ${method} ${path} on replica ${a.replica}`;
-      if (r.status >= 500 && !lifecyclesBehind(a.op, r.status, text)) {
+      if (r.status >= 500) {
         problems.push(`${what}: ${r.status} ${text}`);
       } else if (r.status >= 400 && !fuzzAnswer(r.status, text).refusedClearly) {
         // Terraform's protocol: a refused LOCK, UNLOCK, push or delete carries the holder's LockInfo.
@@ -481,20 +481,6 @@ describe('racing callers on two replicas', () => {
     );
   }
 });
-
-/**
- * The one 5xx let through, for now: a past version (`?serial=`) whose
- * lifecycles are still being projected is refused with a 503 "retry
- * shortly" (StateDocumentReadModel.rebuild) when a commit of that serial is
- * in flight. Seen on 1 seed of 42 (seed 21); a reader should wait for the
- * lifecycles' projection instead. Left for its own change: remove this
- * allowance with it.
- */
-function lifecyclesBehind(op: Op, status: number, text: string): boolean {
-  return (
-    op === 'get-serial' && status === 503 && /is not fully projected yet; retry shortly/.test(text)
-  );
-}
 
 function forget<T>(list: T[], gone: (item: T) => boolean): void {
   for (let i = list.length - 1; i >= 0; i--) if (gone(list[i])) list.splice(i, 1);

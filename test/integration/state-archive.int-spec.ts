@@ -168,6 +168,20 @@ describe('archive export and import', () => {
     expect(await snapshotTables(t.db, READ_MODEL_TABLES, ['updated_at'])).toEqual(before);
   }, 240_000); // ~160 requests, each waiting for the read models: a minute alone on 2 cores
 
+  it('gives the recreated events time-ordered ids, as a command gives its events', async () => {
+    await call('POST', '/v1/states/ids/original', docText(1, [{ name: 'a', input: 'x' }], 'ids'));
+    await kl.importArchive(Buffer.from(await archiveOf('ids/original')), 'ids/copy');
+    // The version nibble of each event's uuid, by stream: 7 (time-ordered), never 4 (random).
+    const versions = await t.db.query<{ stream_id: string; version: string }>(
+      `SELECT DISTINCT stream_id, substr(event_id::text, 15, 1) AS version FROM kl_events
+        WHERE stream_id IN ('state-ids/original', 'state-ids/copy') ORDER BY stream_id`,
+    );
+    expect(versions).toEqual([
+      { stream_id: 'state-ids/copy', version: '7' },
+      { stream_id: 'state-ids/original', version: '7' },
+    ]);
+  });
+
   it('refuses a name that has a history, a changed archive, and a history the state could not have written', async () => {
     const archive = await archiveOf('team/original');
     const refusal = async (body: string, name?: string) => {

@@ -26,7 +26,7 @@ import { ProjectionRunner } from '../../src/projections/projection-runner';
 import type { Logger } from '../../src/infrastructure/logging/logger';
 import type { Projector } from '../../src/projections/projector';
 import { applyProjectors } from '../../src/projections/apply';
-import { stateProjectors } from '../../src/projections/state';
+import { stateProjectors, versionProjections } from '../../src/projections/state';
 import { RawStateProjector } from '../../src/projections/state/raw-state.projector';
 import type { CacheBudgets } from '../../src/application/bounded-cache';
 import { createTestDatabase, quietLogger, TestDatabase } from './test-database';
@@ -95,7 +95,10 @@ export class StateHarness {
     });
     this.projectors = [...stateProjectors(this.events, this.written), ...applyProjectors()];
     this.runner = this.newRunner(this.projectors);
-    this.documents = new StateDocumentReadModel(t.db, { written: this.written });
+    this.documents = new StateDocumentReadModel(t.db, {
+      written: this.written,
+      projections: versionProjections(this.runner),
+    });
     this.catalog = new StateCatalogReadModel(t.db);
   }
 

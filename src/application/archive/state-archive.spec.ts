@@ -50,6 +50,7 @@ describe('StateArchives.export', () => {
       { caughtUp: () => Promise.resolve() } as never,
       clock,
       ids,
+      ids,
       readsOf(events),
     );
     let othersRan = 0;

@@ -66,7 +66,10 @@ export class StateArchives {
     private readonly store: EventStore,
     private readonly sync: ReadModelSync,
     private readonly clock: Clock,
+    /** The recreated state's ids (its new stateId). */
     private readonly ids: Ids,
+    /** The recreated events' ids: the same source as a command's (EVENT_IDS in kld, time-ordered). */
+    private readonly eventIds: Ids,
     /** Where exports read the history (BULK_EVENT_STORE in kld). */
     private readonly exportReads: Pick<EventStore, 'readStream'> = store,
   ) {}
@@ -156,7 +159,7 @@ export class StateArchives {
       result = await this.store.appendToStream(
         stateStreamId(target),
         events.map((e, i) => ({
-          eventId: this.ids.uuid(),
+          eventId: this.eventIds.uuid(),
           type: e.type,
           schemaVersion: currentSchemaVersion(e.type),
           data: e.data,

@@ -14,6 +14,7 @@ import {
 import { descriptorOf } from './resource-descriptor-row';
 import { DocumentMetaColumns, documentMetaOf } from './document-meta-row';
 import { md5InSlices } from './md5-in-slices';
+import { lifecyclesOfListedVersions, type VersionProjections } from './version-lifecycles';
 import type { Database } from '../postgres/database';
 import { readChunks, readRawStateParts } from '../postgres/raw-state-chunks';
 
@@ -101,12 +102,19 @@ export class StateDocumentReadModel {
   private readonly written: WrittenChunks | null;
   /** The documents being made now, by name: a GET that asks for one meanwhile waits for it. */
   private readonly making = new Map<string, Making>();
+  /** Where past versions are read from, and the wait for their lifecycles; null: no wait. */
+  private readonly projections: VersionProjections | null;
 
   constructor(
     private readonly db: Database,
-    options: { cacheBytes?: number; written?: WrittenChunks } = {},
+    options: {
+      cacheBytes?: number;
+      written?: WrittenChunks;
+      projections?: VersionProjections;
+    } = {},
   ) {
     this.written = options.written ?? null;
+    this.projections = options.projections ?? null;
     this.served = boundedCache<ServedEntry>(
       options.cacheBytes ?? DEFAULT_CACHE_BUDGETS.servedBytes,
       (entry) => entry.size,
@@ -268,8 +276,25 @@ export class StateDocumentReadModel {
       [name, 'version' in which ? which.version : which.serial],
     );
     if (rows.length === 0) return null;
+    await this.lifecyclesOf(rows[0]);
     const body = Buffer.from(await this.rebuild(rows[0]), 'utf8');
     return { version: rows[0].version, parts: [body], size: body.length, md5: contentMd5(body) };
+  }
+
+  /**
+   * Waits until the lifecycles include version `v`'s commit, which the log
+   * holds (its row is listed): a read right after another caller's commit,
+   * on any replica, gets that version, as kld's other reads of read models
+   * get what was written before them. Only a projection that cannot get
+   * there within the wait's bound (halted) answers 503.
+   */
+  private async lifecyclesOf(v: VersionRow): Promise<void> {
+    if (this.projections === null) return;
+    try {
+      await lifecyclesOfListedVersions(this.db, this.projections);
+    } catch (err) {
+      throw notProjected(v, err);
+    }
   }
 
   /**
@@ -284,21 +309,26 @@ export class StateDocumentReadModel {
           AND (delete_version IS NULL OR delete_version > $2)`,
       [v.state_id, v.version],
     );
-    // Lifecycles are their own projection; until it has caught up with this
-    // version the document would lack instances, and a short state must
-    // never be served as if it were whole.
-    if (rows.length !== v.instance_count) {
-      throw new DomainError(
-        'SERVER.UNAVAILABLE',
-        `version ${v.version} is not fully projected yet; retry shortly`,
-      );
-    }
+    // Caught up with this version (lifecyclesOf), they hold every instance;
+    // should they not (an event of it skipped by an operator), a short state
+    // must never be served as if it were whole.
+    if (rows.length !== v.instance_count) throw notProjected(v);
     const doc = buildDocument(
       documentMetaOf(v),
       rows.map((r) => ({ resource: descriptorOf(r), instance: r.instance })),
     );
     return textInTurns(stateDocumentTextPieces(doc));
   }
+}
+
+/** Version `v` cannot be rebuilt whole now (`cause`: why its lifecycles are not there). */
+function notProjected(v: VersionRow, cause?: unknown): DomainError {
+  return new DomainError(
+    'SERVER.UNAVAILABLE',
+    `version ${v.version} is not fully projected yet; retry shortly`,
+    undefined,
+    cause === undefined ? undefined : { cause },
+  );
 }
 
 /** Whether `x` is that version with that manifest. */

@@ -1,11 +1,17 @@
 import type { EventStore } from '../../application/ports/event-store.port';
+import type { ReadModelSync } from '../../application/ports/read-model-sync.port';
+import { StateEventType } from '../../domain/state';
+import type { LogPosition } from '../../domain/shared/event';
 import type { Projector } from '../projector';
 import type { WrittenChunks } from '../../application/state/written-chunks';
 import { RawStateProjector } from './raw-state.projector';
 import { ReservationsProjector } from './reservations.projector';
 import { ResourceEdgesProjector } from './resource-edges.projector';
-import { ResourceLifecyclesProjector } from './resource-lifecycles.projector';
-import { StateCatalogProjector } from './state-catalog.projector';
+import {
+  RESOURCE_LIFECYCLES_PROJECTOR,
+  ResourceLifecyclesProjector,
+} from './resource-lifecycles.projector';
+import { STATE_CATALOG_PROJECTOR, StateCatalogProjector } from './state-catalog.projector';
 
 export {
   RawStateProjector,
@@ -39,4 +45,25 @@ export function stateProjectors(events: EventStore, written?: WrittenChunks): Pr
     new RawStateProjector(events, undefined, undefined, written),
     new ReservationsProjector(),
   ];
+}
+
+/**
+ * The projections past versions are read from (StateDocumentReadModel's
+ * VersionProjections), with the wait for the lifecycles: for the projectors
+ * that write them only, as a command waits for those its events feed.
+ */
+export function versionProjections(sync: ReadModelSync): {
+  versions: string;
+  lifecycles: string;
+  reach(position: LogPosition): Promise<void>;
+} {
+  return {
+    versions: STATE_CATALOG_PROJECTOR,
+    lifecycles: RESOURCE_LIFECYCLES_PROJECTOR,
+    reach: (position) =>
+      sync.waitForPosition(position, [
+        StateEventType.LifecycleOpened,
+        StateEventType.LifecycleClosed,
+      ]),
+  };
 }

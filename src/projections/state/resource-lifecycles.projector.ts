@@ -138,6 +138,9 @@ function resourceParams(rows: ResourceRow[]): [string, string, string] {
   ];
 }
 
+/** The lifecycles' projector, by name (its checkpoint's). */
+export const RESOURCE_LIFECYCLES_PROJECTOR = 'state-resource-lifecycles';
+
 /**
  * `resources` and `outputs`. A first commit of a big state is thousands of
  * LifecycleOpened events, so consecutive opens (and closes) are written as
@@ -150,7 +153,7 @@ function resourceParams(rows: ResourceRow[]): [string, string, string] {
  */
 @Projector()
 export class ResourceLifecyclesProjector implements Projector {
-  readonly name = 'state-resource-lifecycles';
+  readonly name = RESOURCE_LIFECYCLES_PROJECTOR;
   readonly handles = [
     StateEventType.ApplyCommitted,
     StateEventType.LifecycleOpened,

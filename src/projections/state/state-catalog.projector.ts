@@ -12,9 +12,12 @@ import { asStateEvent } from './state-event';
  * each guarded so that applying an event a second time changes nothing (versions
  * only move forward, inserts ignore conflicts, deletes match the lock id).
  */
+/** The catalog's projector, by name (its checkpoint's). */
+export const STATE_CATALOG_PROJECTOR = 'state-catalog';
+
 @Projector()
 export class StateCatalogProjector implements Projector {
-  readonly name = 'state-catalog';
+  readonly name = STATE_CATALOG_PROJECTOR;
   readonly handles = [
     StateEventType.StateCreated,
     StateEventType.LockAcquired,
