@@ -30,6 +30,7 @@ import { distribution, formatMs } from './stats';
  *   KL_PROBE_PAST=1    `GET …?version=1` of a past version instead (the document is POSTed
  *                      again as serial 2, so version 1 is rebuilt from lifecycles per request);
  *                      each kld answer is checked for the length of that build's first answer
+ *   KL_PROBE_WARMUP=50 GETs per server before the rounds
  */
 
 const INSTANCES = Number(process.env.KL_PROBE_INSTANCES ?? 1000);
@@ -37,6 +38,8 @@ const ROUNDS = Number(process.env.KL_PROBE_ROUNDS ?? 6);
 const REPS = Number(process.env.KL_PROBE_REPS ?? 400);
 const TOKEN = process.env.KL_PROBE_TOKEN === '1';
 const PAST = process.env.KL_PROBE_PAST === '1';
+/** GETs per server before the rounds (a 20k past version takes seconds each). */
+const WARMUP = Number(process.env.KL_PROBE_WARMUP ?? 50);
 
 interface Server {
   label: string;
@@ -158,7 +161,7 @@ void runProbe('get-current', async ({ tmp, klds, postmaster }) => {
     servers.push(server(label, st.url, st.child.pid!));
   }
   try {
-    for (const s of servers) for (let i = 0; i < 50; i++) await get(s);
+    for (const s of servers) for (let i = 0; i < WARMUP; i++) await get(s);
     for (let round = 0; round < ROUNDS; round++) {
       const line: string[] = [];
       for (let i = 0; i < servers.length; i++) {
