@@ -27,12 +27,19 @@ import { distribution, formatMs } from './stats';
  *   node dist/bench/support/get-current-probe.js A=/path/a/dist/src/kld.js B=/path/b/…
  *   KL_PROBE_INSTANCES=1000 KL_PROBE_ROUNDS=6 KL_PROBE_REPS=400
  *   KL_PROBE_TOKEN=1   authentication on: every GET sends a token (a lookup per request)
+ *   KL_PROBE_PAST=1    `GET …?version=1` of a past version instead (the document is POSTed
+ *                      again as serial 2, so version 1 is rebuilt from lifecycles per request);
+ *                      each kld answer is checked for the length of that build's first answer
+ *   KL_PROBE_WARMUP=50 GETs per server before the rounds
  */
 
 const INSTANCES = Number(process.env.KL_PROBE_INSTANCES ?? 1000);
 const ROUNDS = Number(process.env.KL_PROBE_ROUNDS ?? 6);
 const REPS = Number(process.env.KL_PROBE_REPS ?? 400);
 const TOKEN = process.env.KL_PROBE_TOKEN === '1';
+const PAST = process.env.KL_PROBE_PAST === '1';
+/** GETs per server before the rounds (a 20k past version takes seconds each). */
+const WARMUP = Number(process.env.KL_PROBE_WARMUP ?? 50);
 
 interface Server {
   label: string;
@@ -48,10 +55,13 @@ interface Server {
   /** kld's database (its backends' CPU is counted), or null for a static server. */
   database: string | null;
   pgMs: number;
+  /** The answer's length in bytes. */
+  size: number;
 }
 
 /** One GET: its round trip and the time to the response head, the whole body counted. */
-function get(s: Server, size: number): Promise<{ ms: number; head: number }> {
+function get(s: Server): Promise<{ ms: number; head: number }> {
+  const size = s.size;
   return new Promise((resolve, reject) => {
     const startedAt = performance.now();
     const req = http.request(s.url, { agent: s.agent, headers: s.headers }, (res) => {
@@ -86,7 +96,10 @@ void runProbe('get-current', async ({ tmp, klds, postmaster }) => {
   const file = path.join(tmp, 'state.tfstate');
   fs.writeFileSync(file, big.text);
   const size = Buffer.byteLength(big.text);
-  console.log(`GET current: ${big.instanceCount} instances, ${size} bytes, ${ROUNDS} × ${REPS}`);
+  console.log(
+    `GET ${PAST ? 'of a past version' : 'current'}: ${big.instanceCount} instances, ` +
+      `${size} bytes, ${ROUNDS} × ${REPS}`,
+  );
   const servers: Server[] = [];
   const server = (
     label: string,
@@ -100,6 +113,7 @@ void runProbe('get-current', async ({ tmp, klds, postmaster }) => {
     pid,
     database,
     pgMs: 0,
+    size,
     agent: new http.Agent({ keepAlive: true, maxSockets: 1 }),
     headers: token ? { authorization: `Bearer ${token}` } : {},
     ms: [],
@@ -127,6 +141,19 @@ void runProbe('get-current', async ({ tmp, klds, postmaster }) => {
       ...s.headers,
     });
     if (posted.status !== 200) throw new Error(`${k.label}: POST ${posted.status}`);
+    if (PAST) {
+      const next = Buffer.from(big.text.replace(/"serial": 1,/, '"serial": 2,'));
+      const again = await sendBytes(s.agent, 'POST', s.url, next, {
+        'content-type': 'application/json',
+        'content-length': next.length,
+        ...s.headers,
+      });
+      if (again.status !== 200) throw new Error(`${k.label}: second POST ${again.status}`);
+      s.url += '?version=1';
+      const first = await sendBytes(s.agent, 'GET', s.url, undefined, s.headers);
+      if (first.status !== 200) throw new Error(`${k.label}: GET ?version=1 ${first.status}`);
+      s.size = first.body.length;
+    }
     servers.push(s);
   }
   for (const label of ['static', 'control']) {
@@ -134,7 +161,7 @@ void runProbe('get-current', async ({ tmp, klds, postmaster }) => {
     servers.push(server(label, st.url, st.child.pid!));
   }
   try {
-    for (const s of servers) for (let i = 0; i < 50; i++) await get(s, size);
+    for (const s of servers) for (let i = 0; i < WARMUP; i++) await get(s);
     for (let round = 0; round < ROUNDS; round++) {
       const line: string[] = [];
       for (let i = 0; i < servers.length; i++) {
@@ -147,7 +174,7 @@ void runProbe('get-current', async ({ tmp, klds, postmaster }) => {
         const pg0 = backends();
         const cpu0 = processCpuNs(s.pid);
         for (let n = 0; n < REPS; n++) {
-          const r = await get(s, size);
+          const r = await get(s);
           ms.push(r.ms);
           s.head.push(r.head);
         }

@@ -75,18 +75,25 @@ export class CurrentDocumentRoute {
 }
 
 /**
- * Up to this size a document is written in one go (the socket takes most of
- * it at once); above it, a piece of about this size per turn.
+ * Up to this size a document is written and ended in the same turn (the
+ * socket takes most of it at once); above it, kld watches its reader take it.
  */
-export const DOCUMENT_PIECE_BYTES = 1024 * 1024;
+export const WATCHED_DOCUMENT_BYTES = 1024 * 1024;
 
 /**
  * A served document as the answer: its bytes, their length and MD5, and which
- * version it is. A big one is written as its reader takes it (writeInTurns):
- * a reader that takes nothing for 65 s is cut off. Written whole, it stayed
- * in kld for as long as a reader that stopped reading kept its connection,
+ * version it is; its parts themselves (no copy: joining them copied the whole
+ * document per GET, 13 MB at 20k, and those fresh buffers spent V8's
+ * external-memory allowance), corked, so the socket takes them in one
+ * vectored write. A big one is then watched as its reader takes it
+ * (writeInTurns): a reader that takes nothing for 65 s is cut off. Left to a
+ * reader that stopped reading, it stayed in kld for as long as the connection,
  * and a past version is built for each request: ten such readers of a 40 MB
- * version held 460 MB of kld's memory until they went.
+ * version held 460 MB of kld's memory until they went. All of it goes in one
+ * piece: the parts are made already (nothing is left to make a turn at a
+ * time) and held until the answer ends either way, and a piece of 1 MiB per
+ * turn cost kld about 40 % more CPU per GET of a 20k state than one write
+ * (docs/performance-history.md, "What waves 24–26 cost terraform's paths").
  */
 export async function sendDocument(res: Response, served: ServedVersion): Promise<void> {
   res.statusCode = 200;
@@ -94,38 +101,14 @@ export async function sendDocument(res: Response, served: ServedVersion): Promis
   res.setHeader('Content-Length', served.size);
   res.setHeader('Content-MD5', served.md5);
   res.setHeader(STATE_VERSION_HEADER, String(served.version));
-  if (served.size > DOCUMENT_PIECE_BYTES) {
-    await writeInTurns(res, documentPieces(served.parts));
+  if (served.size > WATCHED_DOCUMENT_BYTES) {
+    await writeInTurns(res, [served.parts]);
     return;
   }
-  // The document as its chunks, not joined: no copy of a big state per GET;
-  // corked, so the socket takes them in one vectored write, not one per chunk.
   res.cork();
   for (const part of served.parts) res.write(part);
   res.uncork();
   res.end();
-}
-
-/**
- * `parts` in groups of about DOCUMENT_PIECE_BYTES, each written corked as it
- * is: joining a group into one Buffer copied the whole document per GET, and
- * those fresh buffers (13 MB a GET at 20k) spent V8's external-memory
- * allowance, so a full collection came every few GETs (kld's CPU per GET of a
- * 20k state 35 ms against 12 without the copy, in turns).
- */
-function* documentPieces(parts: readonly Buffer[]): Generator<readonly Buffer[], void, undefined> {
-  let group: Buffer[] = [];
-  let size = 0;
-  for (const part of parts) {
-    group.push(part);
-    size += part.length;
-    if (size >= DOCUMENT_PIECE_BYTES) {
-      yield group;
-      group = [];
-      size = 0;
-    }
-  }
-  if (group.length > 0) yield group;
 }
 
 /**
