@@ -43,6 +43,14 @@ function kl(args: string[], options: KlOptions = {}): Run {
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+/**
+ * The spec's own requests each on a new connection: its kl runs block this
+ * process (spawnSync), under load for longer than kld keeps an idle
+ * connection (65 s), and fetch then reused one kld had closed meanwhile
+ * ("other side closed").
+ */
+const FRESH_CONNECTION = { Connection: 'close' };
+
 /** Exit 0 and nothing on stderr. */
 function ok(args: string[], options?: KlOptions): string {
   const r = kl(args, options);
@@ -332,7 +340,7 @@ describe('locks', () => {
     };
     const r = await fetch(`${kld.url}/v1/states/${state}`, {
       method: 'LOCK',
-      headers: { 'Content-Type': 'application/json' },
+      headers: { ...FRESH_CONNECTION, 'Content-Type': 'application/json' },
       body: JSON.stringify(info),
     });
     expect(r.status).toBe(200);
@@ -537,7 +545,9 @@ describe('exact numbers', () => {
     );
     expect(text).toContain('12345678901234567890');
     ok(['import', writeState('exact.tfstate', text), '--name', name]);
-    const served = await (await fetch(`${kld.url}/v1/states/${name}`)).text();
+    const served = await (
+      await fetch(`${kld.url}/v1/states/${name}`, { headers: FRESH_CONNECTION })
+    ).text();
     const exported = ok(['export', name]);
     expect(exported).toBe(served);
     expect(exported.match(/"value": [-0-9.e+]+/g)).toEqual([
@@ -688,7 +698,10 @@ describe('lineage and serial on import', () => {
   });
 
   it('shows the history of a deleted state and says it was deleted', async () => {
-    expect((await fetch(`${kld.url}/v1/states/${name}`, { method: 'DELETE' })).status).toBe(200);
+    expect(
+      (await fetch(`${kld.url}/v1/states/${name}`, { method: 'DELETE', headers: FRESH_CONNECTION }))
+        .status,
+    ).toBe(200);
     const r = kl(['history', name, '--format', 'csv']);
     expect(r.code).toBe(0);
     expect(r.stdout.split('\r\n')).toHaveLength(6); // header, 4 versions, end
