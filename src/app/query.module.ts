@@ -4,6 +4,7 @@ import {
   OnApplicationShutdown,
   OnModuleDestroy,
 } from '@nestjs/common';
+import { READ_MODEL_SYNC, type ReadModelSync } from '../application/ports/read-model-sync.port';
 import { QueryController } from '../infrastructure/http/query.controller';
 import { StatesApiController } from '../infrastructure/http/states-api.controller';
 import { LOGGER, type Logger } from '../infrastructure/logging/logger';
@@ -11,6 +12,8 @@ import { DATABASE, Database } from '../infrastructure/postgres/database';
 import { METRICS, PrometheusMetrics } from '../infrastructure/metrics/prometheus-metrics';
 import { SqlQueryService } from '../infrastructure/query/sql-query.service';
 import { ResourceReadModel } from '../infrastructure/read-models/resource-read-model';
+import { versionProjections } from '../projections/state';
+import { ProjectionsModule } from './projections.module';
 import { StateModule } from './state.module';
 
 /**
@@ -33,7 +36,7 @@ class SqlQueryLifecycle implements OnApplicationBootstrap, OnModuleDestroy, OnAp
 
 /** `POST /v1/query` (SQL as kl_reader) and the JSON API `kl` reads states through. */
 @Module({
-  imports: [StateModule],
+  imports: [StateModule, ProjectionsModule],
   controllers: [QueryController, StatesApiController],
   providers: [
     {
@@ -53,8 +56,9 @@ class SqlQueryLifecycle implements OnApplicationBootstrap, OnModuleDestroy, OnAp
     },
     {
       provide: ResourceReadModel,
-      useFactory: (db: Database) => new ResourceReadModel(db),
-      inject: [DATABASE],
+      useFactory: (db: Database, sync: ReadModelSync) =>
+        new ResourceReadModel(db, versionProjections(sync)),
+      inject: [DATABASE, READ_MODEL_SYNC],
     },
   ],
 })

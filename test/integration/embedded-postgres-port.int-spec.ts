@@ -54,3 +54,35 @@ describe('embedded PostgreSQL, when its port is taken before it binds', () => {
     }
   });
 });
+
+describe('embedded PostgreSQL, its first start', () => {
+  it("hands initdb the password in a file in kld's data directory, never the shared temporary one", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-pg-init-'));
+    try {
+      // initdb runs as the postgres user when kld is root: the stand-in and
+      // what it writes must be reachable by that user too.
+      fs.chmodSync(dir, 0o755);
+      const seen = path.join(dir, 'seen');
+      fs.mkdirSync(seen, { mode: 0o777 });
+      fs.chmodSync(seen, 0o777);
+      const initdb = path.join(dir, 'initdb');
+      // A stand-in that records where the password file is, then fails (as a
+      // kld stopped during initdb leaves it: no cleanup after this point).
+      fs.writeFileSync(
+        initdb,
+        `#!/bin/sh\nfor a in "$@"; do case "$a" in --pwfile=*) echo "\${a#--pwfile=}" > ${seen}/pwfile;; esac; done\nexit 1\n`,
+        { mode: 0o755 },
+      );
+      const dataDir = path.join(dir, 'data');
+      const logger = pino({ level: 'silent' });
+      await expect(
+        EmbeddedPostgres.start(dataDir, logger, { initdb, postgres: '/nonexistent' }),
+      ).rejects.toThrow(/initdb failed/);
+      const pwfile = fs.readFileSync(path.join(seen, 'pwfile'), 'utf8').trim();
+      expect(path.dirname(pwfile)).toBe(dataDir);
+      expect(fs.existsSync(pwfile)).toBe(false);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

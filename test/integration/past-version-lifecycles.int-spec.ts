@@ -2,6 +2,8 @@ import { Client } from 'pg';
 import type { LogPosition } from '../../src/domain/shared/event';
 import { parseStateDocument, type StateDocumentV4 } from '../../src/domain/terraform';
 import { LOCK_NAMESPACE, ProjectionTimeoutError } from '../../src/projections/projection-runner';
+import { ResourceReadModel } from '../../src/infrastructure/read-models/resource-read-model';
+import { versionProjections } from '../../src/projections/state';
 import { RESOURCE_LIFECYCLES_PROJECTOR } from '../../src/projections/state/resource-lifecycles.projector';
 import { StateHarness, testDocument } from '../support/state-harness';
 
@@ -105,6 +107,48 @@ describe('a past version whose lifecycles are still being projected', () => {
       expect(parseStateDocument(JSON.parse(served!) as unknown)).toEqual(doc);
     },
   );
+
+  it('diffs and reads a resource at such a version (kl diff, kl resource --version) once its lifecycles are there', async () => {
+    const resources = new ResourceReadModel(h.db, versionProjections(h.runner));
+    const before = testDocument(
+      20,
+      [
+        { name: 'db', input: 'three' },
+        { name: 'web', input: 'twenty' },
+      ],
+      {},
+      'lineage-held',
+    );
+    const after = testDocument(
+      21,
+      [
+        { name: 'db', input: 'three' },
+        { name: 'web', input: 'twenty-one' },
+      ],
+      {},
+      'lineage-held',
+    );
+    await h.commit(name, before);
+    await hold();
+    let diff: ReturnType<ResourceReadModel['diff']>;
+    try {
+      await commitListedOnly(after);
+      const asked = askedToWait();
+      diff = resources.diff(name, { serial: 20 }, null);
+      // Released once the diff waits (or, without its wait, once it answered).
+      await Promise.race([asked, diff.then(noop, noop)]);
+    } finally {
+      await release();
+    }
+    // Read from lifecycles that lacked version 21, it found nothing changed.
+    expect(await diff).toMatchObject({
+      to: { serial: 21 },
+      changed: [expect.objectContaining({ address: 'terraform_data.web' })],
+    });
+    // The version named by serial, as committed.
+    const at = await resources.resource(name, 'terraform_data.web', false, (await diff).to.version);
+    expect(at.current?.attributes).toMatchObject({ input: { value: 'twenty-one' } });
+  });
 
   it('answers 503 with the same error when the lifecycles cannot get there in time', async () => {
     const v4 = testDocument(

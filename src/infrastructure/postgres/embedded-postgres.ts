@@ -46,7 +46,9 @@ export class EmbeddedPostgres {
     if (!fs.existsSync(path.join(pgdata, 'PG_VERSION'))) {
       fs.mkdirSync(pgdata, { recursive: true, mode: 0o700 });
       if (owner) fs.chownSync(pgdata, owner.uid, owner.gid);
-      const pwfile = path.join(os.tmpdir(), `kl-pw-${randomBytes(6).toString('hex')}`);
+      // Beside the password file it repeats, not in the shared temporary
+      // directory: a kld stopped during initdb left it there for good.
+      const pwfile = path.join(dataDir, `initdb-pw-${randomBytes(6).toString('hex')}`);
       fs.writeFileSync(pwfile, password + '\n', { mode: 0o600 });
       if (owner) fs.chownSync(pwfile, owner.uid, owner.gid);
       try {

@@ -3,6 +3,7 @@ import { changedPaths } from '../../domain/terraform/changed-paths';
 import type { JsonObject, JsonValue } from '../../domain/terraform';
 import type { Database } from '../postgres/database';
 import type { VersionSelector } from './state-document-read-model';
+import { lifecyclesOfListedVersions, type VersionProjections } from './version-lifecycles';
 import type {
   LockSummary,
   ResourceDetail,
@@ -31,7 +32,16 @@ const SUMMARY_COLUMNS = `r.address, r.resource_address, r.mode, r.type, r.name, 
 
 /** The per-resource queries behind `kl resources`, `kl resource`, `kl diff` and `kl locks`. */
 export class ResourceReadModel {
-  constructor(private readonly db: Database) {}
+  /**
+   * `projections`: a version named here (by number, serial, or as the
+   * current one) is read from lifecycles only once they hold its commit
+   * (lifecyclesOfListedVersions); without, a read while another caller's
+   * commit is being projected showed the version before it under its number.
+   */
+  constructor(
+    private readonly db: Database,
+    private readonly projections?: VersionProjections,
+  ) {}
 
   /**
    * Instances of a live state alive now, or at `version`, optionally filtered
@@ -236,6 +246,7 @@ export class ResourceReadModel {
     if (rows.length === 0) {
       throw new DomainError('VERSION.NOT_FOUND', `state "${name}" has no version ${version}`);
     }
+    await this.lifecyclesOfListed(version);
     return { version, serial: Number(rows[0].serial) };
   }
 
@@ -254,6 +265,7 @@ export class ResourceReadModel {
         `state "${name}" has no version with serial ${serial}`,
       );
     }
+    await this.lifecyclesOfListed(rows[0].version);
     return { version: rows[0].version, serial };
   }
 
@@ -268,7 +280,23 @@ export class ResourceReadModel {
     if (!rows[0] || rows[0].current_serial === null) {
       throw new DomainError('VERSION.NOT_FOUND', `state "${name}" has no version yet`);
     }
+    await this.lifecyclesOfListed(rows[0].current_version);
     return { version: rows[0].current_version, serial: Number(rows[0].current_serial) };
+  }
+
+  /** The same wait, and the same refusal when it fails, as a past version's document. */
+  private async lifecyclesOfListed(version: number): Promise<void> {
+    if (this.projections === undefined) return;
+    try {
+      await lifecyclesOfListedVersions(this.db, this.projections);
+    } catch (cause) {
+      throw new DomainError(
+        'SERVER.UNAVAILABLE',
+        `version ${version} is not fully projected yet; retry shortly`,
+        undefined,
+        { cause },
+      );
+    }
   }
 }
 
