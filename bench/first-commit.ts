@@ -2,7 +2,6 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Client } from 'pg';
 import pino from 'pino';
 import { openBenchDatabase, openBenchServer } from './support/bench-database';
 import { generateBigState } from './support/big-state-generator';
@@ -12,6 +11,7 @@ import { printMachine, printTable } from './support/report';
 import { distribution, formatInt, formatMs } from './support/stats';
 import { DatabaseCpuMeter, processCpuMs, processCpuSplit } from './support/process-cpu';
 import { send } from './support/http-send';
+import { walInsertPosition } from './support/wal-position';
 
 /**
  * The first commit of a big state (issue 14): a full POST of the big-state
@@ -133,9 +133,9 @@ async function main(): Promise<void> {
     const kld0 = processCpuMs(k.kld.pid);
     const split0 = processCpuSplit(k.kld.pid);
     const pg0 = k.meter?.totalMs() ?? NaN;
-    const wal0 = await walInsertLsn(k.kld.databaseUrl);
+    const wal0 = await walInsertPosition(k.kld.databaseUrl);
     const r = await send(k.agent, method, url, payload);
-    const walMiB = Number((await walInsertLsn(k.kld.databaseUrl)) - wal0) / 2 ** 20;
+    const walMiB = Number((await walInsertPosition(k.kld.databaseUrl)) - wal0) / 2 ** 20;
     if (r.status !== 200) throw new Error(`${method} ${url}: ${r.status} ${r.body.slice(0, 300)}`);
     const split = processCpuSplit(k.kld.pid);
     return {
@@ -229,20 +229,6 @@ function benchState(): { name: string; text: string; instanceCount: number } {
   if (kind !== 'big') throw new Error(`KL_BENCH_STATE: big or wide, got ${kind}`);
   const big = generateBigState({ size: Math.max(1, Math.round((INSTANCES - 8) / 2)) });
   return { name: 'big-state example', text: big.text, instanceCount: big.instanceCount };
-}
-
-/** Where the server's WAL insertion is, in bytes since its start of time. */
-async function walInsertLsn(databaseUrl: string): Promise<bigint> {
-  const client = new Client({ connectionString: databaseUrl });
-  await client.connect();
-  try {
-    const { rows } = await client.query<{ at: string }>(
-      "SELECT pg_current_wal_insert_lsn() - '0/0' AS at",
-    );
-    return BigInt(rows[0].at);
-  } finally {
-    await client.end();
-  }
 }
 
 /** VmHWM: the most resident memory kld had at any time. */

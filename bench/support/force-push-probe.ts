@@ -2,7 +2,6 @@ import { ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Client } from 'pg';
 import pino from 'pino';
 import { EmbeddedPostgres } from '../../src/infrastructure/postgres/embedded-postgres';
 import { openBenchDatabase } from './bench-database';
@@ -18,6 +17,7 @@ import { postmasterOf, processCpuMs, processTreeCpuMs, reapedChildrenCpuMs } fro
 import { SyntheticState } from './state-generator';
 import { formatMs } from './stats';
 import { terraformEnv } from './terraform-env';
+import { walInsertPosition } from './wal-position';
 
 /**
  * Probe: `terraform state push -force` of a big state into an empty state,
@@ -330,7 +330,7 @@ async function main(): Promise<void> {
         );
         await run(dir, env, ['init', '-input=false', '-no-color']);
         if (k) await linesOf(k.kld, out);
-        const wal0 = await insertLsn(pg.url);
+        const wal0 = await walInsertPosition(pg.url);
         const [tf0, pg0, kld0] = [
           reapedChildrenCpuMs(),
           processTreeCpuMs(postmaster),
@@ -338,7 +338,7 @@ async function main(): Promise<void> {
         ];
         const wall = await run(dir, env, ['state', 'push', '-force', '-no-color', file]);
         const push: Push = {
-          wal: Number((await insertLsn(pg.url)) - wal0),
+          wal: Number((await walInsertPosition(pg.url)) - wal0),
           wall,
           terraform: reapedChildrenCpuMs() - tf0,
           postgres: processTreeCpuMs(postmaster) - pg0,
@@ -384,20 +384,6 @@ async function main(): Promise<void> {
     await pg.stop();
     fs.rmSync(tmp, { recursive: true, force: true });
     fs.rmSync(pgDir, { recursive: true, force: true });
-  }
-}
-
-/** The server's WAL insert position, in bytes. */
-async function insertLsn(serverUrl: string): Promise<bigint> {
-  const client = new Client({ connectionString: serverUrl });
-  await client.connect();
-  try {
-    const { rows } = await client.query<{ at: string }>(
-      "SELECT pg_current_wal_insert_lsn() - '0/0' AS at",
-    );
-    return BigInt(rows[0].at);
-  } finally {
-    await client.end();
   }
 }
 

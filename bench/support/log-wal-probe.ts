@@ -19,6 +19,7 @@ import { DatabaseCpuMeter, processCpuMs } from './process-cpu';
 import { killAll, startKld, type Kld } from './refresh-processes';
 import { printMachine, printTable } from './report';
 import { distribution, formatInt, formatMs } from './stats';
+import { walInsertPosition } from './wal-position';
 
 /**
  * How many bytes of WAL a big commit writes, and where they go (issue 14's
@@ -145,7 +146,7 @@ async function main(): Promise<void> {
       const kld0 = t.kld ? processCpuMs(t.kld.pid) : 0;
       const pg0 = t.meter?.totalMs() ?? NaN;
       if (CHECKPOINT) await query(server.url, 'CHECKPOINT');
-      const lsn0 = await insertLsn(inspector);
+      const lsn0 = await walInsertPosition(inspector);
       let ms: number;
       if (t.kld) {
         const r = await send(t.agent, 'POST', `${t.kld.url}/v1/states/bench/first-${round}`, body);
@@ -161,7 +162,7 @@ async function main(): Promise<void> {
         );
         ms = performance.now() - started;
       }
-      const lsn1 = await insertLsn(inspector);
+      const lsn1 = await walInsertPosition(inspector);
       const sample = {
         ms,
         kldCpu: t.kld ? processCpuMs(t.kld.pid) - kld0 : 0,
@@ -388,14 +389,6 @@ async function walSplit(
     add(`${name}: full-page images`, Number(r.fpi));
   }
   return split;
-}
-
-async function insertLsn(url: string): Promise<bigint> {
-  const { rows } = await query<{ at: string }>(
-    url,
-    "SELECT pg_current_wal_insert_lsn() - '0/0' AS at",
-  );
-  return BigInt(rows[0].at);
 }
 
 async function show(url: string, name: string): Promise<string> {
