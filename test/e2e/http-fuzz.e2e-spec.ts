@@ -539,18 +539,29 @@ output "keys" {
         out: '',
       });
     }
+    // The fuzzed server may hold thousands of states with long names: a
+    // listing past spawnSync's default 1 MiB would kill kl (ENOBUFS).
     const kl = (args: string[]) =>
       spawnSync(process.execPath, [KL, ...args, '--format', 'json'], {
         encoding: 'utf8',
+        maxBuffer: 256 * 1024 * 1024,
         env: { ...process.env, KL_SERVER_URL: kld.url },
       });
     const states = kl(['states']);
-    expect({ code: states.status, stderr: states.stderr }).toEqual({ code: 0, stderr: '' });
+    expect({ code: states.status, stderr: states.stderr, error: states.error?.message }).toEqual({
+      code: 0,
+      stderr: '',
+      error: undefined,
+    });
     expect(JSON.parse(states.stdout)).toEqual(
       expect.arrayContaining([expect.objectContaining({ name: 'fuzz/terraform' })]),
     );
     const locks = kl(['locks']);
-    expect({ code: locks.status, stderr: locks.stderr }).toEqual({ code: 0, stderr: '' });
+    expect({ code: locks.status, stderr: locks.stderr, error: locks.error?.message }).toEqual({
+      code: 0,
+      stderr: '',
+      error: undefined,
+    });
     expect(Array.isArray(JSON.parse(locks.stdout))).toBe(true);
   });
 });
