@@ -249,14 +249,15 @@ const isWildcard = (name: string) => name === 'name' || name === 'path';
 
 /**
  * `/openapi.json` and the Swagger UI at `/docs`, its scripts and styles
- * served from the swagger-ui-dist package (no CDN).
+ * served from the swagger-ui-dist package (no CDN). The document is built
+ * by the first request that needs it, not at start: building it walks every
+ * controller and DTO, a cost every start of kld paid before it listened
+ * for a page few callers ever ask for.
  */
-export function serveOpenApi(app: INestApplication): OpenAPIObject {
-  const document = openApiDocument(app);
-  SwaggerModule.setup('docs', app, document, {
+export function serveOpenApi(app: INestApplication): void {
+  SwaggerModule.setup('docs', app, () => openApiDocument(app), {
     jsonDocumentUrl: 'openapi.json',
     raw: ['json'],
     customSiteTitle: 'Kilolock API',
   });
-  return document;
 }
