@@ -98,7 +98,17 @@ describe('hostile sweep 8', () => {
     expect((await call(reader, 'GET', `/v1/states/${TEAM_A_STATE}`)).status).toBe(200);
   });
 
-  it('a kept-alive connection left idle is closed after the bound, which the answer names', async () => {
+  it('a kept-alive connection left idle is closed after the bound, which the answer names; a gRPC one too', async () => {
+    // The same bound ends a gRPC connection with no call (GOAWAY), one that never sent a byte too.
+    const grpc = net.connect(
+      Number(teams.kld.grpc.slice(teams.kld.grpc.lastIndexOf(':') + 1)),
+      '127.0.0.1',
+    );
+    grpc.on('error', () => undefined);
+    // Read (kld's SETTINGS, then its GOAWAY): a socket that reads nothing never sees the end.
+    grpc.on('data', () => undefined);
+    let grpcClosed = false;
+    grpc.once('close', () => (grpcClosed = true));
     const socket = net.connect(Number(new URL(teams.kld.url).port), '127.0.0.1');
     socket.on('error', () => undefined);
     let closed = false;
@@ -116,12 +126,13 @@ describe('hostile sweep 8', () => {
     expect(answer).toMatch(/^HTTP\/1\.1 200 /);
     expect(answer).toMatch(new RegExp(`\r\nKeep-Alive: timeout=${IDLE_S}\r\n`, 'i'));
     expect(closed).toBe(false);
-    // By default kld keeps it 65 s: longer than a load balancer in front of it.
+    // By default kld keeps them 65 s: longer than a load balancer in front of it.
     const pastBound = answeredAt + (IDLE_S + MARGIN_S) * 1000 - Date.now();
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, pastBound)));
-    const stillOpen = !closed;
+    const stillOpen = { http: !closed, grpc: !grpcClosed };
     socket.destroy();
-    expect(stillOpen).toBe(false);
+    grpc.destroy();
+    expect(stillOpen).toEqual({ http: false, grpc: false });
   });
 
   it('a token a client puts in a URL is masked in the log after its prefix', async () => {
