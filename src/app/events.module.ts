@@ -145,7 +145,7 @@ function grpcTls(config: Config): GrpcTls | null {
           authenticator,
           grpcTls(config),
           bounds,
-          undefined,
+          config.idleMs,
           budget,
         ),
       inject: [

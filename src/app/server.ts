@@ -59,8 +59,6 @@ function serveCurrentDocuments(app: NestExpressApplication, errors: ErrorFilter)
   (app.getHttpAdapter().getInstance() as Express).get(CURRENT_DOCUMENT_PATH, route.handle);
 }
 
-/** Longer than a load balancer's idle timeout (60 s is the common default). */
-const KEEP_ALIVE_MS = 65_000;
 /**
  * How long requests in flight get to finish when kld stops; then their
  * connections are closed. Well inside kld's own deadline (9 s, kld.ts) and
@@ -126,7 +124,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     serveCurrentDocuments(app, errors);
     app.useGlobalPipes(requestValidationPipe());
     answerClientErrors(app.getHttpServer());
-    connections = drainableConnections(app.getHttpServer(), KEEP_ALIVE_MS);
+    connections = drainableConnections(app.getHttpServer(), config.idleMs);
     connectionBudgetOf(app).watchHttp(app.getHttpServer());
     serveOpenApi(app);
     await app.listen(config.listen.port, config.listen.host);

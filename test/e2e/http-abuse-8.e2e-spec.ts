@@ -6,11 +6,20 @@ import { oneResourceState } from '../../bench/support/one-resource-state';
 /**
  * Hostile sweep 8: what one request makes kld write, and to whom. A big JSON
  * answer (a query's rows) is written a piece per turn, and a reader that
- * stops taking it is cut off instead of holding it for good; a token a
+ * stops taking it is cut off instead of holding it for good, after kld's
+ * idle bound, which also ends a kept-alive connection left idle; a token a
  * client puts in a URL never reaches the log.
  */
 
 jest.setTimeout(240_000);
+
+/**
+ * kld's idle bound (KL_HTTP_IDLE_TIMEOUT; 65 s by default), after which a
+ * reader that stopped is cut off: short, so that the test waits past it in seconds.
+ */
+const IDLE_S = 5;
+/** How long past the bound the reader waits before reading again: kld checks every second. */
+const MARGIN_S = 5;
 
 const doc = (serial: number, count: number) =>
   oneResourceState({ serial, count, lineage: 'abuse8' });
@@ -19,7 +28,9 @@ describe('hostile sweep 8', () => {
   let teams: HostileTeams;
 
   beforeAll(async () => {
-    teams = await hostileTeams('kl_http_abuse8', doc(1, 20), doc(1, 3));
+    teams = await hostileTeams('kl_http_abuse8', doc(1, 20), doc(1, 3), {
+      KL_HTTP_IDLE_TIMEOUT: `${IDLE_S}s`,
+    });
   });
 
   afterAll(async () => {
@@ -42,11 +53,13 @@ describe('hostile sweep 8', () => {
     socket.on('error', () => undefined);
     const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
     const chunks: Buffer[] = [];
+    let stoppedAt = 0;
     await new Promise<void>((resolve, reject) => {
       socket.once('data', (chunk: Buffer) => {
         chunks.push(chunk);
         // The reader stops here.
         socket.pause();
+        stoppedAt = Date.now();
         resolve();
       });
       socket.once('close', () => reject(new Error('kld closed the query before answering')));
@@ -58,15 +71,18 @@ describe('hostile sweep 8', () => {
     expect(chunks[0].toString('latin1')).toMatch(/^HTTP\/1\.1 200 /);
     // Meanwhile the others are served.
     await teams.unchanged();
-    // Past kld's silent-reader bound (65 s from the last byte taken), the reader
+    // Past kld's silent-reader bound (IDLE_S from the last byte taken), the reader
     // reads again: what kld had let go of before is all that comes, then the end.
-    await new Promise((resolve) => setTimeout(resolve, 70_000));
+    const pastBound = stoppedAt + (IDLE_S + MARGIN_S) * 1000 - Date.now();
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, pastBound)));
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
     socket.resume();
+    let giveUp: NodeJS.Timeout | undefined;
     const ended = await Promise.race([
       closed.then(() => true),
-      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 60_000)),
+      new Promise<boolean>((resolve) => (giveUp = setTimeout(() => resolve(false), 60_000))),
     ]);
+    clearTimeout(giveUp);
     socket.destroy();
     expect(ended).toBe(true);
     // Cut off: the chunked answer never got its last chunk. Before, kld held all
@@ -80,6 +96,43 @@ describe('hostile sweep 8', () => {
     expect((whole.body.rows as unknown[]).length).toBe(rows);
     expect(whole.body.truncated).toBe(false);
     expect((await call(reader, 'GET', `/v1/states/${TEAM_A_STATE}`)).status).toBe(200);
+  });
+
+  it('a kept-alive connection left idle is closed after the bound, which the answer names; a gRPC one too', async () => {
+    // The same bound ends a gRPC connection with no call (GOAWAY), one that never sent a byte too.
+    const grpc = net.connect(
+      Number(teams.kld.grpc.slice(teams.kld.grpc.lastIndexOf(':') + 1)),
+      '127.0.0.1',
+    );
+    grpc.on('error', () => undefined);
+    // Read (kld's SETTINGS, then its GOAWAY): a socket that reads nothing never sees the end.
+    grpc.on('data', () => undefined);
+    let grpcClosed = false;
+    grpc.once('close', () => (grpcClosed = true));
+    const socket = net.connect(Number(new URL(teams.kld.url).port), '127.0.0.1');
+    socket.on('error', () => undefined);
+    let closed = false;
+    socket.once('close', () => (closed = true));
+    const answer = await new Promise<string>((resolve, reject) => {
+      let text = '';
+      socket.on('data', (chunk: Buffer) => {
+        text += chunk.toString('latin1');
+        if (text.includes('\r\n\r\n') && text.endsWith('}')) resolve(text);
+      });
+      socket.once('close', () => reject(new Error('kld closed the connection before answering')));
+      socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+    });
+    const answeredAt = Date.now();
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer).toMatch(new RegExp(`\r\nKeep-Alive: timeout=${IDLE_S}\r\n`, 'i'));
+    expect(closed).toBe(false);
+    // By default kld keeps them 65 s: longer than a load balancer in front of it.
+    const pastBound = answeredAt + (IDLE_S + MARGIN_S) * 1000 - Date.now();
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, pastBound)));
+    const stillOpen = { http: !closed, grpc: !grpcClosed };
+    socket.destroy();
+    grpc.destroy();
+    expect(stillOpen).toEqual({ http: false, grpc: false });
   });
 
   it('a token a client puts in a URL is masked in the log after its prefix', async () => {

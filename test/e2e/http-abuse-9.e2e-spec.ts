@@ -16,6 +16,16 @@ import { oneResourceState } from '../../bench/support/one-resource-state';
 
 jest.setTimeout(300_000);
 
+/**
+ * kld's idle bound (KL_HTTP_IDLE_TIMEOUT; 65 s by default), after which a
+ * reader that stopped is cut off: short, so that the test waits past it in
+ * seconds, and long enough that four stalled readers are all still held when
+ * a fifth asks (their versions are built side by side: 15 s on a loaded machine).
+ */
+const IDLE_S = 20;
+/** How long past the bound a reader waits before reading again: kld checks every second. */
+const MARGIN_S = 5;
+
 const doc = (serial: number, count: number) =>
   oneResourceState({ serial, count, lineage: 'abuse9' });
 
@@ -36,6 +46,8 @@ const isVisibleAscii = (c: string) => c >= ' ' && c <= '~';
 /** A GET sent on its own socket whose reader stops after the first bytes. */
 interface StalledReader {
   firstBytes: string;
+  /** When it stopped reading (Date.now()). */
+  stoppedAt: number;
   /** Reads again: what comes until kld closes the connection (or `waitMs` passes). */
   resume(waitMs: number): Promise<{ closed: boolean; bytes: number }>;
 }
@@ -59,13 +71,16 @@ async function stalledGet(url: string, token: string, path: string): Promise<Sta
   });
   return {
     firstBytes,
+    stoppedAt: Date.now(),
     async resume(waitMs) {
       socket.on('data', (chunk: Buffer) => (bytes += chunk.length));
       socket.resume();
+      let giveUp: NodeJS.Timeout | undefined;
       const ended = await Promise.race([
         closed.then(() => true),
-        new Promise<boolean>((resolve) => setTimeout(() => resolve(false), waitMs)),
+        new Promise<boolean>((resolve) => (giveUp = setTimeout(() => resolve(false), waitMs))),
       ]);
+      clearTimeout(giveUp);
       socket.destroy();
       return { closed: ended, bytes };
     },
@@ -76,7 +91,9 @@ describe('hostile sweep 9', () => {
   let teams: HostileTeams;
 
   beforeAll(async () => {
-    teams = await hostileTeams('kl_http_abuse9', doc(1, 20), doc(1, 3));
+    teams = await hostileTeams('kl_http_abuse9', doc(1, 20), doc(1, 3), {
+      KL_HTTP_IDLE_TIMEOUT: `${IDLE_S}s`,
+    });
   });
 
   afterAll(async () => {
@@ -93,8 +110,7 @@ describe('hostile sweep 9', () => {
     const path = '/v1/states/team-a/big?version=1';
     // Four readers of version 1 that stop after their first bytes: before, each held a
     // version of its own in kld (ten held 460 MB) for as long as it kept its connection.
-    const stalled: StalledReader[] = [];
-    for (let i = 0; i < 4; i++) stalled.push(await stalledGet(kld.url, reader, path));
+    const stalled = await Promise.all([1, 2, 3, 4].map(() => stalledGet(kld.url, reader, path)));
     for (const s of stalled) expect(s.firstBytes).toMatch(/^HTTP\/1\.1 200 /);
     const fifth = await fetch(`${kld.url}${path}`, {
       headers: { Authorization: `Bearer ${reader}` },
@@ -111,9 +127,11 @@ describe('hostile sweep 9', () => {
     expect(other.status).toBe(200);
     expect(JSON.parse(await other.text()).serial).toBe(1);
     await teams.unchanged();
-    // Past kld's silent-reader bound (65 s from the last byte taken) the four read
+    // Past kld's silent-reader bound (IDLE_S from the last byte taken) the four read
     // again: what kld had let go of before is all that comes, then the end.
-    await new Promise((resolve) => setTimeout(resolve, 72_000));
+    const lastStopped = Math.max(...stalled.map((s) => s.stoppedAt));
+    const pastBound = lastStopped + (IDLE_S + MARGIN_S) * 1000 - Date.now();
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, pastBound)));
     const ends = await Promise.all(stalled.map((s) => s.resume(60_000)));
     for (const end of ends) {
       expect(end.closed).toBe(true);

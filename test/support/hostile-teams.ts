@@ -28,10 +28,12 @@ export async function hostileTeams(
   database: string,
   teamADocument: unknown,
   teamBDocument: unknown,
+  /** More of kld's environment (KL_HTTP_IDLE_TIMEOUT, for a sweep that waits past it). */
+  env: Record<string, string> = {},
 ): Promise<HostileTeams> {
   const t = await createTestDatabase(database);
   const admin = bootstrapToken(t.url, 'root', ['admin', 'write:*', 'query', 'events']).secret;
-  const kld = await startKld({ KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
+  const kld = await startKld({ ...env, KL_DATABASE_URL: t.url, KL_AUTH: 'on' });
   const call = (token: string, method: string, path: string, body?: unknown) =>
     jsonCall(kld.url, token, method, path, body);
   const writer = await createToken(kld.url, admin, 'team-a-ci', ['write:team-a/*']);

@@ -104,6 +104,27 @@ describe('loadConfig', () => {
     expect(errorOf(env).message).toMatch(message);
   });
 
+  it('keeps idle connections 65 s unless KL_HTTP_IDLE_TIMEOUT says, from 1s to 2h', () => {
+    expect(loadConfig({}).idleMs).toBe(65_000);
+    expect(loadConfig({ KL_HTTP_IDLE_TIMEOUT: ' ' }).idleMs).toBe(65_000);
+    expect(loadConfig({ KL_HTTP_IDLE_TIMEOUT: '4100s' }).idleMs).toBe(4_100_000);
+    expect(loadConfig({ KL_HTTP_IDLE_TIMEOUT: '1s' }).idleMs).toBe(1_000);
+    expect(loadConfig({ KL_HTTP_IDLE_TIMEOUT: '2h' }).idleMs).toBe(7_200_000);
+  });
+
+  it.each<[string, RegExp]>([
+    ['65', /^KL_HTTP_IDLE_TIMEOUT: expected a duration such as 15m, 1h or 90s, got "65"$/],
+    ['-5s', /^KL_HTTP_IDLE_TIMEOUT: expected a duration/],
+    ['soon', /^KL_HTTP_IDLE_TIMEOUT: expected a duration/],
+    ['0s', /^KL_HTTP_IDLE_TIMEOUT: from 1s to 2h, got "0s"$/],
+    ['999ms', /^KL_HTTP_IDLE_TIMEOUT: from 1s to 2h, got "999ms"$/],
+    ['2h1s', /^KL_HTTP_IDLE_TIMEOUT: from 1s to 2h, got "2h1s"$/],
+  ])('refuses KL_HTTP_IDLE_TIMEOUT=%s with one line naming it', (value, message) => {
+    const error = errorOf({ KL_HTTP_IDLE_TIMEOUT: value });
+    expect(error).toBeInstanceOf(ConfigError);
+    expect(error.message).toMatch(message);
+  });
+
   it('serves gRPC events on 127.0.0.1:8081 unless KL_GRPC_LISTEN says where, or off', () => {
     expect(loadConfig({}).grpcListen).toEqual({ host: '127.0.0.1', port: 8081 });
     expect(loadConfig({ KL_GRPC_LISTEN: '[::1]:9090' }).grpcListen).toEqual({

@@ -11,6 +11,7 @@ import {
   HeavyKind,
   TOTAL_LIMIT_VARIABLES,
 } from '../http/caller-limits';
+import { DEFAULT_IDLE_MS } from '../http/connection-drain';
 import { connectTimeoutSeconds } from '../postgres/connection-options';
 import { CacheBudgets, DEFAULT_CACHE_BUDGETS } from '../../application/bounded-cache';
 import { DomainError } from '../../domain/shared/domain-error';
@@ -61,6 +62,12 @@ export interface Config {
   tls: { certFile: string; keyFile: string; clientCaFile: string | null } | null;
   /** KL_PROVIDER_PATH, colon-separated provider directories for server-side refresh. */
   providerPath: string | null;
+  /**
+   * KL_HTTP_IDLE_TIMEOUT in ms: how long kld keeps a connection with no request
+   * (HTTP keep-alive, gRPC with no call), and waits for a reader that takes
+   * nothing of a big answer before cutting it off.
+   */
+  idleMs: number;
 }
 
 /** A bad variable: kld stops with one line naming it (exit status 2). */
@@ -85,6 +92,12 @@ const STATE_BYTES_MAX = 512 * MIB;
 const LOCK_BYTES_MAX = 1 * MIB;
 const REFRESH_EVERY_MIN_MS = 10_000;
 const REFRESH_EVERY_MAX_MS = 365 * 86_400_000;
+/**
+ * The idle bound must outlast a load balancer's idle timeout (AWS ALB's goes
+ * up to 4,000 s): a balancer that reuses a connection kld is closing answers 502.
+ */
+const IDLE_MIN_MS = 1_000;
+const IDLE_MAX_MS = 7_200_000;
 
 /** A value as an error may show it: trimmed, shortened, any URL password masked. */
 function shown(value: string): string {
@@ -164,6 +177,17 @@ export function parseDuration(value: string, name: string): number {
     );
   }
   return Math.round(total);
+}
+
+/** KL_HTTP_IDLE_TIMEOUT: a duration from 1s to 2h, default DEFAULT_IDLE_MS. */
+function idleFrom(raw: string | undefined): number {
+  const value = raw?.trim() || null;
+  if (value === null) return DEFAULT_IDLE_MS;
+  const ms = parseDuration(value, 'KL_HTTP_IDLE_TIMEOUT');
+  if (ms < IDLE_MIN_MS || ms > IDLE_MAX_MS) {
+    throw new ConfigError(`KL_HTTP_IDLE_TIMEOUT: from 1s to 2h, got "${shown(value)}"`);
+  }
+  return ms;
 }
 
 /** The periodic refresh: both variables or neither, and not more often than every 10s. */
@@ -452,5 +476,6 @@ export function loadConfig(
     unloggedReadModels: unloggedReadModelsFrom(env.KL_UNLOGGED_READ_MODELS, databaseUrl),
     tls: tlsFrom(env),
     providerPath: env.KL_PROVIDER_PATH?.trim() || null,
+    idleMs: idleFrom(env.KL_HTTP_IDLE_TIMEOUT),
   };
 }

@@ -13,6 +13,7 @@ import { SubscriberRecheck } from '../auth/subscriber-recheck';
 import { AUTH_FORBIDDEN, AUTH_UNAUTHENTICATED, requirePrincipalScope } from '../http/access';
 import { acquireHeavy, boundCaller, type CallerBounds } from '../http/caller-bounds';
 import { ConnectionBudget } from '../http/connection-bound';
+import { DEFAULT_IDLE_MS } from '../http/connection-drain';
 import type { Logger } from '../logging/logger';
 import type { OversizedEvent } from './event-message-encoding';
 import {
@@ -108,9 +109,9 @@ export class EventsGrpcServer {
      * A connection with no call for this long is closed (GOAWAY; a client
      * reconnects when it next calls). grpc-js keeps one forever by default,
      * and turns off Node's socket timeout too: idle connections would pile
-     * up without bound. As long as kld's HTTP keep-alive.
+     * up without bound. As long as kld's HTTP keep-alive (KL_HTTP_IDLE_TIMEOUT).
      */
-    private readonly idleMs = 65_000,
+    private readonly idleMs = DEFAULT_IDLE_MS,
     /** The connections kld holds, HTTP's and these together. */
     private readonly budget = new ConnectionBudget(),
   ) {}

@@ -1,7 +1,8 @@
 import * as http from 'node:http';
 import * as net from 'node:net';
 import { AddressInfo } from 'node:net';
-import { drainableConnections } from './connection-drain';
+import { PassThrough } from 'node:stream';
+import { DEFAULT_IDLE_MS, drainableConnections, idleBoundOf } from './connection-drain';
 
 /** A server whose one route answers after `slowMs`; closing reports how long it took. */
 async function serve(slowMs: number, keepAliveMs = 65_000) {
@@ -33,6 +34,36 @@ describe('drainableConnections', () => {
     expect(server.keepAliveTimeout).toBe(65_000);
     expect(server.headersTimeout).toBeGreaterThan(server.keepAliveTimeout);
     await close(1_000);
+  });
+
+  it('keeps them as long as the bound asks, past the time a whole request may take', async () => {
+    const { server, close } = await serve(0, 4_100_000);
+    expect(server.keepAliveTimeout).toBe(4_100_000);
+    // Node's rule: the headers within the request's time, which a long idle bound leaves as it is.
+    expect(server.requestTimeout).toBe(300_000);
+    expect(server.headersTimeout).toBe(300_000);
+    await close(1_000);
+  });
+
+  it('closes a kept-alive connection idle for the bound, and names the bound to its answers', async () => {
+    const bounds: number[] = [];
+    const server = http.createServer((_req, res) => {
+      bounds.push(idleBoundOf(res));
+      res.end('done');
+    });
+    const connections = drainableConnections(server, 1_000);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as AddressInfo).port;
+    const socket = await connect(port);
+    const closed = new Promise<void>((r) => socket.once('close', () => r()));
+    socket.on('data', () => undefined);
+    socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    await closed;
+    expect(bounds).toEqual([1_000]);
+    expect(idleBoundOf(new PassThrough())).toBe(DEFAULT_IDLE_MS);
+    connections.drain(1_000);
+    await new Promise<void>((r) => server.close(() => r()));
+    connections.stop();
   });
 
   it('closes at once although a connection was opened and never used', async () => {

@@ -86,8 +86,9 @@ export const WATCHED_DOCUMENT_BYTES = 1024 * 1024;
  * document per GET, 13 MB at 20k, and those fresh buffers spent V8's
  * external-memory allowance), corked, so the socket takes them in one
  * vectored write. A big one is then watched as its reader takes it
- * (writeInTurns): a reader that takes nothing for 65 s is cut off. Left to a
- * reader that stopped reading, it stayed in kld for as long as the connection,
+ * (writeInTurns): a reader that takes nothing for kld's idle bound (65 s unless
+ * KL_HTTP_IDLE_TIMEOUT says) is cut off. Left to a reader that stopped
+ * reading, it stayed in kld for as long as the connection,
  * and a past version is built for each request: ten such readers of a 40 MB
  * version held 460 MB of kld's memory until they went. All of it goes in one
  * piece: the parts are made already (nothing is left to make a turn at a

@@ -1,11 +1,6 @@
 import type { Writable } from 'node:stream';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-
-/**
- * How long a reader may take nothing before its answer is cut off: as long
- * as kld keeps an idle connection (its keep-alive and gRPC idle bound).
- */
-export const SILENT_READER_MS = 65_000;
+import { idleBoundOf } from './connection-drain';
 
 /**
  * One piece of an answer: a text, bytes, or several byte ranges written
@@ -22,13 +17,14 @@ export type AnswerPiece = string | Uint8Array | readonly Uint8Array[];
  * written regardless, the answer sat in the socket's buffer, and the request
  * held it, until a reader that stopped reading went or kld stopped. A reader
  * that takes nothing for `silentMs` is cut off, and one gone meanwhile is
- * written no more.
+ * written no more: by default as long as kld keeps its connection idle
+ * (KL_HTTP_IDLE_TIMEOUT), a reader that stopped being no busier than an idle client.
  */
 export async function writeInTurns(
   res: Writable,
   pieces: Iterable<AnswerPiece> | AsyncIterable<AnswerPiece>,
   last = '',
-  silentMs = SILENT_READER_MS,
+  silentMs = idleBoundOf(res),
 ): Promise<void> {
   try {
     await writeAll(res, pieces, silentMs);
