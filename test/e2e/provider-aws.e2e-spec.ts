@@ -19,7 +19,14 @@ import { CachedSchemaProviderFactory } from '../../src/infrastructure/provider/p
 import { PluginLogRecord } from '../../src/infrastructure/provider/plugin-stderr';
 import { Command } from 'commander';
 import { registerProviderSchemaCommand } from '../../src/cli/commands/provider-schema.command';
-import { findTerraformMirror, Moto, onPath, pidAlive, startMoto } from '../support/terraform-aws';
+import {
+  findTerraformMirror,
+  Moto,
+  motoEndpointEnv,
+  onPath,
+  pidAlive,
+  startMoto,
+} from '../support/terraform-aws';
 
 /**
  * The real AWS provider (protocol 5) against moto, with state written by a
@@ -149,6 +156,7 @@ beforeAll(async () => {
     aws = { source = "hashicorp/aws", version = "5.100.0" }
   }
 }
+# The endpoints come from AWS_ENDPOINT_URL (motoEndpointEnv says why).
 provider "aws" {
   access_key                  = "test"
   secret_key                  = "test"
@@ -157,12 +165,6 @@ provider "aws" {
   skip_requesting_account_id  = true
   skip_metadata_api_check     = true
   s3_use_path_style           = true
-  endpoints {
-    s3  = "${endpoint}"
-    ssm = "${endpoint}"
-    sts = "${endpoint}"
-    iam = "${endpoint}"
-  }
 }
 resource "aws_ssm_parameter" "p" {
   name  = "${PARAM}"
@@ -185,6 +187,7 @@ resource "aws_s3_bucket_versioning" "b" {
     TF_CLI_CONFIG_FILE: tfrc,
     CHECKPOINT_DISABLE: '1',
     TF_IN_AUTOMATION: '1',
+    ...motoEndpointEnv(moto),
   };
   delete tfEnv.TF_PLUGIN_CACHE_DIR;
   delete tfEnv.TF_DATA_DIR;

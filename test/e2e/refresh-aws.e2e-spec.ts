@@ -11,12 +11,14 @@ import {
   awsVersionIn,
   findTerraformMirror,
   Moto,
+  motoEndpointEnv,
   onPath,
   pidAlive,
   processesUnder,
   startMoto,
   writeMirrorCliConfig,
 } from '../support/terraform-aws';
+import { PlannedChange, plannedChanges } from '../support/terraform-run';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 /**
@@ -31,7 +33,7 @@ import { createTestDatabase, TestDatabase } from '../support/test-database';
  * Protocol 6, schema upgrades and SIGINT are covered by refresh-kltest.
  */
 
-// Every terraform command with the AWS provider costs about 8–10 s here.
+// Each terraform command with the AWS provider starts it up to 3 times: several seconds each.
 jest.setTimeout(300_000);
 
 const TERRAFORM = process.env.KL_TEST_TERRAFORM ?? 'terraform';
@@ -56,11 +58,6 @@ interface StateDoc {
     name: string;
     instances: { attributes: Record<string, unknown> }[];
   }[];
-}
-
-interface PlannedChange {
-  address: string;
-  actions: string[];
 }
 
 interface RefreshJson {
@@ -100,7 +97,7 @@ async function run(
 }
 
 const terraform = (args: string[], label?: string) =>
-  run(TERRAFORM, [...args, '-no-color', '-input=false'], { label });
+  run(TERRAFORM, [...args, '-no-color', '-input=false'], { label, env: motoEndpointEnv(moto!) });
 const kl = (args: string[], label?: string) =>
   run(process.execPath, [KL, '--server', kld!.url, ...args], { label });
 
@@ -123,37 +120,37 @@ async function query<T = Record<string, unknown>>(sql: string, ...params: string
   return JSON.parse((await ok(kl(args), `kl query ${sql}`)).stdout) as T[];
 }
 
-/** `terraform plan -out` then `terraform show -json`: the plan and its non-no-op changes. */
-async function plan(
-  file: string,
-  flags: string[],
-): Promise<{ changes: PlannedChange[]; json: Record<string, unknown> }> {
-  await ok(terraform(['plan', `-out=${file}`, ...flags], `plan ${flags.join(' ')}`.trim()), file);
+/** `terraform plan -json`: the changes it planned. */
+async function plan(flags: string[], label: string): Promise<PlannedChange[]> {
+  const args = ['plan', '-json', ...flags];
+  return plannedChanges((await ok(terraform(args, label), `terraform ${args.join(' ')}`)).stdout);
+}
+
+interface ShownPlan {
+  changes: PlannedChange[];
+  /** The `before` value terraform planned from, per address (what it believes the objects are). */
+  priorObjects: Record<string, unknown>;
+}
+
+/** `plan` saved to `file`, and what `terraform show -json` says it planned from. */
+async function planAndShow(file: string, flags: string[], label: string): Promise<ShownPlan> {
+  const changes = await plan([`-out=${file}`, ...flags], label);
   const shown = await ok(
     run(TERRAFORM, ['show', '-json', '-no-color', file], { label: `show ${file}` }),
     `terraform show -json ${file}`,
   );
-  const json = JSON.parse(shown.stdout) as Record<string, unknown>;
-  const all = (json.resource_changes ?? []) as {
-    address: string;
-    change: { actions: string[] };
-  }[];
-  const changes = all
-    .filter((c) => !(c.change.actions.length === 1 && c.change.actions[0] === 'no-op'))
-    .map((c) => ({ address: c.address, actions: c.change.actions }))
-    .sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
-  return { changes, json };
-}
-
-/** The `before` value terraform planned from, per address (what it believes the objects are). */
-function priorObjects(json: Record<string, unknown>): Record<string, unknown> {
-  const all = (json.resource_changes ?? []) as { address: string; change: { before: unknown } }[];
-  return Object.fromEntries(all.map((c) => [c.address, c.change.before]));
+  const json = JSON.parse(shown.stdout) as {
+    resource_changes?: { address: string; change: { before: unknown } }[];
+  };
+  const all = json.resource_changes ?? [];
+  return {
+    changes,
+    priorObjects: Object.fromEntries(all.map((c) => [c.address, c.change.before])),
+  };
 }
 
 function mainTf(quietDescription: string): string {
   const address = `${kld!.url}/v1/states/${STATE}`;
-  const e = moto!.endpoint;
   return `terraform {
   required_providers {
     aws = { source = "hashicorp/aws", version = "5.100.0" }
@@ -167,6 +164,7 @@ function mainTf(quietDescription: string): string {
   }
 }
 
+# The endpoints come from AWS_ENDPOINT_URL (motoEndpointEnv says why).
 provider "aws" {
   access_key                  = "test"
   secret_key                  = "test"
@@ -175,12 +173,6 @@ provider "aws" {
   skip_requesting_account_id  = true
   skip_metadata_api_check     = true
   s3_use_path_style           = true
-  endpoints {
-    s3  = "${e}"
-    ssm = "${e}"
-    sts = "${e}"
-    iam = "${e}"
-  }
 }
 
 resource "aws_s3_bucket" "b" {
@@ -245,7 +237,8 @@ beforeAll(async () => {
   await ok(terraform(['init'], 'init'), 'terraform init');
   await ok(terraform(['apply', '-auto-approve'], 'apply'), 'terraform apply');
 
-  // The provider block of main.tf, as kl refresh's Configure needs it.
+  // The provider block of main.tf with the endpoints terraform has from its environment, as kl
+  // refresh's Configure needs it.
   const config = path.join(root, 'aws.json');
   const e = moto.endpoint;
   fs.writeFileSync(
@@ -285,8 +278,8 @@ afterAll(async () => {
 });
 
 describe('kl refresh with the AWS provider against moto (ADR 0005 acceptance)', () => {
-  let refreshingPlan: { changes: PlannedChange[]; json: Record<string, unknown> };
-  let stalePlan: { changes: PlannedChange[]; json: Record<string, unknown> };
+  let refreshingPlan: ShownPlan;
+  let stalePlan: PlannedChange[];
   let appliedSerial: number;
   let appliedVersion: number;
   let report: RefreshJson;
@@ -395,16 +388,16 @@ describe('kl refresh with the AWS provider against moto (ADR 0005 acceptance)', 
     // A desired-state change in HCL too, so the plans compare more than drift (ADR 0005).
     fs.writeFileSync(path.join(workDir, 'main.tf'), mainTf('changed in HCL'));
 
-    refreshingPlan = await plan('before.tfplan', []);
+    refreshingPlan = await planAndShow('before.tfplan', [], 'plan');
     expect(refreshingPlan.changes).toEqual([
-      { address: VERSIONING_ADDR, actions: ['update'] },
-      { address: DRIFTED_ADDR, actions: ['update'] },
-      { address: QUIET_ADDR, actions: ['update'] },
+      { address: VERSIONING_ADDR, action: 'update' },
+      { address: DRIFTED_ADDR, action: 'update' },
+      { address: QUIET_ADDR, action: 'update' },
     ]);
 
     // The control: without a refresh terraform believes the stale state and sees only the HCL change.
-    stalePlan = await plan('stale.tfplan', ['-refresh=false']);
-    expect(stalePlan.changes).toEqual([{ address: QUIET_ADDR, actions: ['update'] }]);
+    stalePlan = await plan(['-refresh=false'], 'plan -refresh=false (stale)');
+    expect(stalePlan).toEqual([{ address: QUIET_ADDR, action: 'update' }]);
     // Plans never write state.
     expect((await currentState()).serial).toBe(appliedSerial);
   });
@@ -625,11 +618,16 @@ describe('kl refresh with the AWS provider against moto (ADR 0005 acceptance)', 
   });
 
   it('terraform plan -refresh=false now plans exactly what the refreshing plan planned', async () => {
-    const afterPlan = await plan('after.tfplan', ['-refresh=false']);
+    const afterPlan = await planAndShow(
+      'after.tfplan',
+      ['-refresh=false'],
+      'plan -refresh=false (after kl refresh)',
+    );
     expect(afterPlan.changes).toEqual(refreshingPlan.changes);
-    expect(afterPlan.changes).not.toEqual(stalePlan.changes);
+    expect(afterPlan.changes).not.toEqual(stalePlan);
     // And from the same picture of the objects: kl's refresh read what terraform's read.
-    expect(priorObjects(afterPlan.json)).toEqual(priorObjects(refreshingPlan.json));
+    expect(Object.keys(afterPlan.priorObjects)).toHaveLength(4);
+    expect(afterPlan.priorObjects).toEqual(refreshingPlan.priorObjects);
   });
 
   it('leaves no provider process behind', () => {

@@ -74,3 +74,31 @@ export class Terraform {
     for (const child of this.running) child.kill('SIGKILL');
   }
 }
+
+/** A resource instance change in a plan, in terraform's machine-readable vocabulary. */
+export interface PlannedChange {
+  address: string;
+  /** create, read, update, replace, delete, remove, … */
+  action: string;
+}
+
+/**
+ * The changes `terraform plan -json` planned, by address: its `planned_change`
+ * messages, less the no-ops it reports for an instance that only moved or is
+ * imported. The same facts as `show -json`'s non-no-op `resource_changes`,
+ * without a second terraform run (which starts the provider for its schema
+ * again), except that a replacement does not say which half comes first.
+ */
+export function plannedChanges(machineOutput: string): PlannedChange[] {
+  const changes: PlannedChange[] = [];
+  for (const line of machineOutput.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    const message = JSON.parse(line) as {
+      type?: string;
+      change?: { resource: { addr: string }; action: string };
+    };
+    if (message.type !== 'planned_change' || message.change!.action === 'noop') continue;
+    changes.push({ address: message.change!.resource.addr, action: message.change!.action });
+  }
+  return changes.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
+}
