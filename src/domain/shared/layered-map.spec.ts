@@ -1,4 +1,4 @@
-import { isDeepStrictEqual } from 'node:util';
+import { expectAlike } from '../../../test/support/expect-alike';
 import { fuzzSeeds, random, seedRange, withSeed } from '../../../test/support/seeded-random';
 import { LayeredMap } from './layered-map';
 
@@ -13,16 +13,6 @@ function seen<K, V>(m: ReadonlyMap<K, V>) {
     values: [...m.values()],
     forEach,
   };
-}
-
-/**
- * `expect(actual).toEqual(expected)` for the property's ~100,000 comparisons:
- * jest's matchers (a tenth of a millisecond a call, far more on a map of
- * hundreds of entries) took nearly all of this spec's 24 s, so a plain deep
- * comparison goes first and jest's runs only to describe a difference.
- */
-function expectAlike<T>(actual: T, expected: T): void {
-  if (!isDeepStrictEqual(actual, expected)) expect(actual).toEqual(expected);
 }
 
 describe('LayeredMap', () => {
