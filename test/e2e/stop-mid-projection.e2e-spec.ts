@@ -104,8 +104,9 @@ describe('a stop while the projectors apply a big commit', () => {
       await kld.stop();
     }
 
-    // Ready once every read model has caught up with the log.
-    const again = await startKld({ KL_DATABASE_URL: t.url });
+    // Ready once every read model has caught up with the log: it projects the
+    // big commit first, which took more than startKld's 30 s on a loaded machine.
+    const again = await startKld({ KL_DATABASE_URL: t.url }, 90_000);
     try {
       const state = await call(again.url, 'GET', `/v1/states/${STATE}`);
       expect(state.status).toBe(200);
