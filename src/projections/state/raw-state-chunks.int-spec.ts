@@ -16,7 +16,6 @@ import {
 } from '../../domain/terraform';
 import { StateDocumentReadModel } from '../../infrastructure/read-models/state-document-read-model';
 import { stateProjectors } from '.';
-import { expectAlike } from '../../../test/support/expect-alike';
 import { fuzzSeeds, random, withSeed } from '../../../test/support/seeded-random';
 
 const VERSIONS = 40;
@@ -73,7 +72,7 @@ describe.each(fuzzSeeds([14]))(
             stateDocumentText(testDocument(version, [...instances.values()])),
           );
           const doc = received.parse('prop', body, (b) => b.toString('utf8'));
-          expectAlike(doc, parseStateDocument(body.toString('utf8')));
+          expect(doc).toEqual(parseStateDocument(body.toString('utf8')));
           const objects = doc.resources.flatMap((res) => res.instances);
           shared += objects.filter((o) => previousObjects.has(o)).length;
           previousObjects = new Set(objects);
