@@ -26,6 +26,22 @@ describe('kld as a process', () => {
     fs.chmodSync(dir, 0o711); // as root, the embedded server's postgres user must enter it
   });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+  /**
+   * A data directory the tests of one describe take in turn, each starting
+   * kld on what the one before left stopped: only the first pays for
+   * initdb, where what they test is not the first start.
+   */
+  function sharedDataDir(): () => string {
+    let shared = '';
+    beforeAll(() => {
+      shared = fs.mkdtempSync(path.join(os.tmpdir(), 'kl-kld-shared-'));
+      fs.chmodSync(shared, 0o711);
+    });
+    afterAll(() => {
+      if (shared) fs.rmSync(shared, { recursive: true, force: true });
+    });
+    return () => path.join(shared, 'data');
+  }
 
   it('starts with embedded PostgreSQL, becomes ready, and stops on SIGTERM leaving no postgres', async () => {
     const dataDir = path.join(dir, 'data');
@@ -62,63 +78,68 @@ describe('kld as a process', () => {
     expect(processesMatching(path.join(dataDir, 'pgdata'))).toEqual([]);
   });
 
-  it.each<[string, (npm: number) => void]>([
-    ['SIGTERM to the npm process (a supervisor)', (npm) => process.kill(npm, 'SIGTERM')],
-    // The terminal signals the whole group, and npm forwards it once more.
-    ['Ctrl-C (SIGINT to its process group)', (npm) => process.kill(-npm, 'SIGINT')],
-  ])(
-    '`npm start` stops kld and its PostgreSQL gracefully on %s, exiting 0',
-    async (_how, signal) => {
-      const dataDir = path.join(dir, 'data');
-      const port = await freePort();
-      // --ignore-scripts skips only `prestart` (the build; dist/ is built):
-      // the same process tree as the README's `npm start`.
-      const npm = spawn('npm', ['start', '--ignore-scripts'], {
-        cwd: ROOT,
-        env: {
-          ...process.env,
-          KL_DATA_DIR: dataDir,
-          KL_LISTEN: `127.0.0.1:${port}`,
-          KL_LOG_FORMAT: 'json',
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-        detached: true, // its own process group, as under a terminal
-      });
-      let out = '';
-      npm.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-      npm.stderr!.on('data', (c: Buffer) => (out += c.toString()));
-      const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-        npm.once('exit', (code, signal) => resolve({ code, signal })),
-      );
-      let tree: number[] = [];
-      try {
-        const url = `http://127.0.0.1:${port}`;
-        for (let i = 0; i < 300; i++) {
-          if (npm.exitCode !== null) throw new Error(`npm start exited during start:\n${out}`);
-          if ((await fetch(`${url}/readyz`).catch(() => null))?.status === 200) break;
-          await new Promise((r) => setTimeout(r, 100));
-        }
-        expect((await fetch(`${url}/readyz`)).status).toBe(200);
-        tree = descendantsOf(npm.pid!);
-        const postgres = processesMatching(path.join(dataDir, 'pgdata'));
-        expect(postgres.length).toBeGreaterThan(0);
-        expect(tree).toEqual(expect.arrayContaining(postgres));
+  describe('`npm start`', () => {
+    const npmDataDir = sharedDataDir();
+    it.each<[string, (npm: number) => void]>([
+      ['SIGTERM to the npm process (a supervisor)', (npm) => process.kill(npm, 'SIGTERM')],
+      // The terminal signals the whole group, and npm forwards it once more.
+      ['Ctrl-C (SIGINT to its process group)', (npm) => process.kill(-npm, 'SIGINT')],
+    ])(
+      '`npm start` stops kld and its PostgreSQL gracefully on %s, exiting 0',
+      async (_how, signal) => {
+        const dataDir = npmDataDir();
+        const port = await freePort();
+        // --ignore-scripts skips only `prestart` (the build; dist/ is built):
+        // the same process tree as the README's `npm start`.
+        const npm = spawn('npm', ['start', '--ignore-scripts'], {
+          cwd: ROOT,
+          env: {
+            ...process.env,
+            KL_DATA_DIR: dataDir,
+            KL_LISTEN: `127.0.0.1:${port}`,
+            KL_LOG_FORMAT: 'json',
+          },
+          stdio: ['ignore', 'pipe', 'pipe'],
+          detached: true, // its own process group, as under a terminal
+        });
+        let out = '';
+        npm.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+        npm.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+        const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+          npm.once('exit', (code, signal) => resolve({ code, signal })),
+        );
+        let tree: number[] = [];
+        try {
+          const url = `http://127.0.0.1:${port}`;
+          for (let i = 0; i < 300; i++) {
+            if (npm.exitCode !== null) throw new Error(`npm start exited during start:\n${out}`);
+            if ((await fetch(`${url}/readyz`).catch(() => null))?.status === 200) break;
+            await new Promise((r) => setTimeout(r, 100));
+          }
+          expect((await fetch(`${url}/readyz`)).status).toBe(200);
+          tree = descendantsOf(npm.pid!);
+          const postgres = processesMatching(path.join(dataDir, 'pgdata'));
+          expect(postgres.length).toBeGreaterThan(0);
+          expect(tree).toEqual(expect.arrayContaining(postgres));
 
-        signal(npm.pid!);
-        const timeout = new Promise((r) => setTimeout(() => r('still running after 15 s'), 15_000));
-        expect(await Promise.race([exited, timeout])).toEqual({ code: 0, signal: null });
-        for (let i = 0; i < 50 && tree.some(isAlive); i++) {
-          await new Promise((r) => setTimeout(r, 100));
+          signal(npm.pid!);
+          const timeout = new Promise((r) =>
+            setTimeout(() => r('still running after 15 s'), 15_000),
+          );
+          expect(await Promise.race([exited, timeout])).toEqual({ code: 0, signal: null });
+          for (let i = 0; i < 50 && tree.some(isAlive); i++) {
+            await new Promise((r) => setTimeout(r, 100));
+          }
+          expect(tree.filter(isAlive)).toEqual([]);
+          expect(processesMatching(path.join(dataDir, 'pgdata'))).toEqual([]);
+          expect(out).toContain('"msg":"stopped"');
+          expect(out).not.toContain('second signal');
+        } finally {
+          for (const pid of [npm.pid!, ...tree].filter(isAlive)) process.kill(pid, 'SIGKILL');
         }
-        expect(tree.filter(isAlive)).toEqual([]);
-        expect(processesMatching(path.join(dataDir, 'pgdata'))).toEqual([]);
-        expect(out).toContain('"msg":"stopped"');
-        expect(out).not.toContain('second signal');
-      } finally {
-        for (const pid of [npm.pid!, ...tree].filter(isAlive)) process.kill(pid, 'SIGKILL');
-      }
-    },
-  );
+      },
+    );
+  });
 
   it('runs PostgreSQL as a user that can enter the data directory, or says plainly why not', async () => {
     fs.chmodSync(dir, 0o700);
@@ -180,22 +201,6 @@ describe('kld as a process', () => {
     } finally {
       if (moved) fs.rmSync(moved, { recursive: true, force: true });
       if (!hadRoot) fs.rmSync(sharedRoot, { recursive: true, force: true });
-    }
-  });
-
-  it('answers unknown routes with a JSON error, not a stack trace, and does not name its framework', async () => {
-    const kld = await startKld({ KL_DATA_DIR: path.join(dir, 'data') });
-    try {
-      const r = await fetch(`${kld.url}/v1/nothing-here`);
-      expect(r.status).toBe(404);
-      expect(await r.json()).toEqual({
-        error: { code: 'REQUEST.NOT_FOUND', message: expect.any(String) },
-      });
-      const ready = await fetch(`${kld.url}/readyz`);
-      expect(ready.headers.get('x-powered-by')).toBeNull();
-      expect(r.headers.get('x-powered-by')).toBeNull();
-    } finally {
-      await kld.stop();
     }
   });
 
@@ -294,6 +299,22 @@ describe('kld as a process', () => {
       }
     });
 
+    it('answers unknown routes with a JSON error, not a stack trace, and does not name its framework', async () => {
+      const kld = await startKld({ KL_DATABASE_URL: t.url });
+      try {
+        const r = await fetch(`${kld.url}/v1/nothing-here`);
+        expect(r.status).toBe(404);
+        expect(await r.json()).toEqual({
+          error: { code: 'REQUEST.NOT_FOUND', message: expect.any(String) },
+        });
+        const ready = await fetch(`${kld.url}/readyz`);
+        expect(ready.headers.get('x-powered-by')).toBeNull();
+        expect(r.headers.get('x-powered-by')).toBeNull();
+      } finally {
+        await kld.stop();
+      }
+    });
+
     it('refuses to start when an applied migration was edited', async () => {
       await t.db.query(`UPDATE kl_migrations SET checksum = 'edited' WHERE id = 1`);
       try {
@@ -315,87 +336,90 @@ describe('kld as a process', () => {
     });
   });
 
-  it('refuses an offline rebuild next to a server on the same data directory', async () => {
-    const dataDir = path.join(dir, 'data');
-    const kld = await startKld({ KL_DATA_DIR: dataDir });
-    try {
+  describe('offline rebuilds', () => {
+    const offlineDataDir = sharedDataDir();
+    it('refuses an offline rebuild next to a server on the same data directory', async () => {
+      const dataDir = offlineDataDir();
+      const kld = await startKld({ KL_DATA_DIR: dataDir });
+      try {
+        const r = await children.run(process.execPath, [KLD, 'projections', 'rebuild'], {
+          env: { KL_DATA_DIR: dataDir, KL_LOG_LEVEL: 'error' },
+        });
+        expect(r.code).toBe(2);
+        expect(r.stdout).toBe('');
+        expect(r.stderr.trim().split('\n')).toHaveLength(1);
+        expect(r.stderr).toMatch(
+          /^kld: .*pgdata is in use by a running kld \(its PostgreSQL has pid \d+\); rebuild through it instead: kl projections rebuild/,
+        );
+        expect((await fetch(`${kld.url}/readyz`)).status).toBe(200);
+      } finally {
+        expect((await kld.stop()).code).toBe(0);
+      }
+    });
+
+    it('rebuilds offline after a crash emptied the read models, so the next serve finds them whole', async () => {
+      const dataDir = offlineDataDir();
+      const kld = await startKld({ KL_DATA_DIR: dataDir });
+      const doc = {
+        version: 4,
+        terraform_version: '1.11.4',
+        serial: 1,
+        lineage: 'crash-lineage',
+        outputs: {},
+        resources: [
+          {
+            mode: 'managed',
+            type: 'terraform_data',
+            name: 'a',
+            provider: 'provider["terraform.io/builtin/terraform"]',
+            instances: [{ schema_version: 0, attributes: { id: 'a', input: 'x' } }],
+          },
+        ],
+        check_results: null,
+      };
+      let before: string;
+      let postmaster = 0;
+      try {
+        const post = await fetch(`${kld.url}/v1/states/ops/crashed`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json' },
+          body: JSON.stringify(doc),
+        });
+        expect(post.status).toBe(200);
+        before = await (await fetch(`${kld.url}/v1/states/ops/crashed`)).text();
+        // Its PostgreSQL killed outright: the recovery at the next start empties the UNLOGGED read models.
+        postmaster = Number(
+          fs.readFileSync(path.join(dataDir, 'pgdata', 'postmaster.pid'), 'utf8').split('\n')[0],
+        );
+        process.kill(postmaster, 'SIGKILL');
+        for (let i = 0; i < 100 && isAlive(postmaster); i++)
+          await new Promise((r) => setTimeout(r, 50));
+      } finally {
+        await kld.stop('SIGKILL');
+      }
+      // Until its parent has reaped it, the killed postmaster's PID still
+      // answers, and the next PostgreSQL start takes it for a live one.
+      for (let i = 0; i < 200 && fs.existsSync(`/proc/${postmaster}`); i++)
+        await new Promise((r) => setTimeout(r, 50));
       const r = await children.run(process.execPath, [KLD, 'projections', 'rebuild'], {
         env: { KL_DATA_DIR: dataDir, KL_LOG_LEVEL: 'error' },
       });
-      expect(r.code).toBe(2);
-      expect(r.stdout).toBe('');
-      expect(r.stderr.trim().split('\n')).toHaveLength(1);
-      expect(r.stderr).toMatch(
-        /^kld: .*pgdata is in use by a running kld \(its PostgreSQL has pid \d+\); rebuild through it instead: kl projections rebuild/,
-      );
-      expect((await fetch(`${kld.url}/readyz`)).status).toBe(200);
-    } finally {
-      expect((await kld.stop()).code).toBe(0);
-    }
-  });
-
-  it('rebuilds offline after a crash emptied the read models, so the next serve finds them whole', async () => {
-    const dataDir = path.join(dir, 'data');
-    const kld = await startKld({ KL_DATA_DIR: dataDir });
-    const doc = {
-      version: 4,
-      terraform_version: '1.11.4',
-      serial: 1,
-      lineage: 'crash-lineage',
-      outputs: {},
-      resources: [
-        {
-          mode: 'managed',
-          type: 'terraform_data',
-          name: 'a',
-          provider: 'provider["terraform.io/builtin/terraform"]',
-          instances: [{ schema_version: 0, attributes: { id: 'a', input: 'x' } }],
-        },
-      ],
-      check_results: null,
-    };
-    let before: string;
-    let postmaster = 0;
-    try {
-      const post = await fetch(`${kld.url}/v1/states/ops/crashed`, {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify(doc),
-      });
-      expect(post.status).toBe(200);
-      before = await (await fetch(`${kld.url}/v1/states/ops/crashed`)).text();
-      // Its PostgreSQL killed outright: the recovery at the next start empties the UNLOGGED read models.
-      postmaster = Number(
-        fs.readFileSync(path.join(dataDir, 'pgdata', 'postmaster.pid'), 'utf8').split('\n')[0],
-      );
-      process.kill(postmaster, 'SIGKILL');
-      for (let i = 0; i < 100 && isAlive(postmaster); i++)
-        await new Promise((r) => setTimeout(r, 50));
-    } finally {
-      await kld.stop('SIGKILL');
-    }
-    // Until its parent has reaped it, the killed postmaster's PID still
-    // answers, and the next PostgreSQL start takes it for a live one.
-    for (let i = 0; i < 200 && fs.existsSync(`/proc/${postmaster}`); i++)
-      await new Promise((r) => setTimeout(r, 50));
-    const r = await children.run(process.execPath, [KLD, 'projections', 'rebuild'], {
-      env: { KL_DATA_DIR: dataDir, KL_LOG_LEVEL: 'error' },
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/^state-raw: \d+ events replayed$/m);
+      const again = await startKld({ KL_DATA_DIR: dataDir });
+      try {
+        expect(await (await fetch(`${again.url}/v1/states/ops/crashed`)).text()).toBe(before);
+        const resources = await (
+          await fetch(`${again.url}/v1/api/states/ops/crashed/resources`)
+        ).json();
+        expect(JSON.stringify(resources)).toContain('terraform_data.a');
+        // It served them as they were: no rebuild of its own.
+        expect(again.output()).not.toContain('read models are empty');
+      } finally {
+        expect((await again.stop()).code).toBe(0);
+      }
     });
-    expect(r.stderr).toBe('');
-    expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^state-raw: \d+ events replayed$/m);
-    const again = await startKld({ KL_DATA_DIR: dataDir });
-    try {
-      expect(await (await fetch(`${again.url}/v1/states/ops/crashed`)).text()).toBe(before);
-      const resources = await (
-        await fetch(`${again.url}/v1/api/states/ops/crashed/resources`)
-      ).json();
-      expect(JSON.stringify(resources)).toContain('terraform_data.a');
-      // It served them as they were: no rebuild of its own.
-      expect(again.output()).not.toContain('read models are empty');
-    } finally {
-      expect((await again.stop()).code).toBe(0);
-    }
   });
 
   it.each([
