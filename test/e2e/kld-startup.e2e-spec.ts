@@ -101,6 +101,13 @@ it('refuses an unknown command or flag in one line, exit 2, without loading the 
   }
 });
 
+it('serve refuses a wrong setting in one line without loading the server', async () => {
+  const r = await kld(['serve', '--listen', '127.0.0.1:0'], { KL_HTTP_IDLE_TIMEOUT: '65' });
+  expect(r.code).not.toBe(0);
+  expect(r.stderr.trim().split('\n')).toEqual([expect.stringMatching(/KL_HTTP_IDLE_TIMEOUT/)]);
+  expect(loaded(r, ['@nestjs/core', 'express', '@grpc/grpc-js'])).toEqual([]);
+});
+
 it('prints its configuration without loading Nest or pg', async () => {
   const r = await kld(['config']);
   expect(r.code).toBe(0);

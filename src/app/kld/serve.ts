@@ -1,5 +1,4 @@
 import { boundHeapGrowth } from '../heap-growth';
-import { startServer } from '../server';
 import { configuration, loggerFor } from './setup';
 
 const SHUTDOWN_DEADLINE_MS = 9_000;
@@ -13,6 +12,9 @@ export async function serve(
   boundHeapGrowth();
   const config = configuration(configFile, opts);
   const logger = loggerFor(config, 'stdout');
+  // The server (Nest, Express, gRPC: most of a start) is loaded once the
+  // settings are known to be good, so a wrong one is refused at once.
+  const { startServer } = await import('../server');
   const server = await startServer(config, logger);
   let stoppingSince: number | null = null;
   const stop = (signal: string) => {
