@@ -81,6 +81,9 @@ import { poolSize } from '../src/application/refresh/refresh-group';
  *                       wall and CPU (kl with its provider processes, kld, PostgreSQL)
  *                       min and median per build: a before/after in one run
  *   KL_BENCH_KL_NODE_ARGS  node options for our kl's runs, e.g. "--cpu-prof --cpu-prof-dir=DIR"
+ *   KL_BENCH_KL_ARGS    more `kl refresh` options for our kl's runs (not the base's), e.g.
+ *                       "--parallelism 32": with KL_BENCH_BASE_KL set to this build's own kl,
+ *                       the before/after compares an option against the default
  */
 
 const TARGET_AWS = 5;
@@ -95,6 +98,7 @@ const BASE_KL = process.env.KL_BENCH_BASE_KL
 const AB_ROUNDS = intEnv('KL_BENCH_AB_ROUNDS', 5);
 /** Node options for our kl only, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" (NODE_OPTIONS refuses --cpu-prof). */
 const KL_NODE_ARGS = (process.env.KL_BENCH_KL_NODE_ARGS ?? '').split(' ').filter(Boolean);
+const KL_ARGS = (process.env.KL_BENCH_KL_ARGS ?? '').split(' ').filter(Boolean);
 const POOL = process.env.KL_BENCH_POOL ? intEnv('KL_BENCH_POOL', 1) : undefined;
 const SKIP_AWS = process.env.KL_BENCH_SKIP_AWS === '1';
 const SKIP_KLTEST = process.env.KL_BENCH_SKIP_KLTEST === '1';
@@ -415,7 +419,12 @@ async function compare(
   const klOut: string[] = [];
   const tfRuns: Timed[] = [];
   const klRefresh = async (poolArg: number | undefined) => {
-    const args = ['refresh', state, ...(poolArg === undefined ? [] : ['--pool', String(poolArg)])];
+    const args = [
+      'refresh',
+      state,
+      ...(poolArg === undefined ? [] : ['--pool', String(poolArg)]),
+      ...KL_ARGS,
+    ];
     const r = await kl(dir, env, args, kld);
     const first = r.stdout.split('\n')[0];
     if (poolArg === otherPool) {
@@ -501,7 +510,12 @@ async function beforeAfter(
 ): Promise<AbRun[]> {
   const runs: AbRun[] = [];
   const one = async (build: 'base' | 'ours', pool: number | undefined) => {
-    const args = ['refresh', state, ...(pool === undefined ? [] : ['--pool', String(pool)])];
+    const args = [
+      'refresh',
+      state,
+      ...(pool === undefined ? [] : ['--pool', String(pool)]),
+      ...(build === 'ours' ? KL_ARGS : []),
+    ];
     const pgMeter = postgres ? new DatabaseCpuMeter(postgres.postmaster, postgres.database) : null;
     const pg0 = pgMeter ? pgMeter.totalMs() : NaN;
     const cpu0 = reapedChildrenCpuMs();
