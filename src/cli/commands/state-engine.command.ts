@@ -12,6 +12,7 @@ import { EngineCandidates, KilolockClient } from '../kilolock-client';
 import { loadKlConfig } from '../kl-config';
 import { visible } from '../terminal-text';
 import { redactUrls } from '../../infrastructure/logging/redact';
+import { commitUpserts } from '../../infrastructure/rest/commit-upserts';
 import { integerOption, selectedVersion } from './context';
 
 interface Target {
@@ -92,18 +93,7 @@ async function runNative(
     committed = await t.client.engineCommit(t.state, run.run_id, {
       base_version: baseVersion,
       terraform_version: terraformVersion,
-      upserts: change.upserts.map((u) => ({
-        address: u.address,
-        resource: {
-          module: u.resource.module,
-          mode: u.resource.mode,
-          type: u.resource.type,
-          name: u.resource.name,
-          provider: u.resource.provider,
-          each: u.resource.each,
-        },
-        instance: u.instance,
-      })),
+      upserts: commitUpserts(change.upserts),
       deletes: change.deletes,
     });
   } catch (err) {

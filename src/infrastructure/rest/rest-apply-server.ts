@@ -15,6 +15,7 @@ import { DomainError } from '../../domain/shared/domain-error';
 import { isJsonObject, JsonObject } from '../../domain/terraform/json-value';
 import { stringifyJson } from '../../domain/terraform/lossless-json';
 import { parseStateDocument } from '../../domain/terraform/parse-state-document';
+import { commitUpserts } from './commit-upserts';
 import { errorOf, KldHttpClient, KldResponse, statePath } from './kld-http-client';
 
 function asString(v: unknown): string {
@@ -269,18 +270,7 @@ export class RestApplyServer implements ApplyServerPort {
     const body = {
       base_version: request.baseVersion,
       terraform_version: request.terraformVersion,
-      upserts: request.upserts.map((u) => ({
-        address: u.address,
-        resource: {
-          module: u.resource.module,
-          mode: u.resource.mode,
-          type: u.resource.type,
-          name: u.resource.name,
-          provider: u.resource.provider,
-          each: u.resource.each,
-        },
-        instance: u.instance,
-      })),
+      upserts: commitUpserts(request.upserts),
       deletes: request.deletes,
       outputs: request.outputs,
       counters: request.counters,
