@@ -1,5 +1,6 @@
 import type { INestApplication, Type } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import type { ExpressAdapter, NestExpressApplication } from '@nestjs/platform-express';
 import {
   ApiBody,
   ApiOperation,
@@ -18,7 +19,6 @@ import type {
 } from '@nestjs/swagger/dist/interfaces/open-api-spec.interface';
 import { getMetadataStorage } from 'class-validator';
 import { validationMetadatasToSchemas } from 'class-validator-jsonschema';
-import type { ExpressAdapter, NestExpressApplication } from '@nestjs/platform-express';
 import { Router } from 'express';
 import { packageVersion } from '../package-root';
 import { ACCESS_RULE, AccessRule } from './access';
