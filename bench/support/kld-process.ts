@@ -8,6 +8,8 @@ export interface KldProcess {
   /** `127.0.0.1:port` when started with gRPC, else null. */
   grpc: string | null;
   child: ChildProcess;
+  /** ms from its spawn to the first 200 of /readyz (within `pollMs`). */
+  readyMs: number;
   /** SIGTERM, then SIGKILL after 10 s; resolves once it exited. */
   stop(): Promise<void>;
 }
@@ -26,6 +28,8 @@ export interface KldOptions {
   onStdoutLine?: (line: string) => void;
   /** KL_LOG_LEVEL (default warn). */
   logLevel?: string;
+  /** How often /readyz is asked while it starts (default 100 ms). */
+  pollMs?: number;
 }
 
 /**
@@ -38,6 +42,7 @@ export async function startKld(options: KldOptions): Promise<KldProcess> {
   const grpc = options.grpc ? `127.0.0.1:${await freePort()}` : null;
   fs.mkdirSync(options.dataDir, { recursive: true });
   const nodeArgs = (process.env.KL_BENCH_KLD_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const spawned = performance.now();
   const child = spawn(
     process.execPath,
     [...nodeArgs, options.kld, 'serve', '--listen', `127.0.0.1:${port}`],
@@ -80,18 +85,26 @@ export async function startKld(options: KldOptions): Promise<KldProcess> {
     });
   const url = `http://127.0.0.1:${port}`;
   try {
-    await waitReady(url, () => {
-      if (child.exitCode !== null) throw new Error(`kld exited (${child.exitCode}):\n${tail}`);
-    });
+    await waitReady(
+      url,
+      () => {
+        if (child.exitCode !== null) throw new Error(`kld exited (${child.exitCode}):\n${tail}`);
+      },
+      options.pollMs,
+    );
   } catch (err) {
     await stop();
     throw err;
   }
-  return { pid: child.pid!, url, grpc, child, stop };
+  return { pid: child.pid!, url, grpc, child, readyMs: performance.now() - spawned, stop };
 }
 
 /** Until /readyz answers 200 (read models caught up), 60 s at most. */
-export async function waitReady(url: string, check: () => void = () => undefined): Promise<void> {
+export async function waitReady(
+  url: string,
+  check: () => void = () => undefined,
+  pollMs = 100,
+): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (;;) {
     check();
@@ -101,6 +114,6 @@ export async function waitReady(url: string, check: () => void = () => undefined
       // not listening yet
     }
     if (Date.now() > deadline) throw new Error(`kld not ready within 60 s`);
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, pollMs));
   }
 }

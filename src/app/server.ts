@@ -23,7 +23,7 @@ import {
 } from '../infrastructure/http/connection-drain';
 import { crossSiteGuard } from '../infrastructure/http/cross-site.middleware';
 import { ErrorFilter } from '../infrastructure/http/error.filter';
-import { serveOpenApi } from '../infrastructure/http/openapi';
+import { serveOpenApi } from '../infrastructure/http/openapi-routes';
 import { LosslessJsonExpressAdapter } from '../infrastructure/http/lossless-json.adapter';
 import { requestLog } from '../infrastructure/http/request-log.middleware';
 import { requestValidationPipe } from '../infrastructure/http/request-validation';

@@ -2,7 +2,8 @@ import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { KLD } from '../support/kld-process';
+import { KLD, startKld } from '../support/kld-process';
+import { testDocument } from '../support/state-harness';
 import { createEmptyDatabase, TestDatabase } from '../support/test-database';
 
 /**
@@ -10,7 +11,8 @@ import { createEmptyDatabase, TestDatabase } from '../support/test-database';
  * scripts, and loading the whole server took seconds (docs/performance-history.md,
  * "kld start-up"). Help, the version, usage errors and `kld config` load
  * neither Nest nor pg; `kld migrate` loads pg and no Nest; `kld token create`
- * Nest's injector and no HTTP app.
+ * Nest's injector and no HTTP app; `kld serve` loads @nestjs/swagger only
+ * when the API document is first asked for.
  */
 
 let dir: string;
@@ -18,10 +20,17 @@ let t: TestDatabase;
 
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kld-startup-'));
-  // Written when kld exits: the files it loaded.
+  // Written when kld exits, and on SIGUSR2 while it runs: the files it loaded.
   fs.writeFileSync(
     path.join(dir, 'record.js'),
-    `process.on('exit', () => require('fs').writeFileSync(process.env.KL_TEST_MODULES, JSON.stringify(Object.keys(require.cache))));`,
+    `const fs = require('fs');
+     const record = () => {
+       const file = process.env.KL_TEST_MODULES;
+       fs.writeFileSync(file + '.part', JSON.stringify(Object.keys(require.cache)));
+       fs.renameSync(file + '.part', file);
+     };
+     process.on('exit', record);
+     process.on('SIGUSR2', record);`,
   );
   t = await createEmptyDatabase('kl_kld_startup');
 });
@@ -56,16 +65,22 @@ function kld(args: string[], env: Record<string, string> = {}): Promise<Ran> {
         },
       },
       (err, stdout, stderr) => {
-        const files = JSON.parse(fs.readFileSync(record, 'utf8')) as string[];
-        const packages = files.flatMap((f) => {
-          const m = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(f);
-          return m ? [m[1]] : [];
-        });
         const code = err ? Number((err as { code?: number }).code) : 0;
-        resolve({ code, stdout, stderr, packages: new Set(packages) });
+        resolve({ code, stdout, stderr, packages: packagesIn(record) });
       },
     );
   });
+}
+
+/** The packages of the files a record lists, by name. */
+function packagesIn(record: string): Set<string> {
+  const files = JSON.parse(fs.readFileSync(record, 'utf8')) as string[];
+  return new Set(
+    files.flatMap((f) => {
+      const m = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(f);
+      return m ? [m[1]] : [];
+    }),
+  );
 }
 
 const SERVER = ['@nestjs/core', '@nestjs/common', 'pg', 'express', '@grpc/grpc-js', 'pino'];
@@ -127,4 +142,49 @@ it('migrates with pg and no Nest, and creates a token without the HTTP app', asy
   expect(token.stderr).toMatch(/token "startup" created/);
   expect(token.packages.has('@nestjs/core')).toBe(true);
   expect(loaded(token, ['@nestjs/platform-express', 'express', '@grpc/grpc-js'])).toEqual([]);
+});
+
+it('serve loads @nestjs/swagger only when the API document is first asked for', async () => {
+  const record = path.join(dir, 'serve-modules.json');
+  const server = await startKld({
+    KL_DATABASE_URL: t.url,
+    KL_AUTH: 'off',
+    KL_GRPC_LISTEN: 'off',
+    NODE_OPTIONS: `--require ${path.join(dir, 'record.js')}`,
+    KL_TEST_MODULES: record,
+  });
+  /** The packages kld has loaded by now. */
+  const loadedNow = async () => {
+    fs.rmSync(record, { force: true });
+    server.child.kill('SIGUSR2');
+    for (let i = 0; i < 100 && !fs.existsSync(record); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return packagesIn(record);
+  };
+  try {
+    const state = `${server.url}/v1/states/startup/swagger`;
+    const document = JSON.stringify(testDocument(1, [{ name: 'a', input: 'x' }]));
+    const headers = { 'Content-Type': 'application/json' };
+    expect((await fetch(state, { method: 'POST', body: document, headers })).status).toBe(200);
+    const got = await fetch(state);
+    expect([got.status, ((await got.json()) as { serial: number }).serial]).toEqual([200, 1]);
+    const states = await fetch(`${server.url}/v1/api/states`);
+    expect([states.status, JSON.stringify(await states.json())]).toEqual([
+      200,
+      expect.stringContaining('startup/swagger'),
+    ]);
+    // The record holds the server it ran: no swagger there is not an empty record.
+    const before = await loadedNow();
+    expect([before.has('@nestjs/core'), before.has('@nestjs/swagger')]).toEqual([true, false]);
+
+    const api = await fetch(`${server.url}/openapi.json`);
+    expect(api.status).toBe(200);
+    const doc = (await api.json()) as { info: { title: string }; paths: object };
+    expect(doc.info.title).toBe('Kilolock');
+    expect(doc.paths).toHaveProperty(['/v1/states/{name}']);
+    expect((await loadedNow()).has('@nestjs/swagger')).toBe(true);
+  } finally {
+    await server.stop();
+  }
 });

@@ -1,6 +1,17 @@
 import type { INestApplication, Type } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
-import { ApiProperty, DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
+import type { ExpressAdapter, NestExpressApplication } from '@nestjs/platform-express';
+import {
+  ApiBody,
+  ApiOperation,
+  ApiProperty,
+  ApiQuery,
+  ApiResponse,
+  ApiTags,
+  DocumentBuilder,
+  OpenAPIObject,
+  SwaggerModule,
+} from '@nestjs/swagger';
 import type {
   OperationObject,
   PathItemObject,
@@ -8,8 +19,10 @@ import type {
 } from '@nestjs/swagger/dist/interfaces/open-api-spec.interface';
 import { getMetadataStorage } from 'class-validator';
 import { validationMetadatasToSchemas } from 'class-validator-jsonschema';
+import { Router } from 'express';
 import { packageVersion } from '../package-root';
 import { ACCESS_RULE, AccessRule } from './access';
+import { describedOperation, describedTags } from './api-description';
 
 // Where @Type(() => Nested) is recorded: the type of a nested array's items.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -46,21 +59,59 @@ const ERROR_SCHEMA: SchemaObject = {
 /** Where each operation says who may call it (docs/security.md). */
 export const ACCESS_KEY = 'x-kilolock-access';
 
-/** The `@Access` rule of every controller method, by its operationId. */
-function accessRules(app: INestApplication): Map<string, AccessRule> {
-  const rules = new Map<string, AccessRule>();
+/** Every controller class of the app, with its handlers by method name. */
+function* controllers(app: INestApplication): Generator<[Type, Map<string, object>]> {
   const scanner = new MetadataScanner();
   for (const wrapper of app.get(DiscoveryService, { strict: false }).getControllers()) {
     const type = wrapper.metatype as Type | null;
     if (!type) continue;
+    const handlers = new Map<string, object>();
     for (const method of scanner.getAllMethodNames(type.prototype)) {
-      const handler = (type.prototype as Record<string, object>)[method];
+      handlers.set(method, (type.prototype as Record<string, object>)[method]);
+    }
+    yield [type, handlers];
+  }
+}
+
+/** The `@Access` rule of every controller method, by its operationId. */
+function accessRules(app: INestApplication): Map<string, AccessRule> {
+  const rules = new Map<string, AccessRule>();
+  for (const [type, handlers] of controllers(app)) {
+    for (const [method, handler] of handlers) {
       const rule = (Reflect.getMetadata(ACCESS_RULE, handler) ??
         Reflect.getMetadata(ACCESS_RULE, type)) as AccessRule | undefined;
       if (rule) rules.set(operationId(type.name, method), rule);
     }
   }
   return rules;
+}
+
+const describedControllers = new WeakSet<Type>();
+
+/**
+ * The `@Described` data of the controllers as @nestjs/swagger's own
+ * decorators, applied once per class (the metadata lives on it) and in the
+ * order TypeScript applies a stack of decorators, bottom up: the order of
+ * query parameters and answers in the document is theirs.
+ */
+function describeOperations(app: INestApplication): void {
+  for (const [type, handlers] of controllers(app)) {
+    if (describedControllers.has(type)) continue;
+    describedControllers.add(type);
+    const tags = describedTags(type);
+    if (tags) ApiTags(...tags)(type);
+    for (const [method, handler] of handlers) {
+      const described = describedOperation(handler);
+      if (!described) continue;
+      const { query = [], body, responses = [], ...operation } = described;
+      const descriptor = Object.getOwnPropertyDescriptor(type.prototype, method)!;
+      const apply = (decorator: MethodDecorator) => decorator(type.prototype, method, descriptor);
+      for (const response of [...responses].reverse()) apply(ApiResponse(response));
+      if (body) apply(ApiBody(body));
+      for (const parameter of [...query].reverse()) apply(ApiQuery(parameter));
+      apply(ApiOperation(operation));
+    }
+  }
 }
 
 const operationId = (controller: string, method: string) =>
@@ -163,6 +214,7 @@ function propertyOptions(
  */
 export function openApiDocument(app: INestApplication): OpenAPIObject {
   describeDtos();
+  describeOperations(app);
   const config = new DocumentBuilder()
     .setTitle('Kilolock')
     .setVersion(packageVersion())
@@ -249,15 +301,30 @@ const isWildcard = (name: string) => name === 'name' || name === 'path';
 
 /**
  * `/openapi.json` and the Swagger UI at `/docs`, its scripts and styles
- * served from the swagger-ui-dist package (no CDN). The document is built
- * by the first request that needs it, not at start: building it walks every
- * controller and DTO, a cost every start of kld paid before it listened
- * for a page few callers ever ask for.
+ * served from the swagger-ui-dist package (no CDN), as routes of a router of
+ * their own: SwaggerModule.setup registers them through the app it is given
+ * (its HTTP adapter's routes, its static assets), and this one is the app
+ * with its adapter's Express instance swapped for the router. The document
+ * is built by the first request that needs it (it walks every controller
+ * and DTO).
  */
-export function serveOpenApi(app: INestApplication): void {
-  SwaggerModule.setup('docs', app, () => openApiDocument(app), {
+export function openApiRouter(app: NestExpressApplication): Router {
+  const router = Router();
+  const adapter = Object.create(app.getHttpAdapter(), {
+    instance: { value: router },
+  }) as ExpressAdapter;
+  // Own properties: Nest's app is a proxy that binds its methods to itself.
+  const onRouter = Object.create(app, {
+    getHttpAdapter: { value: () => adapter },
+    useStaticAssets: {
+      value: (...args: Parameters<ExpressAdapter['useStaticAssets']>) =>
+        adapter.useStaticAssets(...args),
+    },
+  }) as NestExpressApplication;
+  SwaggerModule.setup('docs', onRouter, () => openApiDocument(app), {
     jsonDocumentUrl: 'openapi.json',
     raw: ['json'],
     customSiteTitle: 'Kilolock API',
   });
+  return router;
 }

@@ -13,7 +13,6 @@ import {
   Unlock,
 } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
-import { ApiBody, ApiOperation, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { SchemaObject } from '@nestjs/swagger/dist/interfaces/open-api-spec.interface';
 import type { NextFunction, Request, Response } from 'express';
 import {
@@ -36,6 +35,7 @@ import { CONFIG, type Config } from '../config/config';
 import { StateCatalogReadModel } from '../read-models/state-catalog-read-model';
 import { StateDocumentReadModel } from '../read-models/state-document-read-model';
 import { Access, requireScope } from './access';
+import { Described } from './api-description';
 import { callerOf } from './caller';
 import { CallerBounds, holdHeavy } from './caller-bounds';
 import { sendDocument } from './current-document-route';
@@ -81,7 +81,7 @@ const LOCK_INFO: SchemaObject = {
 };
 const HOLDER = { description: "the holder's LockInfo", schema: LOCK_INFO };
 
-@ApiTags('terraform backend')
+@Described.tags('terraform backend')
 @Controller()
 export class TerraformBackendController {
   constructor(
@@ -101,17 +101,23 @@ export class TerraformBackendController {
    * A current document that exists is served before this handler, by
    * CurrentDocumentRoute under this rule; the rest comes here.
    */
-  @ApiOperation({ summary: 'The current document, or one version of it' })
-  @ApiQuery({ name: 'version', required: false, description: 'our version N (1, 2, 3…)' })
-  @ApiQuery({
-    name: 'serial',
-    required: false,
-    description: 'the newest version with terraform serial N',
-  })
-  @ApiResponse({
-    status: 200,
-    description: 'the document; X-Kilolock-State-Version says which version',
-    schema: STATE_DOCUMENT,
+  @Described.operation({
+    summary: 'The current document, or one version of it',
+    query: [
+      { name: 'version', required: false, description: 'our version N (1, 2, 3…)' },
+      {
+        name: 'serial',
+        required: false,
+        description: 'the newest version with terraform serial N',
+      },
+    ],
+    responses: [
+      {
+        status: 200,
+        description: 'the document; X-Kilolock-State-Version says which version',
+        schema: STATE_DOCUMENT,
+      },
+    ],
   })
   @Get('v1/states/*name')
   @Access.state('read', backendState)
@@ -163,12 +169,16 @@ export class TerraformBackendController {
    * belongs to another controller: it is passed on, so which module
    * registers its routes first does not matter.
    */
-  @ApiOperation({ summary: 'Commit a new version (terraform apply, state push)' })
-  @ApiQuery({ name: 'ID', required: false, description: 'the lock ID the writer holds' })
-  @ApiBody({ schema: STATE_DOCUMENT })
-  @ApiResponse({ status: 200, description: 'stored' })
-  @ApiResponse({ status: 423, ...HOLDER })
-  @ApiResponse({ status: 409, ...HOLDER })
+  @Described.operation({
+    summary: 'Commit a new version (terraform apply, state push)',
+    query: [{ name: 'ID', required: false, description: 'the lock ID the writer holds' }],
+    body: { schema: STATE_DOCUMENT },
+    responses: [
+      { status: 200, description: 'stored' },
+      { status: 423, ...HOLDER },
+      { status: 409, ...HOLDER },
+    ],
+  })
   @Post('v1/states/*name')
   @Access.state('write', backendState)
   async post(
@@ -211,7 +221,7 @@ export class TerraformBackendController {
     }
   }
 
-  @ApiOperation({ summary: 'Delete the state (refused while locked; its history stays)' })
+  @Described.operation({ summary: 'Delete the state (refused while locked; its history stays)' })
   @Delete('v1/states/*name')
   @Access.state('write', backendState)
   async delete(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {
@@ -221,48 +231,59 @@ export class TerraformBackendController {
     );
   }
 
-  @ApiOperation({ summary: 'LOCK: take the lock (terraform lock_method, default)' })
-  @ApiBody({ schema: LOCK_INFO })
-  @ApiResponse({
-    status: 200,
-    description: 'locked by this LockInfo (also when it already held it)',
+  @Described.operation({
+    summary: 'LOCK: take the lock (terraform lock_method, default)',
+    body: { schema: LOCK_INFO },
+    responses: [
+      { status: 200, description: 'locked by this LockInfo (also when it already held it)' },
+      { status: 423, ...HOLDER },
+    ],
   })
-  @ApiResponse({ status: 423, ...HOLDER })
   @Lock('v1/states/*name')
   @Access.state('write', backendState)
   lock(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {
     return this.doLock(param, req, res);
   }
 
-  @ApiOperation({ summary: 'LOCK for proxies that drop custom methods (lock_method = "POST")' })
-  @ApiBody({ schema: LOCK_INFO })
-  @ApiResponse({ status: 200, description: 'locked' })
-  @ApiResponse({ status: 423, ...HOLDER })
+  @Described.operation({
+    summary: 'LOCK for proxies that drop custom methods (lock_method = "POST")',
+    body: { schema: LOCK_INFO },
+    responses: [
+      { status: 200, description: 'locked' },
+      { status: 423, ...HOLDER },
+    ],
+  })
   @Post('v1/state-lock/*name')
   @Access.state('write', backendState)
   lockAlias(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {
     return this.doLock(param, req, res);
   }
 
-  @ApiOperation({
+  @Described.operation({
     summary: 'UNLOCK: release the lock (terraform unlock_method, default)',
     description:
       'A body with the LockInfo (or only its ID, as `tofu force-unlock` sends) releases that lock; ' +
       'an empty body (`terraform force-unlock`) releases whoever holds it.',
+    body: { schema: LOCK_INFO, required: false },
+    responses: [
+      { status: 200, description: 'unlocked (also when it was not locked)' },
+      { status: 409, ...HOLDER },
+    ],
   })
-  @ApiBody({ schema: LOCK_INFO, required: false })
-  @ApiResponse({ status: 200, description: 'unlocked (also when it was not locked)' })
-  @ApiResponse({ status: 409, ...HOLDER })
   @Unlock('v1/states/*name')
   @Access.state('write', backendState)
   unlock(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {
     return this.doUnlock(param, req, res);
   }
 
-  @ApiOperation({ summary: 'UNLOCK for proxies that drop custom methods (unlock_method = "POST")' })
-  @ApiBody({ schema: LOCK_INFO, required: false })
-  @ApiResponse({ status: 200, description: 'unlocked' })
-  @ApiResponse({ status: 409, ...HOLDER })
+  @Described.operation({
+    summary: 'UNLOCK for proxies that drop custom methods (unlock_method = "POST")',
+    body: { schema: LOCK_INFO, required: false },
+    responses: [
+      { status: 200, description: 'unlocked' },
+      { status: 409, ...HOLDER },
+    ],
+  })
   @Post('v1/state-unlock/*name')
   @Access.state('write', backendState)
   unlockAlias(@Param('name') param: string[], @Req() req: Req_, @Res() res: Response) {
