@@ -126,7 +126,7 @@ export async function startServer(config: Config, logger: Logger): Promise<KldSe
     answerClientErrors(app.getHttpServer());
     connections = drainableConnections(app.getHttpServer(), config.idleMs);
     connectionBudgetOf(app).watchHttp(app.getHttpServer());
-    serveOpenApi(app);
+    serveOpenApi(app, errors);
     await app.listen(config.listen.port, config.listen.host);
   } catch (err) {
     await releaseStorage();
