@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { startKld } from './kld-process';
 import { runProbe } from './probe-harness';
 import { processCpuMs } from './process-cpu';
-import { formatMs } from './stats';
+import { distribution, formatMs } from './stats';
 
 /**
  * Probe: what a restart of `kld serve` costs, on a database it migrated
@@ -26,12 +26,11 @@ interface Sample {
   openApiCpuMs: number;
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+/** Median (min–max), the median by nearest rank as stats.ts gives it: a value observed. */
+const summary = (xs: number[]) => {
+  const d = distribution(xs);
+  return `${formatMs(d.p50)} (${formatMs(d.min)}–${formatMs(d.max)})`;
 };
-const summary = (xs: number[]) =>
-  `${formatMs(median(xs))} (${formatMs(Math.min(...xs))}–${formatMs(Math.max(...xs))})`;
 
 async function main(): Promise<void> {
   await runProbe('serve-start', async ({ tmp, klds }) => {
