@@ -109,7 +109,9 @@ export class EventsGrpcServer {
      * A connection with no call for this long is closed (GOAWAY; a client
      * reconnects when it next calls). grpc-js keeps one forever by default,
      * and turns off Node's socket timeout too: idle connections would pile
-     * up without bound. As long as kld's HTTP keep-alive (KL_HTTP_IDLE_TIMEOUT).
+     * up without bound. As long as kld's HTTP keep-alive (KL_HTTP_IDLE_TIMEOUT);
+     * up to twice that in fact, since grpc-js compares the wall clock with its
+     * timer's and re-arms a whole bound when the timer fires a millisecond early.
      */
     private readonly idleMs = DEFAULT_IDLE_MS,
     /** The connections kld holds, HTTP's and these together. */
