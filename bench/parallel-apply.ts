@@ -6,7 +6,7 @@ import { onPath } from '../test/support/terraform-aws';
 import { openBenchDatabase } from './support/bench-database';
 import { httpBackend, killAll, mustRun, startKld, Timed } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
-import { formatMs, verdict } from './support/stats';
+import { formatMs, median, verdict } from './support/stats';
 
 /**
  * Parallel apply (ADR 0007): two `kl apply` runs that each replace one slow
@@ -190,7 +190,6 @@ async function main(): Promise<void> {
       walls.parallel.push(Date.now() - parStart);
       figures.push({ label: 'parallel a', f: pa }, { label: 'parallel b', f: pb });
     }
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
     console.log('\nwall clock (median of reps):');
     for (const [k, v] of Object.entries(walls)) rows.push([k, formatMs(median(v))]);
     printTable(['run', 'wall ms'], rows);

@@ -31,7 +31,7 @@ import {
   profileRefresh,
   RefreshProfile,
 } from './support/refresh-profile';
-import { formatInt, formatMs, verdict } from './support/stats';
+import { formatInt, formatMs, median, verdict } from './support/stats';
 import {
   DatabaseCpuMeter,
   postmasterOf,
@@ -653,12 +653,6 @@ function intEnv(name: string, fallback: number, min = 1): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n < min) throw new Error(`${name} must be an integer >= ${min}`);
   return n;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 function secs(ms: number): string {

@@ -14,7 +14,7 @@ import { measureGetTurns } from './support/get-turns';
 import { postmasterOf, processCpuMs, processTreeCpuMs } from './support/process-cpu';
 import { SyntheticState } from './support/state-generator';
 import { startStaticServer as startStaticPeer } from './support/static-server';
-import { distribution, formatInt, formatMs, verdict } from './support/stats';
+import { distribution, formatInt, formatMs, median, verdict } from './support/stats';
 import {
   GcTrace,
   logForTail,
@@ -736,10 +736,6 @@ function sameBytes(served: Buffer, posted: Buffer): string {
   const line = posted.subarray(0, i).toString().split('\n').length;
   const at = (b: Buffer) => JSON.stringify(b.subarray(i, i + 40).toString());
   return `differs from line ${line} (served ${at(served)} vs posted ${at(posted)})`;
-}
-
-function median(xs: readonly number[]): number {
-  return distribution(xs).p50;
 }
 
 function mean(xs: readonly number[]): number {

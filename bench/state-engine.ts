@@ -9,7 +9,7 @@ import { CountingProxy, ProxiedExchange, startCountingProxy } from './support/co
 import { processCpuMs, reapedChildrenCpuMs } from './support/process-cpu';
 import { httpBackend, Kld, killAll, mustRun, startKld, Timed } from './support/refresh-processes';
 import { printMachine, printTable } from './support/report';
-import { distribution, formatInt, formatMs, verdict } from './support/stats';
+import { distribution, formatInt, formatMs, median, verdict } from './support/stats';
 
 /**
  * The state-engine lane against the Terraform lane on the big state
@@ -518,21 +518,16 @@ async function planThreeWays(kld: Kld, name: string, size: number, tmp: string):
       console.log(`      routes: ${routes(r.exchanges, name)}`);
       if (r.reported !== '-') console.log(`      kl reported: ${r.reported}`);
     }
-    const median = (way: string, of: (r: PlanRun) => number) => {
-      const xs = results
-        .filter((r) => r.way.startsWith(way))
-        .map(of)
-        .sort((x, y) => x - y);
-      return xs[Math.floor(xs.length / 2)];
-    };
+    const medianOf = (way: string, of: (r: PlanRun) => number) =>
+      median(results.filter((r) => r.way.startsWith(way)).map(of));
     const wall = (r: PlanRun) => r.wallMs;
-    const [a, b, c] = [median('(a)', wall), median('(b)', wall), median('(c) ', wall)];
+    const [a, b, c] = [medianOf('(a)', wall), medianOf('(b)', wall), medianOf('(c) ', wall)];
     console.log(
       `  wall medians: (a)/(b) = ${(a / b).toFixed(2)}×, (a)/(c) = ${(a / c).toFixed(2)}× ` +
         `(target (c) ≥ ${PLAN_TARGET_RATIO}× faster than (a)) ${verdict(a / c >= PLAN_TARGET_RATIO)}`,
     );
     const cpu = (r: PlanRun) => r.cpuMs;
-    const [ca, cc] = [median('(a)', cpu), median('(c) ', cpu)];
+    const [ca, cc] = [medianOf('(a)', cpu), medianOf('(c) ', cpu)];
     console.log(
       `  CPU medians (process and the processes it ran; less distorted by load): ` +
         `(a) ${formatMs(ca)} ms, (c) ${formatMs(cc)} ms, (a)/(c) = ${(ca / cc).toFixed(2)}×`,
@@ -542,9 +537,9 @@ async function planThreeWays(kld: Kld, name: string, size: number, tmp: string):
         Math.min(...results.filter((r) => r.way.startsWith(way)).map(of));
       console.log(
         `  (c) against (c-base) ${BASE_KL}, min / median: wall ${formatMs(min('(c) ', wall))} / ` +
-          `${formatMs(c)} ms against ${formatMs(min('(c-base)', wall))} / ${formatMs(median('(c-base)', wall))} ms, ` +
+          `${formatMs(c)} ms against ${formatMs(min('(c-base)', wall))} / ${formatMs(medianOf('(c-base)', wall))} ms, ` +
           `CPU ${formatMs(min('(c) ', cpu))} / ${formatMs(cc)} ms against ` +
-          `${formatMs(min('(c-base)', cpu))} / ${formatMs(median('(c-base)', cpu))} ms`,
+          `${formatMs(min('(c-base)', cpu))} / ${formatMs(medianOf('(c-base)', cpu))} ms`,
       );
     }
     if (APPLY_REPS > 0) await applyOnTheLane(kld, proxy, dir, name, opts);

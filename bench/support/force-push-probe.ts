@@ -15,7 +15,7 @@ import {
 } from './log-durability';
 import { postmasterOf, processCpuMs, processTreeCpuMs, reapedChildrenCpuMs } from './process-cpu';
 import { SyntheticState } from './state-generator';
-import { formatMs } from './stats';
+import { formatMs, median as medianOf } from './stats';
 import { terraformEnv } from './terraform-env';
 import { walInsertPosition } from './wal-position';
 
@@ -389,10 +389,7 @@ async function main(): Promise<void> {
 
 const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(2);
 
-const median = (xs: number[]) => {
-  const s = xs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s[Math.floor(s.length / 2)];
-};
+const median = (xs: number[]) => medianOf(xs.filter((x) => !Number.isNaN(x)));
 const spread = (xs: number[]) =>
   `${formatMs(median(xs))} (${formatMs(Math.min(...xs))}–${formatMs(Math.max(...xs))})`;
 

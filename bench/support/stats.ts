@@ -23,6 +23,11 @@ export function distribution(samples: readonly number[]): Distribution {
   };
 }
 
+/** The nearest-rank median: a value actually observed (the lower of the two middle ones). */
+export function median(samples: readonly number[]): number {
+  return distribution(samples).p50;
+}
+
 export function formatInt(n: number): string {
   return Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '-';
 }
