@@ -399,12 +399,18 @@ describe('hostile sweep 10', () => {
       expect(open).toMatch(/transport="grpc"} 0/);
       expect(open).not.toMatch(/ [1-9]\d*$/m);
       const follower = grpcEventsClient(kld.grpc);
+      const stream = follower.Subscribe(
+        { origin: 'ORIGIN_END', filter: { states: ['team-a/*'] } },
+        bearer(events),
+      );
+      // The log's end is taken when kld opens the call, which its caught-up marker says: a
+      // commit made before then (a fixed half second was not always enough on a loaded
+      // machine for the connection, the token's check and that look) lies before the end.
+      let caughtUp!: () => void;
+      const live = new Promise<void>((resolve) => (caughtUp = resolve));
       const delivered = new Promise<string>((resolve, reject) => {
-        const stream = follower.Subscribe(
-          { origin: 'ORIGIN_END', filter: { states: ['team-a/*'] } },
-          bearer(events),
-        );
-        stream.on('data', (m: { event?: { type: string } }) => {
+        stream.on('data', (m: { kind: string; event?: { type: string } }) => {
+          if (m.kind === 'caught_up') caughtUp();
           if (m.event) {
             resolve(m.event.type);
             stream.cancel();
@@ -414,7 +420,8 @@ describe('hostile sweep 10', () => {
           if (err.code !== grpc.status.CANCELLED) reject(err);
         });
       });
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      delivered.catch(() => undefined);
+      await Promise.race([live, delivered]);
       const lock = await teams.call(teams.writer, 'LOCK', `/v1/states/${TEAM_A_STATE}`, {
         ID: 'after-fuzz',
         Operation: 'OperationTypeApply',
