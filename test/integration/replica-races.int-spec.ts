@@ -2,7 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { startServer, KldServer } from '../../src/app/server';
 import { EVENT_STORE, type EventStore } from '../../src/application/ports/event-store.port';
 import { loadConfig } from '../../src/infrastructure/config/config';
-import { LOG_START, type RecordedEvent } from '../../src/domain/shared/event';
+import {
+  comparePositions,
+  LOG_START,
+  type LogPosition,
+  type RecordedEvent,
+} from '../../src/domain/shared/event';
 import {
   ALL_ADDRESSES,
   parseAddressGlob,
@@ -23,6 +28,7 @@ import {
   testDocument,
   type TestInstance,
 } from '../support/state-harness';
+import { formatCursor } from '../../src/domain/shared/log-cursor';
 import { createTestDatabase, quietLogger, TestDatabase } from '../support/test-database';
 import { wholeLog } from '../support/whole-log';
 
@@ -114,7 +120,14 @@ function drawOp(r: SeededRandom): Op {
   throw new Error('unreachable');
 }
 
-/** One answer as the judge needs it, with the log's head just before the request and after the answer. */
+/**
+ * One answer as the judge needs it, with where the log stood just before the
+ * request and after the answer, in the log's order (transaction id, then
+ * global position): a global position alone is taken when a transaction
+ * inserts, not when it commits, so an append that took its transaction id
+ * first and its position after another's sorted, in positions, after an
+ * answer's `after`.
+ */
 interface Answered {
   caller: number;
   op: Op;
@@ -123,8 +136,10 @@ interface Answered {
   status: number;
   body: string;
   version: number | null;
-  before: bigint;
-  after: bigint;
+  /** The readers' head: every transaction still running then sorts after it. */
+  before: LogPosition;
+  /** The last event committed, the answer's own included. */
+  after: LogPosition;
   lockId?: string;
   runId?: string;
   /** The writer output of the document sent (POST, import, commit). */
@@ -175,7 +190,8 @@ describe('racing callers on two replicas', () => {
     withSeed(seed, () => race(seed)),
   );
 
-  const head = async () => (await store.headPosition())?.globalPosition ?? 0n;
+  const before = async () => (await store.lastPosition()) ?? LOG_START;
+  const after = async () => (await store.headPosition()) ?? LOG_START;
 
   async function race(seed: number): Promise<void> {
     const seedRandom = seededRandom(seed);
@@ -193,22 +209,22 @@ describe('racing callers on two replicas', () => {
       path: string,
       body?: unknown,
     ): Promise<Answered> => {
-      const before = await head();
+      const from = await before();
       const r = await fetch(`${servers[a.replica].url}${path}`, {
         method,
         headers: { 'Content-Type': 'application/json' },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
       const text = await r.text();
-      const after = await head();
+      const to = await after();
       const v = r.headers.get('x-kilolock-state-version');
       const answer: Answered = {
         ...a,
         status: r.status,
         body: text,
         version: v === null ? null : Number(v),
-        before,
-        after,
+        before: from,
+        after: to,
       };
       answers.push(answer);
       const what = `caller ${a.caller} ${a.op} ${method} ${path} on replica ${a.replica}`;
@@ -519,6 +535,12 @@ function summary(answers: Answered[]): string {
     .join(', ');
 }
 
+/** When a lock or a run held something: [from, to) in the log's order. */
+interface Span {
+  from: LogPosition;
+  to: LogPosition | null;
+}
+
 interface Claim {
   kind: 'lock' | 'run';
   id: string;
@@ -543,14 +565,16 @@ function judgeHistory(states: string[], log: RecordedEvent[], answers: Answered[
       revision: bigint;
       version: number;
       serial: number;
-      position: bigint;
+      position: LogPosition;
       runId?: string;
     }
   >();
   /** Per stream and lock id, when it was held: [acquired, released) as log positions. */
-  const lockSpans = new Map<string, { from: bigint; to: bigint | null }[]>();
-  const runSpans = new Map<string, { from: bigint; to: bigint | null }>();
-  const deletions = new Map<string, bigint[]>();
+  const lockSpans = new Map<string, Span[]>();
+  const runSpans = new Map<string, Span>();
+  const deletions = new Map<string, LogPosition[]>();
+  /** a comes before b in the log. */
+  const earlier = (a: LogPosition, b: LogPosition) => comparePositions(a, b) < 0;
 
   for (const state of states) {
     const stream = `state-${state}`;
@@ -572,13 +596,13 @@ function judgeHistory(states: string[], log: RecordedEvent[], answers: Answered[
             { glob: c.glob === '*' ? ALL_ADDRESSES : parseAddressGlob(c.glob), mode: c.mode },
           ),
       );
-    const endLock = (id: string, position: bigint) => {
+    const endLock = (id: string, position: LogPosition) => {
       const span = lockSpans.get(`${stream} ${id}`)?.at(-1);
       if (span && span.to === null) span.to = position;
     };
     for (const e of events) {
       const d = e.data as Record<string, unknown>;
-      const position = e.position.globalPosition;
+      const position = e.position;
       switch (e.type) {
         case 'StateCreated':
           claims = new Map();
@@ -675,8 +699,10 @@ function judgeHistory(states: string[], log: RecordedEvent[], answers: Answered[
     }
   }
 
-  const heldWithin = (spans: { from: bigint; to: bigint | null }[] | undefined, a: Answered) =>
-    (spans ?? []).some((s) => s.from <= a.after && (s.to === null || s.to > a.before));
+  const heldWithin = (spans: Span[] | undefined, a: Answered) =>
+    (spans ?? []).some(
+      (s) => !earlier(a.after, s.from) && (s.to === null || earlier(a.before, s.to)),
+    );
   for (const a of answers) {
     const stream = `state-${a.state}`;
     const what = `caller ${a.caller} ${a.op} on ${a.state} (replica ${a.replica}, answered ${a.status})`;
@@ -686,15 +712,19 @@ function judgeHistory(states: string[], log: RecordedEvent[], answers: Answered[
     }
     if (a.op === 'start' && a.status === 201) {
       const span = runSpans.get(a.runId!);
-      if (!span || !(span.from > a.before && span.from <= a.after))
+      if (!span || !(earlier(a.before, span.from) && !earlier(a.after, span.from)))
         problems.push(`${what}: run ${a.runId} granted, not in the log then`);
     }
     if (a.token && a.status === 200) {
       const c = commits.get(a.token);
       if (!c) problems.push(`${what}: ${a.token} accepted, not in the log`);
-      else if (c.stream !== stream || !(c.position > a.before && c.position <= a.after)) {
+      else if (
+        c.stream !== stream ||
+        !(earlier(a.before, c.position) && !earlier(a.after, c.position))
+      ) {
         problems.push(
-          `${what}: ${a.token} accepted, logged at ${c.stream} ${c.position} outside (${a.before}, ${a.after}]`,
+          `${what}: ${a.token} accepted, logged at ${c.stream} ${formatCursor(c.position)} ` +
+            `outside (${formatCursor(a.before)}, ${formatCursor(a.after)}]`,
         );
       } else if (
         a.op === 'commit' &&
@@ -711,7 +741,11 @@ function judgeHistory(states: string[], log: RecordedEvent[], answers: Answered[
       const mine = commits.get(a.ownToken);
       if (!mine) continue;
       if (a.status === 404) {
-        if (!(deletions.get(stream) ?? []).some((p) => p > mine.position && p <= a.after)) {
+        if (
+          !(deletions.get(stream) ?? []).some(
+            (p) => earlier(mine.position, p) && !earlier(a.after, p),
+          )
+        ) {
           problems.push(`${what}: own ${a.ownToken} written, GET found no state`);
         }
       } else if (a.status !== 200 || a.servedToken == null) {
@@ -722,7 +756,7 @@ function judgeHistory(states: string[], log: RecordedEvent[], answers: Answered[
           !served ||
           served.stream !== stream ||
           served.revision < mine.revision ||
-          served.position > a.after
+          earlier(a.after, served.position)
         ) {
           problems.push(
             `${what}: own ${a.ownToken} written, GET served ${a.servedToken} (older or unknown)`,
