@@ -110,7 +110,9 @@ describe('drainableConnections', () => {
   });
 
   it('lets a request in flight finish, then closes its connection', async () => {
-    const { port, close } = await serve(300);
+    const { server, port, close } = await serve(300);
+    // In flight once the server has it: a connection with no request yet is closed at once.
+    const arrived = new Promise((r) => server.once('request', r));
     const answer = new Promise<{ status: number; body: string }>((resolve, reject) =>
       http
         .get({ port, host: '127.0.0.1', agent: new http.Agent({ keepAlive: true }) }, (res) => {
@@ -120,17 +122,18 @@ describe('drainableConnections', () => {
         })
         .on('error', reject),
     );
-    await new Promise((r) => setTimeout(r, 50));
+    await arrived;
     await close(30_000);
     expect(await answer).toEqual({ status: 200, body: 'done' });
   });
 
   it('ends a request still running when the grace period is over', async () => {
-    const { port, close } = await serve(60_000);
+    const { server, port, close } = await serve(60_000);
+    const arrived = new Promise((r) => server.once('request', r));
     const failed = new Promise<string>((resolve) =>
       http.get({ port, host: '127.0.0.1' }).on('error', (err) => resolve(err.message)),
     );
-    await new Promise((r) => setTimeout(r, 50));
+    await arrived;
     const took = await close(200);
     expect(took).toBeLessThan(5_000);
     expect(await failed).toMatch(/socket hang up|ECONNRESET/);
