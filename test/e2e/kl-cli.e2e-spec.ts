@@ -6,6 +6,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { freePort } from '../../src/infrastructure/postgres/embedded-postgres';
 import { KL, KldProcess, startKld } from '../support/kld-process';
+import { sample } from '../support/prometheus-text';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 /** The built `kl` as a child process against a real kld. */
@@ -949,8 +950,17 @@ describe('events and archives', () => {
     child.stdout.on('data', (c: Buffer) => (out += c.toString()));
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     try {
-      // Subscribed once kld holds the stream open; then a new version follows.
-      await new Promise((r) => setTimeout(r, 1500));
+      // Subscribed once kld counts the stream (it took the log's end first); then a new
+      // version follows. A fixed 1.5 s was not always a start of kl and its call on a loaded
+      // machine, and a version written before the end was never printed.
+      let open = 0;
+      for (let i = 0; i < 300 && open === 0; i++) {
+        if (child.exitCode !== null) throw new Error(`kl events exited (${child.exitCode})`);
+        const metrics = await (await fetch(`${kld.url}/metrics`)).text();
+        open = sample(metrics, 'kilolock_event_subscribers', { transport: 'sse' });
+        if (open === 0) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(open).toBe(1);
       ok(['import', writeState('v3.tfstate', doc(3, { a: 'uno' })), '--name', name]);
       for (let i = 0; i < 100 && !out.includes('"ApplyCommitted"'); i++) {
         await new Promise((r) => setTimeout(r, 100));
