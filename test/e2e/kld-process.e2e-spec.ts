@@ -4,12 +4,12 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { ChildRunner } from '../support/child-runner';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { freePort } from '../../src/infrastructure/postgres/embedded-postgres';
 import {
   descendantsOf,
   isAlive,
   KL,
   KLD,
+  listeningAt,
   processesMatching,
   ROOT,
   startKld,
@@ -88,15 +88,18 @@ describe('kld as a process', () => {
       '`npm start` stops kld and its PostgreSQL gracefully on %s, exiting 0',
       async (_how, signal) => {
         const dataDir = npmDataDir();
-        const port = await freePort();
         // --ignore-scripts skips only `prestart` (the build; dist/ is built):
-        // the same process tree as the README's `npm start`.
+        // the same process tree as the README's `npm start`. Ports the kernel
+        // picks as kld binds, read from its log: a port picked free beforehand
+        // could be another worker's by the time kld, after initdb, bound it,
+        // and the default gRPC port (8081) anyone's on this machine.
         const npm = spawn('npm', ['start', '--ignore-scripts'], {
           cwd: ROOT,
           env: {
             ...process.env,
             KL_DATA_DIR: dataDir,
-            KL_LISTEN: `127.0.0.1:${port}`,
+            KL_LISTEN: '127.0.0.1:0',
+            KL_GRPC_LISTEN: '127.0.0.1:0',
             KL_LOG_FORMAT: 'json',
           },
           stdio: ['ignore', 'pipe', 'pipe'],
@@ -110,12 +113,14 @@ describe('kld as a process', () => {
         );
         let tree: number[] = [];
         try {
-          const url = `http://127.0.0.1:${port}`;
+          let url: string | undefined;
           for (let i = 0; i < 300; i++) {
             if (npm.exitCode !== null) throw new Error(`npm start exited during start:\n${out}`);
-            if ((await fetch(`${url}/readyz`).catch(() => null))?.status === 200) break;
+            url ??= listeningAt(out, undefined)?.url;
+            if (url && (await fetch(`${url}/readyz`).catch(() => null))?.status === 200) break;
             await new Promise((r) => setTimeout(r, 100));
           }
+          if (url === undefined) throw new Error(`npm start never said where it listens:\n${out}`);
           expect((await fetch(`${url}/readyz`)).status).toBe(200);
           tree = descendantsOf(npm.pid!);
           const postgres = processesMatching(path.join(dataDir, 'pgdata'));

@@ -105,7 +105,7 @@ export async function startKld(
  * Where kld said it listens: the URL of its "kld listening" line and the
  * address of its gRPC line (`off` when turned off); null until both are out.
  */
-function listeningAt(
+export function listeningAt(
   output: string,
   grpcListen: string | undefined,
 ): { url: string; grpc: string } | null {
