@@ -50,29 +50,41 @@ trap 'exit 143' TERM
 
 step() { printf '\n== %s\n' "$*"; }
 
-free_port() {
-  node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+# listening_url LOG: the URL of kld's "kld listening" line in LOG (fails until it is there).
+listening_url() {
+  node -e '
+    for (const line of require("fs").readFileSync(process.argv[1], "utf8").split("\n")) {
+      try {
+        const entry = JSON.parse(line);
+        if (entry.msg === "kld listening") { console.log(entry.url); process.exit(0); }
+      } catch {} // a line still being written, or not JSON
+    }
+    process.exit(1);' "$1"
 }
 
 kl() { timeout "$STEP_TIMEOUT" node "$REPO/dist/src/cli/kl.js" "$@"; }
 tf() { timeout "$STEP_TIMEOUT" terraform "$@"; }
 
 # start_kld NAME: a fresh kld on its own data directory; sets KL_SERVER_URL.
+# kld takes the port the kernel gives it as it binds, and says which in its log:
+# a port picked free beforehand may be another program's by the time kld, after
+# initdb, binds it (or another kld's, which would then answer this demo).
 start_kld() {
   KLD_DATA="$WORK/$1-data"
-  local port
-  port=$(free_port)
   KL_DATA_DIR="$KLD_DATA" KL_GRPC_LISTEN=off KL_LOG_FORMAT=json \
-    node "$REPO/dist/src/kld.js" serve --listen "127.0.0.1:$port" >"$WORK/kld.log" 2>&1 &
+    node "$REPO/dist/src/kld.js" serve --listen 127.0.0.1:0 >"$WORK/kld.log" 2>&1 &
   KLD_PID=$!
-  export KL_SERVER_URL="http://127.0.0.1:$port"
+  KL_SERVER_URL=
   for _ in $(seq 1 600); do
     if ! kill -0 "$KLD_PID" 2>/dev/null; then
       echo "kld exited during start" >&2
       return 1
     fi
-    if node -e 'fetch(process.argv[1]).then((r)=>process.exit(r.ok?0:1),()=>process.exit(1))' \
-      "$KL_SERVER_URL/readyz"; then
+    [ -n "$KL_SERVER_URL" ] || KL_SERVER_URL=$(listening_url "$WORK/kld.log") || true
+    export KL_SERVER_URL
+    if [ -n "$KL_SERVER_URL" ] &&
+      node -e 'fetch(process.argv[1]).then((r)=>process.exit(r.ok?0:1),()=>process.exit(1))' \
+        "$KL_SERVER_URL/readyz"; then
       echo "$1 ready at $KL_SERVER_URL (fresh embedded PostgreSQL)"
       return 0
     fi
