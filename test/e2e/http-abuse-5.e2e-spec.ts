@@ -36,6 +36,15 @@ function neverRead(url: string, head: string, body = ''): net.Socket {
   return socket;
 }
 
+/** Polls `check` every 50 ms until it holds; fails after 60 s. */
+async function until(what: string, check: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 1200; i++) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`not within 60 s: ${what}`);
+}
+
 type ErrorBody = { error?: { code?: string; message?: string } } | null;
 
 /** An answer's JSON, null when it is not JSON. */
@@ -47,8 +56,14 @@ function errorBody(text: string): ErrorBody {
   }
 }
 
-/** A raw HTTP request, its body sent by the caller; `answer` is all kld sent until it closed. */
-function rawCall(url: string, head: string): { socket: net.Socket; answer: Promise<string> } {
+/**
+ * A raw HTTP request, its body sent by the caller; `answer` is all kld sent until it
+ * closed, `sent()` what it sent so far.
+ */
+function rawCall(
+  url: string,
+  head: string,
+): { socket: net.Socket; answer: Promise<string>; sent: () => string } {
   const u = new URL(url);
   const socket = net.connect(Number(u.port), '127.0.0.1');
   socket.write(`${head.replace('{host}', u.host)}\r\n\r\n`);
@@ -58,7 +73,7 @@ function rawCall(url: string, head: string): { socket: net.Socket; answer: Promi
     socket.on('close', () => resolve(text));
     socket.on('error', () => undefined);
   });
-  return { socket, answer };
+  return { socket, answer, sent: () => text };
 }
 
 describe('kld stopped while callers hold it', () => {
@@ -109,16 +124,28 @@ describe('kld stopped while callers hold it', () => {
       sql: 'SELECT pg_sleep(120)',
       timeout_ms: 300_000,
     });
-    await new Promise((r) => setTimeout(r, 1500));
+    // Running (the requests sent before it read by now): a fixed wait was a bet on a loaded machine.
+    await until('the long query to run', async () => {
+      const [{ n }] = await t.db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE wait_event = 'PgSleep' AND datname = current_database()`,
+      );
+      return n > 0;
+    });
 
     // A commit whose body is still coming when the stop begins: it is read to
-    // its end, stored and answered 200 (never a 500).
+    // its end, stored and answered 200 (never a 500). In flight once kld asked
+    // for its body (100 Continue): one whose headers kld had not read yet when
+    // the stop began was an idle connection, closed at once.
     const body = JSON.stringify(doc(2, 'small'));
     const commit = rawCall(
       kld.url,
       `POST /v1/states/held/small?ID=held-lock HTTP/1.1\r\nHost: {host}\r\n${auth}\r\n` +
-        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close`,
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n` +
+        'Expect: 100-continue',
     );
+    const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n';
+    await until('kld to take the commit', async () => commit.sent().startsWith(CONTINUE));
     commit.socket.write(body.slice(0, 20));
     await new Promise((r) => setTimeout(r, 300));
     const stopped = kld.stop();
@@ -130,7 +157,7 @@ describe('kld stopped while callers hold it', () => {
     expect(code).toBe(0);
     expect(kld.output()).toContain('"msg":"stopped"');
     expect(kld.output()).not.toContain('shutdown took too long');
-    expect(await commit.answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect((await commit.answer).slice(CONTINUE.length)).toMatch(/^HTTP\/1\.1 200 /);
     expect(queried.status).toBe(503);
     expect(queried.body.error.code).toBe('SERVER.UNAVAILABLE');
 
