@@ -25,6 +25,14 @@ describe('StoppableSessions', () => {
       () => null,
       (err: unknown) => err as { code?: string },
     );
+  /** What `work` settled with, or 'still running' after `ms`. */
+  const settledWithin = (work: Promise<unknown>, ms: number) => {
+    let timer: NodeJS.Timeout | undefined;
+    return Promise.race([
+      work.then((value) => ({ value })),
+      new Promise((r) => (timer = setTimeout(() => r('still running'), ms))),
+    ]).finally(() => clearTimeout(timer));
+  };
 
   it('cancels the statement a transaction runs, which rolls back what it wrote', async () => {
     const sessions = new StoppableSessions(() => ownConnection(t.url));
@@ -55,6 +63,58 @@ describe('StoppableSessions', () => {
     expect(await sessions.stop()).toBe(1);
     expect((await work)?.code).toBe('57014'); // query_canceled, long before the 120 s
     expect(await rows()).toEqual([]);
+  });
+
+  it('cancels a statement its backend had not begun to read when the first cancel came', async () => {
+    // PostgreSQL drops a cancel that finds its backend reading the next command: on a
+    // loaded machine, a statement sent just before the stop is still unread when its
+    // cancel arrives, and ran whole (a batch waiting on a lock, as long as the lock is held).
+    // A backend held still (SIGSTOP) through the send and the cancel makes that moment.
+    const sessions = new StoppableSessions(() => ownConnection(t.url));
+    let pid = 0;
+    let entered!: () => void;
+    const inside = new Promise<void>((resolve) => (entered = resolve));
+    let go!: () => void;
+    const sent = new Promise<void>((resolve) => (go = resolve));
+    const work = failure(
+      db.transaction(
+        async (tx) => {
+          await tx.query('INSERT INTO stop_probe VALUES (1)');
+          pid = (tx as unknown as { processID: number }).processID;
+          entered();
+          await sent;
+          await tx.query('SELECT pg_sleep(120)');
+        },
+        undefined,
+        sessions,
+      ),
+    );
+    await inside;
+    process.kill(pid, 'SIGSTOP');
+    let stopped: number;
+    try {
+      go();
+      // The sleep is on its way (written to the socket) before the stop.
+      await new Promise((r) => setImmediate(r));
+      stopped = await sessions.stop();
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    try {
+      expect(stopped).toBe(1);
+      expect(await settledWithin(work, 10_000)).toEqual({
+        value: expect.objectContaining({ code: '57014' }),
+      });
+      expect(await rows()).toEqual([]);
+    } finally {
+      // Not left sleeping for the tests after this one.
+      if ((await settledWithin(work, 0)) === 'still running') {
+        const c = await ownConnection(t.url);
+        await c.query('SELECT pg_cancel_backend($1)', [pid]);
+        await c.end();
+      }
+      await work;
+    }
   });
 
   it('refuses the statements a transaction had not sent yet, which rolls back', async () => {
