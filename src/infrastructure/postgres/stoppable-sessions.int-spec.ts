@@ -1,3 +1,4 @@
+import * as fs from 'node:fs';
 import { createTestDatabase, TestDatabase } from '../../../test/support/test-database';
 import { Database } from './database';
 import { SessionsStoppedError, StoppableSessions } from './stoppable-sessions';
@@ -25,6 +26,17 @@ describe('StoppableSessions', () => {
       () => null,
       (err: unknown) => err as { code?: string },
     );
+  /** `pid` is a PostgreSQL backend of this machine serving this test's database. */
+  const ourBackend = (pid: number) => {
+    try {
+      const title = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      return (
+        title.startsWith('postgres') && title.includes(` ${new URL(t.url).pathname.slice(1)} `)
+      );
+    } catch {
+      return false;
+    }
+  };
   /** What `work` settled with, or 'still running' after `ms`. */
   const settledWithin = (work: Promise<unknown>, ms: number) => {
     let timer: NodeJS.Timeout | undefined;
@@ -70,6 +82,9 @@ describe('StoppableSessions', () => {
     // loaded machine, a statement sent just before the stop is still unread when its
     // cancel arrives, and ran whole (a batch waiting on a lock, as long as the lock is held).
     // A backend held still (SIGSTOP) through the send and the cancel makes that moment.
+    // Only a backend of this machine (the embedded server), named so by its process title.
+    const [{ probe }] = await db.query<{ probe: number }>('SELECT pg_backend_pid() AS probe');
+    if (!ourBackend(probe)) return; // KL_TEST_DATABASE_URL elsewhere: cannot be held still from here
     const sessions = new StoppableSessions(() => ownConnection(t.url));
     let pid = 0;
     let entered!: () => void;
@@ -90,6 +105,7 @@ describe('StoppableSessions', () => {
       ),
     );
     await inside;
+    if (!ourBackend(pid)) throw new Error(`backend ${pid} is not this database's`);
     process.kill(pid, 'SIGSTOP');
     let stopped: number;
     try {
