@@ -5,6 +5,7 @@ import { bearer, grpcEventsClient } from '../support/event-clients';
 import { KldProcess, startKld } from '../support/kld-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { createToken, eventCount, jsonCall } from '../support/json-call';
+import { until } from '../support/until';
 
 /**
  * Hostile sweep 5: kld stopped while callers hold it every way they can,
@@ -34,15 +35,6 @@ function neverRead(url: string, head: string, body = ''): net.Socket {
   socket.pause();
   socket.write(`${head.replace('{host}', u.host)}\r\n\r\n${body}`);
   return socket;
-}
-
-/** Polls `check` every 50 ms until it holds; fails after 60 s. */
-async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 1200; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`not within 60 s: ${what}`);
 }
 
 type ErrorBody = { error?: { code?: string; message?: string } } | null;
@@ -125,13 +117,17 @@ describe('kld stopped while callers hold it', () => {
       timeout_ms: 300_000,
     });
     // Running (the requests sent before it read by now): a fixed wait was a bet on a loaded machine.
-    await until('the long query to run', async () => {
-      const [{ n }] = await t.db.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM pg_stat_activity
+    await until(
+      'the long query to run',
+      async () => {
+        const [{ n }] = await t.db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
           WHERE wait_event = 'PgSleep' AND datname = current_database()`,
-      );
-      return n > 0;
-    });
+        );
+        return n > 0;
+      },
+      { everyMs: 50 },
+    );
 
     // A commit whose body is still coming when the stop begins: it is read to
     // its end, stored and answered 200 (never a 500). In flight once kld asked
@@ -145,7 +141,9 @@ describe('kld stopped while callers hold it', () => {
         'Expect: 100-continue',
     );
     const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n';
-    await until('kld to take the commit', async () => commit.sent().startsWith(CONTINUE));
+    await until('kld to take the commit', async () => commit.sent().startsWith(CONTINUE), {
+      everyMs: 50,
+    });
     commit.socket.write(body.slice(0, 20));
     await new Promise((r) => setTimeout(r, 300));
     const stopped = kld.stop();

@@ -4,6 +4,7 @@ import { READ_MODEL_TABLES, snapshotTables } from '../support/state-harness';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { oneResourceState } from '../../bench/support/one-resource-state';
 import { socketPost } from '../../bench/support/socket-post';
+import { until } from '../support/until';
 
 /**
  * kld stopped while its projectors apply a big commit: a refresh run's
@@ -41,15 +42,6 @@ async function call(url: string, method: string, path: string, body?: unknown) {
   });
   const text = await r.text();
   return { status: r.status, body: text === '' ? null : JSON.parse(text) };
-}
-
-/** Polls `check` every 100 ms until it holds; fails after 60 s. */
-async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`not within 60 s: ${what}`);
 }
 
 describe('a stop while the projectors apply a big commit', () => {
